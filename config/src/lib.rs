@@ -1,0 +1,1 @@
+//! Policy files (being built).

@@ -1,0 +1,2 @@
+//! The pptune daemon (being built).
+pub mod kernel;

@@ -1,0 +1,78 @@
+//! The decision engine: a pure function of (policy, engine state,
+//! observation). No I/O, no clock, no tokio. Same input, same output.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::plan::{Knob, Plan};
+use crate::policy::Policy;
+use crate::snapshot::{DeviceId, Snapshot};
+
+/// Wall-clock facts the daemon reads for the engine (change windows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LocalTime {
+    /// 0 = Monday … 6 = Sunday.
+    pub weekday: u8,
+    /// Minutes since local midnight.
+    pub minute_of_day: u16,
+}
+
+/// How a past change turned out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "result")]
+pub enum Outcome {
+    /// Applied and read back; evaluation window still open.
+    Pending,
+    /// Moved the signal it was made for, no extra harm.
+    Effective,
+    /// Did not move the signal it was made for.
+    Ineffective,
+    /// Made harm worse and was put back.
+    Reverted,
+    /// The kernel refused (an answer, not a transient error).
+    Refused { errno: i32, message: String },
+    /// Failed for another reason (device vanished, I/O error).
+    Failed { message: String },
+}
+
+/// One change pptune made (or tried), as the engine needs to know it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionRecord {
+    pub device: DeviceId,
+    pub knob: Knob,
+    pub from: u32,
+    pub to: u32,
+    /// Monotonic time of the change (same origin as `Observation::now`).
+    pub at: Duration,
+    pub outcome: Outcome,
+}
+
+/// A knob's value before pptune first touched it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Original {
+    pub device: DeviceId,
+    pub knob: Knob,
+    pub value: u32,
+}
+
+/// What the engine is told for one evaluation.
+#[derive(Debug, Clone, Copy)]
+pub struct Observation<'a> {
+    /// The previous sample (`None` on the first tick).
+    pub previous: Option<&'a Snapshot>,
+    pub current: &'a Snapshot,
+    /// Time between `previous` and `current`.
+    pub elapsed: Duration,
+    /// Monotonic time since an origin the daemon picks (cooldowns, budgets).
+    pub now: Duration,
+    /// Local wall-clock time, for change windows (`None` = unknown: treat
+    /// as outside any configured window).
+    pub local_time: Option<LocalTime>,
+    /// Recent changes, oldest first (at least the last hour).
+    pub history: &'a [ActionRecord],
+    /// Knobs an operator took over: never touched until the policy reloads.
+    pub overrides: &'a [(DeviceId, Knob)],
+    /// Recorded originals (for shrinking back).
+    pub originals: &'a [Original],
+}

@@ -1,0 +1,23 @@
+//! pptune's decision core: it decides, never acts.
+//!
+//! - [`snapshot`]: the plain-data picture the daemon builds from the kernel
+//!   (the contract between crates);
+//! - [`signals`]: the derived ratios, defined once;
+//! - [`policy`]: the validated policy (built by the `config` crate);
+//! - [`engine`]: the pure decision function;
+//! - [`plan`]: its output.
+//!
+//! No I/O, no clock, no tokio, no logging: time arrives as a `Duration`.
+
+pub mod engine;
+pub mod plan;
+pub mod policy;
+pub mod signals;
+pub mod snapshot;
+
+pub use engine::{ActionRecord, LocalTime, Observation, Original, Outcome};
+pub use plan::{
+    Action, ChannelField, Decision, Knob, Plan, ReasonCode, RecommendationId, RingField,
+};
+pub use policy::{Mode, OnStop, Policy};
+pub use snapshot::Snapshot;

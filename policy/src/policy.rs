@@ -1,0 +1,203 @@
+//! The validated policy: domain values only. `config/` builds it from YAML
+//! (checking every range and contradiction there); the engine trusts it.
+//!
+//! Every timing term lives here and nowhere else.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Observe (plan, log, export) or enforce (act).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    #[default]
+    Observe,
+    Enforce,
+}
+
+/// What to do with tuned devices when the daemon stops.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnStop {
+    /// Leave the tuned values in place (the default: a restart must not
+    /// undo good settings; reboot resets NICs anyway).
+    #[default]
+    Keep,
+    /// Put the recorded originals back.
+    Restore,
+}
+
+/// The whole validated policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Policy {
+    /// Global mode; selectors may override it per interface.
+    pub mode: Mode,
+    /// Interface selection, evaluated in order; first match wins.
+    pub selectors: Vec<Selector>,
+    pub timing: Timing,
+    pub thresholds: Thresholds,
+    pub rings: RingPolicy,
+    pub channels: ChannelPolicy,
+    pub budget: MemoryBudget,
+    pub limits: ChangeLimits,
+    pub disruption: Disruption,
+    pub on_stop: OnStop,
+    /// Staged enforcement across a fleet; `None` = every host as `mode` says.
+    pub rollout: Option<Rollout>,
+    pub daemon: DaemonSettings,
+}
+
+/// Which interfaces a rule applies to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Selector {
+    /// Shell globs on the interface name (`eth*`, `ens1f?`); empty = any.
+    pub names: Vec<String>,
+    /// Driver names (`mlx5_core`, `ice`); empty = any.
+    pub drivers: Vec<String>,
+    /// Globs that exclude an interface even when the rest matches.
+    pub exclude: Vec<String>,
+    /// Mode for matching interfaces; `None` = the global mode.
+    pub mode: Option<Mode>,
+    /// Only interfaces that expose page pools.
+    pub require_pools: bool,
+}
+
+/// Every timing term, defined once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Timing {
+    /// Time between samples.
+    pub interval: Duration,
+    /// The span one finding window covers (a multiple of `interval`).
+    pub window: Duration,
+    /// Consecutive windows over threshold that make a finding.
+    pub windows_for_finding: u32,
+    /// Minimum time after a change before the next change on that device.
+    pub cooldown: Duration,
+    /// After a change: how long to evaluate against the pre-change baseline.
+    pub evaluation: Duration,
+    /// How long a pool must stay calm before a ring is shrunk back.
+    pub calm_before_shrink: Duration,
+}
+
+/// Grow and shrink thresholds (fractions 0..=1), kept apart for hysteresis.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Thresholds {
+    /// Grow when the recycle-miss share is at or above this…
+    pub grow_recycle_miss: f64,
+    /// …or the slow-refill share is at or above this while ring_full is the cause.
+    pub grow_slow_refill: f64,
+    /// Shrink only when the recycle-miss share stays below this.
+    pub shrink_recycle_miss: f64,
+    /// Ignore a window with fewer returned pages than this (ratios of tiny
+    /// numbers mean nothing).
+    pub min_pages_per_window: u64,
+}
+
+/// How rounding drivers treat a requested ring size.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rounding {
+    /// Use driver knowledge (mlx5/fbnic: power of two; ice/idpf: multiple of 32).
+    #[default]
+    Auto,
+    PowerOfTwo,
+    MultipleOf32,
+    None,
+}
+
+/// Ring sizing rules.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RingPolicy {
+    pub enabled: bool,
+    pub min: u32,
+    pub max: u32,
+    pub rounding: Rounding,
+    /// At most this many changes to reach the ring the bursts need
+    /// (1 or 2: few disruptive steps rather than doubling four times).
+    pub max_steps_to_target: u32,
+    /// Extra room over the estimated burst, as a factor (1.25 = 25 %).
+    pub headroom: f64,
+    /// Shrink back toward the original when calm.
+    pub shrink_when_calm: bool,
+}
+
+/// Channel (queue count) rules; off unless enabled.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ChannelPolicy {
+    pub enabled: bool,
+    pub min: u32,
+    pub max: u32,
+    /// Add queues when rx drops persist while recycling is healthy.
+    pub grow_on_drops_when_healthy: bool,
+    /// Remove queues when the slow path stays high with rings at their limit.
+    pub shrink_when_contended: bool,
+    /// Step in queues per change.
+    pub step: u32,
+}
+
+/// Memory budgets in bytes (computed as in design.md: (posted buffers +
+/// pool ring + 128 cached) × page bytes, per queue, summed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryBudget {
+    pub per_device_bytes: Option<u64>,
+    pub per_host_bytes: Option<u64>,
+}
+
+/// How often the daemon may change things.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangeLimits {
+    pub max_changes_per_hour: u32,
+    /// Allowed change windows; empty = any time.
+    pub windows: Vec<ChangeWindow>,
+    /// Never change two members of one bond or team at once.
+    pub one_bond_member_at_a_time: bool,
+}
+
+/// A weekly window in local time, minutes since midnight.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangeWindow {
+    /// 0 = Monday … 6 = Sunday; empty = every day.
+    pub days: Vec<u8>,
+    pub start_minute: u16,
+    pub end_minute: u16,
+}
+
+/// How disruptive a ring/channel change is on a driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DisruptionClass {
+    /// Make-before-break or per-queue swap: a brief carrier blip (mlx5).
+    Brief,
+    /// Full down/up of the queues, carrier off for a moment (ice, bnxt, idpf).
+    Restart,
+    /// Link renegotiation or device reset, seconds of outage (tg3, iavf).
+    LinkDown,
+}
+
+/// Per-driver disruption classes and which may change while the link is up.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Disruption {
+    /// driver name → class; drivers not listed use `default_class`.
+    pub drivers: Vec<(String, DisruptionClass)>,
+    pub default_class: DisruptionClass,
+    /// Classes that may be changed while the link is up.
+    pub allowed_while_up: Vec<DisruptionClass>,
+}
+
+/// Staged enforcement: a stable hash of (salt, host identity) below
+/// `fraction` enforces; the rest observe.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rollout {
+    pub fraction: f64,
+    pub salt: String,
+}
+
+/// Daemon settings that are not decisions (kept in the same file so one
+/// `--config` means the same everywhere).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DaemonSettings {
+    /// Prometheus listen address (loopback by default).
+    pub metrics_listen: Option<SocketAddr>,
+}

@@ -1,0 +1,366 @@
+//! The plain-data picture of a host's page pools at one instant.
+//!
+//! This is the contract between crates: the daemon converts kernel replies
+//! into a [`Snapshot`]; `status`, `plan`, the metrics and the policy engine
+//! all read the same values, so the numbers a person sees are the numbers the
+//! policy decided on. Nothing here knows about netlink.
+//!
+//! Counters are kept exactly as the kernel reports them (cumulative for the
+//! life of one pool); rates are computed by the engine from two snapshots.
+
+use serde::{Deserialize, Serialize};
+
+/// Everything pptune saw in one sampling pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// Monotonic time of the sample in milliseconds, from an arbitrary origin
+    /// chosen by the sampler. Only differences between snapshots mean
+    /// anything; the engine is handed the elapsed time separately.
+    pub taken_at_ms: u64,
+    /// What the running kernel can do.
+    pub capabilities: Capabilities,
+    /// Network devices, ordered by ifindex.
+    pub devices: Vec<Device>,
+    /// Pools whose netdev is gone (orphaned to loopback, reported without an
+    /// ifindex) — "zombies" that still hold pages.
+    pub orphan_pools: Vec<Pool>,
+}
+
+/// Which kernel features the sampler found, as data.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Capabilities {
+    /// `uname -r` of the running kernel.
+    pub kernel_release: String,
+    /// The `netdev` generic netlink family exists.
+    pub netdev_family: bool,
+    /// `page-pool-get` is registered (Linux 6.8+, `CONFIG_PAGE_POOL`).
+    pub page_pool_get: bool,
+    /// `page-pool-stats-get` is registered (`CONFIG_PAGE_POOL_STATS`).
+    pub page_pool_stats: bool,
+    /// `queue-get` / `napi-get` are registered (6.8+).
+    pub queue_get: bool,
+    pub napi_get: bool,
+    /// `qstats-get` is registered (6.9+).
+    pub qstats_get: bool,
+    /// The `ethtool` generic netlink family exists.
+    pub ethtool_family: bool,
+    /// The process holds CAP_NET_ADMIN (needed for RINGS_SET/CHANNELS_SET).
+    pub cap_net_admin: bool,
+}
+
+/// A device's identity across renames and driver reloads: its parent bus
+/// address and permanent MAC, never its ifindex or name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct DeviceId {
+    /// `IFLA_PARENT_DEV_BUS_NAME`, e.g. `pci`, `netdevsim`, `virtio`.
+    pub bus: Option<String>,
+    /// `IFLA_PARENT_DEV_NAME`, e.g. a PCI BDF `0000:3b:00.0`.
+    pub parent: Option<String>,
+    /// Permanent MAC address, lower-case hex with colons.
+    pub perm_addr: Option<String>,
+    /// Fallback when neither bus nor MAC is known (virtual devices): the name.
+    pub name_fallback: Option<String>,
+}
+
+impl DeviceId {
+    /// A stable, human-readable key, e.g. `pci/0000:3b:00.0/0c:42:a1:00:00:01`.
+    #[must_use]
+    pub fn key(&self) -> String {
+        let part = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".to_owned());
+        match (&self.bus, &self.parent, &self.perm_addr) {
+            (None, None, None) => format!("name/{}", self.name_fallback.as_deref().unwrap_or("-")),
+            _ => format!(
+                "{}/{}/{}",
+                part(&self.bus),
+                part(&self.parent),
+                part(&self.perm_addr)
+            ),
+        }
+    }
+}
+
+/// Operational state as rtnetlink reports it (RFC 2863).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OperState {
+    #[default]
+    Unknown,
+    NotPresent,
+    Down,
+    LowerLayerDown,
+    Testing,
+    Dormant,
+    Up,
+}
+
+/// One network device and everything sampled for it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Device {
+    pub ifindex: u32,
+    pub name: String,
+    pub id: DeviceId,
+    /// Kernel driver name (`mlx5_core`, `ice`, `netdevsim`, `veth` …).
+    pub driver: Option<String>,
+    /// rtnetlink link kind (`veth`, `bond`, `netdevsim` …), if any.
+    pub kind: Option<String>,
+    pub oper_state: OperState,
+    /// `IFF_UP` administratively.
+    pub admin_up: bool,
+    /// ifindex of the bond/team master, if enslaved.
+    pub master: Option<u32>,
+    pub mtu: Option<u32>,
+    /// `IFLA_NUM_RX_QUEUES`: allocated RX queues (not the active count).
+    pub num_rx_queues: Option<u32>,
+    /// Ring sizes, or why they are not available.
+    pub rings: Availability<Rings>,
+    /// Channel counts, or why they are not available.
+    pub channels: Availability<Channels>,
+    /// Link stats64 subset: the harm signal on drivers without qstats.
+    pub link_stats: Option<LinkStats>,
+    /// Device-scope qstats (`None` when the driver has no `stat_ops`).
+    pub qstats: Option<QueueStats>,
+    /// Active RX queues (from queue-get), ordered by queue id.
+    pub rx_queues: Vec<RxQueue>,
+    /// Pools of this device that map to no RX queue: no napi-id (detached,
+    /// or a driver that sets none) or a napi-id no queue reported.
+    pub unmapped_pools: Vec<Pool>,
+}
+
+impl Device {
+    /// Every pool of the device, queue-mapped first.
+    pub fn pools(&self) -> impl Iterator<Item = &Pool> {
+        self.rx_queues
+            .iter()
+            .flat_map(|q| q.pools.iter())
+            .chain(self.unmapped_pools.iter())
+    }
+
+    /// Whether the device carries any harm signal (qstats drops or link drop
+    /// counters) against which a change could be evaluated.
+    #[must_use]
+    pub fn has_harm_signal(&self) -> bool {
+        let q = |s: &QueueStats| s.rx_hw_drops.is_some() || s.rx_hw_drop_overruns.is_some();
+        self.qstats.as_ref().is_some_and(q)
+            || self
+                .rx_queues
+                .iter()
+                .any(|r| r.qstats.as_ref().is_some_and(q))
+            || self.link_stats.is_some()
+    }
+}
+
+/// A value that the kernel may decline to give, with the reason in words.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "state", content = "value")]
+pub enum Availability<T> {
+    Available(T),
+    /// e.g. "not supported by driver veth" or "kernel has no ethtool netlink".
+    Unavailable(String),
+    /// Not sampled (device filtered out or not asked for).
+    NotSampled,
+}
+
+impl<T> Default for Availability<T> {
+    fn default() -> Self {
+        Self::NotSampled
+    }
+}
+
+impl<T> Availability<T> {
+    #[must_use]
+    pub fn available(&self) -> Option<&T> {
+        match self {
+            Self::Available(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// ethtool rings (`ETHTOOL_A_RINGS_*`). A pair is `None` when the driver
+/// reports a zero maximum for it (the kernel then omits both).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rings {
+    pub rx: Option<u32>,
+    pub rx_max: Option<u32>,
+    pub rx_mini: Option<u32>,
+    pub rx_mini_max: Option<u32>,
+    pub rx_jumbo: Option<u32>,
+    pub rx_jumbo_max: Option<u32>,
+    pub tx: Option<u32>,
+    pub tx_max: Option<u32>,
+    pub rx_buf_len: Option<u32>,
+    /// 0 unknown, 1 disabled, 2 enabled.
+    pub tcp_data_split: Option<u8>,
+    pub hds_thresh: Option<u32>,
+    pub hds_thresh_max: Option<u32>,
+}
+
+/// ethtool channels (`ETHTOOL_A_CHANNELS_*`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Channels {
+    pub rx: Option<u32>,
+    pub rx_max: Option<u32>,
+    pub tx: Option<u32>,
+    pub tx_max: Option<u32>,
+    pub other: Option<u32>,
+    pub other_max: Option<u32>,
+    pub combined: Option<u32>,
+    pub combined_max: Option<u32>,
+}
+
+impl Channels {
+    /// Queues that receive: combined + rx-only.
+    #[must_use]
+    pub fn rx_queues(&self) -> u32 {
+        self.combined
+            .unwrap_or(0)
+            .saturating_add(self.rx.unwrap_or(0))
+    }
+}
+
+/// Link stats64 fields that count receive-side loss.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkStats {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub rx_dropped: u64,
+    pub rx_missed_errors: u64,
+    pub rx_fifo_errors: u64,
+}
+
+/// Per-queue (or device-scope) qstats. `None` means the driver does not fill
+/// that counter (the kernel omits it), not zero.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueStats {
+    pub rx_packets: Option<u64>,
+    pub rx_bytes: Option<u64>,
+    pub rx_alloc_fail: Option<u64>,
+    pub rx_hw_drops: Option<u64>,
+    pub rx_hw_drop_overruns: Option<u64>,
+}
+
+/// One active RX queue and the pools that serve it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RxQueue {
+    pub id: u32,
+    pub napi_id: Option<u32>,
+    /// Memory provider bound to the queue itself (queue-get), if any.
+    pub provider: Option<MemoryProvider>,
+    pub qstats: Option<QueueStats>,
+    /// Several pools may serve one queue (header/payload split, bnxt's head
+    /// pool), ordered by pool id.
+    pub pools: Vec<Pool>,
+}
+
+/// A memory provider behind a pool or queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum MemoryProvider {
+    /// devmem TCP: the dmabuf binding id.
+    Dmabuf { id: u32 },
+    /// io_uring zero-copy RX; `rx_buf_len` when the kernel reports it.
+    IoUring { rx_buf_len: Option<u64> },
+}
+
+/// One page_pool as netlink lists it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pool {
+    /// Pool id; a rebuilt pool gets a new one.
+    pub id: u64,
+    /// Owning ifindex; `None` once orphaned to loopback.
+    pub ifindex: Option<u32>,
+    pub napi_id: Option<u64>,
+    /// Pages taken from the allocator and not yet returned (includes pages
+    /// parked in the pool's own ring and cache).
+    pub inflight: Option<u64>,
+    pub inflight_mem: Option<u64>,
+    /// CLOCK_BOOTTIME seconds at which the pool was destroyed with pages
+    /// still out; `None` for a live pool.
+    pub detach_time: Option<u64>,
+    pub provider: Option<MemoryProvider>,
+    /// `None` when the kernel has no `CONFIG_PAGE_POOL_STATS` or the stats
+    /// dump did not list this pool.
+    pub stats: Option<PoolStats>,
+}
+
+impl Pool {
+    /// Bytes per page (`PAGE_SIZE << order`), when it can be observed.
+    #[must_use]
+    pub fn page_bytes(&self) -> Option<u64> {
+        match (self.inflight, self.inflight_mem) {
+            (Some(n), Some(m)) if n > 0 => Some(m / n),
+            _ => None,
+        }
+    }
+}
+
+/// The eleven page_pool counters, cumulative for the life of the pool.
+///
+/// Units differ: `alloc_fast` and the `recycle_*` counters count pages;
+/// `alloc_slow` and `alloc_refill` count cache refills (up to 64 pages each);
+/// `recycle_ring_full` counts once per bulk on the bulk-return path.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolStats {
+    pub alloc_fast: u64,
+    pub alloc_slow: u64,
+    pub alloc_slow_high_order: u64,
+    pub alloc_empty: u64,
+    pub alloc_refill: u64,
+    pub alloc_waive: u64,
+    pub recycle_cached: u64,
+    pub recycle_cache_full: u64,
+    pub recycle_ring: u64,
+    pub recycle_ring_full: u64,
+    pub recycle_released_refcnt: u64,
+}
+
+impl PoolStats {
+    /// Field-wise `self - earlier`; `None` if any counter went backwards
+    /// (a reset is "no data", never a rate).
+    #[must_use]
+    pub fn delta(&self, earlier: &Self) -> Option<Self> {
+        Some(Self {
+            alloc_fast: self.alloc_fast.checked_sub(earlier.alloc_fast)?,
+            alloc_slow: self.alloc_slow.checked_sub(earlier.alloc_slow)?,
+            alloc_slow_high_order: self
+                .alloc_slow_high_order
+                .checked_sub(earlier.alloc_slow_high_order)?,
+            alloc_empty: self.alloc_empty.checked_sub(earlier.alloc_empty)?,
+            alloc_refill: self.alloc_refill.checked_sub(earlier.alloc_refill)?,
+            alloc_waive: self.alloc_waive.checked_sub(earlier.alloc_waive)?,
+            recycle_cached: self.recycle_cached.checked_sub(earlier.recycle_cached)?,
+            recycle_cache_full: self
+                .recycle_cache_full
+                .checked_sub(earlier.recycle_cache_full)?,
+            recycle_ring: self.recycle_ring.checked_sub(earlier.recycle_ring)?,
+            recycle_ring_full: self
+                .recycle_ring_full
+                .checked_sub(earlier.recycle_ring_full)?,
+            recycle_released_refcnt: self
+                .recycle_released_refcnt
+                .checked_sub(earlier.recycle_released_refcnt)?,
+        })
+    }
+
+    /// Field-wise saturating sum (aggregating several pools).
+    #[must_use]
+    pub fn add(&self, o: &Self) -> Self {
+        Self {
+            alloc_fast: self.alloc_fast.saturating_add(o.alloc_fast),
+            alloc_slow: self.alloc_slow.saturating_add(o.alloc_slow),
+            alloc_slow_high_order: self
+                .alloc_slow_high_order
+                .saturating_add(o.alloc_slow_high_order),
+            alloc_empty: self.alloc_empty.saturating_add(o.alloc_empty),
+            alloc_refill: self.alloc_refill.saturating_add(o.alloc_refill),
+            alloc_waive: self.alloc_waive.saturating_add(o.alloc_waive),
+            recycle_cached: self.recycle_cached.saturating_add(o.recycle_cached),
+            recycle_cache_full: self.recycle_cache_full.saturating_add(o.recycle_cache_full),
+            recycle_ring: self.recycle_ring.saturating_add(o.recycle_ring),
+            recycle_ring_full: self.recycle_ring_full.saturating_add(o.recycle_ring_full),
+            recycle_released_refcnt: self
+                .recycle_released_refcnt
+                .saturating_add(o.recycle_released_refcnt),
+        }
+    }
+}
