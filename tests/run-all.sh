@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The whole pptune test suite: the one command the README names and CI runs.
+#
+#   tests/run-all.sh            # everything: lint, host tests, VM suites
+#   PPTUNE_SKIP_VM=1 tests/run-all.sh   # host part only (no kernel build)
+#
+# On a fresh machine (CI=true, root) it installs what it needs itself:
+# Debian packages for the VM testbed and the scrape test, and the test
+# kernels (cached under ${XDG_CACHE_HOME:-~/.cache}/pptune).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\n==> %s\n' "$*" >&2; }
+
+need_pkgs=(qemu-system-x86 flex bison bc libelf-dev cpio kmod build-essential
+           ethtool python3-yaml iproute2 prometheus systemd)
+missing=()
+for p in "${need_pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) -eq 0 ]]; then
+    log "installing ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  else
+    log "missing packages (${missing[*]}); not root, tests that need them will skip"
+  fi
+fi
+
+log "cargo fmt --check"
+cargo fmt --all --check
+
+log "cargo clippy -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+log "cargo test (host: codec fixtures, policy, config, daemon logic, netns live tests, packaging)"
+cargo test --workspace --locked
+
+if [[ "${PPTUNE_SKIP_VM:-0}" != 1 ]]; then
+  log "VM testbed: kernels 7.3, 6.12, 6.1 with netdevsim and ppsim"
+  tests/vm/test.sh
+else
+  log "PPTUNE_SKIP_VM=1: VM suites skipped"
+fi
+log "all tests passed"
