@@ -5,9 +5,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::plan::{Knob, Plan};
-use crate::policy::Policy;
+use crate::plan::Knob;
 use crate::snapshot::{DeviceId, Snapshot};
+
+pub use crate::decide::{decide, device_bytes, findings_needed};
+pub use crate::state::{DeviceState, EngineState};
 
 /// Wall-clock facts the daemon reads for the engine (change windows).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,13 +9,23 @@
 //!
 //! No I/O, no clock, no tokio, no logging: time arrives as a `Duration`.
 
+mod decide;
+pub mod drivers;
 pub mod engine;
 pub mod plan;
 pub mod policy;
+pub mod select;
 pub mod signals;
 pub mod snapshot;
+pub mod state;
+pub mod window;
 
-pub use engine::{ActionRecord, LocalTime, Observation, Original, Outcome};
+#[cfg(test)]
+mod tests;
+
+pub use engine::{
+    ActionRecord, EngineState, LocalTime, Observation, Original, Outcome, decide, findings_needed,
+};
 pub use plan::{
     Action, ChannelField, Decision, Knob, Plan, ReasonCode, RecommendationId, RingField,
 };

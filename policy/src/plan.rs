@@ -152,6 +152,14 @@ pub enum ReasonCode {
     CounterReset,
     /// Traffic too low for the ratios to mean anything.
     LowTraffic,
+    /// The driver's pool does not follow the ring (netdevsim, virtio_net):
+    /// resizing the ring would not change the pool.
+    RingDoesNotSizePool,
+    /// The last change of this knob did not move the signal it was made
+    /// for: more of the same is not evidence-based.
+    PreviousChangeIneffective,
+    /// The policy does not manage this knob (rings or channels disabled).
+    NotManaged,
 }
 
 impl ReasonCode {
@@ -181,6 +189,9 @@ impl ReasonCode {
             Self::OperatorOverride => "operator_override",
             Self::CounterReset => "counter_reset",
             Self::LowTraffic => "low_traffic",
+            Self::RingDoesNotSizePool => "ring_does_not_size_pool",
+            Self::PreviousChangeIneffective => "previous_change_ineffective",
+            Self::NotManaged => "not_managed",
         }
     }
 }

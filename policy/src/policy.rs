@@ -135,6 +135,9 @@ pub struct ChannelPolicy {
     pub shrink_when_contended: bool,
     /// Step in queues per change.
     pub step: u32,
+    /// Harm (drops / received packets over a window) at or above which
+    /// more queues are considered while recycling is healthy.
+    pub grow_drop_share: f64,
 }
 
 /// Memory budgets in bytes (computed as in design.md: (posted buffers +
@@ -200,4 +203,76 @@ pub struct Rollout {
 pub struct DaemonSettings {
     /// Prometheus listen address (loopback by default).
     pub metrics_listen: Option<SocketAddr>,
+}
+
+/// A complete policy for the crate's own tests (the shipped defaults live in
+/// `config/src/default.yaml`).
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use super::*;
+
+    pub(crate) fn policy() -> Policy {
+        Policy {
+            mode: Mode::Enforce,
+            selectors: vec![Selector {
+                require_pools: true,
+                ..Selector::default()
+            }],
+            timing: Timing {
+                interval: Duration::from_secs(10),
+                window: Duration::from_secs(10),
+                windows_for_finding: 2,
+                cooldown: Duration::from_secs(300),
+                evaluation: Duration::from_secs(120),
+                calm_before_shrink: Duration::from_secs(3600),
+            },
+            thresholds: Thresholds {
+                grow_recycle_miss: 0.05,
+                grow_slow_refill: 0.25,
+                shrink_recycle_miss: 0.005,
+                min_pages_per_window: 1000,
+            },
+            rings: RingPolicy {
+                enabled: true,
+                min: 64,
+                max: 16384,
+                rounding: Rounding::Auto,
+                max_steps_to_target: 2,
+                headroom: 1.25,
+                shrink_when_calm: true,
+            },
+            channels: ChannelPolicy {
+                enabled: false,
+                min: 1,
+                max: 256,
+                grow_on_drops_when_healthy: true,
+                shrink_when_contended: true,
+                step: 2,
+                grow_drop_share: 0.001,
+            },
+            budget: MemoryBudget {
+                per_device_bytes: None,
+                per_host_bytes: None,
+            },
+            limits: ChangeLimits {
+                max_changes_per_hour: 6,
+                windows: vec![],
+                one_bond_member_at_a_time: true,
+            },
+            disruption: Disruption {
+                drivers: vec![],
+                default_class: DisruptionClass::Restart,
+                allowed_while_up: vec![
+                    DisruptionClass::Brief,
+                    DisruptionClass::Restart,
+                    DisruptionClass::LinkDown,
+                ],
+            },
+            on_stop: OnStop::Keep,
+            rollout: None,
+            daemon: DaemonSettings {
+                metrics_listen: None,
+            },
+        }
+    }
 }

@@ -150,20 +150,15 @@ impl Device {
 }
 
 /// A value that the kernel may decline to give, with the reason in words.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "state", content = "value")]
 pub enum Availability<T> {
     Available(T),
     /// e.g. "not supported by driver veth" or "kernel has no ethtool netlink".
     Unavailable(String),
     /// Not sampled (device filtered out or not asked for).
+    #[default]
     NotSampled,
-}
-
-impl<T> Default for Availability<T> {
-    fn default() -> Self {
-        Self::NotSampled
-    }
 }
 
 impl<T> Availability<T> {

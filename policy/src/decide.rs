@@ -1,0 +1,1120 @@
+//! The rules: one closed window of signals → one decision per device.
+//! The decision table is written out in `docs/decisions.md`; the order of
+//! the checks below follows it.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use crate::drivers::{
+    self, DEFAULT_PAGE_BYTES, DriverInfo, POOL_CACHE_PAGES, POOL_RING_CLAMP, PoolMapping,
+};
+use crate::engine::{ActionRecord, Observation, Outcome};
+use crate::plan::{Action, ChannelField, Decision, Knob, Plan, ReasonCode, RecommendationId};
+use crate::policy::{Mode, Policy, Rounding};
+use crate::snapshot::{Device, OperState, Pool};
+use crate::state::{DeviceState, EngineState};
+use crate::window::{QueueFacts, pool_index};
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// The engine: a pure function of (policy, state, observation).
+///
+/// Returns the plan (one decision per selected device, ordered by ifindex)
+/// and the state to pass to the next call. Same input, same output.
+#[must_use]
+pub fn decide(policy: &Policy, state: &EngineState, obs: &Observation<'_>) -> (Plan, EngineState) {
+    let prev_pools = obs.previous.map(pool_index);
+    let mut devices: Vec<&Device> = obs.current.devices.iter().collect();
+    devices.sort_by_key(|d| d.ifindex);
+    let selected: Vec<(&Device, Mode)> = devices
+        .into_iter()
+        .filter_map(|d| policy.mode_for(d).map(|m| (d, m)))
+        .collect();
+    let mut ctx = PlanCtx {
+        host_bytes: selected.iter().map(|(d, _)| current_bytes(d)).sum(),
+        ..PlanCtx::default()
+    };
+    let mut next = EngineState::default();
+    let mut decisions = Vec::with_capacity(selected.len());
+    for (dev, mode) in selected {
+        let key = dev.id.key();
+        let mut ds = state.devices.get(&key).cloned().unwrap_or_default();
+        let d = DeviceRun {
+            policy,
+            obs,
+            dev,
+            info: drivers::driver_info(dev),
+            prev_pools: prev_pools.as_ref(),
+        }
+        .run(mode, &mut ds, &mut ctx);
+        next.devices.insert(key, ds);
+        decisions.push(d);
+    }
+    (Plan { decisions }, next)
+}
+
+/// How many samples and how much time `pptune plan` needs for a finding:
+/// one sample to start from, then `windows_for_finding` windows of
+/// `window / interval` samples each.
+#[must_use]
+pub fn findings_needed(policy: &Policy) -> (u32, Duration) {
+    let t = &policy.timing;
+    let per_window = samples_per_window(policy);
+    let samples = per_window
+        .saturating_mul(t.windows_for_finding.max(1))
+        .saturating_add(1);
+    let time = t.interval.saturating_mul(samples.saturating_sub(1));
+    (samples, time)
+}
+
+fn samples_per_window(policy: &Policy) -> u32 {
+    let t = &policy.timing;
+    let iv = t.interval.as_millis().max(1);
+    u32::try_from(t.window.as_millis().div_ceil(iv))
+        .unwrap_or(u32::MAX)
+        .max(1)
+}
+
+/// What earlier devices in the same plan used up.
+#[derive(Debug, Default)]
+struct PlanCtx {
+    /// Changes proposed earlier in this plan (count against the hourly budget).
+    changes: u32,
+    /// Bond/team masters with a member changed earlier in this plan.
+    masters: BTreeSet<u32>,
+    /// Estimated bytes of all selected devices at their current sizes…
+    host_bytes: u64,
+    /// …plus what earlier decisions in this plan add.
+    host_added: u64,
+}
+
+struct DeviceRun<'a> {
+    policy: &'a Policy,
+    obs: &'a Observation<'a>,
+    dev: &'a Device,
+    info: DriverInfo,
+    prev_pools: Option<&'a HashMap<u64, &'a Pool>>,
+}
+
+/// A decision before the safety gates.
+struct Proposal {
+    action: Action,
+    reason: ReasonCode,
+    knob: Option<Knob>,
+    message: String,
+}
+
+impl Proposal {
+    fn hold(reason: ReasonCode, knob: Option<Knob>, message: impl Into<String>) -> Self {
+        Self {
+            action: Action::Hold,
+            reason,
+            knob,
+            message: message.into(),
+        }
+    }
+}
+
+/// The per-window findings of one device.
+#[derive(Debug, Default)]
+struct Findings {
+    /// Queues with enough traffic to judge.
+    judged: Vec<QueueFacts>,
+    grow: bool,
+    contended: bool,
+    calm: bool,
+    healthy_drops: bool,
+    pressure: bool,
+    untunable: Option<String>,
+    /// Worst queue by recycle-miss share.
+    worst_miss: Option<QueueFacts>,
+    /// Worst queue by slow-refill share.
+    worst_slow: Option<QueueFacts>,
+}
+
+impl DeviceRun<'_> {
+    fn run(&self, mode: Mode, ds: &mut DeviceState, ctx: &mut PlanCtx) -> Decision {
+        let mut evidence = BTreeMap::new();
+        let proposal = self.propose(ds, ctx, &mut evidence);
+        self.finish(mode, proposal, evidence, ds, ctx)
+    }
+
+    fn ring_knob(&self) -> Knob {
+        Knob::Ring(self.info.field)
+    }
+
+    fn propose(
+        &self,
+        ds: &mut DeviceState,
+        ctx: &PlanCtx,
+        ev: &mut BTreeMap<String, f64>,
+    ) -> Proposal {
+        let (policy, obs, dev) = (self.policy, self.obs, self.dev);
+        if dev.pools().next().is_none() {
+            ds.window = Default::default();
+            return Proposal::hold(
+                ReasonCode::NoPools,
+                None,
+                format!(
+                    "{} exposes no page pools to netlink: nothing to observe",
+                    dev.name
+                ),
+            );
+        }
+        if !obs.current.capabilities.page_pool_stats && dev.pools().all(|p| p.stats.is_none()) {
+            return Proposal::hold(
+                ReasonCode::NoStats,
+                None,
+                "the kernel reports no page_pool stats (CONFIG_PAGE_POOL_STATS off): no signal",
+            );
+        }
+        let (Some(prev), Some(prev_pools)) = (obs.previous, self.prev_pools) else {
+            return Proposal::hold(
+                ReasonCode::Gathering,
+                None,
+                "first sample: counters need a second sample to become rates",
+            );
+        };
+        let prev_dev = prev.devices.iter().find(|d| d.id == dev.id);
+        ds.window.add_tick(prev_pools, prev_dev, dev, obs.elapsed);
+        let t = &policy.timing;
+        if ds.window.elapsed.saturating_add(t.interval / 2) < t.window {
+            return Proposal::hold(
+                ReasonCode::Gathering,
+                None,
+                format!(
+                    "window {:.0} s of {:.0} s collected",
+                    ds.window.elapsed.as_secs_f64(),
+                    t.window.as_secs_f64()
+                ),
+            );
+        }
+        let acc = std::mem::take(&mut ds.window);
+        ds.windows_closed = ds.windows_closed.saturating_add(1);
+        ev.insert("window_seconds".into(), acc.elapsed.as_secs_f64());
+        if acc.reset {
+            // No data: neither extend nor break a streak.
+            return Proposal::hold(
+                ReasonCode::CounterReset,
+                None,
+                "a counter went backwards inside the window: no data, no action",
+            );
+        }
+        let f = self.findings(&acc);
+        self.evidence(&f, &acc, ev);
+        self.update_streaks(ds, &f);
+        self.choose(ds, &f, ctx, ev)
+    }
+
+    fn findings(&self, acc: &crate::window::WindowAcc) -> Findings {
+        let th = &self.policy.thresholds;
+        let mut f = Findings {
+            pressure: acc.alloc_fail > 0,
+            calm: true,
+            ..Findings::default()
+        };
+        for (key, q) in &acc.queues {
+            let facts = QueueFacts::from_acc(key, q);
+            let alloc_pages = facts.stats.alloc_fast;
+            if facts.returned.max(alloc_pages) < th.min_pages_per_window {
+                continue;
+            }
+            let miss = facts.recycle_miss.unwrap_or(0.0);
+            let slow = facts.slow_refill.unwrap_or(0.0);
+            // Tunable: the pool ring overflowed, or slow refills follow
+            // from ring_full (the ring had to free pages it later lacked).
+            let grow_q = miss >= th.grow_recycle_miss
+                || (slow >= th.grow_slow_refill
+                    && facts.stats.recycle_ring_full > 0
+                    && miss >= th.shrink_recycle_miss);
+            f.grow |= grow_q;
+            f.contended |= slow >= th.grow_slow_refill;
+            f.calm &= miss < th.shrink_recycle_miss;
+            if !grow_q && f.untunable.is_none() {
+                let rel = facts.released_share.unwrap_or(0.0);
+                let waive = facts.waive_share.unwrap_or(0.0);
+                if rel >= th.grow_recycle_miss {
+                    f.untunable = Some(format!(
+                        "{}: {:.1} % of returned pages were still referenced (released_refcnt); a bigger ring cannot fix that",
+                        facts.key,
+                        rel * 100.0
+                    ));
+                } else if waive >= th.grow_slow_refill {
+                    f.untunable = Some(format!(
+                        "{}: {:.1} % of refills hit NUMA-remote pages (waive): IRQ/NAPI on the wrong node, not a ring size problem",
+                        facts.key,
+                        waive * 100.0
+                    ));
+                } else if slow >= th.grow_slow_refill {
+                    f.untunable = Some(format!(
+                        "{}: {:.1} % of refills went to the slow path while ring_full stayed flat: pages are held (sockets, driver ring), not overflowing the pool ring",
+                        facts.key,
+                        slow * 100.0
+                    ));
+                }
+            }
+            f.judged.push(facts);
+        }
+        f.worst_miss = max_by(&f.judged, |q| q.recycle_miss);
+        f.worst_slow = max_by(&f.judged, |q| q.slow_refill);
+        let drop_share = crate::window::ratio(acc.drops, acc.packets).unwrap_or(0.0);
+        f.healthy_drops = !f.grow
+            && !f.contended
+            && !f.judged.is_empty()
+            && acc.drops > 0
+            && drop_share >= self.policy.channels.grow_drop_share;
+        f
+    }
+
+    fn evidence(
+        &self,
+        f: &Findings,
+        acc: &crate::window::WindowAcc,
+        ev: &mut BTreeMap<String, f64>,
+    ) {
+        #[allow(clippy::cast_precision_loss)]
+        let n = |v: u64| v as f64;
+        ev.insert("queues_judged".into(), n(f.judged.len() as u64));
+        ev.insert("rx_alloc_fail".into(), n(acc.alloc_fail));
+        ev.insert("harm_drops".into(), n(acc.drops));
+        ev.insert("rx_packets".into(), n(acc.packets));
+        if let Some(q) = &f.worst_miss {
+            ev.insert("recycle_miss_share".into(), q.recycle_miss.unwrap_or(0.0));
+            ev.insert("ring_full".into(), n(q.stats.recycle_ring_full));
+            ev.insert("recycle_ring".into(), n(q.stats.recycle_ring));
+            ev.insert("recycle_cached".into(), n(q.stats.recycle_cached));
+            ev.insert("released_refcnt".into(), n(q.stats.recycle_released_refcnt));
+            ev.insert("alloc_waive".into(), n(q.stats.alloc_waive));
+            if let Some(p) = q.recycling_pct {
+                ev.insert("recycling_pct".into(), p);
+            }
+            if let Some(id) = q
+                .key
+                .strip_prefix("rx-")
+                .and_then(|s| s.parse::<u32>().ok())
+            {
+                ev.insert("worst_queue".into(), f64::from(id));
+            }
+        }
+        if let Some(q) = &f.worst_slow {
+            ev.insert("slow_refill_share".into(), q.slow_refill.unwrap_or(0.0));
+            ev.insert("memory_provider".into(), if q.provider { 1.0 } else { 0.0 });
+        }
+    }
+
+    fn update_streaks(&self, ds: &mut DeviceState, f: &Findings) {
+        let bump = |c: &mut u32, on: bool| *c = if on { c.saturating_add(1) } else { 0 };
+        // Memory pressure breaks a growth streak: growth must be re-earned
+        // once allocations stop failing.
+        bump(&mut ds.grow_windows, f.grow && !f.pressure);
+        bump(&mut ds.contended_windows, f.contended);
+        bump(&mut ds.drop_windows, f.healthy_drops);
+        if f.calm && !f.grow {
+            ds.calm_since.get_or_insert(self.obs.now);
+        } else {
+            ds.calm_since = None;
+        }
+    }
+
+    fn choose(
+        &self,
+        ds: &mut DeviceState,
+        f: &Findings,
+        ctx: &PlanCtx,
+        ev: &mut BTreeMap<String, f64>,
+    ) -> Proposal {
+        let n = self.policy.timing.windows_for_finding.max(1);
+        let ring = self.ring_knob();
+        if f.pressure && (f.grow || ds.grow_windows > 0) {
+            return Proposal::hold(
+                ReasonCode::MemoryPressure,
+                Some(ring),
+                "rx-alloc-fail rose: memory is short, a bigger ring would make it worse",
+            );
+        }
+        if ds.grow_windows >= n {
+            let p = self.grow_ring(f, ctx, ev);
+            if p.action == Action::Hold
+                && ds.contended_windows >= n
+                && let Some(c) = self.shrink_channels(f, ev, &p)
+            {
+                return c;
+            }
+            return p;
+        }
+        if ds.contended_windows >= n {
+            let at_limit = self.ring_at_limit(ctx);
+            if let Some(why) = at_limit {
+                let hold = Proposal::hold(ReasonCode::AtLimit, Some(ring), why);
+                if let Some(c) = self.shrink_channels(f, ev, &hold) {
+                    return c;
+                }
+            }
+            if let Some(u) = &f.untunable {
+                return Proposal::hold(ReasonCode::UntunableCause, Some(ring), u.clone());
+            }
+        }
+        if self.policy.channels.enabled
+            && self.policy.channels.grow_on_drops_when_healthy
+            && ds.drop_windows >= n
+            && ds.grow_windows == 0
+            && ds.contended_windows == 0
+        {
+            return self.grow_channels(ev, ctx);
+        }
+        if let Some(p) = self.calm_shrink(ds, ev) {
+            return p;
+        }
+        if ds.grow_windows == 0
+            && !f.pressure
+            && let Some(u) = &f.untunable
+        {
+            return Proposal::hold(ReasonCode::UntunableCause, Some(ring), u.clone());
+        }
+        let channel_streak = if self.policy.channels.enabled {
+            ds.contended_windows.max(ds.drop_windows)
+        } else {
+            0
+        };
+        if ds.grow_windows > 0 || channel_streak > 0 {
+            let have = ds.grow_windows.max(channel_streak);
+            return Proposal::hold(
+                ReasonCode::Gathering,
+                Some(ring),
+                format!("finding in {have} of {n} consecutive windows"),
+            );
+        }
+        if f.pressure {
+            return Proposal::hold(
+                ReasonCode::MemoryPressure,
+                Some(ring),
+                "rx-alloc-fail rose: memory is short (reported, nothing to grow)",
+            );
+        }
+        if let Some(u) = &f.untunable {
+            return Proposal::hold(ReasonCode::UntunableCause, Some(ring), u.clone());
+        }
+        if f.judged.is_empty() {
+            return Proposal::hold(
+                ReasonCode::LowTraffic,
+                None,
+                format!(
+                    "fewer than {} pages per queue in the window: too little traffic to judge",
+                    self.policy.thresholds.min_pages_per_window
+                ),
+            );
+        }
+        let miss = f
+            .worst_miss
+            .as_ref()
+            .and_then(|q| q.recycle_miss)
+            .unwrap_or(0.0);
+        Proposal::hold(
+            ReasonCode::Healthy,
+            None,
+            format!(
+                "signals within thresholds (worst recycle-miss share {:.2} %)",
+                miss * 100.0
+            ),
+        )
+    }
+
+    /// Limits on the ring: (current, lowest, highest allowed, what binds the
+    /// highest). `Err` = a hold saying why the ring cannot be managed.
+    fn ring_limits(&self, ctx: &PlanCtx) -> Result<RingLimits, Proposal> {
+        let knob = Some(self.ring_knob());
+        if !self.policy.rings.enabled {
+            return Err(Proposal::hold(
+                ReasonCode::NotManaged,
+                knob,
+                "ring management is disabled by the policy",
+            ));
+        }
+        let Some(rings) = self.dev.rings.available() else {
+            let why = match &self.dev.rings {
+                crate::snapshot::Availability::Unavailable(s) => s.clone(),
+                _ => "not sampled".to_owned(),
+            };
+            return Err(Proposal::hold(
+                ReasonCode::RingsUnavailable,
+                knob,
+                format!("ring sizes unavailable: {why}"),
+            ));
+        };
+        if self.info.mapping == PoolMapping::Fixed {
+            return Err(Proposal::hold(
+                ReasonCode::RingDoesNotSizePool,
+                knob,
+                format!(
+                    "{}: resizing the ring would not change the pool",
+                    self.info.note
+                ),
+            ));
+        }
+        let (cur, max) = drivers::ring_value(rings, self.info.field);
+        let Some(cur) = cur else {
+            return Err(Proposal::hold(
+                ReasonCode::RingsUnavailable,
+                knob,
+                format!("the driver does not report ring {}", self.ring_knob()),
+            ));
+        };
+        let rounding = match self.policy.rings.rounding {
+            Rounding::Auto => self.info.rounding,
+            r => r,
+        };
+        let mut hi = self.policy.rings.max;
+        let mut bind = Limit::Policy;
+        if let Some(m) = max.filter(|&m| m < hi) {
+            hi = m;
+            bind = Limit::Driver;
+        }
+        if let Some(c) = self.info.ring_for_pool(POOL_RING_CLAMP).filter(|&c| c < hi) {
+            hi = c;
+            bind = Limit::PoolClamp;
+        }
+        hi = drivers::round_down(hi, rounding);
+        let lo = self.policy.rings.min.max(self.info.driver_min);
+        let budget_hi = self.budget_max_ring(ctx, cur, lo, hi);
+        if budget_hi < hi {
+            hi = drivers::round_down(budget_hi, rounding);
+            bind = Limit::Budget;
+        }
+        Ok(RingLimits {
+            cur,
+            lo,
+            hi,
+            bind,
+            rounding,
+        })
+    }
+
+    fn ring_at_limit(&self, ctx: &PlanCtx) -> Option<String> {
+        match self.ring_limits(ctx) {
+            Ok(l) if l.cur >= l.hi => Some(format!(
+                "ring {} is at its limit ({}, {})",
+                self.ring_knob(),
+                l.hi,
+                l.bind.as_str()
+            )),
+            Ok(_) => None,
+            Err(p) => Some(p.message),
+        }
+    }
+
+    /// The largest ring (≤ `hi`) that keeps the device and host budgets.
+    fn budget_max_ring(&self, ctx: &PlanCtx, cur: u32, lo: u32, hi: u32) -> u32 {
+        let b = &self.policy.budget;
+        let now = device_bytes(self.dev, &self.info, cur);
+        let mut cap = u64::MAX;
+        if let Some(d) = b.per_device_bytes {
+            cap = cap.min(d);
+        }
+        if let Some(h) = b.per_host_bytes {
+            let others = ctx
+                .host_bytes
+                .saturating_add(ctx.host_added)
+                .saturating_sub(now);
+            cap = cap.min(h.saturating_sub(others));
+        }
+        if device_bytes(self.dev, &self.info, hi) <= cap {
+            return hi;
+        }
+        // Bytes grow monotonically with the ring: binary search.
+        let (mut a, mut z) = (lo.min(cur), hi);
+        if device_bytes(self.dev, &self.info, a) > cap {
+            return a.saturating_sub(1).min(cur);
+        }
+        while a < z {
+            let mid = a + (z - a).div_ceil(2);
+            if device_bytes(self.dev, &self.info, mid) <= cap {
+                a = mid;
+            } else {
+                z = mid - 1;
+            }
+        }
+        a
+    }
+
+    fn grow_ring(&self, f: &Findings, ctx: &PlanCtx, ev: &mut BTreeMap<String, f64>) -> Proposal {
+        let knob = self.ring_knob();
+        let l = match self.ring_limits(ctx) {
+            Ok(l) => l,
+            Err(p) => return p,
+        };
+        if let Some(r) = last_record(self.obs.history, &self.dev.id, knob)
+            && r.to > r.from
+            && r.outcome == Outcome::Ineffective
+        {
+            return Proposal::hold(
+                ReasonCode::PreviousChangeIneffective,
+                Some(knob),
+                format!(
+                    "the last growth {} {}→{} did not move the recycle-miss share: {}",
+                    knob, r.from, r.to, self.info.note
+                ),
+            );
+        }
+        let Some(q) = &f.worst_miss else {
+            return Proposal::hold(ReasonCode::Healthy, Some(knob), "no queue to judge");
+        };
+        let pool_now = self
+            .info
+            .pool_for_ring(l.cur)
+            .unwrap_or(l.cur)
+            .clamp(1, POOL_RING_CLAMP);
+        // In a burst larger than the pool ring R, R pages land in the ring and
+        // the rest is freed: ring_full / recycle_ring ≈ (B − R) / R, so the
+        // burst B ≈ R × (1 + ring_full / recycle_ring). ring_full counts once
+        // per bulk on the bulk path, so this is a lower bound — hence the
+        // last allowed step goes to the limit.
+        let s = q.stats;
+        #[allow(clippy::cast_precision_loss)]
+        let burst =
+            f64::from(pool_now) * (1.0 + s.recycle_ring_full as f64 / s.recycle_ring.max(1) as f64);
+        let needed_pool = burst * self.policy.rings.headroom;
+        let steps = grow_steps(self.obs.history, &self.dev.id, knob);
+        let last_step = steps.saturating_add(1) >= self.policy.rings.max_steps_to_target.max(1);
+        let estimate = self
+            .info
+            .ring_for_pool(to_u32(needed_pool))
+            .unwrap_or(l.cur);
+        let target = if last_step {
+            l.hi
+        } else {
+            drivers::round_up(estimate, l.rounding).clamp(l.lo, l.hi.max(l.lo))
+        };
+        // A limit below the policy minimum leaves no valid size to grow to.
+        let target = if l.hi < l.lo { l.cur } else { target.min(l.hi) };
+        ev.insert("ring_current".into(), f64::from(l.cur));
+        ev.insert("ring_limit".into(), f64::from(l.hi));
+        ev.insert("pool_now".into(), f64::from(pool_now));
+        ev.insert("burst_estimate_pages".into(), burst);
+        ev.insert("pool_factor".into(), self.info.factor());
+        ev.insert("grow_step".into(), f64::from(steps.saturating_add(1)));
+        let miss = q.recycle_miss.unwrap_or(0.0) * 100.0;
+        if target <= l.cur {
+            let reason = if l.bind == Limit::Budget {
+                ReasonCode::BudgetExhausted
+            } else {
+                ReasonCode::AtLimit
+            };
+            return Proposal::hold(
+                reason,
+                Some(knob),
+                format!(
+                    "{knob} {} is too small for return bursts ({miss:.1} % of returned pages freed on {}), but it is at its limit ({})",
+                    l.cur,
+                    q.key,
+                    l.bind.as_str()
+                ),
+            );
+        }
+        ev.insert("ring_target".into(), f64::from(target));
+        let mut msg = format!(
+            "{knob} {} is too small for return bursts: {miss:.1} % of returned pages on {} were freed because the pool ring was full (bursts ≈ {:.0} pages); set {knob} {} → {}",
+            l.cur, q.key, burst, l.cur, target
+        );
+        if last_step {
+            let _ = write!(
+                msg,
+                " (step {} of {}: straight to the limit, {})",
+                steps + 1,
+                self.policy.rings.max_steps_to_target.max(1),
+                l.bind.as_str()
+            );
+        }
+        if let Some(p) = self.info.pool_for_ring(target) {
+            let _ = write!(
+                msg,
+                "; pool ≈ {} entries ({})",
+                p.min(POOL_RING_CLAMP),
+                self.info.note
+            );
+        }
+        Proposal {
+            action: Action::SetRing {
+                field: self.info.field,
+                from: l.cur,
+                to: target,
+            },
+            reason: ReasonCode::RecycleMissHigh,
+            knob: Some(knob),
+            message: msg,
+        }
+    }
+
+    fn calm_shrink(&self, ds: &DeviceState, ev: &mut BTreeMap<String, f64>) -> Option<Proposal> {
+        let since = ds.calm_since?;
+        if !self.policy.rings.enabled || !self.policy.rings.shrink_when_calm {
+            return None;
+        }
+        let calm_for = self.obs.now.saturating_sub(since);
+        if calm_for < self.policy.timing.calm_before_shrink {
+            return None;
+        }
+        let knob = self.ring_knob();
+        let original = self
+            .obs
+            .originals
+            .iter()
+            .find(|o| o.device == self.dev.id && o.knob == knob)?
+            .value;
+        let rings = self.dev.rings.available()?;
+        let cur = drivers::ring_value(rings, self.info.field).0?;
+        let rounding = match self.policy.rings.rounding {
+            Rounding::Auto => self.info.rounding,
+            r => r,
+        };
+        let target = drivers::round_up(original.max(self.policy.rings.min), rounding);
+        if target >= cur {
+            return None;
+        }
+        ev.insert("ring_current".into(), f64::from(cur));
+        ev.insert("ring_target".into(), f64::from(target));
+        ev.insert("calm_seconds".into(), calm_for.as_secs_f64());
+        Some(Proposal {
+            action: Action::SetRing {
+                field: self.info.field,
+                from: cur,
+                to: target,
+            },
+            reason: ReasonCode::CalmShrink,
+            knob: Some(knob),
+            message: format!(
+                "the pool has been calm for {:.0} min (recycle-miss share below {:.2} %): give memory back, {knob} {cur} → {target} (the original)",
+                calm_for.as_secs_f64() / 60.0,
+                self.policy.thresholds.shrink_recycle_miss * 100.0
+            ),
+        })
+    }
+
+    fn channel_field(&self) -> Option<(ChannelField, u32, Option<u32>)> {
+        let c = self.dev.channels.available()?;
+        match (c.combined, c.rx) {
+            (Some(n), _) if n > 0 => Some((ChannelField::Combined, n, c.combined_max)),
+            (_, Some(n)) if n > 0 => Some((ChannelField::Rx, n, c.rx_max)),
+            _ => None,
+        }
+    }
+
+    /// Fewer queues: only when the slow path stays high with rings at their
+    /// limit (`ring_hold` says why the ring cannot help).
+    fn shrink_channels(
+        &self,
+        f: &Findings,
+        ev: &mut BTreeMap<String, f64>,
+        ring_hold: &Proposal,
+    ) -> Option<Proposal> {
+        let cp = &self.policy.channels;
+        if !cp.enabled || !cp.shrink_when_contended {
+            return None;
+        }
+        let (field, cur, _) = self.channel_field()?;
+        let knob = Knob::Channels(field);
+        let to = cur.saturating_sub(cp.step.max(1)).max(cp.min.max(1));
+        let slow = f
+            .worst_slow
+            .as_ref()
+            .and_then(|q| q.slow_refill)
+            .unwrap_or(0.0)
+            * 100.0;
+        if to >= cur {
+            return Some(Proposal::hold(
+                ReasonCode::AtLimit,
+                Some(knob),
+                format!(
+                    "slow path contended ({slow:.1} % of refills) with the ring at its limit, and {knob} is already at the policy minimum {cur}"
+                ),
+            ));
+        }
+        ev.insert("channels_current".into(), f64::from(cur));
+        ev.insert("channels_target".into(), f64::from(to));
+        Some(Proposal {
+            action: Action::SetChannels {
+                field,
+                from: cur,
+                to,
+            },
+            reason: ReasonCode::ChannelsShrinkContended,
+            knob: Some(knob),
+            message: format!(
+                "{slow:.1} % of refills reach the page allocator and the ring cannot help ({}): fewer queues contend less, {knob} {cur} → {to}",
+                ring_hold.message
+            ),
+        })
+    }
+
+    fn grow_channels(&self, ev: &mut BTreeMap<String, f64>, ctx: &PlanCtx) -> Proposal {
+        let cp = &self.policy.channels;
+        let Some((field, cur, max)) = self.channel_field() else {
+            return Proposal::hold(
+                ReasonCode::NotManaged,
+                None,
+                "channel counts unavailable for this device",
+            );
+        };
+        let knob = Knob::Channels(field);
+        if let Some(r) = last_record(self.obs.history, &self.dev.id, self.ring_knob())
+            && r.outcome == Outcome::Pending
+        {
+            return Proposal::hold(
+                ReasonCode::Cooldown,
+                Some(knob),
+                "rings first: the last ring change is still being evaluated",
+            );
+        }
+        let hi = max.map_or(cp.max, |m| m.min(cp.max));
+        let mut to = cur.saturating_add(cp.step.max(1)).min(hi);
+        // Budget: more queues means more pools of the current size.
+        let per_queue = device_bytes(self.dev, &self.info, self.current_ring())
+            / u64::from(queue_count(self.dev).max(1));
+        let fits = |n: u32| {
+            let bytes = per_queue.saturating_mul(u64::from(n));
+            let dev_ok = self
+                .policy
+                .budget
+                .per_device_bytes
+                .is_none_or(|b| bytes <= b);
+            let now = per_queue.saturating_mul(u64::from(queue_count(self.dev)));
+            let host_ok = self.policy.budget.per_host_bytes.is_none_or(|h| {
+                ctx.host_bytes
+                    .saturating_add(ctx.host_added)
+                    .saturating_sub(now)
+                    .saturating_add(bytes)
+                    <= h
+            });
+            dev_ok && host_ok
+        };
+        while to > cur && !fits(to) {
+            to -= 1;
+        }
+        if to <= cur {
+            return Proposal::hold(
+                if to < hi {
+                    ReasonCode::BudgetExhausted
+                } else {
+                    ReasonCode::AtLimit
+                },
+                Some(knob),
+                format!(
+                    "drops persist with healthy recycling, but {knob} {cur} cannot grow (limit {hi} or memory budget)"
+                ),
+            );
+        }
+        ev.insert("channels_current".into(), f64::from(cur));
+        ev.insert("channels_target".into(), f64::from(to));
+        Proposal {
+            action: Action::SetChannels {
+                field,
+                from: cur,
+                to,
+            },
+            reason: ReasonCode::ChannelsGrowHealthy,
+            knob: Some(knob),
+            message: format!(
+                "packets are dropped while recycling is healthy and rings are settled: more queues spread the load, {knob} {cur} → {to}"
+            ),
+        }
+    }
+
+    fn current_ring(&self) -> u32 {
+        self.dev
+            .rings
+            .available()
+            .and_then(|r| drivers::ring_value(r, self.info.field).0)
+            .unwrap_or(0)
+    }
+
+    /// Safety gates, in the documented order. `Some` = held, and why.
+    fn gate(&self, p: &Proposal, mode: Mode, ctx: &PlanCtx) -> Option<(ReasonCode, String)> {
+        let (policy, obs, dev) = (self.policy, self.obs, self.dev);
+        let knob = p.action.knob()?;
+        if obs
+            .overrides
+            .iter()
+            .any(|(d, k)| *d == dev.id && *k == knob)
+        {
+            return Some((
+                ReasonCode::OperatorOverride,
+                format!(
+                    "an operator changed {knob} by hand: pptune leaves it alone until the policy is reloaded"
+                ),
+            ));
+        }
+        if mode == Mode::Enforce && !dev.has_harm_signal() {
+            return Some((
+                ReasonCode::NoHarmSignal,
+                "no qstats drop counters and no link stats: a change could not be evaluated, so observe only".into(),
+            ));
+        }
+        let wait = policy.timing.cooldown.max(policy.timing.evaluation);
+        if let Some(r) = obs.history.iter().rev().find(|r| r.device == dev.id) {
+            let until = r.at.saturating_add(wait);
+            if r.outcome == Outcome::Pending || obs.now < until {
+                return Some((
+                    ReasonCode::Cooldown,
+                    format!(
+                        "last change {} {}→{} was {:.0} s ago; cooldown {:.0} s",
+                        r.knob,
+                        r.from,
+                        r.to,
+                        obs.now.saturating_sub(r.at).as_secs_f64(),
+                        wait.as_secs_f64()
+                    ),
+                ));
+            }
+        }
+        let recent = obs
+            .history
+            .iter()
+            .filter(|r| r.at.saturating_add(HOUR) > obs.now && counts(r))
+            .count();
+        let used = u32::try_from(recent)
+            .unwrap_or(u32::MAX)
+            .saturating_add(ctx.changes);
+        if used >= policy.limits.max_changes_per_hour {
+            return Some((
+                ReasonCode::ChangeBudgetExhausted,
+                format!(
+                    "{used} changes in the last hour; the policy allows {}",
+                    policy.limits.max_changes_per_hour
+                ),
+            ));
+        }
+        if !policy.limits.windows.is_empty() {
+            let inside = obs.local_time.is_some_and(|t| {
+                policy
+                    .limits
+                    .windows
+                    .iter()
+                    .any(|w| in_window(w, t.weekday, t.minute_of_day))
+            });
+            if !inside {
+                return Some((
+                    ReasonCode::OutsideChangeWindow,
+                    "outside the policy's change windows".into(),
+                ));
+            }
+        }
+        if policy.limits.one_bond_member_at_a_time
+            && let Some(m) = dev.master
+        {
+            let sibling_busy = ctx.masters.contains(&m)
+                || obs.current.devices.iter().any(|o| {
+                    o.master == Some(m)
+                        && o.id != dev.id
+                        && obs.history.iter().any(|r| {
+                            r.device == o.id
+                                && (r.outcome == Outcome::Pending
+                                    || obs.now < r.at.saturating_add(wait))
+                        })
+                });
+            if sibling_busy {
+                return Some((
+                    ReasonCode::BondSiblingBusy,
+                    "another member of the same bond/team is being changed".into(),
+                ));
+            }
+        }
+        let driver = dev.driver.as_deref().unwrap_or("");
+        let class = policy
+            .disruption
+            .drivers
+            .iter()
+            .find(|(d, _)| d == driver)
+            .map_or(policy.disruption.default_class, |(_, c)| *c);
+        if dev.oper_state == OperState::Up && !policy.disruption.allowed_while_up.contains(&class) {
+            return Some((
+                ReasonCode::DisruptionNotAllowed,
+                format!(
+                    "{driver}'s changes are class {class:?}, which the policy does not allow while the link is up"
+                ),
+            ));
+        }
+        None
+    }
+
+    fn finish(
+        &self,
+        mode: Mode,
+        p: Proposal,
+        mut evidence: BTreeMap<String, f64>,
+        ds: &mut DeviceState,
+        ctx: &mut PlanCtx,
+    ) -> Decision {
+        let dev = self.dev;
+        let mut eff_mode = mode;
+        if mode == Mode::Enforce && !dev.has_harm_signal() {
+            eff_mode = Mode::Observe;
+        }
+        let (action, reason, message) = match self.gate(&p, mode, ctx) {
+            Some((reason, why)) => {
+                if let Action::SetRing { to, .. } | Action::SetChannels { to, .. } = p.action {
+                    evidence.insert("held_target".into(), f64::from(to));
+                }
+                (
+                    Action::Hold,
+                    reason,
+                    format!("would act ({}): {}; held: {why}", p.reason, p.message),
+                )
+            }
+            None => (p.action, p.reason, p.message),
+        };
+        if action != Action::Hold {
+            ctx.changes = ctx.changes.saturating_add(1);
+            if let Some(m) = dev.master {
+                ctx.masters.insert(m);
+            }
+            // A change is made (or, observing, recommended): its evidence is
+            // spent; the next one needs fresh consecutive windows.
+            match action {
+                Action::SetRing { to, from, .. } => {
+                    ds.grow_windows = 0;
+                    ds.calm_since = None;
+                    let before = device_bytes(dev, &self.info, from);
+                    let after = device_bytes(dev, &self.info, to);
+                    ctx.host_added = ctx.host_added.saturating_add(after.saturating_sub(before));
+                }
+                Action::SetChannels { .. } => {
+                    ds.contended_windows = 0;
+                    ds.drop_windows = 0;
+                }
+                Action::Hold => {}
+            }
+        }
+        let knob = action.knob().or(p.knob);
+        Decision {
+            ifindex: dev.ifindex,
+            device: dev.name.clone(),
+            device_id: dev.id.clone(),
+            mode: eff_mode,
+            action,
+            reason,
+            message,
+            evidence,
+            id: RecommendationId::new(&dev.id, knob, reason),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Limit {
+    Policy,
+    Driver,
+    PoolClamp,
+    Budget,
+}
+
+impl Limit {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Policy => "the policy's rings.max",
+            Self::Driver => "the driver's maximum",
+            Self::PoolClamp => "the page_pool ring clamp of 16384",
+            Self::Budget => "the memory budget",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct RingLimits {
+    cur: u32,
+    lo: u32,
+    hi: u32,
+    bind: Limit,
+    rounding: Rounding,
+}
+
+fn max_by(qs: &[QueueFacts], key: impl Fn(&QueueFacts) -> Option<f64>) -> Option<QueueFacts> {
+    qs.iter()
+        .filter(|q| key(q).is_some())
+        .max_by(|a, b| key(a).unwrap_or(0.0).total_cmp(&key(b).unwrap_or(0.0)))
+        .cloned()
+}
+
+fn counts(r: &ActionRecord) -> bool {
+    // A refused change did not happen; everything else touched the device.
+    !matches!(r.outcome, Outcome::Refused { .. })
+}
+
+fn last_record<'h>(
+    history: &'h [ActionRecord],
+    dev: &crate::snapshot::DeviceId,
+    knob: Knob,
+) -> Option<&'h ActionRecord> {
+    history
+        .iter()
+        .rev()
+        .find(|r| &r.device == dev && r.knob == knob)
+}
+
+/// Consecutive growth changes of `knob` at the end of the history.
+fn grow_steps(history: &[ActionRecord], dev: &crate::snapshot::DeviceId, knob: Knob) -> u32 {
+    let n = history
+        .iter()
+        .rev()
+        .filter(|r| &r.device == dev && r.knob == knob && counts(r))
+        .take_while(|r| r.to > r.from)
+        .count();
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+fn in_window(w: &crate::policy::ChangeWindow, weekday: u8, minute: u16) -> bool {
+    let day_ok = |d: u8| w.days.is_empty() || w.days.contains(&d);
+    if w.start_minute <= w.end_minute {
+        day_ok(weekday) && minute >= w.start_minute && minute < w.end_minute
+    } else {
+        // Wraps past midnight: the day named is the day the window opens.
+        (day_ok(weekday) && minute >= w.start_minute)
+            || (day_ok((weekday + 6) % 7) && minute < w.end_minute)
+    }
+}
+
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+fn to_u32(v: f64) -> u32 {
+    v.ceil().clamp(0.0, f64::from(u32::MAX)) as u32
+}
+
+fn queue_count(dev: &Device) -> u32 {
+    let active = u32::try_from(dev.rx_queues.len()).unwrap_or(u32::MAX);
+    let chans = dev
+        .channels
+        .available()
+        .map_or(0, crate::snapshot::Channels::rx_queues);
+    active.max(chans).max(1)
+}
+
+/// Bytes per page for the device: `inflight_mem / inflight` where observable.
+fn page_bytes(dev: &Device) -> u64 {
+    dev.pools()
+        .filter_map(Pool::page_bytes)
+        .max()
+        .unwrap_or(DEFAULT_PAGE_BYTES)
+}
+
+/// design.md: per queue ≈ (posted RX buffers + pool ring + 128 cached) ×
+/// page bytes. Posted buffers ≈ the pool size (ring × factor: exact for
+/// libeth and mlx5, an overestimate for gve); the pool ring is clamped at
+/// 16384.
+#[must_use]
+pub fn device_bytes(dev: &Device, info: &DriverInfo, ring: u32) -> u64 {
+    let pool = info.pool_for_ring(ring).unwrap_or(ring);
+    let posted = u64::from(pool.max(ring));
+    let per_queue = posted
+        .saturating_add(u64::from(pool.min(POOL_RING_CLAMP)))
+        .saturating_add(POOL_CACHE_PAGES);
+    per_queue
+        .saturating_mul(page_bytes(dev))
+        .saturating_mul(u64::from(queue_count(dev)))
+}
+
+fn current_bytes(dev: &Device) -> u64 {
+    let info = drivers::driver_info(dev);
+    let ring = dev
+        .rings
+        .available()
+        .and_then(|r| drivers::ring_value(r, info.field).0);
+    ring.map_or(0, |r| device_bytes(dev, &info, r))
+}

@@ -1,0 +1,7 @@
+//! Engine tests: table tests per rule, properties, and the two field
+//! reports replayed as snapshot sequences.
+
+mod props;
+mod replay;
+mod rules;
+mod support;

@@ -1,0 +1,698 @@
+//! One table or test per rule of docs/decisions.md.
+
+use std::time::Duration;
+
+use super::support::{Traffic, World, bursty, device, no_harm, only, steady};
+use crate::engine::{ActionRecord, LocalTime, Observation, Original, Outcome};
+use crate::plan::{Action, ChannelField, Knob, ReasonCode, RingField};
+use crate::policy::tests_support::policy;
+use crate::policy::{ChangeWindow, DisruptionClass, Mode, Policy};
+use crate::snapshot::{MemoryProvider, PoolStats};
+
+fn world(driver: &str, ring: u32, rx_max: u32) -> World {
+    World::new(policy(), vec![device(1, driver, ring, rx_max, 2)])
+}
+
+/// Bursts of 4× the current pool every window.
+fn big_bursts(w: &World, i: usize) -> Traffic {
+    bursty(w.pool_size(i), u64::from(w.pool_size(i)) * 4, 50, false)
+}
+
+fn reasons(
+    w: &mut World,
+    n: usize,
+    t: impl Fn(&World, usize) -> Traffic + Copy,
+) -> Vec<ReasonCode> {
+    (0..n).map(|_| only(&w.tick(t)).reason).collect()
+}
+
+#[test]
+fn ring_full_grows_after_consecutive_windows() {
+    let mut w = world("ice", 512, 8160);
+    let r = reasons(&mut w, 3, big_bursts);
+    // First sample, 1 of 2 windows, finding.
+    assert_eq!(
+        r,
+        [
+            ReasonCode::Gathering,
+            ReasonCode::Gathering,
+            ReasonCode::RecycleMissHigh
+        ]
+    );
+    // 4× bursts with 25 % headroom: 512 × 4 × 1.25 = 2560, a multiple of 32.
+    assert_eq!(w.ring(0), 2560);
+}
+
+#[test]
+fn a_window_without_the_finding_breaks_the_streak() {
+    let mut w = world("ice", 512, 8160);
+    w.tick(big_bursts);
+    assert_eq!(only(&w.tick(big_bursts)).reason, ReasonCode::Gathering);
+    assert_eq!(
+        only(&w.tick(|_, _| steady(100_000))).reason,
+        ReasonCode::Healthy
+    );
+    assert_eq!(only(&w.tick(big_bursts)).reason, ReasonCode::Gathering);
+    assert_eq!(
+        only(&w.tick(big_bursts)).reason,
+        ReasonCode::RecycleMissHigh
+    );
+}
+
+#[test]
+fn counter_reset_is_no_data() {
+    let mut w = world("ice", 512, 8160);
+    w.tick(big_bursts);
+    w.tick(big_bursts);
+    // The same pool id reports smaller counters: a reset.
+    let d = only(&w.tick_with(big_bursts, |s| super::support::reset_pools(s, 0))).clone();
+    assert_eq!(d.reason, ReasonCode::CounterReset);
+    assert_eq!(d.action, Action::Hold);
+    // The streak was kept, not extended: the next good window completes it.
+    assert_eq!(
+        only(&w.tick(big_bursts)).reason,
+        ReasonCode::RecycleMissHigh
+    );
+}
+
+#[test]
+fn untunable_causes_never_grow() {
+    let released = |_: &World, _: usize| Traffic {
+        pool: PoolStats {
+            alloc_fast: 100_000,
+            alloc_slow: 800,
+            alloc_refill: 200,
+            recycle_cached: 40_000,
+            recycle_ring: 10_000,
+            recycle_released_refcnt: 50_000,
+            ..PoolStats::default()
+        },
+        packets: 100_000,
+        ..Traffic::default()
+    };
+    let waive = |_: &World, _: usize| Traffic {
+        pool: PoolStats {
+            alloc_fast: 100_000,
+            alloc_refill: 500,
+            alloc_waive: 400,
+            alloc_slow: 100,
+            recycle_cached: 50_000,
+            recycle_ring: 50_000,
+            ..PoolStats::default()
+        },
+        packets: 100_000,
+        ..Traffic::default()
+    };
+    for t in [released, waive] {
+        let mut w = world("ice", 512, 8160);
+        let ds: Vec<_> = (0..6).map(|_| only(&w.tick(t)).clone()).collect();
+        let r: Vec<ReasonCode> = ds.iter().map(|d| d.reason).collect();
+        assert!(
+            r[1..].iter().all(|&c| c == ReasonCode::UntunableCause),
+            "{ds:#?}"
+        );
+        assert_eq!(w.ring(0), 512);
+    }
+}
+
+#[test]
+fn memory_pressure_blocks_growth() {
+    let mut w = world("ice", 512, 8160);
+    let t = |w: &World, i: usize| Traffic {
+        alloc_fail: 10,
+        ..big_bursts(w, i)
+    };
+    let r = reasons(&mut w, 5, t);
+    assert!(
+        r[1..].iter().all(|&c| c == ReasonCode::MemoryPressure),
+        "{r:?}"
+    );
+    assert_eq!(w.ring(0), 512);
+}
+
+#[test]
+fn memory_provider_pools_use_alloc_empty() {
+    // Low miss share (1 %) but 40 % of refills empty the ring; ring_full is
+    // the cause. Only a provider pool counts alloc_empty as slow.
+    let t = |_: &World, _: usize| Traffic {
+        pool: PoolStats {
+            alloc_fast: 100_000,
+            alloc_refill: 600,
+            alloc_empty: 400,
+            alloc_slow: 0,
+            recycle_cached: 49_500,
+            recycle_ring: 49_500,
+            recycle_ring_full: 1_000,
+            ..PoolStats::default()
+        },
+        packets: 100_000,
+        ..Traffic::default()
+    };
+    let mut plain = world("ice", 512, 8160);
+    assert!(
+        reasons(&mut plain, 4, t)
+            .iter()
+            .all(|&c| c != ReasonCode::RecycleMissHigh)
+    );
+    let mut devmem = world("ice", 512, 8160);
+    for q in &mut devmem.snap.devices[0].rx_queues {
+        q.provider = Some(MemoryProvider::Dmabuf { id: 7 });
+    }
+    let r = reasons(&mut devmem, 3, t);
+    assert_eq!(r[2], ReasonCode::RecycleMissHigh, "{r:?}");
+}
+
+#[test]
+fn no_harm_signal_means_observe_only() {
+    let mut w = World::new(policy(), vec![no_harm(device(1, "ice", 512, 8160, 2))]);
+    w.tick(big_bursts);
+    w.tick(big_bursts);
+    let d = only(&w.tick(big_bursts)).clone();
+    assert_eq!(d.reason, ReasonCode::NoHarmSignal);
+    assert_eq!(d.mode, Mode::Observe);
+    assert_eq!(d.action, Action::Hold);
+    assert!(d.message.contains("recycle_miss_high"), "{}", d.message);
+    assert_eq!(w.ring(0), 512);
+}
+
+#[test]
+fn observe_mode_recommends_without_acting() {
+    let mut p = policy();
+    p.mode = Mode::Observe;
+    let mut w = World::new(p, vec![device(1, "ice", 512, 8160, 2)]);
+    w.tick(big_bursts);
+    w.tick(big_bursts);
+    let d = only(&w.tick(big_bursts)).clone();
+    assert_eq!(d.mode, Mode::Observe);
+    assert!(
+        matches!(
+            d.action,
+            Action::SetRing {
+                from: 512,
+                to: 2560,
+                ..
+            }
+        ),
+        "{d:?}"
+    );
+    assert_eq!(w.ring(0), 512, "observe never acts");
+}
+
+#[test]
+fn limits_table() {
+    // (driver, ring, rx_max, policy max, expected reason, expected ring after)
+    let cases: [(&str, u32, u32, u32, ReasonCode, u32); 7] = [
+        // rx-max binds.
+        ("ice", 512, 1024, 16384, ReasonCode::RecycleMissHigh, 1024),
+        ("ice", 1024, 1024, 16384, ReasonCode::AtLimit, 1024),
+        // the policy bound binds.
+        ("ice", 512, 8160, 1000, ReasonCode::RecycleMissHigh, 992),
+        // gve: 4× — the pool clamp 16384 means ring ≤ 4096.
+        ("gve", 2048, 8192, 16384, ReasonCode::RecycleMissHigh, 4096),
+        ("gve", 4096, 8192, 16384, ReasonCode::AtLimit, 4096),
+        // mlx5 rounds to powers of two: 512 × 4 × 1.25 = 2560 → 4096.
+        (
+            "mlx5_core",
+            512,
+            8192,
+            16384,
+            ReasonCode::RecycleMissHigh,
+            4096,
+        ),
+        // netdevsim's pool is fixed: resizing is pointless.
+        (
+            "netdevsim",
+            512,
+            4096,
+            16384,
+            ReasonCode::RingDoesNotSizePool,
+            512,
+        ),
+    ];
+    for (drv, ring, rx_max, pmax, reason, after) in cases {
+        let mut p = policy();
+        p.rings.max = pmax;
+        let mut w = World::new(p, vec![device(1, drv, ring, rx_max, 2)]);
+        let r = reasons(&mut w, 3, big_bursts);
+        assert_eq!(r[2], reason, "{drv} {ring}");
+        assert_eq!(w.ring(0), after, "{drv} {ring}");
+    }
+}
+
+#[test]
+fn memory_budget_caps_the_ring() {
+    let mut p = policy();
+    // 2 queues × (posted + pool + 128) × 4096 bytes; 2048 → 33.6 MB.
+    p.budget.per_device_bytes = Some(34_000_000);
+    let mut w = World::new(p.clone(), vec![device(1, "ice", 512, 8160, 2)]);
+    let r = reasons(&mut w, 3, big_bursts);
+    assert_eq!(r[2], ReasonCode::RecycleMissHigh);
+    let ring = w.ring(0);
+    assert!(ring < 2560 && ring.is_multiple_of(32), "{ring}");
+    let bytes = 2 * (2 * u64::from(ring) + 128) * 4096;
+    assert!(bytes <= 34_000_000, "{bytes}");
+    // A budget below the current ring: nothing to grow into.
+    p.budget.per_device_bytes = Some(1_000_000);
+    let mut w = World::new(p, vec![device(1, "ice", 512, 8160, 2)]);
+    assert_eq!(
+        reasons(&mut w, 3, big_bursts)[2],
+        ReasonCode::BudgetExhausted
+    );
+}
+
+#[test]
+fn host_budget_is_shared_between_devices_in_one_plan() {
+    let mut p = policy();
+    // Both devices at 512 use 2 × 2 × (2×512+128) × 4096 ≈ 18.9 MB; growing
+    // one to 2560 adds ≈ 33.5 MB. Room for one growth only.
+    p.budget.per_host_bytes = Some(60_000_000);
+    p.limits.max_changes_per_hour = 10;
+    let mut w = World::new(
+        p,
+        vec![
+            device(1, "ice", 512, 8160, 2),
+            device(2, "ice", 512, 8160, 2),
+        ],
+    );
+    w.tick(big_bursts);
+    w.tick(big_bursts);
+    let plan = w.tick(big_bursts);
+    let grown: Vec<u32> = (0..2).map(|i| w.ring(i)).collect();
+    assert_eq!(grown[0], 2560, "{plan:#?}");
+    assert!(grown[1] < 2560, "{grown:?}");
+    let total: u64 = grown
+        .iter()
+        .map(|&r| 2 * (2 * u64::from(r) + 128) * 4096)
+        .sum();
+    assert!(total <= 60_000_000, "{total}");
+}
+
+#[test]
+fn second_step_goes_to_the_limit() {
+    let mut p = policy();
+    p.rings.max_steps_to_target = 2;
+    p.timing.cooldown = Duration::from_secs(10);
+    p.timing.evaluation = Duration::from_secs(10);
+    let mut w = World::new(p, vec![device(1, "ice", 512, 8160, 2)]);
+    // 6000-page bursts returned on the bulk path, where ring_full counts
+    // once per 16-page bulk: the first estimate is a lower bound.
+    let t = |w: &World, i: usize| {
+        let mut t = bursty(w.pool_size(i), 6_000, 20, false);
+        t.pool.recycle_ring_full /= 16;
+        t
+    };
+    let mut rings = vec![];
+    for _ in 0..12 {
+        w.tick(t);
+        rings.push(w.ring(0));
+    }
+    rings.dedup();
+    // 512 → estimate → the limit (pool clamp 16384 for ice 1×, rx-max 8160 binds).
+    assert_eq!(rings.len(), 3, "{rings:?}");
+    assert_eq!(*rings.last().unwrap_or(&0), 8160, "{rings:?}");
+}
+
+#[test]
+fn previous_ineffective_change_stops_growth() {
+    let mut w = world("weird_driver", 512, 8192);
+    w.apply = false;
+    w.history.push(ActionRecord {
+        device: w.snap.devices[0].id.clone(),
+        knob: Knob::Ring(RingField::Rx),
+        from: 256,
+        to: 512,
+        at: Duration::ZERO,
+        outcome: Outcome::Ineffective,
+    });
+    w.now = Duration::from_secs(4000);
+    let r = reasons(&mut w, 3, big_bursts);
+    assert_eq!(r[2], ReasonCode::PreviousChangeIneffective);
+}
+
+fn gated(setup: impl Fn(&mut World), expected: ReasonCode) {
+    let mut w = world("ice", 512, 8160);
+    w.now = Duration::from_secs(10_000);
+    setup(&mut w);
+    let r = reasons(&mut w, 3, big_bursts);
+    assert_eq!(r[2], expected);
+    assert_eq!(w.ring(0), 512, "{expected:?} must hold");
+}
+
+fn record(w: &World, secs_ago: u64, outcome: Outcome) -> ActionRecord {
+    ActionRecord {
+        device: w.snap.devices[0].id.clone(),
+        knob: Knob::Ring(RingField::Rx),
+        from: 256,
+        to: 512,
+        at: w.now + Duration::from_secs(20) - Duration::from_secs(secs_ago),
+        outcome,
+    }
+}
+
+#[test]
+fn safety_gates() {
+    gated(
+        |w| w.history.push(record(w, 60, Outcome::Effective)),
+        ReasonCode::Cooldown,
+    );
+    gated(
+        |w| w.history.push(record(w, 5000, Outcome::Pending)),
+        ReasonCode::Cooldown,
+    );
+    gated(
+        |w| {
+            let mut other = record(w, 1000, Outcome::Effective);
+            other.device.parent = Some("other".into());
+            for _ in 0..6 {
+                w.history.push(other.clone());
+            }
+        },
+        ReasonCode::ChangeBudgetExhausted,
+    );
+    gated(
+        |w| {
+            w.policy.limits.windows = vec![ChangeWindow {
+                days: vec![],
+                start_minute: 0,
+                end_minute: 60,
+            }];
+        },
+        ReasonCode::OutsideChangeWindow,
+    );
+    gated(
+        |w| {
+            w.policy.disruption.drivers = vec![("ice".into(), DisruptionClass::LinkDown)];
+            w.policy.disruption.allowed_while_up = vec![DisruptionClass::Brief];
+        },
+        ReasonCode::DisruptionNotAllowed,
+    );
+    gated(
+        |w| {
+            let id = w.snap.devices[0].id.clone();
+            w.overrides.push((id, Knob::Ring(RingField::Rx)));
+        },
+        ReasonCode::OperatorOverride,
+    );
+}
+
+#[test]
+fn old_history_does_not_gate() {
+    let mut w = world("ice", 512, 8160);
+    w.now = Duration::from_secs(10_000);
+    for _ in 0..6 {
+        let r = record(&w, 3700, Outcome::Effective);
+        w.history.push(r);
+    }
+    assert_eq!(
+        reasons(&mut w, 3, big_bursts)[2],
+        ReasonCode::RecycleMissHigh
+    );
+}
+
+#[test]
+fn change_window_table() {
+    let win = |days: Vec<u8>, s: u16, e: u16| ChangeWindow {
+        days,
+        start_minute: s,
+        end_minute: e,
+    };
+    // (window, weekday, minute, inside)
+    let cases = [
+        (win(vec![], 60, 120), 3, 90, true),
+        (win(vec![], 60, 120), 3, 120, false),
+        (win(vec![0], 60, 120), 1, 90, false),
+        // 22:00–02:00 opening Monday: Monday 23:00 and Tuesday 01:00.
+        (win(vec![0], 1320, 120), 0, 1380, true),
+        (win(vec![0], 1320, 120), 1, 60, true),
+        (win(vec![0], 1320, 120), 1, 1380, false),
+        (win(vec![6], 1320, 120), 0, 60, true),
+    ];
+    for (wnd, day, minute, inside) in cases {
+        let mut w = world("ice", 512, 8160);
+        w.policy.limits.windows = vec![wnd.clone()];
+        w.tick(big_bursts);
+        w.tick(big_bursts);
+        let prev = w.snap.clone();
+        let mut cur = prev.clone();
+        super::support::advance_device(&mut cur.devices[0], &big_bursts(&w, 0));
+        let obs = Observation {
+            previous: Some(&prev),
+            current: &cur,
+            elapsed: Duration::from_secs(10),
+            now: Duration::from_secs(30),
+            local_time: Some(LocalTime {
+                weekday: day,
+                minute_of_day: minute,
+            }),
+            history: &[],
+            overrides: &[],
+            originals: &[],
+        };
+        let (plan, _) = crate::engine::decide(&w.policy, &w.state, &obs);
+        let got = only(&plan).reason;
+        let want = if inside {
+            ReasonCode::RecycleMissHigh
+        } else {
+            ReasonCode::OutsideChangeWindow
+        };
+        assert_eq!(got, want, "{wnd:?} day {day} minute {minute}");
+    }
+}
+
+#[test]
+fn one_bond_member_at_a_time() {
+    let mut a = device(1, "ice", 512, 8160, 2);
+    let mut b = device(2, "ice", 512, 8160, 2);
+    a.master = Some(9);
+    b.master = Some(9);
+    let mut w = World::new(policy(), vec![a, b]);
+    w.tick(big_bursts);
+    w.tick(big_bursts);
+    let plan = w.tick(big_bursts);
+    let r: Vec<ReasonCode> = plan.decisions.iter().map(|d| d.reason).collect();
+    assert_eq!(
+        r,
+        [ReasonCode::RecycleMissHigh, ReasonCode::BondSiblingBusy]
+    );
+    // Next window: the sibling's change is still in its cooldown.
+    let plan = w.tick(big_bursts);
+    assert_eq!(plan.decisions[1].reason, ReasonCode::BondSiblingBusy);
+}
+
+#[test]
+fn shrink_back_when_calm() {
+    let mut p = policy();
+    p.timing.calm_before_shrink = Duration::from_secs(60);
+    let mut w = World::new(p, vec![device(1, "ice", 512, 8160, 2)]);
+    reasons(&mut w, 3, big_bursts);
+    assert_eq!(w.ring(0), 2560);
+    assert_eq!(w.originals.len(), 1);
+    let mut seen = vec![];
+    for _ in 0..40 {
+        let d = only(&w.tick(|_, _| steady(100_000))).clone();
+        seen.push(d.reason);
+        if d.reason == ReasonCode::CalmShrink {
+            break;
+        }
+    }
+    assert_eq!(seen.last(), Some(&ReasonCode::CalmShrink), "{seen:?}");
+    assert_eq!(w.ring(0), 512, "back to the original");
+    // Calm, at the original: nothing more to do.
+    let r = reasons(&mut w, 20, |_, _| steady(100_000));
+    assert!(r.iter().all(|&c| c != ReasonCode::CalmShrink), "{r:?}");
+}
+
+#[test]
+fn no_shrink_without_a_recorded_original() {
+    let mut p = policy();
+    p.timing.calm_before_shrink = Duration::from_secs(30);
+    let mut w = World::new(p, vec![device(1, "ice", 4096, 8160, 2)]);
+    let r = reasons(&mut w, 10, |_, _| steady(100_000));
+    assert!(r[1..].iter().all(|&c| c == ReasonCode::Healthy), "{r:?}");
+}
+
+#[test]
+fn low_traffic_is_not_judged() {
+    let mut w = world("ice", 512, 8160);
+    let r = reasons(&mut w, 3, |_, _| Traffic {
+        pool: PoolStats {
+            alloc_fast: 500,
+            recycle_ring: 300,
+            recycle_ring_full: 200,
+            ..PoolStats::default()
+        },
+        ..Traffic::default()
+    });
+    assert_eq!(r[2], ReasonCode::LowTraffic);
+}
+
+#[test]
+fn window_longer_than_interval_accumulates() {
+    let mut p = policy();
+    p.timing.window = Duration::from_secs(30);
+    let mut w = World::new(p, vec![device(1, "ice", 512, 8160, 2)]);
+    let r = reasons(&mut w, 7, big_bursts);
+    use ReasonCode::{Gathering as G, RecycleMissHigh as R};
+    // 1 sample, then windows close on samples 4 and 7.
+    assert_eq!(r, [G, G, G, G, G, G, R]);
+    assert_eq!(
+        crate::engine::findings_needed(&w.policy),
+        (7, Duration::from_secs(60))
+    );
+}
+
+#[test]
+fn pools_rebuilt_mid_window_count_from_creation() {
+    let mut w = world("ice", 512, 8160);
+    w.tick(big_bursts);
+    w.tick(big_bursts);
+    // The pools are rebuilt inside the window: new ids, carrying only their
+    // counters since creation (one window of bursts).
+    let t = big_bursts(&w, 0);
+    let d = only(&w.tick_with(big_bursts, |s| {
+        for (n, q) in s.devices[0].rx_queues.iter_mut().enumerate() {
+            q.pools[0].id = 90_000 + n as u64;
+            q.pools[0].stats = Some(t.pool);
+        }
+    }))
+    .clone();
+    assert_eq!(d.reason, ReasonCode::RecycleMissHigh, "{d:?}");
+}
+
+fn contended(w: &World, i: usize) -> Traffic {
+    // ring_full present, heavy slow path: the 100 GbE report.
+    let mut t = bursty(w.pool_size(i), u64::from(w.pool_size(i)) * 2, 50, false);
+    t.drops = 5_000;
+    t
+}
+
+#[test]
+fn channels_are_off_unless_enabled() {
+    let mut w = world("ice", 8160, 8160);
+    let r = reasons(&mut w, 6, contended);
+    assert!(
+        r.iter().all(|c| *c != ReasonCode::ChannelsShrinkContended),
+        "{r:?}"
+    );
+    assert_eq!(w.channels(0), 2);
+}
+
+#[test]
+fn channels_rings_first_then_fewer_queues_at_the_ring_limit() {
+    let mut p = policy();
+    p.channels.enabled = true;
+    p.timing.cooldown = Duration::from_secs(10);
+    p.timing.evaluation = Duration::from_secs(10);
+    let mut w = World::new(p, vec![device(1, "ice", 1024, 4096, 8)]);
+    let mut actions = vec![];
+    for _ in 0..12 {
+        let d = only(&w.tick(contended)).clone();
+        if d.action != Action::Hold {
+            actions.push(d.action);
+        }
+    }
+    // Ring first (to rx-max in ≤ 2 steps), then queues shrink; never an add.
+    assert!(matches!(actions[0], Action::SetRing { .. }), "{actions:?}");
+    let first_chan = actions
+        .iter()
+        .position(|a| matches!(a, Action::SetChannels { .. }))
+        .unwrap_or(usize::MAX);
+    assert!(first_chan <= 2, "{actions:?}");
+    assert!(
+        actions[..first_chan]
+            .iter()
+            .all(|a| matches!(a, Action::SetRing { .. }))
+    );
+    assert_eq!(w.ring(0), 4096);
+    for a in &actions[first_chan..] {
+        assert!(
+            matches!(a, Action::SetChannels { field: ChannelField::Combined, from, to } if to < from),
+            "{actions:?}"
+        );
+    }
+}
+
+#[test]
+fn channels_grow_only_when_recycling_is_healthy() {
+    let mut p = policy();
+    p.channels.enabled = true;
+    let mut w = World::new(p, vec![device(1, "ice", 2048, 8160, 4)]);
+    let healthy_drops = |_: &World, _: usize| Traffic {
+        drops: 1000,
+        ..steady(200_000)
+    };
+    let r = reasons(&mut w, 3, healthy_drops);
+    assert_eq!(r[2], ReasonCode::ChannelsGrowHealthy, "{r:?}");
+    assert_eq!(w.channels(0), 6);
+    // Same drops with a contended slow path: never add queues.
+    let mut p = policy();
+    p.channels.enabled = true;
+    let mut w = World::new(p, vec![device(1, "ice", 8160, 8160, 4)]);
+    let slow_drops = |_: &World, _: usize| Traffic {
+        pool: PoolStats {
+            alloc_fast: 200_000,
+            alloc_slow: 900,
+            alloc_refill: 1000,
+            recycle_cached: 100_000,
+            recycle_ring: 100_000,
+            ..PoolStats::default()
+        },
+        drops: 1000,
+        packets: 200_000,
+        alloc_fail: 0,
+    };
+    let r = reasons(&mut w, 6, slow_drops);
+    assert!(
+        r.iter().all(|c| *c != ReasonCode::ChannelsGrowHealthy),
+        "{r:?}"
+    );
+    assert!(w.channels(0) <= 4);
+}
+
+#[test]
+fn recommendation_id_is_stable_across_runs_and_renames() {
+    let run = |ifindex_name: &str| {
+        let mut d = device(1, "ice", 512, 8160, 2);
+        d.name = ifindex_name.into();
+        let mut w = World::new(policy(), vec![d]);
+        w.apply = false;
+        let r = reasons(&mut w, 2, big_bursts);
+        assert_eq!(r[1], ReasonCode::Gathering);
+        only(&w.tick(big_bursts)).id.clone()
+    };
+    assert_eq!(run("eth0"), run("renamed0"));
+}
+
+#[test]
+fn unselected_devices_are_not_in_the_plan() {
+    let mut p: Policy = policy();
+    p.selectors[0].names = vec!["ens*".into()];
+    let mut w = World::new(p, vec![device(1, "ice", 512, 8160, 2)]);
+    assert!(w.tick(big_bursts).decisions.is_empty());
+}
+
+#[test]
+fn engine_state_round_trips_through_json() {
+    let mut w = world("ice", 512, 8160);
+    w.tick(big_bursts);
+    w.tick(big_bursts);
+    let json = serde_json::to_string(&w.state).unwrap();
+    let back: crate::engine::EngineState = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, w.state);
+    assert_eq!(back.devices.values().next().unwrap().grow_windows, 1);
+}
+
+#[test]
+fn originals_are_per_knob() {
+    // A recorded channels original must not drive a ring shrink.
+    let mut p = policy();
+    p.timing.calm_before_shrink = Duration::from_secs(20);
+    let mut w = World::new(p, vec![device(1, "ice", 4096, 8160, 2)]);
+    w.originals.push(Original {
+        device: w.snap.devices[0].id.clone(),
+        knob: Knob::Channels(ChannelField::Combined),
+        value: 1,
+    });
+    let r = reasons(&mut w, 8, |_, _| steady(100_000));
+    assert!(r.iter().all(|c| *c != ReasonCode::CalmShrink), "{r:?}");
+}

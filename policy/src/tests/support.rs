@@ -1,0 +1,360 @@
+//! A hand-written world for engine tests: one or more devices whose pool
+//! counters advance by a traffic model, an engine loop, and an actuator
+//! that applies rings/channels the way drivers do (new pools, new ids,
+//! counters from zero).
+
+use std::time::Duration;
+
+use crate::drivers::{POOL_RING_CLAMP, driver_info};
+use crate::engine::{ActionRecord, Observation, Original, Outcome};
+use crate::plan::{Action, ChannelField, Knob, Plan, RingField};
+use crate::policy::Policy;
+use crate::snapshot::{
+    Availability, Capabilities, Channels, Device, DeviceId, LinkStats, OperState, Pool, PoolStats,
+    QueueStats, Rings, RxQueue, Snapshot,
+};
+use crate::state::EngineState;
+
+pub(crate) fn device(ifindex: u32, driver: &str, ring: u32, rx_max: u32, queues: u32) -> Device {
+    let mut d = Device {
+        ifindex,
+        name: format!("eth{ifindex}"),
+        id: DeviceId {
+            bus: Some("pci".into()),
+            parent: Some(format!("0000:3b:00.{ifindex}")),
+            perm_addr: Some(format!("0c:42:a1:00:00:{ifindex:02x}")),
+            name_fallback: None,
+        },
+        driver: Some(driver.into()),
+        oper_state: OperState::Up,
+        admin_up: true,
+        mtu: Some(1500),
+        rings: Availability::Available(Rings {
+            rx: Some(ring),
+            rx_max: Some(rx_max),
+            ..Rings::default()
+        }),
+        channels: Availability::Available(Channels {
+            combined: Some(queues),
+            combined_max: Some(64),
+            ..Channels::default()
+        }),
+        qstats: None,
+        ..Device::default()
+    };
+    set_queues(&mut d, queues, ifindex * 1000);
+    d
+}
+
+fn set_queues(d: &mut Device, n: u32, first_pool: u32) {
+    d.rx_queues = (0..n)
+        .map(|q| RxQueue {
+            id: q,
+            napi_id: Some(q + 1),
+            provider: None,
+            qstats: Some(QueueStats {
+                rx_packets: Some(0),
+                rx_bytes: Some(0),
+                rx_alloc_fail: Some(0),
+                rx_hw_drops: Some(0),
+                rx_hw_drop_overruns: Some(0),
+            }),
+            pools: vec![Pool {
+                id: u64::from(first_pool + q),
+                ifindex: Some(d.ifindex),
+                napi_id: Some(u64::from(q + 1)),
+                inflight: Some(1024),
+                inflight_mem: Some(1024 * 4096),
+                stats: Some(PoolStats::default()),
+                ..Pool::default()
+            }],
+        })
+        .collect();
+}
+
+pub(crate) fn snapshot(devices: Vec<Device>) -> Snapshot {
+    Snapshot {
+        taken_at_ms: 0,
+        capabilities: Capabilities {
+            page_pool_stats: true,
+            ..Capabilities::default()
+        },
+        devices,
+        orphan_pools: vec![],
+    }
+}
+
+/// Per-window traffic on one queue, as counter increments.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Traffic {
+    pub pool: PoolStats,
+    pub drops: u64,
+    pub packets: u64,
+    pub alloc_fail: u64,
+}
+
+/// Bursty returns: `bursts` bursts of `burst` pages into a pool ring of
+/// `pool` entries. The ring takes `pool` pages per burst, the rest is freed
+/// (ring_full) and later refilled through the slow path (`provider`: the
+/// provider path, counted as alloc_empty).
+pub(crate) fn bursty(pool: u32, burst: u64, bursts: u64, provider: bool) -> Traffic {
+    let pool = u64::from(pool.min(POOL_RING_CLAMP));
+    let kept = burst.min(pool) * bursts;
+    let freed = burst.saturating_sub(pool) * bursts;
+    let slow = freed.div_ceil(64);
+    let s = PoolStats {
+        alloc_fast: kept + freed,
+        alloc_refill: kept.div_ceil(64),
+        alloc_slow: if provider { 0 } else { slow },
+        alloc_empty: slow,
+        recycle_ring: kept,
+        recycle_ring_full: freed,
+        recycle_cached: 1000,
+        ..PoolStats::default()
+    };
+    Traffic {
+        pool: s,
+        drops: if freed > 0 { 500 } else { 0 },
+        packets: (kept + freed) * 2,
+        alloc_fail: 0,
+    }
+}
+
+/// Healthy steady traffic: everything recycles through the cache and ring.
+pub(crate) fn steady(pages: u64) -> Traffic {
+    Traffic {
+        pool: PoolStats {
+            alloc_fast: pages,
+            alloc_refill: pages / 2 / 64,
+            recycle_cached: pages / 2,
+            recycle_ring: pages / 2,
+            ..PoolStats::default()
+        },
+        drops: 0,
+        packets: pages,
+        alloc_fail: 0,
+    }
+}
+
+/// Adds `t` to every pool and queue counter of `d`.
+pub(crate) fn advance_device(d: &mut Device, t: &Traffic) {
+    for q in &mut d.rx_queues {
+        for p in &mut q.pools {
+            if let Some(s) = &mut p.stats {
+                *s = s.add(&t.pool);
+            }
+        }
+        if let Some(qs) = &mut q.qstats {
+            let add = |v: &mut Option<u64>, n: u64| {
+                if let Some(x) = v {
+                    *x += n;
+                }
+            };
+            add(&mut qs.rx_hw_drops, t.drops);
+            add(&mut qs.rx_packets, t.packets);
+            add(&mut qs.rx_alloc_fail, t.alloc_fail);
+        }
+    }
+    if let Some(l) = &mut d.link_stats {
+        l.rx_dropped += t.drops;
+        l.rx_packets += t.packets;
+    }
+}
+
+pub(crate) fn no_harm(mut d: Device) -> Device {
+    for q in &mut d.rx_queues {
+        q.qstats = None;
+    }
+    d.qstats = None;
+    d.link_stats = None;
+    d
+}
+
+#[allow(dead_code)]
+pub(crate) fn with_link_stats(mut d: Device) -> Device {
+    for q in &mut d.rx_queues {
+        q.qstats = None;
+    }
+    d.link_stats = Some(LinkStats::default());
+    d
+}
+
+/// The engine loop with an actuator that behaves like a pool-rebuilding
+/// driver. Every call to [`World::tick`] is one interval (= one window in
+/// the test policy).
+pub(crate) struct World {
+    pub policy: Policy,
+    pub state: EngineState,
+    pub snap: Snapshot,
+    pub prev: Option<Snapshot>,
+    pub now: Duration,
+    pub history: Vec<ActionRecord>,
+    pub originals: Vec<Original>,
+    pub overrides: Vec<(DeviceId, Knob)>,
+    pub apply: bool,
+    started: bool,
+    next_pool: u32,
+}
+
+impl World {
+    pub(crate) fn new(policy: Policy, devices: Vec<Device>) -> Self {
+        Self {
+            policy,
+            state: EngineState::default(),
+            snap: snapshot(devices),
+            prev: None,
+            now: Duration::from_secs(0),
+            history: vec![],
+            originals: vec![],
+            overrides: vec![],
+            apply: true,
+            started: false,
+            next_pool: 50_000,
+        }
+    }
+
+    /// Current pool size of device `i` (per its driver mapping).
+    pub(crate) fn pool_size(&self, i: usize) -> u32 {
+        let d = &self.snap.devices[i];
+        let ring = d.rings.available().and_then(|r| r.rx).unwrap_or(0);
+        driver_info(d).pool_for_ring(ring).unwrap_or(256)
+    }
+
+    pub(crate) fn ring(&self, i: usize) -> u32 {
+        self.snap.devices[i]
+            .rings
+            .available()
+            .and_then(|r| r.rx)
+            .unwrap_or(0)
+    }
+
+    pub(crate) fn channels(&self, i: usize) -> u32 {
+        self.snap.devices[i]
+            .channels
+            .available()
+            .and_then(|c| c.combined)
+            .unwrap_or(0)
+    }
+
+    /// Advance one interval with traffic from `traffic(world, device index)`,
+    /// decide, and (when enforcing and `apply`) act on the plan.
+    pub(crate) fn tick(&mut self, traffic: impl Fn(&Self, usize) -> Traffic) -> Plan {
+        self.tick_with(traffic, |_| {})
+    }
+
+    /// [`World::tick`], with `mutate` applied to the new sample before the
+    /// engine sees it (resets, pool rebuilds).
+    pub(crate) fn tick_with(
+        &mut self,
+        traffic: impl Fn(&Self, usize) -> Traffic,
+        mutate: impl FnOnce(&mut Snapshot),
+    ) -> Plan {
+        let mut next = self.snap.clone();
+        for i in 0..next.devices.len() {
+            let t = traffic(self, i);
+            advance_device(&mut next.devices[i], &t);
+        }
+        mutate(&mut next);
+        let interval = self.policy.timing.interval;
+        // The first tick is the daemon's first sample: no previous one.
+        if self.started {
+            self.now += interval;
+            self.prev = Some(std::mem::replace(&mut self.snap, next));
+        } else {
+            self.started = true;
+            self.snap = next;
+        }
+        let obs = Observation {
+            previous: self.prev.as_ref(),
+            current: &self.snap,
+            elapsed: interval,
+            now: self.now,
+            local_time: None,
+            history: &self.history,
+            overrides: &self.overrides,
+            originals: &self.originals,
+        };
+        let (plan, state) = crate::engine::decide(&self.policy, &self.state, &obs);
+        self.state = state;
+        if self.apply {
+            for d in plan.decisions.clone() {
+                if d.mode == crate::policy::Mode::Enforce {
+                    self.act(&d.device_id, d.action);
+                }
+            }
+        }
+        plan
+    }
+
+    fn act(&mut self, id: &DeviceId, action: Action) {
+        let Some(i) = self.snap.devices.iter().position(|d| &d.id == id) else {
+            return;
+        };
+        let (knob, from, to) = match action {
+            Action::Hold => return,
+            Action::SetRing { field, from, to } => (Knob::Ring(field), from, to),
+            Action::SetChannels { field, from, to } => (Knob::Channels(field), from, to),
+        };
+        if !self
+            .originals
+            .iter()
+            .any(|o| &o.device == id && o.knob == knob)
+        {
+            self.originals.push(Original {
+                device: id.clone(),
+                knob,
+                value: from,
+            });
+        }
+        let d = &mut self.snap.devices[i];
+        match action {
+            Action::SetRing {
+                field: RingField::Rx,
+                to,
+                ..
+            } => {
+                if let Availability::Available(r) = &mut d.rings {
+                    r.rx = Some(to);
+                }
+            }
+            Action::SetRing { .. } => {}
+            Action::SetChannels {
+                field: ChannelField::Combined,
+                to,
+                ..
+            } => {
+                if let Availability::Available(c) = &mut d.channels {
+                    c.combined = Some(to);
+                }
+            }
+            Action::SetChannels { .. } | Action::Hold => {}
+        }
+        // The driver rebuilds every RX pool: new ids, counters from zero.
+        let n = d.channels.available().and_then(|c| c.combined).unwrap_or(1);
+        self.next_pool += 100;
+        set_queues(d, n, self.next_pool);
+        self.history.push(ActionRecord {
+            device: id.clone(),
+            knob,
+            from,
+            to,
+            at: self.now,
+            outcome: Outcome::Effective,
+        });
+    }
+}
+
+/// The only decision in a one-device plan.
+pub(crate) fn only(plan: &Plan) -> &crate::plan::Decision {
+    assert_eq!(plan.decisions.len(), 1, "{plan:#?}");
+    &plan.decisions[0]
+}
+
+/// Sets every pool counter of device `i` back to zero (a reset).
+pub(crate) fn reset_pools(s: &mut Snapshot, i: usize) {
+    for q in &mut s.devices[i].rx_queues {
+        for p in &mut q.pools {
+            p.stats = Some(PoolStats::default());
+        }
+    }
+}
