@@ -1,0 +1,432 @@
+//! The async client: one request socket per family, notifications apart.
+
+use crate::caps::Capabilities;
+use crate::ctrl::{CtrlMessage, Family, GENL_ID_CTRL};
+use crate::error::{CodecError, Error, KernelError, Result};
+use crate::ethtool::{Channels, EthtoolBody, EthtoolMessage, Header, Rings};
+use crate::events::Notifications;
+use crate::frame::{self, NLM_F_DUMP};
+use crate::genl::GenlPayload;
+use crate::netdev::{Napi, NetdevBody, NetdevMessage, PagePool, PagePoolStats, Qstats, Queue};
+use crate::rtnl::{self, Link};
+use crate::socket::{Exchange, NETLINK_GENERIC, NETLINK_ROUTE, Outcome, RequestSocket};
+
+/// A resolved generic netlink family and its request socket.
+#[derive(Debug)]
+struct GenlSock {
+    family: Family,
+    sock: RequestSocket,
+}
+
+/// The kernel interface.
+///
+/// Sockets are opened in the network namespace of the thread that calls
+/// [`Client::connect`] (netlink sockets are bound to their creator's netns),
+/// which is how tests and the VM harness point it at a throwaway namespace.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), netlink::Error> {
+/// let client = netlink::Client::connect().await?;
+/// let caps = client.capabilities()?;
+/// println!("kernel {}", caps.kernel_release);
+/// for link in client.links().await? {
+///     let queues = client.queues(Some(link.ifindex)).await.unwrap_or_default();
+///     println!("{} has {} active queues", link.name, queues.len());
+/// }
+/// // Every pool, every netdev: filter by ifindex here, not in the kernel.
+/// for pool in client.page_pools().await? {
+///     println!("pool {:?} on {:?}", pool.id, pool.ifindex);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Client {
+    ctrl: RequestSocket,
+    netdev: Option<GenlSock>,
+    ethtool: Option<GenlSock>,
+    route: RequestSocket,
+}
+
+impl Client {
+    /// Open the sockets and resolve the `netdev` and `ethtool` families.
+    /// A missing family is not an error here: the calls that need it
+    /// return [`Error::FamilyMissing`], and [`Client::capabilities`] says so.
+    pub async fn connect() -> Result<Self> {
+        let ctrl = RequestSocket::open(NETLINK_GENERIC, "nlctrl")?;
+        let route = RequestSocket::open(NETLINK_ROUTE, "rtnetlink")?;
+        let netdev = resolve_on(&ctrl, crate::netdev::FAMILY).await?;
+        let ethtool = resolve_on(&ctrl, crate::ethtool::FAMILY).await?;
+        let open = |family: Option<Family>, name| -> Result<Option<GenlSock>> {
+            family
+                .map(|family| {
+                    Ok(GenlSock {
+                        family,
+                        sock: RequestSocket::open(NETLINK_GENERIC, name)?,
+                    })
+                })
+                .transpose()
+        };
+        Ok(Self {
+            netdev: open(netdev, "netdev")?,
+            ethtool: open(ethtool, "ethtool")?,
+            ctrl,
+            route,
+        })
+    }
+
+    /// Resolve any generic netlink family through nlctrl; `None` if the
+    /// kernel does not have it.
+    pub async fn resolve_family(&self, name: &'static str) -> Result<Option<Family>> {
+        resolve_on(&self.ctrl, name).await
+    }
+
+    /// The resolved netdev family (id, ops, groups), if present.
+    #[must_use]
+    pub fn netdev_family(&self) -> Option<&Family> {
+        self.netdev.as_ref().map(|g| &g.family)
+    }
+
+    /// The resolved ethtool family, if present.
+    #[must_use]
+    pub fn ethtool_family(&self) -> Option<&Family> {
+        self.ethtool.as_ref().map(|g| &g.family)
+    }
+
+    /// Kernel release, registered operations, CAP_NET_ADMIN.
+    pub fn capabilities(&self) -> Result<Capabilities> {
+        Capabilities::new(self.netdev_family(), self.ethtool_family())
+    }
+
+    // ---- netdev ----
+
+    /// page-pool-get dump of every pool in this netns.
+    ///
+    /// Unfiltered on purpose: the dump's ifindex filter is not on every
+    /// kernel since 6.8, and orphaned pools (no ifindex) only show up in an
+    /// unfiltered dump. Filter by [`PagePool::ifindex`] here.
+    pub async fn page_pools(&self) -> Result<Vec<PagePool>> {
+        let msgs = self
+            .netdev_req(&NetdevMessage::page_pool_get(None), true, "page-pool-get")
+            .await?;
+        Ok(msgs
+            .into_iter()
+            .filter_map(|m| match m.body {
+                NetdevBody::PagePool(p) => Some(p),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// page-pool-get do by id; `None` if the kernel does not know it
+    /// (ENOENT: gone, invisible, or another netns).
+    pub async fn page_pool(&self, id: u64) -> Result<Option<PagePool>> {
+        match self
+            .netdev_req(
+                &NetdevMessage::page_pool_get(Some(id)),
+                false,
+                "page-pool-get",
+            )
+            .await
+        {
+            Ok(msgs) => Ok(msgs.into_iter().find_map(|m| match m.body {
+                NetdevBody::PagePool(p) => Some(p),
+                _ => None,
+            })),
+            Err(e) if e.errno() == Some(libc::ENOENT) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// page-pool-stats-get dump, unfiltered (filter by `info.ifindex`).
+    /// Fails with EOPNOTSUPP on kernels without `CONFIG_PAGE_POOL_STATS`.
+    pub async fn page_pool_stats(&self) -> Result<Vec<PagePoolStats>> {
+        let msgs = self
+            .netdev_req(
+                &NetdevMessage::page_pool_stats_get(None),
+                true,
+                "page-pool-stats-get",
+            )
+            .await?;
+        Ok(msgs
+            .into_iter()
+            .filter_map(|m| match m.body {
+                NetdevBody::PagePoolStats(s) => Some(s),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// queue-get dump (all devices, or one). Devices that are down are
+    /// skipped by the kernel.
+    pub async fn queues(&self, ifindex: Option<u32>) -> Result<Vec<Queue>> {
+        let msgs = self
+            .netdev_req(&NetdevMessage::queue_get(ifindex), true, "queue-get")
+            .await?;
+        Ok(msgs
+            .into_iter()
+            .filter_map(|m| match m.body {
+                NetdevBody::Queue(q) => Some(q),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// napi-get dump (all devices, or one).
+    pub async fn napis(&self, ifindex: Option<u32>) -> Result<Vec<Napi>> {
+        let msgs = self
+            .netdev_req(&NetdevMessage::napi_get(ifindex, None), true, "napi-get")
+            .await?;
+        Ok(msgs
+            .into_iter()
+            .filter_map(|m| match m.body {
+                NetdevBody::Napi(n) => Some(n),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// napi-set (CAP_NET_ADMIN).
+    pub async fn napi_set(&self, napi: Napi) -> Result<()> {
+        self.netdev_req(&NetdevMessage::napi_set(napi), false, "napi-set")
+            .await
+            .map(drop)
+    }
+
+    /// qstats-get dump: `scope` 0 = per-device totals,
+    /// [`crate::netdev::QSTATS_SCOPE_QUEUE`] = per queue. A device without
+    /// `stat_ops` in the filter gives EOPNOTSUPP; an unfiltered dump just
+    /// leaves it out.
+    pub async fn qstats(&self, ifindex: Option<u32>, scope: u64) -> Result<Vec<Qstats>> {
+        let msgs = self
+            .netdev_req(
+                &NetdevMessage::qstats_get(ifindex, scope),
+                true,
+                "qstats-get",
+            )
+            .await?;
+        Ok(msgs
+            .into_iter()
+            .filter_map(|m| match m.body {
+                NetdevBody::Qstats(q) => Some(q),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// Send any netdev message and return the raw exchange (fixtures,
+    /// capability checks). `dump` sets `NLM_F_DUMP`.
+    pub async fn netdev_exchange(&self, msg: &NetdevMessage, dump: bool) -> Result<Exchange> {
+        let g = self
+            .netdev
+            .as_ref()
+            .ok_or(Error::FamilyMissing(crate::netdev::FAMILY))?;
+        genl_exchange(g, msg, dump).await
+    }
+
+    async fn netdev_req(
+        &self,
+        msg: &NetdevMessage,
+        dump: bool,
+        op: &'static str,
+    ) -> Result<Vec<NetdevMessage>> {
+        let g = self
+            .netdev
+            .as_ref()
+            .ok_or(Error::FamilyMissing(crate::netdev::FAMILY))?;
+        let ex = genl_exchange(g, msg, dump).await?;
+        decode_genl(&ex, op, None)
+    }
+
+    // ---- ethtool ----
+
+    /// RINGS_GET. `ifname` only labels errors.
+    pub async fn rings(&self, ifindex: u32, ifname: Option<&str>) -> Result<Rings> {
+        let msgs = self
+            .ethtool_req(
+                &EthtoolMessage::rings_get(Header::ifindex(ifindex)),
+                "rings-get",
+                ifname,
+            )
+            .await?;
+        msgs.into_iter()
+            .find_map(|m| match m.body {
+                EthtoolBody::Rings(r) => Some(r),
+                _ => None,
+            })
+            .ok_or_else(|| no_reply("rings-get"))
+    }
+
+    /// RINGS_SET with ack; only the `Some` fields of `rings` are sent.
+    /// `rings.header` selects the device (e.g. [`Header::ifindex`]).
+    pub async fn set_rings(&self, rings: Rings, ifname: Option<&str>) -> Result<()> {
+        self.ethtool_req(&EthtoolMessage::rings_set(rings), "rings-set", ifname)
+            .await
+            .map(drop)
+    }
+
+    /// CHANNELS_GET.
+    pub async fn channels(&self, ifindex: u32, ifname: Option<&str>) -> Result<Channels> {
+        let msgs = self
+            .ethtool_req(
+                &EthtoolMessage::channels_get(Header::ifindex(ifindex)),
+                "channels-get",
+                ifname,
+            )
+            .await?;
+        msgs.into_iter()
+            .find_map(|m| match m.body {
+                EthtoolBody::Channels(c) => Some(c),
+                _ => None,
+            })
+            .ok_or_else(|| no_reply("channels-get"))
+    }
+
+    /// CHANNELS_SET with ack; only the `Some` fields are sent.
+    pub async fn set_channels(&self, channels: Channels, ifname: Option<&str>) -> Result<()> {
+        self.ethtool_req(
+            &EthtoolMessage::channels_set(channels),
+            "channels-set",
+            ifname,
+        )
+        .await
+        .map(drop)
+    }
+
+    /// Send any ethtool message and return the raw exchange.
+    pub async fn ethtool_exchange(&self, msg: &EthtoolMessage, dump: bool) -> Result<Exchange> {
+        let g = self
+            .ethtool
+            .as_ref()
+            .ok_or(Error::FamilyMissing(crate::ethtool::FAMILY))?;
+        genl_exchange(g, msg, dump).await
+    }
+
+    async fn ethtool_req(
+        &self,
+        msg: &EthtoolMessage,
+        op: &'static str,
+        ifname: Option<&str>,
+    ) -> Result<Vec<EthtoolMessage>> {
+        let g = self
+            .ethtool
+            .as_ref()
+            .ok_or(Error::FamilyMissing(crate::ethtool::FAMILY))?;
+        let ex = genl_exchange(g, msg, false).await?;
+        decode_genl(&ex, op, ifname)
+    }
+
+    // ---- rtnetlink ----
+
+    /// Every link in this netns (`RTM_GETLINK` dump).
+    pub async fn links(&self) -> Result<Vec<Link>> {
+        let ex = self.links_exchange().await?;
+        match ex
+            .outcome()
+            .map_err(|source| decode_err("link-dump", source))?
+        {
+            Outcome::Refused(source) => Err(Error::Kernel {
+                op: "link-dump",
+                ifname: None,
+                source,
+            }),
+            Outcome::Replies(msgs) => msgs
+                .iter()
+                .filter(|m| m.header.kind == rtnl::RTM_NEWLINK)
+                .map(|m| Link::parse(m.payload).map_err(|source| decode_err("link-dump", source)))
+                .collect(),
+        }
+    }
+
+    /// The raw `RTM_GETLINK` dump exchange.
+    pub async fn links_exchange(&self) -> Result<Exchange> {
+        self.route
+            .exchange(rtnl::RTM_GETLINK, NLM_F_DUMP, &rtnl::getlink_dump_payload())
+            .await
+    }
+
+    /// Driver name: `ETHTOOL_GDRVINFO` (current netns), else sysfs.
+    #[must_use]
+    pub fn driver_name(&self, ifname: &str) -> Option<String> {
+        crate::drvinfo::driver_name(ifname)
+    }
+
+    // ---- notifications ----
+
+    /// Open the notification sockets (netdev `page-pool` + `mgmt`, ethtool
+    /// `monitor`, rtnetlink links), each its own socket so an overflow on
+    /// one never costs a dump's replies or another group's events.
+    pub fn subscribe(&self) -> Result<Notifications> {
+        Notifications::open(self.netdev_family(), self.ethtool_family())
+    }
+}
+
+fn no_reply(op: &'static str) -> Error {
+    decode_err(
+        op,
+        CodecError::Unexpected("the kernel acknowledged but sent no reply".to_owned()),
+    )
+}
+
+fn decode_err(op: &'static str, source: CodecError) -> Error {
+    Error::Decode { op, source }
+}
+
+async fn resolve_on(ctrl: &RequestSocket, name: &'static str) -> Result<Option<Family>> {
+    let msg = CtrlMessage::get_family(name);
+    let wrap = |e: Error| Error::ResolveFamily {
+        family: name,
+        source: Box::new(e),
+    };
+    let ex = ctrl
+        .exchange(GENL_ID_CTRL, 0, &msg.to_genl_bytes())
+        .await
+        .map_err(wrap)?;
+    match decode_genl::<CtrlMessage>(&ex, "getfamily", None) {
+        Ok(msgs) => {
+            let m = msgs
+                .into_iter()
+                .next()
+                .ok_or_else(|| wrap(no_reply("getfamily")))?;
+            Family::from_reply(m)
+                .map(Some)
+                .map_err(|source| wrap(decode_err("getfamily", source)))
+        }
+        Err(e) if e.errno() == Some(libc::ENOENT) => Ok(None),
+        Err(e) => Err(wrap(e)),
+    }
+}
+
+async fn genl_exchange<P: GenlPayload>(g: &GenlSock, msg: &P, dump: bool) -> Result<Exchange> {
+    let flags = if dump { NLM_F_DUMP } else { 0 };
+    g.sock
+        .exchange(g.family.id, flags, &msg.to_genl_bytes())
+        .await
+}
+
+/// Decode an exchange's replies as family `P`, or turn a refusal into
+/// [`Error::Kernel`] with the offending attribute named.
+pub fn decode_genl<P: GenlPayload>(
+    ex: &Exchange,
+    op: &'static str,
+    ifname: Option<&str>,
+) -> Result<Vec<P>> {
+    match ex.outcome().map_err(|source| decode_err(op, source))? {
+        Outcome::Refused(source) => Err(Error::Kernel {
+            op,
+            ifname: ifname.map(str::to_owned),
+            source: name_attr::<P>(&ex.request, source),
+        }),
+        Outcome::Replies(msgs) => msgs
+            .iter()
+            .map(|m| P::from_genl_bytes(m.payload).map_err(|source| decode_err(op, source)))
+            .collect(),
+    }
+}
+
+fn name_attr<P: GenlPayload>(request: &[u8], mut e: KernelError) -> KernelError {
+    if let Some(off) = e.offset {
+        let cmd = request.get(frame::NLMSG_HDRLEN).copied().unwrap_or(0);
+        e.attr = frame::genl_attr_path(request, off).map(|p| P::attr_name(cmd, &p));
+    }
+    e
+}

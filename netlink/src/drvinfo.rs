@@ -1,0 +1,115 @@
+//! Driver name of a network device.
+//!
+//! ethtool netlink has no drvinfo message, so this is the one place pptune
+//! uses an ioctl (`SIOCETHTOOL` / `ETHTOOL_GDRVINFO`, unprivileged). The
+//! ioctl is tried first because it answers for the caller's network
+//! namespace; `/sys/class/net/<if>/device/driver` reflects the namespace
+//! sysfs was mounted in, which inside `ip netns exec` or after `setns` may
+//! be another namespace with a same-named device. sysfs is the fallback.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+const ETHTOOL_GDRVINFO: u32 = 0x3;
+
+/// `struct ethtool_drvinfo` (`include/uapi/linux/ethtool.h`).
+#[repr(C)]
+struct EthtoolDrvinfo {
+    cmd: u32,
+    driver: [u8; 32],
+    version: [u8; 32],
+    fw_version: [u8; 32],
+    bus_info: [u8; 32],
+    erom_version: [u8; 32],
+    reserved2: [u8; 12],
+    n_priv_flags: u32,
+    n_stats: u32,
+    testinfo_len: u32,
+    eedump_len: u32,
+    regdump_len: u32,
+}
+
+/// What `ETHTOOL_GDRVINFO` reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DrvInfo {
+    pub driver: String,
+    pub version: String,
+    pub fw_version: String,
+    pub bus_info: String,
+}
+
+fn cstr(b: &[u8]) -> String {
+    let end = b.iter().position(|c| *c == 0).unwrap_or(b.len());
+    String::from_utf8_lossy(&b[..end]).into_owned()
+}
+
+/// `ETHTOOL_GDRVINFO` on `ifname` in the calling thread's netns.
+pub fn drvinfo(ifname: &str) -> io::Result<DrvInfo> {
+    let name = ifname.as_bytes();
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: plain socket(2) call; the returned fd is checked and then owned.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh, valid descriptor that nothing else owns.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut info = EthtoolDrvinfo {
+        cmd: ETHTOOL_GDRVINFO,
+        driver: [0; 32],
+        version: [0; 32],
+        fw_version: [0; 32],
+        bus_info: [0; 32],
+        erom_version: [0; 32],
+        reserved2: [0; 12],
+        n_priv_flags: 0,
+        n_stats: 0,
+        testinfo_len: 0,
+        eedump_len: 0,
+        regdump_len: 0,
+    };
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in ifr.ifr_name.iter_mut().zip(name) {
+        *dst = *src as libc::c_char;
+    }
+    ifr.ifr_ifru.ifru_data = std::ptr::addr_of_mut!(info).cast();
+    // SAFETY: SIOCETHTOOL with ETHTOOL_GDRVINFO reads `ifr` (a NUL-terminated
+    // name, checked shorter than IFNAMSIZ above, and a pointer to `info`) and
+    // writes at most size_of::<EthtoolDrvinfo>() bytes into `info`, which
+    // lives until after the call; the fd is valid for the call's duration.
+    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut ifr) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(DrvInfo {
+        driver: cstr(&info.driver),
+        version: cstr(&info.version),
+        fw_version: cstr(&info.fw_version),
+        bus_info: cstr(&info.bus_info),
+    })
+}
+
+/// `basename(readlink /sys/class/net/<if>/device/driver)`.
+pub fn sysfs_driver(ifname: &str) -> io::Result<String> {
+    if ifname.contains('/') || ifname == "." || ifname == ".." {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let link = std::fs::read_link(format!("/sys/class/net/{ifname}/device/driver"))?;
+    link.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))
+}
+
+/// The driver name: the ioctl, else sysfs, else `None`.
+#[must_use]
+pub fn driver_name(ifname: &str) -> Option<String> {
+    match drvinfo(ifname) {
+        Ok(d) if !d.driver.is_empty() => Some(d.driver),
+        _ => sysfs_driver(ifname).ok(),
+    }
+}

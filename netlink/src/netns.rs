@@ -1,0 +1,126 @@
+//! Running code inside a named network namespace (tests, tooling).
+//!
+//! Netlink sockets belong to the namespace of the thread that creates them,
+//! so a [`crate::Client`] built on a thread that entered a namespace talks
+//! to that namespace only. Entering one needs `setns(2)`, the second and
+//! last `unsafe` in this crate.
+#![allow(unsafe_code)]
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::process::Command;
+
+use crate::error::Error;
+
+/// A network namespace created with `ip netns add` and deleted on drop.
+#[derive(Debug)]
+pub struct TempNetns {
+    name: String,
+}
+
+impl TempNetns {
+    /// Create `pptune-t-<pid>-<tag>` (root only).
+    pub fn create(tag: &str) -> Result<Self, Error> {
+        let name = format!("pptune-t-{}-{tag}", std::process::id());
+        run_ip(&["netns", "add", &name]).map_err(|source| Error::EnterNetns {
+            name: name.clone(),
+            source,
+        })?;
+        Ok(Self { name })
+    }
+
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Run `ip -n <ns> ARGS…`.
+    pub fn ip(&self, args: &[&str]) -> io::Result<()> {
+        let mut all = vec!["-n", self.name.as_str()];
+        all.extend_from_slice(args);
+        run_ip(&all)
+    }
+
+    /// Run `f` on a fresh thread inside the namespace, with a
+    /// current-thread tokio runtime, and return its result.
+    pub fn run<F, Fut, R>(&self, f: F) -> Result<R, Error>
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = R>,
+        R: Send + 'static,
+    {
+        let name = self.name.clone();
+        let err_name = name.clone();
+        let join = std::thread::spawn(move || -> Result<R, Error> {
+            enter(&name)?;
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|source| Error::EnterNetns {
+                    name: name.clone(),
+                    source,
+                })?;
+            Ok(rt.block_on(f()))
+        });
+        match join.join() {
+            Ok(r) => r,
+            // Re-raise a test assertion failure from inside the namespace.
+            Err(p) => std::panic::resume_unwind(p),
+        }
+        .map_err(|e| match e {
+            Error::EnterNetns { source, .. } => Error::EnterNetns {
+                name: err_name,
+                source,
+            },
+            e => e,
+        })
+    }
+}
+
+impl Drop for TempNetns {
+    fn drop(&mut self) {
+        if let Err(e) = run_ip(&["netns", "del", &self.name]) {
+            tracing::warn!(netns = %self.name, error = %e, "could not delete test netns");
+        }
+    }
+}
+
+fn run_ip(args: &[&str]) -> io::Result<()> {
+    let out = Command::new("ip").args(args).output()?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
+/// Move the calling thread into `/var/run/netns/<name>`.
+pub fn enter(name: &str) -> Result<(), Error> {
+    let wrap = |source| Error::EnterNetns {
+        name: name.to_owned(),
+        source,
+    };
+    if name.contains('/') {
+        return Err(wrap(io::Error::from_raw_os_error(libc::EINVAL)));
+    }
+    let f = File::open(format!("/var/run/netns/{name}")).map_err(wrap)?;
+    // SAFETY: setns(2) on a valid, open namespace fd; it only changes this
+    // thread's network namespace and touches no memory of ours.
+    let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+    if rc != 0 {
+        return Err(wrap(io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// Whether the process runs as root (tests skip otherwise).
+#[must_use]
+pub fn is_root() -> bool {
+    // SAFETY: geteuid(2) cannot fail and has no side effects.
+    unsafe { libc::geteuid() == 0 }
+}
