@@ -1,2 +1,28 @@
-//! The pptune daemon (being built).
+//! pptune, the daemon: CLI, run loop, actuator, state, metrics, systemd.
+//!
+//! # Layout
+//! - [`kernel`]: the seam to the kernel (`Kernel` trait); the netlink
+//!   implementation lives in `kernel_netlink`.
+//! - [`run`]: the service loop, generic over `Kernel`.
+//! - [`actuator`]: safe actuation, evaluation, override detection, restore.
+//! - [`eval`]: the before/after judgement of a change.
+//! - [`state`]: `/run/pptune/state.json`, the record of originals and actions.
+//! - [`metrics`] + [`http`]: every exported metric and the `/metrics` server.
+//! - [`control`] + [`daemon_view`]: the control socket and its rendering.
+//! - [`notify`], [`logging`], [`rollout`]: systemd, logs, staged enforcement.
+//!
+//! The daemon contains no decision logic: that is the `policy` crate's.
+pub mod actuator;
+pub mod control;
+pub mod daemon_view;
+pub mod eval;
+pub mod http;
 pub mod kernel;
+pub mod kernel_netlink;
+pub mod logging;
+pub mod metrics;
+pub mod notify;
+pub mod rollout;
+pub mod run;
+pub mod state;
+pub mod status;

@@ -1,0 +1,255 @@
+//! The local control socket: `pptune status` asks the running daemon for its
+//! view (managed devices and modes, originals, last decisions and outcomes,
+//! operator overrides, backoffs); `pptune restore` asks it to restore while
+//! it holds the state lock.
+//!
+//! Protocol: one JSON request line, one JSON reply line, then close. The
+//! socket is mode 0600 under the runtime directory, and the peer's uid must
+//! be root or the daemon's own (under `DynamicUser=` the daemon is not root,
+//! and root may still ask), as irqbalance restricts its socket.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{mpsc, oneshot};
+
+/// Bumped on incompatible changes of [`DaemonView`].
+pub const VIEW_SCHEMA_VERSION: u32 = 1;
+const SOCKET: &str = "control.sock";
+
+/// The control socket's path in a runtime directory.
+#[must_use]
+pub fn socket_path(runtime_dir: &Path) -> PathBuf {
+    runtime_dir.join(SOCKET)
+}
+
+/// What the daemon knows, for `pptune status`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DaemonView {
+    pub schema_version: u32,
+    pub pid: u32,
+    pub version: String,
+    /// Seconds since the daemon started.
+    pub uptime_s: u64,
+    /// Whether this host enforces under the policy's rollout.
+    pub host_enforcing: bool,
+    pub rollout_fraction: Option<f64>,
+    /// Where the host identity came from (`/etc/machine-id`, `NODE_NAME`…).
+    pub host_id_source: String,
+    /// The last reload's error, while the last good policy stays in force.
+    pub policy_error: Option<String>,
+    pub last_sample_age_s: Option<u64>,
+    pub devices: Vec<DeviceView>,
+}
+
+/// One device as the daemon sees it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeviceView {
+    pub name: String,
+    pub ifindex: u32,
+    /// `DeviceId::key()`.
+    pub identity: String,
+    /// `enforce`, `observe`, or `unmanaged` (no selector matches).
+    pub mode: String,
+    /// Originals recorded before the first change: (knob, value).
+    pub originals: Vec<(String, u32)>,
+    pub last_decision: Option<DecisionView>,
+    pub last_actions: Vec<ActionView>,
+    /// Knobs an operator took over.
+    pub overrides: Vec<String>,
+    pub backoff: Option<BackoffView>,
+    /// An evaluation window in progress: (knob, seconds left).
+    pub evaluating: Option<(String, u64)>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DecisionView {
+    /// `hold`, `ring.rx 256 -> 1024` …
+    pub action: String,
+    pub reason: String,
+    pub message: String,
+    pub recommendation: String,
+    /// Times in a row this same decision was made.
+    pub repeats: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ActionView {
+    pub knob: String,
+    pub from: u32,
+    pub to: u32,
+    /// `pending`, `effective`, `ineffective`, `reverted`, `refused: …`.
+    pub outcome: String,
+    pub reason: String,
+    pub age_s: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BackoffView {
+    pub failures: u32,
+    pub retry_in_s: u64,
+    pub last_error: String,
+}
+
+/// A request on the socket.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "snake_case")]
+pub enum Request {
+    View,
+    /// Restore originals (all devices, or these interface names) and clear
+    /// their record.
+    Restore {
+        interfaces: Vec<String>,
+    },
+}
+
+/// The reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "reply", rename_all = "snake_case")]
+pub enum Reply {
+    View(DaemonView),
+    Restored { lines: Vec<String>, ok: bool },
+    Error { message: String },
+}
+
+/// A restore the loop must carry out (it owns the kernel and the record).
+#[derive(Debug)]
+pub struct RestoreRequest {
+    pub interfaces: Vec<String>,
+    pub reply: oneshot::Sender<(Vec<String>, bool)>,
+}
+
+/// Errors of the control socket.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("binding control socket {path}")]
+    Bind {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Binds the socket (replacing a stale one from a previous run) with mode
+/// 0600.
+pub fn bind(path: &Path) -> Result<UnixListener, ControlError> {
+    let err = |source| ControlError::Bind {
+        path: path.to_owned(),
+        source,
+    };
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(err(e)),
+    }
+    let l = UnixListener::bind(path).map_err(err)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(err)?;
+    Ok(l)
+}
+
+fn own_uid() -> Option<u32> {
+    std::fs::metadata("/proc/self").ok().map(|m| m.uid())
+}
+
+/// Serves requests until the task is dropped.
+pub async fn serve(
+    listener: UnixListener,
+    view: Arc<Mutex<DaemonView>>,
+    restore: mpsc::Sender<RestoreRequest>,
+) {
+    let me = own_uid();
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let allowed = stream
+            .peer_cred()
+            .is_ok_and(|c| c.uid() == 0 || Some(c.uid()) == me);
+        let view = Arc::clone(&view);
+        let restore = restore.clone();
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(
+                Duration::from_secs(120),
+                handle(stream, allowed, &view, &restore),
+            )
+            .await;
+        });
+    }
+}
+
+async fn handle(
+    stream: UnixStream,
+    allowed: bool,
+    view: &Mutex<DaemonView>,
+    restore: &mpsc::Sender<RestoreRequest>,
+) -> std::io::Result<()> {
+    let (r, mut w) = stream.into_split();
+    let mut line = String::new();
+    // One line of at most 64 KiB: a request is tiny.
+    BufReader::new(r.take(64 * 1024))
+        .read_line(&mut line)
+        .await?;
+    let reply = if allowed {
+        match serde_json::from_str::<Request>(&line) {
+            Ok(Request::View) => match view.lock() {
+                Ok(v) => Reply::View(v.clone()),
+                Err(_) => Reply::Error {
+                    message: "view unavailable".into(),
+                },
+            },
+            Ok(Request::Restore { interfaces }) => {
+                let (tx, rx) = oneshot::channel();
+                let sent = restore
+                    .send(RestoreRequest {
+                        interfaces,
+                        reply: tx,
+                    })
+                    .await;
+                match (sent, rx.await) {
+                    (Ok(()), Ok((lines, ok))) => Reply::Restored { lines, ok },
+                    _ => Reply::Error {
+                        message: "the daemon is stopping".into(),
+                    },
+                }
+            }
+            Err(e) => Reply::Error {
+                message: format!("bad request: {e}"),
+            },
+        }
+    } else {
+        Reply::Error {
+            message: "permission denied: root only".into(),
+        }
+    };
+    let mut out = serde_json::to_string(&reply).unwrap_or_default();
+    out.push('\n');
+    w.write_all(out.as_bytes()).await?;
+    w.shutdown().await
+}
+
+/// Sends one request and reads the reply.
+pub async fn request(path: &Path, req: &Request) -> std::io::Result<Reply> {
+    let stream = UnixStream::connect(path).await?;
+    let (r, mut w) = stream.into_split();
+    let mut line = serde_json::to_string(req).map_err(std::io::Error::other)?;
+    line.push('\n');
+    w.write_all(line.as_bytes()).await?;
+    let mut reply = String::new();
+    BufReader::new(r).read_line(&mut reply).await?;
+    serde_json::from_str(&reply).map_err(std::io::Error::other)
+}
+
+/// The running daemon's view, or `None` when no daemon answers (not
+/// running, or not permitted). For `pptune status`.
+pub async fn query(path: &Path) -> Option<DaemonView> {
+    match tokio::time::timeout(Duration::from_secs(2), request(path, &Request::View)).await {
+        Ok(Ok(Reply::View(v))) => Some(v),
+        _ => None,
+    }
+}

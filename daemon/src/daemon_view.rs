@@ -1,0 +1,199 @@
+//! The daemon's own view for `pptune status`: built inside the loop, served
+//! over the control socket, rendered here so `status` only has to call
+//! [`render`] next to the kernel's view.
+
+use std::fmt::Write as _;
+
+use policy::Mode;
+use policy::engine::Outcome;
+
+use crate::control::{
+    ActionView, BackoffView, DaemonView, DecisionView, DeviceView, VIEW_SCHEMA_VERSION,
+};
+use crate::kernel::Kernel;
+use crate::logging::action_text;
+use crate::run::{Daemon, Engine};
+
+fn outcome_text(o: &Outcome) -> String {
+    match o {
+        Outcome::Pending => "pending (evaluating)".into(),
+        Outcome::Effective => "effective".into(),
+        Outcome::Ineffective => "ineffective".into(),
+        Outcome::Reverted => "reverted (made harm worse)".into(),
+        Outcome::Refused { errno, message } => {
+            format!("refused by the kernel: {message} (errno {errno})")
+        }
+        Outcome::Failed { message } => format!("failed: {message}"),
+    }
+}
+
+pub(crate) fn build<K: Kernel, E: Engine>(d: &Daemon<K, E>) -> DaemonView {
+    let now = d.now();
+    let wall_ms = std::time::SystemTime::now()
+        .duration_since(std::time::SystemTime::UNIX_EPOCH)
+        .map(|t| u64::try_from(t.as_millis()).unwrap_or(0))
+        .unwrap_or(0);
+    let mut devices = Vec::new();
+    for dev in d.devices.values() {
+        let key = dev.id.key();
+        let last = d.last_decisions.get(&key);
+        let mode = match last {
+            None => "unmanaged",
+            Some((dec, _)) if dec.mode == Mode::Enforce && d.host_enforcing => "enforce",
+            Some(_) => "observe",
+        };
+        let rec = d.state.devices.get(&key);
+        let backoff = d
+            .backoff
+            .get(&key)
+            .filter(|b| b.until > now)
+            .map(|b| BackoffView {
+                failures: b.failures,
+                retry_in_s: b.until.saturating_sub(now).as_secs(),
+                last_error: b.last_error.clone(),
+            });
+        devices.push(DeviceView {
+            name: dev.name.clone(),
+            ifindex: dev.ifindex,
+            identity: key.clone(),
+            mode: mode.to_owned(),
+            originals: rec
+                .map(|r| {
+                    r.originals
+                        .iter()
+                        .map(|o| (o.knob.to_string(), o.value))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            last_decision: last.map(|(dec, n)| DecisionView {
+                action: action_text(&dec.action),
+                reason: dec.reason.as_str().to_owned(),
+                message: dec.message.clone(),
+                recommendation: dec.id.to_string(),
+                repeats: *n,
+            }),
+            last_actions: rec
+                .map(|r| {
+                    r.actions
+                        .iter()
+                        .rev()
+                        .take(5)
+                        .map(|a| ActionView {
+                            knob: a.knob.to_string(),
+                            from: a.from,
+                            to: a.to,
+                            outcome: outcome_text(&a.outcome),
+                            reason: a.reason.clone(),
+                            age_s: wall_ms.saturating_sub(a.at_unix_ms) / 1000,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            overrides: d
+                .overrides
+                .keys()
+                .filter(|(k, _)| *k == key)
+                .map(|(_, knob)| knob.to_string())
+                .collect(),
+            backoff,
+            evaluating: d
+                .evaluations
+                .iter()
+                .find(|e| e.key == key)
+                .map(|e| (e.knob.to_string(), e.ends.saturating_sub(now).as_secs())),
+        });
+    }
+    DaemonView {
+        schema_version: VIEW_SCHEMA_VERSION,
+        pid: std::process::id(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        uptime_s: now.as_secs(),
+        host_enforcing: d.host_enforcing,
+        rollout_fraction: d.policy.rollout.as_ref().map(|r| r.fraction),
+        host_id_source: d.host_id.source.to_owned(),
+        policy_error: d.policy_error.clone(),
+        last_sample_age_s: d.last_sample.map(|t| now.saturating_sub(t).as_secs()),
+        devices,
+    }
+}
+
+/// Renders the daemon's view as text, for the devices named (all when
+/// empty). `None` (no daemon answered) renders one line saying so.
+#[must_use]
+pub fn render(view: Option<&DaemonView>, interfaces: &[String]) -> String {
+    let mut s = String::new();
+    let Some(v) = view else {
+        s.push_str("daemon: not running (or its control socket is not reachable as this user)\n");
+        return s;
+    };
+    let _ = writeln!(
+        s,
+        "daemon: pid {} v{}, up {}s, last sample {} ago; this host {}{}",
+        v.pid,
+        v.version,
+        v.uptime_s,
+        v.last_sample_age_s
+            .map_or_else(|| "never".to_owned(), |a| format!("{a}s")),
+        if v.host_enforcing {
+            "enforces"
+        } else {
+            "observes only"
+        },
+        v.rollout_fraction.map_or_else(String::new, |f| format!(
+            " (rollout {:.0} %, host id from {})",
+            f * 100.0,
+            v.host_id_source
+        )),
+    );
+    if let Some(e) = &v.policy_error {
+        let _ = writeln!(
+            s,
+            "  policy: last reload INVALID, previous policy in force: {e}"
+        );
+    }
+    for d in &v.devices {
+        if !interfaces.is_empty() && !interfaces.contains(&d.name) {
+            continue;
+        }
+        let _ = writeln!(s, "  {} [{}] {}", d.name, d.mode, d.identity);
+        if !d.originals.is_empty() {
+            let o: Vec<String> = d
+                .originals
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            let _ = writeln!(s, "    originals: {}", o.join(", "));
+        }
+        if let Some(dec) = &d.last_decision {
+            let _ = writeln!(
+                s,
+                "    decision: {} ({}, id {}, {}x): {}",
+                dec.action, dec.reason, dec.recommendation, dec.repeats, dec.message
+            );
+        }
+        for a in &d.last_actions {
+            let _ = writeln!(
+                s,
+                "    action {}s ago: {} {} -> {} ({}): {}",
+                a.age_s, a.knob, a.from, a.to, a.reason, a.outcome
+            );
+        }
+        if let Some((k, left)) = &d.evaluating {
+            let _ = writeln!(s, "    evaluating {k}: {left}s left");
+        }
+        for o in &d.overrides {
+            let _ = writeln!(
+                s,
+                "    operator override: {o} (not managed until the policy is reloaded)"
+            );
+        }
+        if let Some(b) = &d.backoff {
+            let _ = writeln!(
+                s,
+                "    backed off: {} failure(s), retry in {}s: {}",
+                b.failures, b.retry_in_s, b.last_error
+            );
+        }
+    }
+    s
+}

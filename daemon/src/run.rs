@@ -1,0 +1,689 @@
+//! The service loop: sample, keep the device map current from
+//! notifications, feed the engine, log and export, and (in enforce mode)
+//! act through the actuator.
+//!
+//! Generic over [`Kernel`] so the loop logic is tested against a fake; the
+//! binary hands it the netlink implementation.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use policy::engine::{ActionRecord, LocalTime, Observation, Original};
+use policy::plan::{Action, Decision, Knob, Plan};
+use policy::snapshot::{Device, DeviceId, Snapshot};
+use policy::{Mode, OnStop, Policy};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::control::{self, DaemonView, RestoreRequest};
+use crate::kernel::{Kernel, KernelEvent, SampleScope};
+use crate::logging::DecisionLog;
+use crate::metrics::Metrics;
+use crate::notify::Notifier;
+use crate::rollout;
+use crate::state::{StateFile, StateStore};
+
+/// The decision engine as the loop uses it. The production implementation
+/// is the policy crate's pure `decide` with its state carried here; tests of
+/// loop mechanics may script plans.
+pub trait Engine: Send {
+    fn decide(&mut self, policy: &Policy, obs: &Observation<'_>) -> Plan;
+    /// Forget accumulated windows (after a reload).
+    fn reset(&mut self);
+}
+
+/// The policy crate's pure engine, with its state carried between ticks.
+#[derive(Debug, Default)]
+pub struct PolicyEngine {
+    pub state: policy::engine::EngineState,
+}
+
+impl Engine for PolicyEngine {
+    fn decide(&mut self, policy: &Policy, obs: &Observation<'_>) -> Plan {
+        let (plan, next) = policy::engine::decide(policy, &self.state, obs);
+        self.state = next;
+        plan
+    }
+
+    fn reset(&mut self) {
+        self.state = policy::engine::EngineState::default();
+    }
+}
+
+/// Where the policy comes from, re-read on SIGHUP.
+pub trait PolicySource: Send {
+    /// The validated policy, or every problem rendered for a person.
+    fn load(&self) -> Result<Policy, String>;
+}
+
+/// Everything the loop needs besides the kernel, the engine and the policy.
+#[derive(Debug)]
+pub struct Options {
+    pub notifier: Notifier,
+    /// The locked state record; `None` runs without one (tests of pure
+    /// loop logic).
+    pub store: Option<StateStore>,
+    /// Host identity for the rollout.
+    pub host_id: rollout::HostId,
+    /// Control socket to bind, if any.
+    pub control_socket: Option<PathBuf>,
+    pub metrics: Arc<Metrics>,
+    /// One message per SIGHUP.
+    pub reload: mpsc::UnboundedReceiver<()>,
+    /// First backoff after a failure; doubles per failure up to an hour.
+    pub backoff_base: Duration,
+}
+
+/// Why the loop stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("the kernel's notification sockets closed")]
+    EventsClosed,
+    #[error(transparent)]
+    Control(#[from] control::ControlError),
+}
+
+/// A failing device: no retries until `until`.
+#[derive(Debug, Clone)]
+pub(crate) struct Backoff {
+    pub failures: u32,
+    pub until: Duration,
+    pub last_error: String,
+}
+
+/// An open post-change evaluation window.
+#[derive(Debug, Clone)]
+pub(crate) struct Evaluation {
+    pub key: String,
+    pub knob: Knob,
+    pub from: u32,
+    pub to: u32,
+    pub reason: policy::ReasonCode,
+    pub ends: Duration,
+    pub baseline: Option<crate::eval::Rates>,
+    /// The device sampled right after the change (new pools' counters start
+    /// here), and when.
+    pub start: Device,
+    pub start_at: Duration,
+}
+
+/// The daemon's state between ticks.
+pub(crate) struct Daemon<K: Kernel, E: Engine> {
+    pub kernel: Arc<K>,
+    pub engine: E,
+    pub policy: Policy,
+    pub source: Box<dyn PolicySource>,
+    pub policy_error: Option<String>,
+    pub metrics: Arc<Metrics>,
+    pub notifier: Notifier,
+    pub store: Option<StateStore>,
+    pub state: StateFile,
+    pub history: Vec<ActionRecord>,
+    /// (device key, knob) an operator took over, with the DeviceId.
+    pub overrides: BTreeMap<(String, Knob), DeviceId>,
+    /// What pptune last set (read back) per (device key, knob).
+    pub expected: BTreeMap<(String, Knob), u32>,
+    /// Latest sample of each device, by ifindex (the device map).
+    pub devices: BTreeMap<u32, Device>,
+    /// The previous sample fed to the engine, and when it was taken.
+    pub prev: Option<(Snapshot, Duration)>,
+    pub backoff: BTreeMap<String, Backoff>,
+    pub evaluations: Vec<Evaluation>,
+    pub host_enforcing: bool,
+    pub host_id: rollout::HostId,
+    pub log: DecisionLog,
+    pub last_decisions: BTreeMap<String, (Decision, u64)>,
+    pub view: Arc<Mutex<DaemonView>>,
+    pub ready: bool,
+    pub origin: Instant,
+    pub backoff_base: Duration,
+    pub last_sample: Option<Duration>,
+}
+
+fn now_unix() -> Duration {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
+fn local_time() -> LocalTime {
+    use chrono::{Datelike, Timelike};
+    let t = chrono::Local::now();
+    LocalTime {
+        weekday: u8::try_from(t.weekday().num_days_from_monday()).unwrap_or(0),
+        minute_of_day: u16::try_from(t.hour() * 60 + t.minute()).unwrap_or(0),
+    }
+}
+
+/// Runs the service until `shutdown` resolves; then finishes the action in
+/// progress, keeps or restores per policy, writes state and returns.
+pub async fn run<K: Kernel, E: Engine>(
+    kernel: Arc<K>,
+    engine: E,
+    source: Box<dyn PolicySource>,
+    policy: Policy,
+    opts: Options,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), RunError> {
+    let Options {
+        notifier,
+        store,
+        host_id,
+        control_socket,
+        metrics,
+        mut reload,
+        backoff_base,
+    } = opts;
+    let state = match &store {
+        Some(s) => match s.load() {
+            Ok((st, why)) => {
+                if let Some(why) = why {
+                    tracing::info!(path = %s.path().display(), "ignoring old state record: {why}");
+                }
+                st
+            }
+            Err(e) => {
+                // A corrupt record must not stop the service; the originals
+                // it held are lost, which the log says loudly.
+                tracing::error!(error = %e, "state record unreadable; starting a fresh one");
+                metrics.error("state_write");
+                StateFile::new(s.boot_id().to_owned())
+            }
+        },
+        None => StateFile::new(String::new()),
+    };
+    let (restore_tx, mut restore_rx) = mpsc::channel::<RestoreRequest>(4);
+    let view = Arc::new(Mutex::new(DaemonView::default()));
+    let control_task = match &control_socket {
+        Some(path) => {
+            let l = control::bind(path)?;
+            Some(tokio::spawn(control::serve(
+                l,
+                Arc::clone(&view),
+                restore_tx.clone(),
+            )))
+        }
+        None => None,
+    };
+    let mut d = Daemon {
+        kernel,
+        engine,
+        host_enforcing: rollout::enforcing(policy.rollout.as_ref(), &host_id.value),
+        policy,
+        source,
+        policy_error: None,
+        metrics,
+        notifier,
+        store,
+        history: Vec::new(),
+        overrides: BTreeMap::new(),
+        expected: BTreeMap::new(),
+        devices: BTreeMap::new(),
+        prev: None,
+        backoff: BTreeMap::new(),
+        evaluations: Vec::new(),
+        host_id,
+        log: DecisionLog::new(Duration::from_secs(3600)),
+        last_decisions: BTreeMap::new(),
+        view,
+        ready: false,
+        origin: Instant::now(),
+        backoff_base,
+        last_sample: None,
+        state,
+    };
+    d.history = d.history_from_state();
+    d.export_rollout();
+    let result = d.main_loop(&mut reload, &mut restore_rx, shutdown).await;
+    d.notifier.stopping();
+    d.status("stopping");
+    if d.policy.on_stop == OnStop::Restore {
+        let (lines, ok) = d.restore(&[]).await;
+        for l in &lines {
+            tracing::info!("{l}");
+        }
+        if !ok {
+            tracing::warn!("some originals could not be restored; they stay in the state record");
+        }
+    }
+    d.save_state();
+    if let Some(t) = control_task {
+        t.abort();
+    }
+    if let Some(p) = &control_socket {
+        let _ = std::fs::remove_file(p);
+    }
+    result
+}
+
+impl<K: Kernel, E: Engine> Daemon<K, E> {
+    pub(crate) fn now(&self) -> Duration {
+        Instant::now().saturating_duration_since(self.origin)
+    }
+
+    /// Wake-up period: the policy interval, but at least twice per watchdog
+    /// period so the loop's own ping never misses.
+    fn tick_period(&self) -> Duration {
+        let i = self.policy.timing.interval.max(Duration::from_millis(10));
+        match self.notifier.watchdog() {
+            Some(w) => i.min(w / 2),
+            None => i,
+        }
+    }
+
+    async fn main_loop(
+        &mut self,
+        reload: &mut mpsc::UnboundedReceiver<()>,
+        restore_rx: &mut mpsc::Receiver<RestoreRequest>,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), RunError> {
+        tokio::pin!(shutdown);
+        // Sample right away: READY waits for the first successful sample.
+        let mut next_sample = Instant::now();
+        let mut resync: Option<Instant> = None;
+        let mut reload_open = true;
+        loop {
+            let wake = next_sample.min(Instant::now() + self.tick_period());
+            let wake = resync.map_or(wake, |r| wake.min(r));
+            tokio::select! {
+                biased;
+                () = &mut shutdown => return Ok(()),
+                msg = reload.recv(), if reload_open => match msg {
+                    Some(()) => self.reload().await,
+                    None => reload_open = false,
+                },
+                Some(req) = restore_rx.recv() => {
+                    let (lines, ok) = self.restore(&req.interfaces).await;
+                    self.save_state();
+                    let _ = req.reply.send((lines, ok));
+                }
+                ev = self.kernel.next_event() => match ev {
+                    None => return Err(RunError::EventsClosed),
+                    Some(ev) => {
+                        if self.on_event(ev) {
+                            // Debounced: a burst of pool churn costs one resync.
+                            resync.get_or_insert_with(|| Instant::now() + Duration::from_millis(200));
+                        }
+                    }
+                },
+                () = tokio::time::sleep_until(wake) => {
+                    let now = Instant::now();
+                    if resync.is_some_and(|r| r <= now) {
+                        resync = None;
+                        self.refresh().await;
+                    }
+                    if next_sample <= now {
+                        self.tick().await;
+                        next_sample = Instant::now() + self.policy.timing.interval;
+                    }
+                    // From the loop itself: a wedged tick stops the pings.
+                    self.notifier.watchdog_ping();
+                }
+            }
+        }
+    }
+
+    /// A notification. Returns whether the device map needs a resync.
+    fn on_event(&mut self, ev: KernelEvent) -> bool {
+        match ev {
+            KernelEvent::RingsChanged { ifindex, rings } => {
+                self.check_override_rings(ifindex, &rings);
+                if let Some(d) = self.devices.get_mut(&ifindex) {
+                    d.rings = policy::snapshot::Availability::Available(rings);
+                }
+                false
+            }
+            KernelEvent::ChannelsChanged { ifindex, channels } => {
+                self.check_override_channels(ifindex, &channels);
+                if let Some(d) = self.devices.get_mut(&ifindex) {
+                    d.channels = policy::snapshot::Availability::Available(channels);
+                }
+                // Queues (and their pools) changed.
+                true
+            }
+            KernelEvent::PoolsChanged { .. } => true,
+            // New devices, renames, up/down: re-read the map.
+            KernelEvent::LinkChanged { .. } => true,
+            KernelEvent::LinkRemoved { ifindex } => {
+                if let Some(dev) = self.devices.remove(&ifindex) {
+                    tracing::info!(device = %dev.name, "device vanished");
+                    let key = dev.id.key();
+                    self.evaluations.retain(|e| e.key != key);
+                }
+                true
+            }
+            KernelEvent::Overflow { source } => {
+                tracing::warn!(source, "notifications lost (ENOBUFS): full resync");
+                self.metrics
+                    .resyncs
+                    .get_or_create(&crate::metrics::KindLabels {
+                        kind: source.to_owned(),
+                    })
+                    .inc();
+                true
+            }
+        }
+    }
+
+    /// A sample outside the engine's cadence: keeps the device map and the
+    /// metrics current (and catches changes whose notification was lost).
+    async fn refresh(&mut self) {
+        if let Ok(snap) = self.kernel.sample(&SampleScope::default()).await {
+            self.absorb(&snap);
+        } else {
+            self.metrics.error("sample");
+        }
+    }
+
+    /// Updates the device map from a sample; logs devices that appeared or
+    /// vanished; compares managed knobs with what pptune set.
+    fn absorb(&mut self, snap: &Snapshot) {
+        let new: BTreeMap<u32, Device> = snap
+            .devices
+            .iter()
+            .map(|d| (d.ifindex, d.clone()))
+            .collect();
+        for (i, d) in &new {
+            if !self.devices.contains_key(i) && self.ready {
+                tracing::info!(device = %d.name, ifindex = i, identity = %d.id.key(), "device appeared");
+            }
+        }
+        let gone: Vec<u32> = self
+            .devices
+            .keys()
+            .filter(|i| !new.contains_key(i))
+            .copied()
+            .collect();
+        for i in gone {
+            if let Some(d) = self.devices.get(&i) {
+                tracing::info!(device = %d.name, ifindex = i, "device vanished");
+                let key = d.id.key();
+                self.evaluations.retain(|e| e.key != key);
+            }
+        }
+        self.devices = new;
+        // A lost notification must not hide an operator's change.
+        let devs: Vec<Device> = self.devices.values().cloned().collect();
+        for d in devs {
+            if let Some(r) = d.rings.available() {
+                self.check_override_rings(d.ifindex, r);
+            }
+            if let Some(c) = d.channels.available() {
+                self.check_override_channels(d.ifindex, c);
+            }
+        }
+        self.metrics.observe_snapshot(snap);
+    }
+
+    /// One sampling pass fed to the engine.
+    async fn tick(&mut self) {
+        let t0 = Instant::now();
+        let snap = match self.kernel.sample(&SampleScope::default()).await {
+            Ok(s) => s,
+            Err(e) => {
+                self.metrics.error("sample");
+                tracing::warn!(error = %e, "sampling failed");
+                self.status(&format!("sampling failed: {e}"));
+                return;
+            }
+        };
+        self.metrics.sample_duration.set(t0.elapsed().as_secs_f64());
+        self.metrics.samples.inc();
+        let now = self.now();
+        self.last_sample = Some(now);
+        self.absorb(&snap);
+        self.evaluate_due(&snap, now).await;
+        let plan = {
+            let elapsed = self
+                .prev
+                .as_ref()
+                .map_or(Duration::ZERO, |(_, at)| now.saturating_sub(*at));
+            let overrides: Vec<(DeviceId, Knob)> = self
+                .overrides
+                .iter()
+                .map(|((_, k), id)| (id.clone(), *k))
+                .collect();
+            let originals = self.originals();
+            self.prune_history(now);
+            let obs = Observation {
+                previous: self.prev.as_ref().map(|(s, _)| s),
+                current: &snap,
+                elapsed,
+                now,
+                local_time: Some(local_time()),
+                history: &self.history,
+                overrides: &overrides,
+                originals: &originals,
+            };
+            self.engine.decide(&self.policy, &obs)
+        };
+        let cap = snap.capabilities.cap_net_admin;
+        let mut managed = BTreeSet::new();
+        for dec in &plan.decisions {
+            managed.insert(dec.ifindex);
+            let enforce = dec.mode == Mode::Enforce && self.host_enforcing && cap;
+            let mode = if enforce { "enforce" } else { "observe" };
+            self.metrics.set_mode(&dec.device, mode);
+            self.metrics
+                .decisions
+                .get_or_create(&crate::metrics::DecisionLabels {
+                    device: dec.device.clone(),
+                    action: crate::logging::action_kind(&dec.action).to_owned(),
+                    reason: dec.reason.as_str().to_owned(),
+                    mode: mode.to_owned(),
+                })
+                .inc();
+            self.log.log(dec, mode, now);
+            let key = dec.device_id.key();
+            let repeats = match self.last_decisions.get(&key) {
+                Some((p, n)) if p.id == dec.id && p.action == dec.action => n + 1,
+                _ => 1,
+            };
+            self.last_decisions.insert(key, (dec.clone(), repeats));
+        }
+        for d in self.devices.values() {
+            if !managed.contains(&d.ifindex) {
+                self.metrics.set_mode(&d.name, "unmanaged");
+            }
+        }
+        // Serial actuation: one device at a time, each change finished
+        // (set, read back, window opened) before the next.
+        for dec in &plan.decisions {
+            let enforce = dec.mode == Mode::Enforce && self.host_enforcing && cap;
+            if enforce && dec.action != Action::Hold {
+                self.actuate(dec).await;
+            }
+        }
+        if !cap && !self.ready {
+            tracing::warn!("no CAP_NET_ADMIN: every device is observed, none enforced");
+        }
+        self.prev = Some((snap, now));
+        if !self.ready {
+            self.ready = true;
+            let s = self.summary();
+            self.notifier.ready(&s);
+            tracing::info!(status = %s, "ready");
+        } else {
+            self.status(&self.summary());
+        }
+        self.update_view();
+    }
+
+    pub(crate) fn originals(&self) -> Vec<Original> {
+        self.state
+            .devices
+            .values()
+            .flat_map(|r| {
+                r.originals.iter().map(|o| Original {
+                    device: r.id.clone(),
+                    knob: o.knob,
+                    value: o.value,
+                })
+            })
+            .collect()
+    }
+
+    fn prune_history(&mut self, now: Duration) {
+        // The engine needs at least the last hour; keep two.
+        let keep = Duration::from_secs(7200);
+        self.history
+            .retain(|a| now.saturating_sub(a.at) <= keep || now < keep);
+    }
+
+    /// History rebuilt from the state record after a restart: stored wall
+    /// times mapped onto this run's monotonic clock (an action from before
+    /// this run's origin gets `at` = 0, which keeps its cooldown active for
+    /// at least as long as it really is).
+    fn history_from_state(&self) -> Vec<ActionRecord> {
+        let wall = now_unix();
+        let mono = self.now();
+        let mut h: Vec<ActionRecord> = self
+            .state
+            .devices
+            .values()
+            .flat_map(|r| {
+                // Older than the two hours the engine and budget look at:
+                // history, not input.
+                r.actions.iter().filter_map(move |a| {
+                    let ago = wall.saturating_sub(Duration::from_millis(a.at_unix_ms));
+                    (ago <= Duration::from_secs(7200)).then(|| ActionRecord {
+                        device: r.id.clone(),
+                        knob: a.knob,
+                        from: a.from,
+                        to: a.to,
+                        at: mono.saturating_sub(ago),
+                        outcome: a.outcome.clone(),
+                    })
+                })
+            })
+            .collect();
+        h.sort_by_key(|a| a.at);
+        h
+    }
+
+    fn summary(&self) -> String {
+        let managed = self.last_decisions.len();
+        let enforcing = self
+            .last_decisions
+            .values()
+            .filter(|(d, _)| d.mode == Mode::Enforce)
+            .count();
+        let acting = self
+            .last_decisions
+            .values()
+            .filter(|(d, _)| d.action != Action::Hold)
+            .count();
+        format!(
+            "{} devices, {managed} selected ({} enforce{}), {acting} recommendation(s), {} override(s), {} backed off{}",
+            self.devices.len(),
+            if self.host_enforcing { enforcing } else { 0 },
+            if self.host_enforcing {
+                ""
+            } else {
+                "; rollout: observe on this host"
+            },
+            self.overrides.len(),
+            self.backoff
+                .values()
+                .filter(|b| b.until > self.now())
+                .count(),
+            self.policy_error.as_ref().map_or_else(String::new, |_| {
+                "; last reload INVALID, old policy in force".to_owned()
+            }),
+        )
+    }
+
+    pub(crate) fn status(&self, s: &str) {
+        self.notifier.status(s);
+    }
+
+    fn export_rollout(&self) {
+        self.metrics
+            .rollout_enforcing
+            .set(i64::from(self.host_enforcing));
+        self.metrics
+            .rollout_fraction
+            .set(self.policy.rollout.as_ref().map_or(1.0, |r| r.fraction));
+        tracing::info!(
+            enforcing = self.host_enforcing,
+            host_id_source = self.host_id.source,
+            fraction = self.policy.rollout.as_ref().map_or(1.0, |r| r.fraction),
+            "rollout: this host {}",
+            if self.host_enforcing {
+                "enforces"
+            } else {
+                "observes only"
+            }
+        );
+    }
+
+    /// SIGHUP: re-read the policy; an invalid one keeps the last good.
+    async fn reload(&mut self) {
+        self.notifier.reloading();
+        match self.source.load() {
+            Ok(p) => {
+                self.policy = p;
+                self.policy_error = None;
+                self.engine.reset();
+                self.log.reset();
+                // An operator's takeover lasts until the policy is reloaded.
+                if !self.overrides.is_empty() {
+                    tracing::info!(
+                        count = self.overrides.len(),
+                        "policy reloaded: operator overrides cleared"
+                    );
+                }
+                self.overrides.clear();
+                self.backoff.clear();
+                self.host_enforcing =
+                    rollout::enforcing(self.policy.rollout.as_ref(), &self.host_id.value);
+                self.export_rollout();
+                self.metrics
+                    .reloads
+                    .get_or_create(&crate::metrics::ResultLabels {
+                        result: "ok".into(),
+                    })
+                    .inc();
+                self.metrics.policy_valid.set(1);
+                tracing::info!("policy reloaded");
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "policy reload failed: keeping the last good policy");
+                self.metrics
+                    .reloads
+                    .get_or_create(&crate::metrics::ResultLabels {
+                        result: "invalid".into(),
+                    })
+                    .inc();
+                self.metrics.error("policy_reload");
+                self.metrics.policy_valid.set(0);
+                self.policy_error = Some(e);
+            }
+        }
+        self.notifier.ready(&self.summary());
+        self.update_view();
+        // Let the refreshed policy act on fresh data rather than wait.
+        tokio::task::yield_now().await;
+    }
+
+    pub(crate) fn save_state(&mut self) {
+        self.state.prune();
+        if let Some(store) = &self.store
+            && let Err(e) = store.save(&self.state)
+        {
+            tracing::error!(error = %e, "writing the state record failed");
+            self.metrics.error("state_write");
+        }
+    }
+
+    /// Rebuilds the control socket's view.
+    pub(crate) fn update_view(&self) {
+        let view = crate::daemon_view::build(self);
+        if let Ok(mut v) = self.view.lock() {
+            *v = view;
+        }
+    }
+}

@@ -1,0 +1,388 @@
+//! The daemon's record of what it changed: `/run/pptune/state.json`.
+//!
+//! NIC settings do not survive a reboot, so the record carries the boot id
+//! and a file from another boot is stale (ignored, then overwritten). Devices
+//! are keyed by identity (`DeviceId::key`: bus address and permanent MAC),
+//! never by ifindex, so a renamed or re-probed NIC keeps its originals.
+//!
+//! Writes are atomic (temp file, fsync, rename, fsync of the directory) and
+//! the whole record is guarded by an exclusive `flock` on a lock file next to
+//! it: the daemon holds it for its whole life, `pptune restore` for its run,
+//! so the two never both write.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use policy::Knob;
+use policy::engine::Outcome;
+use policy::snapshot::DeviceId;
+use serde::{Deserialize, Serialize};
+
+/// Bumped on any incompatible change of [`StateFile`].
+pub const SCHEMA_VERSION: u32 = 1;
+
+const STATE_FILE: &str = "state.json";
+const LOCK_FILE: &str = "state.lock";
+const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
+/// Actions kept per device: enough for the engine's last hour and an
+/// operator's look back, bounded so the file cannot grow forever.
+const MAX_ACTIONS_PER_DEVICE: usize = 64;
+
+/// Errors of the state record, each naming the path involved.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("creating runtime directory {path}")]
+    CreateDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("opening lock file {path}")]
+    OpenLock {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is locked by another pptune process (the daemon, or a restore in progress)")]
+    Locked { path: PathBuf },
+    #[error("reading {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("parsing {path}")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("writing {path}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("reading the boot id from {path}")]
+    BootId {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The whole record.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateFile {
+    pub schema_version: u32,
+    pub boot_id: String,
+    /// By `DeviceId::key()`.
+    pub devices: BTreeMap<String, DeviceRecord>,
+}
+
+/// What pptune knows about one device it touched.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceRecord {
+    pub id: DeviceId,
+    /// The name it had when last seen (for people; identity is `id`).
+    pub last_name: String,
+    /// Values before pptune first changed each knob.
+    pub originals: Vec<KnobValue>,
+    /// Recent actions, oldest first.
+    pub actions: Vec<StoredAction>,
+}
+
+/// A knob and a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KnobValue {
+    pub knob: Knob,
+    pub value: u32,
+}
+
+/// One action as stored: wall-clock time, because monotonic clocks of two
+/// daemon runs share no origin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredAction {
+    pub knob: Knob,
+    pub from: u32,
+    pub to: u32,
+    pub at_unix_ms: u64,
+    pub reason: String,
+    pub outcome: Outcome,
+}
+
+impl StateFile {
+    #[must_use]
+    pub fn new(boot_id: String) -> Self {
+        Self {
+            schema_version: SCHEMA_VERSION,
+            boot_id,
+            devices: BTreeMap::new(),
+        }
+    }
+
+    /// The record of a device, created on first use.
+    pub fn device_mut(&mut self, id: &DeviceId, name: &str) -> &mut DeviceRecord {
+        let rec = self
+            .devices
+            .entry(id.key())
+            .or_insert_with(|| DeviceRecord {
+                id: id.clone(),
+                ..DeviceRecord::default()
+            });
+        name.clone_into(&mut rec.last_name);
+        rec
+    }
+
+    /// Records `value` as the original of `knob` unless one is known.
+    pub fn record_original(&mut self, id: &DeviceId, name: &str, knob: Knob, value: u32) -> bool {
+        let rec = self.device_mut(id, name);
+        if rec.originals.iter().any(|o| o.knob == knob) {
+            return false;
+        }
+        rec.originals.push(KnobValue { knob, value });
+        true
+    }
+
+    /// The original of a knob, if recorded.
+    #[must_use]
+    pub fn original(&self, id: &DeviceId, knob: Knob) -> Option<u32> {
+        self.devices
+            .get(&id.key())?
+            .originals
+            .iter()
+            .find(|o| o.knob == knob)
+            .map(|o| o.value)
+    }
+
+    /// Forgets the original of a knob (restored, or an operator owns it now).
+    pub fn forget_original(&mut self, id: &DeviceId, knob: Knob) {
+        if let Some(rec) = self.devices.get_mut(&id.key()) {
+            rec.originals.retain(|o| o.knob != knob);
+        }
+    }
+
+    /// Appends an action, keeping the list bounded.
+    pub fn push_action(&mut self, id: &DeviceId, name: &str, action: StoredAction) {
+        let rec = self.device_mut(id, name);
+        rec.actions.push(action);
+        if rec.actions.len() > MAX_ACTIONS_PER_DEVICE {
+            let drop = rec.actions.len() - MAX_ACTIONS_PER_DEVICE;
+            rec.actions.drain(..drop);
+        }
+    }
+
+    /// Updates the outcome of the latest action on (device, knob).
+    pub fn set_last_outcome(&mut self, id: &DeviceId, knob: Knob, outcome: Outcome) {
+        if let Some(rec) = self.devices.get_mut(&id.key())
+            && let Some(a) = rec.actions.iter_mut().rev().find(|a| a.knob == knob)
+        {
+            a.outcome = outcome;
+        }
+    }
+
+    /// Drops devices with neither originals nor actions.
+    pub fn prune(&mut self) {
+        self.devices
+            .retain(|_, r| !r.originals.is_empty() || !r.actions.is_empty());
+    }
+}
+
+/// The runtime directory: `$RUNTIME_DIRECTORY` (systemd's `RuntimeDirectory=`,
+/// first entry when it lists several) or `/run/pptune`.
+#[must_use]
+pub fn runtime_dir() -> PathBuf {
+    std::env::var_os("RUNTIME_DIRECTORY")
+        .and_then(|v| {
+            v.to_str()
+                .and_then(|s| s.split(':').next())
+                .filter(|s| !s.is_empty())
+                .map(PathBuf::from)
+        })
+        .unwrap_or_else(|| PathBuf::from("/run/pptune"))
+}
+
+/// The running kernel's boot id.
+pub fn read_boot_id() -> Result<String, StateError> {
+    fs::read_to_string(BOOT_ID)
+        .map(|s| s.trim().to_owned())
+        .map_err(|source| StateError::BootId {
+            path: PathBuf::from(BOOT_ID),
+            source,
+        })
+}
+
+/// The locked state record in one directory.
+#[derive(Debug)]
+pub struct StateStore {
+    dir: PathBuf,
+    boot_id: String,
+    /// Holding the open, flocked file is holding the lock; dropping it
+    /// releases it.
+    _lock: File,
+}
+
+impl StateStore {
+    /// Creates the directory if needed and takes the lock without waiting:
+    /// a second writer is a mistake to report, not to queue behind.
+    pub fn open(dir: &Path, boot_id: String) -> Result<Self, StateError> {
+        fs::create_dir_all(dir).map_err(|source| StateError::CreateDir {
+            path: dir.to_owned(),
+            source,
+        })?;
+        let lock_path = dir.join(LOCK_FILE);
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|source| StateError::OpenLock {
+                path: lock_path.clone(),
+                source,
+            })?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(StateError::Locked { path: lock_path });
+            }
+            Err(std::fs::TryLockError::Error(source)) => {
+                return Err(StateError::OpenLock {
+                    path: lock_path,
+                    source,
+                });
+            }
+        }
+        Ok(Self {
+            dir: dir.to_owned(),
+            boot_id,
+            _lock: lock,
+        })
+    }
+
+    #[must_use]
+    pub fn path(&self) -> PathBuf {
+        self.dir.join(STATE_FILE)
+    }
+
+    #[must_use]
+    pub fn boot_id(&self) -> &str {
+        &self.boot_id
+    }
+
+    /// Reads the record. A missing file, a file from another boot or of
+    /// another schema gives a fresh record (the second element says why the
+    /// old one was dropped, for the log).
+    pub fn load(&self) -> Result<(StateFile, Option<String>), StateError> {
+        let path = self.path();
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok((StateFile::new(self.boot_id.clone()), None));
+            }
+            Err(source) => return Err(StateError::Read { path, source }),
+        };
+        let file: StateFile = serde_json::from_str(&text).map_err(|source| StateError::Parse {
+            path: path.clone(),
+            source,
+        })?;
+        if file.schema_version != SCHEMA_VERSION {
+            return Ok((
+                StateFile::new(self.boot_id.clone()),
+                Some(format!(
+                    "schema version {} is not {SCHEMA_VERSION}",
+                    file.schema_version
+                )),
+            ));
+        }
+        if file.boot_id != self.boot_id {
+            return Ok((
+                StateFile::new(self.boot_id.clone()),
+                Some(format!(
+                    "written during boot {}, this is boot {}: NIC settings did not survive the reboot",
+                    file.boot_id, self.boot_id
+                )),
+            ));
+        }
+        Ok((file, None))
+    }
+
+    /// Writes the record atomically: temp file, fsync, rename, fsync dir.
+    pub fn save(&self, state: &StateFile) -> Result<(), StateError> {
+        let path = self.path();
+        let tmp = self.dir.join(format!("{STATE_FILE}.tmp"));
+        let werr = |p: &Path| {
+            let p = p.to_owned();
+            move |source| StateError::Write { path: p, source }
+        };
+        let text = serde_json::to_string_pretty(state).map_err(|source| StateError::Parse {
+            path: path.clone(),
+            source,
+        })?;
+        let mut f = File::create(&tmp).map_err(werr(&tmp))?;
+        f.write_all(text.as_bytes()).map_err(werr(&tmp))?;
+        f.write_all(b"\n").map_err(werr(&tmp))?;
+        f.sync_all().map_err(werr(&tmp))?;
+        drop(f);
+        fs::rename(&tmp, &path).map_err(werr(&path))?;
+        // The rename is durable only once the directory entry is on disk.
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(werr(&self.dir))?;
+        Ok(())
+    }
+
+    /// Removes the record (after a full restore).
+    pub fn clear(&self) -> Result<(), StateError> {
+        let path = self.path();
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(StateError::Write { path, source }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use policy::RingField;
+
+    fn id() -> DeviceId {
+        DeviceId {
+            bus: Some("pci".into()),
+            parent: Some("0000:3b:00.0".into()),
+            perm_addr: Some("0c:42:a1:00:00:01".into()),
+            name_fallback: None,
+        }
+    }
+
+    #[test]
+    fn round_trip_and_stale_boot() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::open(dir.path(), "boot-a".into()).unwrap();
+        let (mut s, why) = store.load().unwrap();
+        assert!(why.is_none());
+        assert!(s.record_original(&id(), "eth0", Knob::Ring(RingField::Rx), 256));
+        assert!(!s.record_original(&id(), "eth0", Knob::Ring(RingField::Rx), 1024));
+        store.save(&s).unwrap();
+        let (back, _) = store.load().unwrap();
+        assert_eq!(back, s);
+        assert_eq!(back.original(&id(), Knob::Ring(RingField::Rx)), Some(256));
+        drop(store);
+        // Another boot: the record is stale.
+        let store = StateStore::open(dir.path(), "boot-b".into()).unwrap();
+        let (fresh, why) = store.load().unwrap();
+        assert!(fresh.devices.is_empty());
+        assert!(why.unwrap().contains("boot-a"));
+    }
+
+    #[test]
+    fn second_writer_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let _a = StateStore::open(dir.path(), "b".into()).unwrap();
+        let e = StateStore::open(dir.path(), "b".into()).unwrap_err();
+        assert!(matches!(e, StateError::Locked { .. }), "{e}");
+    }
+}
