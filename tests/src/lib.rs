@@ -1,1 +1,3 @@
 //! Test harness (being built).
+
+pub mod fake;

@@ -1,0 +1,408 @@
+//! A hand-written fake kernel for the daemon's loop logic (never for
+//! kernel-facing behaviour, which is tested against a real kernel).
+//!
+//! One device with a page pool per RX queue and a simple, deterministic
+//! workload: every sample, `returned` pages come back in bursts of
+//! `burst` pages; a pool ring (= the rx ring, like ice/idpf) smaller than
+//! the burst frees the surplus (`recycle_ring_full`) and the next refills go
+//! to the slow path. A ring change rebuilds the pools (new ids, counters from
+//! zero) and emits the `RINGS_NTF` the kernel would, as the real kernel does
+//! for pptune's own changes too.
+
+use std::sync::Mutex;
+
+use policy::snapshot::{
+    Availability, Capabilities, Channels, Device, DeviceId, LinkStats, OperState, Pool, PoolStats,
+    QueueStats, Rings, RxQueue, Snapshot,
+};
+use policy::{ChannelField, RingField};
+use pptune::kernel::{Kernel, KernelEvent, SampleError, SampleScope, SetError};
+use tokio::sync::mpsc;
+
+/// The workload and the device's knobs.
+#[derive(Debug, Clone)]
+pub struct FakeState {
+    pub ring: u32,
+    pub ring_max: u32,
+    pub combined: u32,
+    pub combined_max: u32,
+    /// Pages returned per sample per queue.
+    pub returned: u64,
+    /// Pages per return burst.
+    pub burst: u64,
+    /// Refuse every set with this (errno, extack message).
+    pub refuse: Option<(i32, String)>,
+    /// Every set pptune made: (knob name, value).
+    pub sets: Vec<(String, u32)>,
+    /// Pool counters per queue (cumulative for the current pools).
+    pub pools: Vec<PoolStats>,
+    pub pool_ids: Vec<u64>,
+    pub next_pool_id: u64,
+    pub link: LinkStats,
+    pub samples: u64,
+    pub cap_net_admin: bool,
+}
+
+/// The fake kernel.
+#[derive(Debug)]
+pub struct FakeKernel {
+    pub state: Mutex<FakeState>,
+    tx: mpsc::UnboundedSender<KernelEvent>,
+    rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<KernelEvent>>,
+}
+
+pub const IFINDEX: u32 = 2;
+pub const NAME: &str = "eth0";
+
+/// The fake device's identity.
+#[must_use]
+pub fn device_id() -> DeviceId {
+    DeviceId {
+        bus: Some("pci".into()),
+        parent: Some("0000:3b:00.0".into()),
+        perm_addr: Some("0c:42:a1:00:00:01".into()),
+        name_fallback: None,
+    }
+}
+
+impl FakeKernel {
+    /// A bursty device: 4 queues, ring 256 (max 8192), bursts of 2048 pages.
+    #[must_use]
+    pub fn bursty() -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let queues = 4;
+        Self {
+            state: Mutex::new(FakeState {
+                ring: 256,
+                ring_max: 8192,
+                combined: queues,
+                combined_max: 16,
+                returned: 200_000,
+                burst: 2048,
+                refuse: None,
+                sets: Vec::new(),
+                pools: vec![PoolStats::default(); queues as usize],
+                pool_ids: (1..=u64::from(queues)).collect(),
+                next_pool_id: u64::from(queues) + 1,
+                link: LinkStats::default(),
+                samples: 0,
+                cap_net_admin: true,
+            }),
+            tx,
+            rx: tokio::sync::Mutex::new(rx),
+        }
+    }
+
+    /// The current rx ring.
+    #[must_use]
+    pub fn ring(&self) -> u32 {
+        self.state.lock().map(|s| s.ring).unwrap_or(0)
+    }
+
+    /// Every set pptune made so far.
+    #[must_use]
+    pub fn sets(&self) -> Vec<(String, u32)> {
+        self.state
+            .lock()
+            .map(|s| s.sets.clone())
+            .unwrap_or_default()
+    }
+
+    /// An operator's `ethtool -G eth0 rx N`: changes the ring and emits the
+    /// notification, exactly as a change by pptune would.
+    pub fn operator_set_ring(&self, rx: u32) {
+        let rings = {
+            let Ok(mut s) = self.state.lock() else { return };
+            s.ring = rx;
+            rebuild(&mut s);
+            rings(&s)
+        };
+        let _ = self.tx.send(KernelEvent::RingsChanged {
+            ifindex: IFINDEX,
+            rings,
+        });
+    }
+
+    /// Emits an arbitrary event (e.g. an overflow).
+    pub fn emit(&self, ev: KernelEvent) {
+        let _ = self.tx.send(ev);
+    }
+
+    fn advance(s: &mut FakeState) {
+        s.samples += 1;
+        let ring = u64::from(s.ring);
+        let returned = s.returned;
+        let miss = returned * s.burst.saturating_sub(ring) / s.burst.max(1);
+        for p in &mut s.pools {
+            p.alloc_fast += returned;
+            p.recycle_cached += returned / 2;
+            p.recycle_ring += returned / 2 - miss.min(returned / 2);
+            p.recycle_ring_full += miss.min(returned / 2);
+            p.alloc_refill += returned / 64;
+            p.alloc_slow += miss / 64;
+        }
+        s.link.rx_packets += returned * s.pools.len() as u64;
+        s.link.rx_bytes += returned * 1500 * s.pools.len() as u64;
+    }
+
+    fn device(s: &FakeState) -> Device {
+        let rx_queues = s
+            .pools
+            .iter()
+            .zip(&s.pool_ids)
+            .enumerate()
+            .map(|(i, (st, id))| {
+                let q = u32::try_from(i).unwrap_or(0);
+                RxQueue {
+                    id: q,
+                    napi_id: Some(100 + q),
+                    provider: None,
+                    qstats: Some(QueueStats {
+                        rx_packets: Some(s.link.rx_packets / s.pools.len() as u64),
+                        rx_bytes: None,
+                        rx_alloc_fail: Some(0),
+                        rx_hw_drops: Some(0),
+                        rx_hw_drop_overruns: None,
+                    }),
+                    pools: vec![Pool {
+                        id: *id,
+                        ifindex: Some(IFINDEX),
+                        napi_id: Some(u64::from(100 + q)),
+                        inflight: Some(u64::from(s.ring) * 2),
+                        inflight_mem: Some(u64::from(s.ring) * 2 * 4096),
+                        detach_time: None,
+                        provider: None,
+                        stats: Some(*st),
+                    }],
+                }
+            })
+            .collect();
+        Device {
+            ifindex: IFINDEX,
+            name: NAME.into(),
+            id: device_id(),
+            driver: Some("ice".into()),
+            kind: None,
+            oper_state: OperState::Up,
+            admin_up: true,
+            master: None,
+            mtu: Some(1500),
+            num_rx_queues: Some(s.combined_max),
+            rings: Availability::Available(rings(s)),
+            channels: Availability::Available(Channels {
+                combined: Some(s.combined),
+                combined_max: Some(s.combined_max),
+                ..Channels::default()
+            }),
+            link_stats: Some(s.link),
+            qstats: None,
+            rx_queues,
+            unmapped_pools: Vec::new(),
+        }
+    }
+}
+
+fn rings(s: &FakeState) -> Rings {
+    Rings {
+        rx: Some(s.ring),
+        rx_max: Some(s.ring_max),
+        tx: Some(1024),
+        tx_max: Some(8192),
+        ..Rings::default()
+    }
+}
+
+/// A ring or channel change rebuilds every pool: new ids, zero counters.
+fn rebuild(s: &mut FakeState) {
+    let n = s.combined as usize;
+    s.pools = vec![PoolStats::default(); n];
+    s.pool_ids = (0..n as u64).map(|i| s.next_pool_id + i).collect();
+    s.next_pool_id += n as u64;
+}
+
+fn poisoned() -> SampleError {
+    SampleError {
+        context: "fake kernel state poisoned".into(),
+        source: None,
+    }
+}
+
+impl Kernel for FakeKernel {
+    async fn sample(&self, _scope: &SampleScope) -> Result<Snapshot, SampleError> {
+        let mut s = self.state.lock().map_err(|_| poisoned())?;
+        Self::advance(&mut s);
+        Ok(Snapshot {
+            taken_at_ms: s.samples * 1000,
+            capabilities: Capabilities {
+                kernel_release: "fake".into(),
+                netdev_family: true,
+                page_pool_get: true,
+                page_pool_stats: true,
+                queue_get: true,
+                napi_get: true,
+                qstats_get: true,
+                ethtool_family: true,
+                cap_net_admin: s.cap_net_admin,
+            },
+            devices: vec![Self::device(&s)],
+            orphan_pools: Vec::new(),
+        })
+    }
+
+    async fn sample_device(&self, ifindex: u32) -> Result<Option<Device>, SampleError> {
+        let s = self.state.lock().map_err(|_| poisoned())?;
+        Ok((ifindex == IFINDEX).then(|| Self::device(&s)))
+    }
+
+    async fn set_ring(
+        &self,
+        ifindex: u32,
+        field: RingField,
+        value: u32,
+    ) -> Result<Rings, SetError> {
+        let rings = {
+            let mut s = self
+                .state
+                .lock()
+                .map_err(|_| SetError::Other("poisoned".into()))?;
+            s.sets.push((format!("ring.{field:?}"), value));
+            if ifindex != IFINDEX {
+                return Err(SetError::DeviceGone(ifindex));
+            }
+            if let Some((errno, message)) = s.refuse.clone() {
+                return Err(SetError::Refused {
+                    errno,
+                    message,
+                    attr: Some("ETHTOOL_A_RINGS_RX".into()),
+                });
+            }
+            if value > s.ring_max {
+                return Err(SetError::Refused {
+                    errno: 22,
+                    message: "requested ring size exceeds maximum".into(),
+                    attr: Some("ETHTOOL_A_RINGS_RX".into()),
+                });
+            }
+            // ice aligns to 32.
+            s.ring = value.div_ceil(32) * 32;
+            rebuild(&mut s);
+            rings(&s)
+        };
+        let _ = self.tx.send(KernelEvent::RingsChanged { ifindex, rings });
+        let _ = self.tx.send(KernelEvent::PoolsChanged {
+            ifindex: Some(ifindex),
+        });
+        Ok(rings)
+    }
+
+    async fn set_channels(
+        &self,
+        ifindex: u32,
+        field: ChannelField,
+        value: u32,
+    ) -> Result<Channels, SetError> {
+        let ch = {
+            let mut s = self
+                .state
+                .lock()
+                .map_err(|_| SetError::Other("poisoned".into()))?;
+            s.sets.push((format!("channels.{field:?}"), value));
+            if let Some((errno, message)) = s.refuse.clone() {
+                return Err(SetError::Refused {
+                    errno,
+                    message,
+                    attr: None,
+                });
+            }
+            s.combined = value;
+            rebuild(&mut s);
+            Channels {
+                combined: Some(s.combined),
+                combined_max: Some(s.combined_max),
+                ..Channels::default()
+            }
+        };
+        let _ = self.tx.send(KernelEvent::ChannelsChanged {
+            ifindex,
+            channels: ch,
+        });
+        Ok(ch)
+    }
+
+    async fn next_event(&self) -> Option<KernelEvent> {
+        self.rx.lock().await.recv().await
+    }
+}
+
+/// A policy for loop tests: seconds instead of minutes, every driver class
+/// allowed while up, rings enabled, channels off.
+#[must_use]
+pub fn test_policy(mode: policy::Mode) -> policy::Policy {
+    use policy::policy::{
+        ChangeLimits, ChannelPolicy, DaemonSettings, Disruption, DisruptionClass, MemoryBudget,
+        RingPolicy, Rounding, Selector, Thresholds, Timing,
+    };
+    use std::time::Duration;
+    policy::Policy {
+        mode,
+        selectors: vec![Selector {
+            require_pools: true,
+            ..Selector::default()
+        }],
+        timing: Timing {
+            interval: Duration::from_secs(1),
+            window: Duration::from_secs(1),
+            windows_for_finding: 2,
+            cooldown: Duration::from_secs(10),
+            evaluation: Duration::from_secs(3),
+            calm_before_shrink: Duration::from_secs(3600),
+        },
+        thresholds: Thresholds {
+            grow_recycle_miss: 0.05,
+            grow_slow_refill: 0.25,
+            shrink_recycle_miss: 0.005,
+            min_pages_per_window: 1000,
+        },
+        rings: RingPolicy {
+            enabled: true,
+            min: 64,
+            max: 8192,
+            rounding: Rounding::Auto,
+            max_steps_to_target: 2,
+            headroom: 1.25,
+            shrink_when_calm: false,
+        },
+        channels: ChannelPolicy {
+            enabled: false,
+            min: 1,
+            max: 16,
+            grow_on_drops_when_healthy: false,
+            shrink_when_contended: false,
+            step: 1,
+            grow_drop_share: 0.01,
+        },
+        budget: MemoryBudget {
+            per_device_bytes: None,
+            per_host_bytes: None,
+        },
+        limits: ChangeLimits {
+            max_changes_per_hour: 10,
+            windows: Vec::new(),
+            one_bond_member_at_a_time: true,
+        },
+        disruption: Disruption {
+            drivers: Vec::new(),
+            default_class: DisruptionClass::Restart,
+            allowed_while_up: vec![
+                DisruptionClass::Brief,
+                DisruptionClass::Restart,
+                DisruptionClass::LinkDown,
+            ],
+        },
+        on_stop: policy::OnStop::Keep,
+        rollout: None,
+        daemon: DaemonSettings {
+            metrics_listen: None,
+        },
+    }
+}

@@ -1,0 +1,349 @@
+//! The daemon's loop logic against the hand-written fake kernel, with the
+//! real policy engine, in paused tokio time (a minute of daemon life runs
+//! in milliseconds, deterministically).
+
+use std::os::unix::net::UnixDatagram;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use policy::{Mode, OnStop, Policy};
+use pptune::kernel::KernelEvent;
+use pptune::metrics::Metrics;
+use pptune::notify::Notifier;
+use pptune::rollout::HostId;
+use pptune::run::{Options, PolicyEngine, PolicySource, run};
+use pptune::state::StateStore;
+use pptune_tests::fake::{self, FakeKernel};
+use tokio::sync::mpsc;
+
+/// Scripted policy loads: each reload takes the next entry; the last one
+/// repeats.
+struct Scripted(Mutex<Vec<Result<Policy, String>>>);
+
+impl PolicySource for Scripted {
+    fn load(&self) -> Result<Policy, String> {
+        let mut v = self.0.lock().unwrap();
+        if v.len() > 1 {
+            v.remove(0)
+        } else {
+            v[0].clone()
+        }
+    }
+}
+
+struct Harness {
+    metrics: Arc<Metrics>,
+    reload: mpsc::UnboundedSender<()>,
+}
+
+fn options(store: Option<StateStore>, notifier: Notifier) -> (Options, Harness) {
+    let metrics = Arc::new(Metrics::new());
+    let (tx, rx) = mpsc::unbounded_channel();
+    (
+        Options {
+            notifier,
+            store,
+            host_id: HostId {
+                source: "test",
+                value: "host-1".into(),
+            },
+            control_socket: None,
+            metrics: Arc::clone(&metrics),
+            reload: rx,
+            backoff_base: Duration::from_secs(30),
+        },
+        Harness {
+            metrics,
+            reload: tx,
+        },
+    )
+}
+
+fn store(dir: &Path) -> StateStore {
+    StateStore::open(dir, "boot-1".into()).unwrap()
+}
+
+fn source(p: &Policy) -> Box<dyn PolicySource> {
+    Box::new(Scripted(Mutex::new(vec![Ok(p.clone())])))
+}
+
+/// Runs the daemon for `secs` seconds of (paused) time.
+async fn run_for(
+    k: &Arc<FakeKernel>,
+    p: &Policy,
+    src: Box<dyn PolicySource>,
+    opts: Options,
+    secs: u64,
+) {
+    run(
+        Arc::clone(k),
+        PolicyEngine::default(),
+        src,
+        p.clone(),
+        opts,
+        tokio::time::sleep(Duration::from_secs(secs)),
+    )
+    .await
+    .unwrap();
+}
+
+fn metric(m: &Metrics, prefix: &str) -> f64 {
+    let text = m.encode().unwrap();
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test(start_paused = true)]
+async fn observe_mode_changes_nothing_but_recommends() {
+    let k = Arc::new(FakeKernel::bursty());
+    let p = fake::test_policy(Mode::Observe);
+    let (opts, h) = options(None, Notifier::off());
+    run_for(&k, &p, source(&p), opts, 30).await;
+    assert!(k.sets().is_empty(), "observe mode set {:?}", k.sets());
+    assert_eq!(k.ring(), 256);
+    let recs = metric(
+        &h.metrics,
+        "pptune_decisions_total{device=\"eth0\",action=\"set_ring\",reason=\"recycle_miss_high\",mode=\"observe\"}",
+    );
+    assert!(
+        recs >= 1.0,
+        "no recommendation exported:\n{}",
+        h.metrics.encode().unwrap()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn enforce_grows_the_ring_on_bursts_and_records_the_original() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = Arc::new(FakeKernel::bursty());
+    let p = fake::test_policy(Mode::Enforce);
+    let (opts, h) = options(Some(store(dir.path())), Notifier::off());
+    run_for(&k, &p, source(&p), opts, 60).await;
+    let sets = k.sets();
+    assert!(!sets.is_empty(), "no change made");
+    assert!(k.ring() >= 2048, "ring {} after {sets:?}", k.ring());
+    // Few disruptive steps, not a doubling ladder.
+    assert!(sets.len() <= 2, "{sets:?}");
+    let state = std::fs::read_to_string(dir.path().join("state.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&state).unwrap();
+    assert_eq!(v["boot_id"], "boot-1");
+    assert_eq!(v["schema_version"], 1);
+    let rec = &v["devices"]["pci/0000:3b:00.0/0c:42:a1:00:00:01"];
+    assert_eq!(rec["originals"][0]["value"], 256, "{state}");
+    assert!(
+        metric(
+            &h.metrics,
+            "pptune_actions_total{device=\"eth0\",knob=\"ring.rx\",direction=\"grow\",result=\"applied\"}"
+        ) >= 1.0
+    );
+    // The evaluation window closed with a verdict: the misses stopped.
+    assert!(
+        metric(
+            &h.metrics,
+            "pptune_actions_total{device=\"eth0\",knob=\"ring.rx\",direction=\"grow\",result=\"effective\"}"
+        ) >= 1.0,
+        "{}",
+        h.metrics.encode().unwrap()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn kernel_refusal_is_an_answer_not_a_retry_storm() {
+    let k = Arc::new(FakeKernel::bursty());
+    k.state.lock().unwrap().refuse = Some((95, "operation not supported by driver".into()));
+    let p = fake::test_policy(Mode::Enforce);
+    let (opts, h) = options(None, Notifier::off());
+    // Five minutes at one sample per second: the engine keeps asking.
+    run_for(&k, &p, source(&p), opts, 300).await;
+    let sets = k.sets();
+    assert!(!sets.is_empty());
+    assert!(sets.len() <= 3, "retry storm: {} sets", sets.len());
+    assert_eq!(k.ring(), 256);
+    assert!(
+        metric(
+            &h.metrics,
+            "pptune_actions_total{device=\"eth0\",knob=\"ring.rx\",direction=\"grow\",result=\"refused\"}"
+        ) >= 1.0
+    );
+    let skipped = metric(
+        &h.metrics,
+        "pptune_actions_total{device=\"eth0\",knob=\"ring.rx\",direction=\"grow\",result=\"skipped_",
+    );
+    assert!(skipped >= 1.0, "{}", h.metrics.encode().unwrap());
+}
+
+#[tokio::test(start_paused = true)]
+async fn operator_override_stops_management_until_reload() {
+    let k = Arc::new(FakeKernel::bursty());
+    let p = fake::test_policy(Mode::Enforce);
+    let (opts, h) = options(None, Notifier::off());
+    let k2 = Arc::clone(&k);
+    let reload = h.reload.clone();
+    let op = tokio::spawn(async move {
+        // Wait for pptune's first change, then an admin sets the ring back.
+        while k2.sets().is_empty() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        k2.operator_set_ring(512);
+        // 60 s later, still 512; then a reload hands the knob back.
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        let at_reload = (k2.ring(), k2.sets().len());
+        reload.send(()).unwrap();
+        at_reload
+    });
+    run_for(&k, &p, source(&p), opts, 120).await;
+    let (ring_at_reload, sets_at_reload) = op.await.unwrap();
+    assert_eq!(ring_at_reload, 512, "pptune fought the operator");
+    assert_eq!(sets_at_reload, 1, "{:?}", k.sets());
+    assert_eq!(
+        metric(
+            &h.metrics,
+            "pptune_operator_overrides_total{device=\"eth0\",knob=\"ring.rx\"}"
+        ),
+        1.0
+    );
+    // pptune's own notifications were not taken for an operator's.
+    assert!(
+        k.sets().len() >= 2,
+        "after reload pptune manages again: {:?}",
+        k.sets()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn state_survives_restart_and_restore_on_stop_puts_originals_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = Arc::new(FakeKernel::bursty());
+    let mut p = fake::test_policy(Mode::Enforce);
+    // First run: keep on stop. The change stays, the original is recorded.
+    let (opts, _h) = options(Some(store(dir.path())), Notifier::off());
+    run_for(&k, &p, source(&p), opts, 30).await;
+    assert!(k.ring() > 256);
+    // Second run (a restart, same boot), restore on stop: the original
+    // comes from the record written by the first run.
+    p.on_stop = OnStop::Restore;
+    let (opts, _h) = options(Some(store(dir.path())), Notifier::off());
+    run_for(&k, &p, source(&p), opts, 5).await;
+    assert_eq!(
+        k.ring(),
+        256,
+        "SIGTERM with restore did not put the original back"
+    );
+    let state = std::fs::read_to_string(dir.path().join("state.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&state).unwrap();
+    assert!(
+        v["devices"].as_object().unwrap().is_empty(),
+        "record not cleared: {state}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn restore_command_uses_the_record_of_a_killed_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = Arc::new(FakeKernel::bursty());
+    let p = fake::test_policy(Mode::Enforce);
+    let (opts, _h) = options(Some(store(dir.path())), Notifier::off());
+    run_for(&k, &p, source(&p), opts, 30).await;
+    assert!(k.ring() > 256);
+    // `pptune restore` after the daemon is gone.
+    let st = store(dir.path());
+    let (mut rec, _) = st.load().unwrap();
+    let snap = pptune::kernel::Kernel::sample(&*k, &Default::default())
+        .await
+        .unwrap();
+    let (lines, ok, _) =
+        pptune::actuator::restore_originals(&*k, &mut rec, &snap.devices, &[]).await;
+    assert!(ok, "{lines:?}");
+    assert_eq!(k.ring(), 256);
+    assert!(rec.devices.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn invalid_reload_keeps_the_last_good_policy() {
+    let k = Arc::new(FakeKernel::bursty());
+    let p = fake::test_policy(Mode::Observe);
+    let src = Box::new(Scripted(Mutex::new(vec![Err(
+        "policy.yaml:3:7: unknown key `rx_rign`".to_owned(),
+    )])));
+    let (opts, h) = options(None, Notifier::off());
+    let reload = h.reload.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        reload.send(()).unwrap();
+    });
+    run_for(&k, &p, src, opts, 20).await;
+    assert_eq!(
+        metric(
+            &h.metrics,
+            "pptune_policy_reloads_total{result=\"invalid\"}"
+        ),
+        1.0
+    );
+    assert_eq!(metric(&h.metrics, "pptune_policy_valid "), 0.0);
+    // Still sampling and deciding with the old policy after the reload.
+    assert!(metric(&h.metrics, "pptune_samples_total") >= 15.0);
+    assert!(k.sets().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn overflow_triggers_a_resync() {
+    let k = Arc::new(FakeKernel::bursty());
+    let p = fake::test_policy(Mode::Observe);
+    let (opts, h) = options(None, Notifier::off());
+    let k2 = Arc::clone(&k);
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        k2.emit(KernelEvent::Overflow { source: "netdev" });
+    });
+    run_for(&k, &p, source(&p), opts, 5).await;
+    assert_eq!(
+        metric(&h.metrics, "pptune_resyncs_total{kind=\"netdev\"}"),
+        1.0
+    );
+    // 5 ticks + 1 resync sample.
+    assert!(k.state.lock().unwrap().samples >= 6);
+}
+
+#[tokio::test(start_paused = true)]
+async fn sd_notify_ready_watchdog_and_stopping() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock_path = dir.path().join("notify.sock");
+    let sock = UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_nonblocking(true).unwrap();
+    let k = Arc::new(FakeKernel::bursty());
+    let mut p = fake::test_policy(Mode::Observe);
+    // A long interval: the watchdog (4 s) must still be pinged every ≤ 2 s.
+    p.timing.interval = Duration::from_secs(60);
+    let notifier = Notifier::to_path(sock_path, Some(Duration::from_secs(4)));
+    let (opts, h) = options(None, notifier);
+    let reload = h.reload.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        reload.send(()).unwrap();
+    });
+    run_for(&k, &p, source(&p), opts, 10).await;
+    let mut msgs = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = sock.recv(&mut buf) {
+        msgs.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+    }
+    assert!(msgs[0].starts_with("READY=1\nSTATUS="), "{msgs:?}");
+    let pings = msgs.iter().filter(|m| m.contains("WATCHDOG=1")).count();
+    assert!(
+        pings >= 5,
+        "{pings} pings in 10 s with a 4 s watchdog: {msgs:?}"
+    );
+    assert!(
+        msgs.iter()
+            .any(|m| m.starts_with("RELOADING=1\nMONOTONIC_USEC=")),
+        "{msgs:?}"
+    );
+    assert!(
+        msgs.last().unwrap().contains("STOPPING=1")
+            || msgs.iter().any(|m| m.contains("STOPPING=1"))
+    );
+}
