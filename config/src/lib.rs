@@ -1,1 +1,418 @@
-//! Policy files (being built).
+//! pptune's policy files: YAML → a validated [`policy::Policy`], with every
+//! problem reported at once, each with file:line:column and a hint.
+//!
+//! What it is not: it applies nothing and knows nothing about the kernel.
+//! `config → policy` is its only internal edge.
+//!
+//! # Where policies come from
+//!
+//! [`load`] is the one function every command calls with its `--config`
+//! flag:
+//!
+//! - `--config FILE`: the embedded default, then that file;
+//! - `--config DIR`: the embedded default, then `DIR/policy.yaml`, then
+//!   `DIR/policy.d/*.yaml` in lexical order;
+//! - no flag: as `DIR`, with `DIR` = the first path in
+//!   `$CONFIGURATION_DIRECTORY` (systemd's `ConfigurationDirectory=`) or
+//!   `/etc/pptune`.
+//!
+//! A path given with `--config` must exist; the default directory may be
+//! empty, and then the embedded default policy applies alone.
+//!
+//! # How a file is checked
+//!
+//! 1. each file is parsed into a spanned tree (syntax errors stop only
+//!    that file);
+//! 2. each tree is checked against the JSON Schema generated from
+//!    [`raw::RawPolicy`] (unknown keys, types, ranges, enum values), all
+//!    problems collected;
+//! 3. the trees are merged over the embedded default (see [`merge`] rules
+//!    in docs/policy.md), invalid entries left out;
+//! 4. the merged document is converted, and contradictions between keys
+//!    are reported at the value that has to change.
+
+use std::ffi::OsStr;
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+mod convert;
+mod merge;
+pub mod raw;
+mod schema;
+mod tree;
+
+pub use convert::{parse_bytes, parse_duration};
+
+/// `EX_CONFIG` from sysexits.h: `pptune check` and `pptune run` exit with it
+/// on an invalid policy, and the unit's `RestartPreventExitStatus=78` stops
+/// systemd from restarting into the same error.
+pub const EX_CONFIG: i32 = 78;
+
+/// The embedded default policy (`config/src/default.yaml`).
+pub const DEFAULT_POLICY_YAML: &str = include_str!("default.yaml");
+
+/// Display name of the embedded default in locations.
+pub const DEFAULT_SOURCE_NAME: &str = "<embedded default policy>";
+
+/// The default configuration directory when systemd does not pass one.
+pub const DEFAULT_CONFIG_DIR: &str = "/etc/pptune";
+
+/// A policy and where it came from.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub policy: policy::Policy,
+    /// Files merged over the embedded default, in merge order.
+    pub sources: Vec<PathBuf>,
+    /// No file was found: the embedded default policy applies alone.
+    pub default_applied: bool,
+}
+
+/// One problem with the policy.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A `--config` path that does not exist.
+    #[error("{}: no such policy file or directory", path.display())]
+    FindConfig { path: PathBuf },
+    #[error("{}: cannot read the policy file", path.display())]
+    ReadFile {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{}: cannot list policy drop-ins", path.display())]
+    ListDropIns {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{location}: not valid YAML")]
+    ParseYaml {
+        location: String,
+        #[source]
+        source: Box<serde_saphyr::Error>,
+    },
+    /// A value that breaks the schema or contradicts another value.
+    #[error("{location}: {key}: {message}")]
+    InvalidValue {
+        /// `file:line:column`.
+        location: String,
+        /// Dotted key path, e.g. `rings.min` or `selectors[1].mode`.
+        key: String,
+        message: String,
+        hint: Option<String>,
+    },
+}
+
+impl Error {
+    /// The hint, for errors that carry one.
+    #[must_use]
+    pub fn hint(&self) -> Option<&str> {
+        match self {
+            Self::InvalidValue { hint, .. } => hint.as_deref(),
+            Self::FindConfig { .. } => Some("pass an existing file or directory to --config"),
+            _ => None,
+        }
+    }
+}
+
+/// Every problem found in one run.
+#[derive(Debug, Default)]
+pub struct Errors {
+    pub errors: Vec<Error>,
+}
+
+impl fmt::Display for Errors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&render(self))
+    }
+}
+
+impl std::error::Error for Errors {}
+
+/// Renders every error as text for `pptune check` and `pptune run`: one
+/// `file:line:column: key: message` line each, the cause and hint indented
+/// below, and a count at the end.
+#[must_use]
+pub fn render(errors: &Errors) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    for e in &errors.errors {
+        let _ = writeln!(out, "{e}");
+        let mut src = std::error::Error::source(e);
+        while let Some(s) = src {
+            for line in s.to_string().lines() {
+                let _ = writeln!(out, "    {line}");
+            }
+            src = s.source();
+        }
+        if let Some(h) = e.hint() {
+            let _ = writeln!(out, "    hint: {h}");
+        }
+    }
+    let n = errors.errors.len();
+    let _ = writeln!(
+        out,
+        "{n} problem{} found; the policy was not applied",
+        if n == 1 { "" } else { "s" }
+    );
+    out
+}
+
+/// The exit code for `pptune check`: 0 when valid, [`EX_CONFIG`] otherwise.
+#[must_use]
+pub fn check_exit_code<T>(result: &Result<T, Errors>) -> i32 {
+    if result.is_ok() { 0 } else { EX_CONFIG }
+}
+
+/// Loads the policy as every command does (see the crate docs); `path` is
+/// the `--config` flag. Reads `$CONFIGURATION_DIRECTORY` when no flag is given.
+pub fn load(path: Option<&Path>) -> Result<Loaded, Errors> {
+    let env = std::env::var_os("CONFIGURATION_DIRECTORY");
+    load_with_config_dir(path, env.as_deref())
+}
+
+/// [`load`] with the value of `$CONFIGURATION_DIRECTORY` passed in (tests
+/// must not change the process environment).
+pub fn load_with_config_dir(
+    path: Option<&Path>,
+    configuration_directory: Option<&OsStr>,
+) -> Result<Loaded, Errors> {
+    let mut errors = Errors::default();
+    let files = match path {
+        Some(p) if p.is_file() => vec![p.to_path_buf()],
+        Some(p) if p.is_dir() => dir_files(p, &mut errors),
+        Some(p) => {
+            errors.errors.push(Error::FindConfig {
+                path: p.to_path_buf(),
+            });
+            return Err(errors);
+        }
+        None => {
+            // systemd passes a colon-separated list; the first is ours.
+            let dir = configuration_directory
+                .and_then(|v| v.to_str())
+                .and_then(|v| v.split(':').find(|s| !s.is_empty()))
+                .map_or_else(|| PathBuf::from(DEFAULT_CONFIG_DIR), PathBuf::from);
+            if dir.is_dir() {
+                dir_files(&dir, &mut errors)
+            } else {
+                vec![]
+            }
+        }
+    };
+    let mut docs = Vec::new();
+    for f in &files {
+        match std::fs::read_to_string(f) {
+            Ok(text) => docs.push((f.display().to_string(), text)),
+            Err(source) => errors.errors.push(Error::ReadFile {
+                path: f.clone(),
+                source,
+            }),
+        }
+    }
+    let built = build(&docs);
+    match built {
+        Ok(policy) if errors.errors.is_empty() => Ok(Loaded {
+            policy,
+            default_applied: files.is_empty(),
+            sources: files,
+        }),
+        Ok(_) => Err(errors),
+        Err(more) => {
+            errors.errors.extend(more.errors);
+            Err(errors)
+        }
+    }
+}
+
+/// `DIR/policy.yaml` then `DIR/policy.d/*.yaml` in lexical order (hidden
+/// files skipped, as systemd does for drop-ins).
+fn dir_files(dir: &Path, errors: &mut Errors) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let main = dir.join("policy.yaml");
+    if main.is_file() {
+        files.push(main);
+    }
+    let d = dir.join("policy.d");
+    if d.is_dir() {
+        match std::fs::read_dir(&d) {
+            Ok(rd) => {
+                let mut drop_ins: Vec<PathBuf> = rd
+                    .filter_map(Result::ok)
+                    .map(|e| e.path())
+                    .filter(|p| {
+                        p.extension() == Some(OsStr::new("yaml"))
+                            && p.file_name()
+                                .and_then(OsStr::to_str)
+                                .is_some_and(|n| !n.starts_with('.'))
+                            && p.is_file()
+                    })
+                    .collect();
+                drop_ins.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
+                files.extend(drop_ins);
+            }
+            Err(source) => errors.errors.push(Error::ListDropIns { path: d, source }),
+        }
+    }
+    files
+}
+
+/// Validates one policy document (merged over the embedded default) given
+/// as text; `name` is used in locations. For tests and `check` on stdin.
+pub fn parse_str(name: &str, text: &str) -> Result<policy::Policy, Errors> {
+    build(&[(name.to_owned(), text.to_owned())])
+}
+
+/// The embedded default policy alone.
+pub fn default_policy() -> Result<policy::Policy, Errors> {
+    build(&[])
+}
+
+/// The JSON Schema of a policy file, as shipped in
+/// `packaging/policy.schema.json` (pretty-printed, trailing newline).
+#[must_use]
+pub fn schema_json() -> String {
+    let defaults = tree::parse(DEFAULT_POLICY_YAML, 0)
+        .ok()
+        .map(|t| tree_to_json(&t));
+    let schema = schema::generate(defaults.as_ref());
+    let mut s = serde_json::to_string_pretty(&schema).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+/// The pipeline: parse → schema check per file → merge → convert.
+fn build(docs: &[(String, String)]) -> Result<policy::Policy, Errors> {
+    let mut names = vec![DEFAULT_SOURCE_NAME.to_owned()];
+    names.extend(docs.iter().map(|(n, _)| n.clone()));
+    let at = |loc: tree::Loc| -> String {
+        let file = names.get(loc.source).map_or("?", String::as_str);
+        format!("{file}:{}:{}", loc.line, loc.column)
+    };
+    let mut errors = Errors::default();
+    let schema = schema::generate(None);
+    let mut base = match tree::parse(DEFAULT_POLICY_YAML, 0) {
+        Ok(t) => t,
+        Err(e) => {
+            errors.errors.push(parse_error(DEFAULT_SOURCE_NAME, e));
+            return Err(errors);
+        }
+    };
+    let mut structural = Vec::new();
+    for (i, (name, text)) in docs.iter().enumerate() {
+        let mut doc = match tree::parse(text, i + 1) {
+            Ok(d) => d,
+            Err(e) => {
+                errors.errors.push(parse_error(name, e));
+                continue;
+            }
+        };
+        let mut v = schema::Validator::new(&schema);
+        v.check(&schema, &doc, "");
+        // Leave invalid entries out so the semantic pass still runs on
+        // the rest (every problem in one run).
+        for issue in &v.issues {
+            merge::remove_path(&mut doc, &issue.path);
+        }
+        structural.extend(v.issues);
+        merge::merge(&mut base, doc);
+    }
+    for i in structural {
+        errors.errors.push(Error::InvalidValue {
+            location: at(i.loc),
+            key: display_key(&i.path),
+            message: i.message,
+            hint: i.hint,
+        });
+    }
+    // The merged document must satisfy the schema too (a removed entry may
+    // have left an item without a required key).
+    // Removing an invalid entry can leave its parent incomplete (a rollout
+    // without `fraction`): drop such parents too, a few rounds at most.
+    for _ in 0..8 {
+        let mut v = schema::Validator::new(&schema);
+        v.check(&schema, &base, "");
+        if v.issues.is_empty() {
+            break;
+        }
+        let report = errors.errors.is_empty();
+        for i in v.issues {
+            merge::remove_path(&mut base, &i.path);
+            if report {
+                errors.errors.push(Error::InvalidValue {
+                    location: at(i.loc),
+                    key: display_key(&i.path),
+                    message: i.message,
+                    hint: i.hint,
+                });
+            }
+        }
+    }
+    let raw: raw::RawPolicy = match serde_json::from_value(tree_to_json(&base)) {
+        Ok(r) => r,
+        Err(e) => {
+            errors.errors.push(Error::InvalidValue {
+                location: at(base.loc),
+                key: "(document)".into(),
+                message: format!("does not match the policy structure: {e}"),
+                hint: None,
+            });
+            return Err(errors);
+        }
+    };
+    match convert::convert(&raw, &base) {
+        Ok(p) if errors.errors.is_empty() => Ok(p),
+        Ok(_) => Err(errors),
+        Err(issues) => {
+            for i in issues {
+                errors.errors.push(Error::InvalidValue {
+                    location: at(i.loc),
+                    key: display_key(&i.path),
+                    message: i.message,
+                    hint: i.hint,
+                });
+            }
+            Err(errors)
+        }
+    }
+}
+
+fn display_key(path: &str) -> String {
+    if path.is_empty() {
+        "(document)".to_owned()
+    } else {
+        path.to_owned()
+    }
+}
+
+fn parse_error(name: &str, e: serde_saphyr::Error) -> Error {
+    let location = match e.location() {
+        Some(l) => format!("{name}:{}:{}", l.line(), l.column()),
+        None => name.to_owned(),
+    };
+    Error::ParseYaml {
+        location,
+        source: Box::new(e),
+    }
+}
+
+fn tree_to_json(n: &tree::Node) -> serde_json::Value {
+    use serde_json::Value as J;
+    match &n.value {
+        tree::Value::Null => J::Null,
+        tree::Value::Bool(b) => J::Bool(*b),
+        tree::Value::Int(i) => i64::try_from(*i)
+            .map(J::from)
+            .or_else(|_| u64::try_from(*i).map(J::from))
+            .unwrap_or(J::Null),
+        tree::Value::Float(f) => serde_json::Number::from_f64(*f).map_or(J::Null, J::Number),
+        tree::Value::Str(s) => J::String(s.clone()),
+        tree::Value::Seq(items) => J::Array(items.iter().map(tree_to_json).collect()),
+        tree::Value::Map(m) => J::Object(
+            m.iter()
+                .map(|(k, v)| (k.name.clone(), tree_to_json(v)))
+                .collect(),
+        ),
+    }
+}

@@ -1,0 +1,492 @@
+//! The semantic pass: a structurally valid, merged document becomes a
+//! [`policy::Policy`]. Durations, sizes and times are parsed here, and
+//! contradictions between keys are caught — every one, each at the location
+//! of the value that has to change.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use policy::drivers::{DEFAULT_PAGE_BYTES, POOL_CACHE_PAGES, POOL_RING_CLAMP};
+use policy::policy as p;
+
+use crate::raw::{
+    ByteSize, DurationText, RawClass, RawMode, RawOnStop, RawPolicy, RawRounding, Weekday,
+};
+use crate::schema::Issue;
+use crate::tree::{Loc, Node, Value};
+
+struct Cx<'a> {
+    tree: &'a Node,
+    issues: Vec<Issue>,
+}
+
+impl Cx<'_> {
+    /// Location of the value at `path` in the merged tree (the key's
+    /// parent when the value is absent).
+    fn loc(&self, path: &str) -> Loc {
+        let mut node = self.tree;
+        for part in path.split('.') {
+            let (name, idx) = match part.split_once('[') {
+                Some((n, rest)) => (n, rest.trim_end_matches(']').parse::<usize>().ok()),
+                None => (part, None),
+            };
+            match node.get(name) {
+                Some(n) => node = n,
+                None => return node.loc,
+            }
+            if let (Some(i), Value::Seq(items)) = (idx, &node.value) {
+                match items.get(i) {
+                    Some(n) => node = n,
+                    None => return node.loc,
+                }
+            }
+        }
+        node.loc
+    }
+
+    fn err(&mut self, path: &str, message: impl Into<String>, hint: impl Into<String>) {
+        let hint = hint.into();
+        self.issues.push(Issue {
+            loc: self.loc(path),
+            path: path.to_owned(),
+            message: message.into(),
+            hint: (!hint.is_empty()).then_some(hint),
+        });
+    }
+
+    /// `None` (and an error) when unparsable, so follow-on comparisons
+    /// are skipped rather than reported against a made-up value.
+    fn duration(&mut self, path: &str, d: &DurationText) -> Option<Duration> {
+        match parse_duration(&d.0) {
+            Some(v) if !v.is_zero() => Some(v),
+            Some(_) => {
+                self.err(path, "must be longer than zero", "e.g. 10s");
+                None
+            }
+            None => {
+                self.err(
+                    path,
+                    format!("`{}` is not a duration", d.0),
+                    "digits with a unit (ms, s, m, h), e.g. 10s, 5m, 1h30m",
+                );
+                None
+            }
+        }
+    }
+
+    fn bytes(&mut self, path: &str, b: Option<&ByteSize>) -> Option<u64> {
+        match b? {
+            ByteSize::Bytes(n) => Some(*n),
+            ByteSize::Text(t) => {
+                let v = parse_bytes(t);
+                if v.is_none() {
+                    self.err(
+                        path,
+                        format!("`{t}` is not a byte size"),
+                        "an integer, or a number with a unit: KiB, MiB, GiB, TiB (or KB, MB, GB, TB)",
+                    );
+                }
+                v
+            }
+        }
+    }
+}
+
+/// Converts and cross-checks. `tree` is the merged document `raw` came from.
+pub(crate) fn convert(raw: &RawPolicy, tree: &Node) -> Result<p::Policy, Vec<Issue>> {
+    let mut cx = Cx {
+        tree,
+        issues: vec![],
+    };
+    let t = &raw.timing;
+    let interval = cx.duration("timing.interval", &t.interval);
+    let window = cx.duration("timing.window", &t.window);
+    let cooldown = cx.duration("timing.cooldown", &t.cooldown);
+    let evaluation = cx.duration("timing.evaluation", &t.evaluation);
+    let calm = cx.duration("timing.calm_before_shrink", &t.calm_before_shrink);
+    let any = Duration::from_secs(1);
+    let timing = p::Timing {
+        interval: interval.unwrap_or(any),
+        window: window.unwrap_or(any),
+        windows_for_finding: t.windows_for_finding,
+        cooldown: cooldown.unwrap_or(any),
+        evaluation: evaluation.unwrap_or(any),
+        calm_before_shrink: calm.unwrap_or(any),
+    };
+    if let (Some(w), Some(i)) = (window, interval)
+        && w < i
+    {
+        cx.err(
+            "timing.window",
+            format!(
+                "the window ({}) is shorter than the sampling interval ({})",
+                t.window.0, t.interval.0
+            ),
+            "a window covers one or more intervals: raise window or lower interval",
+        );
+    }
+    if let (Some(c), Some(w)) = (calm, window)
+        && c < w
+    {
+        cx.err(
+            "timing.calm_before_shrink",
+            "calm_before_shrink is shorter than one window",
+            "calm is judged per window: use at least timing.window",
+        );
+    }
+
+    let th = &raw.thresholds;
+    if th.shrink_recycle_miss >= th.grow_recycle_miss {
+        cx.err(
+            "thresholds.shrink_recycle_miss",
+            format!(
+                "shrink threshold {} is not below the grow threshold {}",
+                th.shrink_recycle_miss, th.grow_recycle_miss
+            ),
+            "keep them apart (e.g. shrink at a tenth of grow) so a pool near one threshold cannot alternate",
+        );
+    }
+    let thresholds = p::Thresholds {
+        grow_recycle_miss: th.grow_recycle_miss,
+        grow_slow_refill: th.grow_slow_refill,
+        shrink_recycle_miss: th.shrink_recycle_miss,
+        min_pages_per_window: th.min_pages_per_window,
+    };
+
+    let r = &raw.rings;
+    if r.min > r.max {
+        cx.err(
+            "rings.min",
+            format!("rings.min {} is above rings.max {}", r.min, r.max),
+            "lower rings.min or raise rings.max",
+        );
+    }
+    let rings = p::RingPolicy {
+        enabled: r.enabled,
+        min: r.min,
+        max: r.max,
+        rounding: match r.rounding {
+            RawRounding::Auto => p::Rounding::Auto,
+            RawRounding::PowerOfTwo => p::Rounding::PowerOfTwo,
+            RawRounding::MultipleOf32 => p::Rounding::MultipleOf32,
+            RawRounding::None => p::Rounding::None,
+        },
+        max_steps_to_target: r.max_steps_to_target,
+        headroom: r.headroom,
+        shrink_when_calm: r.shrink_when_calm,
+    };
+
+    let c = &raw.channels;
+    if c.min > c.max {
+        cx.err(
+            "channels.min",
+            format!("channels.min {} is above channels.max {}", c.min, c.max),
+            "lower channels.min or raise channels.max",
+        );
+    }
+    let channels = p::ChannelPolicy {
+        enabled: c.enabled,
+        min: c.min,
+        max: c.max,
+        grow_on_drops_when_healthy: c.grow_on_drops_when_healthy,
+        shrink_when_contended: c.shrink_when_contended,
+        step: c.step,
+        grow_drop_share: c.grow_drop_share,
+    };
+
+    let per_device = cx.bytes(
+        "budget.per_device_bytes",
+        raw.budget.per_device_bytes.as_ref(),
+    );
+    let per_host = cx.bytes("budget.per_host_bytes", raw.budget.per_host_bytes.as_ref());
+    // The smallest configuration pptune could ever leave: one queue at
+    // rings.min with 4 KiB pages (design.md's formula).
+    let min_ring = u64::from(r.min);
+    let floor = (min_ring + min_ring.min(u64::from(POOL_RING_CLAMP)) + POOL_CACHE_PAGES)
+        * DEFAULT_PAGE_BYTES;
+    for (path, v) in [
+        ("budget.per_device_bytes", per_device),
+        ("budget.per_host_bytes", per_host),
+    ] {
+        if let Some(v) = v
+            && v < floor
+        {
+            cx.err(
+                path,
+                format!(
+                    "{v} bytes is smaller than one queue at the minimum ring ({floor} bytes for rings.min {})",
+                    r.min
+                ),
+                "(posted buffers + pool ring + 128) x 4096 per queue: raise the budget or lower rings.min",
+            );
+        }
+    }
+    if let (Some(d), Some(h)) = (per_device, per_host)
+        && h < d
+    {
+        cx.err(
+            "budget.per_host_bytes",
+            format!("the host budget ({h} bytes) is below the device budget ({d} bytes)"),
+            "a host holds at least one device: raise per_host_bytes or lower per_device_bytes",
+        );
+    }
+
+    let l = &raw.limits;
+    let mut windows = Vec::new();
+    for (i, w) in l.windows.iter().enumerate() {
+        let start = parse_hhmm(&w.start);
+        let end = parse_hhmm(&w.end);
+        for (which, val, txt) in [("start", start, &w.start), ("end", end, &w.end)] {
+            if val.is_none() {
+                cx.err(
+                    &format!("limits.windows[{i}].{which}"),
+                    format!("`{txt}` is not a time of day"),
+                    "HH:MM in local time, 00:00 to 24:00",
+                );
+            }
+        }
+        if let (Some(s), Some(e)) = (start, end) {
+            if s == e {
+                cx.err(
+                    &format!("limits.windows[{i}].end"),
+                    "the window is empty (start equals end)",
+                    "an end before the start wraps past midnight",
+                );
+            }
+            windows.push(p::ChangeWindow {
+                days: w.days.iter().map(|d| weekday(*d)).collect(),
+                start_minute: s,
+                end_minute: e,
+            });
+        }
+    }
+    let enforces = matches!(raw.mode, RawMode::Enforce)
+        || raw
+            .selectors
+            .iter()
+            .any(|s| matches!(s.mode, Some(RawMode::Enforce)));
+    if enforces && l.max_changes_per_hour == 0 {
+        cx.err(
+            "limits.max_changes_per_hour",
+            "enforce mode with max_changes_per_hour 0 can never act",
+            "allow at least 1 change per hour, or use mode: observe",
+        );
+    }
+    let limits = p::ChangeLimits {
+        max_changes_per_hour: l.max_changes_per_hour,
+        windows,
+        one_bond_member_at_a_time: l.one_bond_member_at_a_time,
+    };
+
+    let d = &raw.disruption;
+    let disruption = p::Disruption {
+        drivers: d
+            .drivers
+            .iter()
+            .map(|(k, v)| (k.clone(), class(*v)))
+            .collect(),
+        default_class: class(d.default_class),
+        allowed_while_up: d.allowed_while_up.iter().map(|c| class(*c)).collect(),
+    };
+
+    let mut selectors = Vec::new();
+    for (i, s) in raw.selectors.iter().enumerate() {
+        for (j, g) in s.names.iter().chain(s.exclude.iter()).enumerate() {
+            if g.is_empty() {
+                cx.err(
+                    &format!("selectors[{i}]"),
+                    format!("empty glob (entry {j})"),
+                    "use \"*\" for any name, or leave the list empty",
+                );
+            }
+        }
+        selectors.push(p::Selector {
+            names: s.names.clone(),
+            drivers: s.drivers.clone(),
+            exclude: s.exclude.clone(),
+            mode: s.mode.map(mode),
+            require_pools: s.require_pools,
+        });
+    }
+
+    let rollout = raw.rollout.as_ref().map(|r| {
+        if r.salt.trim().is_empty() {
+            cx.err(
+                "rollout.salt",
+                "the rollout salt is empty",
+                "any fixed string; change it to draw a different set of hosts",
+            );
+        }
+        p::Rollout {
+            fraction: r.fraction,
+            salt: r.salt.clone(),
+        }
+    });
+
+    let metrics_listen = raw.daemon.metrics_listen.as_deref().and_then(|a| {
+        let v = a.parse::<SocketAddr>().ok();
+        if v.is_none() {
+            cx.err(
+                "daemon.metrics_listen",
+                format!("`{a}` is not an address:port"),
+                "e.g. 127.0.0.1:9864 or [::1]:9864",
+            );
+        }
+        v
+    });
+
+    if !cx.issues.is_empty() {
+        return Err(cx.issues);
+    }
+    Ok(p::Policy {
+        mode: mode(raw.mode),
+        selectors,
+        timing,
+        thresholds,
+        rings,
+        channels,
+        budget: p::MemoryBudget {
+            per_device_bytes: per_device,
+            per_host_bytes: per_host,
+        },
+        limits,
+        disruption,
+        on_stop: match raw.on_stop {
+            RawOnStop::Keep => p::OnStop::Keep,
+            RawOnStop::Restore => p::OnStop::Restore,
+        },
+        rollout,
+        daemon: p::DaemonSettings { metrics_listen },
+    })
+}
+
+fn mode(m: RawMode) -> p::Mode {
+    match m {
+        RawMode::Observe => p::Mode::Observe,
+        RawMode::Enforce => p::Mode::Enforce,
+    }
+}
+
+fn class(c: RawClass) -> p::DisruptionClass {
+    match c {
+        RawClass::Brief => p::DisruptionClass::Brief,
+        RawClass::Restart => p::DisruptionClass::Restart,
+        RawClass::LinkDown => p::DisruptionClass::LinkDown,
+    }
+}
+
+fn weekday(d: Weekday) -> u8 {
+    match d {
+        Weekday::Mon => 0,
+        Weekday::Tue => 1,
+        Weekday::Wed => 2,
+        Weekday::Thu => 3,
+        Weekday::Fri => 4,
+        Weekday::Sat => 5,
+        Weekday::Sun => 6,
+    }
+}
+
+/// `10s`, `5m`, `1h30m`, `250ms`.
+#[must_use]
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let mut total = Duration::ZERO;
+    let mut rest = s.trim();
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit())?;
+        if digits == 0 {
+            return None;
+        }
+        let n: u64 = rest.get(..digits)?.parse().ok()?;
+        let after = rest.get(digits..)?;
+        let (unit_len, d) = if after.starts_with("ms") {
+            (2, Duration::from_millis(n))
+        } else if after.starts_with('s') {
+            (1, Duration::from_secs(n))
+        } else if after.starts_with('m') {
+            (1, Duration::from_secs(n.checked_mul(60)?))
+        } else if after.starts_with('h') {
+            (1, Duration::from_secs(n.checked_mul(3600)?))
+        } else {
+            return None;
+        };
+        total = total.checked_add(d)?;
+        rest = after.get(unit_len..)?;
+    }
+    Some(total)
+}
+
+/// `4096`, `512MiB`, `2 GiB`, `1GB`.
+#[must_use]
+pub fn parse_bytes(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let n: u64 = s.get(..split)?.parse().ok()?;
+    let mult: u64 = match s.get(split..)?.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "TiB" => 1 << 40,
+        "KB" | "kB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        _ => return None,
+    };
+    n.checked_mul(mult)
+}
+
+fn parse_hhmm(s: &str) -> Option<u16> {
+    let (h, m) = s.trim().split_once(':')?;
+    if h.is_empty() || h.len() > 2 || m.len() != 2 {
+        return None;
+    }
+    let h: u16 = h.parse().ok()?;
+    let m: u16 = m.parse().ok()?;
+    (m < 60 && (h < 24 || (h == 24 && m == 0))).then_some(h * 60 + m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        let cases = [
+            ("10s", Some(10_000)),
+            ("5m", Some(300_000)),
+            ("1h30m", Some(5_400_000)),
+            ("250ms", Some(250)),
+            ("1m30s", Some(90_000)),
+            ("10", None),
+            ("s", None),
+            ("10 s", None),
+            ("", None),
+            ("1d", None),
+        ];
+        for (s, ms) in cases {
+            assert_eq!(
+                parse_duration(s).map(|d| u64::try_from(d.as_millis()).unwrap()),
+                ms,
+                "{s}"
+            );
+        }
+    }
+
+    #[test]
+    fn sizes_and_times() {
+        assert_eq!(parse_bytes("4GiB"), Some(4 << 30));
+        assert_eq!(parse_bytes("512 MiB"), Some(512 << 20));
+        assert_eq!(parse_bytes("1GB"), Some(1_000_000_000));
+        assert_eq!(parse_bytes("12"), Some(12));
+        assert_eq!(parse_bytes("4gb"), None);
+        assert_eq!(parse_hhmm("22:30"), Some(1350));
+        assert_eq!(parse_hhmm("24:00"), Some(1440));
+        assert_eq!(parse_hhmm("24:01"), None);
+        assert_eq!(parse_hhmm("7:5"), None);
+    }
+}
