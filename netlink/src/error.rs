@@ -97,6 +97,12 @@ impl KernelError {
     pub fn is_not_supported(&self) -> bool {
         self.errno == libc::EOPNOTSUPP
     }
+
+    /// `ENODEV` (19): the device is gone (or never existed).
+    #[must_use]
+    pub fn is_no_device(&self) -> bool {
+        self.errno == libc::ENODEV
+    }
 }
 
 impl fmt::Display for KernelError {

@@ -1,0 +1,515 @@
+//! The real [`Kernel`]: `netlink::Client` replies converted into
+//! `policy::Snapshot`.
+//!
+//! A sampling pass is a handful of dumps whatever the number of pools:
+//! links, page-pool, page-pool-stats, queue-get, qstats (device and queue
+//! scope), then rings and channels per selected device. Pools join RX queues
+//! through their NAPI id (page-pool has no queue attribute); pools with no
+//! NAPI id or one no queue reports go to the device's `unmapped_pools`;
+//! pools without an ifindex (orphaned to loopback) to `orphan_pools`.
+
+use std::collections::HashMap;
+
+use netlink::netdev::{PagePool, PagePoolStats, QSTATS_SCOPE_QUEUE, Qstats, QueueType, cmd};
+use netlink::rtnl::Link;
+use netlink::{Client, Event, Notifications};
+use policy::snapshot::{
+    Availability, Capabilities, Channels, Device, DeviceId, LinkStats, MemoryProvider, OperState,
+    Pool, PoolStats, QueueStats, Rings, RxQueue, Snapshot,
+};
+use policy::{ChannelField, RingField};
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+
+use crate::kernel::{Kernel, KernelEvent, SampleError, SampleScope, SetError};
+
+/// [`Kernel`] over netlink.
+#[derive(Debug)]
+pub struct NetlinkKernel {
+    client: Client,
+    events: Mutex<Option<Notifications>>,
+    origin: Instant,
+}
+
+/// Which devices a pass covers.
+enum Filter<'a> {
+    Names(&'a [String]),
+    Ifindex(u32),
+}
+
+impl NetlinkKernel {
+    /// Connect in the calling thread's network namespace.
+    pub async fn connect() -> Result<Self, SampleError> {
+        let client = Client::connect()
+            .await
+            .map_err(|e| sample_err("connecting to the kernel over netlink", e))?;
+        Ok(Self::from_client(client))
+    }
+
+    /// Wrap an existing client (e.g. one built inside a test netns).
+    #[must_use]
+    pub fn from_client(client: Client) -> Self {
+        Self {
+            client,
+            events: Mutex::new(None),
+            origin: Instant::now(),
+        }
+    }
+
+    /// The underlying client.
+    #[must_use]
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    async fn sample_filtered(&self, filter: Filter<'_>) -> Result<Snapshot, SampleError> {
+        let caps = self
+            .client
+            .capabilities()
+            .map_err(|e| sample_err("probing kernel capabilities", e))?;
+        let capabilities = convert_caps(&caps);
+        let links = self
+            .client
+            .links()
+            .await
+            .map_err(|e| sample_err("dumping links", e))?;
+        let selected: Vec<&Link> = links
+            .iter()
+            .filter(|l| match &filter {
+                Filter::Names([]) => l.name != "lo",
+                Filter::Names(names) => names.contains(&l.name),
+                Filter::Ifindex(i) => l.ifindex == *i,
+            })
+            .collect();
+
+        let pools = if capabilities.page_pool_get {
+            self.client
+                .page_pools()
+                .await
+                .map_err(|e| sample_err("dumping page pools", e))?
+        } else {
+            Vec::new()
+        };
+        let stats: HashMap<u64, PagePoolStats> = if capabilities.page_pool_stats {
+            self.client
+                .page_pool_stats()
+                .await
+                .map_err(|e| sample_err("dumping page pool stats", e))?
+                .into_iter()
+                .filter_map(|s| Some((s.info.as_ref()?.id?, s)))
+                .collect()
+        } else {
+            HashMap::new()
+        };
+        let queue_filter = match filter {
+            Filter::Ifindex(i) => Some(i),
+            Filter::Names(_) => None,
+        };
+        let queues = if capabilities.queue_get {
+            self.client
+                .queues(queue_filter)
+                .await
+                .map_err(|e| sample_err("dumping queues", e))?
+        } else {
+            Vec::new()
+        };
+        // Unfiltered qstats dumps skip devices without stat_ops; a failure
+        // here only costs the qstats columns.
+        let (dev_qstats, queue_qstats) = if capabilities.qstats_get {
+            let dev = self.client.qstats(None, 0).await.unwrap_or_else(|e| {
+                tracing::debug!(error = %e, "device qstats dump failed");
+                Vec::new()
+            });
+            let per_q = self
+                .client
+                .qstats(None, QSTATS_SCOPE_QUEUE)
+                .await
+                .unwrap_or_else(|e| {
+                    tracing::debug!(error = %e, "queue qstats dump failed");
+                    Vec::new()
+                });
+            (dev, per_q)
+        } else {
+            (Vec::new(), Vec::new())
+        };
+
+        let mut devices = Vec::with_capacity(selected.len());
+        for link in selected {
+            let driver = self.client.driver_name(&link.name);
+            let mut dev = base_device(link, driver);
+            if capabilities.ethtool_family {
+                dev.rings = self.rings(link, dev.driver.as_deref()).await;
+                dev.channels = self.channels(link, dev.driver.as_deref()).await;
+            } else {
+                let why = "kernel has no ethtool netlink".to_owned();
+                dev.rings = Availability::Unavailable(why.clone());
+                dev.channels = Availability::Unavailable(why);
+            }
+            dev.qstats = dev_qstats
+                .iter()
+                .find(|q| q.ifindex == Some(link.ifindex) && q.queue_id.is_none())
+                .map(convert_qstats);
+            let mut rx: Vec<RxQueue> = queues
+                .iter()
+                .filter(|q| q.ifindex == Some(link.ifindex) && q.queue_type == Some(QueueType::Rx))
+                .filter_map(|q| {
+                    Some(RxQueue {
+                        id: q.id?,
+                        napi_id: q.napi_id,
+                        provider: provider(q.dmabuf, q.io_uring.as_ref()),
+                        qstats: queue_qstats
+                            .iter()
+                            .find(|s| {
+                                s.ifindex == Some(link.ifindex)
+                                    && s.queue_type == Some(0)
+                                    && s.queue_id == q.id
+                            })
+                            .map(convert_qstats),
+                        pools: Vec::new(),
+                    })
+                })
+                .collect();
+            rx.sort_by_key(|q| q.id);
+            dev.rx_queues = rx;
+            for p in pools.iter().filter(|p| p.ifindex == Some(link.ifindex)) {
+                let pool = convert_pool(p, stats.get(&p.id.unwrap_or(u64::MAX)));
+                // Several queues may share a NAPI; the pool goes to the
+                // lowest-numbered one.
+                let slot = pool.napi_id.and_then(|n| {
+                    dev.rx_queues
+                        .iter_mut()
+                        .find(|q| q.napi_id.map(u64::from) == Some(n))
+                });
+                match slot {
+                    Some(q) => q.pools.push(pool),
+                    None => dev.unmapped_pools.push(pool),
+                }
+            }
+            for q in &mut dev.rx_queues {
+                q.pools.sort_by_key(|p| p.id);
+            }
+            dev.unmapped_pools.sort_by_key(|p| p.id);
+            devices.push(dev);
+        }
+        devices.sort_by_key(|d| d.ifindex);
+
+        let mut orphan_pools: Vec<Pool> = pools
+            .iter()
+            .filter(|p| p.ifindex.is_none())
+            .map(|p| convert_pool(p, stats.get(&p.id.unwrap_or(u64::MAX))))
+            .collect();
+        orphan_pools.sort_by_key(|p| p.id);
+        let taken_at_ms = u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX);
+        Ok(Snapshot {
+            taken_at_ms,
+            capabilities,
+            devices,
+            orphan_pools,
+        })
+    }
+
+    async fn rings(&self, link: &Link, driver: Option<&str>) -> Availability<Rings> {
+        match self.client.rings(link.ifindex, Some(&link.name)).await {
+            Ok(r) => Availability::Available(convert_rings(&r)),
+            Err(e) => Availability::Unavailable(unavailable_reason(&e, driver)),
+        }
+    }
+
+    async fn channels(&self, link: &Link, driver: Option<&str>) -> Availability<Channels> {
+        match self.client.channels(link.ifindex, Some(&link.name)).await {
+            Ok(c) => Availability::Available(convert_channels(&c)),
+            Err(e) => Availability::Unavailable(unavailable_reason(&e, driver)),
+        }
+    }
+
+    async fn ifname(&self, ifindex: u32) -> Option<String> {
+        let links = self.client.links().await.ok()?;
+        links
+            .into_iter()
+            .find(|l| l.ifindex == ifindex)
+            .map(|l| l.name)
+    }
+}
+
+fn unavailable_reason(e: &netlink::Error, driver: Option<&str>) -> String {
+    match e.kernel() {
+        Some(k) if k.is_not_supported() => {
+            format!("not supported by driver {}", driver.unwrap_or("(unknown)"))
+        }
+        Some(k) if k.is_no_device() => "device vanished".to_owned(),
+        Some(k) => k.to_string(),
+        None => e.to_string(),
+    }
+}
+
+fn sample_err(context: &str, e: netlink::Error) -> SampleError {
+    SampleError {
+        context: context.to_owned(),
+        source: Some(Box::new(e)),
+    }
+}
+
+fn set_err(ifindex: u32, e: netlink::Error) -> SetError {
+    match e.kernel() {
+        Some(k) if k.is_no_device() => SetError::DeviceGone(ifindex),
+        Some(k) => SetError::Refused {
+            errno: k.errno,
+            message: k.describe(),
+            attr: k.attr.clone(),
+        },
+        None => SetError::Other(Box::new(e)),
+    }
+}
+
+/// The policy's capability flags from the probe.
+#[must_use]
+pub fn convert_caps(c: &netlink::Capabilities) -> Capabilities {
+    Capabilities {
+        kernel_release: c.kernel_release.clone(),
+        netdev_family: c.netdev_ops.is_some(),
+        page_pool_get: c.netdev_op(cmd::PAGE_POOL_GET).is_some(),
+        page_pool_stats: c.netdev_op(cmd::PAGE_POOL_STATS_GET).is_some(),
+        queue_get: c.netdev_op(cmd::QUEUE_GET).is_some(),
+        napi_get: c.netdev_op(cmd::NAPI_GET).is_some(),
+        qstats_get: c.netdev_op(cmd::QSTATS_GET).is_some(),
+        ethtool_family: c.ethtool_ops.is_some(),
+        cap_net_admin: c.cap_net_admin,
+    }
+}
+
+fn base_device(link: &Link, driver: Option<String>) -> Device {
+    let perm = link.perm_addr_string();
+    let name_fallback = (link.parent_bus.is_none() && link.parent_dev.is_none() && perm.is_none())
+        .then(|| link.name.clone());
+    Device {
+        ifindex: link.ifindex,
+        name: link.name.clone(),
+        id: DeviceId {
+            bus: link.parent_bus.clone(),
+            parent: link.parent_dev.clone(),
+            perm_addr: perm,
+            name_fallback,
+        },
+        driver,
+        kind: link.kind.clone(),
+        oper_state: match link.oper_state {
+            netlink::rtnl::OperState::Unknown => OperState::Unknown,
+            netlink::rtnl::OperState::NotPresent => OperState::NotPresent,
+            netlink::rtnl::OperState::Down => OperState::Down,
+            netlink::rtnl::OperState::LowerLayerDown => OperState::LowerLayerDown,
+            netlink::rtnl::OperState::Testing => OperState::Testing,
+            netlink::rtnl::OperState::Dormant => OperState::Dormant,
+            netlink::rtnl::OperState::Up => OperState::Up,
+        },
+        admin_up: link.admin_up,
+        master: link.master,
+        mtu: link.mtu,
+        num_rx_queues: link.num_rx_queues,
+        rings: Availability::NotSampled,
+        channels: Availability::NotSampled,
+        link_stats: link.stats64.map(|s| LinkStats {
+            rx_packets: s.rx_packets,
+            rx_bytes: s.rx_bytes,
+            rx_dropped: s.rx_dropped,
+            rx_missed_errors: s.rx_missed_errors,
+            rx_fifo_errors: s.rx_fifo_errors,
+        }),
+        qstats: None,
+        rx_queues: Vec::new(),
+        unmapped_pools: Vec::new(),
+    }
+}
+
+fn provider(
+    dmabuf: Option<u32>,
+    io_uring: Option<&netlink::netdev::IoUringProviderInfo>,
+) -> Option<MemoryProvider> {
+    match (dmabuf, io_uring) {
+        (Some(id), _) => Some(MemoryProvider::Dmabuf { id }),
+        (None, Some(io)) => Some(MemoryProvider::IoUring {
+            rx_buf_len: io.rx_buf_len,
+        }),
+        (None, None) => None,
+    }
+}
+
+/// A netlink pool (and its stats entry, if any) as the policy sees it.
+#[must_use]
+pub fn convert_pool(p: &PagePool, stats: Option<&PagePoolStats>) -> Pool {
+    Pool {
+        id: p.id.unwrap_or(0),
+        ifindex: p.ifindex,
+        napi_id: p.napi_id,
+        inflight: p.inflight,
+        inflight_mem: p.inflight_mem,
+        detach_time: p.detach_time,
+        provider: provider(p.dmabuf, p.io_uring.as_ref()),
+        stats: stats.map(|s| {
+            let c = &s.counters;
+            PoolStats {
+                alloc_fast: c.alloc_fast.unwrap_or(0),
+                alloc_slow: c.alloc_slow.unwrap_or(0),
+                alloc_slow_high_order: c.alloc_slow_high_order.unwrap_or(0),
+                alloc_empty: c.alloc_empty.unwrap_or(0),
+                alloc_refill: c.alloc_refill.unwrap_or(0),
+                alloc_waive: c.alloc_waive.unwrap_or(0),
+                recycle_cached: c.recycle_cached.unwrap_or(0),
+                recycle_cache_full: c.recycle_cache_full.unwrap_or(0),
+                recycle_ring: c.recycle_ring.unwrap_or(0),
+                recycle_ring_full: c.recycle_ring_full.unwrap_or(0),
+                recycle_released_refcnt: c.recycle_released_refcnt.unwrap_or(0),
+            }
+        }),
+    }
+}
+
+fn convert_qstats(q: &Qstats) -> QueueStats {
+    let c = &q.counters;
+    QueueStats {
+        rx_packets: c.rx_packets,
+        rx_bytes: c.rx_bytes,
+        rx_alloc_fail: c.rx_alloc_fail,
+        rx_hw_drops: c.rx_hw_drops,
+        rx_hw_drop_overruns: c.rx_hw_drop_overruns,
+    }
+}
+
+/// ethtool rings as the policy sees them.
+#[must_use]
+pub fn convert_rings(r: &netlink::ethtool::Rings) -> Rings {
+    Rings {
+        rx: r.rx,
+        rx_max: r.rx_max,
+        rx_mini: r.rx_mini,
+        rx_mini_max: r.rx_mini_max,
+        rx_jumbo: r.rx_jumbo,
+        rx_jumbo_max: r.rx_jumbo_max,
+        tx: r.tx,
+        tx_max: r.tx_max,
+        rx_buf_len: r.rx_buf_len,
+        tcp_data_split: r.tcp_data_split,
+        hds_thresh: r.hds_thresh,
+        hds_thresh_max: r.hds_thresh_max,
+    }
+}
+
+/// ethtool channels as the policy sees them.
+#[must_use]
+pub fn convert_channels(c: &netlink::ethtool::Channels) -> Channels {
+    Channels {
+        rx: c.rx_count,
+        rx_max: c.rx_max,
+        tx: c.tx_count,
+        tx_max: c.tx_max,
+        other: c.other_count,
+        other_max: c.other_max,
+        combined: c.combined_count,
+        combined_max: c.combined_max,
+    }
+}
+
+fn convert_event(e: Event) -> Option<KernelEvent> {
+    Some(match e {
+        Event::PagePool { pool, .. } => KernelEvent::PoolsChanged {
+            ifindex: pool.ifindex,
+        },
+        Event::Rings(r) => KernelEvent::RingsChanged {
+            ifindex: r.header.as_ref()?.dev_index?,
+            rings: convert_rings(&r),
+        },
+        Event::Channels(c) => KernelEvent::ChannelsChanged {
+            ifindex: c.header.as_ref()?.dev_index?,
+            channels: convert_channels(&c),
+        },
+        Event::LinkNew(l) => KernelEvent::LinkChanged { ifindex: l.ifindex },
+        Event::LinkDel(l) => KernelEvent::LinkRemoved { ifindex: l.ifindex },
+        Event::Overflow { source } => KernelEvent::Overflow { source },
+        Event::Dev { .. } => return None,
+    })
+}
+
+impl Kernel for NetlinkKernel {
+    async fn sample(&self, scope: &SampleScope) -> Result<Snapshot, SampleError> {
+        self.sample_filtered(Filter::Names(&scope.interfaces)).await
+    }
+
+    async fn sample_device(&self, ifindex: u32) -> Result<Option<Device>, SampleError> {
+        let snap = self.sample_filtered(Filter::Ifindex(ifindex)).await?;
+        Ok(snap.devices.into_iter().find(|d| d.ifindex == ifindex))
+    }
+
+    async fn set_ring(
+        &self,
+        ifindex: u32,
+        field: RingField,
+        value: u32,
+    ) -> Result<Rings, SetError> {
+        let mut req = netlink::ethtool::Rings {
+            header: Some(netlink::ethtool::Header::ifindex(ifindex)),
+            ..Default::default()
+        };
+        match field {
+            RingField::Rx => req.rx = Some(value),
+            RingField::RxMini => req.rx_mini = Some(value),
+            RingField::RxJumbo => req.rx_jumbo = Some(value),
+        }
+        let name = self.ifname(ifindex).await;
+        self.client
+            .set_rings(req, name.as_deref())
+            .await
+            .map_err(|e| set_err(ifindex, e))?;
+        let back = self
+            .client
+            .rings(ifindex, name.as_deref())
+            .await
+            .map_err(|e| set_err(ifindex, e))?;
+        Ok(convert_rings(&back))
+    }
+
+    async fn set_channels(
+        &self,
+        ifindex: u32,
+        field: ChannelField,
+        value: u32,
+    ) -> Result<Channels, SetError> {
+        let mut req = netlink::ethtool::Channels {
+            header: Some(netlink::ethtool::Header::ifindex(ifindex)),
+            ..Default::default()
+        };
+        match field {
+            ChannelField::Combined => req.combined_count = Some(value),
+            ChannelField::Rx => req.rx_count = Some(value),
+        }
+        let name = self.ifname(ifindex).await;
+        self.client
+            .set_channels(req, name.as_deref())
+            .await
+            .map_err(|e| set_err(ifindex, e))?;
+        let back = self
+            .client
+            .channels(ifindex, name.as_deref())
+            .await
+            .map_err(|e| set_err(ifindex, e))?;
+        Ok(convert_channels(&back))
+    }
+
+    async fn next_event(&self) -> Option<KernelEvent> {
+        let mut guard = self.events.lock().await;
+        if guard.is_none() {
+            match self.client.subscribe() {
+                Ok(n) => *guard = Some(n),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot open notification sockets");
+                    return None;
+                }
+            }
+        }
+        let events = guard.as_mut()?;
+        loop {
+            let e = events.next().await?;
+            if let Some(k) = convert_event(e) {
+                return Some(k);
+            }
+        }
+    }
+}

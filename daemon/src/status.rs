@@ -1,0 +1,906 @@
+//! `pptune status`: what the kernel says about this host's page pools.
+//!
+//! CLI wiring (for `main.rs`):
+//!
+//! ```text
+//! pub struct StatusArgs { pub interfaces: Vec<String>, pub json: bool }
+//! pub async fn run(args: StatusArgs) -> anyhow::Result<std::process::ExitCode>
+//! ```
+//!
+//! `--interface NAME` (repeatable) fills `interfaces`; `--json` sets `json`.
+//! Exit code 0, or 1 when a named interface does not exist.
+//!
+//! It samples through the same [`NetlinkKernel`] the daemon uses and renders
+//! the resulting `Snapshot`, so the numbers a person sees are the numbers
+//! the policy decides on; derived figures come from `policy::signals`.
+//! Reads need no privilege.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use policy::signals;
+use policy::snapshot::{
+    Availability, Capabilities, Channels, Device, LinkStats, MemoryProvider, OperState, Pool,
+    PoolStats, QueueStats, Rings, Snapshot,
+};
+use serde::Serialize;
+
+use crate::kernel::{Kernel, SampleScope};
+use crate::kernel_netlink::NetlinkKernel;
+
+/// Version of the `--json` layout. Bump on any rename or removal.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Drivers known to create page pools without a netdev (invisible to
+/// netlink); from `docs/kernel-interfaces.md` §4.
+const INVISIBLE_POOL_DRIVERS: &[&str] = &[
+    "veth",
+    "stmmac",
+    "mvneta",
+    "mvpp2",
+    "airoha",
+    "bcmgenet",
+    "hibmcge",
+    "mtk_soc_eth",
+    "mlxsw_spectrum",
+    "lan966x-switch",
+    "rtase",
+    "ravb",
+    "am65-cpsw-nuss",
+    "cpsw",
+    "icssg-prueth",
+];
+
+/// `pptune status` arguments.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatusArgs {
+    /// Interfaces to show; empty = all but loopback.
+    pub interfaces: Vec<String>,
+    /// Print JSON (`schema_version` 1) instead of text.
+    pub json: bool,
+}
+
+/// Sample once and print.
+pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
+    let kernel = NetlinkKernel::connect().await?;
+    let snap = kernel
+        .sample(&SampleScope {
+            interfaces: args.interfaces.clone(),
+        })
+        .await?;
+    let boottime = netlink::caps::boottime_secs().ok();
+    let missing: Vec<String> = args
+        .interfaces
+        .iter()
+        .filter(|n| !snap.devices.iter().any(|d| &d.name == *n))
+        .cloned()
+        .collect();
+    let report = Report::build(&snap, boottime, missing);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.render_text());
+    }
+    Ok(if report.missing_interfaces.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Everything `status` shows; serialized as the `--json` output.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub schema_version: u32,
+    pub kernel_release: String,
+    pub capabilities: CapabilitiesView,
+    /// CLOCK_BOOTTIME seconds at sampling (for `detach_time`).
+    pub boottime_secs: Option<u64>,
+    pub interfaces: Vec<InterfaceView>,
+    /// Pools destroyed with pages still out: orphaned (device gone) and
+    /// detached pools still listed under a device.
+    pub detached_pools: Vec<DetachedPoolView>,
+    /// `--interface` names that do not exist.
+    pub missing_interfaces: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CapabilitiesView {
+    pub netdev_family: bool,
+    pub page_pool_get: bool,
+    pub page_pool_stats: bool,
+    pub queue_get: bool,
+    pub napi_get: bool,
+    pub qstats_get: bool,
+    pub ethtool_family: bool,
+    pub cap_net_admin: bool,
+    /// The same, in words.
+    pub summary: Vec<String>,
+}
+
+/// A value or the reason it is missing.
+#[derive(Debug, Clone, Serialize)]
+pub struct Avail<T> {
+    pub available: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<T>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl<T: Clone> Avail<T> {
+    fn from(a: &Availability<T>) -> Self {
+        match a {
+            Availability::Available(v) => Self {
+                available: true,
+                value: Some(v.clone()),
+                reason: None,
+            },
+            Availability::Unavailable(r) => Self {
+                available: false,
+                value: None,
+                reason: Some(r.clone()),
+            },
+            Availability::NotSampled => Self {
+                available: false,
+                value: None,
+                reason: Some("not sampled".to_owned()),
+            },
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct InterfaceView {
+    pub ifindex: u32,
+    pub name: String,
+    pub driver: Option<String>,
+    pub kind: Option<String>,
+    pub oper_state: OperState,
+    pub admin_up: bool,
+    pub mtu: Option<u32>,
+    /// Stable identity (bus/parent/permanent MAC).
+    pub device_key: String,
+    pub num_rx_queues_allocated: Option<u32>,
+    pub rings: Avail<Rings>,
+    pub channels: Avail<Channels>,
+    pub link_stats: Option<LinkStats>,
+    pub qstats: Option<QueueStats>,
+    pub rx_queues: Vec<QueueView>,
+    pub unmapped_pools: Vec<PoolView>,
+    /// Why a section is empty, in words.
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct QueueView {
+    pub id: u32,
+    pub napi_id: Option<u32>,
+    pub provider: Option<MemoryProvider>,
+    pub qstats: Option<QueueStats>,
+    pub pools: Vec<PoolView>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PoolView {
+    pub id: u64,
+    pub napi_id: Option<u64>,
+    pub inflight_pages: Option<u64>,
+    pub inflight_bytes: Option<u64>,
+    pub provider: Option<MemoryProvider>,
+    pub detach_time: Option<u64>,
+    /// Seconds since detach (CLOCK_BOOTTIME now − detach_time).
+    pub detached_for_secs: Option<u64>,
+    /// `null` when the kernel has no page-pool stats.
+    pub counters: Option<PoolStats>,
+    pub derived: Option<Derived>,
+}
+
+/// The figures defined in `policy::signals`, over the pool's lifetime.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Derived {
+    pub recycling_pct: Option<f64>,
+    pub recycle_miss_share: Option<f64>,
+    pub slow_refill_share: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DetachedPoolView {
+    /// The device it still hangs off; `None` once orphaned.
+    pub ifindex: Option<u32>,
+    pub orphaned: bool,
+    pub pool: PoolView,
+}
+
+fn pool_view(p: &Pool, boottime: Option<u64>) -> PoolView {
+    PoolView {
+        id: p.id,
+        napi_id: p.napi_id,
+        inflight_pages: p.inflight,
+        inflight_bytes: p.inflight_mem,
+        provider: p.provider,
+        detach_time: p.detach_time,
+        detached_for_secs: match (p.detach_time, boottime) {
+            (Some(t), Some(now)) => Some(now.saturating_sub(t)),
+            _ => None,
+        },
+        counters: p.stats,
+        derived: p.stats.map(|s| Derived {
+            recycling_pct: signals::recycling_pct(&s),
+            recycle_miss_share: signals::recycle_miss_share(&s),
+            slow_refill_share: signals::slow_refill_share(&s, p.provider.is_some()),
+        }),
+    }
+}
+
+/// The capability line, in words.
+#[must_use]
+pub fn capability_words(c: &Capabilities) -> Vec<String> {
+    let yes_no = |b| if b { "available" } else { "unavailable" };
+    let mut v = Vec::new();
+    v.push(if !c.netdev_family {
+        "page-pool introspection: unavailable — kernel has no netdev netlink family (needs Linux 6.8+)".to_owned()
+    } else if !c.page_pool_get {
+        "page-pool introspection: unavailable — kernel lacks page-pool-get (needs Linux 6.8+ with CONFIG_PAGE_POOL)".to_owned()
+    } else {
+        "page-pool introspection: available".to_owned()
+    });
+    v.push(if c.page_pool_stats {
+        "page-pool stats: available".to_owned()
+    } else if c.page_pool_get {
+        "page-pool stats: unavailable — kernel built without CONFIG_PAGE_POOL_STATS".to_owned()
+    } else {
+        "page-pool stats: unavailable".to_owned()
+    });
+    v.push(format!(
+        "queues/NAPI: {}",
+        yes_no(c.queue_get && c.napi_get)
+    ));
+    v.push(if c.qstats_get {
+        "qstats: available (where the driver reports them)".to_owned()
+    } else {
+        "qstats: unavailable — kernel lacks qstats-get (needs Linux 6.9+)".to_owned()
+    });
+    v.push(if c.ethtool_family {
+        "ethtool netlink: available".to_owned()
+    } else {
+        "ethtool netlink: unavailable — rings and channels cannot be read".to_owned()
+    });
+    v.push(if c.cap_net_admin {
+        "changing rings/channels: allowed (CAP_NET_ADMIN)".to_owned()
+    } else {
+        "changing rings/channels: not allowed (no CAP_NET_ADMIN; reading works)".to_owned()
+    });
+    v
+}
+
+fn device_notes(d: &Device, c: &Capabilities) -> Vec<String> {
+    let mut notes = Vec::new();
+    let driver = d.driver.as_deref().unwrap_or("(unknown)");
+    if d.rx_queues.is_empty() {
+        notes.push(if !c.queue_get {
+            "no RX queue list: the kernel lacks queue-get (needs Linux 6.8+)".to_owned()
+        } else if !d.admin_up {
+            "no RX queues listed: the device is administratively down (the kernel lists queues only for devices that are up)".to_owned()
+        } else {
+            "no RX queues listed by queue-get".to_owned()
+        });
+    }
+    if d.pools().next().is_none() {
+        notes.push(if !c.page_pool_get {
+            "no page pools: this kernel cannot list them".to_owned()
+        } else if !d.admin_up {
+            "no page pools: the device is down (drivers create pools when it is brought up)".to_owned()
+        } else if INVISIBLE_POOL_DRIVERS.contains(&driver) {
+            format!("no page pools visible: driver {driver} creates its pools without a netdev, so netlink cannot list them")
+        } else {
+            format!("no page pools reported: driver {driver} may not use page_pool, or creates its pools without a netdev")
+        });
+    } else if !c.page_pool_stats {
+        notes.push(
+            "pool counters unavailable: kernel built without CONFIG_PAGE_POOL_STATS".to_owned(),
+        );
+    }
+    if d.qstats.is_none() && c.qstats_get {
+        notes.push(format!(
+            "no qstats: driver {driver} does not report queue stats (link counters shown instead)"
+        ));
+    }
+    notes
+}
+
+impl Report {
+    /// Build the report from a snapshot. `boottime` is CLOCK_BOOTTIME now
+    /// in seconds, to say how long pools have been detached.
+    #[must_use]
+    pub fn build(snap: &Snapshot, boottime: Option<u64>, missing: Vec<String>) -> Self {
+        let c = &snap.capabilities;
+        let mut detached = Vec::new();
+        let interfaces = snap
+            .devices
+            .iter()
+            .map(|d| {
+                for p in d.pools().filter(|p| p.detach_time.is_some()) {
+                    detached.push(DetachedPoolView {
+                        ifindex: Some(d.ifindex),
+                        orphaned: false,
+                        pool: pool_view(p, boottime),
+                    });
+                }
+                InterfaceView {
+                    ifindex: d.ifindex,
+                    name: d.name.clone(),
+                    driver: d.driver.clone(),
+                    kind: d.kind.clone(),
+                    oper_state: d.oper_state,
+                    admin_up: d.admin_up,
+                    mtu: d.mtu,
+                    device_key: d.id.key(),
+                    num_rx_queues_allocated: d.num_rx_queues,
+                    rings: Avail::from(&d.rings),
+                    channels: Avail::from(&d.channels),
+                    link_stats: d.link_stats,
+                    qstats: d.qstats,
+                    rx_queues: d
+                        .rx_queues
+                        .iter()
+                        .map(|q| QueueView {
+                            id: q.id,
+                            napi_id: q.napi_id,
+                            provider: q.provider,
+                            qstats: q.qstats,
+                            pools: q.pools.iter().map(|p| pool_view(p, boottime)).collect(),
+                        })
+                        .collect(),
+                    unmapped_pools: d
+                        .unmapped_pools
+                        .iter()
+                        .filter(|p| p.detach_time.is_none())
+                        .map(|p| pool_view(p, boottime))
+                        .collect(),
+                    notes: device_notes(d, c),
+                }
+            })
+            .collect();
+        detached.extend(snap.orphan_pools.iter().map(|p| DetachedPoolView {
+            ifindex: None,
+            orphaned: true,
+            pool: pool_view(p, boottime),
+        }));
+        Self {
+            schema_version: SCHEMA_VERSION,
+            kernel_release: c.kernel_release.clone(),
+            capabilities: CapabilitiesView {
+                netdev_family: c.netdev_family,
+                page_pool_get: c.page_pool_get,
+                page_pool_stats: c.page_pool_stats,
+                queue_get: c.queue_get,
+                napi_get: c.napi_get,
+                qstats_get: c.qstats_get,
+                ethtool_family: c.ethtool_family,
+                cap_net_admin: c.cap_net_admin,
+                summary: capability_words(c),
+            },
+            boottime_secs: boottime,
+            interfaces,
+            detached_pools: detached,
+            missing_interfaces: missing,
+        }
+    }
+
+    /// The human-readable rendering.
+    #[must_use]
+    pub fn render_text(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "kernel {} · {}",
+            self.kernel_release,
+            self.capabilities.summary.join(" · ")
+        );
+        for m in &self.missing_interfaces {
+            let _ = writeln!(o, "\nno interface named {m} in this network namespace");
+        }
+        if self.interfaces.is_empty() {
+            let _ = writeln!(
+                o,
+                "\nno network interfaces to show (only loopback exists, or none matched)"
+            );
+        }
+        for i in &self.interfaces {
+            render_interface(&mut o, i);
+        }
+        let _ = writeln!(
+            o,
+            "\ndetached and orphaned pools (destroyed with pages still in flight):"
+        );
+        if self.detached_pools.is_empty() {
+            let _ = writeln!(o, "  none");
+        }
+        for d in &self.detached_pools {
+            let whose = match (d.orphaned, d.ifindex) {
+                (true, _) => "orphaned (its device is gone)".to_owned(),
+                (false, Some(i)) => format!("detached from ifindex {i}"),
+                (false, None) => "detached".to_owned(),
+            };
+            let age = match (d.pool.detached_for_secs, d.pool.detach_time) {
+                (Some(s), _) => format!("detached {} ago", human_secs(s)),
+                (None, Some(t)) => format!("detached at boottime {t} s"),
+                (None, None) => "detach time unknown".to_owned(),
+            };
+            let _ = writeln!(
+                o,
+                "  pool {}: {whose}, {}, {age}",
+                d.pool.id,
+                inflight(&d.pool)
+            );
+        }
+        o
+    }
+}
+
+fn render_interface(o: &mut String, i: &InterfaceView) {
+    let state = format!(
+        "{}{}",
+        oper_word(i.oper_state),
+        if i.admin_up { "" } else { " (admin down)" }
+    );
+    let _ = writeln!(
+        o,
+        "\n{} (ifindex {}): driver {}, {}{}, mtu {}, {}",
+        i.name,
+        i.ifindex,
+        i.driver.as_deref().unwrap_or("unknown"),
+        i.kind
+            .as_deref()
+            .map(|k| format!("kind {k}, "))
+            .unwrap_or_default(),
+        state,
+        i.mtu.map_or("-".to_owned(), |m| m.to_string()),
+        i.device_key,
+    );
+    let _ = match (&i.rings.value, &i.rings.reason) {
+        (Some(r), _) => writeln!(o, "  rings:    {}", rings_text(r)),
+        (None, Some(why)) => writeln!(o, "  rings:    unavailable — {why}"),
+        _ => Ok(()),
+    };
+    let _ = match (&i.channels.value, &i.channels.reason) {
+        (Some(c), _) => writeln!(o, "  channels: {}", channels_text(c)),
+        (None, Some(why)) => writeln!(o, "  channels: unavailable — {why}"),
+        _ => Ok(()),
+    };
+    if let Some(l) = &i.link_stats {
+        let _ = writeln!(
+            o,
+            "  link:     rx {} packets, {} bytes; dropped {}, missed {}, fifo {}",
+            l.rx_packets, l.rx_bytes, l.rx_dropped, l.rx_missed_errors, l.rx_fifo_errors
+        );
+    }
+    if let Some(q) = &i.qstats {
+        let _ = writeln!(o, "  qstats:   {}", qstats_text(q));
+    }
+    if !i.rx_queues.is_empty() {
+        let _ = writeln!(
+            o,
+            "  RX queues: {} active{}",
+            i.rx_queues.len(),
+            i.num_rx_queues_allocated
+                .map(|n| format!(" of {n} allocated"))
+                .unwrap_or_default()
+        );
+    }
+    for q in &i.rx_queues {
+        let _ = writeln!(
+            o,
+            "    queue {:<3} napi {}{}{}",
+            q.id,
+            q.napi_id.map_or("-".to_owned(), |n| n.to_string()),
+            q.provider
+                .map(|p| format!("  provider {}", provider_text(&p)))
+                .unwrap_or_default(),
+            q.qstats
+                .map(|s| format!("  qstats {}", qstats_text(&s)))
+                .unwrap_or_default(),
+        );
+        if q.pools.is_empty() {
+            let _ = writeln!(o, "      no page pool mapped to this queue's NAPI");
+        }
+        for p in &q.pools {
+            render_pool(o, p, "      ");
+        }
+    }
+    if !i.unmapped_pools.is_empty() {
+        let _ = writeln!(
+            o,
+            "  pools not mapped to an RX queue (no NAPI id, or one no queue reports):"
+        );
+        for p in &i.unmapped_pools {
+            render_pool(o, p, "    ");
+        }
+    }
+    for n in &i.notes {
+        let _ = writeln!(o, "  note: {n}");
+    }
+}
+
+fn render_pool(o: &mut String, p: &PoolView, ind: &str) {
+    let _ = writeln!(
+        o,
+        "{ind}pool {}: {}{}",
+        p.id,
+        inflight(p),
+        p.provider
+            .map(|m| format!(", provider {}", provider_text(&m)))
+            .unwrap_or_default()
+    );
+    match (&p.counters, &p.derived) {
+        (Some(s), Some(d)) => {
+            let _ = writeln!(
+                o,
+                "{ind}  alloc: fast {} slow {} slow-high-order {} empty {} refill {} waive {}",
+                s.alloc_fast,
+                s.alloc_slow,
+                s.alloc_slow_high_order,
+                s.alloc_empty,
+                s.alloc_refill,
+                s.alloc_waive
+            );
+            let _ = writeln!(
+                o,
+                "{ind}  recycle: cached {} cache-full {} ring {} ring-full {} released-refcnt {}",
+                s.recycle_cached,
+                s.recycle_cache_full,
+                s.recycle_ring,
+                s.recycle_ring_full,
+                s.recycle_released_refcnt
+            );
+            let _ = writeln!(
+                o,
+                "{ind}  recycling {}, recycle-miss share {}, slow-refill share {}",
+                pct(d.recycling_pct.map(|v| v / 100.0)),
+                pct(d.recycle_miss_share),
+                pct(d.slow_refill_share)
+            );
+        }
+        _ => {
+            let _ = writeln!(
+                o,
+                "{ind}  counters: unavailable (no page-pool stats in this kernel)"
+            );
+        }
+    }
+}
+
+fn inflight(p: &PoolView) -> String {
+    match (p.inflight_pages, p.inflight_bytes) {
+        (Some(n), Some(b)) => format!("inflight {n} pages / {}", human_bytes(b)),
+        (Some(n), None) => format!("inflight {n} pages"),
+        _ => "inflight unknown".to_owned(),
+    }
+}
+
+/// A share (0..1) as a percentage; "no traffic" when undefined.
+fn pct(v: Option<f64>) -> String {
+    v.map_or("n/a (no traffic)".to_owned(), |v| {
+        format!("{:.1}%", v * 100.0)
+    })
+}
+
+#[allow(clippy::cast_precision_loss)]
+fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+fn human_secs(s: u64) -> String {
+    match s {
+        0..=119 => format!("{s} s"),
+        120..=7199 => format!("{} min", s / 60),
+        _ => format!("{} h {} min", s / 3600, (s % 3600) / 60),
+    }
+}
+
+fn oper_word(s: OperState) -> &'static str {
+    match s {
+        OperState::Unknown => "state unknown",
+        OperState::NotPresent => "not present",
+        OperState::Down => "down",
+        OperState::LowerLayerDown => "lower layer down",
+        OperState::Testing => "testing",
+        OperState::Dormant => "dormant",
+        OperState::Up => "up",
+    }
+}
+
+fn provider_text(p: &MemoryProvider) -> String {
+    match p {
+        MemoryProvider::Dmabuf { id } => format!("dmabuf (binding {id})"),
+        MemoryProvider::IoUring {
+            rx_buf_len: Some(l),
+        } => format!("io_uring (rx-buf-len {l})"),
+        MemoryProvider::IoUring { rx_buf_len: None } => "io_uring".to_owned(),
+    }
+}
+
+fn pair(name: &str, cur: Option<u32>, max: Option<u32>) -> Option<String> {
+    match (cur, max) {
+        (Some(c), Some(m)) => Some(format!("{name} {c}/{m}")),
+        (Some(c), None) => Some(format!("{name} {c}")),
+        _ => None,
+    }
+}
+
+fn rings_text(r: &Rings) -> String {
+    let mut parts: Vec<String> = [
+        pair("rx", r.rx, r.rx_max),
+        pair("rx-mini", r.rx_mini, r.rx_mini_max),
+        pair("rx-jumbo", r.rx_jumbo, r.rx_jumbo_max),
+        pair("tx", r.tx, r.tx_max),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if let Some(l) = r.rx_buf_len {
+        parts.push(format!("rx-buf-len {l}"));
+    }
+    if let Some(t) = r.tcp_data_split {
+        parts.push(format!(
+            "tcp-data-split {}",
+            match t {
+                1 => "off",
+                2 => "on",
+                _ => "unknown",
+            }
+        ));
+    }
+    if let Some(h) = pair("hds-thresh", r.hds_thresh, r.hds_thresh_max) {
+        parts.push(h);
+    }
+    if parts.is_empty() {
+        "the driver reports no ring sizes (all maxima 0)".to_owned()
+    } else {
+        format!("{} (current/max)", parts.join(", "))
+    }
+}
+
+fn channels_text(c: &Channels) -> String {
+    let parts: Vec<String> = [
+        pair("combined", c.combined, c.combined_max),
+        pair("rx", c.rx, c.rx_max),
+        pair("tx", c.tx, c.tx_max),
+        pair("other", c.other, c.other_max),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if parts.is_empty() {
+        "the driver reports no channel counts (all maxima 0)".to_owned()
+    } else {
+        format!("{} (current/max)", parts.join(", "))
+    }
+}
+
+fn qstats_text(q: &QueueStats) -> String {
+    let f = |v: Option<u64>| v.map_or("not reported".to_owned(), |v| v.to_string());
+    format!(
+        "rx-alloc-fail {}, rx-hw-drops {}, rx-hw-drop-overruns {}",
+        f(q.rx_alloc_fail),
+        f(q.rx_hw_drops),
+        f(q.rx_hw_drop_overruns)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use policy::snapshot::{DeviceId, RxQueue};
+
+    fn snapshot() -> Snapshot {
+        let stats = PoolStats {
+            alloc_fast: 900,
+            alloc_refill: 30,
+            alloc_slow: 10,
+            recycle_cached: 500,
+            recycle_ring: 300,
+            recycle_ring_full: 200,
+            ..PoolStats::default()
+        };
+        let pool = |id, napi: Option<u64>, detach: Option<u64>| Pool {
+            id,
+            ifindex: Some(2),
+            napi_id: napi,
+            inflight: Some(4),
+            inflight_mem: Some(16384),
+            detach_time: detach,
+            provider: None,
+            stats: Some(stats),
+        };
+        Snapshot {
+            taken_at_ms: 0,
+            capabilities: Capabilities {
+                kernel_release: "7.3.4".to_owned(),
+                netdev_family: true,
+                page_pool_get: true,
+                page_pool_stats: true,
+                queue_get: true,
+                napi_get: true,
+                qstats_get: true,
+                ethtool_family: true,
+                cap_net_admin: false,
+            },
+            devices: vec![
+                Device {
+                    ifindex: 2,
+                    name: "eni0".to_owned(),
+                    id: DeviceId {
+                        bus: Some("netdevsim".to_owned()),
+                        ..DeviceId::default()
+                    },
+                    driver: Some("netdevsim".to_owned()),
+                    oper_state: OperState::Up,
+                    admin_up: true,
+                    rings: Availability::Available(Rings {
+                        rx: Some(512),
+                        rx_max: Some(4096),
+                        ..Rings::default()
+                    }),
+                    channels: Availability::Available(Channels {
+                        combined: Some(2),
+                        combined_max: Some(2),
+                        ..Channels::default()
+                    }),
+                    rx_queues: vec![RxQueue {
+                        id: 0,
+                        napi_id: Some(8193),
+                        pools: vec![pool(5, Some(8193), None)],
+                        ..RxQueue::default()
+                    }],
+                    unmapped_pools: vec![pool(3, None, Some(100))],
+                    ..Device::default()
+                },
+                Device {
+                    ifindex: 3,
+                    name: "veth0".to_owned(),
+                    driver: Some("veth".to_owned()),
+                    admin_up: true,
+                    oper_state: OperState::Up,
+                    rings: Availability::Unavailable("not supported by driver veth".to_owned()),
+                    ..Device::default()
+                },
+            ],
+            orphan_pools: vec![Pool {
+                ifindex: None,
+                ..pool(1, None, Some(40))
+            }],
+        }
+    }
+
+    #[test]
+    fn text_says_why_and_uses_the_signals() {
+        let r = Report::build(&snapshot(), Some(160), Vec::new());
+        let t = r.render_text();
+        assert!(
+            t.starts_with("kernel 7.3.4 · page-pool introspection: available"),
+            "{t}"
+        );
+        assert!(t.contains("rx 512/4096 (current/max)"), "{t}");
+        assert!(t.contains("combined 2/2"), "{t}");
+        assert!(
+            t.contains("rings:    unavailable — not supported by driver veth"),
+            "{t}"
+        );
+        assert!(
+            t.contains("driver veth creates its pools without a netdev"),
+            "{t}"
+        );
+        // recycle-miss share 200/1000 from policy::signals.
+        assert!(t.contains("recycle-miss share 20.0%"), "{t}");
+        assert!(
+            t.contains(
+                "pool 3: detached from ifindex 2, inflight 4 pages / 16.0 KiB, detached 60 s ago"
+            ),
+            "{t}"
+        );
+        assert!(t.contains("pool 1: orphaned (its device is gone)"), "{t}");
+        assert!(t.contains("detached 2 min ago"), "{t}");
+    }
+
+    #[test]
+    fn json_has_schema_and_stable_names() {
+        let r = Report::build(&snapshot(), Some(160), vec!["nope".to_owned()]);
+        let v: serde_json::Value = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["schema_version"], 1);
+        assert_eq!(v["missing_interfaces"][0], "nope");
+        assert_eq!(v["interfaces"][0]["rings"]["value"]["rx_max"], 4096);
+        assert_eq!(v["interfaces"][1]["rings"]["available"], false);
+        let p = &v["interfaces"][0]["rx_queues"][0]["pools"][0];
+        assert_eq!(p["id"], 5);
+        assert_eq!(p["derived"]["recycle_miss_share"], 0.2);
+        assert_eq!(v["detached_pools"][1]["orphaned"], true);
+        assert_eq!(v["detached_pools"][1]["pool"]["detached_for_secs"], 120);
+    }
+
+    /// Live: the whole path (netlink → Snapshot → text/JSON) in a throwaway
+    /// netns with a veth pair. Root only.
+    #[test]
+    fn live_status_in_netns() {
+        if !netlink::netns::is_root() {
+            eprintln!("SKIP live_status_in_netns: needs root (creates a network namespace)");
+            return;
+        }
+        let ns = netlink::netns::TempNetns::create("status").unwrap();
+        ns.ip(&[
+            "link",
+            "add",
+            "veth0",
+            "numrxqueues",
+            "2",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "veth1",
+        ])
+        .unwrap();
+        ns.ip(&["link", "set", "veth0", "up"]).unwrap();
+        ns.ip(&["link", "set", "veth1", "up"]).unwrap();
+        let (text, json) = ns
+            .run(|| async {
+                let k = NetlinkKernel::connect().await.unwrap();
+                let snap = k.sample(&SampleScope::default()).await.unwrap();
+                let r = Report::build(&snap, netlink::caps::boottime_secs().ok(), Vec::new());
+                (r.render_text(), serde_json::to_value(&r).unwrap())
+            })
+            .unwrap();
+        println!("{text}");
+        assert!(text.contains("veth0 (ifindex"), "{text}");
+        assert!(
+            text.contains("rings:    unavailable — not supported by driver veth"),
+            "{text}"
+        );
+        assert!(text.contains("channels: rx 2/2, tx "), "{text}");
+        assert!(!text.contains("lo (ifindex"), "{text}");
+        let v0 = json["interfaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["name"] == "veth0")
+            .unwrap();
+        assert_eq!(v0["driver"], "veth");
+        assert_eq!(v0["rx_queues"].as_array().unwrap().len(), 2);
+        assert_eq!(json["schema_version"], 1);
+    }
+
+    /// Manual: `cargo test -p pptune status_on_this_host -- --ignored --nocapture`
+    /// prints this host's status (reads only).
+    #[test]
+    #[ignore = "reads the host's real interfaces; run by hand"]
+    fn status_on_this_host() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let code = rt.block_on(run(StatusArgs::default())).unwrap();
+        assert_eq!(code, ExitCode::SUCCESS);
+    }
+
+    #[test]
+    fn without_stats_the_capability_line_says_so() {
+        let mut s = snapshot();
+        s.capabilities.page_pool_stats = false;
+        let w = capability_words(&s.capabilities).join(" · ");
+        assert!(w.contains(
+            "page-pool stats: unavailable — kernel built without CONFIG_PAGE_POOL_STATS"
+        ));
+    }
+}
