@@ -13,6 +13,8 @@
 //!
 //! The daemon contains no decision logic: that is the `policy` crate's.
 pub mod actuator;
+pub mod cli;
+pub mod commands;
 pub mod control;
 pub mod daemon_view;
 pub mod eval;

@@ -121,67 +121,67 @@ const POOL_COUNTERS: &[(&str, &str, Option<&str>, &str)] = &[
         "alloc_fast",
         "pptune_pool_alloc_fast",
         Some("pages"),
-        "Pages allocated from the pool's cache (fast path).",
+        "Pages allocated from the pool's cache (fast path)",
     ),
     (
         "alloc_slow",
         "pptune_pool_alloc_slow",
         Some("refills"),
-        "Slow-path refills from the page allocator (up to 64 pages each).",
+        "Slow-path refills from the page allocator (up to 64 pages each)",
     ),
     (
         "alloc_slow_high_order",
         "pptune_pool_alloc_slow_high_order",
         Some("refills"),
-        "Slow-path high-order allocations.",
+        "Slow-path high-order allocations",
     ),
     (
         "alloc_empty",
         "pptune_pool_alloc_empty",
         None,
-        "Times the pool ring was empty on refill (memory-provider pools count their slow path here).",
+        "Times the pool ring was empty on refill (memory-provider pools count their slow path here)",
     ),
     (
         "alloc_refill",
         "pptune_pool_alloc_refill",
         Some("refills"),
-        "Cache refills from the pool ring.",
+        "Cache refills from the pool ring",
     ),
     (
         "alloc_waive",
         "pptune_pool_alloc_waive",
         Some("pages"),
-        "Pages waived because they were on the wrong NUMA node.",
+        "Pages waived because they were on the wrong NUMA node",
     ),
     (
         "recycle_cached",
         "pptune_pool_recycle_cached",
         Some("pages"),
-        "Pages recycled into the per-CPU cache.",
+        "Pages recycled into the per-CPU cache",
     ),
     (
         "recycle_cache_full",
         "pptune_pool_recycle_cache_full",
         Some("pages"),
-        "Recycles that found the cache full.",
+        "Recycles that found the cache full",
     ),
     (
         "recycle_ring",
         "pptune_pool_recycle_ring",
         Some("pages"),
-        "Pages recycled into the pool ring.",
+        "Pages recycled into the pool ring",
     ),
     (
         "recycle_ring_full",
         "pptune_pool_recycle_ring_full",
         None,
-        "Returns freed because the pool ring was full (once per bulk on the bulk path).",
+        "Returns freed because the pool ring was full (once per bulk on the bulk path)",
     ),
     (
         "recycle_released_refcnt",
         "pptune_pool_recycle_released_refcnt",
         Some("pages"),
-        "Pages released because the stack still held a reference.",
+        "Pages released because the stack still held a reference",
     ),
 ];
 
@@ -334,144 +334,144 @@ impl Metrics {
         let m = Self {
             pools: reg!(
                 "pptune_pools",
-                "Live page pools serving the queue.",
+                "Live page pools serving the queue",
                 Family::default()
             ),
             inflight_pages: reg!(
                 "pptune_pool_inflight",
-                "Pages out of the queue's pools (held by the NIC, the stack, or the pools' own ring and cache).",
+                "Pages out of the queue's pools (held by the NIC, the stack, or the pools' own ring and cache)",
                 pages(),
                 Family::default()
             ),
             inflight_bytes: reg!(
                 "pptune_pool_inflight",
-                "Memory of the queue's inflight pages.",
+                "Memory of the queue's inflight pages",
                 Unit::Bytes,
                 Family::default()
             ),
             recycling_ratio: reg!(
                 "pptune_queue_recycling",
-                "ynltool's recycling figure as a ratio, over the last sampling interval.",
+                "ynltool's recycling figure as a ratio, over the last sampling interval",
                 Unit::Ratios,
                 Family::default()
             ),
             recycle_miss_ratio: reg!(
                 "pptune_queue_recycle_miss",
-                "ring_full / (recycle_cached + recycle_ring + ring_full) over the last interval: the pool ring was too small.",
+                "ring_full / (recycle_cached + recycle_ring + ring_full) over the last interval: the pool ring was too small",
                 Unit::Ratios,
                 Family::default()
             ),
             slow_refill_ratio: reg!(
                 "pptune_queue_slow_refill",
-                "alloc_slow / (alloc_slow + alloc_refill) (alloc_empty for memory providers) over the last interval.",
+                "alloc_slow / (alloc_slow + alloc_refill) (alloc_empty for memory providers) over the last interval",
                 Unit::Ratios,
                 Family::default()
             ),
             ring: reg!(
                 "pptune_ring",
-                "Current ring size.",
+                "Current ring size",
                 entries(),
                 Family::default()
             ),
             ring_max: reg!(
                 "pptune_ring_max",
-                "Maximum ring size the driver allows.",
+                "Maximum ring size the driver allows",
                 entries(),
                 Family::default()
             ),
             channels: reg!(
                 "pptune_channels",
-                "Current channel count.",
+                "Current channel count",
                 Family::default()
             ),
             channels_max: reg!(
                 "pptune_channels_max",
-                "Maximum channel count the driver allows.",
+                "Maximum channel count the driver allows",
                 Family::default()
             ),
             orphan_pools: reg!(
                 "pptune_orphan_pools",
-                "Pools whose device is gone but which still hold pages.",
+                "Pools whose device is gone but which still hold pages",
                 Gauge::default()
             ),
             orphan_inflight_pages: reg!(
                 "pptune_orphan_inflight",
-                "Pages held by orphaned pools.",
+                "Pages held by orphaned pools",
                 pages(),
                 Gauge::default()
             ),
             decisions: reg!(
                 "pptune_decisions",
-                "Engine decisions by action and reason.",
+                "Engine decisions by action and reason",
                 Family::default()
             ),
             actions: reg!(
                 "pptune_actions",
-                "Changes pptune made or tried, by knob, direction and result.",
+                "Changes pptune made or tried, by knob, direction and result",
                 Family::default()
             ),
             last_action: reg!(
                 "pptune_last_action_timestamp",
-                "Unix time of the last change on the device.",
+                "Unix time of the last change on the device",
                 Unit::Seconds,
                 Family::default()
             ),
             overrides: reg!(
                 "pptune_operator_overrides",
-                "Knobs someone else changed: pptune stopped managing them until the policy is reloaded.",
+                "Knobs someone else changed: pptune stopped managing them until the policy is reloaded",
                 Family::default()
             ),
             backoff: reg!(
                 "pptune_device_backoff",
-                "1 while the device is backed off after repeated failures.",
+                "1 while the device is backed off after repeated failures",
                 Family::default()
             ),
-            errors: reg!("pptune_errors", "Errors by kind.", Family::default()),
+            errors: reg!("pptune_errors", "Errors by kind", Family::default()),
             capability: reg!(
                 "pptune_capability",
-                "1 when the kernel (or process) has the capability.",
+                "1 when the kernel (or process) has the capability",
                 Family::default()
             ),
             device_mode: reg!(
                 "pptune_device_mode",
-                "1 for the mode the device is in (after rollout).",
+                "1 for the mode the device is in (after rollout)",
                 Family::default()
             ),
             rollout_enforcing: reg!(
                 "pptune_rollout_enforcing",
-                "1 when this host enforces under the policy's rollout, 0 when it only observes.",
+                "1 when this host enforces under the policy's rollout, 0 when it only observes",
                 Gauge::default()
             ),
             rollout_fraction: reg!(
                 "pptune_rollout_fraction",
-                "The policy's rollout fraction (1 without a rollout).",
+                "The policy's rollout fraction (1 without a rollout)",
                 Unit::Ratios,
                 FGauge::default()
             ),
             reloads: reg!(
                 "pptune_policy_reloads",
-                "Policy reloads by result (ok, invalid).",
+                "Policy reloads by result (ok, invalid)",
                 Family::default()
             ),
             policy_valid: reg!(
                 "pptune_policy_valid",
-                "0 when the last reload was invalid and the last good policy is still in force.",
+                "0 when the last reload was invalid and the last good policy is still in force",
                 Gauge::default()
             ),
             samples: reg!(
                 "pptune_samples",
-                "Successful sampling passes.",
+                "Successful sampling passes",
                 Counter::default()
             ),
             sample_duration: reg!(
                 "pptune_sample_duration",
-                "Duration of the last sampling pass.",
+                "Duration of the last sampling pass",
                 Unit::Seconds,
                 FGauge::default()
             ),
             resyncs: reg!(
                 "pptune_resyncs",
-                "Full resyncs after lost notifications, by source.",
+                "Full resyncs after lost notifications, by source",
                 Family::default()
             ),
             pool_counters,
@@ -480,7 +480,7 @@ impl Metrics {
         };
         r.register(
             "pptune_build",
-            "Build information.",
+            "Build information",
             Info::new(BuildLabels {
                 version: env!("CARGO_PKG_VERSION").to_owned(),
             }),

@@ -1,0 +1,329 @@
+//! The commands' bodies: startup glue around the library (anyhow lives only
+//! here and in `main`).
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use policy::Policy;
+use policy::engine::{Observation, Original};
+use policy::snapshot::Snapshot;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::control::{self, Reply, Request};
+use crate::kernel::{Kernel, SampleScope};
+use crate::kernel_netlink::NetlinkKernel;
+use crate::logging::action_text;
+use crate::metrics::Metrics;
+use crate::notify::Notifier;
+use crate::rollout;
+use crate::run::{Engine, Options, PolicyEngine, PolicySource};
+use crate::state::{self, StateError, StateFile, StateStore};
+
+/// The default Prometheus listen address: loopback, a fixed port (9864 is
+/// not in the Prometheus default-port allocations' taken list for exporters
+/// we know of on NIC hosts; a fleet sets `daemon.metrics_listen`).
+pub const DEFAULT_METRICS_LISTEN: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 9864);
+
+fn ex_config() -> ExitCode {
+    ExitCode::from(u8::try_from(config::EX_CONFIG).unwrap_or(78))
+}
+
+/// Loads the policy; on error prints every problem and returns the exit
+/// code.
+fn load_policy(path: Option<&Path>) -> Result<config::Loaded, ExitCode> {
+    config::load(path).map_err(|e| {
+        eprint!("{}", config::render(&e));
+        ex_config()
+    })
+}
+
+/// `--config` re-read on SIGHUP.
+struct ConfigSource(Option<PathBuf>);
+
+impl PolicySource for ConfigSource {
+    fn load(&self) -> Result<Policy, String> {
+        config::load(self.0.as_deref())
+            .map(|l| l.policy)
+            .map_err(|e| config::render(&e))
+    }
+}
+
+/// `pptune check`.
+#[must_use]
+pub fn check(path: Option<&Path>) -> ExitCode {
+    match load_policy(path) {
+        Ok(l) => {
+            if l.default_applied {
+                println!("policy OK: no policy file found, the embedded default policy applies");
+            } else {
+                let files: Vec<String> =
+                    l.sources.iter().map(|p| p.display().to_string()).collect();
+                println!("policy OK: {}", files.join(", "));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(code) => code,
+    }
+}
+
+/// `pptune run`.
+pub async fn run(path: Option<&Path>, listen: Option<SocketAddr>) -> anyhow::Result<ExitCode> {
+    let loaded = match load_policy(path) {
+        Ok(l) => l,
+        Err(code) => return Ok(code),
+    };
+    let policy = loaded.policy;
+    if loaded.default_applied {
+        tracing::info!("no policy file: the embedded default policy applies");
+    }
+    let kernel = Arc::new(NetlinkKernel::connect().await?);
+    let dir = state::runtime_dir();
+    let store = StateStore::open(&dir, state::read_boot_id()?).with_context(|| {
+        format!(
+            "the runtime directory {} (set RUNTIME_DIRECTORY to use another)",
+            dir.display()
+        )
+    })?;
+    let metrics = Arc::new(Metrics::new());
+    let addr = listen
+        .or(policy.daemon.metrics_listen)
+        .unwrap_or(DEFAULT_METRICS_LISTEN);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding the metrics listener on {addr}"))?;
+    tracing::info!(%addr, "serving metrics at /metrics");
+    let http = tokio::spawn(crate::http::serve(listener, Arc::clone(&metrics)));
+    let (reload_tx, reload_rx) = mpsc::unbounded_channel();
+    let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            if reload_tx.send(()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let shutdown = async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM: finishing and stopping"),
+            _ = int.recv() => tracing::info!("SIGINT: finishing and stopping"),
+        }
+    };
+    let host_id = rollout::host_id(Path::new("/"));
+    let opts = Options {
+        notifier: Notifier::from_env(),
+        store: Some(store),
+        host_id,
+        control_socket: Some(control::socket_path(&dir)),
+        metrics,
+        reload: reload_rx,
+        backoff_base: Duration::from_secs(60),
+    };
+    let source = Box::new(ConfigSource(path.map(Path::to_owned)));
+    let result = crate::run::run(
+        kernel,
+        PolicyEngine::default(),
+        source,
+        policy,
+        opts,
+        shutdown,
+    )
+    .await;
+    http.abort();
+    result?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `pptune status`: the kernel's view (the netlink helper's renderer), then
+/// the running daemon's.
+pub async fn status(
+    _path: Option<&Path>,
+    interfaces: Vec<String>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let code = crate::status::run(crate::status::StatusArgs {
+        interfaces: interfaces.clone(),
+        json,
+    })
+    .await?;
+    if !json {
+        let view = control::query(&control::socket_path(&state::runtime_dir())).await;
+        print!(
+            "\n{}",
+            crate::daemon_view::render(view.as_ref(), &interfaces)
+        );
+    }
+    Ok(code)
+}
+
+/// The record, read without the lock (the daemon writes it by rename, so a
+/// reader never sees half a file), for `plan`.
+fn read_record() -> Option<StateFile> {
+    let text = std::fs::read_to_string(state::runtime_dir().join("state.json")).ok()?;
+    let rec: StateFile = serde_json::from_str(&text).ok()?;
+    (state::read_boot_id().ok()? == rec.boot_id).then_some(rec)
+}
+
+/// `pptune plan`.
+pub async fn plan(path: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
+    let policy = match load_policy(path) {
+        Ok(l) => l.policy,
+        Err(code) => return Ok(code),
+    };
+    let (samples, span) = policy::engine::findings_needed(&policy);
+    let interval = policy.timing.interval;
+    eprintln!(
+        "pptune plan: sampling {samples} times over {}s (every {}s: {} window(s) of {}s) to reach a finding; nothing is changed",
+        span.as_secs(),
+        interval.as_secs_f64(),
+        policy.timing.windows_for_finding,
+        policy.timing.window.as_secs_f64(),
+    );
+    let kernel = NetlinkKernel::connect().await?;
+    let originals: Vec<Original> = read_record()
+        .map(|r| {
+            r.devices
+                .values()
+                .flat_map(|d| {
+                    d.originals.iter().map(|o| Original {
+                        device: d.id.clone(),
+                        knob: o.knob,
+                        value: o.value,
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut engine = PolicyEngine::default();
+    let origin = Instant::now();
+    let mut prev: Option<(Snapshot, Duration)> = None;
+    let mut plan = policy::Plan::default();
+    for i in 0..samples {
+        if i > 0 {
+            tokio::time::sleep(interval).await;
+        }
+        let snap = kernel.sample(&SampleScope::default()).await?;
+        let now = origin.elapsed();
+        let obs = Observation {
+            previous: prev.as_ref().map(|(s, _)| s),
+            current: &snap,
+            elapsed: prev
+                .as_ref()
+                .map_or(Duration::ZERO, |(_, t)| now.saturating_sub(*t)),
+            now,
+            local_time: None,
+            history: &[],
+            overrides: &[],
+            originals: &originals,
+        };
+        plan = engine.decide(&policy, &obs);
+        prev = Some((snap, now));
+        if !json {
+            eprint!("\rsample {}/{samples}", i + 1);
+        }
+    }
+    let host = rollout::host_id(Path::new("/"));
+    let enforcing = rollout::enforcing(policy.rollout.as_ref(), &host.value);
+    if json {
+        let v = serde_json::json!({
+            "schema_version": 1,
+            "samples": samples,
+            "duration_s": span.as_secs_f64(),
+            "host_enforcing": enforcing,
+            "decisions": plan.decisions,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    eprintln!();
+    if !enforcing {
+        println!(
+            "rollout: this host only observes (host id from {})",
+            host.source
+        );
+    }
+    if plan.decisions.is_empty() {
+        println!("no interface is selected by the policy (or none exposes page pools)");
+    }
+    for d in &plan.decisions {
+        let mode = if d.mode == policy::Mode::Enforce && enforcing {
+            "enforce: run would do this"
+        } else {
+            "observe: run would only recommend this"
+        };
+        println!(
+            "{} — {} [{}] ({mode})",
+            d.device,
+            action_text(&d.action),
+            d.reason
+        );
+        println!("    {}", d.message);
+        let ev: Vec<String> = d
+            .evidence
+            .iter()
+            .map(|(k, v)| format!("{k}={v:.4}"))
+            .collect();
+        if !ev.is_empty() {
+            println!("    evidence: {}", ev.join(" "));
+        }
+        println!("    recommendation id: {}", d.id);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `pptune restore`: with the daemon stopped, restore from the record under
+/// its lock; with the daemon running (it holds the lock), ask it to.
+pub async fn restore(interfaces: Vec<String>) -> anyhow::Result<ExitCode> {
+    let dir = state::runtime_dir();
+    let (lines, ok) = match StateStore::open(&dir, state::read_boot_id()?) {
+        Err(StateError::Locked { .. }) => {
+            let sock = control::socket_path(&dir);
+            match control::request(&sock, &Request::Restore { interfaces }).await {
+                Ok(Reply::Restored { lines, ok }) => (lines, ok),
+                Ok(Reply::Error { message }) => anyhow::bail!("the daemon refused: {message}"),
+                Ok(Reply::View(_)) => anyhow::bail!("unexpected reply from the daemon"),
+                Err(e) => anyhow::bail!(
+                    "the state record is locked by a running pptune, and its control socket {} does not answer: {e}",
+                    sock.display()
+                ),
+            }
+        }
+        Err(e) => return Err(e.into()),
+        Ok(store) => {
+            let (mut rec, stale) = store.load()?;
+            if let Some(why) = stale {
+                store.clear()?;
+                println!("nothing to restore: the record was stale ({why}); cleared");
+                return Ok(ExitCode::SUCCESS);
+            }
+            let kernel = NetlinkKernel::connect().await?;
+            let snap = kernel.sample(&SampleScope::default()).await?;
+            let (lines, ok, _) =
+                crate::actuator::restore_originals(&kernel, &mut rec, &snap.devices, &interfaces)
+                    .await;
+            rec.prune();
+            if rec.devices.is_empty() {
+                store.clear()?;
+            } else {
+                store.save(&rec)?;
+            }
+            (lines, ok)
+        }
+    };
+    for l in lines {
+        println!("{l}");
+    }
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
