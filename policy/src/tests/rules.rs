@@ -696,3 +696,46 @@ fn originals_are_per_knob() {
     let r = reasons(&mut w, 8, |_, _| steady(100_000));
     assert!(r.iter().all(|c| *c != ReasonCode::CalmShrink), "{r:?}");
 }
+
+#[test]
+fn fbnic_grows_rx_jumbo_to_a_power_of_two() {
+    let mut d = device(1, "fbnic", 512, 8192, 2);
+    if let crate::snapshot::Availability::Available(r) = &mut d.rings {
+        r.rx_mini = Some(256);
+        r.rx_mini_max = Some(4096);
+        r.rx_jumbo = Some(1024);
+        r.rx_jumbo_max = Some(8192);
+    }
+    let mut w = World::new(policy(), vec![d]);
+    w.apply = false;
+    // Pool = rx-mini + rx-jumbo = 1280; bursts of 4000 pages.
+    let t = |_: &World, _: usize| bursty(1280, 4000, 50, false);
+    w.tick(t);
+    w.tick(t);
+    let d = only(&w.tick(t)).clone();
+    // 4000 × 1.25 = 5000 pool → jumbo 4744 → 8192 (power of two, = max).
+    assert_eq!(
+        d.action,
+        Action::SetRing {
+            field: RingField::RxJumbo,
+            from: 1024,
+            to: 8192
+        },
+        "{d:?}"
+    );
+}
+
+#[test]
+fn devices_without_pools_or_stats_hold() {
+    let mut p = policy();
+    p.selectors[0].require_pools = false;
+    let mut bare = device(1, "veth", 0, 0, 1);
+    bare.rx_queues[0].pools.clear();
+    let mut nostats = device(2, "ice", 512, 8160, 1);
+    nostats.rx_queues[0].pools[0].stats = None;
+    let mut w = World::new(p, vec![bare, nostats]);
+    w.snap.capabilities.page_pool_stats = false;
+    let plan = w.tick(|_, _| Traffic::default());
+    let r: Vec<ReasonCode> = plan.decisions.iter().map(|d| d.reason).collect();
+    assert_eq!(r, [ReasonCode::NoPools, ReasonCode::NoStats]);
+}
