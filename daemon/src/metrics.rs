@@ -352,19 +352,19 @@ impl Metrics {
             recycling_ratio: reg!(
                 "pptune_queue_recycling",
                 "ynltool's recycling figure as a ratio, over the last sampling interval",
-                Unit::Ratios,
+                Unit::Other("ratio".into()),
                 Family::default()
             ),
             recycle_miss_ratio: reg!(
                 "pptune_queue_recycle_miss",
                 "ring_full / (recycle_cached + recycle_ring + ring_full) over the last interval: the pool ring was too small",
-                Unit::Ratios,
+                Unit::Other("ratio".into()),
                 Family::default()
             ),
             slow_refill_ratio: reg!(
                 "pptune_queue_slow_refill",
                 "alloc_slow / (alloc_slow + alloc_refill) (alloc_empty for memory providers) over the last interval",
-                Unit::Ratios,
+                Unit::Other("ratio".into()),
                 Family::default()
             ),
             ring: reg!(
@@ -445,7 +445,7 @@ impl Metrics {
             rollout_fraction: reg!(
                 "pptune_rollout_fraction",
                 "The policy's rollout fraction (1 without a rollout)",
-                Unit::Ratios,
+                Unit::Other("ratio".into()),
                 FGauge::default()
             ),
             reloads: reg!(

@@ -467,6 +467,18 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             let enforce = dec.mode == Mode::Enforce && self.host_enforcing && cap;
             let mode = if enforce { "enforce" } else { "observe" };
             self.metrics.set_mode(&dec.device, mode);
+            // 0 for every selected device, so "backed off" is a value to
+            // alert on, not a missing series.
+            let backed_off = self
+                .backoff
+                .get(&dec.device_id.key())
+                .is_some_and(|b| b.until > now);
+            self.metrics
+                .backoff
+                .get_or_create(&crate::metrics::DevLabels {
+                    device: dec.device.clone(),
+                })
+                .set(i64::from(backed_off));
             self.metrics
                 .decisions
                 .get_or_create(&crate::metrics::DecisionLabels {

@@ -2,6 +2,9 @@
 //! real policy engine, in paused tokio time (a minute of daemon life runs
 //! in milliseconds, deterministically).
 
+// Test helpers may unwrap too: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
