@@ -1,0 +1,388 @@
+//! The Grafana dashboard and the Prometheus alert rules: they parse, promtool
+//! accepts them (and the alert unit tests pass), and every pptune metric they
+//! query is one the daemon really exports (its own registry,
+//! `pptune::metrics::Metrics`) and one `docs/metrics.md` documents.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn read(rel: &str) -> String {
+    std::fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+fn dashboard() -> Value {
+    serde_json::from_str(&read("packaging/grafana/pptune-dashboard.json"))
+        .expect("dashboard is valid JSON")
+}
+
+/// Every PromQL expression in the dashboard: panel targets, annotation
+/// queries and template-variable queries.
+fn dashboard_exprs(d: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in d["panels"].as_array().expect("panels") {
+        for t in p["targets"].as_array().into_iter().flatten() {
+            out.push(t["expr"].as_str().expect("target expr").to_string());
+        }
+    }
+    for a in d["annotations"]["list"].as_array().expect("annotations") {
+        if let Some(e) = a["expr"].as_str() {
+            out.push(e.to_string());
+        }
+    }
+    for v in d["templating"]["list"].as_array().expect("templating") {
+        if let Some(q) = v["definition"].as_str() {
+            // label_values(<selector>, label): the selector is PromQL.
+            let inner = q
+                .strip_prefix("label_values(")
+                .and_then(|s| s.rsplit_once(','))
+                .map(|(sel, _)| sel.to_string())
+                .unwrap_or_else(|| panic!("unexpected variable query {q}"));
+            out.push(inner);
+        }
+    }
+    out
+}
+
+fn alert_rules() -> Value {
+    serde_saphyr::from_str(&read("packaging/prometheus/pptune-alerts.yaml")).expect("alerts YAML")
+}
+
+fn alert_exprs(rules: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for g in rules["groups"].as_array().expect("groups") {
+        for r in g["rules"].as_array().expect("rules") {
+            let name = r["alert"].as_str().expect("alert name").to_string();
+            out.push((name, r["expr"].as_str().expect("expr").to_string()));
+        }
+    }
+    out
+}
+
+/// The metric names in a PromQL expression that start with `pptune_`.
+fn pptune_names(expr: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let bytes = expr.as_bytes();
+    let mut i = 0;
+    while let Some(pos) = expr[i..].find("pptune_") {
+        let start = i + pos;
+        let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b':';
+        if start > 0 && ident(bytes[start - 1]) {
+            i = start + 1;
+            continue;
+        }
+        let mut end = start;
+        while end < bytes.len() && ident(bytes[end]) {
+            end += 1;
+        }
+        out.insert(expr[start..end].to_string());
+        i = end;
+    }
+    out
+}
+
+/// A registry with every family populated: prometheus-client writes no
+/// `# TYPE` line for a family without children, so one device with one queue
+/// and one pool is observed twice (the ratios need a delta) and each
+/// event-driven family gets one child.
+fn populated_metrics() -> pptune::metrics::Metrics {
+    use policy::snapshot::{
+        Availability, Capabilities, Channels, Device, Pool, PoolStats, Rings, RxQueue, Snapshot,
+    };
+    use pptune::metrics::*;
+    let m = Metrics::new();
+    let snap = |k: u64| Snapshot {
+        capabilities: Capabilities {
+            page_pool_stats: true,
+            ..Capabilities::default()
+        },
+        devices: vec![Device {
+            ifindex: 2,
+            name: "eth0".into(),
+            rings: Availability::Available(Rings {
+                rx: Some(1024),
+                rx_max: Some(8192),
+                ..Rings::default()
+            }),
+            channels: Availability::Available(Channels {
+                combined: Some(8),
+                combined_max: Some(64),
+                ..Channels::default()
+            }),
+            rx_queues: vec![RxQueue {
+                id: 0,
+                pools: vec![Pool {
+                    id: 7,
+                    inflight: Some(100),
+                    inflight_mem: Some(409_600),
+                    stats: Some(PoolStats {
+                        alloc_fast: 1000 * k,
+                        alloc_slow: 10 * k,
+                        alloc_slow_high_order: k,
+                        alloc_empty: k,
+                        alloc_refill: 50 * k,
+                        alloc_waive: k,
+                        recycle_cached: 800 * k,
+                        recycle_cache_full: k,
+                        recycle_ring: 100 * k,
+                        recycle_ring_full: 5 * k,
+                        recycle_released_refcnt: k,
+                    }),
+                    ..Pool::default()
+                }],
+                ..RxQueue::default()
+            }],
+            ..Device::default()
+        }],
+        orphan_pools: vec![Pool {
+            id: 3,
+            inflight: Some(1),
+            ..Pool::default()
+        }],
+        ..Snapshot::default()
+    };
+    m.observe_snapshot(&snap(1));
+    m.observe_snapshot(&snap(2));
+    let dev = || "eth0".to_string();
+    m.decisions
+        .get_or_create(&DecisionLabels {
+            device: dev(),
+            action: "set_ring".into(),
+            reason: "recycle_miss".into(),
+            mode: "enforce".into(),
+        })
+        .inc();
+    m.actions
+        .get_or_create(&ActionLabels {
+            device: dev(),
+            knob: "ring.rx".into(),
+            direction: "grow".into(),
+            result: "applied".into(),
+        })
+        .inc();
+    m.last_action
+        .get_or_create(&DevLabels { device: dev() })
+        .set(1);
+    m.overrides
+        .get_or_create(&KnobLabels {
+            device: dev(),
+            knob: "ring.rx".into(),
+        })
+        .inc();
+    m.backoff.get_or_create(&DevLabels { device: dev() }).set(0);
+    m.resyncs
+        .get_or_create(&KindLabels {
+            kind: "netdev".into(),
+        })
+        .inc();
+    m.set_mode("eth0", "enforce");
+    m
+}
+
+/// The sample names the daemon's registry really produces, from the
+/// `# TYPE` lines of its OpenMetrics exposition (counters gain `_total`,
+/// info `_info`).
+fn exported_names() -> BTreeSet<String> {
+    let text = populated_metrics().encode().expect("encode");
+    let mut out = BTreeSet::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("# TYPE ") else {
+            continue;
+        };
+        let mut it = rest.split_whitespace();
+        let (name, kind) = (it.next().unwrap(), it.next().unwrap());
+        let sample = match kind {
+            "counter" => format!("{name}_total"),
+            "info" => format!("{name}_info"),
+            _ => name.to_string(),
+        };
+        out.insert(sample);
+    }
+    out
+}
+
+#[test]
+fn every_declared_family_is_in_the_populated_exposition() {
+    // Guards this file's own premise: if a family is missing here, the
+    // populated registry above is incomplete and the name checks below would
+    // be too strict (or the daemon's declared list and its registry differ).
+    let exported = exported_names();
+    let declared: BTreeSet<String> = pptune::metrics::family_names().into_iter().collect();
+    let not_emitted: Vec<_> = declared.difference(&exported).collect();
+    let undeclared: Vec<_> = exported.difference(&declared).collect();
+    assert!(
+        not_emitted.is_empty() && undeclared.is_empty(),
+        "metrics.rs family_names() and its registry disagree:\n  declared, not emitted: {not_emitted:?}\n  emitted, not declared: {undeclared:?}"
+    );
+}
+
+fn assert_names_exist(what: &str, names: &BTreeSet<String>) {
+    let exported = exported_names();
+    let docs = read("docs/metrics.md");
+    let missing: Vec<_> = names.iter().filter(|n| !exported.contains(*n)).collect();
+    assert!(
+        missing.is_empty(),
+        "{what} queries metrics pptune does not export: {missing:?}\nexported: {exported:?}"
+    );
+    let undocumented: Vec<_> = names
+        .iter()
+        .filter(|n| !docs.contains(n.as_str()))
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "{what} queries metrics docs/metrics.md does not document: {undocumented:?}"
+    );
+}
+
+#[test]
+fn dashboard_covers_the_required_views() {
+    let d = dashboard();
+    assert!(d["uid"].as_str().is_some_and(|u| !u.is_empty()));
+    let titles: Vec<String> = d["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["type"] != "row")
+        .map(|p| p["title"].as_str().unwrap().to_lowercase())
+        .collect();
+    for want in [
+        "recycling %",
+        "ring_full rate",
+        "slow-path share",
+        "rx ring size",
+        "channel count",
+        "inflight pool memory",
+        "operator overrides",
+        "canary vs observe",
+    ] {
+        assert!(
+            titles.iter().any(|t| t.contains(want)),
+            "no panel titled like {want:?} in {titles:?}"
+        );
+    }
+    // pptune's own changes are drawn on the time series as annotations.
+    let anns = d["annotations"]["list"].as_array().unwrap();
+    assert!(
+        anns.iter().any(|a| a["expr"]
+            .as_str()
+            .is_some_and(|e| e.contains("pptune_actions_total"))),
+        "no annotation query for pptune's actions"
+    );
+    // Panel ids are unique (Grafana silently drops duplicates).
+    let ids: Vec<u64> = d["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_u64().unwrap())
+        .collect();
+    let unique: BTreeSet<_> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "duplicate panel ids");
+}
+
+#[test]
+fn dashboard_metrics_exist_and_are_documented() {
+    let names: BTreeSet<String> = dashboard_exprs(&dashboard())
+        .iter()
+        .flat_map(|e| pptune_names(e))
+        .collect();
+    assert!(names.len() >= 10, "{names:?}");
+    assert_names_exist("the dashboard", &names);
+}
+
+#[test]
+fn alert_metrics_exist_and_are_documented() {
+    let names: BTreeSet<String> = alert_exprs(&alert_rules())
+        .iter()
+        .flat_map(|(_, e)| pptune_names(e))
+        .collect();
+    assert_names_exist("the alert rules", &names);
+}
+
+fn promtool() -> Option<&'static str> {
+    let ok = Command::new("promtool")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!(
+            "SKIP: promtool not found (Debian package `prometheus`); alert rules not checked"
+        );
+    }
+    ok.then_some("promtool")
+}
+
+fn run_promtool(args: &[&str], dir: &Path) -> String {
+    let out = Command::new("promtool")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run promtool");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "promtool {args:?} failed:\n{text}");
+    text
+}
+
+#[test]
+fn alert_rules_pass_promtool_check_and_unit_tests() {
+    let Some(_) = promtool() else { return };
+    let dir = root().join("packaging/prometheus");
+    let check = run_promtool(&["check", "rules", "pptune-alerts.yaml"], &dir);
+    let n = alert_exprs(&alert_rules()).len();
+    assert!(check.contains(&format!("{n} rules found")), "{check}");
+    let test = run_promtool(&["test", "rules", "pptune-alerts.test.yaml"], &dir);
+    assert!(test.contains("SUCCESS"), "{test}");
+
+    // Every alert has at least one case where it must fire.
+    let tests = read("packaging/prometheus/pptune-alerts.test.yaml");
+    for (name, _) in alert_exprs(&alert_rules()) {
+        assert!(
+            tests.contains(&format!("alertname: {name}")),
+            "alert {name} has no promtool test case"
+        );
+    }
+}
+
+/// Grafana's macros and variables replaced by values Prometheus accepts, so
+/// promtool can parse the dashboard's queries as recording rules.
+fn plain_promql(expr: &str) -> String {
+    expr.replace("$__rate_interval", "5m")
+        .replace("$__interval", "1m")
+        .replace("$__range", "1h")
+        .replace("$instance", ".*")
+        .replace("$device", ".*")
+}
+
+#[test]
+fn dashboard_queries_are_valid_promql() {
+    let Some(_) = promtool() else { return };
+    let exprs = dashboard_exprs(&dashboard());
+    let mut rules = String::from("groups:\n  - name: dashboard\n    rules:\n");
+    for (i, e) in exprs.iter().enumerate() {
+        let e = plain_promql(e);
+        assert!(!e.contains('$'), "unreplaced variable in {e}");
+        rules.push_str(&format!(
+            "      - record: dashboard:q{i}\n        expr: {}\n",
+            serde_json::to_string(&e).unwrap()
+        ));
+    }
+    let dir = std::env::temp_dir().join(format!("pptune-dash-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("dashboard-rules.yaml"), rules).unwrap();
+    let out = run_promtool(&["check", "rules", "dashboard-rules.yaml"], &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.contains(&format!("{} rules found", exprs.len())),
+        "{out}"
+    );
+}
