@@ -592,6 +592,10 @@ impl DeviceRun<'_> {
         ev.insert("pool_now".into(), f64::from(pool_now));
         ev.insert("burst_estimate_pages".into(), burst);
         ev.insert("pool_factor".into(), self.info.factor());
+        // 0 = the driver's ring-to-pool mapping is unknown (1x assumed).
+        let known = !matches!(self.info.mapping, PoolMapping::Unknown);
+        ev.insert("pool_mapping_known".into(), if known { 1.0 } else { 0.0 });
+        ev.insert("inflight_peak".into(), n64(q.inflight_peak));
         ev.insert("grow_step".into(), f64::from(steps.saturating_add(1)));
         let miss = q.recycle_miss.unwrap_or(0.0) * 100.0;
         if target <= l.cur {
@@ -1070,6 +1074,11 @@ fn in_window(w: &crate::policy::ChangeWindow, weekday: u8, minute: u16) -> bool 
         (day_ok(weekday) && minute >= w.start_minute)
             || (day_ok((weekday + 6) % 7) && minute < w.end_minute)
     }
+}
+
+#[allow(clippy::cast_precision_loss)]
+fn n64(v: u64) -> f64 {
+    v as f64
 }
 
 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
