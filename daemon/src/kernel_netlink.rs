@@ -47,11 +47,25 @@ impl NetlinkKernel {
     }
 
     /// Wrap an existing client (e.g. one built inside a test netns).
+    ///
+    /// The notification sockets are opened now when a tokio runtime is
+    /// running, so no change between construction and the first
+    /// [`Kernel::next_event`] is missed; otherwise on that first call.
     #[must_use]
     pub fn from_client(client: Client) -> Self {
+        let events =
+            tokio::runtime::Handle::try_current()
+                .ok()
+                .and_then(|_| match client.subscribe() {
+                    Ok(n) => Some(n),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot open notification sockets yet");
+                        None
+                    }
+                });
         Self {
             client,
-            events: Mutex::new(None),
+            events: Mutex::new(events),
             origin: Instant::now(),
         }
     }
@@ -81,6 +95,16 @@ impl NetlinkKernel {
                 Filter::Ifindex(i) => l.ifindex == *i,
             })
             .collect();
+        if selected.is_empty() && matches!(filter, Filter::Ifindex(_)) {
+            // The device is gone: nothing to dump (a filtered queue-get
+            // would only answer ENODEV).
+            return Ok(Snapshot {
+                taken_at_ms: self.elapsed_ms(),
+                capabilities,
+                devices: Vec::new(),
+                orphan_pools: Vec::new(),
+            });
+        }
 
         let pools = if capabilities.page_pool_get {
             self.client
@@ -106,10 +130,11 @@ impl NetlinkKernel {
             Filter::Names(_) => None,
         };
         let queues = if capabilities.queue_get {
-            self.client
-                .queues(queue_filter)
-                .await
-                .map_err(|e| sample_err("dumping queues", e))?
+            match self.client.queues(queue_filter).await {
+                // The filtered device vanished since the link dump.
+                Err(e) if e.kernel().is_some_and(netlink::KernelError::is_no_device) => Vec::new(),
+                r => r.map_err(|e| sample_err("dumping queues", e))?,
+            }
         } else {
             Vec::new()
         };
@@ -208,6 +233,10 @@ impl NetlinkKernel {
         })
     }
 
+    fn elapsed_ms(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
     async fn rings(&self, link: &Link, driver: Option<&str>) -> Availability<Rings> {
         match self.client.rings(link.ifindex, Some(&link.name)).await {
             Ok(r) => Availability::Available(convert_rings(&r)),
@@ -249,12 +278,20 @@ fn sample_err(context: &str, e: netlink::Error) -> SampleError {
     }
 }
 
-fn set_err(ifindex: u32, e: netlink::Error) -> SetError {
+/// A set refusal as the daemon sees it. EOPNOTSUPP usually comes without
+/// an extack message (the driver simply has no hook), so the driver is
+/// named here: "not supported by driver veth".
+fn set_err(ifindex: u32, driver: Option<&str>, e: netlink::Error) -> SetError {
     match e.kernel() {
         Some(k) if k.is_no_device() => SetError::DeviceGone(ifindex),
         Some(k) => SetError::Refused {
             errno: k.errno,
-            message: k.describe(),
+            message: match (&k.message, k.is_not_supported()) {
+                (None, true) => {
+                    format!("not supported by driver {}", driver.unwrap_or("(unknown)"))
+                }
+                _ => k.describe(),
+            },
             attr: k.attr.clone(),
         },
         None => SetError::Other(Box::new(e)),
@@ -454,15 +491,17 @@ impl Kernel for NetlinkKernel {
             RingField::RxJumbo => req.rx_jumbo = Some(value),
         }
         let name = self.ifname(ifindex).await;
+        let driver = name.as_deref().and_then(|n| self.client.driver_name(n));
+        let err = |e| set_err(ifindex, driver.as_deref(), e);
         self.client
             .set_rings(req, name.as_deref())
             .await
-            .map_err(|e| set_err(ifindex, e))?;
+            .map_err(err)?;
         let back = self
             .client
             .rings(ifindex, name.as_deref())
             .await
-            .map_err(|e| set_err(ifindex, e))?;
+            .map_err(err)?;
         Ok(convert_rings(&back))
     }
 
@@ -481,15 +520,17 @@ impl Kernel for NetlinkKernel {
             ChannelField::Rx => req.rx_count = Some(value),
         }
         let name = self.ifname(ifindex).await;
+        let driver = name.as_deref().and_then(|n| self.client.driver_name(n));
+        let err = |e| set_err(ifindex, driver.as_deref(), e);
         self.client
             .set_channels(req, name.as_deref())
             .await
-            .map_err(|e| set_err(ifindex, e))?;
+            .map_err(err)?;
         let back = self
             .client
             .channels(ifindex, name.as_deref())
             .await
-            .map_err(|e| set_err(ifindex, e))?;
+            .map_err(err)?;
         Ok(convert_channels(&back))
     }
 
@@ -511,5 +552,109 @@ impl Kernel for NetlinkKernel {
                 return Some(k);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netlink::netns::TempNetns;
+
+    fn veth_netns(tag: &str) -> Option<TempNetns> {
+        if !netlink::netns::is_root() {
+            eprintln!("SKIP {tag}: needs root to create a network namespace");
+            return None;
+        }
+        let ns = TempNetns::create(tag).unwrap();
+        ns.ip(&[
+            "link",
+            "add",
+            "veth0",
+            "numrxqueues",
+            "4",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "veth1",
+        ])
+        .unwrap();
+        ns.ip(&["link", "set", "veth0", "up"]).unwrap();
+        Some(ns)
+    }
+
+    /// Live: the Kernel trait over a veth pair in a throwaway netns.
+    #[test]
+    fn kernel_trait_on_veth() {
+        let Some(ns) = veth_netns("kern") else { return };
+        ns.run(|| async {
+            let k = NetlinkKernel::connect().await.unwrap();
+            let snap = k
+                .sample(&SampleScope {
+                    interfaces: vec!["veth0".to_owned()],
+                })
+                .await
+                .unwrap();
+            assert_eq!(snap.devices.len(), 1);
+            let d = &snap.devices[0];
+            assert_eq!(d.driver.as_deref(), Some("veth"));
+            assert_eq!(d.kind.as_deref(), Some("veth"));
+            assert_eq!(
+                d.rings,
+                Availability::Unavailable("not supported by driver veth".to_owned())
+            );
+            assert_eq!(d.channels.available().and_then(|c| c.rx), Some(4));
+            assert_eq!(d.rx_queues.len(), 4);
+            assert_eq!(d.num_rx_queues, Some(4));
+            assert!(!snap.capabilities.kernel_release.is_empty());
+
+            // set_channels: SET with ack, then read back.
+            let back = k
+                .set_channels(d.ifindex, ChannelField::Rx, 3)
+                .await
+                .unwrap();
+            assert_eq!(back.rx, Some(3));
+            let ev = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+                loop {
+                    if let Some(KernelEvent::ChannelsChanged { ifindex, channels }) =
+                        k.next_event().await
+                    {
+                        return (ifindex, channels);
+                    }
+                }
+            })
+            .await
+            .unwrap();
+            assert_eq!(ev, (d.ifindex, back));
+
+            // veth has no ring operations: refused, naming the driver.
+            match k.set_ring(d.ifindex, RingField::Rx, 512).await {
+                Err(SetError::Refused { errno, message, .. }) => {
+                    assert_eq!(errno, 95);
+                    assert_eq!(message, "not supported by driver veth");
+                }
+                other => panic!("expected a refusal, got {other:?}"),
+            }
+            // Above the maximum: EINVAL with the kernel's words and attribute.
+            match k.set_channels(d.ifindex, ChannelField::Rx, 64).await {
+                Err(SetError::Refused {
+                    errno,
+                    message,
+                    attr,
+                }) => {
+                    assert_eq!(errno, 22);
+                    assert_eq!(message, "requested channel count exceeds maximum");
+                    assert_eq!(attr.as_deref(), Some("channels.rx-count"));
+                }
+                other => panic!("expected a refusal, got {other:?}"),
+            }
+            // A device that does not exist.
+            assert!(k.sample_device(9999).await.unwrap().is_none());
+            assert!(matches!(
+                k.set_channels(9999, ChannelField::Rx, 1).await,
+                Err(SetError::DeviceGone(9999))
+            ));
+        })
+        .unwrap();
     }
 }

@@ -209,6 +209,17 @@ impl NotifySocket {
         Ok(Self { name, sock })
     }
 
+    /// Set `SO_RCVBUF` (the kernel doubles it and enforces a minimum).
+    pub fn set_rx_buf(&self, bytes: usize) -> Result<(), Error> {
+        self.sock
+            .socket_ref()
+            .set_rx_buf_sz(bytes)
+            .map_err(|source| Error::OpenSocket {
+                family: self.name,
+                source,
+            })
+    }
+
     /// The socket's name (for overflow events).
     #[must_use]
     pub fn name(&self) -> &'static str {
