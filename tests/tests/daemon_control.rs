@@ -1,0 +1,105 @@
+//! The control socket: `pptune status`'s daemon view and a restore asked of
+//! the running daemon (which holds the state lock).
+
+// Test helpers may unwrap too: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use policy::{Mode, Policy};
+use pptune::control::{self, Reply, Request};
+use pptune::metrics::Metrics;
+use pptune::notify::Notifier;
+use pptune::rollout::HostId;
+use pptune::run::{Options, PolicyEngine, PolicySource, run};
+use pptune::state::{StateError, StateStore};
+use pptune_tests::fake::{self, FakeKernel};
+use tokio::sync::mpsc;
+
+struct Fixed(Policy);
+
+impl PolicySource for Fixed {
+    fn load(&self) -> Result<Policy, String> {
+        Ok(self.0.clone())
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn status_view_and_restore_through_the_running_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = control::socket_path(dir.path());
+    let k = Arc::new(FakeKernel::bursty());
+    let mut p = fake::test_policy(Mode::Enforce);
+    p.timing.interval = Duration::from_millis(200);
+    p.timing.window = Duration::from_millis(200);
+    let (_tx, rx) = mpsc::unbounded_channel();
+    let opts = Options {
+        notifier: Notifier::off(),
+        store: Some(StateStore::open(dir.path(), "b".into()).unwrap()),
+        host_id: HostId {
+            source: "test",
+            value: "h".into(),
+        },
+        control_socket: Some(sock.clone()),
+        metrics: Arc::new(Metrics::new()),
+        reload: rx,
+        backoff_base: Duration::from_secs(30),
+    };
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let daemon = tokio::spawn(run(
+        Arc::clone(&k),
+        PolicyEngine::default(),
+        Box::new(Fixed(p.clone())),
+        p,
+        opts,
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
+    // Wait for pptune's change.
+    for _ in 0..100 {
+        if k.ring() > 256 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(k.ring() > 256, "no change made");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let view = control::query(&sock).await.expect("daemon answers");
+    let dev = view.devices.iter().find(|d| d.name == "eth0").unwrap();
+    assert_eq!(dev.mode, "enforce");
+    assert_eq!(dev.originals, vec![("ring.rx".to_owned(), 256)]);
+    assert!(!dev.last_actions.is_empty());
+    let text = pptune::daemon_view::render(Some(&view), &[]);
+    assert!(text.contains("eth0 [enforce]"), "{text}");
+    assert!(text.contains("originals: ring.rx=256"), "{text}");
+    // `pptune restore` cannot take the lock while the daemon runs…
+    assert!(matches!(
+        StateStore::open(dir.path(), "b".into()),
+        Err(StateError::Locked { .. })
+    ));
+    // …so it asks the daemon.
+    let reply = control::request(
+        &sock,
+        &Request::Restore {
+            interfaces: vec!["eth0".into()],
+        },
+    )
+    .await
+    .unwrap();
+    match reply {
+        Reply::Restored { ok, lines } => assert!(ok, "{lines:?}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(k.ring(), 256);
+    stop_tx.send(()).unwrap();
+    daemon.await.unwrap().unwrap();
+    assert!(!sock.exists(), "control socket left behind");
+    // Without a daemon: no view.
+    assert!(control::query(&sock).await.is_none());
+    assert!(pptune::daemon_view::render(None, &[]).contains("not running"));
+}
