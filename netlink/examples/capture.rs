@@ -11,6 +11,11 @@
 //! (and the CHANNELS_NTF it causes, from a monitor socket), a RINGS_SET
 //! above the maximum (an extack refusal), and napi-set of gro-flush-timeout
 //! to 5 s so the following napi-get carries an 8-byte `uint`.
+//!
+//! `capture OUTDIR - PREFIX` only dumps page pools and their stats (for
+//! states with no device to name: orphaned pools).
+//! `capture OUTDIR - PREFIX watch SECS` records every netdev `page-pool`
+//! notification for SECS seconds into `PREFIX<n>-netdev-page-pool-ntf.bin`.
 
 use std::path::{Path, PathBuf};
 
@@ -36,6 +41,26 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = PathBuf::from(dir);
     std::fs::create_dir_all(&dir)?;
     let client = netlink::Client::connect().await?;
+    if ifname == "-" {
+        if args.next().as_deref() == Some("watch") {
+            let secs: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(5);
+            return watch_page_pools(&client, &dir, &prefix, secs).await;
+        }
+        for (name, msg) in [
+            (
+                "netdev-page-pool-get-dump",
+                NetdevMessage::page_pool_get(None),
+            ),
+            (
+                "netdev-page-pool-stats-get-dump",
+                NetdevMessage::page_pool_stats_get(None),
+            ),
+        ] {
+            let ex = client.netdev_exchange(&msg, true).await?;
+            write(&dir, &prefix, name, &ex)?;
+        }
+        return Ok(());
+    }
     let links = client.links().await?;
     let link = links
         .iter()
@@ -222,6 +247,30 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
+    Ok(())
+}
+
+async fn watch_page_pools(
+    client: &netlink::Client,
+    dir: &Path,
+    prefix: &str,
+    secs: u64,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let fam = client.netdev_family().ok_or("no netdev family")?;
+    let group = fam.group("page-pool").ok_or("no page-pool group")?;
+    let mut sock = NotifySocket::open(NETLINK_GENERIC, "page-pool", &[group])?;
+    println!("watching page-pool notifications for {secs} s");
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(secs);
+    let mut n = 0;
+    while let Ok(r) = tokio::time::timeout_at(deadline, sock.recv()).await {
+        if let Received::Messages(msgs) = r? {
+            for m in msgs {
+                n += 1;
+                std::fs::write(dir.join(format!("{prefix}{n}-netdev-page-pool-ntf.bin")), m)?;
+            }
+        }
+    }
+    println!("wrote {n} notifications");
     Ok(())
 }
 

@@ -104,7 +104,7 @@ pub fn decode(source: Source, msg_bytes: &[u8]) -> Result<Option<Event>, CodecEr
 /// The stream of notifications. Dropping it closes the sockets.
 #[derive(Debug)]
 pub struct Notifications {
-    rx: mpsc::UnboundedReceiver<Event>,
+    rx: mpsc::Receiver<Event>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -120,7 +120,7 @@ impl Notifications {
     /// Open the sockets for whichever families exist; must run inside a
     /// tokio runtime, in the network namespace to watch.
     pub fn open(netdev: Option<&Family>, ethtool: Option<&Family>) -> Result<Self, Error> {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(QUEUE);
         let mut socks = Vec::new();
         if let Some(f) = netdev {
             let groups: Vec<u32> = [crate::netdev::GROUP_PAGE_POOL, crate::netdev::GROUP_MGMT]
@@ -156,7 +156,12 @@ impl Notifications {
     }
 }
 
-async fn pump(mut sock: NotifySocket, source: Source, tx: mpsc::UnboundedSender<Event>) {
+/// Events buffered between the sockets and the consumer. Beyond this the
+/// consumer is too slow, and the loss is reported like a socket overflow.
+const QUEUE: usize = 4096;
+
+async fn pump(mut sock: NotifySocket, source: Source, tx: mpsc::Sender<Event>) {
+    let mut lost = false;
     loop {
         let events = match sock.recv().await {
             Ok(Received::Overflow) => vec![Event::Overflow {
@@ -178,8 +183,19 @@ async fn pump(mut sock: NotifySocket, source: Source, tx: mpsc::UnboundedSender<
             }
         };
         for e in events {
-            if tx.send(e).is_err() {
-                return;
+            if lost {
+                match tx.try_send(Event::Overflow {
+                    source: sock.name(),
+                }) {
+                    Ok(()) => lost = false,
+                    Err(mpsc::error::TrySendError::Full(_)) => continue,
+                    Err(mpsc::error::TrySendError::Closed(_)) => return,
+                }
+            }
+            match tx.try_send(e) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(_)) => lost = true,
+                Err(mpsc::error::TrySendError::Closed(_)) => return,
             }
         }
     }

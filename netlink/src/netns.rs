@@ -14,6 +14,21 @@ use std::process::Command;
 use crate::error::Error;
 
 /// A network namespace created with `ip netns add` and deleted on drop.
+///
+/// ```no_run
+/// # fn demo() -> Result<(), netlink::Error> {
+/// use netlink::netns::TempNetns;
+/// let ns = TempNetns::create("doc")?;
+/// ns.ip(&["link", "add", "veth0", "type", "veth", "peer", "name", "veth1"])
+///     .map_err(|source| netlink::Error::EnterNetns { name: ns.name().to_owned(), source })?;
+/// let names = ns.run(|| async {
+///     // Sockets opened here belong to the namespace.
+///     let client = netlink::Client::connect().await?;
+///     Ok::<_, netlink::Error>(client.links().await?.into_iter().map(|l| l.name).collect::<Vec<_>>())
+/// })??;
+/// assert!(names.contains(&"veth0".to_owned()));
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct TempNetns {
     name: String,
