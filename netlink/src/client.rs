@@ -156,6 +156,26 @@ impl Client {
             .collect())
     }
 
+    /// page-pool-stats-get do for one pool (no RTNL taken, unlike the
+    /// dump); `None` if the pool is unknown (ENOENT).
+    pub async fn page_pool_stats_for(&self, id: u64) -> Result<Option<PagePoolStats>> {
+        match self
+            .netdev_req(
+                &NetdevMessage::page_pool_stats_get(Some(id)),
+                false,
+                "page-pool-stats-get",
+            )
+            .await
+        {
+            Ok(msgs) => Ok(msgs.into_iter().find_map(|m| match m.body {
+                NetdevBody::PagePoolStats(s) => Some(s),
+                _ => None,
+            })),
+            Err(e) if e.errno() == Some(libc::ENOENT) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// queue-get dump (all devices, or one). Devices that are down are
     /// skipped by the kernel.
     pub async fn queues(&self, ifindex: Option<u32>) -> Result<Vec<Queue>> {
