@@ -1,0 +1,56 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_pptune_global_optspecs
+    string join \n config= h/help V/version
+end
+
+function __fish_pptune_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_pptune_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_pptune_using_subcommand
+    set -l cmd (__fish_pptune_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c pptune -n "__fish_pptune_needs_command" -l config -d 'Policy file or directory (default: $CONFIGURATION_DIRECTORY or /etc/pptune; the embedded default policy when none exists)' -r -F
+complete -c pptune -n "__fish_pptune_needs_command" -s h -l help -d 'Print help'
+complete -c pptune -n "__fish_pptune_needs_command" -s V -l version -d 'Print version'
+complete -c pptune -n "__fish_pptune_needs_command" -f -a "run" -d 'Run the daemon (the default when no command is given)'
+complete -c pptune -n "__fish_pptune_needs_command" -f -a "status" -d 'Show page pools, queues, rings and channels, and the running daemon\'s view'
+complete -c pptune -n "__fish_pptune_needs_command" -f -a "plan" -d 'Sample the live kernel as often as the policy needs for a finding and print what `run` would do, and why. Changes nothing'
+complete -c pptune -n "__fish_pptune_needs_command" -f -a "check" -d 'Validate the policy: exit 0 when valid, 78 (EX_CONFIG) otherwise'
+complete -c pptune -n "__fish_pptune_needs_command" -f -a "restore" -d 'Put back the original rings/channels pptune recorded, and clear the record'
+complete -c pptune -n "__fish_pptune_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c pptune -n "__fish_pptune_using_subcommand run" -l metrics-listen -d 'Prometheus listen address (overrides the policy\'s daemon.metrics_listen; default 127.0.0.1:9864)' -r
+complete -c pptune -n "__fish_pptune_using_subcommand run" -l config -d 'Policy file or directory (default: $CONFIGURATION_DIRECTORY or /etc/pptune; the embedded default policy when none exists)' -r -F
+complete -c pptune -n "__fish_pptune_using_subcommand run" -s h -l help -d 'Print help'
+complete -c pptune -n "__fish_pptune_using_subcommand status" -s i -l interface -d 'Only this interface (repeatable)' -r
+complete -c pptune -n "__fish_pptune_using_subcommand status" -l config -d 'Policy file or directory (default: $CONFIGURATION_DIRECTORY or /etc/pptune; the embedded default policy when none exists)' -r -F
+complete -c pptune -n "__fish_pptune_using_subcommand status" -l json -d 'JSON for scripts'
+complete -c pptune -n "__fish_pptune_using_subcommand status" -s h -l help -d 'Print help'
+complete -c pptune -n "__fish_pptune_using_subcommand plan" -l config -d 'Policy file or directory (default: $CONFIGURATION_DIRECTORY or /etc/pptune; the embedded default policy when none exists)' -r -F
+complete -c pptune -n "__fish_pptune_using_subcommand plan" -l json
+complete -c pptune -n "__fish_pptune_using_subcommand plan" -s h -l help -d 'Print help'
+complete -c pptune -n "__fish_pptune_using_subcommand check" -l config -d 'Policy file or directory (default: $CONFIGURATION_DIRECTORY or /etc/pptune; the embedded default policy when none exists)' -r -F
+complete -c pptune -n "__fish_pptune_using_subcommand check" -s h -l help -d 'Print help'
+complete -c pptune -n "__fish_pptune_using_subcommand restore" -s i -l interface -d 'Only this interface (repeatable)' -r
+complete -c pptune -n "__fish_pptune_using_subcommand restore" -l config -d 'Policy file or directory (default: $CONFIGURATION_DIRECTORY or /etc/pptune; the embedded default policy when none exists)' -r -F
+complete -c pptune -n "__fish_pptune_using_subcommand restore" -s h -l help -d 'Print help'
+complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check restore help" -f -a "run" -d 'Run the daemon (the default when no command is given)'
+complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check restore help" -f -a "status" -d 'Show page pools, queues, rings and channels, and the running daemon\'s view'
+complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check restore help" -f -a "plan" -d 'Sample the live kernel as often as the policy needs for a finding and print what `run` would do, and why. Changes nothing'
+complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check restore help" -f -a "check" -d 'Validate the policy: exit 0 when valid, 78 (EX_CONFIG) otherwise'
+complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check restore help" -f -a "restore" -d 'Put back the original rings/channels pptune recorded, and clear the record'
+complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check restore help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
