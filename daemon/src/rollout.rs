@@ -68,6 +68,13 @@ pub fn position(salt: &str, host: &str) -> f64 {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
+    // FNV-1a alone leaves the high bits poorly mixed for short, similar
+    // inputs (host-1, host-2 …): finish with the splitmix64 mixer.
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^= h >> 31;
     // Top 53 bits: exactly representable in an f64.
     #[allow(clippy::cast_precision_loss)]
     let x = (h >> 11) as f64 / (1u64 << 53) as f64;
