@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Run one command inside a pptune test VM and return its exit status.
+#
+#   tests/vm/run.sh [--kernel 7.3|6.12|6.1|DIR] [--timeout SECS] [--mem MB]
+#                   [--smp N] [--out DIR] -- CMD ARGS...
+#
+# Boots the cached test kernel (tests/vm/kernel.sh builds it on first use) in
+# qemu TCG with the host's root filesystem read-only over 9p. CMD runs as root
+# in the same working directory with PATH, HOME, RUST_*, CARGO_*, PPTUNE_* and
+# a few other variables passed through, plus PPTUNE_IN_VM=1,
+# PPTUNE_KERNEL=<version>, PPTUNE_KERNEL_DIR=<cached kernel dir> and
+# PPTUNE_VM_OUT=<a writable directory shared with the host>. The share is the
+# --out directory (default: a temporary directory removed afterwards) and is
+# mounted at the same absolute path inside the VM.
+#
+# Inside the VM /tmp, /run and /var/tmp are fresh tmpfs: host files under them
+# are not visible there (use --out to hand files in or out).
+#
+# Output streams to stdout as the command writes it. Exit status: the
+# command's, or 124 on timeout, 125 if the VM ended without reporting one
+# (crash, panic), 130/143 if the runner was interrupted. qemu never outlives
+# the runner: it runs in its own session with a parent-death signal, and the
+# runner kills it on exit, timeout, SIGINT and SIGTERM.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+KERNEL=7.3
+TIMEOUT=300
+MEM=1024
+SMP=2
+OUTDIR=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --kernel) KERNEL="$2"; shift 2 ;;
+        --timeout) TIMEOUT="$2"; shift 2 ;;
+        --mem) MEM="$2"; shift 2 ;;
+        --smp) SMP="$2"; shift 2 ;;
+        --out) OUTDIR="$2"; shift 2 ;;
+        --) shift; break ;;
+        -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) die "unknown option '$1' (see --help)" ;;
+    esac
+done
+[ $# -gt 0 ] || die "no command given (usage: run.sh [options] -- CMD ARGS...)"
+[[ "$TIMEOUT" =~ ^[0-9]+$ ]] || die "--timeout must be whole seconds"
+
+if [ -d "$KERNEL" ] && [ -f "$KERNEL/bzImage" ]; then
+    KDIR="$(cd "$KERNEL" && pwd)"
+    KVER="$(awk '{print $1}' "$KDIR/source-version" 2>/dev/null | sed 's/^linux-source-//')"
+else
+    KDIR="$("$PPTUNE_VM_DIR/kernel.sh" "$KERNEL")"
+    KVER="$KERNEL"
+fi
+command -v qemu-system-x86_64 >/dev/null || ensure_packages
+
+CLEAN_OUT=0
+if [ -z "$OUTDIR" ]; then
+    OUTDIR="$(mktemp -d "${TMPDIR:-/tmp}/pptune-vm.XXXXXX")"
+    CLEAN_OUT=1
+fi
+mkdir -p "$OUTDIR"
+OUTDIR="$(cd "$OUTDIR" && pwd)"
+# The path travels on the kernel command line; keep it simple.
+[[ "$OUTDIR" =~ ^[A-Za-z0-9_./+-]+$ ]] || die "--out path must not contain spaces or special characters: $OUTDIR"
+rm -f "$OUTDIR/.pptune-exit-status" "$OUTDIR/.pptune-job.sh"
+
+# The job: same cwd, chosen environment, the command with exact quoting.
+{
+    echo "cd $(printf '%q' "$PWD") || exit 125"
+    for name in $(compgen -e); do
+        case "$name" in
+            PPTUNE_IN_VM|PPTUNE_KERNEL|PPTUNE_KERNEL_DIR|PPTUNE_VM_OUT) ;;
+            PATH|HOME|USER|LOGNAME|LANG|LC_ALL|TERM|NO_COLOR|RUST_*|CARGO_*|PPTUNE_*)
+                printf 'export %s=%q\n' "$name" "${!name}" ;;
+        esac
+    done
+    printf 'export PPTUNE_IN_VM=1 PPTUNE_KERNEL=%q PPTUNE_KERNEL_DIR=%q PPTUNE_VM_OUT=%q\n' "$KVER" "$KDIR" "$OUTDIR"
+    printf 'exec'
+    printf ' %q' "$@"
+    printf '\n'
+} > "$OUTDIR/.pptune-job.sh"
+
+QPID=""
+kill_qemu() {
+    if [ -n "$QPID" ] && kill -0 "$QPID" 2>/dev/null; then
+        kill -TERM -- "-$QPID" 2>/dev/null || kill -TERM "$QPID" 2>/dev/null || true
+        for _ in 1 2 3 4 5 6 7 8 9 10; do
+            kill -0 "$QPID" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL -- "-$QPID" 2>/dev/null || kill -KILL "$QPID" 2>/dev/null || true
+        wait "$QPID" 2>/dev/null || true
+    fi
+}
+cleanup() {
+    kill_qemu
+    if [ "$CLEAN_OUT" = 1 ]; then rm -rf "$OUTDIR"; fi
+}
+trap cleanup EXIT
+trap 'log "interrupted: stopping the VM"; kill_qemu; exit 130' INT
+trap 'log "terminated: stopping the VM"; kill_qemu; exit 143' TERM
+
+ROOTFLAGS="trans=virtio,version=9p2000.L,msize=262144,cache=loose"
+setsid setpriv --pdeathsig KILL \
+    qemu-system-x86_64 -accel tcg,thread=multi -cpu max -machine pc \
+    -m "$MEM" -smp "$SMP" -nodefaults -display none -no-user-config \
+    -serial stdio -no-reboot \
+    -kernel "$KDIR/bzImage" \
+    -fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap \
+    -device virtio-9p-pci,fsdev=root,mount_tag=/dev/root \
+    -fsdev "local,id=out,path=$OUTDIR,security_model=none,multidevs=remap" \
+    -device virtio-9p-pci,fsdev=out,mount_tag=pptune_out \
+    -append "console=ttyS0 root=/dev/root rootfstype=9p rootflags=$ROOTFLAGS ro init=$PPTUNE_VM_DIR/init.sh quiet loglevel=4 panic=-1 tsc=reliable pptune_out=$OUTDIR" \
+    </dev/null &
+QPID=$!
+
+deadline=$((SECONDS + TIMEOUT))
+timed_out=0
+while kill -0 "$QPID" 2>/dev/null; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+        timed_out=1
+        log "timeout after ${TIMEOUT}s: stopping the VM"
+        kill_qemu
+        break
+    fi
+    sleep 0.2
+done
+wait "$QPID" 2>/dev/null || true
+QPID=""
+
+if [ "$timed_out" = 1 ]; then
+    exit 124
+fi
+if [ -f "$OUTDIR/.pptune-exit-status" ]; then
+    rc="$(cat "$OUTDIR/.pptune-exit-status")"
+    [[ "$rc" =~ ^[0-9]+$ ]] || die "unreadable exit status '$rc'"
+    exit "$rc"
+fi
+log "the VM stopped without reporting an exit status (kernel panic or crash?)"
+exit 125
