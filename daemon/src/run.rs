@@ -373,6 +373,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
     async fn refresh(&mut self) {
         if let Ok(snap) = self.kernel.sample(&SampleScope::default()).await {
             self.absorb(&snap);
+            self.update_view();
         } else {
             self.metrics.error("sample");
         }

@@ -1,0 +1,220 @@
+//! The real `pptune` binary on the real kernel, in a throwaway network
+//! namespace (root only): `Type=notify` through sd-notify with a fake
+//! `NOTIFY_SOCKET` and `WATCHDOG_USEC`, SIGHUP reload, a device appearing
+//! while it runs (rtnetlink notification → device map), the control socket,
+//! SIGTERM → STOPPING and exit 0. And, without privileges, `check`/`run`
+//! exiting 78 on an invalid policy.
+
+// Test helpers may unwrap too: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use std::os::unix::net::UnixDatagram;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The `pptune` binary in this test's target directory. `cargo test -p
+/// pptune-tests` builds the library only, and a binary left from an older
+/// build would test old code, so ask cargo for it (a no-op when fresh).
+fn pptune_bin() -> PathBuf {
+    static BUILT: std::sync::Once = std::sync::Once::new();
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap().to_owned();
+    BUILT.call_once(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = Command::new(cargo)
+            .args(["build", "-p", "pptune", "--bin", "pptune"])
+            .env("CARGO_TARGET_DIR", dir.parent().unwrap())
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "building pptune failed");
+    });
+    let bin = dir.join("pptune");
+    assert!(bin.exists(), "{} missing", bin.display());
+    bin
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|e| e == "0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Datagrams received until `pred` matches one, or the deadline.
+fn wait_for(
+    sock: &UnixDatagram,
+    all: &mut Vec<String>,
+    secs: u64,
+    pred: impl Fn(&str) -> bool,
+) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let mut buf = [0u8; 4096];
+    while Instant::now() < deadline {
+        if let Ok(n) = sock.recv(&mut buf) {
+            let m = String::from_utf8_lossy(&buf[..n]).into_owned();
+            let hit = pred(&m);
+            all.push(m);
+            if hit {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+fn signal(pid: u32, sig: &str) {
+    let st = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+#[test]
+fn invalid_policy_exits_78_for_check_and_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("policy.yaml");
+    std::fs::write(&bad, "rings:\n  rx_rign: 4096\n").unwrap();
+    for cmd in ["check", "run"] {
+        let out = Command::new(pptune_bin())
+            .args(["--config", bad.to_str().unwrap(), cmd])
+            .env("RUNTIME_DIRECTORY", dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(78), "{cmd}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("policy.yaml:2:"), "{cmd}: {err}");
+    }
+    let out = Command::new(pptune_bin())
+        .args(["--config", dir.path().to_str().unwrap(), "check"])
+        .output()
+        .unwrap();
+    // The directory has policy.yaml (the bad one): still 78.
+    assert_eq!(out.status.code(), Some(78));
+}
+
+#[test]
+fn systemd_notify_reload_device_appearance_and_sigterm_in_a_netns() {
+    if !is_root() {
+        eprintln!("SKIPPED: needs root (a throwaway network namespace); run as root to include it");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("etc");
+    std::fs::create_dir(&cfg).unwrap();
+    let run_dir = dir.path().join("run");
+    let notify = dir.path().join("notify.sock");
+    let sock = UnixDatagram::bind(&notify).unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    // unshare execs sh, which brings lo up and execs pptune: one pid all
+    // along, so the signals reach pptune and NOTIFY_SOCKET's sender matches.
+    let mut child = Command::new("unshare")
+        .args([
+            "-n",
+            "sh",
+            "-c",
+            "ip link set lo up && exec \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0",
+        ])
+        .arg(pptune_bin())
+        .arg(&cfg)
+        .env("NOTIFY_SOCKET", &notify)
+        .env("WATCHDOG_USEC", "2000000")
+        .env("RUNTIME_DIRECTORY", &run_dir)
+        .env_remove("WATCHDOG_PID")
+        .env_remove("JOURNAL_STREAM")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("log")).unwrap())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let log = || std::fs::read_to_string(dir.path().join("log")).unwrap_or_default();
+    let mut msgs = Vec::new();
+    let ready = wait_for(&sock, &mut msgs, 30, |m| m.contains("READY=1"));
+    if !ready {
+        let _ = child.kill();
+        panic!("no READY=1: {msgs:?}\n{}", log());
+    }
+    assert!(msgs.last().unwrap().contains("STATUS="), "{msgs:?}");
+    // The loop pings the watchdog at least every second (half of 2 s).
+    let t0 = Instant::now();
+    let mut pings = Vec::new();
+    assert!(wait_for(&sock, &mut pings, 3, |m| m.contains("WATCHDOG=1")));
+    assert!(wait_for(&sock, &mut pings, 3, |m| m.contains("WATCHDOG=1")));
+    assert!(t0.elapsed() < Duration::from_secs(3), "{pings:?}");
+    // A device appears while the daemon runs: the link notification makes
+    // it resync, and the control socket shows it.
+    let st = Command::new("nsenter")
+        .args([
+            "-t",
+            &pid.to_string(),
+            "-n",
+            "ip",
+            "link",
+            "add",
+            "ppt0",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "ppt1",
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let ctl = pptune::control::socket_path(&run_dir);
+    let mut seen = false;
+    for _ in 0..50 {
+        std::thread::sleep(Duration::from_millis(100));
+        if let Some(v) = rt.block_on(pptune::control::query(&ctl))
+            && v.devices.iter().any(|d| d.name == "ppt0")
+        {
+            seen = true;
+            break;
+        }
+    }
+    assert!(
+        seen,
+        "the new veth never reached the daemon's view\n{}",
+        log()
+    );
+    // SIGHUP: RELOADING=1 (+ MONOTONIC_USEC), then READY=1 again.
+    signal(pid, "-HUP");
+    let mut rel = Vec::new();
+    assert!(
+        wait_for(&sock, &mut rel, 10, |m| m.contains("RELOADING=1")),
+        "{rel:?}"
+    );
+    assert!(rel.last().unwrap().contains("MONOTONIC_USEC="), "{rel:?}");
+    assert!(
+        wait_for(&sock, &mut rel, 10, |m| m.contains("READY=1")),
+        "{rel:?}"
+    );
+    // SIGTERM: STOPPING=1 and exit 0, control socket removed.
+    signal(pid, "-TERM");
+    let mut stop = Vec::new();
+    assert!(
+        wait_for(&sock, &mut stop, 10, |m| m.contains("STOPPING=1")),
+        "{stop:?}"
+    );
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{}", log());
+    assert!(!ctl.exists());
+    // JSON lines on stderr outside journald.
+    let l = log();
+    let first = l.lines().next().unwrap_or_default();
+    assert!(
+        serde_json::from_str::<serde_json::Value>(first).is_ok(),
+        "{first}"
+    );
+}
