@@ -11,7 +11,9 @@
 use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 /// The `pptune` binary in this test's target directory. `cargo test -p
 /// pptune-tests` builds the library only, and a binary left from an older
