@@ -133,3 +133,54 @@ impl DecisionLog {
         self.last.clear();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use policy::plan::{Knob, ReasonCode, RecommendationId, RingField};
+    use policy::snapshot::DeviceId;
+
+    fn decision(action: Action, reason: ReasonCode) -> Decision {
+        let id = DeviceId {
+            name_fallback: Some("eth0".into()),
+            ..DeviceId::default()
+        };
+        Decision {
+            ifindex: 2,
+            device: "eth0".into(),
+            id: RecommendationId::new(&id, action.knob(), reason),
+            device_id: id,
+            mode: policy::Mode::Observe,
+            action,
+            reason,
+            message: "m".into(),
+            evidence: BTreeMap::from([("recycle_miss_share".to_owned(), 0.5)]),
+        }
+    }
+
+    #[test]
+    fn identical_findings_are_logged_once_per_reminder_period() {
+        let mut log = DecisionLog::new(Duration::from_secs(3600));
+        let grow = decision(
+            Action::SetRing {
+                field: RingField::Rx,
+                from: 256,
+                to: 2048,
+            },
+            ReasonCode::RecycleMissHigh,
+        );
+        assert!(log.log(&grow, "observe", Duration::from_secs(0)));
+        let mut again = grow.clone();
+        // Evidence moves every tick; the finding is the same.
+        again.evidence.insert("recycle_miss_share".into(), 0.51);
+        assert!(!log.log(&again, "observe", Duration::from_secs(10)));
+        assert!(!log.log(&again, "observe", Duration::from_secs(20)));
+        // A different finding is logged at once…
+        let hold = decision(Action::Hold, ReasonCode::Healthy);
+        assert!(log.log(&hold, "observe", Duration::from_secs(30)));
+        // …and the reminder comes after the period.
+        assert!(!log.log(&hold, "observe", Duration::from_secs(40)));
+        assert!(log.log(&hold, "observe", Duration::from_secs(3700)));
+        assert_eq!(grow.action.knob(), Some(Knob::Ring(RingField::Rx)));
+    }
+}
