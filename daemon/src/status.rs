@@ -573,10 +573,14 @@ fn render_pool(o: &mut String, p: &PoolView, ind: &str) {
 
 fn inflight(p: &PoolView) -> String {
     match (p.inflight_pages, p.inflight_bytes) {
-        (Some(n), Some(b)) => format!("inflight {n} pages / {}", human_bytes(b)),
-        (Some(n), None) => format!("inflight {n} pages"),
+        (Some(n), Some(b)) => format!("inflight {n} {} / {}", pages(n), human_bytes(b)),
+        (Some(n), None) => format!("inflight {n} {}", pages(n)),
         _ => "inflight unknown".to_owned(),
     }
+}
+
+fn pages(n: u64) -> &'static str {
+    if n == 1 { "page" } else { "pages" }
 }
 
 /// A share (0..1) as a percentage; "no traffic" when undefined.
@@ -690,14 +694,35 @@ fn channels_text(c: &Channels) -> String {
     }
 }
 
+/// The qstats a person needs: alloc failures and hardware drops, naming
+/// what the driver does not report rather than printing zeros.
 fn qstats_text(q: &QueueStats) -> String {
-    let f = |v: Option<u64>| v.map_or("not reported".to_owned(), |v| v.to_string());
-    format!(
-        "rx-alloc-fail {}, rx-hw-drops {}, rx-hw-drop-overruns {}",
-        f(q.rx_alloc_fail),
-        f(q.rx_hw_drops),
-        f(q.rx_hw_drop_overruns)
-    )
+    let mut parts = Vec::new();
+    if let Some(p) = q.rx_packets {
+        parts.push(format!("rx {p} packets"));
+    }
+    let named = [
+        ("rx-alloc-fail", q.rx_alloc_fail),
+        ("rx-hw-drops", q.rx_hw_drops),
+        ("rx-hw-drop-overruns", q.rx_hw_drop_overruns),
+    ];
+    let missing: Vec<&str> = named
+        .iter()
+        .filter(|(_, v)| v.is_none())
+        .map(|(n, _)| *n)
+        .collect();
+    parts.extend(
+        named
+            .iter()
+            .filter_map(|(n, v)| v.map(|v| format!("{n} {v}"))),
+    );
+    if !missing.is_empty() {
+        parts.push(format!(
+            "not reported by the driver: {}",
+            missing.join(", ")
+        ));
+    }
+    parts.join(", ")
 }
 
 #[cfg(test)]
