@@ -72,6 +72,15 @@ pub struct ActionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RecLabels {
+    pub device: String,
+    /// The stable recommendation id (hash of device identity, knob, reason).
+    pub recommendation: String,
+    pub knob: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KnobLabels {
     pub device: String,
     pub knob: String,
@@ -235,6 +244,9 @@ pub struct Metrics {
     pub actions: Family<ActionLabels, Counter>,
     pub last_action: Family<DevLabels, Gauge>,
     pub overrides: Family<KnobLabels, Counter>,
+    pub recommendation: Family<RecLabels, Gauge>,
+    /// The recommendation series currently exported per device.
+    rec_current: Mutex<BTreeMap<String, RecLabels>>,
     pub backoff: Family<DevLabels, Gauge>,
     pub errors: Family<KindLabels, Counter>,
     pub capability: Family<CapLabels, Gauge>,
@@ -277,6 +289,7 @@ pub fn family_names() -> Vec<String> {
             "pptune_actions_total",
             "pptune_last_action_timestamp_seconds",
             "pptune_operator_overrides_total",
+            "pptune_recommendation_target",
             "pptune_device_backoff",
             "pptune_errors_total",
             "pptune_capability",
@@ -421,6 +434,12 @@ impl Metrics {
                 "Knobs someone else changed: pptune stopped managing them until the policy is reloaded",
                 Family::default()
             ),
+            recommendation: reg!(
+                "pptune_recommendation_target",
+                "The engine's current recommendation for the device (observe and enforce alike): the target value, labelled with its stable id",
+                Family::default()
+            ),
+            rec_current: Mutex::new(BTreeMap::new()),
             backoff: reg!(
                 "pptune_device_backoff",
                 "1 while the device is backed off after repeated failures",
@@ -738,6 +757,23 @@ impl Metrics {
                 device: device.to_owned(),
                 mode: mode.to_owned(),
             });
+        }
+    }
+
+    /// Exports the device's current recommendation (`None` = hold: the
+    /// series goes away).
+    pub fn set_recommendation(&self, device: &str, rec: Option<(RecLabels, u32)>) {
+        let Ok(mut cur) = self.rec_current.lock() else {
+            return;
+        };
+        if let Some(old) = cur.remove(device)
+            && rec.as_ref().is_none_or(|(l, _)| *l != old)
+        {
+            self.recommendation.remove(&old);
+        }
+        if let Some((l, target)) = rec {
+            self.recommendation.get_or_create(&l).set(i64::from(target));
+            cur.insert(device.to_owned(), l);
         }
     }
 

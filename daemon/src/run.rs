@@ -490,6 +490,19 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 })
                 .inc();
             self.log.log(dec, mode, now);
+            let rec = match dec.action {
+                Action::Hold => None,
+                Action::SetRing { to, .. } | Action::SetChannels { to, .. } => Some((
+                    crate::metrics::RecLabels {
+                        device: dec.device.clone(),
+                        recommendation: dec.id.to_string(),
+                        knob: dec.action.knob().map(|k| k.to_string()).unwrap_or_default(),
+                        reason: dec.reason.as_str().to_owned(),
+                    },
+                    to,
+                )),
+            };
+            self.metrics.set_recommendation(&dec.device, rec);
             let key = dec.device_id.key();
             let repeats = match self.last_decisions.get(&key) {
                 Some((p, n)) if p.id == dec.id && p.action == dec.action => n + 1,

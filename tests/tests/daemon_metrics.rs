@@ -220,9 +220,32 @@ async fn exercise(metrics: Arc<Metrics>, secs: u64) {
 #[tokio::test(start_paused = true)]
 async fn exposition_is_strict_openmetrics_and_every_family_is_emitted() {
     let metrics = Arc::new(Metrics::new());
+    // Scrape every half second of the run: every exposition must parse, and
+    // every declared family must show samples at some point (a
+    // recommendation series exists only while there is a recommendation).
+    let m2 = Arc::clone(&metrics);
+    let scraper = tokio::spawn(async move {
+        let mut with_samples = BTreeSet::new();
+        let mut declared = BTreeMap::new();
+        let mut texts = Vec::new();
+        for _ in 0..59 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let text = m2.encode().unwrap();
+            let fams = parse_openmetrics(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+            for (f, (ty, samples)) in &fams {
+                declared.insert(f.clone(), ty.clone());
+                if !samples.is_empty() {
+                    with_samples.insert(f.clone());
+                }
+            }
+            texts.push(text);
+        }
+        (with_samples, declared, texts)
+    });
     exercise(Arc::clone(&metrics), 30).await;
+    let (with_samples, declared, texts) = scraper.await.unwrap();
     let text = metrics.encode().unwrap();
-    assert!(!text.contains("_total_total"), "{text}");
+    assert!(texts.iter().all(|t| !t.contains("_total_total")), "{text}");
     let fams = parse_openmetrics(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     for f in fams.keys() {
         assert!(f.starts_with("pptune_"), "{f}");
@@ -234,26 +257,37 @@ async fn exposition_is_strict_openmetrics_and_every_family_is_emitted() {
             .strip_suffix("_total")
             .or_else(|| want.strip_suffix("_info"))
             .unwrap_or(&want);
-        let (ty, samples) = fams
+        let ty = declared
             .get(fam)
-            .unwrap_or_else(|| panic!("declared family {want} not emitted:\n{text}"));
+            .unwrap_or_else(|| panic!("declared family {want} never emitted:\n{text}"));
         if want.ends_with("_total") {
             assert_eq!(ty, "counter", "{want}");
         }
-        assert!(!samples.is_empty(), "family {want} has no samples:\n{text}");
         assert!(
-            samples.iter().all(|s| s.starts_with(&want)),
-            "{want}: {samples:?}"
+            with_samples.contains(fam),
+            "family {want} never had samples:\n{text}"
         );
+        if let Some((_, samples)) = fams.get(fam) {
+            assert!(
+                samples.iter().all(|s| s.starts_with(&want)),
+                "{want}: {samples:?}"
+            );
+        }
     }
     assert_eq!(
-        fams.len(),
+        declared.len(),
         family_names().len(),
         "undeclared families in {:?}",
-        fams.keys()
+        declared.keys()
     );
     // No label keyed by pool id; queue-level series carry `device`.
     assert!(text.contains("pptune_pool_recycle_ring_full_total{device=\"eth0\",queue=\"0\"}"));
+    // The recommendation carried its stable id while it was current.
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("pptune_recommendation_target{device=\"eth0\",recommendation=\""))
+    );
 }
 
 #[tokio::test(start_paused = true)]
