@@ -16,6 +16,7 @@
 //! Reads need no privilege.
 
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use policy::signals;
@@ -76,10 +77,18 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
         .cloned()
         .collect();
     let report = Report::build(&snap, boottime, missing);
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+    let text = if args.json {
+        let mut j = serde_json::to_string_pretty(&report)?;
+        j.push('\n');
+        j
     } else {
-        print!("{}", report.render_text());
+        report.render_text()
+    };
+    // A closed pipe (`pptune status | head`) is not an error.
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        r => r?,
     }
     Ok(if report.missing_interfaces.is_empty() {
         ExitCode::SUCCESS
@@ -401,7 +410,7 @@ impl Report {
         for m in &self.missing_interfaces {
             let _ = writeln!(o, "\nno interface named {m} in this network namespace");
         }
-        if self.interfaces.is_empty() {
+        if self.interfaces.is_empty() && self.missing_interfaces.is_empty() {
             let _ = writeln!(
                 o,
                 "\nno network interfaces to show (only loopback exists, or none matched)"
@@ -498,7 +507,14 @@ fn render_interface(o: &mut String, i: &InterfaceView) {
             q.provider
                 .map(|p| format!("  provider {}", provider_text(&p)))
                 .unwrap_or_default(),
+            // Per queue, only the harm counters, and only where reported
+            // (the device line already says what the driver lacks).
             q.qstats
+                .filter(|s| {
+                    s.rx_alloc_fail.is_some()
+                        || s.rx_hw_drops.is_some()
+                        || s.rx_hw_drop_overruns.is_some()
+                })
                 .map(|s| format!("  qstats {}", qstats_text(&s)))
                 .unwrap_or_default(),
         );
