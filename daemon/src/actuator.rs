@@ -186,9 +186,15 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         if self.overrides.contains_key(&(key.clone(), knob)) {
             return;
         }
+        // A knob the policy does not manage (rings or channels disabled) is
+        // the operator's anyway: only managed fields count.
+        let managed = match knob {
+            Knob::Ring(_) => self.policy.rings.enabled,
+            Knob::Channels(_) => self.policy.channels.enabled,
+        };
         let reference = match self.expected.get(&(key.clone(), knob)) {
             Some(v) => *v,
-            None if self.is_enforced(&key) => match knob_value(&dev, knob) {
+            None if managed && self.is_enforced(&key) => match knob_value(&dev, knob) {
                 Some(v) => v,
                 None => return,
             },

@@ -220,3 +220,100 @@ fn systemd_notify_reload_device_appearance_and_sigterm_in_a_netns() {
         "{first}"
     );
 }
+
+#[test]
+fn an_ethtool_change_by_hand_is_an_operator_override_on_the_real_kernel() {
+    if !is_root() {
+        eprintln!("SKIPPED: needs root (a throwaway network namespace); run as root to include it");
+        return;
+    }
+    // veth has no page pools, but a selector without `require_pools` puts it
+    // under enforce, and veth has real channels (rx/tx) whose CHANNELS_NTF
+    // the kernel sends to every monitor subscriber, pptune included.
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "mode: enforce\nselectors:\n  - names: [\"ppt*\"]\n    require_pools: false\nchannels:\n  enabled: true\ntiming:\n  interval: 1s\n",
+    )
+    .unwrap();
+    let run_dir = dir.path().join("run");
+    let notify = dir.path().join("notify.sock");
+    let sock = UnixDatagram::bind(&notify).unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut child = Command::new("unshare")
+        .args([
+            "-n",
+            "sh",
+            "-c",
+            "ip link set lo up && ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 && ip link set ppt0 up && ip link set ppt1 up && exec \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0",
+        ])
+        .arg(pptune_bin())
+        .arg(&policy)
+        .env("NOTIFY_SOCKET", &notify)
+        .env("RUNTIME_DIRECTORY", &run_dir)
+        .env_remove("JOURNAL_STREAM")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("log")).unwrap())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let log = || std::fs::read_to_string(dir.path().join("log")).unwrap_or_default();
+    let mut msgs = Vec::new();
+    if !wait_for(&sock, &mut msgs, 30, |m| m.contains("READY=1")) {
+        let _ = child.kill();
+        panic!("no READY=1: {msgs:?}\n{}", log());
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let ctl = pptune::control::socket_path(&run_dir);
+    let view = |rt: &tokio::runtime::Runtime| rt.block_on(pptune::control::query(&ctl));
+    // Wait until the daemon has decided on ppt0 (enforce mode).
+    let mut enforced = false;
+    for _ in 0..50 {
+        std::thread::sleep(Duration::from_millis(100));
+        if let Some(v) = view(&rt)
+            && v.devices
+                .iter()
+                .any(|d| d.name == "ppt0" && d.mode == "enforce")
+        {
+            enforced = true;
+            break;
+        }
+    }
+    assert!(enforced, "ppt0 never enforced\n{}", log());
+    let st = Command::new("nsenter")
+        .args([
+            "-t",
+            &pid.to_string(),
+            "-n",
+            "ethtool",
+            "-L",
+            "ppt0",
+            "rx",
+            "2",
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let mut overridden = false;
+    for _ in 0..50 {
+        std::thread::sleep(Duration::from_millis(100));
+        if let Some(v) = view(&rt)
+            && v.devices
+                .iter()
+                .any(|d| d.name == "ppt0" && d.overrides.contains(&"channels.rx".to_owned()))
+        {
+            overridden = true;
+            break;
+        }
+    }
+    signal(pid, "-TERM");
+    let status = child.wait().unwrap();
+    assert!(overridden, "no operator override recorded\n{}", log());
+    assert_eq!(status.code(), Some(0));
+    assert!(log().contains("operator override"), "{}", log());
+}
