@@ -129,6 +129,42 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .await?;
         write(&dir, &prefix, "netdev-page-pool-get-do", &ex)?;
     }
+    // page-pool-get do without the required id: extack MISS_TYPE.
+    let ex = client
+        .netdev_exchange(&NetdevMessage::page_pool_get(None), false)
+        .await?;
+    write(&dir, &prefix, "netdev-page-pool-get-do-missing-id", &ex)?;
+    // page-pool-stats-get dump filtered by info.id: refused, the extack
+    // offset points inside the nest (.info.id).
+    let ex = client
+        .netdev_exchange(&NetdevMessage::page_pool_stats_get(Some(1)), true)
+        .await?;
+    write(
+        &dir,
+        &prefix,
+        "netdev-page-pool-stats-get-dump-by-id-refused",
+        &ex,
+    )?;
+    // page-pool-stats-get do selecting by ifindex: "selecting by ifindex
+    // not supported".
+    let by_ifindex = NetdevMessage {
+        cmd: netlink::netdev::cmd::PAGE_POOL_STATS_GET,
+        body: netlink::netdev::NetdevBody::PagePoolStats(netlink::netdev::PagePoolStats {
+            info: Some(netlink::netdev::PagePoolInfo {
+                ifindex: Some(ifindex),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+    };
+    let ex = client.netdev_exchange(&by_ifindex, false).await?;
+    write(
+        &dir,
+        &prefix,
+        "netdev-page-pool-stats-get-do-by-ifindex-refused",
+        &ex,
+    )?;
+
     // qstats as a do: refused with EOPNOTSUPP (dump-only op).
     let ex = client
         .netdev_exchange(&NetdevMessage::qstats_get(Some(ifindex), 0), false)

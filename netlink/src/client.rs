@@ -444,7 +444,8 @@ pub fn decode_genl<P: GenlPayload>(
 }
 
 fn name_attr<P: GenlPayload>(request: &[u8], mut e: KernelError) -> KernelError {
-    if let Some(off) = e.offset {
+    // The offending attribute, or else the nest a required one is missing from.
+    if let Some(off) = e.offset.or(e.missing_nest) {
         let cmd = request.get(frame::NLMSG_HDRLEN).copied().unwrap_or(0);
         e.attr = frame::genl_attr_path(request, off).map(|p| P::attr_name(cmd, &p));
     }

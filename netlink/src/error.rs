@@ -68,6 +68,9 @@ pub struct KernelError {
     pub attr: Option<String>,
     /// `NLMSGERR_ATTR_MISS_TYPE`: a required attribute that was missing.
     pub missing_type: Option<u32>,
+    /// `NLMSGERR_ATTR_MISS_NEST`: offset of the nest it was missing from
+    /// (then `attr` names that nest).
+    pub missing_nest: Option<u32>,
 }
 
 impl KernelError {
@@ -80,6 +83,7 @@ impl KernelError {
             offset: None,
             attr: None,
             missing_type: None,
+            missing_nest: None,
         }
     }
 
@@ -112,13 +116,15 @@ impl fmt::Display for KernelError {
             Some(m) => write!(f, "{m} ({os})")?,
             None => write!(f, "{os}")?,
         }
-        if let Some(a) = &self.attr {
-            write!(f, ", attribute {a}")?;
-        } else if let Some(o) = self.offset {
-            write!(f, ", attribute at offset {o}")?;
-        }
-        if let Some(t) = self.missing_type {
-            write!(f, ", missing attribute type {t}")?;
+        match (self.missing_type, &self.attr) {
+            (Some(t), Some(a)) => write!(f, ", missing attribute type {t} in {a}")?,
+            (Some(t), None) => write!(f, ", missing attribute type {t}")?,
+            (None, Some(a)) => write!(f, ", attribute {a}")?,
+            (None, None) => {
+                if let Some(o) = self.offset {
+                    write!(f, ", attribute at offset {o}")?;
+                }
+            }
         }
         Ok(())
     }

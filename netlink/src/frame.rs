@@ -25,6 +25,7 @@ pub const NLM_F_ACK_TLVS: u16 = 0x200;
 const NLMSGERR_ATTR_MSG: u16 = 1;
 const NLMSGERR_ATTR_OFFS: u16 = 2;
 const NLMSGERR_ATTR_MISS_TYPE: u16 = 5;
+const NLMSGERR_ATTR_MISS_NEST: u16 = 6;
 
 /// `struct nlmsghdr`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -204,6 +205,7 @@ fn parse_extack(tlvs: &[u8], err: &mut KernelError) -> Result<(), CodecError> {
             NLMSGERR_ATTR_MSG => err.message = Some(a.string("extack msg")?),
             NLMSGERR_ATTR_OFFS => err.offset = Some(a.u32("extack offset")?),
             NLMSGERR_ATTR_MISS_TYPE => err.missing_type = Some(a.u32("extack miss type")?),
+            NLMSGERR_ATTR_MISS_NEST => err.missing_nest = Some(a.u32("extack miss nest")?),
             _ => {}
         }
     }

@@ -493,3 +493,45 @@ fn vm_channels_and_qstats_on_netdevsim() {
     let ex = load("vm-7.3-nsim-netdev-qstats-get-dev-dump");
     assert_eq!(round_trip::<NetdevMessage>(&ex), 1);
 }
+
+#[test]
+fn extack_missing_attribute_and_nested_offsets() {
+    // page-pool-get as a do without its required id: MISS_TYPE names it.
+    for f in [
+        "host-6.18-veth-netdev-page-pool-get-do-missing-id",
+        "vm-7.3-nsim-netdev-page-pool-get-do-missing-id",
+    ] {
+        let e = decode_genl::<NetdevMessage>(&load(f), "page-pool-get", None).unwrap_err();
+        let k = e.kernel().unwrap();
+        assert_eq!(k.errno, libc::EINVAL, "{f}");
+        assert_eq!(k.missing_type, Some(1), "{f}: page-pool id is attribute 1");
+    }
+    // A stats dump filtered by info.id: the offset points inside the nest.
+    let e = decode_genl::<NetdevMessage>(
+        &load("vm-7.3-nsim-netdev-page-pool-stats-get-dump-by-id-refused"),
+        "page-pool-stats-get",
+        None,
+    )
+    .unwrap_err();
+    let k = e.kernel().unwrap();
+    assert_eq!(k.errno, libc::EINVAL);
+    assert_eq!(k.attr.as_deref(), Some("page-pool-stats-get.info.id"));
+    // A stats do selecting by ifindex: 7.3 first finds info.id missing
+    // (MISS_TYPE 1 with MISS_NEST pointing at the info nest), before its
+    // "selecting by ifindex not supported" check is reached.
+    let e = decode_genl::<NetdevMessage>(
+        &load("vm-7.3-nsim-netdev-page-pool-stats-get-do-by-ifindex-refused"),
+        "page-pool-stats-get",
+        None,
+    )
+    .unwrap_err();
+    let k = e.kernel().unwrap();
+    assert_eq!(k.errno, libc::EINVAL);
+    assert_eq!(k.missing_type, Some(1));
+    assert_eq!(k.attr.as_deref(), Some("page-pool-stats-get.info"));
+    assert!(
+        e.to_string()
+            .contains("missing attribute type 1 in page-pool-stats-get.info"),
+        "{e}"
+    );
+}
