@@ -357,11 +357,20 @@ impl Client {
         }
     }
 
-    /// The raw `RTM_GETLINK` dump exchange.
+    /// The raw `RTM_GETLINK` dump exchange, re-dumped (up to
+    /// [`DUMP_ATTEMPTS`] times) while the kernel flags it inconsistent.
     pub async fn links_exchange(&self) -> Result<Exchange> {
-        self.route
-            .exchange(rtnl::RTM_GETLINK, NLM_F_DUMP, &rtnl::getlink_dump_payload())
-            .await
+        let mut attempt = 1;
+        loop {
+            let ex = self
+                .route
+                .exchange(rtnl::RTM_GETLINK, NLM_F_DUMP, &rtnl::getlink_dump_payload())
+                .await?;
+            if !ex.interrupted() || attempt >= DUMP_ATTEMPTS {
+                return Ok(ex);
+            }
+            attempt += 1;
+        }
     }
 
     /// Driver name: `ETHTOOL_GDRVINFO` (current netns), else sysfs.
@@ -416,11 +425,21 @@ async fn resolve_on(ctrl: &RequestSocket, name: &'static str) -> Result<Option<F
     }
 }
 
+/// How often a dump the kernel flags inconsistent (`NLM_F_DUMP_INTR`) is
+/// retried before its last result is used as is.
+pub const DUMP_ATTEMPTS: u32 = 3;
+
 async fn genl_exchange<P: GenlPayload>(g: &GenlSock, msg: &P, dump: bool) -> Result<Exchange> {
     let flags = if dump { NLM_F_DUMP } else { 0 };
-    g.sock
-        .exchange(g.family.id, flags, &msg.to_genl_bytes())
-        .await
+    let payload = msg.to_genl_bytes();
+    let mut attempt = 1;
+    loop {
+        let ex = g.sock.exchange(g.family.id, flags, &payload).await?;
+        if !dump || !ex.interrupted() || attempt >= DUMP_ATTEMPTS {
+            return Ok(ex);
+        }
+        attempt += 1;
+    }
 }
 
 /// Decode an exchange's replies as family `P`, or turn a refusal into

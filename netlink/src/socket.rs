@@ -64,6 +64,17 @@ impl Exchange {
         Ok(Outcome::Replies(replies))
     }
 
+    /// The kernel flagged the dump inconsistent (`NLM_F_DUMP_INTR`: the
+    /// set changed while it was being walked); the caller should re-dump.
+    #[must_use]
+    pub fn interrupted(&self) -> bool {
+        self.messages.iter().any(|m| {
+            frame::split(m)
+                .filter_map(Result::ok)
+                .any(|msg| msg.header.flags & frame::NLM_F_DUMP_INTR != 0)
+        })
+    }
+
     /// All messages concatenated: the on-disk fixture format.
     #[must_use]
     pub fn reply_bytes(&self) -> Vec<u8> {

@@ -535,3 +535,15 @@ fn extack_missing_attribute_and_nested_offsets() {
         "{e}"
     );
 }
+
+#[test]
+fn dump_intr_flag_is_seen() {
+    let ex = load("host-6.18-veth-rtnl-getlink-dump");
+    assert!(!ex.interrupted());
+    // Hand-made from the real dump: set NLM_F_DUMP_INTR on its first message.
+    let mut bytes = ex.reply_bytes();
+    let flags = u16::from_ne_bytes([bytes[6], bytes[7]]) | netlink::frame::NLM_F_DUMP_INTR;
+    bytes[6..8].copy_from_slice(&flags.to_ne_bytes());
+    let ex = Exchange::from_reply_bytes(ex.request.clone(), &bytes).unwrap();
+    assert!(ex.interrupted());
+}
