@@ -317,3 +317,55 @@ fn an_ethtool_change_by_hand_is_an_operator_override_on_the_real_kernel() {
     assert_eq!(status.code(), Some(0));
     assert!(log().contains("operator override"), "{}", log());
 }
+
+#[test]
+fn restore_command_puts_a_recorded_original_back_on_the_real_kernel() {
+    if !is_root() {
+        eprintln!("SKIPPED: needs root (a throwaway network namespace); run as root to include it");
+        return;
+    }
+    use policy::{ChannelField, Knob};
+    use pptune::state::{StateFile, read_boot_id};
+    // The record a killed daemon left: ppt0's rx channels were 1 before
+    // pptune (here: an ethtool -L in the script) changed them to 2.
+    let dir = tempfile::tempdir().unwrap();
+    let id = policy::snapshot::DeviceId {
+        name_fallback: Some("ppt0".into()),
+        ..Default::default()
+    };
+    let mut rec = StateFile::new(read_boot_id().unwrap());
+    rec.record_original(&id, "ppt0", Knob::Channels(ChannelField::Rx), 1);
+    std::fs::write(
+        dir.path().join("state.json"),
+        serde_json::to_string(&rec).unwrap(),
+    )
+    .unwrap();
+    let out = Command::new("unshare")
+        .args([
+            "-n",
+            "sh",
+            "-c",
+            "ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 && ethtool -L ppt0 rx 2 && \"$0\" restore && ethtool -l ppt0",
+        ])
+        .arg(pptune_bin())
+        .env("RUNTIME_DIRECTORY", dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stdout.contains("ppt0: channels.rx restored to 1"),
+        "{stdout}"
+    );
+    // ethtool -l: the second "RX:" line is the current setting.
+    let current = stdout
+        .split("Current hardware settings:")
+        .nth(1)
+        .and_then(|s| s.lines().find(|l| l.starts_with("RX:")))
+        .unwrap_or_default();
+    assert_eq!(current.split_whitespace().nth(1), Some("1"), "{stdout}");
+    assert!(
+        !dir.path().join("state.json").exists(),
+        "record not cleared"
+    );
+}
