@@ -183,7 +183,10 @@ fn policy_comes_from_the_configmap_and_state_from_the_host() {
     assert_eq!(env_value(c, "CONFIGURATION_DIRECTORY"), mount.mount_path);
     let data = cm.data.as_ref().expect("data");
     let policy = data.get(&item.key).expect("the policy key");
-    assert!(policy.contains("mode:"), "policy text:\n{policy}");
+    // The same parser and validation `pptune check` uses.
+    let parsed = config::parse_str("configmap.yaml#policy.yaml", policy)
+        .unwrap_or_else(|e| panic!("ConfigMap policy invalid:\n{}", config::render(&e)));
+    assert_eq!(parsed.mode, policy::policy::Mode::Observe, "ship observe");
 
     // Host identity for `rollout`: the node's name, not the image's machine-id.
     assert_eq!(env_field_ref(c, "NODE_NAME"), "spec.nodeName");
