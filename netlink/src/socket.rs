@@ -14,6 +14,16 @@ use netlink_sys::{AsyncSocket, AsyncSocketExt, SocketAddr, TokioSocket};
 use crate::error::{CodecError, Error, KernelError};
 use crate::frame::{self, NLMSG_DONE, NLMSG_ERROR, NLMSG_NOOP, NLMSG_OVERRUN};
 
+/// How long one request may wait for the kernel's complete answer. Dumps
+/// take RTNL and can be slow on a busy host, but never this slow; the
+/// bound keeps a stuck socket from stalling the daemon's loop forever.
+pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Receive buffer asked for on notification sockets: a driver rebuilding
+/// every queue sends a burst of page-pool notifications (capped by
+/// `net.core.rmem_max`; an overflow is still reported, never silent).
+pub const NOTIFY_RCVBUF: usize = 1 << 20;
+
 /// `NETLINK_ROUTE`.
 pub const NETLINK_ROUTE: isize = 0;
 /// `NETLINK_GENERIC`.
@@ -154,32 +164,14 @@ impl RequestSocket {
         let flags = frame::NLM_F_REQUEST | flags | if dump { 0 } else { frame::NLM_F_ACK };
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
         let request = frame::request(kind, flags, seq, payload);
-        let io_err = |source| Error::Io {
-            family: self.name,
-            source,
-        };
         let sock = self.sock.lock().await;
-        sock.send(&request).await.map_err(io_err)?;
-        let mut messages = Vec::new();
-        loop {
-            let (buf, _addr) = sock.recv_from_full().await.map_err(io_err)?;
-            for m in frame::split(&buf) {
-                let m = m.map_err(|source| Error::Decode {
-                    op: self.name,
-                    source,
-                })?;
-                // A reply to an earlier, abandoned request (its future was
-                // dropped mid-dump): skip it.
-                if m.header.seq != seq {
-                    continue;
-                }
-                messages.push(m.bytes.to_vec());
-                // A do request ends at its ack (or error); a dump at DONE
-                // (or an error when the dump could not start).
-                if matches!(m.header.kind, NLMSG_DONE | NLMSG_ERROR) {
-                    return Ok(Exchange { request, messages });
-                }
-            }
+        match tokio::time::timeout(REQUEST_TIMEOUT, collect(&sock, &request, seq, self.name)).await
+        {
+            Ok(r) => r.map(|messages| Exchange { request, messages }),
+            Err(_) => Err(Error::Io {
+                family: self.name,
+                source: std::io::Error::from(std::io::ErrorKind::TimedOut),
+            }),
         }
     }
 
@@ -187,6 +179,39 @@ impl RequestSocket {
     pub async fn with_socket<R>(&self, f: impl FnOnce(&mut TokioSocket) -> R) -> R {
         let mut s = self.sock.lock().await;
         f(&mut s)
+    }
+}
+
+/// Send `request` and gather the messages with sequence number `seq` up to
+/// and including the terminating `NLMSG_DONE` / `NLMSG_ERROR`.
+async fn collect(
+    sock: &TokioSocket,
+    request: &[u8],
+    seq: u32,
+    name: &'static str,
+) -> Result<Vec<Vec<u8>>, Error> {
+    let io_err = |source| Error::Io {
+        family: name,
+        source,
+    };
+    sock.send(request).await.map_err(io_err)?;
+    let mut messages = Vec::new();
+    loop {
+        let (buf, _addr) = sock.recv_from_full().await.map_err(io_err)?;
+        for m in frame::split(&buf) {
+            let m = m.map_err(|source| Error::Decode { op: name, source })?;
+            // A reply to an earlier, abandoned request (its future was
+            // dropped mid-dump, or it timed out): skip it.
+            if m.header.seq != seq {
+                continue;
+            }
+            messages.push(m.bytes.to_vec());
+            // A do request ends at its ack (or error); a dump at DONE (or
+            // an error when the dump could not start).
+            if matches!(m.header.kind, NLMSG_DONE | NLMSG_ERROR) {
+                return Ok(messages);
+            }
+        }
     }
 }
 
@@ -216,6 +241,9 @@ impl NotifySocket {
                     family: name,
                     source,
                 })?;
+        }
+        if let Err(e) = sock.socket_ref().set_rx_buf_sz(NOTIFY_RCVBUF) {
+            tracing::debug!(socket = name, error = %e, "could not enlarge the receive buffer");
         }
         Ok(Self { name, sock })
     }
