@@ -41,6 +41,10 @@ pub struct FakeState {
     pub link: LinkStats,
     pub samples: u64,
     pub cap_net_admin: bool,
+    /// The device is deleted in the middle of the next set (ENODEV) and
+    /// is gone from every sample after it.
+    pub vanish_on_set: bool,
+    pub gone: bool,
 }
 
 /// The fake kernel.
@@ -87,6 +91,8 @@ impl FakeKernel {
                 link: LinkStats::default(),
                 samples: 0,
                 cap_net_admin: true,
+                vanish_on_set: false,
+                gone: false,
             }),
             tx,
             rx: tokio::sync::Mutex::new(rx),
@@ -244,14 +250,18 @@ impl Kernel for FakeKernel {
                 ethtool_family: true,
                 cap_net_admin: s.cap_net_admin,
             },
-            devices: vec![Self::device(&s)],
+            devices: if s.gone {
+                Vec::new()
+            } else {
+                vec![Self::device(&s)]
+            },
             orphan_pools: Vec::new(),
         })
     }
 
     async fn sample_device(&self, ifindex: u32) -> Result<Option<Device>, SampleError> {
         let s = self.state.lock().map_err(|_| poisoned())?;
-        Ok((ifindex == IFINDEX).then(|| Self::device(&s)))
+        Ok((ifindex == IFINDEX && !s.gone).then(|| Self::device(&s)))
     }
 
     async fn set_ring(
@@ -266,7 +276,10 @@ impl Kernel for FakeKernel {
                 .lock()
                 .map_err(|_| SetError::Other("poisoned".into()))?;
             s.sets.push((format!("ring.{field:?}"), value));
-            if ifindex != IFINDEX {
+            if s.vanish_on_set {
+                s.gone = true;
+            }
+            if ifindex != IFINDEX || s.gone {
                 return Err(SetError::DeviceGone(ifindex));
             }
             if let Some((errno, message)) = s.refuse.clone() {

@@ -350,3 +350,45 @@ async fn sd_notify_ready_watchdog_and_stopping() {
             || msgs.iter().any(|m| m.contains("STOPPING=1"))
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_device_deleted_mid_change_leaves_the_daemon_running_and_state_consistent() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = Arc::new(FakeKernel::bursty());
+    k.state.lock().unwrap().vanish_on_set = true;
+    let p = fake::test_policy(Mode::Enforce);
+    let (opts, h) = options(Some(store(dir.path())), Notifier::off());
+    let k2 = Arc::clone(&k);
+    tokio::spawn(async move {
+        while k2.sets().is_empty() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        k2.emit(KernelEvent::LinkRemoved {
+            ifindex: fake::IFINDEX,
+        });
+    });
+    run_for(&k, &p, source(&p), opts, 30).await;
+    assert_eq!(k.sets().len(), 1, "{:?}", k.sets());
+    // Still sampling after the device went away.
+    assert!(metric(&h.metrics, "pptune_samples_total") >= 25.0);
+    assert!(
+        metric(
+            &h.metrics,
+            "pptune_actions_total{device=\"eth0\",knob=\"ring.rx\",direction=\"grow\",result=\"failed\"}"
+        ) == 1.0
+    );
+    // The record keeps the original (the device may come back under its
+    // identity) and the failed action, and parses.
+    let state = std::fs::read_to_string(dir.path().join("state.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&state).unwrap();
+    let rec = &v["devices"]["pci/0000:3b:00.0/0c:42:a1:00:00:01"];
+    assert_eq!(rec["originals"][0]["value"], 256, "{state}");
+    assert_eq!(rec["actions"][0]["outcome"]["result"], "failed", "{state}");
+    // Its series are gone from the exposition.
+    assert!(
+        !h.metrics
+            .encode()
+            .unwrap()
+            .contains("pptune_ring_entries{device=\"eth0\"")
+    );
+}
