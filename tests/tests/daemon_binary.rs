@@ -369,3 +369,50 @@ fn restore_command_puts_a_recorded_original_back_on_the_real_kernel() {
         "record not cleared"
     );
 }
+
+#[test]
+fn plan_samples_as_often_as_the_policy_needs_and_changes_nothing() {
+    if !is_root() {
+        eprintln!("SKIPPED: needs root (a throwaway network namespace); run as root to include it");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "mode: enforce\nselectors:\n  - names: [\"ppt*\"]\n    require_pools: false\ntiming:\n  interval: 1s\n  window: 1s\n  windows_for_finding: 2\n",
+    )
+    .unwrap();
+    let t0 = Instant::now();
+    let out = Command::new("unshare")
+        .args([
+            "-n",
+            "sh",
+            "-c",
+            "ip link add ppt0 type veth peer name ppt1 && \"$0\" --config \"$1\" plan --json && ethtool -l ppt0 | tail -4",
+        ])
+        .arg(pptune_bin())
+        .arg(&policy)
+        .env("RUNTIME_DIRECTORY", dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{out:?}");
+    // It says how many samples over how long, and takes that long.
+    assert!(stderr.contains("sampling 3 times over 2s"), "{stderr}");
+    assert!(t0.elapsed() >= Duration::from_secs(2));
+    let json_end = stdout.rfind('}').unwrap();
+    let v: serde_json::Value = serde_json::from_str(&stdout[..=json_end]).unwrap();
+    assert_eq!(v["samples"], 3);
+    let decisions = v["decisions"].as_array().unwrap();
+    let d = decisions.iter().find(|d| d["device"] == "ppt0").unwrap();
+    assert_eq!(d["mode"], "enforce");
+    assert_eq!(d["action"]["kind"], "hold", "{d}");
+    assert_eq!(d["id"].as_str().unwrap().len(), 12);
+    // Nothing changed: veth's default single rx channel.
+    assert!(
+        stdout[json_end..].contains("RX:\t\t1") || stdout[json_end..].contains("RX: 1"),
+        "{stdout}"
+    );
+}
