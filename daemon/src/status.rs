@@ -456,7 +456,7 @@ fn render_interface(o: &mut String, i: &InterfaceView) {
     );
     let _ = writeln!(
         o,
-        "\n{} (ifindex {}): driver {}, {}{}, mtu {}, {}",
+        "\n{} (ifindex {}): driver {}, {}{}, mtu {}, id {}",
         i.name,
         i.ifindex,
         i.driver.as_deref().unwrap_or("unknown"),
