@@ -1,0 +1,396 @@
+//! The Debian package, built for real with cargo-deb (`packaging/deb/build.sh`)
+//! and inspected with dpkg-deb: its files, its conffile and maintainer
+//! scripts, every shipped policy accepted by the packaged `pptune check`, and
+//! the packaged daemon starting (READY=1 over a real NOTIFY_SOCKET) under the
+//! unit's credentials — root bounded to CAP_NET_ADMIN, no_new_privs — in a
+//! throwaway network namespace, after a root `pptune restore` has written
+//! the runtime directory, then stopping cleanly on SIGTERM.
+//!
+//! One test builds once and checks everything in order, because the build
+//! (a release build of the workspace in its own target directory) is the
+//! expensive part: about 5 CPU-minutes from scratch, seconds when cached.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `<target>/debug/deps/<test exe>` → `<target>`: the nested release build
+/// goes to `<target>/packaging-deb`, apart from the running test build.
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.ancestors().nth(3).unwrap().to_path_buf()
+}
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn stdout(cmd: &mut Command) -> String {
+    String::from_utf8(run(cmd).stdout).unwrap()
+}
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+    })
+}
+
+/// Builds the .deb into `out` and returns its path.
+fn build_deb(out: &Path) -> PathBuf {
+    let started = std::time::SystemTime::now();
+    // The package content does not depend on LTO; skipping it saves minutes
+    // of link time on a 2-core CI machine. The shipped build (build.sh run by
+    // hand) keeps the workspace's release profile.
+    run(Command::new(root().join("packaging/deb/build.sh"))
+        .arg("-o")
+        .arg(out)
+        .env("CARGO_TARGET_DIR", target_dir().join("packaging-deb"))
+        .env("CARGO_PROFILE_RELEASE_LTO", "off")
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit()));
+    println!(
+        "built the .deb in {:.0?}",
+        started.elapsed().unwrap_or_default()
+    );
+    let debs: Vec<PathBuf> = std::fs::read_dir(out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "deb"))
+        .collect();
+    assert_eq!(debs.len(), 1, "{debs:?}");
+    debs.into_iter().next().unwrap()
+}
+
+const EXPECTED_FILES: &[&str] = &[
+    "./usr/bin/pptune",
+    "./usr/lib/systemd/system/pptune.service",
+    "./etc/pptune/policy.yaml",
+    "./usr/share/doc/pptune/examples/observe-all.yaml",
+    "./usr/share/doc/pptune/examples/enforce-rings.yaml",
+    "./usr/share/doc/pptune/examples/channels.yaml",
+    "./usr/share/man/man1/pptune.1.gz",
+    "./usr/share/man/man1/pptune-run.1.gz",
+    "./usr/share/man/man1/pptune-check.1.gz",
+    "./usr/share/bash-completion/completions/pptune",
+    "./usr/share/zsh/vendor-completions/_pptune",
+    "./usr/share/fish/vendor_completions.d/pptune.fish",
+    "./usr/share/doc/pptune/install.md",
+    "./usr/share/doc/pptune/drivers.md",
+    "./usr/share/doc/pptune/troubleshooting.md",
+    "./usr/share/doc/pptune/grafana/pptune-dashboard.json",
+    "./usr/share/doc/pptune/prometheus/pptune-alerts.yaml",
+    "./usr/share/doc/pptune/kubernetes/daemonset.yaml",
+    "./usr/share/doc/pptune/kubernetes/configmap.yaml",
+];
+
+fn check_listing(deb: &Path) {
+    let listing = stdout(Command::new("dpkg-deb").arg("-c").arg(deb));
+    let entries: Vec<(&str, &str)> = listing
+        .lines()
+        .filter_map(|l| {
+            let mode = l.split_whitespace().next()?;
+            let path = l.split_whitespace().last()?;
+            Some((mode, path))
+        })
+        .collect();
+    for want in EXPECTED_FILES {
+        assert!(
+            entries.iter().any(|(_, p)| p == want),
+            "{want} missing from the package:\n{listing}"
+        );
+    }
+    let mode = |p: &str| entries.iter().find(|(_, q)| *q == p).unwrap().0;
+    assert_eq!(mode("./usr/bin/pptune"), "-rwxr-xr-x");
+    assert_eq!(mode("./etc/pptune/policy.yaml"), "-rw-r--r--");
+    assert_eq!(
+        mode("./usr/lib/systemd/system/pptune.service"),
+        "-rw-r--r--"
+    );
+}
+
+fn check_control(deb: &Path, tmp: &Path) {
+    let info = stdout(Command::new("dpkg-deb").arg("-I").arg(deb));
+    for want in [
+        "Package: pptune",
+        "Section: net",
+        "Depends: libc6",
+        "Recommends: ethtool",
+        "postinst",
+        "prerm",
+        "postrm",
+        "conffiles",
+    ] {
+        assert!(info.contains(want), "dpkg-deb -I lacks {want:?}:\n{info}");
+    }
+    let control = tmp.join("DEBIAN");
+    run(Command::new("dpkg-deb").arg("-e").arg(deb).arg(&control));
+    let conffiles = std::fs::read_to_string(control.join("conffiles")).unwrap();
+    assert_eq!(
+        conffiles.lines().collect::<Vec<_>>(),
+        ["/etc/pptune/policy.yaml"]
+    );
+    // The scripts are the reviewed ones, shipped unchanged and executable.
+    for script in ["postinst", "prerm", "postrm"] {
+        let shipped = std::fs::read(control.join(script)).unwrap();
+        let source =
+            std::fs::read(root().join("packaging/deb/maintainer-scripts").join(script)).unwrap();
+        assert_eq!(shipped, source, "{script} differs from the source");
+        run(Command::new("sh").arg("-n").arg(control.join(script)));
+    }
+    let postrm = String::from_utf8(std::fs::read(control.join("postrm")).unwrap()).unwrap();
+    assert!(
+        postrm.contains("rm -rf /run/pptune"),
+        "purge must drop the state"
+    );
+    let prerm = String::from_utf8(std::fs::read(control.join("prerm")).unwrap()).unwrap();
+    assert!(
+        prerm.contains("systemctl stop"),
+        "prerm must stop the daemon"
+    );
+    check_postinst_enables_only_when_asked(&control.join("postinst"), tmp);
+}
+
+/// Runs the shipped postinst with `systemctl` and `deb-systemd-helper`
+/// replaced by recorders on PATH: a plain install must enable nothing;
+/// `PPTUNE_ENABLE=1` must enable the unit (through whichever of the two the
+/// host's state selects). Only postinst is run: prerm/postrm act on fixed
+/// host paths (/run/pptune), which a test must not touch.
+fn check_postinst_enables_only_when_asked(postinst: &Path, tmp: &Path) {
+    let bin = tmp.join("fakebin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = tmp.join("calls.log");
+    for tool in ["systemctl", "deb-systemd-helper"] {
+        let path = bin.join(tool);
+        std::fs::write(
+            &path,
+            format!("#!/bin/sh\necho \"{tool} $*\" >> \"{}\"\n", log.display()),
+        )
+        .unwrap();
+        run(Command::new("chmod").arg("755").arg(&path));
+    }
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let calls = |enable: Option<&str>| {
+        let _ = std::fs::remove_file(&log);
+        let mut cmd = Command::new("sh");
+        cmd.arg(postinst)
+            .arg("configure")
+            .arg("")
+            .env("PATH", &path);
+        cmd.env_remove("PPTUNE_ENABLE");
+        if let Some(v) = enable {
+            cmd.env("PPTUNE_ENABLE", v);
+        }
+        run(&mut cmd);
+        std::fs::read_to_string(&log).unwrap_or_default()
+    };
+    let plain = calls(None);
+    assert!(
+        !plain.contains("enable"),
+        "plain install enabled the unit: {plain}"
+    );
+    let asked = calls(Some("1"));
+    assert!(
+        asked
+            .lines()
+            .any(|l| l.contains("enable") && l.contains("pptune.service")),
+        "PPTUNE_ENABLE=1 did not enable the unit: {asked:?}"
+    );
+}
+
+/// Runs the packaged `pptune check` on every shipped policy; returns the
+/// number checked.
+fn check_policies(x: &Path) -> usize {
+    let bin = x.join("usr/bin/pptune");
+    let mut policies = vec![x.join("etc/pptune/policy.yaml")];
+    for e in std::fs::read_dir(x.join("usr/share/doc/pptune/examples")).unwrap() {
+        policies.push(e.unwrap().path());
+    }
+    // The Kubernetes ConfigMap's policy, as the pod will see it.
+    let cm: serde_json::Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(x.join("usr/share/doc/pptune/kubernetes/configmap.yaml")).unwrap(),
+    )
+    .unwrap();
+    let cm_policy = x.join("configmap-policy.yaml");
+    std::fs::write(&cm_policy, cm["data"]["policy.yaml"].as_str().unwrap()).unwrap();
+    policies.push(cm_policy);
+
+    for p in &policies {
+        let out = run(Command::new(&bin).arg("check").arg("--config").arg(p));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("policy OK"), "{}: {text}", p.display());
+    }
+    // The shipped conffile is the observe-only example.
+    assert_eq!(
+        std::fs::read(x.join("etc/pptune/policy.yaml")).unwrap(),
+        std::fs::read(root().join("config/examples/observe-all.yaml")).unwrap()
+    );
+    // And the contract the unit relies on: a bad policy exits 78.
+    let bad = x.join("bad.yaml");
+    std::fs::write(&bad, "mode: enforce-everything\n").unwrap();
+    let out = Command::new(&bin)
+        .arg("check")
+        .arg("--config")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78), "{out:?}");
+    policies.len()
+}
+
+/// A network namespace that is deleted when the test ends, however it ends.
+struct Netns(String);
+
+impl Netns {
+    fn create() -> Self {
+        let name = format!("pptune-deb-{}", std::process::id());
+        run(Command::new("ip").args(["netns", "add", &name]));
+        let ns = Self(name);
+        run(Command::new("ip").args(["-n", &ns.0, "link", "set", "lo", "up"]));
+        ns
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+/// The packaged daemon under the unit's credentials, in a netns with only
+/// `lo`: it must reach READY=1 over NOTIFY_SOCKET and exit 0 on SIGTERM,
+/// using a runtime directory a full-root `pptune restore` wrote first.
+fn run_packaged_daemon(x: &Path) {
+    if !is_root() || !have("ip") || !have("setpriv") {
+        eprintln!("SKIP packaged daemon start: needs root, ip and setpriv (creates a netns)");
+        return;
+    }
+    let ns = Netns::create();
+    let bin = x.join("usr/bin/pptune");
+    let rt = x.join("run-pptune");
+    std::fs::create_dir_all(&rt).unwrap();
+    let conf = x.join("etc/pptune");
+
+    // An admin's `pptune restore` while the daemon is stopped.
+    run(Command::new("ip")
+        .args(["netns", "exec", &ns.0])
+        .arg(&bin)
+        .arg("restore")
+        .env("RUNTIME_DIRECTORY", &rt));
+    assert!(rt.join("state.lock").exists(), "restore took no lock");
+
+    let sock_path = x.join("notify.sock");
+    let sock = UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &ns.0])
+        .args([
+            "setpriv",
+            "--no-new-privs",
+            "--bounding-set=-all,+net_admin",
+            "--inh-caps=-all",
+            "--",
+        ])
+        .arg(&bin)
+        .args(["run", "--metrics-listen", "127.0.0.1:0"])
+        .env("RUNTIME_DIRECTORY", &rt)
+        .env("CONFIGURATION_DIRECTORY", &conf)
+        .env("NOTIFY_SOCKET", &sock_path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let ready = loop {
+        match sock.recv(&mut buf) {
+            Ok(n) => {
+                let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+                let ready = msg.lines().any(|l| l == "READY=1");
+                got.push(msg);
+                if ready {
+                    break true;
+                }
+            }
+            Err(_) => break false,
+        }
+    };
+    // ip netns exec and setpriv exec in place: the child is pptune itself.
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        use std::io::Read as _;
+        let _ = e.read_to_string(&mut err);
+    }
+    assert!(
+        ready,
+        "no READY=1 from the packaged daemon; notify: {got:?}\nstderr:\n{err}"
+    );
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "exit on SIGTERM: {status}\nstderr:\n{err}"
+    );
+    println!(
+        "packaged daemon: READY under bounded CAP_NET_ADMIN, exit 0 on SIGTERM; notify: {got:?}"
+    );
+}
+
+#[test]
+fn debian_package_builds_and_ships_what_it_should() {
+    for tool in ["dpkg-deb", "cargo"] {
+        if !have(tool) {
+            eprintln!("SKIP debian_package_builds_and_ships_what_it_should: {tool} not installed");
+            return;
+        }
+    }
+    let tmp = target_dir().join(format!("packaging-deb-check-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let deb = build_deb(&tmp.join("out"));
+
+    check_listing(&deb);
+    check_control(&deb, &tmp);
+
+    let x = tmp.join("x");
+    run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&x));
+    // The unit in the package is the reviewed one, and its ExecStart exists.
+    assert_eq!(
+        std::fs::read(x.join("usr/lib/systemd/system/pptune.service")).unwrap(),
+        std::fs::read(root().join("packaging/systemd/pptune.service")).unwrap()
+    );
+    let n = check_policies(&x);
+    println!("packaged `pptune check` accepted {n} shipped policies");
+    run_packaged_daemon(&x);
+    let _ = std::fs::remove_dir_all(&tmp);
+}
