@@ -1,3 +1,5 @@
 //! Test harness (being built).
 
 pub mod fake;
+pub mod ppsim;
+pub mod vm;

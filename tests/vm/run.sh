@@ -101,6 +101,16 @@ trap 'log "interrupted: stopping the VM"; kill_qemu; exit 130' INT
 trap 'log "terminated: stopping the VM"; kill_qemu; exit 143' TERM
 
 ROOTFLAGS="trans=virtio,version=9p2000.L,msize=262144,cache=loose"
+# TCG's guest TSC runs at the host's TSC rate, but the guest cannot calibrate
+# it (no ACPI, so no HPET/PM timer; PIT calibration fails on a busy host) and
+# falls back to jiffies: no high-resolution timers, every short sleep becomes
+# a 4 ms tick. Telling it the host's TSC rate gives it the TSC clocksource
+# and the TSC-deadline APIC timer.
+TSC_ARGS=""
+host_mhz=$(awk -F': ' '/^cpu MHz/ {print $2; exit}' /proc/cpuinfo 2>/dev/null || true)
+if [[ "$host_mhz" =~ ^[0-9]+(\.[0-9]+)?$ ]] && grep -qw constant_tsc /proc/cpuinfo; then
+    TSC_ARGS="tsc_early_khz=$(awk -v m="$host_mhz" 'BEGIN {printf "%d", m * 1000}')"
+fi
 setsid setpriv --pdeathsig KILL \
     qemu-system-x86_64 -accel tcg,thread=multi -cpu max -machine pc \
     -m "$MEM" -smp "$SMP" -nodefaults -display none -no-user-config \
@@ -110,7 +120,7 @@ setsid setpriv --pdeathsig KILL \
     -device virtio-9p-pci,fsdev=root,mount_tag=/dev/root \
     -fsdev "local,id=out,path=$OUTDIR,security_model=none,multidevs=remap" \
     -device virtio-9p-pci,fsdev=out,mount_tag=pptune_out \
-    -append "console=ttyS0 root=/dev/root rootfstype=9p rootflags=$ROOTFLAGS ro init=$PPTUNE_VM_DIR/init.sh quiet loglevel=4 panic=-1 tsc=reliable pptune_out=$OUTDIR" \
+    -append "console=ttyS0 root=/dev/root rootfstype=9p rootflags=$ROOTFLAGS ro init=$PPTUNE_VM_DIR/init.sh quiet loglevel=4 panic=-1 tsc=reliable $TSC_ARGS pptune_out=$OUTDIR" \
     </dev/null &
 QPID=$!
 

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Build ppsim.ko against a cached pptune test kernel and print its path.
+#
+#   tests/ppsim/build.sh [7.3|6.12|KERNEL_DIR]      (default 7.3)
+#
+# The sources are copied next to the kernel tree (the repository stays clean)
+# and the result is cached by the hash of the sources: a rebuild happens only
+# when ppsim.c or Kbuild change. Same compiler as the kernel (the host gcc).
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+. "$HERE/../vm/lib.sh"
+
+K="${1:-7.3}"
+if [ -d "$K" ] && [ -f "$K/bzImage" ]; then
+    KDIR="$(cd "$K" && pwd)"
+else
+    KDIR="$("$HERE/../vm/kernel.sh" "$K")"
+fi
+[ -f "$KDIR/linux/Module.symvers" ] || die "$KDIR has no built kernel tree (run tests/vm/kernel.sh)"
+
+HASH=$(cat "$HERE/ppsim.c" "$HERE/Kbuild" | sha256sum | cut -c1-12)
+OUT="$KDIR/ppsim/$HASH"
+if [ -f "$OUT/ppsim.ko" ]; then
+    echo "$OUT/ppsim.ko"
+    exit 0
+fi
+exec 9>"$KDIR/.ppsim-lock"
+flock 9
+if [ ! -f "$OUT/ppsim.ko" ]; then
+    rm -rf "$OUT.tmp"
+    mkdir -p "$OUT.tmp"
+    cp "$HERE/ppsim.c" "$HERE/Kbuild" "$OUT.tmp/"
+    log "building ppsim against $KDIR"
+    if ! make -C "$KDIR/linux" M="$OUT.tmp" modules >"$OUT.tmp/build.log" 2>&1; then
+        cat "$OUT.tmp/build.log" >&2
+        die "ppsim build failed against $KDIR"
+    fi
+    rm -rf "$OUT"
+    mv "$OUT.tmp" "$OUT"
+fi
+echo "$OUT/ppsim.ko"

@@ -1,0 +1,1178 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ppsim: a simulated NIC whose RX queues behave like a page_pool driver's,
+ * for testing pptune against a real kernel (see README.md in this folder).
+ *
+ * Each RX queue ("lane") has a NAPI instance and a page_pool registered with
+ * the netdev and the NAPI, pool_size equal to the RX ring size. A traffic
+ * engine "receives" by allocating pages from the pool in NAPI context and
+ * hands them to a consumer kthread on another CPU, which holds them and
+ * returns them in bursts, the pattern that overflows small pool rings.
+ *
+ * The VM the tests run in makes the page allocator nearly free, so the
+ * module can charge a configurable cost for each slow-path refill and each
+ * bulk of pages freed past a full recycle ring. The cost is charged as time
+ * (the NAPI or the consumer sleeps on an hrtimer; no CPU is burned), passes
+ * through a simulated allocator lock shared by all queues, optionally grows
+ * with the number of queues charged at the same moment, and is capped at
+ * half of each 100 ms window per queue so the VM stays responsive.
+ */
+#include <linux/debugfs.h>
+#include <linux/etherdevice.h>
+#include <linux/ethtool.h>
+#include <linux/hrtimer.h>
+#include <linux/kthread.h>
+#include <linux/ktime.h>
+#include <linux/module.h>
+#include <linux/netdevice.h>
+#include <linux/rtnetlink.h>
+#include <linux/sched.h>
+#include <linux/seq_file.h>
+#include <linux/slab.h>
+#include <linux/smp.h>
+#include <linux/version.h>
+#include <linux/vmalloc.h>
+#include <linux/wait.h>
+#include <net/netdev_queues.h>
+#include <net/page_pool/helpers.h>
+
+#ifndef CONFIG_PAGE_POOL_STATS
+#error "ppsim needs CONFIG_PAGE_POOL_STATS (it reads the pool's own counters to charge costs)"
+#endif
+
+#define PPSIM_MAX_QUEUES	16
+#define PPSIM_RING_DEFAULT	256
+#define PPSIM_RING_MIN		64
+#define PPSIM_RING_MAX		16384
+#define PPSIM_BURST_MAX		16384
+/* Pages handed to the consumer and not yet returned; above this the
+ * producer drops (the "socket buffer" is full). Power of two. */
+#define PPSIM_HANDOFF		32768
+#define PPSIM_BULK		64	/* pages per charged release bulk */
+#define PPSIM_MAX_STALL_NS	(50 * NSEC_PER_MSEC)	/* longest single charge */
+#define PPSIM_MAX_COST_US	50000
+
+struct ppsim_dev;
+
+struct ppsim_entry {
+	struct page *page;
+	struct page_pool *pool;
+};
+
+/* Counters are written by one side (NAPI or consumer) and read anywhere;
+ * 64-bit loads and stores are atomic on the architectures we build for. */
+struct ppsim_lane_stats {
+	u64 packets;		/* pages received and delivered */
+	u64 bytes;
+	u64 alloc_fail;		/* page_pool allocation failed */
+	u64 drops_ring;		/* arrivals lost while the RX ring was full */
+	u64 drops_backlog;	/* consumer backlog full */
+	u64 returned;		/* pages returned by the consumer */
+	u64 bursts;
+	u64 slow_events;	/* alloc.slow increments seen by the producer */
+	u64 ring_full_pages;	/* recycle.ring_full increments seen by the consumer */
+};
+
+struct ppsim_cap {
+	u64 free_until;
+};
+
+struct ppsim_lane {
+	struct ppsim_dev *pd;
+	unsigned int idx;
+
+	/* producer side (NAPI) */
+	struct napi_struct napi;
+	struct page_pool *pool;
+	struct hrtimer timer;
+	bool napi_added;
+	u64 last_ns;		/* last arrival accounting */
+	u64 pending;		/* arrived, not yet received (rate mode) */
+	u64 frac;		/* sub-packet arrival remainder, in ns*pps */
+	u64 stall_until;
+	bool in_stall;
+	u64 last_slow;
+	int napi_cpu;
+	u64 polls;
+
+	/* charge-cap windows: one per side, each written by its side only */
+	struct ppsim_cap cap_producer;
+	struct ppsim_cap cap_consumer;
+
+	/* single-producer single-consumer handoff ring */
+	struct ppsim_entry *ho;
+	unsigned long ho_head;	/* written by NAPI */
+	unsigned long ho_tail;	/* written by the consumer */
+
+	struct task_struct *consumer;
+	wait_queue_head_t wq;
+
+	struct ppsim_lane_stats st;
+	atomic64_t charged_ns;	/* time charged (stalls), both sides */
+	atomic64_t capped;	/* charges trimmed by the 50 % cap */
+};
+
+struct ppsim_dev {
+	struct list_head list;
+	struct net_device *netdev;
+	unsigned int id;
+	struct dentry *dir;
+
+	unsigned int rx_ring;
+	unsigned int nq;	/* active queues (channels) */
+	bool up;
+
+	/* knobs, see README.md */
+	u32 running;
+	u32 rate_pps;
+	u32 burst_pages;
+	u32 hold_us;
+	u32 slow_cost_us;
+	u32 release_cost_us;
+	u32 contention_pct;
+	u32 producer_cpu;
+	u32 consumer_cpu;
+
+	/* goodput window */
+	u64 gp_start_ns;
+	u64 gp_base_packets;
+	u64 gp_base_drops;
+
+	/* counters of queues that no longer exist (channel shrink) */
+	struct ppsim_lane_stats base;
+	u64 tx_packets;
+	u64 tx_bytes;
+
+	struct ppsim_lane lanes[PPSIM_MAX_QUEUES];
+};
+
+static LIST_HEAD(ppsim_devs);
+static DEFINE_MUTEX(ppsim_devs_lock);
+static unsigned int ppsim_next_id;
+static struct dentry *ppsim_root;
+
+/* The simulated page-allocator lock all queues' slow paths go through. */
+static DEFINE_SPINLOCK(ppsim_alloc_lock);
+static u64 ppsim_alloc_busy_until;
+static atomic_t ppsim_charged_now = ATOMIC_INIT(0);
+
+static u64 lane_total(const struct ppsim_lane_stats *s)
+{
+	return s->drops_ring + s->drops_backlog + s->alloc_fail;
+}
+
+/* ---- cost model -------------------------------------------------------- */
+
+/*
+ * Charge @base_ns for one slow-path event on @lane at @now. Returns the time
+ * the charged side must wait until. The caller must call ppsim_uncharge()
+ * once that time has passed.
+ */
+static u64 ppsim_charge(struct ppsim_lane *lane, struct ppsim_cap *cap, u64 base_ns,
+			u64 now)
+{
+	struct ppsim_dev *pd = lane->pd;
+	u64 cost, start, wait;
+	int others;
+
+	others = atomic_inc_return(&ppsim_charged_now) - 1;
+	/* At most half the time: a side that was just charged w runs free
+	 * for w before it can be charged again; charges that come earlier
+	 * are dropped (counted in capped). */
+	if (now < cap->free_until) {
+		atomic64_inc(&lane->capped);
+		return now;
+	}
+	cost = base_ns;
+	if (others > 0 && READ_ONCE(pd->contention_pct))
+		cost += div_u64(base_ns * READ_ONCE(pd->contention_pct) * others, 100);
+
+	spin_lock_bh(&ppsim_alloc_lock);
+	start = max(now, ppsim_alloc_busy_until);
+	/* never let the simulated lock's backlog run more than one stall ahead */
+	ppsim_alloc_busy_until = min(start + cost, now + PPSIM_MAX_STALL_NS);
+	spin_unlock_bh(&ppsim_alloc_lock);
+	wait = start - now + cost;
+	if (wait > PPSIM_MAX_STALL_NS) {
+		wait = PPSIM_MAX_STALL_NS;
+		atomic64_inc(&lane->capped);
+	}
+	cap->free_until = now + 2 * wait;
+	atomic64_add(wait, &lane->charged_ns);
+	return now + wait;
+}
+
+static void ppsim_uncharge(void)
+{
+	atomic_dec(&ppsim_charged_now);
+}
+
+/* ---- producer: NAPI ---------------------------------------------------- */
+
+static enum hrtimer_restart ppsim_timer_fn(struct hrtimer *t)
+{
+	struct ppsim_lane *lane = container_of(t, struct ppsim_lane, timer);
+
+	napi_schedule(&lane->napi);
+	return HRTIMER_NORESTART;
+}
+
+static void ppsim_arm(struct ppsim_lane *lane, u64 delay_ns)
+{
+	hrtimer_start(&lane->timer, ns_to_ktime(delay_ns), HRTIMER_MODE_REL_PINNED);
+}
+
+static unsigned long ho_count(struct ppsim_lane *lane)
+{
+	return smp_load_acquire(&lane->ho_head) - READ_ONCE(lane->ho_tail);
+}
+
+/* Account arrivals since the last poll (rate mode). Arrivals that find the
+ * RX ring full are lost: the "hardware" drops them. */
+static void ppsim_arrivals(struct ppsim_lane *lane, u64 now, u32 rate)
+{
+	u64 dt = now - lane->last_ns, n, ring = lane->pd->rx_ring;
+
+	lane->last_ns = now;
+	if (dt > NSEC_PER_SEC)
+		dt = NSEC_PER_SEC;
+	lane->frac += dt * rate;
+	n = div64_u64(lane->frac, NSEC_PER_SEC);
+	lane->frac -= n * NSEC_PER_SEC;
+	lane->pending += n;
+	if (lane->pending > ring) {
+		WRITE_ONCE(lane->st.drops_ring, lane->st.drops_ring + lane->pending - ring);
+		lane->pending = ring;
+	}
+}
+
+static int ppsim_poll(struct napi_struct *napi, int budget)
+{
+	struct ppsim_lane *lane = container_of(napi, struct ppsim_lane, napi);
+	struct ppsim_dev *pd = lane->pd;
+	u32 rate = READ_ONCE(pd->rate_pps);
+	u64 now = ktime_get_ns(), slow, n, i;
+	int done = 0;
+
+	if (lane->in_stall) {
+		if (now < lane->stall_until) {
+			if (rate)
+				ppsim_arrivals(lane, now, rate);
+			napi_complete_done(napi, 0);
+			ppsim_arm(lane, lane->stall_until - now);
+			return 0;
+		}
+		lane->in_stall = false;
+		ppsim_uncharge();
+	}
+
+	if (!READ_ONCE(pd->running) || !budget) {
+		napi_complete_done(napi, 0);
+		return 0;
+	}
+
+	if (rate) {
+		ppsim_arrivals(lane, now, rate);
+		n = min_t(u64, lane->pending, budget);
+	} else {
+		n = budget;
+	}
+
+	lane->napi_cpu = smp_processor_id();
+	lane->polls++;
+	if (!rate) {
+		/* Unlimited: receive as fast as the consumer keeps up. When it
+		 * holds more than two bursts it is behind; back off instead of
+		 * spinning (no arrivals are modelled, so nothing is dropped). */
+		unsigned long limit = 2 * (unsigned long)clamp_t(u32,
+				READ_ONCE(pd->burst_pages), 64, PPSIM_BURST_MAX);
+
+		if (ho_count(lane) >= limit) {
+			napi_complete_done(napi, 0);
+			ppsim_arm(lane, 50 * NSEC_PER_USEC);
+			return 0;
+		}
+		n = min_t(u64, n, limit - ho_count(lane));
+	}
+
+	for (i = 0; i < n; i++) {
+		unsigned long head = lane->ho_head;
+		struct page *page;
+
+		if (head - READ_ONCE(lane->ho_tail) >= PPSIM_HANDOFF) {
+			WRITE_ONCE(lane->st.drops_backlog, lane->st.drops_backlog + 1);
+			continue;
+		}
+		page = page_pool_dev_alloc_pages(lane->pool);
+		if (!page) {
+			WRITE_ONCE(lane->st.alloc_fail, lane->st.alloc_fail + 1);
+			continue;
+		}
+		lane->ho[head & (PPSIM_HANDOFF - 1)].page = page;
+		lane->ho[head & (PPSIM_HANDOFF - 1)].pool = lane->pool;
+		smp_store_release(&lane->ho_head, head + 1);
+		WRITE_ONCE(lane->st.packets, lane->st.packets + 1);
+		WRITE_ONCE(lane->st.bytes, lane->st.bytes + PAGE_SIZE);
+		done++;
+	}
+	if (rate)
+		lane->pending -= n;
+
+	if (ho_count(lane) >= READ_ONCE(pd->burst_pages) && wq_has_sleeper(&lane->wq))
+		wake_up(&lane->wq);
+
+	/* Charge the slow-path refills this poll caused. */
+	slow = READ_ONCE(lane->pool->alloc_stats.slow);
+	if (slow != lane->last_slow) {
+		u64 events = slow - lane->last_slow;
+		u32 cost_us = READ_ONCE(pd->slow_cost_us);
+
+		lane->last_slow = slow;
+		WRITE_ONCE(lane->st.slow_events, lane->st.slow_events + events);
+		if (cost_us) {
+			u64 c = min_t(u64, cost_us, PPSIM_MAX_COST_US) * NSEC_PER_USEC * events;
+
+			lane->stall_until = ppsim_charge(lane, &lane->cap_producer, c, now);
+			lane->in_stall = true;
+			napi_complete_done(napi, done);
+			ppsim_arm(lane, lane->stall_until > now ? lane->stall_until - now : 0);
+			return min_t(int, done, budget - 1);
+		}
+	}
+
+	if (!rate)
+		return budget;	/* unlimited: keep polling */
+
+	if (lane->pending >= (u64)budget)
+		return budget;
+	napi_complete_done(napi, done);
+	/* come back when about one budget worth has arrived */
+	ppsim_arm(lane, clamp_t(u64, div_u64((u64)budget * NSEC_PER_SEC, rate),
+				20 * NSEC_PER_USEC, 10 * NSEC_PER_MSEC));
+	return done < budget ? done : budget - 1;
+}
+
+static void ppsim_kick_fn(void *arg)
+{
+	struct ppsim_lane *lane = arg;
+
+	napi_schedule(&lane->napi);
+}
+
+/* Start the producers on producer_cpu (the NAPI then stays there: it is
+ * rescheduled from its own poll or a pinned timer). */
+static void ppsim_kick(struct ppsim_dev *pd)
+{
+	unsigned int cpu = READ_ONCE(pd->producer_cpu), i;
+
+	if (cpu >= nr_cpu_ids || !cpu_online(cpu))
+		cpu = cpumask_first(cpu_online_mask);
+	for (i = 0; i < pd->nq; i++) {
+		pd->lanes[i].last_ns = ktime_get_ns();
+		smp_call_function_single(cpu, ppsim_kick_fn, &pd->lanes[i], 1);
+	}
+}
+
+/* ---- consumer ---------------------------------------------------------- */
+
+static u64 pool_ring_full(struct page_pool *pool)
+{
+	struct page_pool_stats s = {};
+
+	page_pool_get_stats(pool, &s);
+	return s.recycle_stats.ring_full;
+}
+
+/* Return @n pages from the head of the held set to their pools, charging
+ * the release cost for pages that found the recycle ring full. */
+static void ppsim_release(struct ppsim_lane *lane, unsigned long n)
+{
+	struct ppsim_dev *pd = lane->pd;
+	unsigned long tail = lane->ho_tail, i;
+	struct ppsim_entry last;
+	u64 rf0, freed, bulks;
+	u32 cost_us;
+
+	if (!n)
+		return;
+	/* The last page keeps its pool alive while we read its counters. */
+	last = lane->ho[(tail + n - 1) & (PPSIM_HANDOFF - 1)];
+	rf0 = pool_ring_full(last.pool);
+	for (i = 0; i < n - 1; i++) {
+		struct ppsim_entry *e = &lane->ho[(tail + i) & (PPSIM_HANDOFF - 1)];
+
+		page_pool_put_full_page(e->pool, e->page, false);
+	}
+	freed = pool_ring_full(last.pool) - rf0;
+	page_pool_put_full_page(last.pool, last.page, false);
+	smp_store_release(&lane->ho_tail, tail + n);
+
+	WRITE_ONCE(lane->st.returned, lane->st.returned + n);
+	WRITE_ONCE(lane->st.bursts, lane->st.bursts + 1);
+	WRITE_ONCE(lane->st.ring_full_pages, lane->st.ring_full_pages + freed);
+
+	cost_us = READ_ONCE(pd->release_cost_us);
+	bulks = DIV_ROUND_UP(freed, PPSIM_BULK);
+	if (cost_us && bulks) {
+		u64 now = ktime_get_ns();
+		u64 until = ppsim_charge(lane, &lane->cap_consumer,
+			min_t(u64, cost_us, PPSIM_MAX_COST_US) * NSEC_PER_USEC * bulks, now);
+
+		if (until > now) {
+			ktime_t to = ns_to_ktime(until - now);
+
+			set_current_state(TASK_UNINTERRUPTIBLE);
+			schedule_hrtimeout(&to, HRTIMER_MODE_REL);
+		}
+		ppsim_uncharge();
+	}
+}
+
+static int ppsim_consumer(void *arg)
+{
+	struct ppsim_lane *lane = arg;
+	struct ppsim_dev *pd = lane->pd;
+
+	while (!kthread_should_stop()) {
+		u32 burst = clamp_t(u32, READ_ONCE(pd->burst_pages), 1, PPSIM_BURST_MAX);
+		unsigned long held = ho_count(lane);
+
+		if (held >= burst) {
+			u32 hold = READ_ONCE(pd->hold_us);
+
+			if (hold) {
+				ktime_t to = us_to_ktime(hold);
+
+				set_current_state(TASK_INTERRUPTIBLE);
+				schedule_hrtimeout(&to, HRTIMER_MODE_REL);
+			}
+			ppsim_release(lane, burst);
+			cond_resched();
+			continue;
+		}
+		/* Traffic stopped: nothing will complete the burst, give back
+		 * what is held. */
+		if (held && !READ_ONCE(pd->running)) {
+			ppsim_release(lane, held);
+			continue;
+		}
+		wait_event_interruptible_timeout(lane->wq,
+			kthread_should_stop() || ho_count(lane) >= burst ||
+			(!READ_ONCE(pd->running) && ho_count(lane)),
+			HZ / 20);
+	}
+	/* Give everything back before the lane goes away. */
+	ppsim_release(lane, ho_count(lane));
+	return 0;
+}
+
+/* ---- queues ------------------------------------------------------------ */
+
+static int ppsim_lane_open(struct ppsim_lane *lane)
+{
+	struct ppsim_dev *pd = lane->pd;
+	struct net_device *dev = pd->netdev;
+	struct page_pool_params pp = {
+		.order = 0,
+		.pool_size = pd->rx_ring,
+		.nid = NUMA_NO_NODE,
+		.dev = &dev->dev,
+		.napi = &lane->napi,
+		.netdev = dev,
+		.dma_dir = DMA_FROM_DEVICE,
+	};
+	struct page_pool *pool;
+
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 13, 0)
+	netif_napi_add_config(dev, &lane->napi, ppsim_poll, lane->idx);
+#else
+	netif_napi_add(dev, &lane->napi, ppsim_poll);
+#endif
+	lane->napi_added = true;
+	pool = page_pool_create(&pp);
+	if (IS_ERR(pool)) {
+		netif_napi_del(&lane->napi);
+		lane->napi_added = false;
+		return PTR_ERR(pool);
+	}
+	lane->pool = pool;
+	lane->last_slow = READ_ONCE(pool->alloc_stats.slow);
+	lane->pending = 0;
+	lane->frac = 0;
+	lane->in_stall = false;
+	netif_queue_set_napi(dev, lane->idx, NETDEV_QUEUE_TYPE_RX, &lane->napi);
+	napi_enable(&lane->napi);
+	return 0;
+}
+
+static void ppsim_lane_close(struct ppsim_lane *lane)
+{
+	struct net_device *dev = lane->pd->netdev;
+
+	if (!lane->napi_added)
+		return;
+	netif_queue_set_napi(dev, lane->idx, NETDEV_QUEUE_TYPE_RX, NULL);
+	napi_disable(&lane->napi);
+	hrtimer_cancel(&lane->timer);
+	if (lane->in_stall) {
+		lane->in_stall = false;
+		ppsim_uncharge();
+	}
+	netif_napi_del(&lane->napi);
+	lane->napi_added = false;
+	/* Pages still held by the consumer keep the pool alive (detached,
+	 * with detach-time) until they come back. */
+	page_pool_destroy(lane->pool);
+	lane->pool = NULL;
+}
+
+static void ppsim_queues_close(struct ppsim_dev *pd)
+{
+	unsigned int i;
+
+	for (i = 0; i < pd->nq; i++)
+		ppsim_lane_close(&pd->lanes[i]);
+}
+
+static int ppsim_queues_open(struct ppsim_dev *pd)
+{
+	unsigned int i;
+	int err;
+
+	for (i = 0; i < pd->nq; i++) {
+		err = ppsim_lane_open(&pd->lanes[i]);
+		if (err) {
+			while (i--)
+				ppsim_lane_close(&pd->lanes[i]);
+			return err;
+		}
+	}
+	if (READ_ONCE(pd->running))
+		ppsim_kick(pd);
+	return 0;
+}
+
+static int ppsim_open(struct net_device *dev)
+{
+	struct ppsim_dev *pd = netdev_priv(dev);
+	int err;
+
+	err = ppsim_queues_open(pd);
+	if (err)
+		return err;
+	pd->up = true;
+	netif_carrier_on(dev);
+	netif_tx_start_all_queues(dev);
+	return 0;
+}
+
+static int ppsim_stop(struct net_device *dev)
+{
+	struct ppsim_dev *pd = netdev_priv(dev);
+
+	netif_tx_stop_all_queues(dev);
+	netif_carrier_off(dev);
+	pd->up = false;
+	ppsim_queues_close(pd);
+	return 0;
+}
+
+static netdev_tx_t ppsim_xmit(struct sk_buff *skb, struct net_device *dev)
+{
+	struct ppsim_dev *pd = netdev_priv(dev);
+
+	/* Nothing is wired to the other end: count and drop. */
+	WRITE_ONCE(pd->tx_packets, pd->tx_packets + 1);
+	WRITE_ONCE(pd->tx_bytes, pd->tx_bytes + skb->len);
+	dev_kfree_skb_any(skb);
+	return NETDEV_TX_OK;
+}
+
+static void ppsim_get_stats64(struct net_device *dev, struct rtnl_link_stats64 *s)
+{
+	struct ppsim_dev *pd = netdev_priv(dev);
+	unsigned int i;
+
+	s->rx_packets = pd->base.packets;
+	s->rx_bytes = pd->base.bytes;
+	s->rx_dropped = lane_total(&pd->base);
+	for (i = 0; i < PPSIM_MAX_QUEUES; i++) {
+		const struct ppsim_lane_stats *st = &pd->lanes[i].st;
+
+		s->rx_packets += READ_ONCE(st->packets);
+		s->rx_bytes += READ_ONCE(st->bytes);
+		s->rx_dropped += READ_ONCE(st->drops_ring) + READ_ONCE(st->drops_backlog) +
+				 READ_ONCE(st->alloc_fail);
+	}
+	s->tx_packets = READ_ONCE(pd->tx_packets);
+	s->tx_bytes = READ_ONCE(pd->tx_bytes);
+}
+
+static const struct net_device_ops ppsim_netdev_ops = {
+	.ndo_open = ppsim_open,
+	.ndo_stop = ppsim_stop,
+	.ndo_start_xmit = ppsim_xmit,
+	.ndo_get_stats64 = ppsim_get_stats64,
+	.ndo_set_mac_address = eth_mac_addr,
+	.ndo_validate_addr = eth_validate_addr,
+};
+
+/* ---- qstats ------------------------------------------------------------ */
+
+static void ppsim_qstats_rx(struct net_device *dev, int idx,
+			    struct netdev_queue_stats_rx *rx)
+{
+	struct ppsim_dev *pd = netdev_priv(dev);
+	const struct ppsim_lane_stats *st = &pd->lanes[idx].st;
+
+	rx->packets = READ_ONCE(st->packets);
+	rx->bytes = READ_ONCE(st->bytes);
+	rx->alloc_fail = READ_ONCE(st->alloc_fail);
+	rx->hw_drops = READ_ONCE(st->drops_ring);
+}
+
+static void ppsim_qstats_tx(struct net_device *dev, int idx,
+			    struct netdev_queue_stats_tx *tx)
+{
+	struct ppsim_dev *pd = netdev_priv(dev);
+
+	/* All transmits are accounted on queue 0's base (we do not spread). */
+	tx->packets = 0;
+	tx->bytes = 0;
+	(void)pd;
+}
+
+static void ppsim_qstats_base(struct net_device *dev,
+			      struct netdev_queue_stats_rx *rx,
+			      struct netdev_queue_stats_tx *tx)
+{
+	struct ppsim_dev *pd = netdev_priv(dev);
+	unsigned int i;
+
+	rx->packets = pd->base.packets;
+	rx->bytes = pd->base.bytes;
+	rx->alloc_fail = pd->base.alloc_fail;
+	rx->hw_drops = pd->base.drops_ring;
+	/* Lanes above the active count keep their history until folded. */
+	for (i = pd->netdev->real_num_rx_queues; i < PPSIM_MAX_QUEUES; i++) {
+		const struct ppsim_lane_stats *st = &pd->lanes[i].st;
+
+		rx->packets += READ_ONCE(st->packets);
+		rx->bytes += READ_ONCE(st->bytes);
+		rx->alloc_fail += READ_ONCE(st->alloc_fail);
+		rx->hw_drops += READ_ONCE(st->drops_ring);
+	}
+	tx->packets = READ_ONCE(pd->tx_packets);
+	tx->bytes = READ_ONCE(pd->tx_bytes);
+}
+
+static const struct netdev_stat_ops ppsim_stat_ops = {
+	.get_queue_stats_rx = ppsim_qstats_rx,
+	.get_queue_stats_tx = ppsim_qstats_tx,
+	.get_base_stats = ppsim_qstats_base,
+};
+
+/* ---- ethtool ----------------------------------------------------------- */
+
+static void ppsim_get_drvinfo(struct net_device *dev, struct ethtool_drvinfo *info)
+{
+	strscpy(info->driver, "ppsim", sizeof(info->driver));
+}
+
+static void ppsim_get_ringparam(struct net_device *dev, struct ethtool_ringparam *ring,
+				struct kernel_ethtool_ringparam *kring,
+				struct netlink_ext_ack *extack)
+{
+	struct ppsim_dev *pd = netdev_priv(dev);
+
+	ring->rx_max_pending = PPSIM_RING_MAX;
+	ring->tx_max_pending = PPSIM_RING_MAX;
+	ring->rx_pending = pd->rx_ring;
+	ring->tx_pending = PPSIM_RING_DEFAULT;
+}
+
+/* Rebuild the queues the way a real driver does on a ring or channel
+ * change: tear everything down (pools destroyed, lingering while pages are
+ * out), apply, build new queues with new pools. Called under RTNL. */
+static int ppsim_reconfigure(struct ppsim_dev *pd, unsigned int ring, unsigned int nq,
+			     struct netlink_ext_ack *extack)
+{
+	unsigned int old_ring = pd->rx_ring, old_nq = pd->nq;
+	bool up = pd->up;
+	int err;
+
+	if (up)
+		ppsim_queues_close(pd);
+	pd->rx_ring = ring;
+	if (nq != old_nq) {
+		err = netif_set_real_num_rx_queues(pd->netdev, nq);
+		if (!err)
+			err = netif_set_real_num_tx_queues(pd->netdev, nq);
+		if (err) {
+			NL_SET_ERR_MSG(extack, "ppsim: cannot change the queue count");
+			netif_set_real_num_rx_queues(pd->netdev, old_nq);
+			netif_set_real_num_tx_queues(pd->netdev, old_nq);
+			nq = old_nq;
+		} else {
+			pd->nq = nq;
+		}
+	} else {
+		err = 0;
+	}
+	if (up) {
+		int err2 = ppsim_queues_open(pd);
+
+		if (err2) {
+			NL_SET_ERR_MSG(extack, "ppsim: cannot create the new queues");
+			pd->rx_ring = old_ring;
+			if (!ppsim_queues_open(pd))
+				return err2;
+			pd->up = false;
+			return err2;
+		}
+	}
+	return err;
+}
+
+static int ppsim_set_ringparam(struct net_device *dev, struct ethtool_ringparam *ring,
+			       struct kernel_ethtool_ringparam *kring,
+			       struct netlink_ext_ack *extack)
+{
+	struct ppsim_dev *pd = netdev_priv(dev);
+
+	if (ring->rx_pending < PPSIM_RING_MIN) {
+		NL_SET_ERR_MSG_FMT(extack, "ppsim: rx ring must be at least %u", PPSIM_RING_MIN);
+		return -EINVAL;
+	}
+	if (ring->rx_pending == pd->rx_ring)
+		return 0;
+	return ppsim_reconfigure(pd, ring->rx_pending, pd->nq, extack);
+}
+
+static void ppsim_get_channels(struct net_device *dev, struct ethtool_channels *ch)
+{
+	struct ppsim_dev *pd = netdev_priv(dev);
+
+	ch->max_combined = PPSIM_MAX_QUEUES;
+	ch->combined_count = pd->nq;
+}
+
+static int ppsim_set_channels(struct net_device *dev, struct ethtool_channels *ch)
+{
+	struct ppsim_dev *pd = netdev_priv(dev);
+
+	if (ch->rx_count || ch->tx_count || !ch->combined_count)
+		return -EINVAL;
+	if (ch->combined_count == pd->nq)
+		return 0;
+	return ppsim_reconfigure(pd, pd->rx_ring, ch->combined_count, NULL);
+}
+
+static const struct ethtool_ops ppsim_ethtool_ops = {
+	.get_drvinfo = ppsim_get_drvinfo,
+	.get_link = ethtool_op_get_link,
+	.get_ringparam = ppsim_get_ringparam,
+	.set_ringparam = ppsim_set_ringparam,
+	.get_channels = ppsim_get_channels,
+	.set_channels = ppsim_set_channels,
+};
+
+/* ---- debugfs control --------------------------------------------------- */
+
+struct ppsim_preset {
+	const char *name;
+	u32 slow_cost_us;
+	u32 release_cost_us;
+};
+
+/* Calibration: see README.md ("Cost presets"). */
+static const struct ppsim_preset ppsim_presets[] = {
+	{ "off", 0, 0 },
+	{ "zonelock", 40, 40 },
+	{ "devmem", 100, 2500 },
+};
+
+static ssize_t ppsim_running_write(struct file *f, const char __user *ubuf,
+				   size_t len, loff_t *ppos)
+{
+	struct ppsim_dev *pd = file_inode(f)->i_private;
+	bool on;
+	int err;
+
+	err = kstrtobool_from_user(ubuf, len, &on);
+	if (err)
+		return err;
+	rtnl_lock();
+	if (on && !pd->running) {
+		u64 drops = lane_total(&pd->base), pk = pd->base.packets;
+		unsigned int i;
+
+		for (i = 0; i < PPSIM_MAX_QUEUES; i++) {
+			pk += READ_ONCE(pd->lanes[i].st.packets);
+			drops += lane_total(&pd->lanes[i].st);
+		}
+		pd->gp_base_packets = pk;
+		pd->gp_base_drops = drops;
+		pd->gp_start_ns = ktime_get_ns();
+		WRITE_ONCE(pd->running, 1);
+		if (pd->up)
+			ppsim_kick(pd);
+	} else if (!on && pd->running) {
+		unsigned int i;
+
+		WRITE_ONCE(pd->running, 0);
+		for (i = 0; i < PPSIM_MAX_QUEUES; i++)
+			wake_up(&pd->lanes[i].wq);
+	}
+	rtnl_unlock();
+	return len;
+}
+
+static ssize_t ppsim_running_read(struct file *f, char __user *ubuf, size_t len,
+				  loff_t *ppos)
+{
+	struct ppsim_dev *pd = file_inode(f)->i_private;
+	char buf[8];
+	int n = scnprintf(buf, sizeof(buf), "%u\n", READ_ONCE(pd->running));
+
+	return simple_read_from_buffer(ubuf, len, ppos, buf, n);
+}
+
+static const struct file_operations ppsim_running_fops = {
+	.owner = THIS_MODULE,
+	.open = simple_open,
+	.read = ppsim_running_read,
+	.write = ppsim_running_write,
+	.llseek = default_llseek,
+};
+
+static ssize_t ppsim_preset_write(struct file *f, const char __user *ubuf,
+				  size_t len, loff_t *ppos)
+{
+	struct ppsim_dev *pd = file_inode(f)->i_private;
+	char buf[32], *name;
+	size_t i;
+
+	if (len >= sizeof(buf))
+		return -EINVAL;
+	if (copy_from_user(buf, ubuf, len))
+		return -EFAULT;
+	buf[len] = 0;
+	name = strim(buf);
+	for (i = 0; i < ARRAY_SIZE(ppsim_presets); i++) {
+		if (!strcmp(name, ppsim_presets[i].name)) {
+			WRITE_ONCE(pd->slow_cost_us, ppsim_presets[i].slow_cost_us);
+			WRITE_ONCE(pd->release_cost_us, ppsim_presets[i].release_cost_us);
+			return len;
+		}
+	}
+	return -EINVAL;
+}
+
+static ssize_t ppsim_preset_read(struct file *f, char __user *ubuf, size_t len,
+				 loff_t *ppos)
+{
+	struct ppsim_dev *pd = file_inode(f)->i_private;
+	const char *name = "custom";
+	char buf[64];
+	size_t i;
+	int n;
+
+	for (i = 0; i < ARRAY_SIZE(ppsim_presets); i++)
+		if (READ_ONCE(pd->slow_cost_us) == ppsim_presets[i].slow_cost_us &&
+		    READ_ONCE(pd->release_cost_us) == ppsim_presets[i].release_cost_us) {
+			name = ppsim_presets[i].name;
+			break;
+		}
+	n = scnprintf(buf, sizeof(buf), "%s\n", name);
+	return simple_read_from_buffer(ubuf, len, ppos, buf, n);
+}
+
+static const struct file_operations ppsim_preset_fops = {
+	.owner = THIS_MODULE,
+	.open = simple_open,
+	.read = ppsim_preset_read,
+	.write = ppsim_preset_write,
+	.llseek = default_llseek,
+};
+
+static int ppsim_goodput_show(struct seq_file *m, void *v)
+{
+	struct ppsim_dev *pd = m->private;
+	u64 pk = pd->base.packets, drops = lane_total(&pd->base), charged = 0;
+	u64 now = ktime_get_ns(), el, dpk, dd;
+	unsigned int i;
+
+	for (i = 0; i < PPSIM_MAX_QUEUES; i++) {
+		pk += READ_ONCE(pd->lanes[i].st.packets);
+		drops += lane_total(&pd->lanes[i].st);
+		charged += atomic64_read(&pd->lanes[i].charged_ns);
+	}
+	el = pd->gp_start_ns ? now - pd->gp_start_ns : 0;
+	dpk = pk - pd->gp_base_packets;
+	dd = drops - pd->gp_base_drops;
+	seq_printf(m, "now_ns=%llu delivered=%llu dropped=%llu charged_ns=%llu "
+		   "window_ns=%llu window_delivered=%llu window_dropped=%llu goodput_pps=%llu\n",
+		   now, pk, drops, charged, el, dpk, dd,
+		   el ? div64_u64(dpk * NSEC_PER_SEC, el) : 0);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(ppsim_goodput);
+
+static int ppsim_qstate_show(struct seq_file *m, void *v)
+{
+	struct ppsim_dev *pd = m->private;
+	unsigned int i;
+
+	rtnl_lock();
+	for (i = 0; i < pd->nq; i++) {
+		struct ppsim_lane *l = &pd->lanes[i];
+		const struct ppsim_lane_stats *st = &l->st;
+
+		seq_printf(m, "queue=%u ring=%u pool_id=%u napi_id=%u napi_cpu=%d polls=%llu "
+			   "held=%lu packets=%llu bytes=%llu alloc_fail=%llu drops_ring=%llu drops_backlog=%llu "
+			   "returned=%llu bursts=%llu slow_events=%llu ring_full_pages=%llu "
+			   "charged_ns=%llu capped=%llu\n",
+			   i, pd->rx_ring, l->pool ? l->pool->user.id : 0,
+			   l->napi_added ? l->napi.napi_id : 0, READ_ONCE(l->napi_cpu),
+			   READ_ONCE(l->polls), ho_count(l),
+			   READ_ONCE(st->packets), READ_ONCE(st->bytes),
+			   READ_ONCE(st->alloc_fail), READ_ONCE(st->drops_ring),
+			   READ_ONCE(st->drops_backlog), READ_ONCE(st->returned),
+			   READ_ONCE(st->bursts), READ_ONCE(st->slow_events),
+			   READ_ONCE(st->ring_full_pages), atomic64_read(&l->charged_ns),
+			   atomic64_read(&l->capped));
+	}
+	rtnl_unlock();
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(ppsim_qstate);
+
+static void ppsim_debugfs_init(struct ppsim_dev *pd)
+{
+	pd->dir = debugfs_create_dir(netdev_name(pd->netdev), ppsim_root);
+	debugfs_create_file("running", 0600, pd->dir, pd, &ppsim_running_fops);
+	debugfs_create_u32("rate_pps", 0600, pd->dir, &pd->rate_pps);
+	debugfs_create_u32("burst_pages", 0600, pd->dir, &pd->burst_pages);
+	debugfs_create_u32("hold_us", 0600, pd->dir, &pd->hold_us);
+	debugfs_create_u32("slow_cost_us", 0600, pd->dir, &pd->slow_cost_us);
+	debugfs_create_u32("release_cost_us", 0600, pd->dir, &pd->release_cost_us);
+	debugfs_create_u32("contention_pct", 0600, pd->dir, &pd->contention_pct);
+	debugfs_create_u32("producer_cpu", 0600, pd->dir, &pd->producer_cpu);
+	debugfs_create_u32("consumer_cpu", 0400, pd->dir, &pd->consumer_cpu);
+	debugfs_create_file("cost_preset", 0600, pd->dir, pd, &ppsim_preset_fops);
+	debugfs_create_file("goodput", 0400, pd->dir, pd, &ppsim_goodput_fops);
+	debugfs_create_file("queues", 0400, pd->dir, pd, &ppsim_qstate_fops);
+}
+
+/* ---- device lifetime --------------------------------------------------- */
+
+static void ppsim_setup(struct net_device *dev)
+{
+	ether_setup(dev);
+	dev->netdev_ops = &ppsim_netdev_ops;
+	dev->ethtool_ops = &ppsim_ethtool_ops;
+	dev->stat_ops = &ppsim_stat_ops;
+	dev->needs_free_netdev = false;
+	dev->priv_flags |= IFF_NO_QUEUE;
+}
+
+static void ppsim_stop_consumers(struct ppsim_dev *pd)
+{
+	unsigned int i;
+
+	WRITE_ONCE(pd->running, 0);
+	for (i = 0; i < PPSIM_MAX_QUEUES; i++) {
+		struct ppsim_lane *lane = &pd->lanes[i];
+
+		if (lane->consumer)
+			kthread_stop(lane->consumer);
+		lane->consumer = NULL;
+		kvfree(lane->ho);
+		lane->ho = NULL;
+	}
+}
+
+static int ppsim_new_device(unsigned int nq)
+{
+	struct net_device *dev;
+	struct ppsim_dev *pd;
+	unsigned int i, ccpu;
+	int err;
+
+	if (nq < 1 || nq > PPSIM_MAX_QUEUES)
+		return -EINVAL;
+	dev = alloc_netdev_mqs(sizeof(*pd), "ppsim%d", NET_NAME_ENUM, ppsim_setup,
+			       PPSIM_MAX_QUEUES, PPSIM_MAX_QUEUES);
+	if (!dev)
+		return -ENOMEM;
+	eth_hw_addr_random(dev);
+	pd = netdev_priv(dev);
+	pd->netdev = dev;
+	pd->rx_ring = PPSIM_RING_DEFAULT;
+	pd->nq = nq;
+	pd->burst_pages = 64;
+	pd->hold_us = 0;
+	pd->producer_cpu = 0;
+	ccpu = num_online_cpus() > 1 ? 1 : 0;
+	pd->consumer_cpu = ccpu;
+
+	for (i = 0; i < PPSIM_MAX_QUEUES; i++) {
+		struct ppsim_lane *lane = &pd->lanes[i];
+
+		lane->pd = pd;
+		lane->idx = i;
+		init_waitqueue_head(&lane->wq);
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 13, 0)
+		hrtimer_setup(&lane->timer, ppsim_timer_fn, CLOCK_MONOTONIC,
+			      HRTIMER_MODE_REL_PINNED);
+#else
+		hrtimer_init(&lane->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_PINNED);
+		lane->timer.function = ppsim_timer_fn;
+#endif
+		lane->ho = kvcalloc(PPSIM_HANDOFF, sizeof(*lane->ho), GFP_KERNEL);
+		err = -ENOMEM;
+		if (!lane->ho)
+			goto err_consumers;
+		lane->consumer = kthread_create(ppsim_consumer, lane, "ppsim-c/%u",
+						i);
+		if (IS_ERR(lane->consumer)) {
+			err = PTR_ERR(lane->consumer);
+			lane->consumer = NULL;
+			goto err_consumers;
+		}
+		kthread_bind(lane->consumer, ccpu);
+		wake_up_process(lane->consumer);
+	}
+
+	err = netif_set_real_num_rx_queues(dev, nq);
+	if (!err)
+		err = netif_set_real_num_tx_queues(dev, nq);
+	if (err)
+		goto err_consumers;
+	err = register_netdev(dev);
+	if (err)
+		goto err_consumers;
+
+	mutex_lock(&ppsim_devs_lock);
+	pd->id = ppsim_next_id++;
+	list_add_tail(&pd->list, &ppsim_devs);
+	mutex_unlock(&ppsim_devs_lock);
+	ppsim_debugfs_init(pd);
+	netdev_info(dev, "ppsim device with %u queues\n", nq);
+	return 0;
+
+err_consumers:
+	ppsim_stop_consumers(pd);
+	free_netdev(dev);
+	return err;
+}
+
+/* Caller holds ppsim_devs_lock and has unlinked @pd. */
+static void ppsim_destroy(struct ppsim_dev *pd)
+{
+	struct net_device *dev = pd->netdev;
+
+	debugfs_remove_recursive(pd->dir);
+	WRITE_ONCE(pd->running, 0);
+	/* Pools are destroyed in ndo_stop; held pages keep them around with
+	 * no ifindex (orphaned) until the consumers give them back below. */
+	unregister_netdev(dev);
+	ppsim_stop_consumers(pd);
+	free_netdev(dev);
+}
+
+static ssize_t ppsim_new_write(struct file *f, const char __user *ubuf, size_t len,
+			       loff_t *ppos)
+{
+	unsigned int nq;
+	int err;
+
+	err = kstrtouint_from_user(ubuf, len, 10, &nq);
+	if (err)
+		return err;
+	err = ppsim_new_device(nq);
+	return err ? err : len;
+}
+
+static const struct file_operations ppsim_new_fops = {
+	.owner = THIS_MODULE,
+	.open = simple_open,
+	.write = ppsim_new_write,
+	.llseek = default_llseek,
+};
+
+static ssize_t ppsim_del_write(struct file *f, const char __user *ubuf, size_t len,
+			       loff_t *ppos)
+{
+	struct ppsim_dev *pd, *found = NULL;
+	char buf[IFNAMSIZ + 2], *name;
+
+	if (len >= sizeof(buf))
+		return -EINVAL;
+	if (copy_from_user(buf, ubuf, len))
+		return -EFAULT;
+	buf[len] = 0;
+	name = strim(buf);
+
+	mutex_lock(&ppsim_devs_lock);
+	list_for_each_entry(pd, &ppsim_devs, list) {
+		if (!strcmp(netdev_name(pd->netdev), name)) {
+			found = pd;
+			break;
+		}
+	}
+	if (found) {
+		list_del(&found->list);
+		ppsim_destroy(found);
+	}
+	mutex_unlock(&ppsim_devs_lock);
+	return found ? len : -ENODEV;
+}
+
+static const struct file_operations ppsim_del_fops = {
+	.owner = THIS_MODULE,
+	.open = simple_open,
+	.write = ppsim_del_write,
+	.llseek = default_llseek,
+};
+
+static unsigned int devices;
+module_param(devices, uint, 0444);
+MODULE_PARM_DESC(devices, "devices to create at load time (4 queues each)");
+
+static int __init ppsim_init(void)
+{
+	unsigned int i;
+	int err;
+
+	ppsim_root = debugfs_create_dir("ppsim", NULL);
+	debugfs_create_file("new_device", 0200, ppsim_root, NULL, &ppsim_new_fops);
+	debugfs_create_file("del_device", 0200, ppsim_root, NULL, &ppsim_del_fops);
+	for (i = 0; i < devices; i++) {
+		err = ppsim_new_device(4);
+		if (err) {
+			pr_err("ppsim: creating device %u failed: %d\n", i, err);
+			break;
+		}
+	}
+	return 0;
+}
+
+static void __exit ppsim_exit(void)
+{
+	struct ppsim_dev *pd, *tmp;
+
+	mutex_lock(&ppsim_devs_lock);
+	list_for_each_entry_safe(pd, tmp, &ppsim_devs, list) {
+		list_del(&pd->list);
+		ppsim_destroy(pd);
+	}
+	mutex_unlock(&ppsim_devs_lock);
+	debugfs_remove_recursive(ppsim_root);
+}
+
+module_init(ppsim_init);
+module_exit(ppsim_exit);
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("Simulated page_pool NIC for pptune tests");

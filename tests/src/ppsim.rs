@@ -1,0 +1,510 @@
+//! Driving `ppsim`, the simulated page_pool NIC (`tests/ppsim/`), from tests
+//! and benchmarks. Everything goes through its debugfs control files (see
+//! `tests/ppsim/README.md`); rings and channels are set with the real
+//! ethtool interface by the caller (pptune's netlink client, or
+//! [`PpsimDev::ethtool_set_rx_ring`] for scripts that do not want it).
+//!
+//! Needs root and the ppsim module built for the running kernel, i.e. the
+//! test VM; `tests/vm/test.sh` passes the module's path in `PPTUNE_PPSIM_KO`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::thread::sleep;
+use std::time::Duration;
+
+const DEBUGFS: &str = "/sys/kernel/debug/ppsim";
+
+/// What went wrong while driving ppsim. Each names the file or command.
+#[derive(Debug, thiserror::Error)]
+pub enum PpsimError {
+    #[error("PPTUNE_PPSIM_KO is not set (tests/vm/test.sh sets it to the built module)")]
+    ModuleUnknown,
+    #[error("loading the ppsim module {path}: {stderr}")]
+    Load { path: PathBuf, stderr: String },
+    #[error("running {cmd}")]
+    Spawn {
+        cmd: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{cmd} failed: {stderr}")]
+    Command { cmd: String, stderr: String },
+    #[error("writing {value:?} to {path}")]
+    Write {
+        path: PathBuf,
+        value: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("reading {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("parsing {path}: {what}")]
+    Parse { path: PathBuf, what: String },
+    #[error("no new ppsim device appeared after new_device")]
+    NoNewDevice,
+}
+
+/// A named slow-path cost preset (`cost_preset` file). The values each
+/// sets, and where they come from, are in `tests/ppsim/README.md`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CostPreset {
+    /// No charged cost: plain kernel behaviour.
+    Off,
+    /// Zone-lock contention on a many-core host (40 µs per slow refill and
+    /// per 64 pages freed past a full ring).
+    ZoneLock,
+    /// A device-memory pool's gen_pool (100 µs per slow refill, 2.5 ms per
+    /// 64 pages freed past a full ring).
+    Devmem,
+}
+
+impl CostPreset {
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::ZoneLock => "zonelock",
+            Self::Devmem => "devmem",
+        }
+    }
+}
+
+/// The traffic and cost knobs, all at once. `Default` is ppsim's own
+/// defaults: unlimited rate, 64-page bursts, no hold, no cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Knobs {
+    /// Arrivals per second per queue; 0 = as fast as the producer can.
+    pub rate_pps: u32,
+    /// Pages the consumer returns at once (1..=16384).
+    pub burst_pages: u32,
+    /// How long the consumer keeps a complete burst before returning it.
+    pub hold_us: u32,
+    /// Cost charged per slow-path refill (alloc.slow event), µs.
+    pub slow_cost_us: u32,
+    /// Cost charged per 64 pages freed past a full recycle ring, µs.
+    pub release_cost_us: u32,
+    /// Each other queue charged at the same moment adds this % to a cost.
+    pub contention_pct: u32,
+}
+
+impl Default for Knobs {
+    fn default() -> Self {
+        Self {
+            rate_pps: 0,
+            burst_pages: 64,
+            hold_us: 0,
+            slow_cost_us: 0,
+            release_cost_us: 0,
+            contention_pct: 0,
+        }
+    }
+}
+
+impl Knobs {
+    /// The knobs with a preset's cost values.
+    #[must_use]
+    pub fn with_preset(mut self, p: CostPreset) -> Self {
+        let (s, r) = match p {
+            CostPreset::Off => (0, 0),
+            CostPreset::ZoneLock => (40, 40),
+            CostPreset::Devmem => (100, 2500),
+        };
+        self.slow_cost_us = s;
+        self.release_cost_us = r;
+        self
+    }
+}
+
+/// The `goodput` file: cumulative device counters and the window since
+/// traffic was last started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Goodput {
+    pub now_ns: u64,
+    /// Pages received and delivered to the consumer, all queues, ever.
+    pub delivered: u64,
+    /// Arrivals lost: RX ring full, backlog full, allocation failure.
+    pub dropped: u64,
+    /// Total time charged by the cost model (stalls), ns.
+    pub charged_ns: u64,
+    pub window_ns: u64,
+    pub window_delivered: u64,
+    pub window_dropped: u64,
+    pub goodput_pps: u64,
+}
+
+impl Goodput {
+    /// Delivered pages per second between two readings.
+    #[must_use]
+    #[allow(clippy::cast_precision_loss)]
+    pub fn pps_since(&self, earlier: &Goodput) -> f64 {
+        let dt = self.now_ns.saturating_sub(earlier.now_ns);
+        if dt == 0 {
+            return 0.0;
+        }
+        self.delivered.saturating_sub(earlier.delivered) as f64 * 1e9 / dt as f64
+    }
+}
+
+/// One line of the `queues` file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueState {
+    pub queue: u32,
+    pub ring: u32,
+    pub pool_id: u32,
+    pub napi_id: u32,
+    pub held: u64,
+    pub packets: u64,
+    pub bytes: u64,
+    pub alloc_fail: u64,
+    pub drops_ring: u64,
+    pub drops_backlog: u64,
+    pub returned: u64,
+    pub bursts: u64,
+    pub slow_events: u64,
+    pub ring_full_pages: u64,
+    pub charged_ns: u64,
+    pub capped: u64,
+}
+
+/// The loaded ppsim module.
+#[derive(Debug)]
+pub struct Ppsim {
+    root: PathBuf,
+}
+
+fn run(cmd: &str, args: &[&str]) -> Result<String, PpsimError> {
+    let full = format!("{cmd} {}", args.join(" "));
+    let out = Command::new(cmd)
+        .args(args)
+        .output()
+        .map_err(|source| PpsimError::Spawn {
+            cmd: full.clone(),
+            source,
+        })?;
+    if !out.status.success() {
+        return Err(PpsimError::Command {
+            cmd: full,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn write(path: &Path, value: &str) -> Result<(), PpsimError> {
+    fs::write(path, value).map_err(|source| PpsimError::Write {
+        path: path.to_path_buf(),
+        value: value.to_owned(),
+        source,
+    })
+}
+
+fn read(path: &Path) -> Result<String, PpsimError> {
+    fs::read_to_string(path).map_err(|source| PpsimError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn parse_kv<T: Default>(
+    path: &Path,
+    line: &str,
+    mut set: impl FnMut(&mut T, &str, u64) -> bool,
+) -> Result<T, PpsimError> {
+    let mut v = T::default();
+    for field in line.split_whitespace() {
+        let (k, val) = field.split_once('=').ok_or_else(|| PpsimError::Parse {
+            path: path.to_path_buf(),
+            what: format!("field {field:?} is not key=value"),
+        })?;
+        let n: u64 = val.parse().map_err(|_| PpsimError::Parse {
+            path: path.to_path_buf(),
+            what: format!("{k}={val:?} is not a number"),
+        })?;
+        // Unknown keys are ignored so the module can add figures.
+        let _ = set(&mut v, k, n);
+    }
+    Ok(v)
+}
+
+fn u32_of(path: &Path, k: &str, n: u64) -> Result<u32, PpsimError> {
+    u32::try_from(n).map_err(|_| PpsimError::Parse {
+        path: path.to_path_buf(),
+        what: format!("{k}={n} does not fit 32 bits"),
+    })
+}
+
+impl Ppsim {
+    /// Load the module from `PPTUNE_PPSIM_KO` unless it is loaded already.
+    ///
+    /// # Errors
+    /// No module path, or insmod failed.
+    pub fn load() -> Result<Self, PpsimError> {
+        if !Path::new("/sys/module/ppsim").exists() {
+            let ko = std::env::var_os("PPTUNE_PPSIM_KO").ok_or(PpsimError::ModuleUnknown)?;
+            let ko = PathBuf::from(ko);
+            let out =
+                Command::new("insmod")
+                    .arg(&ko)
+                    .output()
+                    .map_err(|source| PpsimError::Spawn {
+                        cmd: format!("insmod {}", ko.display()),
+                        source,
+                    })?;
+            if !out.status.success() {
+                return Err(PpsimError::Load {
+                    path: ko,
+                    stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+                });
+            }
+        }
+        Ok(Self {
+            root: PathBuf::from(DEBUGFS),
+        })
+    }
+
+    fn devices(&self) -> Result<Vec<String>, PpsimError> {
+        let rd = fs::read_dir(&self.root).map_err(|source| PpsimError::Read {
+            path: self.root.clone(),
+            source,
+        })?;
+        let mut v: Vec<String> = rd
+            .filter_map(Result::ok)
+            .filter(|e| e.path().is_dir())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        Ok(v)
+    }
+
+    /// Create a device with `queues` combined channels (1..=16), RX ring 256.
+    ///
+    /// # Errors
+    /// The write failed or no new device showed up.
+    pub fn new_device(&self, queues: u32) -> Result<PpsimDev, PpsimError> {
+        let before = self.devices()?;
+        write(&self.root.join("new_device"), &queues.to_string())?;
+        let after = self.devices()?;
+        let name = after
+            .into_iter()
+            .find(|d| !before.contains(d))
+            .ok_or(PpsimError::NoNewDevice)?;
+        Ok(PpsimDev {
+            dir: self.root.join(&name),
+            del: self.root.join("del_device"),
+            name,
+        })
+    }
+}
+
+/// One ppsim network device.
+#[derive(Debug)]
+pub struct PpsimDev {
+    name: String,
+    dir: PathBuf,
+    del: PathBuf,
+}
+
+impl PpsimDev {
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The device's ifindex.
+    ///
+    /// # Errors
+    /// sysfs could not be read.
+    pub fn ifindex(&self) -> Result<u32, PpsimError> {
+        let p = PathBuf::from(format!("/sys/class/net/{}/ifindex", self.name));
+        let s = read(&p)?;
+        s.trim().parse().map_err(|_| PpsimError::Parse {
+            path: p,
+            what: format!("ifindex {s:?}"),
+        })
+    }
+
+    /// `ip link set <dev> up|down`.
+    ///
+    /// # Errors
+    /// `ip` failed.
+    pub fn set_up(&self, up: bool) -> Result<(), PpsimError> {
+        run(
+            "ip",
+            &["link", "set", &self.name, if up { "up" } else { "down" }],
+        )
+        .map(|_| ())
+    }
+
+    /// `ethtool -G <dev> rx <n>` (for scripts; tests use pptune's client).
+    ///
+    /// # Errors
+    /// ethtool failed (its message is in the error).
+    pub fn ethtool_set_rx_ring(&self, n: u32) -> Result<(), PpsimError> {
+        run("ethtool", &["-G", &self.name, "rx", &n.to_string()]).map(|_| ())
+    }
+
+    /// `ethtool -L <dev> combined <n>`.
+    ///
+    /// # Errors
+    /// ethtool failed.
+    pub fn ethtool_set_channels(&self, n: u32) -> Result<(), PpsimError> {
+        run("ethtool", &["-L", &self.name, "combined", &n.to_string()]).map(|_| ())
+    }
+
+    fn knob(&self, name: &str, v: u32) -> Result<(), PpsimError> {
+        write(&self.dir.join(name), &v.to_string())
+    }
+
+    /// Write all knobs.
+    ///
+    /// # Errors
+    /// A debugfs write failed.
+    pub fn set_knobs(&self, k: &Knobs) -> Result<(), PpsimError> {
+        self.knob("rate_pps", k.rate_pps)?;
+        self.knob("burst_pages", k.burst_pages)?;
+        self.knob("hold_us", k.hold_us)?;
+        self.knob("slow_cost_us", k.slow_cost_us)?;
+        self.knob("release_cost_us", k.release_cost_us)?;
+        self.knob("contention_pct", k.contention_pct)
+    }
+
+    /// Read the knobs back.
+    ///
+    /// # Errors
+    /// A debugfs read failed.
+    pub fn knobs(&self) -> Result<Knobs, PpsimError> {
+        let get = |n: &str| -> Result<u32, PpsimError> {
+            let p = self.dir.join(n);
+            let s = read(&p)?;
+            s.trim().parse().map_err(|_| PpsimError::Parse {
+                path: p,
+                what: format!("{s:?}"),
+            })
+        };
+        Ok(Knobs {
+            rate_pps: get("rate_pps")?,
+            burst_pages: get("burst_pages")?,
+            hold_us: get("hold_us")?,
+            slow_cost_us: get("slow_cost_us")?,
+            release_cost_us: get("release_cost_us")?,
+            contention_pct: get("contention_pct")?,
+        })
+    }
+
+    /// Select a cost preset by name (sets slow_cost_us and release_cost_us).
+    ///
+    /// # Errors
+    /// The write failed.
+    pub fn set_preset(&self, p: CostPreset) -> Result<(), PpsimError> {
+        write(&self.dir.join("cost_preset"), p.name())
+    }
+
+    /// Start the traffic engine on every queue (resets the goodput window).
+    ///
+    /// # Errors
+    /// The write failed.
+    pub fn start(&self) -> Result<(), PpsimError> {
+        write(&self.dir.join("running"), "1")
+    }
+
+    /// Stop traffic; the consumers then give back what they hold.
+    ///
+    /// # Errors
+    /// The write failed.
+    pub fn stop(&self) -> Result<(), PpsimError> {
+        write(&self.dir.join("running"), "0")
+    }
+
+    /// Read the goodput file.
+    ///
+    /// # Errors
+    /// Read or parse failure.
+    pub fn goodput(&self) -> Result<Goodput, PpsimError> {
+        let p = self.dir.join("goodput");
+        let s = read(&p)?;
+        parse_kv(&p, s.trim(), |g: &mut Goodput, k, n| {
+            match k {
+                "now_ns" => g.now_ns = n,
+                "delivered" => g.delivered = n,
+                "dropped" => g.dropped = n,
+                "charged_ns" => g.charged_ns = n,
+                "window_ns" => g.window_ns = n,
+                "window_delivered" => g.window_delivered = n,
+                "window_dropped" => g.window_dropped = n,
+                "goodput_pps" => g.goodput_pps = n,
+                _ => return false,
+            }
+            true
+        })
+    }
+
+    /// Goodput over `d` of wall time: delivered pages per second.
+    ///
+    /// # Errors
+    /// Read or parse failure.
+    pub fn measure_goodput(&self, d: Duration) -> Result<(f64, Goodput, Goodput), PpsimError> {
+        let a = self.goodput()?;
+        sleep(d);
+        let b = self.goodput()?;
+        Ok((b.pps_since(&a), a, b))
+    }
+
+    /// Per-queue state (active queues only).
+    ///
+    /// # Errors
+    /// Read or parse failure.
+    pub fn queues(&self) -> Result<Vec<QueueState>, PpsimError> {
+        let p = self.dir.join("queues");
+        let s = read(&p)?;
+        let mut out = Vec::new();
+        for line in s.lines().filter(|l| !l.trim().is_empty()) {
+            let mut bad = None;
+            let q = parse_kv(&p, line, |q: &mut QueueState, k, n| {
+                let r32 = |n| u32_of(&p, k, n);
+                match k {
+                    "queue" | "ring" | "pool_id" | "napi_id" => match r32(n) {
+                        Ok(v) => match k {
+                            "queue" => q.queue = v,
+                            "ring" => q.ring = v,
+                            "pool_id" => q.pool_id = v,
+                            _ => q.napi_id = v,
+                        },
+                        Err(e) => bad = Some(e),
+                    },
+                    "held" => q.held = n,
+                    "packets" => q.packets = n,
+                    "bytes" => q.bytes = n,
+                    "alloc_fail" => q.alloc_fail = n,
+                    "drops_ring" => q.drops_ring = n,
+                    "drops_backlog" => q.drops_backlog = n,
+                    "returned" => q.returned = n,
+                    "bursts" => q.bursts = n,
+                    "slow_events" => q.slow_events = n,
+                    "ring_full_pages" => q.ring_full_pages = n,
+                    "charged_ns" => q.charged_ns = n,
+                    "capped" => q.capped = n,
+                    _ => return false,
+                }
+                true
+            })?;
+            if let Some(e) = bad {
+                return Err(e);
+            }
+            out.push(q);
+        }
+        Ok(out)
+    }
+
+    /// Delete the device (pools with pages still out become orphans).
+    ///
+    /// # Errors
+    /// The write failed.
+    pub fn delete(self) -> Result<(), PpsimError> {
+        write(&self.del, &self.name)
+    }
+}

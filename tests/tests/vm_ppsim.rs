@@ -1,0 +1,403 @@
+//! ppsim (our simulated page_pool NIC, `tests/ppsim/`) observed through
+//! pptune's netlink client, in the test VM (`tests/vm/test.sh`).
+//!
+//! Runs on 7.3 and 6.12 (ppsim needs page-pool netlink, queue↔NAPI linking
+//! and `netdev_stat_ops`); on 6.1 ppsim is not built and these tests print
+//! why they skip. Outside the VM every test prints why it is skipped.
+//!
+//! The measurement tests print one `MEASURE` line each with the knob values
+//! they used (`tests/vm/test.sh` output is where the report numbers come from).
+
+// Helpers outside #[test] fns fail the test the same way.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use netlink::Client;
+use netlink::ethtool::{Channels, Header, Rings};
+use netlink::netdev::{PoolCounters, QSTATS_SCOPE_QUEUE, QueueType};
+use policy::signals::{recycle_miss_share, slow_refill_share};
+use policy::snapshot::PoolStats;
+use pptune_tests::ppsim::{CostPreset, Knobs, Ppsim, PpsimDev};
+use pptune_tests::vm::require_vm;
+
+fn gate(test: &str) -> Option<String> {
+    let k = require_vm(test)?;
+    if k == "6.1" {
+        println!("SKIP {test} on 6.1: ppsim needs page-pool netlink, which 6.1 lacks");
+        return None;
+    }
+    if std::env::var_os("PPTUNE_PPSIM_KO").is_none() {
+        panic!("{test}: PPTUNE_PPSIM_KO is not set although the kernel is {k}");
+    }
+    Some(k)
+}
+
+fn to_stats(c: &PoolCounters) -> PoolStats {
+    PoolStats {
+        alloc_fast: c.alloc_fast.unwrap_or(0),
+        alloc_slow: c.alloc_slow.unwrap_or(0),
+        alloc_slow_high_order: c.alloc_slow_high_order.unwrap_or(0),
+        alloc_empty: c.alloc_empty.unwrap_or(0),
+        alloc_refill: c.alloc_refill.unwrap_or(0),
+        alloc_waive: c.alloc_waive.unwrap_or(0),
+        recycle_cached: c.recycle_cached.unwrap_or(0),
+        recycle_cache_full: c.recycle_cache_full.unwrap_or(0),
+        recycle_ring: c.recycle_ring.unwrap_or(0),
+        recycle_ring_full: c.recycle_ring_full.unwrap_or(0),
+        recycle_released_refcnt: c.recycle_released_refcnt.unwrap_or(0),
+    }
+}
+
+fn sum(a: &PoolStats, b: &PoolStats) -> PoolStats {
+    PoolStats {
+        alloc_fast: a.alloc_fast + b.alloc_fast,
+        alloc_slow: a.alloc_slow + b.alloc_slow,
+        alloc_slow_high_order: a.alloc_slow_high_order + b.alloc_slow_high_order,
+        alloc_empty: a.alloc_empty + b.alloc_empty,
+        alloc_refill: a.alloc_refill + b.alloc_refill,
+        alloc_waive: a.alloc_waive + b.alloc_waive,
+        recycle_cached: a.recycle_cached + b.recycle_cached,
+        recycle_cache_full: a.recycle_cache_full + b.recycle_cache_full,
+        recycle_ring: a.recycle_ring + b.recycle_ring,
+        recycle_ring_full: a.recycle_ring_full + b.recycle_ring_full,
+        recycle_released_refcnt: a.recycle_released_refcnt + b.recycle_released_refcnt,
+    }
+}
+
+/// Ids of the device's attached pools (not detached, listed under ifindex).
+async fn attached_pools(c: &Client, ifx: u32) -> BTreeSet<u64> {
+    c.page_pools()
+        .await
+        .expect("page-pool-get")
+        .into_iter()
+        .filter(|p| p.ifindex == Some(ifx) && p.detach_time.is_none())
+        .filter_map(|p| p.id)
+        .collect()
+}
+
+/// Summed counters of the given pools (those still listed).
+async fn stats_of(c: &Client, ids: &BTreeSet<u64>) -> PoolStats {
+    c.page_pool_stats()
+        .await
+        .expect("page-pool-stats-get")
+        .into_iter()
+        .filter(|s| {
+            s.info
+                .as_ref()
+                .and_then(|i| i.id)
+                .is_some_and(|id| ids.contains(&id))
+        })
+        .fold(PoolStats::default(), |acc, s| {
+            sum(&acc, &to_stats(&s.counters))
+        })
+}
+
+async fn set_ring(c: &Client, d: &PpsimDev, ring: u32) {
+    let ifx = d.ifindex().expect("ifindex");
+    c.set_rings(
+        Rings {
+            header: Some(Header::ifindex(ifx)),
+            rx: Some(ring),
+            ..Rings::default()
+        },
+        Some(d.name()),
+    )
+    .await
+    .expect("rings-set");
+}
+
+fn setup(queues: u32) -> PpsimDev {
+    let p = Ppsim::load().expect("ppsim loads");
+    let d = p.new_device(queues).expect("ppsim device");
+    d.set_up(true).expect("up");
+    d
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn counters_move_under_traffic() {
+    let Some(k) = gate("counters_move_under_traffic") else {
+        return;
+    };
+    let c = Client::connect().await.expect("client");
+    let d = setup(2);
+    let ifx = d.ifindex().expect("ifindex");
+
+    let pools = c.page_pools().await.expect("page-pool-get");
+    let mine: Vec<_> = pools.iter().filter(|p| p.ifindex == Some(ifx)).collect();
+    assert_eq!(mine.len(), 2, "one pool per queue: {mine:?}");
+    let queues: Vec<_> = c
+        .queues(Some(ifx))
+        .await
+        .expect("queue-get")
+        .into_iter()
+        .filter(|q| q.queue_type == Some(QueueType::Rx))
+        .collect();
+    assert_eq!(queues.len(), 2);
+    for q in &queues {
+        let napi = q.napi_id.expect("rx queue linked to its NAPI");
+        assert!(
+            mine.iter().any(|p| p.napi_id == Some(u64::from(napi))),
+            "queue {q:?} maps to a pool by napi-id"
+        );
+    }
+    let ids: BTreeSet<u64> = mine.iter().filter_map(|p| p.id).collect();
+    let local: BTreeSet<u64> = d
+        .queues()
+        .expect("ppsim queues")
+        .iter()
+        .map(|q| u64::from(q.pool_id))
+        .collect();
+    assert_eq!(
+        ids, local,
+        "ppsim's own pool ids are the ones netlink lists"
+    );
+
+    let s0 = stats_of(&c, &ids).await;
+    d.set_knobs(&Knobs::default()).expect("knobs");
+    d.start().expect("start");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let s1 = stats_of(&c, &ids).await;
+    d.stop().expect("stop");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let s2 = stats_of(&c, &ids).await;
+    let g = d.goodput().expect("goodput");
+
+    let dl = s1.delta(&s0).expect("monotonic");
+    assert!(dl.alloc_fast > 1000, "alloc-fast moves: {dl:?}");
+    assert!(
+        dl.alloc_slow > 0,
+        "the first refills take the slow path: {dl:?}"
+    );
+    assert!(
+        s2.recycle_ring > s0.recycle_ring,
+        "returns reach the ring: {s2:?}"
+    );
+    assert!(g.delivered > 1000, "goodput counts deliveries: {g:?}");
+
+    let qs = c
+        .qstats(Some(ifx), QSTATS_SCOPE_QUEUE)
+        .await
+        .expect("qstats-get");
+    let rx: Vec<_> = qs.iter().filter(|q| q.queue_type == Some(0)).collect();
+    assert_eq!(rx.len(), 2, "per-queue rx qstats: {qs:?}");
+    for q in rx {
+        assert!(q.counters.rx_packets.unwrap_or(0) > 0, "rx-packets: {q:?}");
+        assert!(q.counters.rx_bytes.unwrap_or(0) > 0, "rx-bytes: {q:?}");
+        assert!(
+            q.counters.rx_alloc_fail.is_some(),
+            "rx-alloc-fail reported: {q:?}"
+        );
+        assert!(
+            q.counters.rx_hw_drops.is_some(),
+            "rx-hw-drops reported: {q:?}"
+        );
+    }
+    println!(
+        "{k}: 1 s of default traffic on 2 queues: {} pages delivered, delta {dl:?}",
+        g.delivered
+    );
+
+    // Channels: combined 1..16, queue-get and pools follow.
+    c.set_channels(
+        Channels {
+            header: Some(Header::ifindex(ifx)),
+            combined_count: Some(3),
+            ..Channels::default()
+        },
+        Some(d.name()),
+    )
+    .await
+    .expect("channels-set 3");
+    assert_eq!(attached_pools(&c, ifx).await.len(), 3);
+    let ch = c.channels(ifx, Some(d.name())).await.expect("channels-get");
+    assert_eq!((ch.combined_count, ch.combined_max), (Some(3), Some(16)));
+    d.delete().expect("delete");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn ring_change_gives_new_pools_and_old_counters_stop() {
+    let Some(k) = gate("ring_change_gives_new_pools_and_old_counters_stop") else {
+        return;
+    };
+    let c = Client::connect().await.expect("client");
+    let d = setup(2);
+    let ifx = d.ifindex().expect("ifindex");
+    // Big bursts held for a while: pages of the old pools are still out
+    // when the ring changes, so those pools linger, detached.
+    // A fixed arrival rate keeps the producer allocating while the
+    // consumer sits on its bursts (unlimited mode would wait for it).
+    d.set_knobs(&Knobs {
+        rate_pps: 20_000,
+        burst_pages: 2048,
+        hold_us: 1_500_000,
+        ..Knobs::default()
+    })
+    .expect("knobs");
+    let old = attached_pools(&c, ifx).await;
+    assert_eq!(old.len(), 2);
+    d.start().expect("start");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    set_ring(&c, &d, 1024).await;
+    let new = attached_pools(&c, ifx).await;
+    assert_eq!(new.len(), 2, "two new pools: {new:?}");
+    assert!(new.is_disjoint(&old), "new pool ids {new:?} vs old {old:?}");
+    let r = c.rings(ifx, Some(d.name())).await.expect("rings-get");
+    assert_eq!((r.rx, r.rx_max), (Some(1024), Some(16384)));
+
+    let lingering: Vec<_> = c
+        .page_pools()
+        .await
+        .expect("page-pool-get")
+        .into_iter()
+        .filter(|p| p.id.is_some_and(|id| old.contains(&id)))
+        .collect();
+    assert!(
+        !lingering.is_empty(),
+        "old pools linger while pages are held"
+    );
+    for p in &lingering {
+        assert!(p.detach_time.is_some(), "lingering pool is detached: {p:?}");
+        assert!(p.inflight.unwrap_or(0) > 0, "and has pages out: {p:?}");
+    }
+    let o1 = stats_of(&c, &old).await;
+    let n1 = stats_of(&c, &new).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let o2 = stats_of(&c, &old).await;
+    let n2 = stats_of(&c, &new).await;
+    assert_eq!(
+        (o1.alloc_fast, o1.alloc_slow, o1.alloc_refill),
+        (o2.alloc_fast, o2.alloc_slow, o2.alloc_refill),
+        "old pools allocate no more"
+    );
+    assert!(n2.alloc_fast > n1.alloc_fast, "new pools carry the traffic");
+    d.stop().expect("stop");
+    println!(
+        "{k}: ring 256→1024: pools {old:?} → {new:?}, {} lingered detached",
+        lingering.len()
+    );
+    d.delete().expect("delete");
+}
+
+/// One bursty-workload measurement on a fresh single-queue device.
+#[derive(Debug)]
+struct Measured {
+    miss_share: f64,
+    slow_share: f64,
+    goodput_pps: f64,
+    delta: PoolStats,
+}
+
+async fn measure(c: &Client, ring: u32, knobs: &Knobs, secs: u64) -> Measured {
+    let p = Ppsim::load().expect("ppsim");
+    let d = p.new_device(1).expect("device");
+    set_ring(c, &d, ring).await;
+    d.set_up(true).expect("up");
+    let ifx = d.ifindex().expect("ifindex");
+    d.set_knobs(knobs).expect("knobs");
+    d.start().expect("start");
+    // Warm up: the first refills are slow whatever the ring.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let ids = attached_pools(c, ifx).await;
+    let s0 = stats_of(c, &ids).await;
+    let g0 = d.goodput().expect("goodput");
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+    let s1 = stats_of(c, &ids).await;
+    let g1 = d.goodput().expect("goodput");
+    d.stop().expect("stop");
+    let delta = s1.delta(&s0).expect("monotonic counters");
+    let m = Measured {
+        miss_share: recycle_miss_share(&delta).unwrap_or(0.0),
+        slow_share: slow_refill_share(&delta, false).unwrap_or(0.0),
+        goodput_pps: g1.pps_since(&g0),
+        delta,
+    };
+    let qs = d.queues().expect("queues");
+    println!("  ring {ring}: {m:?} ppsim {qs:?}");
+    d.delete().expect("delete");
+    m
+}
+
+fn knobs_line(k: &Knobs) -> String {
+    format!(
+        "rate_pps={} burst_pages={} hold_us={} slow_cost_us={} release_cost_us={} contention_pct={}",
+        k.rate_pps, k.burst_pages, k.hold_us, k.slow_cost_us, k.release_cost_us, k.contention_pct
+    )
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn bursts_overflow_a_small_ring_not_a_large_one() {
+    let Some(k) = gate("bursts_overflow_a_small_ring_not_a_large_one") else {
+        return;
+    };
+    let c = Client::connect().await.expect("client");
+    let knobs = Knobs {
+        burst_pages: 2048,
+        ..Knobs::default()
+    };
+    let small = measure(&c, 256, &knobs, 3).await;
+    let large = measure(&c, 4096, &knobs, 3).await;
+    println!(
+        "MEASURE kernel={k} queues=1 secs=3 {} | ring=256 recycle_miss_share={:.4} slow_refill_share={:.4} goodput_pps={:.0} | ring=4096 recycle_miss_share={:.4} slow_refill_share={:.4} goodput_pps={:.0}",
+        knobs_line(&knobs),
+        small.miss_share,
+        small.slow_share,
+        small.goodput_pps,
+        large.miss_share,
+        large.slow_share,
+        large.goodput_pps
+    );
+    assert!(
+        small.miss_share >= 0.5,
+        "2048-page bursts into a 256 ring: recycle-miss share {:.3} ({:?})",
+        small.miss_share,
+        small.delta
+    );
+    assert!(
+        large.miss_share <= 0.01,
+        "2048-page bursts into a 4096 ring: recycle-miss share {:.4} ({:?})",
+        large.miss_share,
+        large.delta
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn charged_slow_path_makes_the_large_ring_faster() {
+    let Some(k) = gate("charged_slow_path_makes_the_large_ring_faster") else {
+        return;
+    };
+    let c = Client::connect().await.expect("client");
+    let mut ratios = Vec::new();
+    for preset in [CostPreset::Off, CostPreset::ZoneLock, CostPreset::Devmem] {
+        let knobs = Knobs {
+            burst_pages: 2048,
+            ..Knobs::default()
+        }
+        .with_preset(preset);
+        let small = measure(&c, 256, &knobs, 3).await;
+        let large = measure(&c, 4096, &knobs, 3).await;
+        let ratio = large.goodput_pps / small.goodput_pps.max(1.0);
+        println!(
+            "MEASURE kernel={k} preset={} queues=1 secs=3 {} | ring=256 recycle_miss_share={:.4} slow_refill_share={:.4} goodput_pps={:.0} | ring=4096 recycle_miss_share={:.4} slow_refill_share={:.4} goodput_pps={:.0} | goodput_ratio_4096_over_256={ratio:.2}",
+            preset.name(),
+            knobs_line(&knobs),
+            small.miss_share,
+            small.slow_share,
+            small.goodput_pps,
+            large.miss_share,
+            large.slow_share,
+            large.goodput_pps
+        );
+        ratios.push((preset, ratio));
+    }
+    let devmem = ratios
+        .iter()
+        .find(|(p, _)| *p == CostPreset::Devmem)
+        .map_or(0.0, |(_, r)| *r);
+    assert!(
+        devmem >= 1.5,
+        "with the devmem cost preset ring 4096 should deliver ≥ 1.5× ring 256, got {devmem:.2} ({ratios:?})"
+    );
+}

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The VM test suites, against every test kernel: the one command for them.
+#
+#   tests/vm/test.sh [KERNEL...]        (default: 7.3 6.12 6.1)
+#
+# 1. builds (or finds cached) the test kernels,
+# 2. builds ppsim against each (7.3 and 6.12; 6.1 lacks the APIs),
+# 3. builds the Rust test binaries on the host
+#    (cargo test -p pptune-tests --no-run) and picks the tests/vm_*.rs ones,
+# 4. boots each kernel once and runs those binaries inside
+#    (PPTUNE_IN_VM=1, PPTUNE_KERNEL=<version>, PPTUNE_PPSIM_KO=<module>).
+# Output streams; the exit status is non-zero if any suite failed.
+# PPTUNE_VM_TIMEOUT (seconds per kernel, default 900) bounds each VM.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+cd "$PPTUNE_REPO"
+
+KERNELS=("$@")
+[ ${#KERNELS[@]} -gt 0 ] || KERNELS=(7.3 6.12 6.1)
+T0=$SECONDS
+
+ensure_packages
+command -v cargo >/dev/null || die "cargo not found (install the Rust toolchain from rust-toolchain.toml)"
+
+declare -A KDIRS PPSIM
+for k in "${KERNELS[@]}"; do
+    t=$SECONDS
+    KDIRS[$k]="$("$PPTUNE_VM_DIR/kernel.sh" "$k")"
+    log "kernel $k: ${KDIRS[$k]} ($((SECONDS - t)) s)"
+done
+for k in "${KERNELS[@]}"; do
+    case "$k" in
+        6.1) PPSIM[$k]="" ; log "ppsim: not built for 6.1 (no page-pool netlink, no queue/NAPI linking)" ;;
+        *) PPSIM[$k]="$("$PPTUNE_REPO/tests/ppsim/build.sh" "${KDIRS[$k]}")"; log "ppsim for $k: ${PPSIM[$k]}" ;;
+    esac
+done
+
+log "building the VM test binaries on the host"
+mapfile -t BINS < <(cargo test -p pptune-tests --test 'vm_*' --no-run --locked --message-format=json 2>/dev/null \
+    | python3 -c '
+import json, sys
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") != "compiler-artifact" or not m.get("executable"):
+        continue
+    t = m.get("target", {})
+    if "test" in t.get("kind", []) and t.get("name", "").startswith("vm_"):
+        print(m["executable"])
+')
+if [ ${#BINS[@]} -eq 0 ]; then
+    cargo test -p pptune-tests --test 'vm_*' --no-run --locked >&2 || die "building the test binaries failed"
+    die "no tests/tests/vm_*.rs binaries were built"
+fi
+log "test binaries: ${BINS[*]}"
+
+failed=()
+for k in "${KERNELS[@]}"; do
+    log "=== kernel $k: booting and running ${#BINS[@]} suite(s)"
+    t=$SECONDS
+    rc=0
+    PPTUNE_PPSIM_KO="${PPSIM[$k]}" RUST_BACKTRACE=1 \
+        "$PPTUNE_VM_DIR/run.sh" --kernel "${KDIRS[$k]}" --timeout "${PPTUNE_VM_TIMEOUT:-900}" \
+        -- "$PPTUNE_VM_DIR/suite.sh" "${BINS[@]}" || rc=$?
+    if [ "$rc" -eq 0 ]; then
+        log "=== kernel $k: passed ($((SECONDS - t)) s)"
+    else
+        log "=== kernel $k: FAILED with status $rc ($((SECONDS - t)) s)"
+        failed+=("$k")
+    fi
+done
+log "VM suites done in $((SECONDS - T0)) s"
+if [ ${#failed[@]} -gt 0 ]; then
+    die "VM suites failed on: ${failed[*]}"
+fi
