@@ -1,0 +1,94 @@
+//! Shared by the observe-cost bench binaries (`netlink/benches/raw_floor.rs`,
+//! `daemon/benches/observe_pass.rs`), included with `#[path]`: process CPU
+//! time, monotonic wall time, peak RSS and allocation counts, and the one
+//! JSON line each binary prints.
+//!
+//! Allocations are counted by `stats_alloc`'s instrumented system allocator
+//! (each binary installs it as its global allocator), so no unsafe code of
+//! our own is needed.
+
+use std::alloc::System;
+
+use nix::sys::resource::{UsageWho, getrusage};
+use nix::time::{ClockId, clock_gettime};
+use stats_alloc::{Region, StatsAlloc};
+
+/// Nanoseconds on `clock`, 0 if it cannot be read (never on Linux).
+fn ns(clock: ClockId) -> u128 {
+    clock_gettime(clock).map_or(0, |t| {
+        u128::try_from(t.tv_sec()).unwrap_or(0) * 1_000_000_000
+            + u128::try_from(t.tv_nsec()).unwrap_or(0)
+    })
+}
+
+/// Peak resident set of this process so far, KiB (`ru_maxrss`).
+pub fn maxrss_kib() -> i64 {
+    getrusage(UsageWho::RUSAGE_SELF).map_or(0, |r| r.max_rss())
+}
+
+/// A measurement in progress.
+pub struct Meter<'a> {
+    cpu0: u128,
+    wall0: u128,
+    region: Region<'a, System>,
+}
+
+/// What `passes` passes cost, per pass.
+#[derive(Debug, Clone, Copy)]
+pub struct PerPass {
+    pub passes: u64,
+    pub cpu_ns: f64,
+    pub wall_ns: f64,
+    pub allocs: f64,
+    pub alloc_bytes: f64,
+    pub maxrss_kib: i64,
+}
+
+impl<'a> Meter<'a> {
+    pub fn start(alloc: &'a StatsAlloc<System>) -> Self {
+        Self {
+            region: Region::new(alloc),
+            cpu0: ns(ClockId::CLOCK_PROCESS_CPUTIME_ID),
+            wall0: ns(ClockId::CLOCK_MONOTONIC),
+        }
+    }
+
+    pub fn stop(self, passes: u64) -> PerPass {
+        let cpu = ns(ClockId::CLOCK_PROCESS_CPUTIME_ID) - self.cpu0;
+        let wall = ns(ClockId::CLOCK_MONOTONIC) - self.wall0;
+        let s = self.region.change();
+        let n = passes.max(1) as f64;
+        PerPass {
+            passes,
+            cpu_ns: cpu as f64 / n,
+            wall_ns: wall as f64 / n,
+            allocs: s.allocations as f64 / n,
+            alloc_bytes: s.bytes_allocated as f64 / n,
+            maxrss_kib: maxrss_kib(),
+        }
+    }
+}
+
+impl PerPass {
+    /// One JSON object (no serde in the netlink crate's benches).
+    pub fn json(&self, tool: &str, pools: usize, extra: &str) -> String {
+        format!(
+            "{{\"tool\":\"{tool}\",\"pools\":{pools},\"passes\":{},\"cpu_us_per_pass\":{:.1},\
+             \"wall_us_per_pass\":{:.1},\"allocs_per_pass\":{:.1},\"alloc_bytes_per_pass\":{:.0},\
+             \"maxrss_kib\":{}{extra}}}",
+            self.passes,
+            self.cpu_ns / 1e3,
+            self.wall_ns / 1e3,
+            self.allocs,
+            self.alloc_bytes,
+            self.maxrss_kib
+        )
+    }
+}
+
+/// `--name VALUE` from the arguments (cargo bench adds `--bench`).
+pub fn arg(name: &str) -> Option<String> {
+    let mut it = std::env::args().skip_while(|a| a != name);
+    it.next()?;
+    it.next()
+}

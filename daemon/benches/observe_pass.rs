@@ -1,0 +1,91 @@
+//! pptune's in-process observe pass, timed: the daemon's sampling pass
+//! (`NetlinkKernel::sample`: link, page-pool, page-pool-stats, queue and
+//! qstats dumps, rings and channels per device, decode, aggregation into a
+//! `Snapshot`), the policy decision (`policy::decide` with the shipped
+//! default policy and the engine state carried between passes) and a
+//! `/metrics` render (`Metrics::observe_snapshot` + `encode`) — what one
+//! daemon tick does, minus logging and the state file.
+//!
+//! Not a criterion bench: `benches/observe-cost.sh` runs the built binary in
+//! the VM (it needs a kernel with page pools):
+//!
+//! ```text
+//! observe_pass-<hash> --passes 100 [--save-snapshot FILE]
+//! ```
+//!
+//! prints one JSON line; `--save-snapshot` writes the last snapshot as JSON
+//! (the render bench's recorded input).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // bench binary
+
+#[path = "../../benches/meter.rs"]
+mod meter;
+
+use std::alloc::System;
+
+use policy::engine::EngineState;
+use policy::{Observation, decide};
+use pptune::kernel::{Kernel, SampleScope};
+use pptune::kernel_netlink::NetlinkKernel;
+use pptune::metrics::Metrics;
+use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+fn main() {
+    let passes: u64 = meter::arg("--passes").map_or(100, |s| s.parse().unwrap());
+    let save = meter::arg("--save-snapshot");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let policy = config::default_policy().unwrap();
+        let kernel = NetlinkKernel::connect().await.unwrap();
+        let metrics = Metrics::new();
+        let scope = SampleScope::default();
+        let mut state = EngineState::default();
+        let mut prev = kernel.sample(&scope).await.unwrap();
+        let pools: usize = prev.devices.iter().map(|d| d.pools().count()).sum();
+        metrics.observe_snapshot(&prev);
+        let interval = policy.timing.interval;
+        let mut bytes = 0usize;
+        let mut decisions = 0usize;
+        let m = meter::Meter::start(GLOBAL);
+        for i in 1..=passes {
+            let snap = kernel.sample(&scope).await.unwrap();
+            let obs = Observation {
+                previous: Some(&prev),
+                current: &snap,
+                elapsed: interval,
+                now: interval * u32::try_from(i).unwrap_or(u32::MAX),
+                local_time: None,
+                history: &[],
+                overrides: &[],
+                originals: &[],
+            };
+            let (plan, next) = decide(&policy, &state, &obs);
+            state = next;
+            decisions += plan.decisions.len();
+            metrics.observe_snapshot(&snap);
+            bytes = metrics.encode().unwrap().len();
+            prev = snap;
+        }
+        let r = m.stop(passes);
+        println!(
+            "{}",
+            r.json(
+                "pptune-pass",
+                pools,
+                &format!(
+                    ",\"devices\":{},\"metrics_bytes\":{bytes},\"decisions_per_pass\":{}",
+                    prev.devices.len(),
+                    decisions / usize::try_from(passes.max(1)).unwrap()
+                )
+            )
+        );
+        if let Some(path) = save {
+            std::fs::write(&path, serde_json::to_vec_pretty(&prev).unwrap()).unwrap();
+        }
+    });
+}

@@ -1,0 +1,371 @@
+//! Tuning outcome against static settings, in the VM with ppsim.
+//!
+//! Not a criterion bench: `benches/outcome.sh` runs the built binary inside
+//! the 7.3 test VM (ppsim loaded from `PPTUNE_PPSIM_KO`):
+//!
+//! ```text
+//! outcome-<hash> --pptune PATH --policy FILE [--preset zonelock] [--queues 2]
+//!     [--static-secs 8] [--enforce-secs 100] [--sweep 256,1024,2048,4096,16384]
+//!     [--workloads bursty-2k,bursty-8k,bursty-1k-rate,steady,idle]
+//! ```
+//!
+//! For each workload: a static sweep (a fresh ppsim device per ring size,
+//! measured after a warm-up) gives the default ring (256), the maximum
+//! (16384, ppsim's rx-max) and the best static ring; then a fresh device at
+//! the default ring runs with `pptune run` in enforce mode and is watched
+//! every second (ring, goodput) until `--enforce-secs`; the last
+//! `--static-secs` are measured like a static point. One JSON line per
+//! measurement on stdout. ppsim is driven with the testbed's own helper
+//! (`tests/src/ppsim.rs`, included by path, so both use the same calls);
+//! pool counters come from page-pool-stats over netlink and the shares are
+//! `policy::signals`'.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // bench binary
+#![allow(clippy::disallowed_types)] // wall-clock timing of a bench run
+#![allow(dead_code)] // the included helper has more than this driver uses
+
+#[path = "../../tests/src/ppsim.rs"]
+mod ppsim;
+
+use std::collections::BTreeSet;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use netlink::Client;
+use netlink::ethtool::{Header, Rings};
+use netlink::netdev::PoolCounters;
+use policy::signals::{recycle_miss_share, slow_refill_share};
+use policy::snapshot::PoolStats;
+use ppsim::{CostPreset, Knobs, Ppsim, PpsimDev};
+
+fn arg(name: &str) -> Option<String> {
+    let mut it = std::env::args().skip_while(|a| a != name);
+    it.next()?;
+    it.next()
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Workload {
+    name: &'static str,
+    burst: u32,
+    rate_pps: u32,
+    hold_us: u32,
+    running: bool,
+}
+
+const WORKLOADS: &[Workload] = &[
+    // Bursty returns larger than the default ring, as fast as the VM goes.
+    Workload {
+        name: "bursty-2k",
+        burst: 2048,
+        rate_pps: 0,
+        hold_us: 0,
+        running: true,
+    },
+    Workload {
+        name: "bursty-8k",
+        burst: 8192,
+        rate_pps: 0,
+        hold_us: 0,
+        running: true,
+    },
+    // Bursty at a fixed arrival rate (per queue): the ring buffers arrivals,
+    // so a slow path that misses its budget turns into drops.
+    Workload {
+        name: "bursty-1k-100kpps",
+        burst: 1024,
+        rate_pps: 100_000,
+        hold_us: 1000,
+        running: true,
+    },
+    // Steady: pages come back one small bulk at a time; the default ring is enough.
+    Workload {
+        name: "steady",
+        burst: 64,
+        rate_pps: 0,
+        hold_us: 0,
+        running: true,
+    },
+    // Idle: no traffic at all.
+    Workload {
+        name: "idle",
+        burst: 64,
+        rate_pps: 0,
+        hold_us: 0,
+        running: false,
+    },
+];
+
+fn to_stats(c: &PoolCounters) -> PoolStats {
+    let g = |v: Option<u64>| v.unwrap_or(0);
+    PoolStats {
+        alloc_fast: g(c.alloc_fast),
+        alloc_slow: g(c.alloc_slow),
+        alloc_slow_high_order: g(c.alloc_slow_high_order),
+        alloc_empty: g(c.alloc_empty),
+        alloc_refill: g(c.alloc_refill),
+        alloc_waive: g(c.alloc_waive),
+        recycle_cached: g(c.recycle_cached),
+        recycle_cache_full: g(c.recycle_cache_full),
+        recycle_ring: g(c.recycle_ring),
+        recycle_ring_full: g(c.recycle_ring_full),
+        recycle_released_refcnt: g(c.recycle_released_refcnt),
+    }
+}
+
+/// Attached pool ids and their total inflight-mem.
+async fn attached(c: &Client, ifx: u32) -> (BTreeSet<u64>, u64) {
+    let pools = c.page_pools().await.unwrap();
+    let mine: Vec<_> = pools
+        .into_iter()
+        .filter(|p| p.ifindex == Some(ifx) && p.detach_time.is_none())
+        .collect();
+    let mem = mine.iter().filter_map(|p| p.inflight_mem).sum();
+    (mine.iter().filter_map(|p| p.id).collect(), mem)
+}
+
+async fn stats_of(c: &Client, ids: &BTreeSet<u64>) -> PoolStats {
+    c.page_pool_stats()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|s| {
+            s.info
+                .as_ref()
+                .and_then(|i| i.id)
+                .is_some_and(|id| ids.contains(&id))
+        })
+        .fold(PoolStats::default(), |acc, s| {
+            acc.add(&to_stats(&s.counters))
+        })
+}
+
+async fn rx_ring(c: &Client, ifx: u32) -> u32 {
+    c.rings(ifx, None).await.unwrap().rx.unwrap_or(0)
+}
+
+#[derive(Debug, Default)]
+struct Window {
+    goodput_pps: f64,
+    dropped_pps: f64,
+    ring_full_share: f64,
+    slow_share: f64,
+    inflight_mem: u64,
+    ring: u32,
+}
+
+/// Measure `secs` of the device as it is (ring must not change meanwhile).
+async fn window(c: &Client, d: &PpsimDev, secs: u64) -> Window {
+    let ifx = d.ifindex().unwrap();
+    let (ids, _) = attached(c, ifx).await;
+    let s0 = stats_of(c, &ids).await;
+    let g0 = d.goodput().unwrap();
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+    let s1 = stats_of(c, &ids).await;
+    let g1 = d.goodput().unwrap();
+    let (_, mem) = attached(c, ifx).await;
+    let delta = s1.delta(&s0).unwrap_or_default();
+    let dt = (g1.now_ns.saturating_sub(g0.now_ns)) as f64 / 1e9;
+    Window {
+        goodput_pps: g1.pps_since(&g0),
+        dropped_pps: g1.dropped.saturating_sub(g0.dropped) as f64 / dt.max(1e-9),
+        ring_full_share: recycle_miss_share(&delta).unwrap_or(0.0),
+        slow_share: slow_refill_share(&delta, false).unwrap_or(0.0),
+        inflight_mem: mem,
+        ring: rx_ring(c, ifx).await,
+    }
+}
+
+fn device(p: &Ppsim, queues: u32, w: &Workload, knobs: &Knobs) -> PpsimDev {
+    let d = p.new_device(queues).unwrap();
+    let _ = w;
+    d.set_knobs(knobs).unwrap();
+    d
+}
+
+async fn set_ring(c: &Client, d: &PpsimDev, ring: u32) {
+    let ifx = d.ifindex().unwrap();
+    c.set_rings(
+        Rings {
+            header: Some(Header::ifindex(ifx)),
+            rx: Some(ring),
+            ..Rings::default()
+        },
+        Some(d.name()),
+    )
+    .await
+    .unwrap();
+}
+
+fn line(kind: &str, w: &Workload, config: &str, m: &Window, extra: &str) -> String {
+    format!(
+        "{{\"kind\":\"{kind}\",\"workload\":\"{}\",\"burst_pages\":{},\"rate_pps\":{},\"hold_us\":{},\
+         \"config\":\"{config}\",\"ring_final\":{},\"goodput_pps\":{:.0},\"dropped_pps\":{:.0},\
+         \"ring_full_share\":{:.4},\"slow_share\":{:.4},\"inflight_mem\":{}{extra}}}",
+        w.name,
+        w.burst,
+        w.rate_pps,
+        w.hold_us,
+        m.ring,
+        m.goodput_pps,
+        m.dropped_pps,
+        m.ring_full_share,
+        m.slow_share,
+        m.inflight_mem
+    )
+}
+
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        // SIGTERM through kill(1): no libc in this crate; the daemon keeps
+        // its tuned values on stop (on_stop: keep).
+        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let pptune = arg("--pptune").expect("--pptune PATH");
+    let policy = arg("--policy").expect("--policy FILE");
+    let preset = match arg("--preset").as_deref().unwrap_or("zonelock") {
+        "off" => CostPreset::Off,
+        "devmem" => CostPreset::Devmem,
+        _ => CostPreset::ZoneLock,
+    };
+    let queues: u32 = arg("--queues").map_or(2, |s| s.parse().unwrap());
+    let static_secs: u64 = arg("--static-secs").map_or(8, |s| s.parse().unwrap());
+    let enforce_secs: u64 = arg("--enforce-secs").map_or(100, |s| s.parse().unwrap());
+    let sweep: Vec<u32> = arg("--sweep")
+        .unwrap_or_else(|| "256,1024,2048,4096,16384".into())
+        .split(',')
+        .map(|s| s.parse().unwrap())
+        .collect();
+    let wanted: Option<Vec<String>> =
+        arg("--workloads").map(|s| s.split(',').map(str::to_owned).collect());
+    let c = Client::connect().await.unwrap();
+    let p = Ppsim::load().unwrap();
+    let default_ring = 256;
+    let max_ring = *sweep.iter().max().unwrap();
+
+    for w in WORKLOADS {
+        if wanted
+            .as_ref()
+            .is_some_and(|v| !v.iter().any(|n| n == w.name))
+        {
+            continue;
+        }
+        let knobs = Knobs {
+            rate_pps: w.rate_pps,
+            burst_pages: w.burst,
+            hold_us: w.hold_us,
+            ..Knobs::default()
+        }
+        .with_preset(preset);
+        let params = format!(
+            ",\"preset\":\"{}\",\"slow_cost_us\":{},\"release_cost_us\":{},\"contention_pct\":{},\"queues\":{queues}",
+            preset.name(),
+            knobs.slow_cost_us,
+            knobs.release_cost_us,
+            knobs.contention_pct
+        );
+        // ---- static sweep
+        let mut best: Option<Window> = None;
+        for &ring in &sweep {
+            let d = device(&p, queues, w, &knobs);
+            set_ring(&c, &d, ring).await;
+            d.set_up(true).unwrap();
+            if w.running {
+                d.start().unwrap();
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let m = window(&c, &d, static_secs).await;
+            if w.running {
+                d.stop().unwrap();
+            }
+            d.delete().unwrap();
+            let cfg = match ring {
+                r if r == default_ring => "default",
+                r if r == max_ring => "max",
+                _ => "sweep",
+            };
+            println!("{}", line("static", w, cfg, &m, &params));
+            // Best static: highest goodput; within 2 % prefer the smaller ring.
+            let better = match &best {
+                None => true,
+                Some(b) => m.goodput_pps > b.goodput_pps * 1.02,
+            };
+            if better {
+                best = Some(m);
+            }
+        }
+        if let Some(b) = &best {
+            println!("{}", line("best_static", w, "best-static", b, &params));
+        }
+
+        // ---- pptune enforce from the default ring
+        let d = device(&p, queues, w, &knobs);
+        d.set_up(true).unwrap();
+        if w.running {
+            d.start().unwrap();
+        }
+        let ifx = d.ifindex().unwrap();
+        let daemon = Daemon(
+            Command::new(&pptune)
+                .args(["--config", &policy, "run"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let t0 = Instant::now();
+        let mut timeline = Vec::new();
+        let mut last_ring = rx_ring(&c, ifx).await;
+        let mut changes = 0u32;
+        let mut last_change_s = 0.0f64;
+        let mut g_prev = d.goodput().unwrap();
+        let measure_from = enforce_secs.saturating_sub(static_secs);
+        while t0.elapsed() < Duration::from_secs(measure_from) {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let ring = rx_ring(&c, ifx).await;
+            let g = d.goodput().unwrap();
+            let t = t0.elapsed().as_secs_f64();
+            if ring != last_ring {
+                changes += 1;
+                last_change_s = t;
+                last_ring = ring;
+            }
+            timeline.push(format!("[{t:.1},{ring},{:.0}]", g.pps_since(&g_prev)));
+            g_prev = g;
+        }
+        let m = window(&c, &d, static_secs).await;
+        if m.ring != last_ring {
+            changes += 1;
+            last_change_s = t0.elapsed().as_secs_f64();
+        }
+        drop(daemon);
+        if w.running {
+            d.stop().unwrap();
+        }
+        d.delete().unwrap();
+        println!(
+            "{}",
+            line(
+                "pptune",
+                w,
+                "pptune-enforce",
+                &m,
+                &format!(
+                    "{params},\"changes\":{changes},\"converge_s\":{},\"enforce_secs\":{enforce_secs},\"timeline\":[{}]",
+                    if changes == 0 {
+                        "0".to_owned()
+                    } else {
+                        format!("{last_change_s:.1}")
+                    },
+                    timeline.join(",")
+                )
+            )
+        );
+    }
+}

@@ -1,0 +1,180 @@
+//! `/metrics` render at 2048 pools: `Metrics::observe_snapshot` (what the
+//! loop does after every sample) followed by `Metrics::encode` (what a
+//! scrape does), timed together and apart.
+//!
+//! The snapshot is the one `benches/observe-cost.sh` RECORDED in the VM at
+//! 2048 pools (`benches/results/vm-snapshot-2048.json`, netdevsim devices,
+//! kernel 7.3) when that file exists, or `$PPTUNE_BENCH_SNAPSHOT`; otherwise
+//! a SYNTHESISED one of the same shape (16 devices × 128 queues, one pool
+//! each, every counter filled). The bench prints which one it used.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // bench file
+
+use std::hint::black_box;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use policy::snapshot::{
+    Availability, Capabilities, Channels, Device, DeviceId, OperState, Pool, PoolStats, QueueStats,
+    Rings, RxQueue, Snapshot,
+};
+use pptune::metrics::Metrics;
+
+const RECORDED: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../benches/results/vm-snapshot-2048.json"
+);
+
+fn synthesised(devices: u32, queues: u32, tick: u64) -> Snapshot {
+    let t = tick + 1;
+    Snapshot {
+        taken_at_ms: tick * 10_000,
+        capabilities: Capabilities {
+            kernel_release: "7.3.4".into(),
+            netdev_family: true,
+            page_pool_get: true,
+            page_pool_stats: true,
+            queue_get: true,
+            napi_get: true,
+            qstats_get: true,
+            ethtool_family: true,
+            cap_net_admin: true,
+        },
+        devices: (0..devices)
+            .map(|d| Device {
+                ifindex: d + 2,
+                name: format!("eni{d}np1"),
+                id: DeviceId {
+                    bus: Some("netdevsim".into()),
+                    parent: Some(format!("netdevsim{d}")),
+                    perm_addr: None,
+                    name_fallback: None,
+                },
+                driver: Some("netdevsim".into()),
+                oper_state: OperState::Up,
+                admin_up: true,
+                mtu: Some(1500),
+                rings: Availability::Available(Rings {
+                    rx: Some(512),
+                    rx_max: Some(4096),
+                    tx: Some(512),
+                    tx_max: Some(4096),
+                    ..Rings::default()
+                }),
+                channels: Availability::Available(Channels {
+                    combined: Some(queues),
+                    combined_max: Some(queues),
+                    ..Channels::default()
+                }),
+                rx_queues: (0..queues)
+                    .map(|q| RxQueue {
+                        id: q,
+                        napi_id: Some(d * 1000 + q + 8192),
+                        provider: None,
+                        qstats: Some(QueueStats {
+                            rx_packets: Some(t * 1000),
+                            rx_bytes: Some(t * 1_500_000),
+                            rx_alloc_fail: Some(0),
+                            rx_hw_drops: Some(t),
+                            rx_hw_drop_overruns: None,
+                        }),
+                        pools: vec![Pool {
+                            id: u64::from(d * queues + q + 1),
+                            ifindex: Some(d + 2),
+                            napi_id: Some(u64::from(d * 1000 + q + 8192)),
+                            inflight: Some(512),
+                            inflight_mem: Some(512 * 4096),
+                            stats: Some(PoolStats {
+                                alloc_fast: t * 100_000,
+                                alloc_slow: t * 100,
+                                alloc_empty: t * 100,
+                                alloc_refill: t * 1_500,
+                                recycle_cached: t * 20_000,
+                                recycle_cache_full: t,
+                                recycle_ring: t * 70_000,
+                                recycle_ring_full: t * 10_000,
+                                recycle_released_refcnt: t,
+                                ..PoolStats::default()
+                            }),
+                            ..Pool::default()
+                        }],
+                    })
+                    .collect(),
+                ..Device::default()
+            })
+            .collect(),
+        orphan_pools: vec![],
+    }
+}
+
+/// The recorded snapshot with every counter advanced, so the second
+/// observation computes ratios like a real second sample.
+fn advanced(s: &Snapshot) -> Snapshot {
+    let mut s = s.clone();
+    s.taken_at_ms += 10_000;
+    for d in &mut s.devices {
+        for q in &mut d.rx_queues {
+            for p in &mut q.pools {
+                if let Some(st) = &mut p.stats {
+                    st.alloc_fast += 100_000;
+                    st.alloc_refill += 1_500;
+                    st.recycle_ring += 70_000;
+                    st.recycle_ring_full += 10_000;
+                    st.recycle_cached += 20_000;
+                    st.alloc_slow += 100;
+                }
+            }
+        }
+    }
+    s
+}
+
+fn pools(s: &Snapshot) -> u64 {
+    s.devices.iter().map(|d| d.pools().count() as u64).sum()
+}
+
+fn bench(c: &mut Criterion) {
+    let path = std::env::var("PPTUNE_BENCH_SNAPSHOT").unwrap_or_else(|_| RECORDED.to_owned());
+    let (what, first) = match std::fs::read(&path) {
+        Ok(b) => (
+            format!("recorded in the VM ({path})"),
+            serde_json::from_slice::<Snapshot>(&b).unwrap(),
+        ),
+        Err(_) => (
+            "synthesised (16 devices x 128 queues)".to_owned(),
+            synthesised(16, 128, 0),
+        ),
+    };
+    let second = advanced(&first);
+    let n = pools(&first);
+    eprintln!("render: snapshot {what}: {n} pools");
+
+    let mut g = c.benchmark_group("metrics");
+    g.throughput(Throughput::Elements(n));
+    let m = Metrics::new();
+    m.observe_snapshot(&first);
+    let text = m.encode().unwrap();
+    eprintln!(
+        "render: exposition {} bytes, {} lines",
+        text.len(),
+        text.lines().count()
+    );
+    assert!(
+        text.contains("pptune_pools"),
+        "render produced no pool series"
+    );
+    g.bench_with_input(BenchmarkId::new("observe+encode", n), &second, |b, s| {
+        b.iter(|| {
+            m.observe_snapshot(black_box(s));
+            m.encode().unwrap()
+        });
+    });
+    g.bench_with_input(BenchmarkId::new("encode", n), &m, |b, m| {
+        b.iter(|| m.encode().unwrap());
+    });
+    g.bench_with_input(BenchmarkId::new("observe", n), &second, |b, s| {
+        b.iter(|| m.observe_snapshot(black_box(s)));
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
