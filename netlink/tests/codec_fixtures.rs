@@ -547,3 +547,46 @@ fn dump_intr_flag_is_seen() {
     let ex = Exchange::from_reply_bytes(ex.request.clone(), &bytes).unwrap();
     assert!(ex.interrupted());
 }
+
+// ---- Linux 6.12 in the VM testbed (netdevsim, CONFIG_PAGE_POOL_STATS=y) ----
+
+/// Every 6.12 fixture decodes, and every reply re-encodes byte for byte.
+#[test]
+fn vm_6_12_fixtures_round_trip() {
+    let mut n = 0;
+    for entry in std::fs::read_dir(DIR).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        let Some(stem) = name
+            .strip_prefix("vm-6.12-nsim-")
+            .and_then(|s| s.strip_suffix(".bin"))
+        else {
+            continue;
+        };
+        if stem.ends_with(".req") || stem.ends_with("-ntf") || stem.contains("rtnl") {
+            continue;
+        }
+        let ex = load(&format!("vm-6.12-nsim-{stem}"));
+        match ex.outcome().unwrap() {
+            Outcome::Refused(_) => {}
+            Outcome::Replies(_) if stem.starts_with("ctrl") => {
+                round_trip::<CtrlMessage>(&ex);
+            }
+            Outcome::Replies(_) if stem.starts_with("ethtool") => {
+                round_trip::<EthtoolMessage>(&ex);
+            }
+            Outcome::Replies(_) => {
+                round_trip::<NetdevMessage>(&ex);
+            }
+        }
+        n += 1;
+    }
+    assert!(n >= 15, "only {n} 6.12 fixtures");
+    // 6.12 predates napi-set (6.13): the op list says so.
+    let fam = family("vm-6.12-nsim-ctrl-getfamily-netdev");
+    assert!(fam.op(cmd::NAPI_SET).is_none());
+    assert!(fam.op(cmd::PAGE_POOL_STATS_GET).is_some());
+    let ps = pools("vm-6.12-nsim-netdev-page-pool-get-dump");
+    assert!(ps.iter().any(|p| p.detach_time.is_some()));
+    let orphans = pools("vm-6.12-nsim-orphan-netdev-page-pool-get-dump");
+    assert!(orphans.iter().all(|p| p.ifindex.is_none()));
+}
