@@ -587,6 +587,14 @@ fn vm_6_12_fixtures_round_trip() {
     assert!(fam.op(cmd::PAGE_POOL_STATS_GET).is_some());
     let ps = pools("vm-6.12-nsim-netdev-page-pool-get-dump");
     assert!(ps.iter().any(|p| p.detach_time.is_some()));
+    // 6.12 ignores an info.id filter on the stats dump (7.3 refuses it).
+    let ex = load("vm-6.12-nsim-netdev-page-pool-stats-get-dump-by-id-ignored");
+    assert!(
+        decode_genl::<NetdevMessage>(&ex, "page-pool-stats-get", None)
+            .unwrap()
+            .len()
+            > 1
+    );
     let orphans = pools("vm-6.12-nsim-orphan-netdev-page-pool-get-dump");
     assert!(orphans.iter().all(|p| p.ifindex.is_none()));
 }
