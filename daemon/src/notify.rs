@@ -6,6 +6,7 @@
 
 use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sd_notify::NotifyState;
@@ -15,6 +16,8 @@ use sd_notify::NotifyState;
 pub struct Notifier {
     target: Target,
     watchdog: Option<Duration>,
+    /// The last STATUS= sent: an unchanged status is not re-sent every tick.
+    last_status: Arc<Mutex<String>>,
 }
 
 #[derive(Debug, Clone)]
@@ -40,6 +43,7 @@ impl Notifier {
         Self {
             target,
             watchdog: sd_notify::watchdog_enabled(),
+            last_status: Arc::default(),
         }
     }
 
@@ -49,6 +53,7 @@ impl Notifier {
         Self {
             target: Target::Path(path),
             watchdog,
+            last_status: Arc::default(),
         }
     }
 
@@ -57,6 +62,7 @@ impl Notifier {
         Self {
             target: Target::Off,
             watchdog: None,
+            last_status: Arc::default(),
         }
     }
 
@@ -82,7 +88,11 @@ impl Notifier {
                     msg.push_str(&s.to_string());
                     msg.push('\n');
                 }
-                if let Ok(sock) = UnixDatagram::unbound() {
+                // Never block the loop on a full socket queue: a lost
+                // notification is systemd's to notice.
+                if let Ok(sock) = UnixDatagram::unbound()
+                    && sock.set_nonblocking(true).is_ok()
+                {
                     let _ = sock.send_to(msg.as_bytes(), p);
                 }
             }
@@ -90,11 +100,27 @@ impl Notifier {
     }
 
     pub fn ready(&self, status: &str) {
+        self.remember(status);
         self.send(&[NotifyState::Ready, NotifyState::Status(status)]);
     }
 
+    /// STATUS=, only when it changed.
     pub fn status(&self, status: &str) {
-        self.send(&[NotifyState::Status(status)]);
+        if self.remember(status) {
+            self.send(&[NotifyState::Status(status)]);
+        }
+    }
+
+    /// Records the status; whether it differs from the last one.
+    fn remember(&self, status: &str) -> bool {
+        match self.last_status.lock() {
+            Ok(mut last) if *last == status => false,
+            Ok(mut last) => {
+                status.clone_into(&mut last);
+                true
+            }
+            Err(_) => true,
+        }
     }
 
     pub fn watchdog_ping(&self) {

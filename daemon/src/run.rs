@@ -285,12 +285,31 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         let mut next_sample = Instant::now();
         let mut resync: Option<Instant> = None;
         let mut reload_open = true;
+        // Absolute, so a stream of notifications cannot push the ping back.
+        let mut next_ping = Instant::now() + self.tick_period();
         loop {
-            let wake = next_sample.min(Instant::now() + self.tick_period());
+            let wake = next_sample.min(next_ping);
             let wake = resync.map_or(wake, |r| wake.min(r));
+            // `biased`: shutdown first, then the timer, so a flood of
+            // notifications can starve neither the samples nor the
+            // watchdog.
             tokio::select! {
                 biased;
                 () = &mut shutdown => return Ok(()),
+                () = tokio::time::sleep_until(wake) => {
+                    let now = Instant::now();
+                    if resync.is_some_and(|r| r <= now) {
+                        resync = None;
+                        self.refresh().await;
+                    }
+                    if next_sample <= now {
+                        self.tick().await;
+                        next_sample = Instant::now() + self.policy.timing.interval;
+                    }
+                    // From the loop itself: a wedged tick stops the pings.
+                    self.notifier.watchdog_ping();
+                    next_ping = Instant::now() + self.tick_period();
+                }
                 msg = reload.recv(), if reload_open => match msg {
                     Some(()) => self.reload().await,
                     None => reload_open = false,
@@ -309,19 +328,6 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                         }
                     }
                 },
-                () = tokio::time::sleep_until(wake) => {
-                    let now = Instant::now();
-                    if resync.is_some_and(|r| r <= now) {
-                        resync = None;
-                        self.refresh().await;
-                    }
-                    if next_sample <= now {
-                        self.tick().await;
-                        next_sample = Instant::now() + self.policy.timing.interval;
-                    }
-                    // From the loop itself: a wedged tick stops the pings.
-                    self.notifier.watchdog_ping();
-                }
             }
         }
     }

@@ -392,3 +392,44 @@ async fn a_device_deleted_mid_change_leaves_the_daemon_running_and_state_consist
             .contains("pptune_ring_entries{device=\"eth0\"")
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_notification_flood_starves_neither_samples_nor_the_watchdog() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock_path = dir.path().join("notify.sock");
+    let sock = tokio::net::UnixDatagram::bind(&sock_path).unwrap();
+    // Read while the daemon runs, as systemd does.
+    let reader = tokio::spawn(async move {
+        let mut pings = 0;
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = sock.recv(&mut buf).await {
+            if String::from_utf8_lossy(&buf[..n]).contains("STOPPING=1") {
+                break;
+            }
+            if String::from_utf8_lossy(&buf[..n]).contains("WATCHDOG=1") {
+                pings += 1;
+            }
+        }
+        pings
+    });
+    let k = Arc::new(FakeKernel::bursty());
+    let p = fake::test_policy(Mode::Observe);
+    let notifier = Notifier::to_path(sock_path, Some(Duration::from_secs(4)));
+    let (opts, h) = options(None, notifier);
+    let k2 = Arc::clone(&k);
+    tokio::spawn(async move {
+        loop {
+            // Several events at once, faster than any timer.
+            for _ in 0..10 {
+                k2.emit(KernelEvent::PoolsChanged {
+                    ifindex: Some(fake::IFINDEX),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    run_for(&k, &p, source(&p), opts, 10).await;
+    let pings = reader.await.unwrap();
+    assert!(pings >= 5, "{pings} watchdog pings in 10 s");
+    assert!(metric(&h.metrics, "pptune_samples_total") >= 9.0);
+}
