@@ -114,7 +114,7 @@ impl Notifier {
     /// Records the status; whether it differs from the last one.
     fn remember(&self, status: &str) -> bool {
         match self.last_status.lock() {
-            Ok(mut last) if *last == status => false,
+            Ok(last) if *last == status => false,
             Ok(mut last) => {
                 status.clone_into(&mut last);
                 true
