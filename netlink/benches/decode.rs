@@ -34,7 +34,7 @@ fn pool(i: u64) -> PagePool {
 
 fn stats(i: u64) -> PagePoolStats {
     // Half the pools have counters past 2^32 (8-byte uint), half below.
-    let big = if i % 2 == 0 { 1 << 33 } else { 0 };
+    let big = if i.is_multiple_of(2) { 1 << 33 } else { 0 };
     PagePoolStats {
         info: Some(PagePoolInfo {
             id: Some(i + 1),
