@@ -441,7 +441,7 @@ static int ppsim_consumer(void *arg)
 			u32 hold = READ_ONCE(pd->hold_us);
 
 			if (hold) {
-				ktime_t to = us_to_ktime(hold);
+				ktime_t to = ns_to_ktime((u64)hold * NSEC_PER_USEC);
 
 				set_current_state(TASK_INTERRUPTIBLE);
 				schedule_hrtimeout(&to, HRTIMER_MODE_REL);

@@ -286,6 +286,7 @@ async fn page_pool_stats_agree_with_ynl() {
     }
     let c = client().await;
     let d = Netdevsim::new(106, 2).expect("netdevsim device");
+    let ifx = d.ifindex().expect("ifindex");
     d.set_up(true).expect("up");
     // Move some counters: each hold allocates from queue 0's pool.
     for _ in 0..3 {
@@ -294,7 +295,16 @@ async fn page_pool_stats_agree_with_ynl() {
     }
     d.pp_hold(true).expect("hold");
 
-    let ours = c.page_pool_stats().await.expect("page-pool-stats-get");
+    // Only this device's pools: they are quiet between the two dumps
+    // (other suites may leave pools with traffic behind).
+    let ours: Vec<_> = c
+        .page_pool_stats()
+        .await
+        .expect("page-pool-stats-get")
+        .into_iter()
+        .filter(|s| s.info.as_ref().and_then(|i| i.ifindex) == Some(ifx))
+        .collect();
+    assert_eq!(ours.len(), 2, "one stats entry per queue's pool");
     let text = ynl_dump("page-pool-stats-get").expect("ynl cli");
     let theirs: serde_json::Value = serde_json::from_str(&text).expect("ynl json");
     let theirs = theirs.as_array().expect("a JSON list");
@@ -306,7 +316,9 @@ async fn page_pool_stats_agree_with_ynl() {
             .get("info")
             .and_then(|i| json_u64(i, "id"))
             .expect("info.id in ynl output");
-        by_id.insert(id, e);
+        if e.get("info").and_then(|i| json_u64(i, "ifindex")) == Some(u64::from(ifx)) {
+            by_id.insert(id, e);
+        }
     }
     assert_eq!(ours.len(), by_id.len(), "same number of pools");
     let mut nonzero = 0;

@@ -7,6 +7,7 @@
 # 2. builds ppsim against each (7.3 and 6.12; 6.1 lacks the APIs),
 # 3. builds the Rust test binaries on the host
 #    (cargo test -p pptune-tests --no-run) and picks the tests/vm_*.rs ones,
+#    and the pptune binary (PPTUNE_BIN) for the closed-loop suites,
 # 4. boots each kernel once and runs those binaries inside
 #    (PPTUNE_IN_VM=1, PPTUNE_KERNEL=<version>, PPTUNE_PPSIM_KO=<module>).
 # Output streams; the exit status is non-zero if any suite failed.
@@ -55,6 +56,21 @@ if [ ${#BINS[@]} -eq 0 ]; then
     die "no tests/tests/vm_*.rs binaries were built"
 fi
 log "test binaries: ${BINS[*]}"
+# The closed-loop suites run the daemon binary inside the VM.
+PPTUNE_BIN="$(cargo build -p pptune --bin pptune --locked --message-format=json 2>/dev/null \
+    | python3 -c '
+import json, sys
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m.get("target", {}).get("name") == "pptune":
+        print(m["executable"])
+')" || true
+[ -n "$PPTUNE_BIN" ] || die "building the pptune binary failed (cargo build -p pptune --bin pptune)"
+export PPTUNE_BIN
+log "daemon binary: $PPTUNE_BIN"
 
 failed=()
 for k in "${KERNELS[@]}"; do
