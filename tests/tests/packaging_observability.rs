@@ -183,6 +183,18 @@ fn populated_metrics() -> pptune::metrics::Metrics {
         })
         .inc();
     m.set_mode("eth0", "enforce");
+    m.set_recommendation(
+        "eth0",
+        Some((
+            RecLabels {
+                device: dev(),
+                recommendation: "0123456789ab".into(),
+                knob: "ring.rx".into(),
+                reason: "recycle_miss_high".into(),
+            },
+            2048,
+        )),
+    );
     m
 }
 
