@@ -76,7 +76,13 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
         .filter(|n| !snap.devices.iter().any(|d| &d.name == *n))
         .cloned()
         .collect();
-    let report = Report::build(&snap, boottime, missing);
+    let mut report = Report::build(&snap, boottime, missing);
+    if args.json {
+        // The running daemon's view rides along in the JSON (`null` when no
+        // daemon answers); text mode appends it after this report instead.
+        report.daemon =
+            crate::control::query(&crate::control::socket_path(&crate::state::runtime_dir())).await;
+    }
     let text = if args.json {
         let mut j = serde_json::to_string_pretty(&report)?;
         j.push('\n');
@@ -111,6 +117,9 @@ pub struct Report {
     pub detached_pools: Vec<DetachedPoolView>,
     /// `--interface` names that do not exist.
     pub missing_interfaces: Vec<String>,
+    /// The running daemon's view (managed devices, originals, decisions,
+    /// overrides, backoffs); `null` when no daemon answered.
+    pub daemon: Option<crate::control::DaemonView>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -394,6 +403,7 @@ impl Report {
             interfaces,
             detached_pools: detached,
             missing_interfaces: missing,
+            daemon: None,
         }
     }
 
