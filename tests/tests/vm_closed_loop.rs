@@ -1,0 +1,1058 @@
+//! Closed-loop tests: the real `pptune run` binary against ppsim (our
+//! simulated page_pool NIC, `tests/ppsim/`) in the test VM
+//! (`tests/vm/test.sh`; kernel 7.3 only, elsewhere each test prints why it
+//! skips). Every outcome is read from the kernel (ethtool
+//! netlink rings/channels, page-pool stats) and from ppsim's own goodput
+//! figure, never from pptune's claims; pptune's metrics, log and control
+//! socket are read only where the scenario is about what pptune *says*
+//! (budget reason, operator override, recommendation id, resync count).
+//!
+//! Policies: `tests/policies/closed-loop-*.yaml` (1 s interval, 2 s windows,
+//! seconds-long cooldowns); each test narrows the selector to the device it
+//! created. Workload: one ppsim queue (two for channels), 2048-page return
+//! bursts, unlimited arrival rate unless stated, ring 256, cost preset
+//! `devmem` (slow_cost_us=100 release_cost_us=2500, see the ppsim README).
+//!
+//! The pptune binary: `PPTUNE_BIN`, else `pptune` next to this test binary's
+//! directory (`target/<profile>/pptune`, built by `cargo build -p pptune`).
+//! Each measurement prints one `MEASURE` line.
+
+// Helpers outside #[test] fns fail the test the same way.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::cast_precision_loss)]
+
+use std::collections::BTreeSet;
+use std::io::{Read as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use netlink::Client;
+use policy::signals::{recycle_miss_share, slow_refill_share};
+use policy::snapshot::PoolStats;
+use pptune_tests::ppsim::{CostPreset, Knobs, Ppsim, PpsimDev};
+use pptune_tests::vm::{repo_root, require_vm};
+use tokio::time::{Instant, sleep};
+
+/// Grow threshold of the test policies (`thresholds.grow_recycle_miss`).
+const MISS_THRESHOLD: f64 = 0.05;
+/// `thresholds.grow_slow_refill`, also the "contended" level for channels.
+const SLOW_THRESHOLD: f64 = 0.25;
+
+fn gate(test: &str) -> Option<String> {
+    let k = require_vm(test)?;
+    if k != "7.3" {
+        // 6.1 has no page-pool netlink (no ppsim); 6.12 runs the
+        // compatibility subset (vm_netdevsim, vm_ppsim), not the closed loop.
+        println!("SKIP {test} on {k}: the closed-loop suite runs on 7.3, the full-suite kernel");
+        return None;
+    }
+    if std::env::var_os("PPTUNE_PPSIM_KO").is_none() {
+        panic!("{test}: PPTUNE_PPSIM_KO is not set although the kernel is {k}");
+    }
+    Some(k)
+}
+
+fn pptune_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("PPTUNE_BIN") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe.parent().unwrap().parent().unwrap().join("pptune");
+    assert!(
+        bin.exists(),
+        "{} missing: build it on the host first (cargo build -p pptune --bin pptune) or set PPTUNE_BIN",
+        bin.display()
+    );
+    bin
+}
+
+fn bursty() -> Knobs {
+    Knobs {
+        burst_pages: 2048,
+        ..Knobs::default()
+    }
+    .with_preset(CostPreset::Devmem)
+}
+
+fn knobs_line(k: &Knobs) -> String {
+    format!(
+        "rate_pps={} burst_pages={} hold_us={} slow_cost_us={} release_cost_us={} contention_pct={}",
+        k.rate_pps, k.burst_pages, k.hold_us, k.slow_cost_us, k.release_cost_us, k.contention_pct
+    )
+}
+
+fn device(queues: u32, knobs: &Knobs) -> PpsimDev {
+    let p = Ppsim::load().expect("ppsim loads");
+    let d = p.new_device(queues).expect("ppsim device");
+    d.set_up(true).expect("up");
+    d.set_knobs(knobs).expect("knobs");
+    d
+}
+
+// ---------------------------------------------------------------- kernel
+
+fn to_stats(c: &netlink::netdev::PoolCounters) -> PoolStats {
+    PoolStats {
+        alloc_fast: c.alloc_fast.unwrap_or(0),
+        alloc_slow: c.alloc_slow.unwrap_or(0),
+        alloc_slow_high_order: c.alloc_slow_high_order.unwrap_or(0),
+        alloc_empty: c.alloc_empty.unwrap_or(0),
+        alloc_refill: c.alloc_refill.unwrap_or(0),
+        alloc_waive: c.alloc_waive.unwrap_or(0),
+        recycle_cached: c.recycle_cached.unwrap_or(0),
+        recycle_cache_full: c.recycle_cache_full.unwrap_or(0),
+        recycle_ring: c.recycle_ring.unwrap_or(0),
+        recycle_ring_full: c.recycle_ring_full.unwrap_or(0),
+        recycle_released_refcnt: c.recycle_released_refcnt.unwrap_or(0),
+    }
+}
+
+fn add(a: &PoolStats, b: &PoolStats) -> PoolStats {
+    PoolStats {
+        alloc_fast: a.alloc_fast + b.alloc_fast,
+        alloc_slow: a.alloc_slow + b.alloc_slow,
+        alloc_slow_high_order: a.alloc_slow_high_order + b.alloc_slow_high_order,
+        alloc_empty: a.alloc_empty + b.alloc_empty,
+        alloc_refill: a.alloc_refill + b.alloc_refill,
+        alloc_waive: a.alloc_waive + b.alloc_waive,
+        recycle_cached: a.recycle_cached + b.recycle_cached,
+        recycle_cache_full: a.recycle_cache_full + b.recycle_cache_full,
+        recycle_ring: a.recycle_ring + b.recycle_ring,
+        recycle_ring_full: a.recycle_ring_full + b.recycle_ring_full,
+        recycle_released_refcnt: a.recycle_released_refcnt + b.recycle_released_refcnt,
+    }
+}
+
+async fn attached_pools(c: &Client, ifx: u32) -> BTreeSet<u64> {
+    c.page_pools()
+        .await
+        .expect("page-pool-get")
+        .into_iter()
+        .filter(|p| p.ifindex == Some(ifx) && p.detach_time.is_none())
+        .filter_map(|p| p.id)
+        .collect()
+}
+
+async fn stats_of(c: &Client, ids: &BTreeSet<u64>) -> PoolStats {
+    c.page_pool_stats()
+        .await
+        .expect("page-pool-stats-get")
+        .into_iter()
+        .filter(|s| {
+            s.info
+                .as_ref()
+                .and_then(|i| i.id)
+                .is_some_and(|id| ids.contains(&id))
+        })
+        .fold(PoolStats::default(), |acc, s| {
+            add(&acc, &to_stats(&s.counters))
+        })
+}
+
+async fn rx_ring(c: &Client, d: &PpsimDev) -> u32 {
+    let ifx = d.ifindex().expect("ifindex");
+    c.rings(ifx, Some(d.name()))
+        .await
+        .expect("rings-get")
+        .rx
+        .expect("rx ring reported")
+}
+
+async fn combined(c: &Client, d: &PpsimDev) -> u32 {
+    let ifx = d.ifindex().expect("ifindex");
+    c.channels(ifx, Some(d.name()))
+        .await
+        .expect("channels-get")
+        .combined_count
+        .expect("combined reported")
+}
+
+/// The kernel's ring_full and slow-refill shares and ppsim's goodput over
+/// `secs` on the device's current pools (retried if the pools are rebuilt
+/// during the window).
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    ring: u32,
+    miss_share: f64,
+    slow_share: f64,
+    goodput_pps: f64,
+}
+
+async fn measure(c: &Client, d: &PpsimDev, secs: f64) -> Window {
+    let ifx = d.ifindex().expect("ifindex");
+    for _ in 0..5 {
+        let ring = rx_ring(c, d).await;
+        let ids = attached_pools(c, ifx).await;
+        let s0 = stats_of(c, &ids).await;
+        let g0 = d.goodput().expect("goodput");
+        sleep(Duration::from_secs_f64(secs)).await;
+        if attached_pools(c, ifx).await != ids {
+            continue;
+        }
+        let s1 = stats_of(c, &ids).await;
+        let g1 = d.goodput().expect("goodput");
+        let delta = s1.delta(&s0).expect("monotonic counters");
+        return Window {
+            ring,
+            miss_share: recycle_miss_share(&delta).unwrap_or(0.0),
+            slow_share: slow_refill_share(&delta, false).unwrap_or(0.0),
+            goodput_pps: g1.pps_since(&g0),
+        };
+    }
+    panic!("the pools kept being rebuilt; no stable measurement window");
+}
+
+// ---------------------------------------------------------------- pptune
+
+/// A running `pptune run` with its own runtime directory, log and metrics
+/// port. Killed on drop.
+struct Pptune {
+    child: Option<Child>,
+    dir: PathBuf,
+    config: PathBuf,
+    port: u16,
+}
+
+fn write_policy(dir: &Path, name: &str, dev: &str) -> PathBuf {
+    let src = repo_root().join("tests/policies").join(name);
+    let text = std::fs::read_to_string(&src).unwrap();
+    assert!(text.contains("\"ppsim*\""), "{}", src.display());
+    let text = text.replace("\"ppsim*\"", &format!("\"{dev}\""));
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+impl Pptune {
+    fn start(dir: &Path, policy: &str, dev: &str, port: u16) -> Self {
+        let config = write_policy(dir, policy, dev);
+        let mut p = Self {
+            child: None,
+            dir: dir.to_owned(),
+            config,
+            port,
+        };
+        p.spawn();
+        p
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("pptune.log"))
+            .unwrap();
+        let child = Command::new(pptune_bin())
+            .arg("--config")
+            .arg(&self.config)
+            .args([
+                "run",
+                "--metrics-listen",
+                &format!("127.0.0.1:{}", self.port),
+            ])
+            .env("RUNTIME_DIRECTORY", self.dir.join("run"))
+            .env("PPTUNE_LOG", "info")
+            .env_remove("NOTIFY_SOCKET")
+            .env_remove("JOURNAL_STREAM")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+    }
+
+    fn cmd(&self, args: &[&str]) -> std::process::Output {
+        Command::new(pptune_bin())
+            .arg("--config")
+            .arg(&self.config)
+            .args(args)
+            .env("RUNTIME_DIRECTORY", self.dir.join("run"))
+            .output()
+            .unwrap()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("pptune.log")).unwrap_or_default()
+    }
+
+    fn state(&self) -> serde_json::Value {
+        let t = std::fs::read_to_string(self.dir.join("run/state.json")).unwrap();
+        serde_json::from_str(&t).unwrap()
+    }
+
+    fn alive(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().unwrap().is_none())
+    }
+
+    fn metrics(&self) -> String {
+        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
+            return String::new();
+        };
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let _ = s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out
+    }
+
+    /// Sum of the samples of `family` whose label set contains every `labels`
+    /// entry (`key="value"`).
+    fn metric(&self, family: &str, labels: &[&str]) -> f64 {
+        metric_in(&self.metrics(), family, labels)
+    }
+
+    async fn view(&self) -> Option<pptune::control::DaemonView> {
+        pptune::control::query(&pptune::control::socket_path(&self.dir.join("run"))).await
+    }
+
+    /// Waits for the first sample (the control socket answers with a sample
+    /// age).
+    async fn ready(&mut self) {
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(60) {
+            assert!(self.alive(), "pptune exited early:\n{}", self.log());
+            if self
+                .view()
+                .await
+                .is_some_and(|v| v.last_sample_age_s.is_some())
+            {
+                return;
+            }
+            sleep(Duration::from_millis(200)).await;
+        }
+        panic!("pptune never took a sample:\n{}", self.log());
+    }
+
+    fn signal(&mut self, sig: &str) {
+        let pid = self.child.as_ref().unwrap().id();
+        let st = Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+
+    /// SIGTERM and the exit status.
+    async fn term(&mut self) -> Option<i32> {
+        self.signal("-TERM");
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(30) {
+            if let Some(st) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                self.child = None;
+                return st.code();
+            }
+            sleep(Duration::from_millis(100)).await;
+        }
+        panic!(
+            "pptune did not stop within 30 s of SIGTERM:\n{}",
+            self.log()
+        );
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Pptune {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+fn metric_in(text: &str, family: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| {
+            l.strip_prefix(family)
+                .is_some_and(|r| r.starts_with('{') || r.starts_with(' '))
+        })
+        .filter(|l| labels.iter().all(|want| l.contains(want)))
+        .filter_map(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()))
+        .sum()
+}
+
+/// Kernel-observed ring values over time: polls until the ring has been
+/// raised and then held still for `settle`, or `limit` passes.
+struct Trace {
+    /// (seconds since start, ring) at each change seen.
+    changes: Vec<(f64, u32)>,
+}
+
+async fn converge(
+    c: &Client,
+    d: &PpsimDev,
+    p: &mut Pptune,
+    settle: Duration,
+    limit: Duration,
+) -> Trace {
+    let t0 = Instant::now();
+    let mut last = rx_ring(c, d).await;
+    let mut last_change = None;
+    let mut changes = Vec::new();
+    while t0.elapsed() < limit {
+        sleep(Duration::from_millis(250)).await;
+        assert!(p.alive(), "pptune died:\n{}", p.log());
+        let r = rx_ring(c, d).await;
+        if r != last {
+            changes.push((t0.elapsed().as_secs_f64(), r));
+            last = r;
+            last_change = Some(Instant::now());
+        }
+        if last_change.is_some_and(|t| t.elapsed() >= settle) {
+            break;
+        }
+    }
+    Trace { changes }
+}
+
+fn tmp() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+// ---------------------------------------------------------------- tests
+
+/// Scenarios 1 and 2: the bursty workload at ring 256 with the devmem cost;
+/// enforce raises the ring until ring_full and the slow path fall below the
+/// policy thresholds and goodput rises; then 60 s of the same steady
+/// workload bring no further change.
+#[tokio::test(flavor = "current_thread")]
+async fn bursty_enforce_converges_then_holds_steady() {
+    let Some(k) = gate("bursty_enforce_converges_then_holds_steady") else {
+        return;
+    };
+    let c = Client::connect().await.expect("client");
+    let knobs = bursty();
+    let d = device(1, &knobs);
+    assert_eq!(rx_ring(&c, &d).await, 256);
+    d.start().expect("start");
+    sleep(Duration::from_secs(1)).await;
+    let before = measure(&c, &d, 3.0).await;
+    println!("before: {before:?}");
+    assert!(
+        before.miss_share >= MISS_THRESHOLD,
+        "the workload must overflow ring 256 for the test to mean anything: {before:?}"
+    );
+
+    let dir = tmp();
+    let mut p = Pptune::start(dir.path(), "closed-loop-enforce.yaml", d.name(), 19871);
+    let trace = converge(
+        &c,
+        &d,
+        &mut p,
+        Duration::from_secs(15),
+        Duration::from_secs(150),
+    )
+    .await;
+    let converged_s = trace.changes.last().map_or(f64::NAN, |(t, _)| *t);
+    println!("ring changes seen in the kernel: {:?}", trace.changes);
+    assert!(
+        !trace.changes.is_empty(),
+        "pptune never changed the ring:\n{}",
+        p.log()
+    );
+    let after = measure(&c, &d, 3.0).await;
+    println!("after: {after:?}");
+    println!(
+        "MEASURE scenario=bursty_enforce kernel={k} queues=1 {} | before ring={} ring_full_share={:.4} slow_refill_share={:.4} goodput_pps={:.0} | after ring={} ring_full_share={:.4} slow_refill_share={:.4} goodput_pps={:.0} | goodput_ratio={:.2} changes={} time_to_converge_s={:.1} (daemon start to last change)",
+        knobs_line(&knobs),
+        before.ring,
+        before.miss_share,
+        before.slow_share,
+        before.goodput_pps,
+        after.ring,
+        after.miss_share,
+        after.slow_share,
+        after.goodput_pps,
+        after.goodput_pps / before.goodput_pps.max(1.0),
+        trace.changes.len(),
+        converged_s,
+    );
+    assert!(after.ring > 256, "ring raised: {after:?}");
+    assert!(
+        after.miss_share < MISS_THRESHOLD,
+        "ring_full share below the policy threshold after tuning: {after:?}"
+    );
+    assert!(
+        after.slow_share < SLOW_THRESHOLD,
+        "slow-refill share below the policy threshold after tuning: {after:?}"
+    );
+    assert!(
+        after.goodput_pps > before.goodput_pps * 1.2,
+        "goodput rises: {before:?} → {after:?}"
+    );
+
+    // Scenario 2: steady workload, converged: nothing changes for 60 s.
+    let ifx = d.ifindex().unwrap();
+    let pools = attached_pools(&c, ifx).await;
+    let ring = rx_ring(&c, &d).await;
+    let ch = combined(&c, &d).await;
+    let t1 = Instant::now();
+    while t1.elapsed() < Duration::from_secs(60) {
+        sleep(Duration::from_secs(1)).await;
+        assert!(p.alive(), "pptune died:\n{}", p.log());
+        assert_eq!(
+            rx_ring(&c, &d).await,
+            ring,
+            "ring changed after convergence:\n{}",
+            p.log()
+        );
+        assert_eq!(
+            combined(&c, &d).await,
+            ch,
+            "channels changed after convergence"
+        );
+    }
+    assert_eq!(
+        attached_pools(&c, ifx).await,
+        pools,
+        "pools were rebuilt after convergence (a change and back)"
+    );
+    println!("MEASURE scenario=steady kernel={k} ring={ring} channels={ch} changes_in_60s=0");
+    assert_eq!(p.term().await, Some(0));
+    d.stop().unwrap();
+    d.delete().unwrap();
+}
+
+/// Scenario 8: observe mode on the same workload changes nothing, and the
+/// recommendation it exports (`pptune_recommendation_target`) has the id
+/// and target that `pptune plan --json` gives for the same device.
+#[tokio::test(flavor = "current_thread")]
+async fn observe_changes_nothing_and_exports_the_plan_recommendation() {
+    let Some(k) = gate("observe_changes_nothing_and_exports_the_plan_recommendation") else {
+        return;
+    };
+    let c = Client::connect().await.expect("client");
+    let d = device(1, &bursty());
+    d.start().expect("start");
+    let ifx = d.ifindex().unwrap();
+    let pools = attached_pools(&c, ifx).await;
+    let dir = tmp();
+    let mut p = Pptune::start(dir.path(), "closed-loop-observe.yaml", d.name(), 19878);
+    p.ready().await;
+    let dev_label = format!("device=\"{}\"", d.name());
+    let t0 = Instant::now();
+    let mut rec = None;
+    while t0.elapsed() < Duration::from_secs(30) {
+        sleep(Duration::from_secs(1)).await;
+        assert_eq!(rx_ring(&c, &d).await, 256, "observe mode changed the ring");
+        let m = p.metrics();
+        if let Some(l) = m
+            .lines()
+            .find(|l| l.starts_with("pptune_recommendation_target{") && l.contains(&dev_label))
+        {
+            rec = Some(l.to_owned());
+            if t0.elapsed() > Duration::from_secs(12) {
+                break;
+            }
+        }
+    }
+    let rec = rec.unwrap_or_else(|| panic!("no recommendation exported:\n{}", p.metrics()));
+    println!("exported: {rec}");
+    let label = |name: &str| {
+        let start = rec.find(&format!("{name}=\"")).unwrap() + name.len() + 2;
+        rec[start..].split('"').next().unwrap().to_owned()
+    };
+    let id = label("recommendation");
+    let target: f64 = rec.rsplit(' ').next().unwrap().parse().unwrap();
+    assert_eq!(label("reason"), "recycle_miss_high", "{rec}");
+    assert!(target > 256.0, "{rec}");
+    // The same recommendation from `pptune plan --json` (samples the live
+    // kernel itself, changes nothing).
+    let out = p.cmd(&["plan", "--json"]);
+    assert!(out.status.success(), "plan: {out:?}");
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let dec = plan["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["device"] == d.name())
+        .unwrap_or_else(|| panic!("plan has no decision for {}: {plan}", d.name()))
+        .clone();
+    println!("plan --json: {dec}");
+    assert_eq!(
+        dec["id"].as_str(),
+        Some(id.as_str()),
+        "plan id vs exported id"
+    );
+    assert_eq!(dec["action"]["kind"], "set_ring", "{dec}");
+    // The target is an estimate from the burst seen in each window, so it
+    // may differ between the two runs; the id (device, knob, reason) may not.
+    let plan_target = dec["action"]["to"].as_f64().unwrap_or(0.0);
+    assert!(plan_target > 256.0, "{dec}");
+    assert_eq!(rx_ring(&c, &d).await, 256, "nothing changed the ring");
+    assert_eq!(attached_pools(&c, ifx).await, pools, "no pool was rebuilt");
+    let enforce_actions = p.metric("pptune_actions_total", &[&dev_label]);
+    assert!(
+        enforce_actions == 0.0,
+        "observe mode took actions: {enforce_actions}"
+    );
+    println!(
+        "MEASURE scenario=observe kernel={k} recommendation={id} exported_target={target} plan_target={plan_target} ring_after=256"
+    );
+    assert_eq!(p.term().await, Some(0));
+    d.stop().unwrap();
+    d.delete().unwrap();
+}
+
+/// Scenario 7: SIGTERM with on_stop restore puts the original ring back;
+/// after kill -9 a restarted daemon still knows the original (state file)
+/// and `pptune restore` puts it back.
+#[tokio::test(flavor = "current_thread")]
+async fn sigterm_restores_and_kill9_keeps_originals_for_restore() {
+    let Some(k) = gate("sigterm_restores_and_kill9_keeps_originals_for_restore") else {
+        return;
+    };
+    let c = Client::connect().await.expect("client");
+    let d = device(1, &bursty());
+    d.start().expect("start");
+    let dir = tmp();
+    // Part 1: on_stop restore.
+    let mut p = Pptune::start(dir.path(), "closed-loop-restore.yaml", d.name(), 19877);
+    let raised = wait_ring_change(&c, &d, &mut p, 256, Duration::from_secs(90)).await;
+    println!("raised to {raised}");
+    assert_eq!(p.term().await, Some(0), "SIGTERM exits 0");
+    assert_eq!(
+        rx_ring(&c, &d).await,
+        256,
+        "original ring back after SIGTERM:\n{}",
+        p.log()
+    );
+    drop(p);
+
+    // Part 2: on_stop keep, kill -9.
+    let dir2 = tmp();
+    let mut p = Pptune::start(dir2.path(), "closed-loop-enforce.yaml", d.name(), 19876);
+    let raised = wait_ring_change(&c, &d, &mut p, 256, Duration::from_secs(90)).await;
+    p.kill9();
+    assert_eq!(
+        rx_ring(&c, &d).await,
+        raised,
+        "kill -9 leaves the tuned ring"
+    );
+    let st = p.state();
+    let origs: Vec<u64> = st["devices"]
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|r| {
+            r["originals"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|o| o["value"].as_u64())
+        })
+        .collect();
+    assert_eq!(origs, vec![256], "the state file keeps the original: {st}");
+    // Restart: the daemon knows the original from the record.
+    d.stop().unwrap();
+    p.spawn();
+    p.ready().await;
+    let v = p.view().await.unwrap();
+    let dv = v.devices.iter().find(|x| x.name == d.name()).unwrap();
+    println!("after restart: originals {:?}", dv.originals);
+    assert!(
+        dv.originals.iter().any(|(_, val)| *val == 256),
+        "restarted daemon knows the original: {dv:?}"
+    );
+    // `pptune restore` (through the running daemon's control socket).
+    let out = p.cmd(&["restore"]);
+    println!(
+        "restore: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "restore: {out:?}");
+    assert_eq!(
+        rx_ring(&c, &d).await,
+        256,
+        "pptune restore brings the original back"
+    );
+    sleep(Duration::from_secs(2)).await;
+    let st = p.state();
+    let left: usize = st["devices"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|r| r["originals"].as_array().map_or(0, Vec::len))
+        .sum();
+    assert_eq!(left, 0, "record cleared: {st}");
+    assert_eq!(p.term().await, Some(0));
+    println!(
+        "MEASURE scenario=stop_restore kernel={k} sigterm_restored=256 kill9_ring={raised} restored=256"
+    );
+    d.delete().unwrap();
+}
+
+/// Waits until the kernel's ring differs from `from`; returns the new value.
+async fn wait_ring_change(
+    c: &Client,
+    d: &PpsimDev,
+    p: &mut Pptune,
+    from: u32,
+    limit: Duration,
+) -> u32 {
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        sleep(Duration::from_millis(250)).await;
+        assert!(p.alive(), "pptune died:\n{}", p.log());
+        let r = rx_ring(c, d).await;
+        if r != from {
+            return r;
+        }
+    }
+    panic!("the ring stayed {from} for {limit:?}:\n{}", p.log());
+}
+
+/// Scenario 6: `ethtool -G` by hand after pptune's first change: pptune
+/// stops managing the ring (the override shows in its control socket and
+/// metrics) and leaves the operator's value alone although bursts still
+/// overflow it.
+#[tokio::test(flavor = "current_thread")]
+async fn ethtool_by_hand_is_an_operator_override() {
+    let Some(k) = gate("ethtool_by_hand_is_an_operator_override") else {
+        return;
+    };
+    let c = Client::connect().await.expect("client");
+    let d = device(1, &bursty());
+    d.start().expect("start");
+    let dir = tmp();
+    let mut p = Pptune::start(dir.path(), "closed-loop-enforce.yaml", d.name(), 19875);
+    let raised = wait_ring_change(&c, &d, &mut p, 256, Duration::from_secs(90)).await;
+    d.ethtool_set_rx_ring(512).expect("ethtool -G rx 512");
+    // Longer than cooldown + evaluation + a finding: pptune would act again.
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(25) {
+        sleep(Duration::from_millis(500)).await;
+        assert!(p.alive());
+        assert_eq!(
+            rx_ring(&c, &d).await,
+            512,
+            "pptune changed the operator's ring:\n{}",
+            p.log()
+        );
+    }
+    let w = measure(&c, &d, 2.0).await;
+    let v = p.view().await.unwrap();
+    let dv = v.devices.iter().find(|x| x.name == d.name()).unwrap();
+    println!(
+        "view: overrides {:?} last decision {:?}",
+        dv.overrides, dv.last_decision
+    );
+    assert!(
+        !dv.overrides.is_empty(),
+        "the override is visible in the control socket: {dv:?}"
+    );
+    let dev_label = format!("device=\"{}\"", d.name());
+    let n = p.metric("pptune_operator_overrides_total", &[&dev_label]);
+    assert!(n >= 1.0, "override counted in metrics:\n{}", p.metrics());
+    println!(
+        "MEASURE scenario=override kernel={k} pptune_set={raised} operator_set=512 ring_after_25s=512 ring_full_share_at_512={:.4} overrides_total={n}",
+        w.miss_share
+    );
+    assert_eq!(p.term().await, Some(0));
+    d.stop().unwrap();
+    d.delete().unwrap();
+}
+
+/// Scenario 5: a per-device budget below the ideal ring: pptune grows only
+/// as far as the budget allows and says `budget_exhausted`.
+#[tokio::test(flavor = "current_thread")]
+async fn memory_budget_stops_growth_and_says_so() {
+    let Some(k) = gate("memory_budget_stops_growth_and_says_so") else {
+        return;
+    };
+    let c = Client::connect().await.expect("client");
+    let d = device(1, &bursty());
+    d.start().expect("start");
+    let dir = tmp();
+    let mut p = Pptune::start(dir.path(), "closed-loop-budget.yaml", d.name(), 19874);
+    let dev_label = format!("device=\"{}\"", d.name());
+    let t0 = Instant::now();
+    let mut said = 0.0;
+    while t0.elapsed() < Duration::from_secs(90) {
+        sleep(Duration::from_secs(1)).await;
+        assert!(p.alive(), "pptune died:\n{}", p.log());
+        let r = rx_ring(&c, &d).await;
+        // (posted + pool + 128) × 4 KiB ≤ 8 MiB on one queue.
+        assert!(r <= 960, "ring {r} exceeds the 8 MiB budget");
+        said = p.metric(
+            "pptune_decisions_total",
+            &[&dev_label, "reason=\"budget_exhausted\""],
+        );
+        if said > 0.0 && r > 256 {
+            break;
+        }
+    }
+    let ring = rx_ring(&c, &d).await;
+    let w = measure(&c, &d, 2.0).await;
+    let log_says = p.log().contains("budget_exhausted");
+    println!(
+        "MEASURE scenario=budget kernel={k} budget=8MiB ring={ring} ring_full_share={:.4} budget_exhausted_decisions={said} log_mentions={log_says}",
+        w.miss_share
+    );
+    assert!(
+        ring > 256,
+        "pptune grew the ring within the budget:\n{}",
+        p.log()
+    );
+    assert!(said > 0.0, "no budget_exhausted decision:\n{}", p.log());
+    assert!(log_says, "the log says budget_exhausted");
+    assert!(
+        w.miss_share >= MISS_THRESHOLD,
+        "still overflowing at the budget: {w:?}"
+    );
+    assert_eq!(p.term().await, Some(0));
+    d.stop().unwrap();
+    d.delete().unwrap();
+}
+
+/// Scenario 4a: notifications lost. `net.core.rmem_max` caps the receive
+/// buffer pptune asks for on its notification sockets, so with it at 4 KiB
+/// a burst of pool churn (ring changes by hand on a 16-queue device: every
+/// change replaces 16 pools) overflows them (ENOBUFS). pptune must resync
+/// and end with the kernel's state: its ring and pool-count series equal
+/// what the kernel reports.
+#[tokio::test(flavor = "current_thread")]
+async fn lost_notifications_resync_to_the_kernels_state() {
+    let Some(k) = gate("lost_notifications_resync_to_the_kernels_state") else {
+        return;
+    };
+    let c = Client::connect().await.expect("client");
+    let d = device(16, &Knobs::default());
+    let rmem = "/proc/sys/net/core/rmem_max";
+    let old = std::fs::read_to_string(rmem).unwrap();
+    std::fs::write(rmem, "4096").unwrap();
+    let dir = tmp();
+    let mut p = Pptune::start(dir.path(), "closed-loop-observe.yaml", d.name(), 19873);
+    p.ready().await;
+    // The sockets are open with the small buffer; give the host its value back.
+    std::fs::write(rmem, old.trim()).unwrap();
+    let dev_label = format!("device=\"{}\"", d.name());
+    let r0 = p.metric("pptune_resyncs_total", &[]);
+    for i in 0..30 {
+        d.ethtool_set_rx_ring(if i % 2 == 0 { 512 } else { 1024 })
+            .unwrap();
+    }
+    d.ethtool_set_rx_ring(2048).unwrap();
+    let ifx = d.ifindex().unwrap();
+    let kernel_pools = attached_pools(&c, ifx).await.len();
+    // A resync is debounced (200 ms) and samples run every second.
+    let t0 = Instant::now();
+    let (mut ring_m, mut pools_m, mut resyncs) = (0.0, 0.0, 0.0);
+    while t0.elapsed() < Duration::from_secs(20) {
+        sleep(Duration::from_secs(1)).await;
+        assert!(p.alive(), "pptune died:\n{}", p.log());
+        let m = p.metrics();
+        ring_m = metric_in(&m, "pptune_ring_entries", &[&dev_label, "ring=\"rx\""]);
+        pools_m = metric_in(&m, "pptune_pools", &[&dev_label]);
+        resyncs = metric_in(&m, "pptune_resyncs_total", &[]) - r0;
+        if resyncs > 0.0 && ring_m == 2048.0 && pools_m == kernel_pools as f64 {
+            break;
+        }
+    }
+    let overflow_logged = p.log().contains("ENOBUFS");
+    println!(
+        "MEASURE scenario=notification_loss kernel={k} rmem_max=4096 ring_changes=31 queues=16 resyncs={resyncs} overflow_logged={overflow_logged} pptune_ring={ring_m} kernel_ring={} pptune_pools={pools_m} kernel_pools={kernel_pools}",
+        rx_ring(&c, &d).await
+    );
+    assert!(
+        resyncs > 0.0,
+        "no resync counted although notifications overflowed:\n{}",
+        p.log()
+    );
+    assert_eq!(
+        ring_m,
+        f64::from(rx_ring(&c, &d).await),
+        "pptune's ring = the kernel's"
+    );
+    assert_eq!(
+        pools_m, kernel_pools as f64,
+        "pptune's pool count = the kernel's"
+    );
+    assert_eq!(p.term().await, Some(0));
+    d.delete().unwrap();
+}
+
+/// Scenario 4b: the device is deleted the moment pptune's ring change lands
+/// (during its read-back/evaluation): the daemon keeps running and
+/// sampling, drops the device from its view and metrics, and its state
+/// record stays valid.
+#[tokio::test(flavor = "current_thread")]
+async fn device_deleted_mid_change_leaves_the_daemon_consistent() {
+    let Some(k) = gate("device_deleted_mid_change_leaves_the_daemon_consistent") else {
+        return;
+    };
+    let c = Client::connect().await.expect("client");
+    let d = device(1, &bursty());
+    d.start().expect("start");
+    let name = d.name().to_owned();
+    let dir = tmp();
+    let mut p = Pptune::start(dir.path(), "closed-loop-enforce.yaml", &name, 19872);
+    let t0 = Instant::now();
+    loop {
+        assert!(
+            t0.elapsed() < Duration::from_secs(90),
+            "no change:\n{}",
+            p.log()
+        );
+        assert!(p.alive());
+        if rx_ring(&c, &d).await != 256 {
+            break;
+        }
+        sleep(Duration::from_millis(20)).await;
+    }
+    d.delete().expect("delete mid-change");
+    let s0 = p.metric("pptune_samples_total", &[]);
+    sleep(Duration::from_secs(5)).await;
+    assert!(
+        p.alive(),
+        "pptune died after the device vanished:\n{}",
+        p.log()
+    );
+    let s1 = p.metric("pptune_samples_total", &[]);
+    assert!(s1 > s0, "pptune keeps sampling ({s0} → {s1})");
+    let v = p.view().await.expect("control socket answers");
+    assert!(
+        v.devices.iter().all(|x| x.name != name),
+        "the vanished device is gone from the view: {v:?}"
+    );
+    let dev_label = format!("device=\"{name}\"");
+    let m = p.metrics();
+    assert!(
+        !m.lines()
+            .any(|l| l.starts_with("pptune_ring_entries") && l.contains(&dev_label)),
+        "its ring series is gone"
+    );
+    let st = p.state();
+    assert!(st["devices"].is_object(), "state record valid: {st}");
+    println!("MEASURE scenario=delete_mid_change kernel={k} samples {s0}→{s1} state={st}");
+    assert_eq!(p.term().await, Some(0));
+}
+
+/// Scenario 3: channels enabled, ppsim's contention knob on: the ring is
+/// raised before any queue is added, and no queue is added while the slow
+/// path is contended (slow-refill share ≥ the policy's grow_slow_refill in
+/// the kernel's pool stats just before the change).
+#[tokio::test(flavor = "current_thread")]
+async fn channels_rings_first_and_no_queue_while_contended() {
+    let Some(k) = gate("channels_rings_first_and_no_queue_while_contended") else {
+        return;
+    };
+    let c = Client::connect().await.expect("client");
+    // A fixed arrival rate above what the queues deliver, so RX drops give
+    // the channel rule something to act on once recycling is healthy.
+    let knobs = Knobs {
+        rate_pps: 400_000,
+        contention_pct: 50,
+        ..bursty()
+    };
+    let d = device(2, &knobs);
+    d.start().expect("start");
+    let ifx = d.ifindex().unwrap();
+    let dir = tmp();
+    let mut p = Pptune::start(dir.path(), "closed-loop-channels.yaml", d.name(), 19879);
+    // (t, ring, channels, slow share over the last interval if the pools
+    // were stable)
+    let mut trace: Vec<(f64, u32, u32, Option<f64>)> = Vec::new();
+    let t0 = Instant::now();
+    let mut ids = attached_pools(&c, ifx).await;
+    let mut s_prev = stats_of(&c, &ids).await;
+    let mut last_change = Instant::now();
+    let mut changed = false;
+    let mut channels_changed = false;
+    while t0.elapsed() < Duration::from_secs(110) {
+        sleep(Duration::from_millis(500)).await;
+        assert!(p.alive(), "pptune died:\n{}", p.log());
+        let ring = rx_ring(&c, &d).await;
+        let ch = combined(&c, &d).await;
+        let now_ids = attached_pools(&c, ifx).await;
+        let s = stats_of(&c, &now_ids).await;
+        let share = if now_ids == ids {
+            s.delta(&s_prev)
+                .and_then(|dl| slow_refill_share(&dl, false))
+        } else {
+            None
+        };
+        ids = now_ids;
+        s_prev = s;
+        if trace
+            .last()
+            .is_some_and(|(_, r, n, _)| (*r, *n) != (ring, ch))
+        {
+            last_change = Instant::now();
+            changed = true;
+            channels_changed |= trace.last().is_some_and(|(_, _, n, _)| *n != ch);
+        }
+        trace.push((t0.elapsed().as_secs_f64(), ring, ch, share));
+        // Queues come (if at all) a cooldown and an evaluation after the
+        // ring settles: wait for them, then for quiet.
+        let quiet = if channels_changed { 20 } else { 40 };
+        if changed && last_change.elapsed() > Duration::from_secs(quiet) {
+            break;
+        }
+    }
+    let mut events = Vec::new();
+    for w in trace.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        if (a.1, a.2) != (b.1, b.2) {
+            events.push((b.0, a.1, b.1, a.2, b.2));
+        }
+    }
+    println!("events (t, ring from→to, channels from→to): {events:?}");
+    let first_ring = events.iter().position(|e| e.2 > e.1);
+    let first_add = events.iter().position(|e| e.4 > e.3);
+    assert!(
+        first_ring.is_some(),
+        "the ring was raised: {trace:?}\n{}",
+        p.log()
+    );
+    if let Some(a) = first_add {
+        assert!(first_ring.unwrap() < a, "rings before queues: {events:?}");
+        // Every queue addition: the slow path was not contended in the
+        // kernel's counters over the 2 s before it.
+        for e in events.iter().filter(|e| e.4 > e.3) {
+            let recent: Vec<f64> = trace
+                .iter()
+                .filter(|t| t.0 < e.0 && t.0 >= e.0 - 2.5)
+                .filter_map(|t| t.3)
+                .collect();
+            assert!(
+                recent.iter().all(|s| *s < SLOW_THRESHOLD),
+                "queue added at {:.1}s while the slow path was contended: {recent:?}",
+                e.0
+            );
+        }
+    }
+    let w = measure(&c, &d, 2.0).await;
+    println!(
+        "MEASURE scenario=channels kernel={k} {} | events={} ring_raises={} queue_adds={} queue_removals={} | end ring={} channels={} ring_full_share={:.4} slow_refill_share={:.4} goodput_pps={:.0}",
+        knobs_line(&knobs),
+        events.len(),
+        events.iter().filter(|e| e.2 > e.1).count(),
+        events.iter().filter(|e| e.4 > e.3).count(),
+        events.iter().filter(|e| e.4 < e.3).count(),
+        w.ring,
+        combined(&c, &d).await,
+        w.miss_share,
+        w.slow_share,
+        w.goodput_pps
+    );
+    // pptune's own account of each change, for the report (not asserted).
+    for l in p.log().lines().filter(|l| {
+        (l.contains("\"action\"") && !l.contains("\"action\":\"hold\""))
+            || l.contains("revert")
+            || l.contains("effective")
+    }) {
+        println!("pptune: {l}");
+    }
+    assert_eq!(p.term().await, Some(0));
+    d.stop().unwrap();
+    d.delete().unwrap();
+}
