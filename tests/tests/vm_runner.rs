@@ -1,0 +1,93 @@
+//! The VM runner itself (`tests/vm/run.sh` through `pptune_tests::vm::Vm`),
+//! exercised from the host: exit status and environment reach the caller,
+//! and a timeout stops the VM with no qemu left behind.
+//!
+//! Runs on the host only (there is no VM inside the VM), and only when the
+//! 7.3 test kernel is already cached (`tests/vm/kernel.sh 7.3`, which
+//! `tests/vm/test.sh` runs first); otherwise each test prints why it skips.
+
+// Helpers outside #[test] fns fail the test the same way.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use pptune_tests::vm::{Vm, VmError, in_vm};
+
+fn cached_kernel(test: &str) -> Option<PathBuf> {
+    if in_vm() {
+        println!("SKIP {test}: runs on the host (it boots VMs itself)");
+        return None;
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?
+        .join("pptune/kernels");
+    let found = std::fs::read_dir(&cache).ok().and_then(|rd| {
+        rd.filter_map(Result::ok).map(|e| e.path()).find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("7.3-"))
+                && p.join(".done").exists()
+        })
+    });
+    if found.is_none() {
+        println!(
+            "SKIP {test}: no cached 7.3 test kernel under {} (tests/vm/kernel.sh 7.3 builds it)",
+            cache.display()
+        );
+    }
+    found
+}
+
+#[test]
+fn exit_status_and_environment_come_back() {
+    let Some(k) = cached_kernel("exit_status_and_environment_come_back") else {
+        return;
+    };
+    let out = Vm::new(&k.to_string_lossy())
+        .timeout(Duration::from_secs(120))
+        .env("PPTUNE_RUNNER_PROBE", "x y")
+        .output(&[
+            "sh",
+            "-c",
+            "echo \"in=$PPTUNE_IN_VM kernel=$PPTUNE_KERNEL probe=$PPTUNE_RUNNER_PROBE cwd=$PWD\"; \
+             test -w \"$PPTUNE_VM_OUT\" && echo out-writable; exit 7",
+        ])
+        .expect("the VM runs");
+    assert_eq!(out.status, 7, "the command's status: {}", out.stdout);
+    let cwd = std::env::current_dir().expect("cwd");
+    assert!(
+        out.stdout
+            .contains(&format!("in=1 kernel=7.3 probe=x y cwd={}", cwd.display())),
+        "environment and cwd inside: {}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("out-writable"), "{}", out.stdout);
+}
+
+#[test]
+fn timeout_stops_the_vm_and_leaves_no_qemu() {
+    let Some(k) = cached_kernel("timeout_stops_the_vm_and_leaves_no_qemu") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let err = Vm::new(&k.to_string_lossy())
+        .timeout(Duration::from_secs(20))
+        .out_dir(dir.path())
+        .run(&["sleep", "600"])
+        .expect_err("a hung command times out");
+    assert!(matches!(err, VmError::Timeout(_)), "{err}");
+    // No qemu still running with our share on its command line.
+    let marker = dir.path().to_string_lossy().into_owned();
+    let leftovers: Vec<_> = std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(Result::ok)
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains("qemu-system") && c.contains(&marker))
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "qemu outlived the runner: {leftovers:?}"
+    );
+}
