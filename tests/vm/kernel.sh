@@ -53,7 +53,8 @@ APT=(apt-get -q
      -o "Dir::Etc::sourceparts=$APT_DIR/parts"
      -o "Dir::State::Lists=$APT_DIR/lists"
      -o "Dir::Cache=$APT_DIR/cache"
-     -o "Debug::NoLocking=1")
+     -o "Debug::NoLocking=1"
+     -o "APT::Sandbox::User=root")
 PKG="linux-source-$VERSION"
 
 # Reuse an already downloaded .deb if there is one (offline warm cache); the
