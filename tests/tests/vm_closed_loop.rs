@@ -82,12 +82,38 @@ fn knobs_line(k: &Knobs) -> String {
     )
 }
 
-fn device(queues: u32, knobs: &Knobs) -> PpsimDev {
+/// A ppsim device stopped and deleted on drop too, so a failed test leaves
+/// no traffic running under the next one.
+struct Dev(Option<PpsimDev>);
+
+impl std::ops::Deref for Dev {
+    type Target = PpsimDev;
+    fn deref(&self) -> &PpsimDev {
+        self.0.as_ref().unwrap()
+    }
+}
+
+impl Dev {
+    fn delete(mut self) -> Result<(), pptune_tests::ppsim::PpsimError> {
+        self.0.take().unwrap().delete()
+    }
+}
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        if let Some(d) = self.0.take() {
+            let _ = d.stop();
+            let _ = d.delete();
+        }
+    }
+}
+
+fn device(queues: u32, knobs: &Knobs) -> Dev {
     let p = Ppsim::load().expect("ppsim loads");
     let d = p.new_device(queues).expect("ppsim device");
     d.set_up(true).expect("up");
     d.set_knobs(knobs).expect("knobs");
-    d
+    Dev(Some(d))
 }
 
 // ---------------------------------------------------------------- kernel
@@ -813,6 +839,26 @@ async fn memory_budget_stops_growth_and_says_so() {
     d.delete().unwrap();
 }
 
+/// `net.core.rmem_max` set for a test and put back on drop (also when the
+/// test fails, so later suites in the same VM get the usual value).
+struct RmemMax(String);
+
+impl RmemMax {
+    const PATH: &str = "/proc/sys/net/core/rmem_max";
+
+    fn set(v: u32) -> Self {
+        let old = std::fs::read_to_string(Self::PATH).unwrap();
+        std::fs::write(Self::PATH, v.to_string()).unwrap();
+        Self(old.trim().to_owned())
+    }
+}
+
+impl Drop for RmemMax {
+    fn drop(&mut self) {
+        let _ = std::fs::write(Self::PATH, &self.0);
+    }
+}
+
 /// Scenario 4a: notifications lost. `net.core.rmem_max` caps the receive
 /// buffer pptune asks for on its notification sockets, so with it at 4 KiB
 /// a burst of pool churn (ring changes by hand on a 16-queue device: every
@@ -826,14 +872,12 @@ async fn lost_notifications_resync_to_the_kernels_state() {
     };
     let c = Client::connect().await.expect("client");
     let d = device(16, &Knobs::default());
-    let rmem = "/proc/sys/net/core/rmem_max";
-    let old = std::fs::read_to_string(rmem).unwrap();
-    std::fs::write(rmem, "4096").unwrap();
+    let rmem = RmemMax::set(4096);
     let dir = tmp();
     let mut p = Pptune::start(dir.path(), "closed-loop-observe.yaml", d.name(), 19873);
     p.ready().await;
-    // The sockets are open with the small buffer; give the host its value back.
-    std::fs::write(rmem, old.trim()).unwrap();
+    // The sockets are open with the small buffer; give the VM its value back.
+    drop(rmem);
     let dev_label = format!("device=\"{}\"", d.name());
     let r0 = p.metric("pptune_resyncs_total", &[]);
     for i in 0..30 {
