@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Cost of one observe pass, in the VM testbed, against the kernel's own tools.
+#
+#   benches/observe-cost.sh [--smoke] [--sizes "16 128 512 2048"] [--no-build]
+#
+# On the host: builds the bench binaries (netlink/benches/raw_floor.rs,
+# daemon/benches/observe_pass.rs), the release `pptune`, and `ynltool` from
+# the cached 7.3 source tree (in a copy under $CARGO_TARGET_DIR), then boots
+# the 7.3 test VM (tests/vm/run.sh) and re-runs itself inside with --in-vm.
+# Inside: netdevsim devices with 128 queues each (16 pools: one device with
+# 16 queues), links up, and for each pool count:
+#   pptune-pass   in-process: sample (every dump + decode + aggregation),
+#                 policy::decide, metrics observe + encode       (per pass)
+#   raw-floor     the same netlink requests, netlink-sys + hand-built
+#                 messages, one reused buffer                    (per pass)
+#   pptune-status `pptune status --json` as a whole process       (per run)
+#   ynl-cli       the kernel's pyynl cli.py --dump page-pool-stats-get
+#   ynltool       ynltool page-pool stats                         (per run)
+#   baseline      `true` under the same process wrapper (its overhead)
+# Results: benches/results/observe-cost.json (+ .svg plot, and the 2048-pool
+# snapshot benches/results/vm-snapshot-2048.json for the render bench).
+# --smoke: 16 pools only, few passes, results to $CARGO_TARGET_DIR instead.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "$0")/.." && pwd)"
+SMOKE=0
+IN_VM=0
+NO_BUILD=0
+SIZES="16 128 512 2048"
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --smoke) SMOKE=1; SIZES="16"; shift ;;
+        --sizes) SIZES="$2"; shift 2 ;;
+        --in-vm) IN_VM=1; shift ;;
+        --no-build) NO_BUILD=1; shift ;;
+        -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "observe-cost: unknown option $1" >&2; exit 2 ;;
+    esac
+done
+log() { printf '[observe-cost] %s\n' "$*" >&2; }
+
+# ---------------------------------------------------------------- in the VM
+if [ "$IN_VM" = 1 ]; then
+    OUT="$PPTUNE_VM_OUT/observe-cost.jsonl"
+    : > "$OUT"
+    TREE="$PPTUNE_KERNEL_DIR/linux"
+    B="$PPTUNE_BENCH_BIN"   # directory with raw_floor, observe_pass, pptune, ynltool
+    run_proc() { python3 "$REPO/benches/proc_cost.py" "$@" | tee -a "$OUT"; }
+    next_id=1
+    add_device() { # queues
+        local id=$next_id
+        next_id=$((next_id + 1))
+        echo "$id 1 $1" > /sys/bus/netdevsim/new_device
+        local dev=""
+        for _ in $(seq 50); do
+            dev=$(ls "/sys/bus/netdevsim/devices/netdevsim$id/net/" 2>/dev/null | head -1)
+            [ -n "$dev" ] && break
+            sleep 0.1
+        done
+        [ -n "$dev" ] || { log "netdevsim$id has no netdev"; exit 1; }
+        ip link set "$dev" up
+    }
+    del_all() {
+        for d in /sys/bus/netdevsim/devices/netdevsim*; do
+            [ -e "$d" ] || continue
+            echo "${d##*netdevsim}" > /sys/bus/netdevsim/del_device
+        done
+    }
+    log "kernel $(uname -r), $(nproc) vCPU, $(awk '/MemTotal/ {print $2}' /proc/meminfo) KiB"
+    run_proc --label baseline --runs 5 -- true
+    have=0
+    for n in $SIZES; do
+        if [ "$n" -le 16 ]; then
+            del_all; have=0; add_device "$n"; have=$n
+        else
+            if [ "$have" -lt 128 ]; then del_all; have=0; fi
+            while [ "$have" -lt "$n" ]; do add_device 128; have=$((have + 128)); done
+        fi
+        # Passes and runs scale down with size so each row takes seconds.
+        if [ "$SMOKE" = 1 ]; then passes=3; runs=2; yruns=1
+        else passes=$(( 4096 / n )); [ "$passes" -lt 5 ] && passes=5
+             runs=$(( n <= 128 ? 10 : 5 )); yruns=3
+        fi
+        log "$n pools wanted ($(ls -d /sys/bus/netdevsim/devices/netdevsim* | wc -l) devices): $passes passes, $runs runs"
+        save=()
+        [ "$n" = 2048 ] && save=(--save-snapshot "$PPTUNE_VM_OUT/vm-snapshot-2048.json")
+        "$B/observe_pass" --passes "$passes" "${save[@]}" | tee -a "$OUT"
+        "$B/raw_floor" --passes "$passes" | tee -a "$OUT"
+        run_proc --label pptune-status --pools "$n" --runs "$runs" -- "$B/pptune" status --json
+        run_proc --label ynltool --pools "$n" --runs "$runs" -- "$B/ynltool" page-pool stats
+        run_proc --label ynl-cli --pools "$n" --runs "$yruns" -- python3 \
+            "$TREE/tools/net/ynl/pyynl/cli.py" \
+            --spec "$TREE/Documentation/netlink/specs/netdev.yaml" \
+            --dump page-pool-stats-get
+    done
+    del_all
+    exit 0
+fi
+
+# ---------------------------------------------------------------- on the host
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target-bench}"
+cd "$REPO"
+# One cargo invocation for every bench target (and the same one in
+# outcome.sh and run-all.sh): building a subset of packages unifies
+# features differently and rebuilds half the dependency tree.
+BENCH_PKGS=(-p pptune-netlink -p pptune-policy -p pptune)
+bench_exe() { # target name
+    cargo bench "${BENCH_PKGS[@]}" --no-run --message-format=json 2>/dev/null |
+        python3 -c 'import json,sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[1]:
+        print(m["executable"])' "$1" | tail -1
+}
+BIN="$CARGO_TARGET_DIR/bench-bin"
+KDIR="$(tests/vm/kernel.sh 7.3)"
+if [ "$NO_BUILD" = 1 ]; then
+    log "--no-build: using the binaries already in $BIN"
+else
+log "building bench binaries and release pptune"
+cargo bench "${BENCH_PKGS[@]}" --no-run >&2
+cargo build --release -p pptune --bin pptune >&2
+mkdir -p "$BIN"
+cp "$(bench_exe raw_floor)" "$BIN/raw_floor"
+cp "$(bench_exe observe_pass)" "$BIN/observe_pass"
+cp "$CARGO_TARGET_DIR/release/pptune" "$BIN/pptune"
+
+"$REPO/benches/build-ynltool.sh" "$KDIR/linux" "$CARGO_TARGET_DIR/ynltree" >&2
+cp "$CARGO_TARGET_DIR/ynltree/tools/net/ynl/ynltool/ynltool" "$BIN/ynltool"
+fi
+
+VMOUT="$CARGO_TARGET_DIR/observe-cost-vm"
+rm -rf "$VMOUT"; mkdir -p "$VMOUT"
+export PPTUNE_BENCH_BIN="$BIN"
+START=$(date +%s)
+log "running in the VM (sizes: $SIZES)"
+tests/vm/run.sh --kernel 7.3 --mem 2048 --timeout 3000 --out "$VMOUT" -- \
+    "$REPO/benches/observe-cost.sh" --in-vm --sizes "$SIZES" $([ "$SMOKE" = 1 ] && echo --smoke)
+log "VM part took $(( $(date +%s) - START )) s"
+
+if [ "$SMOKE" = 1 ]; then
+    RES="$CARGO_TARGET_DIR/bench-smoke"
+else
+    RES="$REPO/benches/results"
+    [ -f "$VMOUT/vm-snapshot-2048.json" ] && cp "$VMOUT/vm-snapshot-2048.json" "$RES/"
+fi
+mkdir -p "$RES"
+python3 "$REPO/benches/report.py" observe-cost "$VMOUT/observe-cost.jsonl" "$RES"

@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""Turn raw bench output into benches/results/*.json, a Markdown table on
+stdout and (observe-cost) an SVG plot written without any plotting library.
+
+    report.py observe-cost <observe-cost.jsonl> <results dir>
+    report.py micro <criterion dir> <results dir> [load average]
+    report.py outcome <outcome.jsonl> <results dir>
+"""
+import datetime
+import glob
+import json
+import os
+import platform
+import subprocess
+import sys
+
+
+def meta():
+    def sh(*c):
+        try:
+            return subprocess.run(c, capture_output=True, text=True, check=True).stdout.strip()
+        except Exception:
+            return None
+    cpu = None
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "git": sh("git", "rev-parse", "--short", "HEAD"),
+        "git_dirty": bool(sh("git", "status", "--porcelain", "--untracked-files=no")),
+        "host_kernel": platform.release(),
+        "host_cpu": cpu,
+        "host_cpus": os.cpu_count(),
+        "host_loadavg": open("/proc/loadavg").read().split()[:3],
+    }
+
+
+def write(res_dir, name, obj):
+    os.makedirs(res_dir, exist_ok=True)
+    p = os.path.join(res_dir, name)
+    with open(p, "w") as f:
+        json.dump(obj, f, indent=1, sort_keys=False)
+        f.write("\n")
+    print(f"wrote {p}", file=sys.stderr)
+
+
+# ------------------------------------------------------------------ SVG
+def svg_plot(panels, path, title):
+    """panels: [(panel title, y label, {series: [(x, y)]})]; linear axes."""
+    W, H, M = 460, 320, 60
+    colors = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"]
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W * len(panels)}" height="{H + 30}" '
+           'font-family="sans-serif" font-size="11">',
+           f'<text x="10" y="16" font-size="13" font-weight="bold">{title}</text>']
+    for i, (ptitle, ylabel, series) in enumerate(panels):
+        ox = i * W
+        pts = [p for s in series.values() for p in s]
+        if not pts:
+            continue
+        xmax = max(x for x, _ in pts) * 1.05
+        ymax = max(y for _, y in pts) * 1.1 or 1
+        def X(x):
+            return ox + M + (W - M - 20) * x / xmax
+        def Y(y):
+            return 30 + (H - 50) * (1 - y / ymax)
+        out.append(f'<text x="{ox + M}" y="40" font-weight="bold">{ptitle}</text>')
+        out.append(f'<line x1="{X(0)}" y1="{Y(0)}" x2="{X(xmax)}" y2="{Y(0)}" stroke="black"/>')
+        out.append(f'<line x1="{X(0)}" y1="{Y(0)}" x2="{X(0)}" y2="{Y(ymax)}" stroke="black"/>')
+        for k in range(6):
+            yv = ymax * k / 5
+            out.append(f'<text x="{X(0) - 5}" y="{Y(yv) + 4}" text-anchor="end">{yv:.3g}</text>')
+            out.append(f'<line x1="{X(0)}" y1="{Y(yv)}" x2="{X(xmax)}" y2="{Y(yv)}" stroke="#ddd"/>')
+        xs = sorted({x for x, _ in pts})
+        for xv in xs:
+            out.append(f'<text x="{X(xv)}" y="{Y(0) + 14}" text-anchor="middle">{xv:g}</text>')
+        out.append(f'<text x="{X(xmax / 2)}" y="{H + 2}" text-anchor="middle">page pools</text>')
+        out.append(f'<text x="{ox + 12}" y="{Y(ymax / 2)}" transform="rotate(-90 {ox + 12} {Y(ymax / 2)})" '
+                   f'text-anchor="middle">{ylabel}</text>')
+        for j, (name, s) in enumerate(series.items()):
+            c = colors[j % len(colors)]
+            s = sorted(s)
+            path_d = " ".join(f"{X(x):.1f},{Y(y):.1f}" for x, y in s)
+            out.append(f'<polyline fill="none" stroke="{c}" stroke-width="2" points="{path_d}"/>')
+            for x, y in s:
+                out.append(f'<circle cx="{X(x):.1f}" cy="{Y(y):.1f}" r="3" fill="{c}"/>')
+            out.append(f'<rect x="{X(0) + 10}" y="{50 + 14 * j}" width="10" height="10" fill="{c}"/>')
+            out.append(f'<text x="{X(0) + 24}" y="{59 + 14 * j}">{name}</text>')
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+    print(f"wrote {path}", file=sys.stderr)
+
+
+# ------------------------------------------------------------------ observe-cost
+def observe_cost(jsonl, res_dir):
+    rows = [json.loads(l) for l in open(jsonl) if l.strip().startswith("{")]
+    errors = [r for r in rows if "error" in r]
+    by = {}
+    for r in rows:
+        by.setdefault(r["tool"], {})[r["pools"]] = r
+    base = by.get("baseline", {}).get(0, {})
+    sizes = sorted(by.get("pptune-pass", {}))
+    summary = []
+    for n in sizes:
+        p = by["pptune-pass"][n]
+        f = by.get("raw-floor", {}).get(n, {})
+        s = by.get("pptune-status", {}).get(n, {})
+        y = by.get("ynl-cli", {}).get(n, {})
+        t = by.get("ynltool", {}).get(n, {})
+        def ratio(a, b):
+            return round(a / b, 2) if a and b else None
+        summary.append({
+            "pools": n,
+            "devices": p.get("devices"),
+            "pass_cpu_us": p["cpu_us_per_pass"],
+            "pass_wall_us": p["wall_us_per_pass"],
+            "pass_allocs": p["allocs_per_pass"],
+            "pass_alloc_bytes": p["alloc_bytes_per_pass"],
+            "pass_maxrss_kib": p["maxrss_kib"],
+            "floor_cpu_us": f.get("cpu_us_per_pass"),
+            "floor_wall_us": f.get("wall_us_per_pass"),
+            "floor_allocs": f.get("allocs_per_pass"),
+            "floor_maxrss_kib": f.get("maxrss_kib"),
+            "pass_over_floor_cpu": ratio(p["cpu_us_per_pass"], f.get("cpu_us_per_pass")),
+            "pass_over_floor_wall": ratio(p["wall_us_per_pass"], f.get("wall_us_per_pass")),
+            "status_cpu_ms": s.get("cpu_ms_per_run"),
+            "status_wall_ms": s.get("wall_ms_per_run"),
+            "status_maxrss_kib": s.get("maxrss_kib"),
+            "ynltool_cpu_ms": t.get("cpu_ms_per_run"),
+            "ynltool_maxrss_kib": t.get("maxrss_kib"),
+            "ynl_cli_cpu_ms": y.get("cpu_ms_per_run"),
+            "ynl_cli_wall_ms": y.get("wall_ms_per_run"),
+            "ynl_cli_maxrss_kib": y.get("maxrss_kib"),
+            "ynl_cli_over_status_cpu": ratio(y.get("cpu_ms_per_run"), s.get("cpu_ms_per_run")),
+            "status_over_ynltool_cpu": ratio(s.get("cpu_ms_per_run"), t.get("cpu_ms_per_run")),
+        })
+    top = summary[-1] if summary else {}
+    targets = {
+        "pass_within_1.5x_floor": top.get("pass_over_floor_cpu") is not None and top["pass_over_floor_cpu"] <= 1.5,
+        "status_20x_cheaper_than_ynl_cli": top.get("ynl_cli_over_status_cpu") is not None and top["ynl_cli_over_status_cpu"] >= 20,
+        "peak_rss_le_16MiB": top.get("pass_maxrss_kib") is not None and max(top["pass_maxrss_kib"], top.get("status_maxrss_kib") or 0) <= 16 * 1024,
+        "at_pools": top.get("pools"),
+    }
+    # Linearity: per-pool cost between the two largest sizes vs the largest.
+    if len(summary) >= 3:
+        a, b = summary[-2], summary[-1]
+        slope = (b["pass_cpu_us"] - a["pass_cpu_us"]) / (b["pools"] - a["pools"])
+        targets["pass_cpu_us_per_extra_pool"] = round(slope, 2)
+        per_pool = [round(r["pass_cpu_us"] / r["pools"], 2) for r in summary]
+        targets["pass_cpu_us_per_pool_by_size"] = per_pool
+    res = {"meta": meta(), "vm": "qemu TCG (emulated), kernel 7.3, 2 vCPU, 2048 MiB; ratios from one run",
+           "baseline_process": base, "summary": summary, "targets": targets,
+           "errors": errors, "rows": rows}
+    write(res_dir, "observe-cost.json", res)
+    hdr = ("| pools | pass CPU µs | floor CPU µs | pass/floor | pass allocs | pass RSS KiB "
+           "| status CPU ms | status RSS KiB | ynltool CPU ms | ynl CLI CPU ms | ynl/status |")
+    print(hdr)
+    print("|" + "---|" * (hdr.count("|") - 1))
+    for r in summary:
+        print(f"| {r['pools']} | {r['pass_cpu_us']:.0f} | {r['floor_cpu_us'] or 0:.0f} | {r['pass_over_floor_cpu']} "
+              f"| {r['pass_allocs']:.0f} | {r['pass_maxrss_kib']} | {r['status_cpu_ms']} | {r['status_maxrss_kib']} "
+              f"| {r['ynltool_cpu_ms']} | {r['ynl_cli_cpu_ms']} | {r['ynl_cli_over_status_cpu']} |")
+    print(json.dumps(targets))
+    if errors:
+        print("ERRORS:", json.dumps(errors))
+    svg_plot([
+        ("in-process, per pass", "CPU µs per pass", {
+            "pptune pass": [(r["pools"], r["pass_cpu_us"]) for r in summary],
+            "raw netlink floor": [(r["pools"], r["floor_cpu_us"]) for r in summary if r["floor_cpu_us"]],
+        }),
+        ("whole process, per run", "CPU ms per run", {
+            "pptune status --json": [(r["pools"], r["status_cpu_ms"]) for r in summary if r["status_cpu_ms"]],
+            "ynltool page-pool stats": [(r["pools"], r["ynltool_cpu_ms"]) for r in summary if r["ynltool_cpu_ms"]],
+            "ynl CLI (pyynl)": [(r["pools"], r["ynl_cli_cpu_ms"]) for r in summary if r["ynl_cli_cpu_ms"]],
+        }),
+    ], os.path.join(res_dir, "observe-cost.svg"), "Cost of one observe pass vs page pools (VM, TCG)")
+    return 1 if errors else 0
+
+
+# ------------------------------------------------------------------ criterion
+def micro(crit_dir, res_dir, load=None):
+    out = []
+    for est in sorted(glob.glob(os.path.join(crit_dir, "**", "new", "estimates.json"), recursive=True)):
+        d = os.path.dirname(est)
+        try:
+            bm = json.load(open(os.path.join(d, "benchmark.json")))
+        except OSError:
+            continue
+        e = json.load(open(est))
+        out.append({
+            "id": bm.get("full_id") or bm.get("title"),
+            "throughput": bm.get("throughput"),
+            "mean_ms": round(e["mean"]["point_estimate"] / 1e6, 3),
+            "median_ms": round(e["median"]["point_estimate"] / 1e6, 3),
+            "mean_ci95_ms": [round(e["mean"]["confidence_interval"]["lower_bound"] / 1e6, 3),
+                             round(e["mean"]["confidence_interval"]["upper_bound"] / 1e6, 3)],
+        })
+    m = meta()
+    if load:
+        m["loadavg_during_run"] = load
+    write(res_dir, "micro.json", {"meta": m, "benches": out,
+                                  "note": "criterion --quick on a shared, loaded 2-core host: wall time"})
+    print("| bench | median ms | mean ms (95% CI) |\n|---|---|---|")
+    for b in out:
+        print(f"| {b['id']} | {b['median_ms']} | {b['mean_ms']} ({b['mean_ci95_ms'][0]}–{b['mean_ci95_ms'][1]}) |")
+    return 0 if out else 1
+
+
+# ------------------------------------------------------------------ outcome
+def outcome(jsonl, res_dir):
+    rows = [json.loads(l) for l in open(jsonl) if l.strip().startswith("{")]
+    write(res_dir, "outcome.json", {"meta": meta(), "rows": rows})
+    print("| workload | config | ring | goodput pps | ring_full share | slow share | inflight MiB | converge s | changes |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        if r.get("kind") != "result":
+            continue
+        print(f"| {r['workload']} | {r['config']} | {r.get('ring_final')} | {r.get('goodput_pps', 0):.0f} "
+              f"| {r.get('ring_full_share', 0):.3f} | {r.get('slow_share', 0):.3f} "
+              f"| {r.get('inflight_mem', 0) / 2**20:.1f} | {r.get('converge_s')} | {r.get('changes')} |")
+    return 0
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1]
+    if mode == "observe-cost":
+        sys.exit(observe_cost(sys.argv[2], sys.argv[3]))
+    if mode == "micro":
+        sys.exit(micro(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None))
+    if mode == "outcome":
+        sys.exit(outcome(sys.argv[2], sys.argv[3]))
+    sys.exit(f"unknown mode {mode}")

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Rerun every pptune benchmark; results as JSON under benches/results/.
+#
+#   benches/run-all.sh            # everything (~1 h with warm caches)
+#   benches/run-all.sh --smoke    # only checks the benches still run (CI)
+#   benches/run-all.sh --only micro|observe|outcome
+#
+# 1. cost of observing, in the VM -> benches/results/observe-cost.json/.svg
+#    (and vm-snapshot-2048.json, the render micro-bench's recorded input)
+# 2. host criterion micro-benchmarks (decode, decide, /metrics render)
+#    -> benches/results/micro.json (+ micro-render.log: the render CPU-time line)
+# 3. tuning outcome, in the VM   -> benches/results/outcome.json
+# The VM parts need root, qemu and the cached test kernel (tests/vm/kernel.sh
+# builds it on first use). --smoke writes under $CARGO_TARGET_DIR/bench-smoke
+# and leaves benches/results alone.
+set -euo pipefail
+REPO="$(cd "$(dirname "$0")/.." && pwd)"
+SMOKE=0
+ONLY=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --smoke) SMOKE=1; shift ;;
+        --only) ONLY="$2"; shift 2 ;;
+        -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "run-all: unknown option $1" >&2; exit 2 ;;
+    esac
+done
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target-bench}"
+cd "$REPO"
+want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
+RES="$REPO/benches/results"
+[ "$SMOKE" = 1 ] && RES="$CARGO_TARGET_DIR/bench-smoke"
+mkdir -p "$RES"
+failed=()
+
+smoke=()
+[ "$SMOKE" = 1 ] && smoke=(--smoke)
+if want observe; then
+    echo "== cost of observing (VM)"
+    benches/observe-cost.sh "${smoke[@]}" || failed+=(observe)
+fi
+if want micro; then
+    echo "== micro-benchmarks (criterion)"
+    rm -rf "$CARGO_TARGET_DIR/criterion"
+    load="$(cut -d' ' -f1-3 /proc/loadavg)"
+    if [ "$SMOKE" = 1 ]; then
+        # --test runs each benchmark once: proves they build and their own
+        # sanity checks hold, measures nothing.
+        cargo bench -p pptune-netlink --bench decode -- --test &&
+        cargo bench -p pptune-policy --bench decide -- --test &&
+        cargo bench -p pptune --bench render -- --test || failed+=(micro)
+    else
+        if cargo bench -p pptune-netlink --bench decode -- --quick &&
+           cargo bench -p pptune-policy --bench decide -- --quick &&
+           cargo bench -p pptune --bench render -- --quick | tee "$RES/micro-render.log"; then
+            python3 benches/report.py micro "$CARGO_TARGET_DIR/criterion" "$RES" "$load"
+        else
+            failed+=(micro)
+        fi
+    fi
+fi
+
+if want outcome; then
+    echo "== tuning outcome (VM)"
+    benches/outcome.sh "${smoke[@]}" || failed+=(outcome)
+fi
+
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "run-all: FAILED: ${failed[*]}"
+    exit 1
+fi
+echo "run-all: all benchmarks ran (results in $RES)"
