@@ -117,10 +117,10 @@ setsid setpriv --pdeathsig KILL \
     -serial stdio -no-reboot \
     -kernel "$KDIR/bzImage" \
     -fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap \
-    -device virtio-9p-pci,fsdev=root,mount_tag=/dev/root \
+    -device virtio-9p-pci,fsdev=root,mount_tag=root \
     -fsdev "local,id=out,path=$OUTDIR,security_model=none,multidevs=remap" \
     -device virtio-9p-pci,fsdev=out,mount_tag=pptune_out \
-    -append "console=ttyS0 root=/dev/root rootfstype=9p rootflags=$ROOTFLAGS ro init=$PPTUNE_VM_DIR/init.sh quiet loglevel=4 panic=-1 tsc=reliable $TSC_ARGS pptune_out=$OUTDIR" \
+    -append "console=ttyS0 root=root rootfstype=9p rootflags=$ROOTFLAGS ro init=$PPTUNE_VM_DIR/init.sh quiet loglevel=4 panic=-1 tsc=reliable $TSC_ARGS pptune_out=$OUTDIR" \
     </dev/null &
 QPID=$!
 
