@@ -106,7 +106,9 @@ async fn held_page_gives_inflight_and_detach_time() {
         return;
     };
     if !has_page_pool_netlink(&k) {
-        println!("SKIP on {k}: no page-pool netlink in this kernel");
+        println!(
+            "SKIP held_page_gives_inflight_and_detach_time on {k}: no page-pool netlink in this kernel"
+        );
         return;
     }
     let c = client().await;
@@ -146,7 +148,9 @@ async fn deleted_device_orphans_its_pool() {
         return;
     };
     if !has_page_pool_netlink(&k) {
-        println!("SKIP on {k}: no page-pool netlink in this kernel");
+        println!(
+            "SKIP deleted_device_orphans_its_pool on {k}: no page-pool netlink in this kernel"
+        );
         return;
     }
     let c = client().await;
@@ -281,7 +285,7 @@ async fn page_pool_stats_agree_with_ynl() {
         return;
     };
     if !has_page_pool_netlink(&k) {
-        println!("SKIP on {k}: no page-pool netlink in this kernel");
+        println!("SKIP page_pool_stats_agree_with_ynl on {k}: no page-pool netlink in this kernel");
         return;
     }
     let c = client().await;
