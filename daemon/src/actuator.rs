@@ -406,6 +406,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                     baseline,
                     start,
                     start_at: self.now(),
+                    settled: false,
                 });
                 Outcome::Pending
             }
@@ -503,6 +504,18 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
 
     /// Closes the evaluation windows that are due.
     pub(crate) async fn evaluate_due(&mut self, snap: &Snapshot, now: Duration) {
+        // Move fresh windows past the rebuild transient (see
+        // `Evaluation::settled`): the window is judged over `evaluation`
+        // from the first regular sample after the change.
+        let evaluation = self.policy.timing.evaluation;
+        for ev in self.evaluations.iter_mut().filter(|e| !e.settled) {
+            if let Some(dev) = snap.devices.iter().find(|d| d.id.key() == ev.key) {
+                ev.start = dev.clone();
+                ev.start_at = now;
+                ev.ends = now + evaluation;
+                ev.settled = true;
+            }
+        }
         let (due, open): (Vec<Evaluation>, Vec<Evaluation>) = std::mem::take(&mut self.evaluations)
             .into_iter()
             .partition(|e| e.ends <= now);

@@ -108,6 +108,13 @@ pub(crate) struct Evaluation {
     /// here), and when.
     pub start: Device,
     pub start_at: Duration,
+    /// Whether the window has been moved past the rebuild transient: a ring
+    /// or channel change empties every pool and restarts every queue, so the
+    /// first interval after it shows refills from empty pools and the drops
+    /// of a queue that was briefly stopped — costs of changing, not of the
+    /// new setting. The window restarts at the first regular sample after
+    /// the change.
+    pub settled: bool,
 }
 
 /// The daemon's state between ticks.

@@ -543,18 +543,8 @@ impl DeviceRun<'_> {
             Ok(l) => l,
             Err(p) => return p,
         };
-        if let Some(r) = last_record(self.obs.history, &self.dev.id, knob)
-            && r.to > r.from
-            && r.outcome == Outcome::Ineffective
-        {
-            return Proposal::hold(
-                ReasonCode::PreviousChangeIneffective,
-                Some(knob),
-                format!(
-                    "the last growth {} {}→{} did not move the recycle-miss share: {}",
-                    knob, r.from, r.to, self.info.note
-                ),
-            );
+        if let Some(hold) = self.failed_before(knob, Direction::Grow) {
+            return hold;
         }
         let Some(q) = &f.worst_miss else {
             return Proposal::hold(ReasonCode::Healthy, Some(knob), "no queue to judge");
@@ -649,6 +639,48 @@ impl DeviceRun<'_> {
         }
     }
 
+    /// A hold when the last change of `knob` in this direction was reverted
+    /// (it made harm worse) or ineffective (it did not move its signal).
+    /// Repeating it would only flap the device — every ring or channel change
+    /// rebuilds its queues — so the engine does not try that direction again
+    /// while the record is in its history (the daemon keeps two hours).
+    fn failed_before(&self, knob: Knob, dir: Direction) -> Option<Proposal> {
+        let r = self
+            .obs
+            .history
+            .iter()
+            .rev()
+            .filter(|r| r.device == self.dev.id && r.knob == knob)
+            .find(|r| match dir {
+                Direction::Grow => r.to > r.from,
+                Direction::Shrink => r.to < r.from,
+            })?;
+        let what = match (&r.outcome, dir) {
+            (Outcome::Reverted, _) => "made harm worse and was reverted",
+            (Outcome::Ineffective, Direction::Grow) if matches!(knob, Knob::Ring(_)) => {
+                "did not move the recycle-miss share"
+            }
+            (Outcome::Ineffective, _) => "did not move the signal it was made for",
+            _ => return None,
+        };
+        let verb = match dir {
+            Direction::Grow => "growth",
+            Direction::Shrink => "shrink",
+        };
+        let note = match knob {
+            Knob::Ring(_) => format!(": {}", self.info.note),
+            Knob::Channels(_) => String::new(),
+        };
+        Some(Proposal::hold(
+            ReasonCode::PreviousChangeIneffective,
+            Some(knob),
+            format!(
+                "the last {verb} {knob} {}→{} {what}; not repeated{note}",
+                r.from, r.to
+            ),
+        ))
+    }
+
     fn calm_shrink(&self, ds: &DeviceState, ev: &mut BTreeMap<String, f64>) -> Option<Proposal> {
         let since = ds.calm_since?;
         if !self.policy.rings.enabled || !self.policy.rings.shrink_when_calm {
@@ -659,6 +691,9 @@ impl DeviceRun<'_> {
             return None;
         }
         let knob = self.ring_knob();
+        if self.failed_before(knob, Direction::Shrink).is_some() {
+            return None;
+        }
         let original = self
             .obs
             .originals
@@ -717,6 +752,9 @@ impl DeviceRun<'_> {
         }
         let (field, cur, _) = self.channel_field()?;
         let knob = Knob::Channels(field);
+        if let Some(hold) = self.failed_before(knob, Direction::Shrink) {
+            return Some(hold);
+        }
         let to = cur.saturating_sub(cp.step.max(1)).max(cp.min.max(1));
         let slow = f
             .worst_slow
@@ -760,6 +798,9 @@ impl DeviceRun<'_> {
             );
         };
         let knob = Knob::Channels(field);
+        if let Some(hold) = self.failed_before(knob, Direction::Grow) {
+            return hold;
+        }
         if let Some(r) = last_record(self.obs.history, &self.dev.id, self.ring_knob())
             && r.outcome == Outcome::Pending
         {
@@ -1041,6 +1082,13 @@ fn max_by(qs: &[QueueFacts], key: impl Fn(&QueueFacts) -> Option<f64>) -> Option
 fn counts(r: &ActionRecord) -> bool {
     // A refused change did not happen; everything else touched the device.
     !matches!(r.outcome, Outcome::Refused { .. })
+}
+
+/// Which way a change goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Grow,
+    Shrink,
 }
 
 fn last_record<'h>(

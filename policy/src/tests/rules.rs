@@ -649,6 +649,68 @@ fn channels_grow_only_when_recycling_is_healthy() {
     assert!(w.channels(0) <= 4);
 }
 
+/// A change the daemon reverted (it made harm worse) is not made again in
+/// the same direction: repeating it would flap the device, since every ring
+/// or channel change rebuilds its queues (seen in the VM: combined 4→6,
+/// reverted, 4→6 again eight seconds later, four times in 40 s).
+#[test]
+fn reverted_change_is_not_repeated() {
+    // Ring: a reverted growth holds further growth.
+    let mut w = world("ice", 512, 8160);
+    w.apply = false;
+    w.history.push(ActionRecord {
+        device: w.snap.devices[0].id.clone(),
+        knob: Knob::Ring(RingField::Rx),
+        from: 512,
+        to: 1536,
+        at: Duration::ZERO,
+        outcome: Outcome::Reverted,
+    });
+    w.now = Duration::from_secs(4000);
+    let r = reasons(&mut w, 3, big_bursts);
+    assert_eq!(r[2], ReasonCode::PreviousChangeIneffective, "{r:?}");
+    assert_eq!(w.ring(0), 512);
+
+    // Channels: the same drops that grew 4 → 6 above hold once 4 → 6 was
+    // reverted.
+    let mut p = policy();
+    p.channels.enabled = true;
+    let mut w = World::new(p, vec![device(1, "ice", 2048, 8160, 4)]);
+    w.history.push(ActionRecord {
+        device: w.snap.devices[0].id.clone(),
+        knob: Knob::Channels(ChannelField::Combined),
+        from: 4,
+        to: 6,
+        at: Duration::ZERO,
+        outcome: Outcome::Reverted,
+    });
+    w.now = Duration::from_secs(4000);
+    let healthy_drops = |_: &World, _: usize| Traffic {
+        drops: 1000,
+        ..steady(200_000)
+    };
+    let r = reasons(&mut w, 6, healthy_drops);
+    assert!(
+        r.iter().all(|c| *c != ReasonCode::ChannelsGrowHealthy),
+        "{r:?}"
+    );
+    assert_eq!(w.channels(0), 4);
+
+    // An effective growth does not block the next one.
+    let mut w = world("ice", 512, 8160);
+    w.history.push(ActionRecord {
+        device: w.snap.devices[0].id.clone(),
+        knob: Knob::Ring(RingField::Rx),
+        from: 256,
+        to: 512,
+        at: Duration::ZERO,
+        outcome: Outcome::Effective,
+    });
+    w.now = Duration::from_secs(4000);
+    let r = reasons(&mut w, 3, big_bursts);
+    assert_eq!(r[2], ReasonCode::RecycleMissHigh, "{r:?}");
+}
+
 #[test]
 fn recommendation_id_is_stable_across_runs_and_renames() {
     let run = |ifindex_name: &str| {
