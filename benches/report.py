@@ -50,7 +50,7 @@ def write(res_dir, name, obj):
 
 
 # ------------------------------------------------------------------ SVG
-def svg_plot(panels, path, title):
+def svg_plot(panels, path, title, xlabel="page pools", xticks=True):
     """panels: [(panel title, y label, {series: [(x, y)]})]; linear axes."""
     W, H, M = 460, 320, 60
     colors = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"]
@@ -75,10 +75,10 @@ def svg_plot(panels, path, title):
             yv = ymax * k / 5
             out.append(f'<text x="{X(0) - 5}" y="{Y(yv) + 4}" text-anchor="end">{yv:.3g}</text>')
             out.append(f'<line x1="{X(0)}" y1="{Y(yv)}" x2="{X(xmax)}" y2="{Y(yv)}" stroke="#ddd"/>')
-        xs = sorted({x for x, _ in pts})
+        xs = sorted({x for x, _ in pts}) if xticks else [round(xmax * k / 5) for k in range(6)]
         for xv in xs:
             out.append(f'<text x="{X(xv)}" y="{Y(0) + 14}" text-anchor="middle">{xv:g}</text>')
-        out.append(f'<text x="{X(xmax / 2)}" y="{H + 2}" text-anchor="middle">page pools</text>')
+        out.append(f'<text x="{X(xmax / 2)}" y="{H + 2}" text-anchor="middle">{xlabel}</text>')
         out.append(f'<text x="{ox + 12}" y="{Y(ymax / 2)}" transform="rotate(-90 {ox + 12} {Y(ymax / 2)})" '
                    f'text-anchor="middle">{ylabel}</text>')
         for j, (name, s) in enumerate(series.items()):
@@ -228,6 +228,15 @@ def outcome(jsonl, res_dir):
         print(f"| {r['workload']} | {r['config']} | {r.get('ring_final')} | {r.get('goodput_pps', 0):.0f} "
               f"| {r.get('ring_full_share', 0):.3f} | {r.get('slow_share', 0):.3f} "
               f"| {r.get('inflight_mem', 0) / 2**20:.1f} | {r.get('converge_s', '–')} | {r.get('changes', '–')} |")
+    runs = [r for r in rows if r.get("kind") == "pptune" and r.get("timeline")]
+    if runs:
+        svg_plot([
+            ("RX ring under pptune enforce", "ring entries",
+             {r["workload"]: [(t, ring) for t, ring, _ in r["timeline"]] for r in runs}),
+            ("goodput under pptune enforce", "k pages/s (1 s samples)",
+             {r["workload"]: [(t, g / 1e3) for t, _, g in r["timeline"]] for r in runs}),
+        ], os.path.join(res_dir, "outcome-convergence.svg"),
+            "Convergence from ring 256 (ppsim, zonelock preset, VM)", xlabel="seconds", xticks=False)
     return 0
 
 
