@@ -35,7 +35,11 @@ pub struct Exchange {
     /// The request as sent.
     pub request: Vec<u8>,
     /// Every message with our sequence number, in order, including the
-    /// terminating `NLMSG_DONE` or `NLMSG_ERROR`.
+    /// terminating `NLMSG_DONE` or `NLMSG_ERROR`. Each element is a stream
+    /// of one or more whole messages (what one received datagram held of
+    /// ours): a dump of thousands of pools then costs one allocation per
+    /// datagram rather than one per message. Read them with
+    /// [`frame::split`].
     pub messages: Vec<Vec<u8>>,
 }
 
@@ -197,20 +201,46 @@ async fn collect(
     sock.send(request).await.map_err(io_err)?;
     let mut messages = Vec::new();
     loop {
-        let (buf, _addr) = sock.recv_from_full().await.map_err(io_err)?;
+        let (mut buf, _addr) = sock.recv_from_full().await.map_err(io_err)?;
+        // Where our messages sit in the datagram (offset, aligned length),
+        // and whether anything else (replies to an earlier, abandoned
+        // request whose future was dropped mid-dump or timed out) is mixed
+        // in and must be skipped.
+        let mut ours: Vec<(usize, usize)> = Vec::new();
+        let mut foreign = false;
+        let mut done = false;
         for m in frame::split(&buf) {
             let m = m.map_err(|source| Error::Decode { op: name, source })?;
-            // A reply to an earlier, abandoned request (its future was
-            // dropped mid-dump, or it timed out): skip it.
             if m.header.seq != seq {
+                foreign = true;
                 continue;
             }
-            messages.push(m.bytes.to_vec());
+            let at = m.bytes.as_ptr().addr() - buf.as_ptr().addr();
+            ours.push((at, crate::attr::align(m.bytes.len())));
             // A do request ends at its ack (or error); a dump at DONE (or
             // an error when the dump could not start).
             if matches!(m.header.kind, NLMSG_DONE | NLMSG_ERROR) {
-                return Ok(messages);
+                done = true;
+                break;
             }
+        }
+        if !foreign && let Some(&(at, len)) = ours.last() {
+            // The usual case: the datagram is all ours; keep it as it is
+            // (no copy, no allocation per message).
+            buf.truncate((at + len).min(buf.len()));
+            messages.push(buf);
+        } else if !ours.is_empty() {
+            let mut kept = Vec::with_capacity(ours.iter().map(|(_, l)| l).sum());
+            for (at, len) in ours {
+                let part = buf.get(at..(at + len).min(buf.len())).unwrap_or_default();
+                kept.extend_from_slice(part);
+                // Keep the next message 4-byte aligned, as in the datagram.
+                kept.resize(crate::attr::align(kept.len()), 0);
+            }
+            messages.push(kept);
+        }
+        if done {
+            return Ok(messages);
         }
     }
 }
