@@ -216,9 +216,9 @@ struct Carry {
     /// Last stats seen per live pool id, with its (device, queue).
     pools: BTreeMap<u64, (QueueLabels, PoolStats)>,
     /// Sum of retired pools' last stats per (device, queue).
-    retired: BTreeMap<(String, String), PoolStats>,
+    retired: BTreeMap<QueueLabels, PoolStats>,
     /// Previous per-queue totals, for the derived ratios over one interval.
-    last_totals: BTreeMap<(String, String), PoolStats>,
+    last_totals: BTreeMap<QueueLabels, PoolStats>,
     /// Queue label sets exported last time, to drop those that vanished.
     queues: BTreeSet<QueueLabels>,
 }
@@ -581,12 +581,14 @@ impl Metrics {
                     .extend(dev.unmapped_pools.iter());
             }
             for (queue, pools) in by_queue {
+                // Built once per queue and moved into the seen set: the
+                // label strings are not cloned again per series or per pool.
                 let labels = QueueLabels {
                     device: dev.name.clone(),
-                    queue: queue.clone(),
+                    queue,
                 };
-                seen_queues.insert(labels.clone());
                 self.observe_queue(&mut carry, &labels, &pools, &mut seen_pools);
+                seen_queues.insert(labels);
             }
         }
         // Pools not seen any more retire: their last values are carried.
@@ -598,7 +600,7 @@ impl Metrics {
             .collect();
         for id in retired {
             if let Some((l, s)) = carry.pools.remove(&id) {
-                let e = carry.retired.entry((l.device, l.queue)).or_default();
+                let e = carry.retired.entry(l).or_default();
                 *e = e.add(&s);
             }
         }
@@ -608,9 +610,7 @@ impl Metrics {
         let gone: Vec<QueueLabels> = carry.queues.difference(&seen_queues).cloned().collect();
         for l in gone {
             self.forget_queue(&l);
-            carry
-                .last_totals
-                .remove(&(l.device.clone(), l.queue.clone()));
+            carry.last_totals.remove(&l);
         }
         let devices: BTreeSet<&str> = snap.devices.iter().map(|d| d.name.as_str()).collect();
         let gone_devices: BTreeSet<String> = carry
@@ -622,7 +622,9 @@ impl Metrics {
         for d in &gone_devices {
             self.forget_device(d);
         }
-        carry.retired.retain(|(d, _), _| !gone_devices.contains(d));
+        carry
+            .retired
+            .retain(|l, _| !gone_devices.contains(&l.device));
         carry.queues = seen_queues;
     }
 
@@ -653,7 +655,13 @@ impl Metrics {
             if let Some(s) = p.stats {
                 has_stats = true;
                 live = live.add(&s);
-                carry.pools.insert(p.id, (labels.clone(), s));
+                match carry.pools.get_mut(&p.id) {
+                    // Same pool, same queue: update in place, no label copy.
+                    Some((l, last)) if l == labels => *last = s,
+                    _ => {
+                        carry.pools.insert(p.id, (labels.clone(), s));
+                    }
+                }
             }
         }
         self.pools
@@ -668,8 +676,7 @@ impl Metrics {
         if !has_stats {
             return;
         }
-        let key = (labels.device.clone(), labels.queue.clone());
-        let total = carry.retired.get(&key).map_or(live, |r| r.add(&live));
+        let total = carry.retired.get(labels).map_or(live, |r| r.add(&live));
         for (f, fam) in &self.pool_counters {
             let c = fam.get_or_create(labels);
             let want = field(&total, f);
@@ -678,7 +685,14 @@ impl Metrics {
                 c.inc_by(want - have);
             }
         }
-        if let Some(prev) = carry.last_totals.insert(key, total)
+        let prev = match carry.last_totals.get_mut(labels) {
+            Some(last) => Some(std::mem::replace(last, total)),
+            None => {
+                carry.last_totals.insert(labels.clone(), total);
+                None
+            }
+        };
+        if let Some(prev) = prev
             && let Some(d) = total.delta(&prev)
         {
             if let Some(v) = signals::recycling_pct(&d) {
