@@ -564,7 +564,7 @@ impl DeviceRun<'_> {
         let burst =
             f64::from(pool_now) * (1.0 + s.recycle_ring_full as f64 / s.recycle_ring.max(1) as f64);
         let needed_pool = burst * self.policy.rings.headroom;
-        let steps = grow_steps(self.obs.history, &self.dev.id, knob);
+        let steps = grow_steps(self.obs.history, &self.dev.id, knob, l.cur);
         let last_step = steps.saturating_add(1) >= self.policy.rings.max_steps_to_target.max(1);
         let estimate = self
             .info
@@ -1102,15 +1102,46 @@ fn last_record<'h>(
         .find(|r| &r.device == dev && r.knob == knob)
 }
 
-/// Consecutive growth changes of `knob` at the end of the history.
-fn grow_steps(history: &[ActionRecord], dev: &crate::snapshot::DeviceId, knob: Knob) -> u32 {
-    let n = history
+/// Consecutive growth changes of `knob` at the end of the history that led
+/// to the value the device has now (`current`).
+///
+/// The chain must be anchored on the live value and unbroken: each counted
+/// change must have left the knob where the next one started. A device id
+/// without bus or permanent MAC falls back to its name, and a virtual
+/// device deleted and re-created under the same name (`ppsim0`, `veth0`)
+/// inherits the old incarnation's records; so does a device whose ring was
+/// changed by someone else since. Counting those made the first change on
+/// a fresh device the "last step" and sent it straight to the limit
+/// (bursty-1k-100kpps: 256 → 16384 after a bursty-8k run on the same name).
+fn grow_steps(
+    history: &[ActionRecord],
+    dev: &crate::snapshot::DeviceId,
+    knob: Knob,
+    current: u32,
+) -> u32 {
+    let mut expect = current;
+    let mut n: u32 = 0;
+    for r in history
         .iter()
         .rev()
         .filter(|r| &r.device == dev && r.knob == knob && counts(r))
-        .take_while(|r| r.to > r.from)
-        .count();
-    u32::try_from(n).unwrap_or(u32::MAX)
+    {
+        if r.to <= r.from || landed(r) != expect {
+            break;
+        }
+        n = n.saturating_add(1);
+        expect = r.from;
+    }
+    n
+}
+
+/// The value a change left the knob at: its target, unless it failed or was
+/// put back.
+fn landed(r: &ActionRecord) -> u32 {
+    match r.outcome {
+        Outcome::Failed { .. } | Outcome::Reverted => r.from,
+        _ => r.to,
+    }
 }
 
 fn in_window(w: &crate::policy::ChangeWindow, weekday: u8, minute: u16) -> bool {

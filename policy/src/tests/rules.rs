@@ -801,3 +801,106 @@ fn devices_without_pools_or_stats_hold() {
     let r: Vec<ReasonCode> = plan.decisions.iter().map(|d| d.reason).collect();
     assert_eq!(r, [ReasonCode::NoPools, ReasonCode::NoStats]);
 }
+
+/// BENCHMARKS.md §3, bursty-1k-100kpps: 1024-page bursts on a fresh ppsim
+/// device at 256. ppsim devices have no parent bus and a random MAC, so
+/// their id is the name, and the bench re-created `ppsim0` for every
+/// workload in one boot: the daemon's state still held the previous
+/// workload's two growth steps. Those belong to another incarnation (they
+/// did not lead to the ring the device has now) and must not make this
+/// device's first change the "last step" straight to the limit.
+#[test]
+fn first_change_on_a_device_is_not_the_last_step() {
+    struct Row {
+        name: &'static str,
+        ring: u32,
+        burst: u64,
+        // (from, to, outcome) oldest first, for the same device id.
+        history: &'static [(u32, u32, bool)],
+        // Inclusive range for the first change's target (1024 × 1.25 headroom
+        // = 1280, within one power of two of the best static ring 1024).
+        want: (u32, u32),
+    }
+    let ppsim = |ring| {
+        let mut d = device(1, "ppsim", ring, 16384, 2);
+        d.name = "ppsim0".into();
+        d.id = crate::snapshot::DeviceId {
+            name_fallback: Some("ppsim0".into()),
+            ..crate::snapshot::DeviceId::default()
+        };
+        d
+    };
+    let rows = [
+        Row {
+            name: "fresh device, no history: the estimate (1024 × 1.25)",
+            ring: 256,
+            burst: 1024,
+            history: &[],
+            want: (1280, 1280),
+        },
+        Row {
+            name: "stale history of a previous ppsim0 (256 → 2153 → 16384), device back at 256",
+            ring: 256,
+            burst: 1024,
+            history: &[(256, 2153, true), (2153, 16384, true)],
+            want: (1280, 1280),
+        },
+        Row {
+            name: "stale history, then an external change: chain does not end at the live ring",
+            ring: 256,
+            burst: 1024,
+            history: &[(256, 1280, true)],
+            want: (1280, 1280),
+        },
+        Row {
+            name: "genuine first step that led to the live ring: the second step is the last",
+            ring: 1280,
+            burst: 6000,
+            history: &[(256, 1280, true)],
+            want: (16384, 16384),
+        },
+    ];
+    for row in rows {
+        let mut p = policy();
+        p.limits.max_changes_per_hour = 1000;
+        let mut w = World::new(p, vec![ppsim(row.ring)]);
+        w.now = Duration::from_secs(10_000);
+        for (k, &(from, to, effective)) in row.history.iter().enumerate() {
+            w.history.push(ActionRecord {
+                device: w.snap.devices[0].id.clone(),
+                knob: Knob::Ring(RingField::Rx),
+                from,
+                to,
+                at: Duration::from_secs(9_000 + 100 * k as u64),
+                outcome: if effective {
+                    Outcome::Effective
+                } else {
+                    Outcome::Ineffective
+                },
+            });
+        }
+        let burst = row.burst;
+        let t = move |w: &World, i: usize| bursty(w.pool_size(i), burst, 50, false);
+        let mut first = None;
+        for _ in 0..4 {
+            w.tick(t);
+            if w.ring(0) != row.ring {
+                first = Some(w.ring(0));
+                break;
+            }
+        }
+        let got = first.unwrap_or(row.ring);
+        assert!(
+            (row.want.0..=row.want.1).contains(&got),
+            "{}: first change {} → {got}, want {:?}",
+            row.name,
+            row.ring,
+            row.want
+        );
+        // The memory target: a workload that does not need the maximum
+        // ends at most at half the maximum ring.
+        if row.want.1 < 16384 {
+            assert!(got <= 8192, "{}: {got}", row.name);
+        }
+    }
+}
