@@ -311,9 +311,18 @@ async fn main() {
             d.start().unwrap();
         }
         let ifx = d.ifindex().unwrap();
+        // A fresh runtime dir (state.json, control socket) per workload: ppsim
+        // devices are identified by name and every workload's device is
+        // `ppsim0` again, so a shared /run/pptune would hand this run the
+        // previous workload's change history for "the same" device.
+        let rundir =
+            std::env::temp_dir().join(format!("pptune-outcome-{}-{}", std::process::id(), w.name));
+        let _ = std::fs::remove_dir_all(&rundir);
+        std::fs::create_dir_all(&rundir).unwrap();
         let daemon = Daemon(
             Command::new(&pptune)
                 .args(["--config", &policy, "run"])
+                .env("RUNTIME_DIRECTORY", &rundir)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
