@@ -240,6 +240,28 @@ pub fn join(devices: &mut [Device], d: &Dumps<'_>) -> Vec<Pool> {
         .filter_map(|s| Some((s.info.as_ref()?.id?, s)))
         .collect();
     let pool_of = |p: &PagePool| convert_pool(p, p.id.and_then(|id| stats.get(&id).copied()));
+    // Indexes built once per pass, so the join stays linear in the number
+    // of pools and queues (a per-queue scan of every queue's qstats was
+    // quadratic: ~4M comparisons at 2048 queues). Where the dumps repeat
+    // a key, the first entry wins, as a linear `find` would have chosen.
+    let mut rx_qstats: HashMap<(u32, u32), &Qstats> = HashMap::new();
+    for s in d.queue_qstats {
+        if let (Some(i), Some(0), Some(q)) = (s.ifindex, s.queue_type, s.queue_id) {
+            rx_qstats.entry((i, q)).or_insert(s);
+        }
+    }
+    let mut pools_by_dev: HashMap<u32, Vec<&PagePool>> = HashMap::new();
+    for p in d.pools {
+        if let Some(i) = p.ifindex {
+            pools_by_dev.entry(i).or_default().push(p);
+        }
+    }
+    let mut rx_by_dev: HashMap<u32, Vec<&Queue>> = HashMap::new();
+    for q in d.queues {
+        if let (Some(i), Some(QueueType::Rx)) = (q.ifindex, q.queue_type) {
+            rx_by_dev.entry(i).or_default().push(q);
+        }
+    }
     for dev in devices.iter_mut() {
         let ifindex = dev.ifindex;
         dev.qstats = d
@@ -247,37 +269,42 @@ pub fn join(devices: &mut [Device], d: &Dumps<'_>) -> Vec<Pool> {
             .iter()
             .find(|q| q.ifindex == Some(ifindex) && q.queue_id.is_none())
             .map(convert_qstats);
-        dev.rx_queues = d
-            .queues
+        dev.rx_queues = rx_by_dev
+            .get(&ifindex)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
             .iter()
-            .filter(|q| q.ifindex == Some(ifindex) && q.queue_type == Some(QueueType::Rx))
             .filter_map(|q| {
+                let id = q.id?;
                 Some(RxQueue {
-                    id: q.id?,
+                    id,
                     napi_id: q.napi_id,
                     provider: provider(q.dmabuf, q.io_uring.as_ref()),
-                    qstats: d
-                        .queue_qstats
-                        .iter()
-                        .find(|s| {
-                            s.ifindex == Some(ifindex)
-                                && s.queue_type == Some(0)
-                                && s.queue_id == q.id
-                        })
-                        .map(convert_qstats),
+                    qstats: rx_qstats.get(&(ifindex, id)).map(|s| convert_qstats(s)),
                     pools: Vec::new(),
                 })
             })
             .collect();
         dev.rx_queues.sort_by_key(|q| q.id);
+        // NAPI id -> position of the first queue with it (after the sort,
+        // as the scan below used to find it).
+        let mut by_napi: HashMap<u64, usize> = HashMap::new();
+        for (at, q) in dev.rx_queues.iter().enumerate() {
+            if let Some(n) = q.napi_id {
+                by_napi.entry(u64::from(n)).or_insert(at);
+            }
+        }
         dev.unmapped_pools.clear();
-        for p in d.pools.iter().filter(|p| p.ifindex == Some(ifindex)) {
+        for p in pools_by_dev
+            .get(&ifindex)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+        {
             let pool = pool_of(p);
-            let slot = pool.napi_id.and_then(|n| {
-                dev.rx_queues
-                    .iter_mut()
-                    .find(|q| q.napi_id.map(u64::from) == Some(n))
-            });
+            let slot = pool
+                .napi_id
+                .and_then(|n| by_napi.get(&n).copied())
+                .and_then(|at| dev.rx_queues.get_mut(at));
             match slot {
                 Some(q) => q.pools.push(pool),
                 None => dev.unmapped_pools.push(pool),
