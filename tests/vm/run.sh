@@ -111,9 +111,18 @@ host_mhz=$(awk -F': ' '/^cpu MHz/ {print $2; exit}' /proc/cpuinfo 2>/dev/null ||
 if [[ "$host_mhz" =~ ^[0-9]+(\.[0-9]+)?$ ]] && grep -qw constant_tsc /proc/cpuinfo; then
     TSC_ARGS="tsc_early_khz=$(awk -v m="$host_mhz" 'BEGIN {printf "%d", m * 1000}')"
 fi
+# Without ACPI the guest finds its CPUs in SeaBIOS's MP table, which lists
+# one processor per socket: a plain "-smp 2" (one socket, two cores) boots a
+# single CPU. One socket per CPU gives the guest all of them (ppsim's
+# consumer must run on another CPU than the producer).
+if [[ "$SMP" =~ ^[0-9]+$ ]]; then
+    SMP_ARGS="$SMP,sockets=$SMP,cores=1,threads=1"
+else
+    SMP_ARGS="$SMP"
+fi
 setsid setpriv --pdeathsig KILL \
     qemu-system-x86_64 -accel tcg,thread=multi -cpu max -machine pc \
-    -m "$MEM" -smp "$SMP" -nodefaults -display none -no-user-config \
+    -m "$MEM" -smp "$SMP_ARGS" -nodefaults -display none -no-user-config \
     -serial stdio -no-reboot \
     -kernel "$KDIR/bzImage" \
     -fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap \
