@@ -371,8 +371,21 @@ mod tests {
         assert_eq!(back, s);
         assert_eq!(back.original(&id(), Knob::Ring(RingField::Rx)), Some(256));
         drop(store);
-        // Another boot: the record is stale.
-        let store = StateStore::open(dir.path(), "boot-b".into()).unwrap();
+        // Another boot: the record is stale. The flock dies with the last
+        // descriptor of the lock file; another test in this process that
+        // forks a child (ip, ethtool) holds an inherited copy until the
+        // child's exec closes it (O_CLOEXEC), so retry briefly rather than
+        // fail on that window.
+        let store = (0..100)
+            .find_map(|_| match StateStore::open(dir.path(), "boot-b".into()) {
+                Err(StateError::Locked { .. }) => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                    None
+                }
+                r => Some(r),
+            })
+            .unwrap()
+            .unwrap();
         let (fresh, why) = store.load().unwrap();
         assert!(fresh.devices.is_empty());
         assert!(why.unwrap().contains("boot-a"));
