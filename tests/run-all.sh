@@ -34,6 +34,13 @@ cargo fmt --all --check
 log "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+if [[ "${PPTUNE_SKIP_VM:-0}" != 1 ]]; then
+  # Build (or find cached) the 7.3 test kernel before the host tests: the
+  # vm_runner tests boot it from the host and skip when it is not cached.
+  log "test kernel 7.3 (cached under ${XDG_CACHE_HOME:-$HOME/.cache}/pptune)"
+  tests/vm/kernel.sh 7.3 >/dev/null
+fi
+
 log "cargo test (host: codec fixtures, policy, config, daemon logic, netns live tests, packaging)"
 cargo test --workspace --locked
 

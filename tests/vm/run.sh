@@ -27,7 +27,13 @@ set -euo pipefail
 KERNEL=7.3
 TIMEOUT=300
 MEM=1024
-SMP=2
+# One vCPU by default. With two, ppsim's producer drains the pool ring while
+# the consumer on the other vCPU is still returning a burst, so how many
+# pages overflow the ring depends on host scheduling: an idle host gave a
+# ring_full share of 0.21 at ring 256 where a loaded one gave 0.66-0.79, and
+# the closed-loop and ppsim suites' thresholds failed. Deterministic suites
+# first; `--smp 2` is there for measurements that want the second CPU.
+SMP=1
 OUTDIR=""
 while [ $# -gt 0 ]; do
     case "$1" in
