@@ -32,10 +32,10 @@ use std::time::{Duration, Instant};
 
 use netlink::Client;
 use netlink::ethtool::{Header, Rings};
-use netlink::netdev::PoolCounters;
 use policy::signals::{recycle_miss_share, slow_refill_share};
 use policy::snapshot::PoolStats;
 use ppsim::{CostPreset, Knobs, Ppsim, PpsimDev};
+use pptune::kernel_netlink::pool_stats;
 
 fn arg(name: &str) -> Option<String> {
     let mut it = std::env::args().skip_while(|a| a != name);
@@ -95,23 +95,6 @@ const WORKLOADS: &[Workload] = &[
     },
 ];
 
-fn to_stats(c: &PoolCounters) -> PoolStats {
-    let g = |v: Option<u64>| v.unwrap_or(0);
-    PoolStats {
-        alloc_fast: g(c.alloc_fast),
-        alloc_slow: g(c.alloc_slow),
-        alloc_slow_high_order: g(c.alloc_slow_high_order),
-        alloc_empty: g(c.alloc_empty),
-        alloc_refill: g(c.alloc_refill),
-        alloc_waive: g(c.alloc_waive),
-        recycle_cached: g(c.recycle_cached),
-        recycle_cache_full: g(c.recycle_cache_full),
-        recycle_ring: g(c.recycle_ring),
-        recycle_ring_full: g(c.recycle_ring_full),
-        recycle_released_refcnt: g(c.recycle_released_refcnt),
-    }
-}
-
 /// Attached pool ids and their total inflight-mem.
 async fn attached(c: &Client, ifx: u32) -> (BTreeSet<u64>, u64) {
     let pools = c.page_pools().await.unwrap();
@@ -135,7 +118,7 @@ async fn stats_of(c: &Client, ids: &BTreeSet<u64>) -> PoolStats {
                 .is_some_and(|id| ids.contains(&id))
         })
         .fold(PoolStats::default(), |acc, s| {
-            acc.add(&to_stats(&s.counters))
+            acc.add(&pool_stats(&s.counters))
         })
 }
 

@@ -447,22 +447,27 @@ pub fn convert_pool(p: &PagePool, stats: Option<&PagePoolStats>) -> Pool {
         inflight_mem: p.inflight_mem,
         detach_time: p.detach_time,
         provider: provider(p.dmabuf, p.io_uring.as_ref()),
-        stats: stats.map(|s| {
-            let c = &s.counters;
-            PoolStats {
-                alloc_fast: c.alloc_fast.unwrap_or(0),
-                alloc_slow: c.alloc_slow.unwrap_or(0),
-                alloc_slow_high_order: c.alloc_slow_high_order.unwrap_or(0),
-                alloc_empty: c.alloc_empty.unwrap_or(0),
-                alloc_refill: c.alloc_refill.unwrap_or(0),
-                alloc_waive: c.alloc_waive.unwrap_or(0),
-                recycle_cached: c.recycle_cached.unwrap_or(0),
-                recycle_cache_full: c.recycle_cache_full.unwrap_or(0),
-                recycle_ring: c.recycle_ring.unwrap_or(0),
-                recycle_ring_full: c.recycle_ring_full.unwrap_or(0),
-                recycle_released_refcnt: c.recycle_released_refcnt.unwrap_or(0),
-            }
-        }),
+        stats: stats.map(|s| pool_stats(&s.counters)),
+    }
+}
+
+/// The kernel's page-pool counters as the policy's `PoolStats`. A counter
+/// the kernel omitted reads 0 (the stats reply carries all eleven or none).
+#[must_use]
+pub fn pool_stats(c: &netlink::netdev::PoolCounters) -> PoolStats {
+    let g = |v: Option<u64>| v.unwrap_or(0);
+    PoolStats {
+        alloc_fast: g(c.alloc_fast),
+        alloc_slow: g(c.alloc_slow),
+        alloc_slow_high_order: g(c.alloc_slow_high_order),
+        alloc_empty: g(c.alloc_empty),
+        alloc_refill: g(c.alloc_refill),
+        alloc_waive: g(c.alloc_waive),
+        recycle_cached: g(c.recycle_cached),
+        recycle_cache_full: g(c.recycle_cache_full),
+        recycle_ring: g(c.recycle_ring),
+        recycle_ring_full: g(c.recycle_ring_full),
+        recycle_released_refcnt: g(c.recycle_released_refcnt),
     }
 }
 

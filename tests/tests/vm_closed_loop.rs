@@ -30,6 +30,7 @@ use std::time::Duration;
 use netlink::Client;
 use policy::signals::{recycle_miss_share, slow_refill_share};
 use policy::snapshot::PoolStats;
+use pptune::kernel_netlink::pool_stats;
 use pptune_tests::ppsim::{CostPreset, Knobs, Ppsim, PpsimDev};
 use pptune_tests::vm::{repo_root, require_vm};
 use tokio::time::{Instant, sleep};
@@ -118,38 +119,6 @@ fn device(queues: u32, knobs: &Knobs) -> Dev {
 
 // ---------------------------------------------------------------- kernel
 
-fn to_stats(c: &netlink::netdev::PoolCounters) -> PoolStats {
-    PoolStats {
-        alloc_fast: c.alloc_fast.unwrap_or(0),
-        alloc_slow: c.alloc_slow.unwrap_or(0),
-        alloc_slow_high_order: c.alloc_slow_high_order.unwrap_or(0),
-        alloc_empty: c.alloc_empty.unwrap_or(0),
-        alloc_refill: c.alloc_refill.unwrap_or(0),
-        alloc_waive: c.alloc_waive.unwrap_or(0),
-        recycle_cached: c.recycle_cached.unwrap_or(0),
-        recycle_cache_full: c.recycle_cache_full.unwrap_or(0),
-        recycle_ring: c.recycle_ring.unwrap_or(0),
-        recycle_ring_full: c.recycle_ring_full.unwrap_or(0),
-        recycle_released_refcnt: c.recycle_released_refcnt.unwrap_or(0),
-    }
-}
-
-fn add(a: &PoolStats, b: &PoolStats) -> PoolStats {
-    PoolStats {
-        alloc_fast: a.alloc_fast + b.alloc_fast,
-        alloc_slow: a.alloc_slow + b.alloc_slow,
-        alloc_slow_high_order: a.alloc_slow_high_order + b.alloc_slow_high_order,
-        alloc_empty: a.alloc_empty + b.alloc_empty,
-        alloc_refill: a.alloc_refill + b.alloc_refill,
-        alloc_waive: a.alloc_waive + b.alloc_waive,
-        recycle_cached: a.recycle_cached + b.recycle_cached,
-        recycle_cache_full: a.recycle_cache_full + b.recycle_cache_full,
-        recycle_ring: a.recycle_ring + b.recycle_ring,
-        recycle_ring_full: a.recycle_ring_full + b.recycle_ring_full,
-        recycle_released_refcnt: a.recycle_released_refcnt + b.recycle_released_refcnt,
-    }
-}
-
 async fn attached_pools(c: &Client, ifx: u32) -> BTreeSet<u64> {
     c.page_pools()
         .await
@@ -172,7 +141,7 @@ async fn stats_of(c: &Client, ids: &BTreeSet<u64>) -> PoolStats {
                 .is_some_and(|id| ids.contains(&id))
         })
         .fold(PoolStats::default(), |acc, s| {
-            add(&acc, &to_stats(&s.counters))
+            acc.add(&pool_stats(&s.counters))
         })
 }
 
