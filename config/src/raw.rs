@@ -160,8 +160,9 @@ pub struct RawRings {
     #[schemars(range(min = 1, max = 65536))]
     pub max: u32,
     pub rounding: RawRounding,
-    /// At most this many changes to reach the ring the bursts need; the last
-    /// allowed step goes straight to the limit.
+    /// Changes to reach the ring the bursts need: the first goes to the
+    /// estimate, later ones to an estimate calibrated against the previous
+    /// step; a step past this count goes straight to the limit.
     #[schemars(range(min = 1, max = 8))]
     pub max_steps_to_target: u32,
     /// Room over the estimated burst, as a factor (1.25 = 25 % more).

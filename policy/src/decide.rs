@@ -13,7 +13,7 @@ use crate::engine::{ActionRecord, Observation, Outcome};
 use crate::plan::{Action, ChannelField, Decision, Knob, Plan, ReasonCode, RecommendationId};
 use crate::policy::{Mode, Policy, Rounding};
 use crate::snapshot::{Device, OperState, Pool};
-use crate::state::{DeviceState, EngineState};
+use crate::state::{DeviceState, EngineState, RingProbe};
 use crate::window::{QueueFacts, pool_index};
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -103,6 +103,8 @@ struct Proposal {
     reason: ReasonCode,
     knob: Option<Knob>,
     message: String,
+    /// For a ring growth: what to calibrate the next step against.
+    probe: Option<RingProbe>,
 }
 
 impl Proposal {
@@ -112,6 +114,7 @@ impl Proposal {
             reason,
             knob,
             message: message.into(),
+            probe: None,
         }
     }
 }
@@ -334,7 +337,7 @@ impl DeviceRun<'_> {
             );
         }
         if ds.grow_windows >= n {
-            let p = self.grow_ring(f, ctx, ev);
+            let p = self.grow_ring(ds, f, ctx, ev);
             if p.action == Action::Hold
                 && ds.contended_windows >= n
                 && let Some(c) = self.shrink_channels(f, ev, &p)
@@ -537,7 +540,13 @@ impl DeviceRun<'_> {
         a
     }
 
-    fn grow_ring(&self, f: &Findings, ctx: &PlanCtx, ev: &mut BTreeMap<String, f64>) -> Proposal {
+    fn grow_ring(
+        &self,
+        ds: &DeviceState,
+        f: &Findings,
+        ctx: &PlanCtx,
+        ev: &mut BTreeMap<String, f64>,
+    ) -> Proposal {
         let knob = self.ring_knob();
         let l = match self.ring_limits(ctx) {
             Ok(l) => l,
@@ -556,16 +565,32 @@ impl DeviceRun<'_> {
             .clamp(1, POOL_RING_CLAMP);
         // In a burst larger than the pool ring R, R pages land in the ring and
         // the rest is freed: ring_full / recycle_ring ≈ (B − R) / R, so the
-        // burst B ≈ R × (1 + ring_full / recycle_ring). ring_full counts once
-        // per bulk on the bulk path, so this is a lower bound — hence the
-        // last allowed step goes to the limit.
+        // excess per ring fill is E = R × ring_full / recycle_ring and the
+        // burst B ≈ R + E. The counters undercount E (ring_full counts once
+        // per bulk on bulk-return paths; pages the driver takes back while
+        // a burst returns never meet a full ring), so R + E is a lower bound.
         let s = q.stats;
         #[allow(clippy::cast_precision_loss)]
-        let burst =
-            f64::from(pool_now) * (1.0 + s.recycle_ring_full as f64 / s.recycle_ring.max(1) as f64);
-        let needed_pool = burst * self.policy.rings.headroom;
+        let excess =
+            f64::from(pool_now) * s.recycle_ring_full as f64 / s.recycle_ring.max(1) as f64;
         let steps = grow_steps(self.obs.history, &self.dev.id, knob, l.cur);
-        let last_step = steps.saturating_add(1) >= self.policy.rings.max_steps_to_target.max(1);
+        let max_steps = self.policy.rings.max_steps_to_target.max(1);
+        let step = steps.saturating_add(1);
+        // After a growth step the engine knows how much that step moved the
+        // excess, which calibrates the undercount (`calibrate`).
+        let calibrated = ds
+            .ring_probe
+            .filter(|p| steps >= 1 && p.ring == l.cur)
+            .and_then(|p| calibrate(&p, pool_now, excess));
+        // Step < max: the estimate; the last step: the calibrated estimate,
+        // or the limit when there is nothing to calibrate from (a first step
+        // that is also the last, or one that did not shrink the excess);
+        // past the last step: the limit.
+        let (burst, last_step) = match calibrated {
+            Some((b, _)) if step <= max_steps => (b, false),
+            _ => (f64::from(pool_now) + excess, step >= max_steps),
+        };
+        let needed_pool = burst * self.policy.rings.headroom;
         let estimate = self
             .info
             .ring_for_pool(to_u32(needed_pool))
@@ -575,18 +600,21 @@ impl DeviceRun<'_> {
         } else {
             drivers::round_up(estimate, l.rounding).clamp(l.lo, l.hi.max(l.lo))
         };
-        // A limit below the policy minimum leaves no valid size to grow to.
         let target = if l.hi < l.lo { l.cur } else { target.min(l.hi) };
         ev.insert("ring_current".into(), f64::from(l.cur));
         ev.insert("ring_limit".into(), f64::from(l.hi));
         ev.insert("pool_now".into(), f64::from(pool_now));
         ev.insert("burst_estimate_pages".into(), burst);
+        ev.insert("excess_pages".into(), excess);
+        if let Some((_, k)) = calibrated {
+            ev.insert("undercount_factor".into(), k);
+        }
         ev.insert("pool_factor".into(), self.info.factor());
         // 0 = the driver's ring-to-pool mapping is unknown (1x assumed).
         let known = !matches!(self.info.mapping, PoolMapping::Unknown);
         ev.insert("pool_mapping_known".into(), if known { 1.0 } else { 0.0 });
         ev.insert("inflight_peak".into(), n64(q.inflight_peak));
-        ev.insert("grow_step".into(), f64::from(steps.saturating_add(1)));
+        ev.insert("grow_step".into(), f64::from(step));
         let miss = q.recycle_miss.unwrap_or(0.0) * 100.0;
         if target <= l.cur {
             let reason = if l.bind == Limit::Budget {
@@ -613,10 +641,13 @@ impl DeviceRun<'_> {
         if last_step {
             let _ = write!(
                 msg,
-                " (step {} of {}: straight to the limit, {})",
-                steps + 1,
-                self.policy.rings.max_steps_to_target.max(1),
+                " (step {step} of {max_steps}: straight to the limit, {})",
                 l.bind.as_str()
+            );
+        } else if let Some((_, k)) = calibrated {
+            let _ = write!(
+                msg,
+                " (step {step}: the last step freed {k:.1}× fewer pages than the counters suggested; burst calibrated)"
             );
         }
         if let Some(p) = self.info.pool_for_ring(target) {
@@ -636,6 +667,11 @@ impl DeviceRun<'_> {
             reason: ReasonCode::RecycleMissHigh,
             knob: Some(knob),
             message: msg,
+            probe: Some(RingProbe {
+                ring: target,
+                pool_before: pool_now,
+                excess_before: excess,
+            }),
         }
     }
 
@@ -714,6 +750,7 @@ impl DeviceRun<'_> {
         ev.insert("ring_target".into(), f64::from(target));
         ev.insert("calm_seconds".into(), calm_for.as_secs_f64());
         Some(Proposal {
+            probe: None,
             action: Action::SetRing {
                 field: self.info.field,
                 from: cur,
@@ -774,6 +811,7 @@ impl DeviceRun<'_> {
         ev.insert("channels_current".into(), f64::from(cur));
         ev.insert("channels_target".into(), f64::from(to));
         Some(Proposal {
+            probe: None,
             action: Action::SetChannels {
                 field,
                 from: cur,
@@ -851,6 +889,7 @@ impl DeviceRun<'_> {
         ev.insert("channels_current".into(), f64::from(cur));
         ev.insert("channels_target".into(), f64::from(to));
         Proposal {
+            probe: None,
             action: Action::SetChannels {
                 field,
                 from: cur,
@@ -1016,6 +1055,9 @@ impl DeviceRun<'_> {
             // spent; the next one needs fresh consecutive windows.
             match action {
                 Action::SetRing { to, from, .. } => {
+                    if to > from {
+                        ds.ring_probe = p.probe;
+                    }
                     ds.grow_windows = 0;
                     ds.calm_since = None;
                     let before = device_bytes(dev, &self.info, from);
@@ -1133,6 +1175,23 @@ fn grow_steps(
         expect = r.from;
     }
     n
+}
+
+/// Calibrates the burst estimate after a growth step from pool P0 (excess
+/// E0 per ring fill) to P1 (excess E1 now). If the counters see 1/k of the
+/// freed pages, E = (B − P) / k on both sides, so k = (P1 − P0) / (E0 − E1)
+/// and B = P1 + k × E1: the burst where the excess line reaches zero. `None`
+/// when the step did not shrink the excess (nothing to fit). k is at least
+/// 1: the counters never see more pages freed than were.
+/// Returns (burst, k).
+fn calibrate(p: &RingProbe, pool_now: u32, excess_now: f64) -> Option<(f64, f64)> {
+    let grown = f64::from(pool_now) - f64::from(p.pool_before);
+    let shrunk = p.excess_before - excess_now;
+    if grown <= 0.0 || shrunk <= 0.0 || !shrunk.is_finite() {
+        return None;
+    }
+    let k = (grown / shrunk).max(1.0);
+    Some((f64::from(pool_now) + k * excess_now, k))
 }
 
 /// The value a change left the knob at: its target, unless it failed or was

@@ -9,7 +9,7 @@ use crate::plan::Knob;
 use crate::snapshot::{DeviceId, Snapshot};
 
 pub use crate::decide::{decide, device_bytes, findings_needed};
-pub use crate::state::{DeviceState, EngineState};
+pub use crate::state::{DeviceState, EngineState, RingProbe};
 
 /// Wall-clock facts the daemon reads for the engine (change windows).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -30,4 +30,20 @@ pub struct DeviceState {
     pub calm_since: Option<Duration>,
     /// Closed windows seen for this device.
     pub windows_closed: u64,
+    /// What the last proposed ring growth saw before it: the second step
+    /// calibrates the burst estimate against it (`docs/decisions.md` §4).
+    #[serde(default)]
+    pub ring_probe: Option<RingProbe>,
+}
+
+/// The window a ring growth was decided on: the pool it had and the pages
+/// per ring fill it freed (pool × ring_full / recycle_ring, worst queue).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RingProbe {
+    /// The ring value the growth proposed (valid only while the device has it).
+    pub ring: u32,
+    /// Pool entries before the growth.
+    pub pool_before: u32,
+    /// Excess pages per ring fill before the growth.
+    pub excess_before: f64,
 }
