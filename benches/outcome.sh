@@ -3,15 +3,18 @@
 #
 #   benches/outcome.sh [--smoke] [--preset zonelock|devmem|off]
 #                      [--workloads a,b,...] [--enforce-secs S] [--static-secs S]
+#                      [--sweep R,R,...] [--name NAME]
 #
 # Host: builds the outcome driver (daemon/benches/outcome.rs), the release
 # pptune and ppsim.ko (tests/ppsim/build.sh 7.3), then runs the driver in
-# the 7.3 test VM (tests/vm/run.sh, 2 vCPU, memory sized for the largest
+# the 7.3 test VM (tests/vm/run.sh, 1 vCPU as the test suites, memory sized for the largest
 # ring swept: 16384 pages x 4 KiB x 2 queues = 128 MiB of pool rings plus
 # up to 32768 held pages per queue, well inside 2048 MiB).
 # The enforce runs use benches/outcome-policy.yaml (shipped thresholds,
 # timing compressed ~10x: see the file).
-# Results: benches/results/outcome.json and a Markdown table on stdout.
+# Results: benches/results/NAME.json (default outcome-PRESET), its
+# convergence plot NAME-convergence.svg, and Markdown tables on stdout: the
+# measurements and issue 7's targets judged per workload (report.py).
 # --smoke: one workload, a 2-point sweep, short windows; results under
 # $CARGO_TARGET_DIR/bench-smoke.
 set -euo pipefail
@@ -22,6 +25,7 @@ WORKLOADS=""
 ENFORCE=100
 STATIC=8
 SWEEP="256,1024,2048,4096,16384"
+NAME=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --smoke) SMOKE=1; shift ;;
@@ -29,7 +33,9 @@ while [ $# -gt 0 ]; do
         --workloads) WORKLOADS="$2"; shift 2 ;;
         --enforce-secs) ENFORCE="$2"; shift 2 ;;
         --static-secs) STATIC="$2"; shift 2 ;;
-        -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --sweep) SWEEP="$2"; shift 2 ;;
+        --name) NAME="$2"; shift 2 ;;
+        -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "outcome: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -68,4 +74,5 @@ tests/vm/run.sh --kernel 7.3 --mem 2048 --timeout 3500 --out "$VMOUT" -- \
 log "VM part took $(( $(date +%s) - START )) s"
 RES="$REPO/benches/results"
 [ "$SMOKE" = 1 ] && RES="$CARGO_TARGET_DIR/bench-smoke"
-python3 "$REPO/benches/report.py" outcome "$VMOUT/outcome.jsonl" "$RES"
+cp "$VMOUT/outcome.jsonl" "$RES/${NAME:-outcome-$PRESET}.jsonl"
+python3 "$REPO/benches/report.py" outcome "$VMOUT/outcome.jsonl" "$RES" "${NAME:-outcome-$PRESET}" "$REPO/benches/outcome-policy.yaml"

@@ -4,13 +4,14 @@ stdout and (observe-cost) an SVG plot written without any plotting library.
 
     report.py observe-cost <observe-cost.jsonl> <results dir>
     report.py micro <criterion dir> <results dir> [load average]
-    report.py outcome <outcome.jsonl> <results dir>
+    report.py outcome <outcome.jsonl> <results dir> [name] [bench policy file]
 """
 import datetime
 import glob
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 
@@ -212,22 +213,102 @@ def micro(crit_dir, res_dir, load=None):
 
 
 # ------------------------------------------------------------------ outcome
-def outcome(jsonl, res_dir):
+def policy_period_s(path):
+    """One (cooldown + evaluation) period of the bench policy, in seconds."""
+    secs = {}
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+    for line in open(path):
+        m = re.match(r"\s*(cooldown|evaluation):\s*(\d+)(ms|s|m|h)\s*$", line)
+        if m:
+            secs[m.group(1)] = int(m.group(2)) * units[m.group(3)]
+    return secs["cooldown"] + secs["evaluation"]
+
+
+def verdicts(rows, period_s):
+    """Issue 7's outcome targets, per workload, from one run's rows."""
+    out = []
+    by = {}
+    for r in rows:
+        by.setdefault((r["workload"], r.get("preset")), {}).setdefault(r["config"], r)
+    for (wl, preset), cfg in by.items():
+        best, mx, pp = cfg.get("best-static"), cfg.get("max"), cfg.get("pptune-enforce")
+        if not (best and mx and pp):
+            continue
+        v = {"workload": wl, "preset": preset, "best_static_ring": best["ring_final"],
+             "pptune_ring": pp["ring_final"], "changes": pp.get("changes")}
+        if best.get("goodput_pps", 0) > 0:
+            v["goodput_vs_best"] = round(pp["goodput_pps"] / best["goodput_pps"], 3)
+            v["goodput_ok"] = v["goodput_vs_best"] >= 0.95
+        needs_max = best["ring_final"] >= mx["ring_final"]
+        if mx.get("inflight_mem", 0) > 0 and not needs_max:
+            v["mem_vs_max"] = round(pp["inflight_mem"] / mx["inflight_mem"], 3)
+            v["mem_ok"] = v["mem_vs_max"] <= 0.5
+        # Convergence: the first moment the ring is within one power of two
+        # of the best static ring, and the changes it took to get there.
+        lo, hi = best["ring_final"] / 2, best["ring_final"] * 2
+        tl = pp.get("timeline") or []
+        changes, last, reached = 0, None, None
+        for t, ring, _ in tl:
+            if last is not None and ring != last:
+                changes += 1
+            last = ring
+            if reached is None and lo <= ring <= hi:
+                reached = (t, changes)
+        if reached is None and lo <= pp["ring_final"] <= hi:
+            reached = (pp.get("enforce_secs"), pp.get("changes"))
+        if reached:
+            v["within_pow2_at_s"], v["changes_to_within_pow2"] = reached
+            v["converge_ok"] = reached[1] <= 2 and (reached[0] or 0) <= 2 * period_s
+            after = sum(1 for (a, b) in zip(tl, tl[1:]) if b[1] != a[1] and b[0] > reached[0])
+            if pp["ring_final"] != (tl[-1][1] if tl else pp["ring_final"]):
+                after += 1
+            v["changes_after_convergence"] = after
+            v["watched_after_convergence_s"] = round(pp.get("enforce_secs", 0) - reached[0], 1)
+            v["settled_ok"] = after <= 1
+        else:
+            v["converge_ok"] = False
+        out.append(v)
+    return out
+
+
+def outcome(jsonl, res_dir, name="outcome", policy=None):
     rows = [json.loads(l) for l in open(jsonl) if l.strip().startswith("{")]
-    write(res_dir, "outcome.json", {
+    period = policy_period_s(policy) if policy else None
+    ver = verdicts(rows, period) if period else []
+    write(res_dir, f"{name}.json", {
         "meta": meta(),
         "vm": "qemu TCG (emulated), kernel 7.3, 2048 MiB; goodput in pages/s delivered by ppsim",
+        "period_s": period,
+        "verdicts": ver,
         "rows": rows})
-    print("| workload | config | ring | goodput pps | ring_full share | slow share | inflight MiB | converge s | changes |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| workload | preset | config | ring | goodput pps | ring_full share | slow share | inflight MiB | converge s | changes |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         # The table: default, max, best static and pptune; the other sweep
         # points are in the JSON.
         if r.get("config") not in ("default", "max", "best-static", "pptune-enforce"):
             continue
-        print(f"| {r['workload']} | {r['config']} | {r.get('ring_final')} | {r.get('goodput_pps', 0):.0f} "
+        print(f"| {r['workload']} | {r.get('preset')} | {r['config']} | {r.get('ring_final')} | {r.get('goodput_pps', 0):.0f} "
               f"| {r.get('ring_full_share', 0):.3f} | {r.get('slow_share', 0):.3f} "
               f"| {r.get('inflight_mem', 0) / 2**20:.1f} | {r.get('converge_s', '–')} | {r.get('changes', '–')} |")
+    if ver:
+        def yn(v, k, fmt="{}"):
+            if k not in v:
+                return "–"
+            return fmt.format(v[k])
+        print()
+        print(f"Targets (one cooldown + evaluation period = {period:g} s):")
+        print()
+        print("| workload | preset | best static ring | pptune ring | goodput / best | ≥ 0.95 | memory / max ring's | ≤ 0.5 | within 2× of best at s (changes) | ≤ 2 changes, ≤ 2 periods | changes after (watched s) | ≤ 1 |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for v in ver:
+            reach = (f"{v['within_pow2_at_s']} ({v['changes_to_within_pow2']})"
+                     if "within_pow2_at_s" in v else "never")
+            after = (f"{v['changes_after_convergence']} ({v['watched_after_convergence_s']})"
+                     if "changes_after_convergence" in v else "–")
+            print(f"| {v['workload']} | {v['preset']} | {v['best_static_ring']} | {v['pptune_ring']} "
+                  f"| {yn(v, 'goodput_vs_best')} | {yn(v, 'goodput_ok')} | {yn(v, 'mem_vs_max')} | {yn(v, 'mem_ok')} "
+                  f"| {reach} | {yn(v, 'converge_ok')} | {after} | {yn(v, 'settled_ok')} |")
     runs = [r for r in rows if r.get("kind") == "pptune" and r.get("timeline")]
     if runs:
         svg_plot([
@@ -235,8 +316,9 @@ def outcome(jsonl, res_dir):
              {r["workload"]: [(t, ring) for t, ring, _ in r["timeline"]] for r in runs}),
             ("goodput under pptune enforce", "k pages/s (1 s samples)",
              {r["workload"]: [(t, g / 1e3) for t, _, g in r["timeline"]] for r in runs}),
-        ], os.path.join(res_dir, "outcome-convergence.svg"),
-            "Convergence from ring 256 (ppsim, zonelock preset, VM)", xlabel="seconds", xticks=False)
+        ], os.path.join(res_dir, f"{name}-convergence.svg"),
+            f"Convergence from ring 256 (ppsim, {runs[0].get('preset')} preset, VM)",
+            xlabel="seconds", xticks=False)
     return 0
 
 
@@ -247,5 +329,5 @@ if __name__ == "__main__":
     if mode == "micro":
         sys.exit(micro(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None))
     if mode == "outcome":
-        sys.exit(outcome(sys.argv[2], sys.argv[3]))
+        sys.exit(outcome(sys.argv[2], sys.argv[3], *sys.argv[4:6]))
     sys.exit(f"unknown mode {mode}")

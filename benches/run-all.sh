@@ -9,7 +9,7 @@
 #    (and vm-snapshot-2048.json, the render micro-bench's recorded input)
 # 2. host criterion micro-benchmarks (decode, decide, /metrics render)
 #    -> benches/results/micro.json (+ micro-render.log: the render CPU-time line)
-# 3. tuning outcome, in the VM   -> benches/results/outcome.json
+# 3. tuning outcome, in the VM   -> benches/results/outcome-{zonelock,devmem,settle}.json
 # The VM parts need root, qemu and the cached test kernel (tests/vm/kernel.sh
 # builds it on first use). --smoke writes under $CARGO_TARGET_DIR/bench-smoke
 # and leaves benches/results alone.
@@ -62,7 +62,18 @@ fi
 
 if want outcome; then
     echo "== tuning outcome (VM)"
-    benches/outcome.sh "${smoke[@]}" || failed+=(outcome)
+    if [ "$SMOKE" = 1 ]; then
+        benches/outcome.sh --smoke || failed+=(outcome)
+    else
+        # The shipped presets (tests/ppsim/README.md): zonelock on every
+        # workload, devmem on the bursty ones, then one 12-minute enforce run
+        # for "at most one change in 10 minutes after convergence".
+        benches/outcome.sh --preset zonelock || failed+=(outcome-zonelock)
+        benches/outcome.sh --preset devmem --workloads bursty-2k,bursty-8k,bursty-1k-100kpps ||
+            failed+=(outcome-devmem)
+        benches/outcome.sh --preset zonelock --workloads bursty-2k --enforce-secs 720 \
+            --name outcome-settle || failed+=(outcome-settle)
+    fi
 fi
 
 if [ ${#failed[@]} -gt 0 ]; then
