@@ -23,19 +23,19 @@
 #![allow(clippy::disallowed_types)] // wall-clock timing of a bench run
 #![allow(dead_code)] // the included helper has more than this driver uses
 
+#[path = "../../tests/src/pools.rs"]
+mod pools;
 #[path = "../../tests/src/ppsim.rs"]
 mod ppsim;
 
-use std::collections::BTreeSet;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use netlink::Client;
 use netlink::ethtool::{Header, Rings};
 use policy::signals::{recycle_miss_share, slow_refill_share};
-use policy::snapshot::PoolStats;
+use pools::{attached_inflight_mem, attached_pools, stats_of};
 use ppsim::{CostPreset, Knobs, Ppsim, PpsimDev};
-use pptune::kernel_netlink::pool_stats;
 
 fn arg(name: &str) -> Option<String> {
     let mut it = std::env::args().skip_while(|a| a != name);
@@ -95,33 +95,6 @@ const WORKLOADS: &[Workload] = &[
     },
 ];
 
-/// Attached pool ids and their total inflight-mem.
-async fn attached(c: &Client, ifx: u32) -> (BTreeSet<u64>, u64) {
-    let pools = c.page_pools().await.unwrap();
-    let mine: Vec<_> = pools
-        .into_iter()
-        .filter(|p| p.ifindex == Some(ifx) && p.detach_time.is_none())
-        .collect();
-    let mem = mine.iter().filter_map(|p| p.inflight_mem).sum();
-    (mine.iter().filter_map(|p| p.id).collect(), mem)
-}
-
-async fn stats_of(c: &Client, ids: &BTreeSet<u64>) -> PoolStats {
-    c.page_pool_stats()
-        .await
-        .unwrap()
-        .into_iter()
-        .filter(|s| {
-            s.info
-                .as_ref()
-                .and_then(|i| i.id)
-                .is_some_and(|id| ids.contains(&id))
-        })
-        .fold(PoolStats::default(), |acc, s| {
-            acc.add(&pool_stats(&s.counters))
-        })
-}
-
 async fn rx_ring(c: &Client, ifx: u32) -> u32 {
     c.rings(ifx, None).await.unwrap().rx.unwrap_or(0)
 }
@@ -139,13 +112,13 @@ struct Window {
 /// Measure `secs` of the device as it is (ring must not change meanwhile).
 async fn window(c: &Client, d: &PpsimDev, secs: u64) -> Window {
     let ifx = d.ifindex().unwrap();
-    let (ids, _) = attached(c, ifx).await;
-    let s0 = stats_of(c, &ids).await;
+    let ids = attached_pools(c, ifx).await.unwrap();
+    let s0 = stats_of(c, &ids).await.unwrap();
     let g0 = d.goodput().unwrap();
     tokio::time::sleep(Duration::from_secs(secs)).await;
-    let s1 = stats_of(c, &ids).await;
+    let s1 = stats_of(c, &ids).await.unwrap();
     let g1 = d.goodput().unwrap();
-    let (_, mem) = attached(c, ifx).await;
+    let mem = attached_inflight_mem(c, ifx).await.unwrap();
     let delta = s1.delta(&s0).unwrap_or_default();
     let dt = (g1.now_ns.saturating_sub(g0.now_ns)) as f64 / 1e9;
     Window {

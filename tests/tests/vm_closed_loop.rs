@@ -21,7 +21,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 #![allow(clippy::cast_precision_loss)]
 
-use std::collections::BTreeSet;
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -29,8 +28,7 @@ use std::time::Duration;
 
 use netlink::Client;
 use policy::signals::{recycle_miss_share, slow_refill_share};
-use policy::snapshot::PoolStats;
-use pptune::kernel_netlink::pool_stats;
+use pptune_tests::pools::{attached_pools, stats_of};
 use pptune_tests::ppsim::{CostPreset, Knobs, Ppsim, PpsimDev};
 use pptune_tests::vm::{repo_root, require_vm};
 use tokio::time::{Instant, sleep};
@@ -119,32 +117,6 @@ fn device(queues: u32, knobs: &Knobs) -> Dev {
 
 // ---------------------------------------------------------------- kernel
 
-async fn attached_pools(c: &Client, ifx: u32) -> BTreeSet<u64> {
-    c.page_pools()
-        .await
-        .expect("page-pool-get")
-        .into_iter()
-        .filter(|p| p.ifindex == Some(ifx) && p.detach_time.is_none())
-        .filter_map(|p| p.id)
-        .collect()
-}
-
-async fn stats_of(c: &Client, ids: &BTreeSet<u64>) -> PoolStats {
-    c.page_pool_stats()
-        .await
-        .expect("page-pool-stats-get")
-        .into_iter()
-        .filter(|s| {
-            s.info
-                .as_ref()
-                .and_then(|i| i.id)
-                .is_some_and(|id| ids.contains(&id))
-        })
-        .fold(PoolStats::default(), |acc, s| {
-            acc.add(&pool_stats(&s.counters))
-        })
-}
-
 async fn rx_ring(c: &Client, d: &PpsimDev) -> u32 {
     let ifx = d.ifindex().expect("ifindex");
     c.rings(ifx, Some(d.name()))
@@ -178,14 +150,14 @@ async fn measure(c: &Client, d: &PpsimDev, secs: f64) -> Window {
     let ifx = d.ifindex().expect("ifindex");
     for _ in 0..5 {
         let ring = rx_ring(c, d).await;
-        let ids = attached_pools(c, ifx).await;
-        let s0 = stats_of(c, &ids).await;
+        let ids = attached_pools(c, ifx).await.expect("page-pool-get");
+        let s0 = stats_of(c, &ids).await.expect("page-pool-stats-get");
         let g0 = d.goodput().expect("goodput");
         sleep(Duration::from_secs_f64(secs)).await;
-        if attached_pools(c, ifx).await != ids {
+        if attached_pools(c, ifx).await.expect("page-pool-get") != ids {
             continue;
         }
-        let s1 = stats_of(c, &ids).await;
+        let s1 = stats_of(c, &ids).await.expect("page-pool-stats-get");
         let g1 = d.goodput().expect("goodput");
         let delta = s1.delta(&s0).expect("monotonic counters");
         return Window {
@@ -485,7 +457,7 @@ async fn bursty_enforce_converges_then_holds_steady() {
 
     // Scenario 2: steady workload, converged: nothing changes for 60 s.
     let ifx = d.ifindex().unwrap();
-    let pools = attached_pools(&c, ifx).await;
+    let pools = attached_pools(&c, ifx).await.expect("page-pool-get");
     let ring = rx_ring(&c, &d).await;
     let ch = combined(&c, &d).await;
     let t1 = Instant::now();
@@ -505,7 +477,7 @@ async fn bursty_enforce_converges_then_holds_steady() {
         );
     }
     assert_eq!(
-        attached_pools(&c, ifx).await,
+        attached_pools(&c, ifx).await.expect("page-pool-get"),
         pools,
         "pools were rebuilt after convergence (a change and back)"
     );
@@ -527,7 +499,7 @@ async fn observe_changes_nothing_and_exports_the_plan_recommendation() {
     let d = device(1, &bursty());
     d.start().expect("start");
     let ifx = d.ifindex().unwrap();
-    let pools = attached_pools(&c, ifx).await;
+    let pools = attached_pools(&c, ifx).await.expect("page-pool-get");
     let dir = tmp();
     let mut p = Pptune::start(dir.path(), "closed-loop-observe.yaml", d.name(), 19878);
     p.ready().await;
@@ -582,7 +554,11 @@ async fn observe_changes_nothing_and_exports_the_plan_recommendation() {
     let plan_target = dec["action"]["to"].as_f64().unwrap_or(0.0);
     assert!(plan_target > 256.0, "{dec}");
     assert_eq!(rx_ring(&c, &d).await, 256, "nothing changed the ring");
-    assert_eq!(attached_pools(&c, ifx).await, pools, "no pool was rebuilt");
+    assert_eq!(
+        attached_pools(&c, ifx).await.expect("page-pool-get"),
+        pools,
+        "no pool was rebuilt"
+    );
     let enforce_actions = p.metric("pptune_actions_total", &[&dev_label]);
     assert!(
         enforce_actions == 0.0,
@@ -855,7 +831,7 @@ async fn lost_notifications_resync_to_the_kernels_state() {
     }
     d.ethtool_set_rx_ring(2048).unwrap();
     let ifx = d.ifindex().unwrap();
-    let kernel_pools = attached_pools(&c, ifx).await.len();
+    let kernel_pools = attached_pools(&c, ifx).await.expect("page-pool-get").len();
     // A resync is debounced (200 ms) and samples run every second.
     let t0 = Instant::now();
     let (mut ring_m, mut pools_m, mut resyncs) = (0.0, 0.0, 0.0);
@@ -975,8 +951,8 @@ async fn channels_rings_first_and_no_queue_while_contended() {
     // were stable)
     let mut trace: Vec<(f64, u32, u32, Option<f64>)> = Vec::new();
     let t0 = Instant::now();
-    let mut ids = attached_pools(&c, ifx).await;
-    let mut s_prev = stats_of(&c, &ids).await;
+    let mut ids = attached_pools(&c, ifx).await.expect("page-pool-get");
+    let mut s_prev = stats_of(&c, &ids).await.expect("page-pool-stats-get");
     let mut last_change = Instant::now();
     let mut changed = false;
     let mut channels_changed = false;
@@ -985,8 +961,8 @@ async fn channels_rings_first_and_no_queue_while_contended() {
         assert!(p.alive(), "pptune died:\n{}", p.log());
         let ring = rx_ring(&c, &d).await;
         let ch = combined(&c, &d).await;
-        let now_ids = attached_pools(&c, ifx).await;
-        let s = stats_of(&c, &now_ids).await;
+        let now_ids = attached_pools(&c, ifx).await.expect("page-pool-get");
+        let s = stats_of(&c, &now_ids).await.expect("page-pool-stats-get");
         let share = if now_ids == ids {
             s.delta(&s_prev)
                 .and_then(|dl| slow_refill_share(&dl, false))

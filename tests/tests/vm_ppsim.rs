@@ -19,7 +19,7 @@ use netlink::ethtool::{Channels, Header, Rings};
 use netlink::netdev::{QSTATS_SCOPE_QUEUE, QueueType};
 use policy::signals::{recycle_miss_share, slow_refill_share};
 use policy::snapshot::PoolStats;
-use pptune::kernel_netlink::pool_stats;
+use pptune_tests::pools::{attached_pools, stats_of};
 use pptune_tests::ppsim::{CostPreset, Knobs, Ppsim, PpsimDev};
 use pptune_tests::vm::require_vm;
 
@@ -33,34 +33,6 @@ fn gate(test: &str) -> Option<String> {
         panic!("{test}: PPTUNE_PPSIM_KO is not set although the kernel is {k}");
     }
     Some(k)
-}
-
-/// Ids of the device's attached pools (not detached, listed under ifindex).
-async fn attached_pools(c: &Client, ifx: u32) -> BTreeSet<u64> {
-    c.page_pools()
-        .await
-        .expect("page-pool-get")
-        .into_iter()
-        .filter(|p| p.ifindex == Some(ifx) && p.detach_time.is_none())
-        .filter_map(|p| p.id)
-        .collect()
-}
-
-/// Summed counters of the given pools (those still listed).
-async fn stats_of(c: &Client, ids: &BTreeSet<u64>) -> PoolStats {
-    c.page_pool_stats()
-        .await
-        .expect("page-pool-stats-get")
-        .into_iter()
-        .filter(|s| {
-            s.info
-                .as_ref()
-                .and_then(|i| i.id)
-                .is_some_and(|id| ids.contains(&id))
-        })
-        .fold(PoolStats::default(), |acc, s| {
-            acc.add(&pool_stats(&s.counters))
-        })
 }
 
 async fn set_ring(c: &Client, d: &PpsimDev, ring: u32) {
@@ -123,14 +95,14 @@ async fn counters_move_under_traffic() {
         "ppsim's own pool ids are the ones netlink lists"
     );
 
-    let s0 = stats_of(&c, &ids).await;
+    let s0 = stats_of(&c, &ids).await.expect("page-pool-stats-get");
     d.set_knobs(&Knobs::default()).expect("knobs");
     d.start().expect("start");
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let s1 = stats_of(&c, &ids).await;
+    let s1 = stats_of(&c, &ids).await.expect("page-pool-stats-get");
     d.stop().expect("stop");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let s2 = stats_of(&c, &ids).await;
+    let s2 = stats_of(&c, &ids).await.expect("page-pool-stats-get");
     let g = d.goodput().expect("goodput");
 
     let dl = s1.delta(&s0).expect("monotonic");
@@ -179,7 +151,10 @@ async fn counters_move_under_traffic() {
     )
     .await
     .expect("channels-set 3");
-    assert_eq!(attached_pools(&c, ifx).await.len(), 3);
+    assert_eq!(
+        attached_pools(&c, ifx).await.expect("page-pool-get").len(),
+        3
+    );
     let ch = c.channels(ifx, Some(d.name())).await.expect("channels-get");
     assert_eq!((ch.combined_count, ch.combined_max), (Some(3), Some(16)));
     d.delete().expect("delete");
@@ -204,13 +179,13 @@ async fn ring_change_gives_new_pools_and_old_counters_stop() {
         ..Knobs::default()
     })
     .expect("knobs");
-    let old = attached_pools(&c, ifx).await;
+    let old = attached_pools(&c, ifx).await.expect("page-pool-get");
     assert_eq!(old.len(), 2);
     d.start().expect("start");
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     set_ring(&c, &d, 1024).await;
-    let new = attached_pools(&c, ifx).await;
+    let new = attached_pools(&c, ifx).await.expect("page-pool-get");
     assert_eq!(new.len(), 2, "two new pools: {new:?}");
     assert!(new.is_disjoint(&old), "new pool ids {new:?} vs old {old:?}");
     let r = c.rings(ifx, Some(d.name())).await.expect("rings-get");
@@ -231,11 +206,11 @@ async fn ring_change_gives_new_pools_and_old_counters_stop() {
         assert!(p.detach_time.is_some(), "lingering pool is detached: {p:?}");
         assert!(p.inflight.unwrap_or(0) > 0, "and has pages out: {p:?}");
     }
-    let o1 = stats_of(&c, &old).await;
-    let n1 = stats_of(&c, &new).await;
+    let o1 = stats_of(&c, &old).await.expect("page-pool-stats-get");
+    let n1 = stats_of(&c, &new).await.expect("page-pool-stats-get");
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let o2 = stats_of(&c, &old).await;
-    let n2 = stats_of(&c, &new).await;
+    let o2 = stats_of(&c, &old).await.expect("page-pool-stats-get");
+    let n2 = stats_of(&c, &new).await.expect("page-pool-stats-get");
     assert_eq!(
         (o1.alloc_fast, o1.alloc_slow, o1.alloc_refill),
         (o2.alloc_fast, o2.alloc_slow, o2.alloc_refill),
@@ -269,11 +244,11 @@ async fn measure(c: &Client, ring: u32, knobs: &Knobs, secs: u64) -> Measured {
     d.start().expect("start");
     // Warm up: the first refills are slow whatever the ring.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let ids = attached_pools(c, ifx).await;
-    let s0 = stats_of(c, &ids).await;
+    let ids = attached_pools(c, ifx).await.expect("page-pool-get");
+    let s0 = stats_of(c, &ids).await.expect("page-pool-stats-get");
     let g0 = d.goodput().expect("goodput");
     tokio::time::sleep(Duration::from_secs(secs)).await;
-    let s1 = stats_of(c, &ids).await;
+    let s1 = stats_of(c, &ids).await.expect("page-pool-stats-get");
     let g1 = d.goodput().expect("goodput");
     d.stop().expect("stop");
     let delta = s1.delta(&s0).expect("monotonic counters");
