@@ -1,4 +1,5 @@
-//! Test harness (being built).
+//! Test harness: the fake kernel (`fake`), the VM runner (`vm`), the ppsim
+//! driver (`ppsim`) and a device's pools over netlink (`pools`).
 
 pub mod fake;
 pub mod pools;
