@@ -283,12 +283,19 @@ async fn main() {
             std::env::temp_dir().join(format!("pptune-outcome-{}-{}", std::process::id(), w.name));
         let _ = std::fs::remove_dir_all(&rundir);
         std::fs::create_dir_all(&rundir).unwrap();
+        // The daemon's log (its decisions and evaluations, JSON lines) goes
+        // to the VM's shared output directory when there is one.
+        let log = std::env::var_os("PPTUNE_VM_OUT").map_or_else(Stdio::null, |dir| {
+            let path =
+                std::path::Path::new(&dir).join(format!("pptune-{}-{}.log", w.name, preset.name()));
+            std::fs::File::create(path).map_or_else(|_| Stdio::null(), Stdio::from)
+        });
         let daemon = Daemon(
             Command::new(&pptune)
                 .args(["--config", &policy, "run"])
                 .env("RUNTIME_DIRECTORY", &rundir)
                 .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                .stderr(log)
                 .spawn()
                 .unwrap(),
         );
