@@ -24,6 +24,14 @@ pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 /// `net.core.rmem_max`; an overflow is still reported, never silent).
 pub const NOTIFY_RCVBUF: usize = 1 << 20;
 
+/// Receive buffer of every socket, allocated once and reused for every
+/// datagram. Offering the kernel a large buffer also makes it fill dump
+/// datagrams up to its own cap (~32 KiB: it sizes them by the largest read
+/// it has seen) rather than one page each. No reply or notification to
+/// the requests made here comes near this size (one attribute is at most
+/// 64 KiB); pages the kernel never writes are never touched.
+pub const RECV_BUF: usize = 256 * 1024;
+
 /// `NETLINK_ROUTE`.
 pub const NETLINK_ROUTE: isize = 0;
 /// `NETLINK_GENERIC`.
@@ -36,10 +44,10 @@ pub struct Exchange {
     pub request: Vec<u8>,
     /// Every message with our sequence number, in order, including the
     /// terminating `NLMSG_DONE` or `NLMSG_ERROR`. Each element is a stream
-    /// of one or more whole messages (what one received datagram held of
-    /// ours): a dump of thousands of pools then costs one allocation per
-    /// datagram rather than one per message. Read them with
-    /// [`frame::split`].
+    /// of one or more whole, 4-byte aligned messages (a received exchange
+    /// has one element holding all of them: a dump of thousands of pools
+    /// costs a few allocations, not one per datagram or message). Read
+    /// them with [`frame::split`].
     pub messages: Vec<Vec<u8>>,
 }
 
@@ -107,8 +115,15 @@ impl Exchange {
 /// A request socket for one netlink protocol.
 pub struct RequestSocket {
     name: &'static str,
-    sock: tokio::sync::Mutex<TokioSocket>,
+    conn: tokio::sync::Mutex<Conn>,
     seq: AtomicU32,
+}
+
+/// The socket and its receive buffer, reused across requests (one
+/// request in flight at a time: both live behind the same lock).
+struct Conn {
+    sock: TokioSocket,
+    rx: Vec<u8>,
 }
 
 fn open(proto: isize, name: &'static str) -> Result<TokioSocket, Error> {
@@ -123,6 +138,16 @@ fn open(proto: isize, name: &'static str) -> Result<TokioSocket, Error> {
     s.socket_ref().set_ext_ack(true).map_err(wrap)?;
     s.socket_ref().set_cap_ack(true).map_err(wrap)?;
     Ok(s)
+}
+
+/// Receive one datagram into `rx` (cleared first; its capacity is the
+/// most that is read). `Ok(false)`: the datagram filled the buffer, so it
+/// may have been cut short (netlink truncates silently).
+async fn recv_datagram(sock: &TokioSocket, rx: &mut Vec<u8>) -> std::io::Result<bool> {
+    rx.clear();
+    let cap = rx.capacity();
+    sock.recv(rx).await?;
+    Ok(rx.len() < cap)
 }
 
 impl std::fmt::Debug for RequestSocket {
@@ -153,7 +178,10 @@ impl RequestSocket {
             })?;
         Ok(Self {
             name,
-            sock: tokio::sync::Mutex::new(sock),
+            conn: tokio::sync::Mutex::new(Conn {
+                sock,
+                rx: Vec::with_capacity(RECV_BUF),
+            }),
             seq: AtomicU32::new(1),
         })
     }
@@ -168,55 +196,90 @@ impl RequestSocket {
         let flags = frame::NLM_F_REQUEST | flags | if dump { 0 } else { frame::NLM_F_ACK };
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
         let request = frame::request(kind, flags, seq, payload);
-        let sock = self.sock.lock().await;
-        match tokio::time::timeout(REQUEST_TIMEOUT, collect(&sock, &request, seq, self.name)).await
-        {
-            Ok(r) => r.map(|messages| Exchange { request, messages }),
-            Err(_) => Err(Error::Io {
-                family: self.name,
-                source: std::io::Error::from(std::io::ErrorKind::TimedOut),
+        let mut conn = self.conn.lock().await;
+        let got = tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            collect(&mut conn, &request, seq, self.name),
+        )
+        .await
+        .map_err(|_| Error::Io {
+            family: self.name,
+            source: std::io::Error::from(std::io::ErrorKind::TimedOut),
+        })??;
+        match got {
+            Collected::Whole(messages) => Ok(Exchange {
+                request,
+                messages: vec![messages],
             }),
+            // Never expected (see RECV_BUF); should it happen, fail this
+            // request and make room so the next one fits.
+            Collected::Truncated => {
+                let need = conn.rx.capacity() * 2;
+                conn.rx = Vec::with_capacity(need);
+                Err(Error::Io {
+                    family: self.name,
+                    source: std::io::Error::other(
+                        "a reply datagram filled the receive buffer (may be cut short)",
+                    ),
+                })
+            }
         }
     }
 
     /// Make `mut` access for socket options (e.g. strict checking).
     pub async fn with_socket<R>(&self, f: impl FnOnce(&mut TokioSocket) -> R) -> R {
-        let mut s = self.sock.lock().await;
-        f(&mut s)
+        let mut c = self.conn.lock().await;
+        f(&mut c.sock)
     }
 }
 
+/// What [`collect`] gathered.
+enum Collected {
+    /// Every message with our sequence number, up to and including the
+    /// terminating one, as one stream of whole, aligned messages.
+    Whole(Vec<u8>),
+    /// A datagram filled the receive buffer: it may have been cut short.
+    Truncated,
+}
+
 /// Send `request` and gather the messages with sequence number `seq` up to
-/// and including the terminating `NLMSG_DONE` / `NLMSG_ERROR`.
+/// and including the terminating `NLMSG_DONE` / `NLMSG_ERROR`, receiving
+/// every datagram into the connection's one buffer and copying only our
+/// messages out (one growing stream per exchange, no allocation per
+/// datagram or per message).
 async fn collect(
-    sock: &TokioSocket,
+    conn: &mut Conn,
     request: &[u8],
     seq: u32,
     name: &'static str,
-) -> Result<Vec<Vec<u8>>, Error> {
+) -> Result<Collected, Error> {
     let io_err = |source| Error::Io {
         family: name,
         source,
     };
-    sock.send(request).await.map_err(io_err)?;
-    let mut messages = Vec::new();
+    conn.sock.send(request).await.map_err(io_err)?;
+    let mut out: Vec<u8> = Vec::new();
     loop {
-        let (mut buf, _addr) = sock.recv_from_full().await.map_err(io_err)?;
-        // Where our messages sit in the datagram (offset, aligned length),
-        // and whether anything else (replies to an earlier, abandoned
-        // request whose future was dropped mid-dump or timed out) is mixed
-        // in and must be skipped.
-        let mut ours: Vec<(usize, usize)> = Vec::new();
-        let mut foreign = false;
+        let whole = recv_datagram(&conn.sock, &mut conn.rx)
+            .await
+            .map_err(io_err)?;
+        if !whole {
+            return Ok(Collected::Truncated);
+        }
+        let buf = conn.rx.as_slice();
         let mut done = false;
-        for m in frame::split(&buf) {
+        // Replies to an earlier, abandoned request (whose future was
+        // dropped mid-dump or timed out) may be mixed in: skip them.
+        for m in frame::split(buf) {
             let m = m.map_err(|source| Error::Decode { op: name, source })?;
             if m.header.seq != seq {
-                foreign = true;
                 continue;
             }
             let at = m.bytes.as_ptr().addr() - buf.as_ptr().addr();
-            ours.push((at, crate::attr::align(m.bytes.len())));
+            let end = (at + crate::attr::align(m.bytes.len())).min(buf.len());
+            // Keep every message 4-byte aligned, as in the datagram.
+            out.resize(crate::attr::align(out.len()), 0);
+            out.extend_from_slice(buf.get(at..end).unwrap_or_default());
             // A do request ends at its ack (or error); a dump at DONE (or
             // an error when the dump could not start).
             if matches!(m.header.kind, NLMSG_DONE | NLMSG_ERROR) {
@@ -224,23 +287,8 @@ async fn collect(
                 break;
             }
         }
-        if !foreign && let Some(&(at, len)) = ours.last() {
-            // The usual case: the datagram is all ours; keep it as it is
-            // (no copy, no allocation per message).
-            buf.truncate((at + len).min(buf.len()));
-            messages.push(buf);
-        } else if !ours.is_empty() {
-            let mut kept = Vec::with_capacity(ours.iter().map(|(_, l)| l).sum());
-            for (at, len) in ours {
-                let part = buf.get(at..(at + len).min(buf.len())).unwrap_or_default();
-                kept.extend_from_slice(part);
-                // Keep the next message 4-byte aligned, as in the datagram.
-                kept.resize(crate::attr::align(kept.len()), 0);
-            }
-            messages.push(kept);
-        }
         if done {
-            return Ok(messages);
+            return Ok(Collected::Whole(out));
         }
     }
 }
@@ -258,6 +306,7 @@ pub enum Received {
 pub struct NotifySocket {
     name: &'static str,
     sock: TokioSocket,
+    rx: Vec<u8>,
 }
 
 impl NotifySocket {
@@ -275,7 +324,11 @@ impl NotifySocket {
         if let Err(e) = sock.socket_ref().set_rx_buf_sz(NOTIFY_RCVBUF) {
             tracing::debug!(socket = name, error = %e, "could not enlarge the receive buffer");
         }
-        Ok(Self { name, sock })
+        Ok(Self {
+            name,
+            sock,
+            rx: Vec::with_capacity(RECV_BUF),
+        })
     }
 
     /// Set `SO_RCVBUF` (the kernel doubles it and enforces a minimum).
@@ -297,9 +350,17 @@ impl NotifySocket {
 
     /// Wait for the next datagram.
     pub async fn recv(&mut self) -> Result<Received, Error> {
-        match self.sock.recv_from_full().await {
-            Ok((buf, _)) => {
-                let msgs = frame::split(&buf)
+        match recv_datagram(&self.sock, &mut self.rx).await {
+            // A notification datagram that filled the buffer may have lost
+            // its tail: as good as lost, so report it like an overflow (the
+            // caller resyncs) and make room for the next one.
+            Ok(false) => {
+                let need = self.rx.capacity() * 2;
+                self.rx = Vec::with_capacity(need);
+                Ok(Received::Overflow)
+            }
+            Ok(true) => {
+                let msgs = frame::split(&self.rx)
                     .filter_map(Result::ok)
                     .map(|m| m.bytes.to_vec())
                     .collect();
