@@ -7,9 +7,20 @@
 //! every rebuild). Pool counters are exported per (device, RX queue) and
 //! carry the last values of retired pools, so they stay monotonic across the
 //! pool rebuilds that every ring change causes.
+//!
+//! The per-queue families (the eleven pool counters, pools, inflight pages
+//! and bytes, the three ratios: 17 series per queue, ~35k at 2048 queues)
+//! are kept in one map of plain values and written by [`Metrics::encode`]
+//! itself, in exactly prometheus-client's OpenMetrics text form, ahead of
+//! the registry's other families (where prometheus-client would have put
+//! them: they are the first registered). As `Family`s they cost a hashed
+//! label-set lookup per series per tick and a generic per-series encode per
+//! scrape, and the label strings were built and compared per queue.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 
 use policy::signals;
 use policy::snapshot::{Device, Pool, PoolStats, Snapshot};
@@ -19,7 +30,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 
 type FGauge = Gauge<f64, AtomicU64>;
 
@@ -28,6 +39,8 @@ pub struct DevLabels {
     pub device: String,
 }
 
+/// The label set of the per-queue series (written by [`Metrics::encode`]
+/// from [`QueueKey`]s; kept as the documented shape of those labels).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct QueueLabels {
     pub device: String,
@@ -194,46 +207,164 @@ const POOL_COUNTERS: &[(&str, &str, Option<&str>, &str)] = &[
     ),
 ];
 
-fn field(s: &PoolStats, name: &str) -> u64 {
-    match name {
-        "alloc_fast" => s.alloc_fast,
-        "alloc_slow" => s.alloc_slow,
-        "alloc_slow_high_order" => s.alloc_slow_high_order,
-        "alloc_empty" => s.alloc_empty,
-        "alloc_refill" => s.alloc_refill,
-        "alloc_waive" => s.alloc_waive,
-        "recycle_cached" => s.recycle_cached,
-        "recycle_cache_full" => s.recycle_cache_full,
-        "recycle_ring" => s.recycle_ring,
-        "recycle_ring_full" => s.recycle_ring_full,
-        _ => s.recycle_released_refcnt,
+/// The pool counters of `s` in [`POOL_COUNTERS`] order.
+fn counter_values(s: &PoolStats) -> [u64; POOL_COUNTERS.len()] {
+    [
+        s.alloc_fast,
+        s.alloc_slow,
+        s.alloc_slow_high_order,
+        s.alloc_empty,
+        s.alloc_refill,
+        s.alloc_waive,
+        s.recycle_cached,
+        s.recycle_cache_full,
+        s.recycle_ring,
+        s.recycle_ring_full,
+        s.recycle_released_refcnt,
+    ]
+}
+
+/// The per-queue gauges after the counters: (name, unit, help).
+const QUEUE_GAUGES: [(&str, Option<&str>, &str); 3] = [
+    ("pptune_pools", None, "Live page pools serving the queue"),
+    (
+        "pptune_pool_inflight",
+        Some("pages"),
+        "Pages out of the queue's pools (held by the NIC, the stack, or the pools' own ring and cache)",
+    ),
+    (
+        "pptune_pool_inflight",
+        Some("bytes"),
+        "Memory of the queue's inflight pages",
+    ),
+];
+
+/// The per-queue ratio gauges (unit `ratio`), last: (name, help).
+const QUEUE_RATIOS: [(&str, &str); 3] = [
+    (
+        "pptune_queue_recycling",
+        "ynltool's recycling figure as a ratio, over the last sampling interval",
+    ),
+    (
+        "pptune_queue_recycle_miss",
+        "ring_full / (recycle_cached + recycle_ring + ring_full) over the last interval: the pool ring was too small",
+    ),
+    (
+        "pptune_queue_slow_refill",
+        "alloc_slow / (alloc_slow + alloc_refill) (alloc_empty for memory providers) over the last interval",
+    ),
+];
+
+/// A queue's `queue` label: the RX queue id, or `unmapped` for the pools
+/// that map to no queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum QueueKey {
+    Id(u32),
+    Unmapped,
+}
+
+/// One (device, queue): its exported series and what is carried for it.
+#[derive(Debug)]
+struct QueueSeries {
+    /// `{device="…",queue="…"}`, escaped as prometheus-client escapes.
+    labels: String,
+    /// The series exist (the queue was in the last snapshot).
+    exported: bool,
+    /// Tick of the last snapshot that had the queue.
+    seen: u64,
+    /// pools, inflight pages, inflight bytes.
+    gauges: [i64; 3],
+    /// The pool counters, once the queue had stats.
+    counters: Option<[u64; POOL_COUNTERS.len()]>,
+    /// recycling, recycle miss, slow refill: once computed.
+    ratios: [Option<f64>; 3],
+    /// Sum of retired pools' last stats.
+    retired: PoolStats,
+    /// Previous total, for the ratios over one interval.
+    last_total: Option<PoolStats>,
+}
+
+impl QueueSeries {
+    fn new(device: &str, queue: QueueKey) -> Self {
+        let mut labels = String::with_capacity(device.len() + 24);
+        labels.push_str("{device=\"");
+        push_label_value(&mut labels, device);
+        labels.push_str("\",queue=\"");
+        match queue {
+            QueueKey::Id(id) => {
+                let _ = write!(labels, "{id}");
+            }
+            QueueKey::Unmapped => labels.push_str("unmapped"),
+        }
+        labels.push_str("\"}");
+        Self {
+            labels,
+            exported: false,
+            seen: 0,
+            gauges: [0; 3],
+            counters: None,
+            ratios: [None; 3],
+            retired: PoolStats::default(),
+            last_total: None,
+        }
+    }
+
+    /// The queue vanished: drop its series and interval (the retired
+    /// total stays, so a queue that comes back resumes from it).
+    fn forget(&mut self) {
+        self.exported = false;
+        self.counters = None;
+        self.ratios = [None; 3];
+        self.last_total = None;
     }
 }
 
-/// Per (device, queue) carry of retired pools' last counters.
+/// A label value as prometheus-client's text encoder writes it.
+fn push_label_value(out: &mut String, v: &str) {
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct DevSeries {
+    name: Arc<str>,
+    /// Tick of the last snapshot that had the device.
+    seen: u64,
+    queues: BTreeMap<QueueKey, QueueSeries>,
+}
+
+/// A live pool's last stats and where they were counted.
+#[derive(Debug)]
+struct PoolCarry {
+    device: Arc<str>,
+    queue: QueueKey,
+    stats: PoolStats,
+    seen: u64,
+}
+
+/// The per-queue series and the carry of retired pools' last counters.
 #[derive(Debug, Default)]
 struct Carry {
-    /// Last stats seen per live pool id, with its (device, queue).
-    pools: BTreeMap<u64, (QueueLabels, PoolStats)>,
-    /// Sum of retired pools' last stats per (device, queue).
-    retired: BTreeMap<QueueLabels, PoolStats>,
-    /// Previous per-queue totals, for the derived ratios over one interval.
-    last_totals: BTreeMap<QueueLabels, PoolStats>,
-    /// Queue label sets exported last time, to drop those that vanished.
-    queues: BTreeSet<QueueLabels>,
+    /// Incremented per snapshot; `seen` stamps compare against it.
+    tick: u64,
+    devices: BTreeMap<Arc<str>, DevSeries>,
+    /// Last stats seen per live pool id.
+    pools: HashMap<u64, PoolCarry>,
+    /// Scratch (reused): the device's RX queues by (queue, position).
+    order: Vec<(QueueKey, usize)>,
 }
 
 /// The registry and every family.
 #[derive(Debug)]
 pub struct Metrics {
+    /// Every family but the per-queue ones (see the module docs).
     registry: Registry,
-    pool_counters: Vec<(&'static str, Family<QueueLabels, Counter>)>,
-    pub pools: Family<QueueLabels, Gauge>,
-    pub inflight_pages: Family<QueueLabels, Gauge>,
-    pub inflight_bytes: Family<QueueLabels, Gauge>,
-    pub recycling_ratio: Family<QueueLabels, FGauge>,
-    pub recycle_miss_ratio: Family<QueueLabels, FGauge>,
-    pub slow_refill_ratio: Family<QueueLabels, FGauge>,
     pub ring: Family<RingLabels, Gauge>,
     pub ring_max: Family<RingLabels, Gauge>,
     pub channels: Family<ChannelLabels, Gauge>,
@@ -259,6 +390,8 @@ pub struct Metrics {
     pub sample_duration: FGauge,
     pub resyncs: Family<KindLabels, Counter>,
     carry: Mutex<Carry>,
+    /// Length of the last exposition, to size the next one in one go.
+    last_len: AtomicUsize,
 }
 
 /// Every family name as it appears in the exposition (counters with
@@ -318,18 +451,9 @@ impl Metrics {
     #[must_use]
     #[allow(clippy::too_many_lines)]
     pub fn new() -> Self {
+        // The per-queue families are not registered: `encode` writes them
+        // (first, where their registration used to put them).
         let mut r = Registry::default();
-        let mut pool_counters = Vec::new();
-        for (f, name, unit, help) in POOL_COUNTERS {
-            let fam = Family::<QueueLabels, Counter>::default();
-            match unit {
-                Some(u) => {
-                    r.register_with_unit(*name, *help, Unit::Other((*u).into()), fam.clone());
-                }
-                None => r.register(*name, *help, fam.clone()),
-            }
-            pool_counters.push((*f, fam));
-        }
         macro_rules! reg {
             ($name:expr, $help:expr, $m:expr) => {{
                 let m = $m;
@@ -345,41 +469,6 @@ impl Metrics {
         let pages = || Unit::Other("pages".into());
         let entries = || Unit::Other("entries".into());
         let m = Self {
-            pools: reg!(
-                "pptune_pools",
-                "Live page pools serving the queue",
-                Family::default()
-            ),
-            inflight_pages: reg!(
-                "pptune_pool_inflight",
-                "Pages out of the queue's pools (held by the NIC, the stack, or the pools' own ring and cache)",
-                pages(),
-                Family::default()
-            ),
-            inflight_bytes: reg!(
-                "pptune_pool_inflight",
-                "Memory of the queue's inflight pages",
-                Unit::Bytes,
-                Family::default()
-            ),
-            recycling_ratio: reg!(
-                "pptune_queue_recycling",
-                "ynltool's recycling figure as a ratio, over the last sampling interval",
-                Unit::Other("ratio".into()),
-                Family::default()
-            ),
-            recycle_miss_ratio: reg!(
-                "pptune_queue_recycle_miss",
-                "ring_full / (recycle_cached + recycle_ring + ring_full) over the last interval: the pool ring was too small",
-                Unit::Other("ratio".into()),
-                Family::default()
-            ),
-            slow_refill_ratio: reg!(
-                "pptune_queue_slow_refill",
-                "alloc_slow / (alloc_slow + alloc_refill) (alloc_empty for memory providers) over the last interval",
-                Unit::Other("ratio".into()),
-                Family::default()
-            ),
             ring: reg!(
                 "pptune_ring",
                 "Current ring size",
@@ -493,8 +582,8 @@ impl Metrics {
                 "Full resyncs after lost notifications, by source",
                 Family::default()
             ),
-            pool_counters,
             carry: Mutex::new(Carry::default()),
+            last_len: AtomicUsize::new(0),
             registry: Registry::default(),
         };
         r.register(
@@ -520,10 +609,70 @@ impl Metrics {
     }
 
     /// The OpenMetrics text exposition.
+    ///
+    /// Sized from the last one, so a steady exposition is one allocation
+    /// rather than a string doubled a dozen times.
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
-        let mut s = String::new();
+        let hint = self.last_len.load(Ordering::Relaxed);
+        let mut s = String::with_capacity(hint + hint / 16 + 1024);
+        self.encode_queues(&mut s)?;
         prometheus_client::encoding::text::encode(&mut s, &self.registry)?;
+        self.last_len.store(s.len(), Ordering::Relaxed);
         Ok(s)
+    }
+
+    /// The per-queue families, as prometheus-client would write them had
+    /// they been registered `Family<QueueLabels, _>`s: a family without
+    /// series is left out; series in (device, queue) order.
+    fn encode_queues(&self, out: &mut String) -> std::fmt::Result {
+        let Ok(carry) = self.carry.lock() else {
+            return Ok(());
+        };
+        let queues = || {
+            carry
+                .devices
+                .values()
+                .flat_map(|d| d.queues.values())
+                .filter(|q| q.exported)
+        };
+        let mut num = itoa_buf();
+        if queues().any(|q| q.counters.is_some()) {
+            for (i, (_, name, unit, help)) in POOL_COUNTERS.iter().enumerate() {
+                descriptor(out, name, *unit, help, "counter");
+                for q in queues() {
+                    if let Some(c) = &q.counters {
+                        series(out, name, *unit, "_total", &q.labels);
+                        out.push_str(num.format(c[i]));
+                        out.push('\n');
+                    }
+                }
+            }
+        }
+        if queues().next().is_some() {
+            for (i, (name, unit, help)) in QUEUE_GAUGES.iter().enumerate() {
+                descriptor(out, name, *unit, help, "gauge");
+                for q in queues() {
+                    series(out, name, *unit, "", &q.labels);
+                    out.push_str(num.format(q.gauges[i]));
+                    out.push('\n');
+                }
+            }
+        }
+        let mut float = dtoa::Buffer::new();
+        for (i, (name, help)) in QUEUE_RATIOS.iter().enumerate() {
+            if !queues().any(|q| q.ratios[i].is_some()) {
+                continue;
+            }
+            descriptor(out, name, Some("ratio"), help, "gauge");
+            for q in queues() {
+                if let Some(v) = q.ratios[i] {
+                    series(out, name, Some("ratio"), "", &q.labels);
+                    out.push_str(float.format(v));
+                    out.push('\n');
+                }
+            }
+        }
+        Ok(())
     }
 
     pub fn error(&self, kind: &str) {
@@ -560,151 +709,53 @@ impl Metrics {
             .iter()
             .filter_map(|p| p.inflight)
             .sum::<u64>()));
-        let Ok(mut carry) = self.carry.lock() else {
+        let Ok(mut guard) = self.carry.lock() else {
             return;
         };
-        let mut seen_pools = BTreeSet::new();
-        let mut seen_queues = BTreeSet::new();
+        let carry = &mut *guard;
+        carry.tick += 1;
+        let tick = carry.tick;
         for dev in &snap.devices {
             self.observe_rings_channels(dev);
-            let mut by_queue: BTreeMap<String, Vec<&Pool>> = BTreeMap::new();
-            for q in &dev.rx_queues {
-                by_queue
-                    .entry(q.id.to_string())
-                    .or_default()
-                    .extend(q.pools.iter());
-            }
-            if !dev.unmapped_pools.is_empty() {
-                by_queue
-                    .entry("unmapped".to_owned())
-                    .or_default()
-                    .extend(dev.unmapped_pools.iter());
-            }
-            for (queue, pools) in by_queue {
-                // Built once per queue and moved into the seen set: the
-                // label strings are not cloned again per series or per pool.
-                let labels = QueueLabels {
-                    device: dev.name.clone(),
-                    queue,
-                };
-                self.observe_queue(&mut carry, &labels, &pools, &mut seen_pools);
-                seen_queues.insert(labels);
-            }
+            carry.observe_device(dev, tick);
         }
+        let Carry { devices, pools, .. } = carry;
         // Pools not seen any more retire: their last values are carried.
-        let retired: Vec<u64> = carry
-            .pools
-            .keys()
-            .filter(|id| !seen_pools.contains(*id))
-            .copied()
-            .collect();
-        for id in retired {
-            if let Some((l, s)) = carry.pools.remove(&id) {
-                let e = carry.retired.entry(l).or_default();
-                *e = e.add(&s);
+        pools.retain(|_, p| {
+            if p.seen == tick {
+                return true;
             }
-        }
-        // Queues (or whole devices) that vanished: drop their series, so
-        // churning virtual devices do not leak series. A queue that comes
-        // back resumes from its carried total.
-        let gone: Vec<QueueLabels> = carry.queues.difference(&seen_queues).cloned().collect();
-        for l in gone {
-            self.forget_queue(&l);
-            carry.last_totals.remove(&l);
-        }
-        let devices: BTreeSet<&str> = snap.devices.iter().map(|d| d.name.as_str()).collect();
-        let gone_devices: BTreeSet<String> = carry
-            .queues
-            .iter()
-            .map(|l| l.device.clone())
-            .filter(|d| !devices.contains(d.as_str()))
-            .collect();
-        for d in &gone_devices {
-            self.forget_device(d);
-        }
-        carry
-            .retired
-            .retain(|l, _| !gone_devices.contains(&l.device));
-        carry.queues = seen_queues;
-    }
-
-    fn forget_queue(&self, l: &QueueLabels) {
-        self.pools.remove(l);
-        self.inflight_pages.remove(l);
-        self.inflight_bytes.remove(l);
-        self.recycling_ratio.remove(l);
-        self.recycle_miss_ratio.remove(l);
-        self.slow_refill_ratio.remove(l);
-        for (_, fam) in &self.pool_counters {
-            fam.remove(l);
-        }
-    }
-
-    fn observe_queue(
-        &self,
-        carry: &mut Carry,
-        labels: &QueueLabels,
-        pools: &[&Pool],
-        seen: &mut BTreeSet<u64>,
-    ) {
-        let mut live = PoolStats::default();
-        let mut has_stats = false;
-        let provider = pools.iter().any(|p| p.provider.is_some());
-        for p in pools {
-            seen.insert(p.id);
-            if let Some(s) = p.stats {
-                has_stats = true;
-                live = live.add(&s);
-                match carry.pools.get_mut(&p.id) {
-                    // Same pool, same queue: update in place, no label copy.
-                    Some((l, last)) if l == labels => *last = s,
-                    _ => {
-                        carry.pools.insert(p.id, (labels.clone(), s));
-                    }
+            let d = devices
+                .entry(Arc::clone(&p.device))
+                .or_insert_with(|| DevSeries {
+                    name: Arc::clone(&p.device),
+                    seen: 0,
+                    queues: BTreeMap::new(),
+                });
+            let q = d
+                .queues
+                .entry(p.queue)
+                .or_insert_with(|| QueueSeries::new(&p.device, p.queue));
+            q.retired = q.retired.add(&p.stats);
+            false
+        });
+        // Devices that vanished (had series last time, not in this
+        // snapshot): drop their ring/channel/mode series and carried totals.
+        // Queues that vanished: drop their series, so churning virtual
+        // devices do not leak series; a queue that comes back resumes from
+        // its carried total.
+        devices.retain(|name, d| {
+            let gone = d.seen != tick && d.queues.values().any(|q| q.exported);
+            for q in d.queues.values_mut() {
+                if q.exported && q.seen != tick {
+                    q.forget();
                 }
             }
-        }
-        self.pools
-            .get_or_create(labels)
-            .set(i64::try_from(pools.len()).unwrap_or(i64::MAX));
-        self.inflight_pages
-            .get_or_create(labels)
-            .set(sat(pools.iter().filter_map(|p| p.inflight).sum()));
-        self.inflight_bytes
-            .get_or_create(labels)
-            .set(sat(pools.iter().filter_map(|p| p.inflight_mem).sum()));
-        if !has_stats {
-            return;
-        }
-        let total = carry.retired.get(labels).map_or(live, |r| r.add(&live));
-        for (f, fam) in &self.pool_counters {
-            let c = fam.get_or_create(labels);
-            let want = field(&total, f);
-            let have = c.get();
-            if want > have {
-                c.inc_by(want - have);
+            if gone {
+                self.forget_device(name);
             }
-        }
-        let prev = match carry.last_totals.get_mut(labels) {
-            Some(last) => Some(std::mem::replace(last, total)),
-            None => {
-                carry.last_totals.insert(labels.clone(), total);
-                None
-            }
-        };
-        if let Some(prev) = prev
-            && let Some(d) = total.delta(&prev)
-        {
-            if let Some(v) = signals::recycling_pct(&d) {
-                self.recycling_ratio.get_or_create(labels).set(v / 100.0);
-            }
-            if let Some(v) = signals::recycle_miss_share(&d) {
-                self.recycle_miss_ratio.get_or_create(labels).set(v);
-            }
-            if let Some(v) = signals::slow_refill_share(&d, provider) {
-                self.slow_refill_ratio.get_or_create(labels).set(v);
-            }
-        }
+            !gone
+        });
     }
 
     fn observe_rings_channels(&self, dev: &Device) {
@@ -807,6 +858,581 @@ impl Metrics {
     }
 }
 
+impl Carry {
+    /// One device's queues: the RX queues (pools merged per queue id),
+    /// then the pools that map to no queue.
+    fn observe_device(&mut self, dev: &Device, tick: u64) {
+        let Self {
+            devices,
+            pools,
+            order,
+            ..
+        } = self;
+        let name = dev.name.as_str();
+        if !devices.contains_key(name) {
+            let name: Arc<str> = Arc::from(name);
+            devices.insert(
+                Arc::clone(&name),
+                DevSeries {
+                    name,
+                    seen: 0,
+                    queues: BTreeMap::new(),
+                },
+            );
+        }
+        let Some(d) = devices.get_mut(name) else {
+            return;
+        };
+        d.seen = tick;
+        order.clear();
+        order.extend(
+            dev.rx_queues
+                .iter()
+                .enumerate()
+                .map(|(at, q)| (QueueKey::Id(q.id), at)),
+        );
+        order.sort_unstable();
+        let mut rest = order.as_slice();
+        while let Some(&(key, _)) = rest.first() {
+            let n = rest.iter().take_while(|(k, _)| *k == key).count();
+            let (same, next) = rest.split_at(n);
+            rest = next;
+            let queue_pools = same
+                .iter()
+                .filter_map(|(_, at)| dev.rx_queues.get(*at))
+                .flat_map(|q| q.pools.iter());
+            observe_queue(d, pools, key, queue_pools, tick);
+        }
+        if !dev.unmapped_pools.is_empty() {
+            observe_queue(
+                d,
+                pools,
+                QueueKey::Unmapped,
+                dev.unmapped_pools.iter(),
+                tick,
+            );
+        }
+    }
+}
+
+/// One queue's pools (every pool it serves this tick).
+fn observe_queue<'a>(
+    d: &mut DevSeries,
+    carried: &mut HashMap<u64, PoolCarry>,
+    key: QueueKey,
+    queue_pools: impl Iterator<Item = &'a Pool>,
+    tick: u64,
+) {
+    let q = d
+        .queues
+        .entry(key)
+        .or_insert_with(|| QueueSeries::new(&d.name, key));
+    q.exported = true;
+    q.seen = tick;
+    let mut live = PoolStats::default();
+    let mut has_stats = false;
+    let mut provider = false;
+    let (mut n, mut inflight, mut inflight_mem) = (0usize, 0u64, 0u64);
+    for p in queue_pools {
+        n += 1;
+        provider |= p.provider.is_some();
+        inflight = inflight.wrapping_add(p.inflight.unwrap_or(0));
+        inflight_mem = inflight_mem.wrapping_add(p.inflight_mem.unwrap_or(0));
+        let c = carried.get_mut(&p.id);
+        match (p.stats, c) {
+            // Same pool, same queue: update in place.
+            (Some(s), Some(c)) if c.queue == key && *c.device == *d.name => {
+                c.stats = s;
+                c.seen = tick;
+            }
+            (Some(s), _) => {
+                carried.insert(
+                    p.id,
+                    PoolCarry {
+                        device: Arc::clone(&d.name),
+                        queue: key,
+                        stats: s,
+                        seen: tick,
+                    },
+                );
+            }
+            // Seen without stats: it keeps its last ones.
+            (None, Some(c)) => c.seen = tick,
+            (None, None) => {}
+        }
+        if let Some(s) = p.stats {
+            has_stats = true;
+            live = live.add(&s);
+        }
+    }
+    q.gauges = [
+        i64::try_from(n).unwrap_or(i64::MAX),
+        sat(inflight),
+        sat(inflight_mem),
+    ];
+    if !has_stats {
+        return;
+    }
+    let total = q.retired.add(&live);
+    let want = counter_values(&total);
+    let have = q.counters.get_or_insert([0; POOL_COUNTERS.len()]);
+    for (h, w) in have.iter_mut().zip(want) {
+        // Counters only go up: a pool that reset is carried, not subtracted.
+        *h = (*h).max(w);
+    }
+    if let Some(prev) = q.last_total.replace(total)
+        && let Some(delta) = total.delta(&prev)
+    {
+        if let Some(v) = signals::recycling_pct(&delta) {
+            q.ratios[0] = Some(v / 100.0);
+        }
+        if let Some(v) = signals::recycle_miss_share(&delta) {
+            q.ratios[1] = Some(v);
+        }
+        if let Some(v) = signals::slow_refill_share(&delta, provider) {
+            q.ratios[2] = Some(v);
+        }
+    }
+}
+
+fn itoa_buf() -> itoa::Buffer {
+    itoa::Buffer::new()
+}
+
+/// `# HELP`, `# TYPE` and `# UNIT` of a family, as prometheus-client
+/// writes them (the unit is appended to the name).
+fn descriptor(out: &mut String, name: &str, unit: Option<&str>, help: &str, kind: &str) {
+    let full = |out: &mut String| {
+        out.push_str(name);
+        if let Some(u) = unit {
+            out.push('_');
+            out.push_str(u);
+        }
+    };
+    out.push_str("# HELP ");
+    full(out);
+    out.push(' ');
+    out.push_str(help);
+    // prometheus-client's `Registry::register` ends every help with a period.
+    out.push_str(".\n# TYPE ");
+    full(out);
+    out.push(' ');
+    out.push_str(kind);
+    out.push('\n');
+    if let Some(u) = unit {
+        out.push_str("# UNIT ");
+        full(out);
+        out.push(' ');
+        out.push_str(u);
+        out.push('\n');
+    }
+}
+
+/// A sample's name and labels, up to the space before its value.
+fn series(out: &mut String, name: &str, unit: Option<&str>, suffix: &str, labels: &str) {
+    out.push_str(name);
+    if let Some(u) = unit {
+        out.push('_');
+        out.push_str(u);
+    }
+    out.push_str(suffix);
+    out.push_str(labels);
+    out.push(' ');
+}
+
 fn sat(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use policy::snapshot::RxQueue;
+    use std::collections::BTreeSet;
+
+    /// The per-queue families as prometheus-client `Family`s, kept by the
+    /// algorithm `observe_snapshot` used before `encode` wrote them by
+    /// hand: the reference the hand-written exposition must equal.
+    struct Reference {
+        registry: Registry,
+        counters: Vec<Family<QueueLabels, Counter>>,
+        gauges: Vec<Family<QueueLabels, Gauge>>,
+        ratios: Vec<Family<QueueLabels, FGauge>>,
+        pools: BTreeMap<u64, (QueueLabels, PoolStats)>,
+        retired: BTreeMap<QueueLabels, PoolStats>,
+        last_totals: BTreeMap<QueueLabels, PoolStats>,
+        queues: BTreeSet<QueueLabels>,
+    }
+
+    impl Reference {
+        fn new() -> Self {
+            let mut r = Registry::default();
+            let mut counters = Vec::new();
+            for (_, name, unit, help) in POOL_COUNTERS {
+                let f = Family::<QueueLabels, Counter>::default();
+                match unit {
+                    Some(u) => {
+                        r.register_with_unit(*name, *help, Unit::Other((*u).into()), f.clone())
+                    }
+                    None => r.register(*name, *help, f.clone()),
+                }
+                counters.push(f);
+            }
+            let mut gauges = Vec::new();
+            for (name, unit, help) in QUEUE_GAUGES {
+                let f = Family::<QueueLabels, Gauge>::default();
+                match unit {
+                    Some(u) => r.register_with_unit(name, help, Unit::Other(u.into()), f.clone()),
+                    None => r.register(name, help, f.clone()),
+                }
+                gauges.push(f);
+            }
+            let mut ratios = Vec::new();
+            for (name, help) in QUEUE_RATIOS {
+                let f = Family::<QueueLabels, FGauge>::default();
+                r.register_with_unit(name, help, Unit::Other("ratio".into()), f.clone());
+                ratios.push(f);
+            }
+            Self {
+                registry: r,
+                counters,
+                gauges,
+                ratios,
+                pools: BTreeMap::new(),
+                retired: BTreeMap::new(),
+                last_totals: BTreeMap::new(),
+                queues: BTreeSet::new(),
+            }
+        }
+
+        fn encode(&self) -> String {
+            let mut s = String::new();
+            prometheus_client::encoding::text::encode(&mut s, &self.registry).unwrap();
+            s
+        }
+
+        fn observe_snapshot(&mut self, snap: &Snapshot) {
+            let mut seen_pools = BTreeSet::new();
+            let mut seen_queues = BTreeSet::new();
+            for dev in &snap.devices {
+                let mut by_queue: BTreeMap<String, Vec<&Pool>> = BTreeMap::new();
+                for q in &dev.rx_queues {
+                    by_queue
+                        .entry(q.id.to_string())
+                        .or_default()
+                        .extend(q.pools.iter());
+                }
+                if !dev.unmapped_pools.is_empty() {
+                    by_queue
+                        .entry("unmapped".to_owned())
+                        .or_default()
+                        .extend(dev.unmapped_pools.iter());
+                }
+                for (queue, pools) in by_queue {
+                    let labels = QueueLabels {
+                        device: dev.name.clone(),
+                        queue,
+                    };
+                    self.observe_queue(&labels, &pools, &mut seen_pools);
+                    seen_queues.insert(labels);
+                }
+            }
+            let retired: Vec<u64> = self
+                .pools
+                .keys()
+                .filter(|id| !seen_pools.contains(*id))
+                .copied()
+                .collect();
+            for id in retired {
+                if let Some((l, s)) = self.pools.remove(&id) {
+                    let e = self.retired.entry(l).or_default();
+                    *e = e.add(&s);
+                }
+            }
+            let gone: Vec<QueueLabels> = self.queues.difference(&seen_queues).cloned().collect();
+            for l in gone {
+                for f in &self.counters {
+                    f.remove(&l);
+                }
+                for f in &self.gauges {
+                    f.remove(&l);
+                }
+                for f in &self.ratios {
+                    f.remove(&l);
+                }
+                self.last_totals.remove(&l);
+            }
+            let devices: BTreeSet<&str> = snap.devices.iter().map(|d| d.name.as_str()).collect();
+            let gone_devices: BTreeSet<String> = self
+                .queues
+                .iter()
+                .map(|l| l.device.clone())
+                .filter(|d| !devices.contains(d.as_str()))
+                .collect();
+            self.retired
+                .retain(|l, _| !gone_devices.contains(&l.device));
+            self.queues = seen_queues;
+        }
+
+        fn observe_queue(
+            &mut self,
+            labels: &QueueLabels,
+            pools: &[&Pool],
+            seen: &mut BTreeSet<u64>,
+        ) {
+            let mut live = PoolStats::default();
+            let mut has_stats = false;
+            let provider = pools.iter().any(|p| p.provider.is_some());
+            for p in pools {
+                seen.insert(p.id);
+                if let Some(s) = p.stats {
+                    has_stats = true;
+                    live = live.add(&s);
+                    self.pools.insert(p.id, (labels.clone(), s));
+                }
+            }
+            self.gauges[0]
+                .get_or_create(labels)
+                .set(i64::try_from(pools.len()).unwrap());
+            self.gauges[1]
+                .get_or_create(labels)
+                .set(sat(pools.iter().filter_map(|p| p.inflight).sum()));
+            self.gauges[2]
+                .get_or_create(labels)
+                .set(sat(pools.iter().filter_map(|p| p.inflight_mem).sum()));
+            if !has_stats {
+                return;
+            }
+            let total = self.retired.get(labels).map_or(live, |r| r.add(&live));
+            for (f, want) in self.counters.iter().zip(counter_values(&total)) {
+                let c = f.get_or_create(labels);
+                let have = c.get();
+                if want > have {
+                    c.inc_by(want - have);
+                }
+            }
+            let prev = self.last_totals.insert(labels.clone(), total);
+            if let Some(prev) = prev
+                && let Some(d) = total.delta(&prev)
+            {
+                if let Some(v) = signals::recycling_pct(&d) {
+                    self.ratios[0].get_or_create(labels).set(v / 100.0);
+                }
+                if let Some(v) = signals::recycle_miss_share(&d) {
+                    self.ratios[1].get_or_create(labels).set(v);
+                }
+                if let Some(v) = signals::slow_refill_share(&d, provider) {
+                    self.ratios[2].get_or_create(labels).set(v);
+                }
+            }
+        }
+    }
+
+    /// Families of an exposition in order: the descriptor lines as they
+    /// are, the samples sorted (prometheus-client writes a family's series
+    /// in hash-map order).
+    fn families(text: &str) -> Vec<(String, Vec<String>, Vec<String>)> {
+        let mut out: Vec<(String, Vec<String>, Vec<String>)> = Vec::new();
+        for line in text.lines().filter(|l| *l != "# EOF") {
+            if let Some(rest) = line.strip_prefix("# HELP ") {
+                let name = rest.split(' ').next().unwrap().to_owned();
+                out.push((name, vec![line.to_owned()], Vec::new()));
+            } else if line.starts_with("# ") {
+                out.last_mut().unwrap().1.push(line.to_owned());
+            } else {
+                out.last_mut().unwrap().2.push(line.to_owned());
+            }
+        }
+        for f in &mut out {
+            f.2.sort();
+        }
+        out
+    }
+
+    fn stats(k: u64) -> PoolStats {
+        PoolStats {
+            alloc_fast: 1000 * k,
+            alloc_slow: 10 * k,
+            alloc_slow_high_order: k,
+            alloc_empty: 3 * k,
+            alloc_refill: 50 * k,
+            alloc_waive: k / 2,
+            recycle_cached: 800 * k,
+            recycle_cache_full: k,
+            recycle_ring: 100 * k,
+            recycle_ring_full: 5 * k,
+            recycle_released_refcnt: 7 * k,
+        }
+    }
+
+    fn pool(id: u64, s: Option<PoolStats>) -> Pool {
+        Pool {
+            id,
+            inflight: Some(id * 10),
+            inflight_mem: id.is_multiple_of(2).then_some(id * 40960),
+            stats: s,
+            ..Pool::default()
+        }
+    }
+
+    fn queue(id: u32, pools: Vec<Pool>) -> RxQueue {
+        RxQueue {
+            id,
+            pools,
+            ..RxQueue::default()
+        }
+    }
+
+    fn device(name: &str, rx_queues: Vec<RxQueue>, unmapped: Vec<Pool>) -> Device {
+        Device {
+            ifindex: 2,
+            name: name.to_owned(),
+            rx_queues,
+            unmapped_pools: unmapped,
+            ..Device::default()
+        }
+    }
+
+    /// The hand-written per-queue families equal prometheus-client's
+    /// `Family` encoding of the old update algorithm, tick after tick:
+    /// pool rebuilds (carry), a pool without stats, duplicate queue ids,
+    /// unmapped pools, a queue and a device that vanish and come back, a
+    /// pool that moves queue, a counter reset, a ratio that dtoa writes
+    /// as `0.00001`, and a device name that needs escaping.
+    #[test]
+    fn queue_families_match_prometheus_client_encoding() {
+        let weird = "we\"ird\\x\ny";
+        let tiny = PoolStats {
+            recycle_ring: 99_999,
+            recycle_ring_full: 1,
+            ..stats(90)
+        };
+        let tiny2 = PoolStats {
+            recycle_ring: tiny.recycle_ring + 99_999,
+            recycle_ring_full: tiny.recycle_ring_full + 1,
+            alloc_slow: tiny.alloc_slow + 1,
+            alloc_refill: tiny.alloc_refill + 7,
+            ..tiny
+        };
+        let ticks: Vec<Vec<Device>> = vec![
+            vec![],
+            vec![
+                device(
+                    "eth0",
+                    vec![
+                        queue(0, vec![pool(1, Some(stats(1)))]),
+                        queue(1, vec![pool(2, Some(stats(1)))]),
+                        queue(2, vec![pool(3, None)]),
+                        queue(10, vec![]),
+                    ],
+                    vec![pool(9, Some(stats(1)))],
+                ),
+                device(
+                    weird,
+                    vec![
+                        queue(0, vec![pool(20, Some(stats(1)))]),
+                        queue(0, vec![pool(21, Some(stats(2)))]),
+                    ],
+                    vec![],
+                ),
+            ],
+            vec![
+                device(
+                    "eth0",
+                    vec![
+                        queue(0, vec![pool(1, Some(stats(2)))]),
+                        queue(1, vec![pool(4, Some(stats(0)))]),
+                        queue(2, vec![pool(3, Some(stats(1)))]),
+                        queue(10, vec![]),
+                    ],
+                    vec![],
+                ),
+                device(
+                    weird,
+                    vec![
+                        queue(0, vec![pool(20, Some(stats(3)))]),
+                        queue(0, vec![pool(21, Some(stats(4)))]),
+                    ],
+                    vec![],
+                ),
+            ],
+            vec![device(
+                "eth0",
+                vec![
+                    queue(0, vec![pool(1, Some(stats(3)))]),
+                    queue(1, vec![pool(4, Some(stats(1)))]),
+                ],
+                vec![],
+            )],
+            vec![
+                device(
+                    "eth0",
+                    vec![
+                        queue(0, vec![pool(1, Some(stats(4)))]),
+                        queue(1, vec![pool(4, Some(stats(2)))]),
+                        queue(2, vec![pool(5, Some(stats(1)))]),
+                    ],
+                    vec![pool(9, None)],
+                ),
+                device(
+                    weird,
+                    vec![queue(0, vec![pool(20, Some(stats(1)))])],
+                    vec![],
+                ),
+            ],
+            vec![device(
+                "eth0",
+                vec![
+                    queue(0, vec![pool(4, Some(stats(3))), pool(6, Some(tiny))]),
+                    queue(1, vec![pool(1, Some(stats(1)))]),
+                    queue(2, vec![pool(5, None)]),
+                ],
+                vec![],
+            )],
+            vec![device(
+                "eth0",
+                vec![
+                    queue(0, vec![pool(4, Some(stats(3))), pool(6, Some(tiny2))]),
+                    queue(1, vec![pool(1, Some(stats(2)))]),
+                    queue(2, vec![pool(5, Some(stats(9)))]),
+                ],
+                vec![],
+            )],
+            vec![],
+        ];
+        let m = Metrics::new();
+        let mut r = Reference::new();
+        let mut saw_tiny = false;
+        for (tick, devices) in ticks.into_iter().enumerate() {
+            let snap = Snapshot {
+                devices,
+                ..Snapshot::default()
+            };
+            m.observe_snapshot(&snap);
+            r.observe_snapshot(&snap);
+            let text = m.encode().unwrap();
+            let want = families(&r.encode());
+            let names: BTreeSet<&str> = want.iter().map(|f| f.0.as_str()).collect();
+            let got: Vec<_> = families(&text)
+                .into_iter()
+                .filter(|f| {
+                    f.0.starts_with("pptune_pool")
+                        || f.0.starts_with("pptune_queue")
+                        || names.contains(f.0.as_str())
+                })
+                .collect();
+            assert_eq!(got, want, "tick {tick}:\n{text}");
+            if tick == 2 {
+                // Every per-queue family, ratios included, is compared.
+                assert_eq!(want.len(), 17, "{text}");
+            }
+            // Written first, as registration order put them.
+            if let Some(first) = want.first() {
+                assert!(text.starts_with(&first.1[0]), "tick {tick}");
+            }
+            assert!(text.ends_with("# EOF\n"));
+            saw_tiny |= text.contains("\"} 0.00001\n");
+        }
+        assert!(saw_tiny, "the 1e-5 ratio was never written");
+    }
 }
