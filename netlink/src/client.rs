@@ -105,16 +105,16 @@ impl Client {
     /// kernel since 6.8, and orphaned pools (no ifindex) only show up in an
     /// unfiltered dump. Filter by [`PagePool::ifindex`] here.
     pub async fn page_pools(&self) -> Result<Vec<PagePool>> {
-        let msgs = self
-            .netdev_req(&NetdevMessage::page_pool_get(None), true, "page-pool-get")
-            .await?;
-        Ok(msgs
-            .into_iter()
-            .filter_map(|m| match m.body {
+        self.netdev_req(
+            &NetdevMessage::page_pool_get(None),
+            true,
+            "page-pool-get",
+            |m| match m.body {
                 NetdevBody::PagePool(p) => Some(p),
                 _ => None,
-            })
-            .collect())
+            },
+        )
+        .await
     }
 
     /// page-pool-get do by id; `None` if the kernel does not know it
@@ -125,13 +125,14 @@ impl Client {
                 &NetdevMessage::page_pool_get(Some(id)),
                 false,
                 "page-pool-get",
+                |m| match m.body {
+                    NetdevBody::PagePool(p) => Some(p),
+                    _ => None,
+                },
             )
             .await
         {
-            Ok(msgs) => Ok(msgs.into_iter().find_map(|m| match m.body {
-                NetdevBody::PagePool(p) => Some(p),
-                _ => None,
-            })),
+            Ok(pools) => Ok(pools.into_iter().next()),
             Err(e) if e.errno() == Some(libc::ENOENT) => Ok(None),
             Err(e) => Err(e),
         }
@@ -140,20 +141,16 @@ impl Client {
     /// page-pool-stats-get dump, unfiltered (filter by `info.ifindex`).
     /// Fails with EOPNOTSUPP on kernels without `CONFIG_PAGE_POOL_STATS`.
     pub async fn page_pool_stats(&self) -> Result<Vec<PagePoolStats>> {
-        let msgs = self
-            .netdev_req(
-                &NetdevMessage::page_pool_stats_get(None),
-                true,
-                "page-pool-stats-get",
-            )
-            .await?;
-        Ok(msgs
-            .into_iter()
-            .filter_map(|m| match m.body {
+        self.netdev_req(
+            &NetdevMessage::page_pool_stats_get(None),
+            true,
+            "page-pool-stats-get",
+            |m| match m.body {
                 NetdevBody::PagePoolStats(s) => Some(s),
                 _ => None,
-            })
-            .collect())
+            },
+        )
+        .await
     }
 
     /// page-pool-stats-get do for one pool (no RTNL taken, unlike the
@@ -164,13 +161,14 @@ impl Client {
                 &NetdevMessage::page_pool_stats_get(Some(id)),
                 false,
                 "page-pool-stats-get",
+                |m| match m.body {
+                    NetdevBody::PagePoolStats(s) => Some(s),
+                    _ => None,
+                },
             )
             .await
         {
-            Ok(msgs) => Ok(msgs.into_iter().find_map(|m| match m.body {
-                NetdevBody::PagePoolStats(s) => Some(s),
-                _ => None,
-            })),
+            Ok(stats) => Ok(stats.into_iter().next()),
             Err(e) if e.errno() == Some(libc::ENOENT) => Ok(None),
             Err(e) => Err(e),
         }
@@ -179,37 +177,50 @@ impl Client {
     /// queue-get dump (all devices, or one). Devices that are down are
     /// skipped by the kernel.
     pub async fn queues(&self, ifindex: Option<u32>) -> Result<Vec<Queue>> {
-        let msgs = self
-            .netdev_req(&NetdevMessage::queue_get(ifindex), true, "queue-get")
-            .await?;
-        Ok(msgs
-            .into_iter()
-            .filter_map(|m| match m.body {
-                NetdevBody::Queue(q) => Some(q),
+        self.queues_where(ifindex, |_| true).await
+    }
+
+    /// [`Client::queues`], keeping only the queues `keep` accepts (every
+    /// reply is still decoded; the others are dropped as they are, so a
+    /// caller that wants a few never holds them all).
+    pub async fn queues_where(
+        &self,
+        ifindex: Option<u32>,
+        mut keep: impl FnMut(&Queue) -> bool,
+    ) -> Result<Vec<Queue>> {
+        self.netdev_req(
+            &NetdevMessage::queue_get(ifindex),
+            true,
+            "queue-get",
+            |m| match m.body {
+                NetdevBody::Queue(q) if keep(&q) => Some(q),
                 _ => None,
-            })
-            .collect())
+            },
+        )
+        .await
     }
 
     /// napi-get dump (all devices, or one).
     pub async fn napis(&self, ifindex: Option<u32>) -> Result<Vec<Napi>> {
-        let msgs = self
-            .netdev_req(&NetdevMessage::napi_get(ifindex, None), true, "napi-get")
-            .await?;
-        Ok(msgs
-            .into_iter()
-            .filter_map(|m| match m.body {
+        self.netdev_req(
+            &NetdevMessage::napi_get(ifindex, None),
+            true,
+            "napi-get",
+            |m| match m.body {
                 NetdevBody::Napi(n) => Some(n),
                 _ => None,
-            })
-            .collect())
+            },
+        )
+        .await
     }
 
     /// napi-set (CAP_NET_ADMIN).
     pub async fn napi_set(&self, napi: Napi) -> Result<()> {
-        self.netdev_req(&NetdevMessage::napi_set(napi), false, "napi-set")
-            .await
-            .map(drop)
+        self.netdev_req(&NetdevMessage::napi_set(napi), false, "napi-set", |_| {
+            None::<()>
+        })
+        .await
+        .map(drop)
     }
 
     /// qstats-get dump: `scope` 0 = per-device totals,
@@ -217,20 +228,26 @@ impl Client {
     /// `stat_ops` in the filter gives EOPNOTSUPP; an unfiltered dump just
     /// leaves it out.
     pub async fn qstats(&self, ifindex: Option<u32>, scope: u64) -> Result<Vec<Qstats>> {
-        let msgs = self
-            .netdev_req(
-                &NetdevMessage::qstats_get(ifindex, scope),
-                true,
-                "qstats-get",
-            )
-            .await?;
-        Ok(msgs
-            .into_iter()
-            .filter_map(|m| match m.body {
-                NetdevBody::Qstats(q) => Some(q),
+        self.qstats_where(ifindex, scope, |_| true).await
+    }
+
+    /// [`Client::qstats`], keeping only the entries `keep` accepts.
+    pub async fn qstats_where(
+        &self,
+        ifindex: Option<u32>,
+        scope: u64,
+        mut keep: impl FnMut(&Qstats) -> bool,
+    ) -> Result<Vec<Qstats>> {
+        self.netdev_req(
+            &NetdevMessage::qstats_get(ifindex, scope),
+            true,
+            "qstats-get",
+            |m| match m.body {
+                NetdevBody::Qstats(q) if keep(&q) => Some(q),
                 _ => None,
-            })
-            .collect())
+            },
+        )
+        .await
     }
 
     /// Send any netdev message and return the raw exchange (fixtures,
@@ -243,18 +260,22 @@ impl Client {
         genl_exchange(g, msg, dump).await
     }
 
-    async fn netdev_req(
+    /// Send a netdev message and decode the replies, keeping what `keep`
+    /// returns (each reply decoded and sorted in one step: a dump of
+    /// thousands of pools is not first collected as messages).
+    async fn netdev_req<T>(
         &self,
         msg: &NetdevMessage,
         dump: bool,
         op: &'static str,
-    ) -> Result<Vec<NetdevMessage>> {
+        keep: impl FnMut(NetdevMessage) -> Option<T>,
+    ) -> Result<Vec<T>> {
         let g = self
             .netdev
             .as_ref()
             .ok_or(Error::FamilyMissing(crate::netdev::FAMILY))?;
         let ex = genl_exchange(g, msg, dump).await?;
-        decode_genl(&ex, op, None)
+        decode_genl_with(&ex, op, None, keep)
     }
 
     // ---- ethtool ----
@@ -449,16 +470,31 @@ pub fn decode_genl<P: GenlPayload>(
     op: &'static str,
     ifname: Option<&str>,
 ) -> Result<Vec<P>> {
+    decode_genl_with(ex, op, ifname, Some)
+}
+
+/// [`decode_genl`], keeping only what `keep` returns for each decoded
+/// reply (every reply is still decoded: one that fails fails the whole).
+pub fn decode_genl_with<P: GenlPayload, T>(
+    ex: &Exchange,
+    op: &'static str,
+    ifname: Option<&str>,
+    mut keep: impl FnMut(P) -> Option<T>,
+) -> Result<Vec<T>> {
     match ex.outcome().map_err(|source| decode_err(op, source))? {
         Outcome::Refused(source) => Err(Error::Kernel {
             op,
             ifname: ifname.map(str::to_owned),
             source: name_attr::<P>(&ex.request, source),
         }),
-        Outcome::Replies(msgs) => msgs
-            .iter()
-            .map(|m| P::from_genl_bytes(m.payload).map_err(|source| decode_err(op, source)))
-            .collect(),
+        Outcome::Replies(msgs) => {
+            let mut out = Vec::with_capacity(msgs.len());
+            for m in &msgs {
+                let p = P::from_genl_bytes(m.payload).map_err(|source| decode_err(op, source))?;
+                out.extend(keep(p));
+            }
+            Ok(out)
+        }
     }
 }
 
