@@ -29,6 +29,52 @@ pub struct NetlinkKernel {
     client: Client,
     events: Mutex<Option<Notifications>>,
     origin: Instant,
+    /// The capability probe, made once: the kernel release, the families'
+    /// operations (resolved once, at connect) and this process's
+    /// CAP_NET_ADMIN cannot change under a running client, and re-reading
+    /// two /proc files and copying both op lists every pass cost more than
+    /// the rest of a small pass.
+    caps: std::sync::OnceLock<Capabilities>,
+    /// Driver names by ifindex (see [`DriverCache`]).
+    drivers: std::sync::Mutex<DriverCache>,
+}
+
+/// Driver names of the devices sampled, so the `ETHTOOL_GDRVINFO` ioctl
+/// (a socket, an ioctl and a close) is made once per device rather than
+/// once per device per pass. A netdev's driver never changes while it
+/// exists; an entry is used only while the link dump still shows the same
+/// ifindex with the same name, kind and parent, is dropped when the link
+/// is removed or missing from a dump, and a failed lookup is not cached.
+#[derive(Debug, Default)]
+struct DriverCache {
+    by_ifindex: HashMap<u32, (LinkIdentity, String)>,
+}
+
+/// What must match for a cached driver name to be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct LinkIdentity {
+    name: String,
+    kind: Option<String>,
+    parent_bus: Option<String>,
+    parent_dev: Option<String>,
+}
+
+impl LinkIdentity {
+    fn matches(&self, l: &Link) -> bool {
+        self.name == l.name
+            && self.kind == l.kind
+            && self.parent_bus == l.parent_bus
+            && self.parent_dev == l.parent_dev
+    }
+
+    fn of(l: &Link) -> Self {
+        Self {
+            name: l.name.clone(),
+            kind: l.kind.clone(),
+            parent_bus: l.parent_bus.clone(),
+            parent_dev: l.parent_dev.clone(),
+        }
+    }
 }
 
 /// Which devices a pass covers.
@@ -67,6 +113,49 @@ impl NetlinkKernel {
             client,
             events: Mutex::new(events),
             origin: Instant::now(),
+            caps: std::sync::OnceLock::new(),
+            drivers: std::sync::Mutex::new(DriverCache::default()),
+        }
+    }
+
+    /// The capability flags, probed on first use (a failed probe is
+    /// retried on the next pass).
+    fn capabilities(&self) -> Result<Capabilities, SampleError> {
+        if let Some(c) = self.caps.get() {
+            return Ok(c.clone());
+        }
+        let caps = self
+            .client
+            .capabilities()
+            .map_err(|e| sample_err("probing kernel capabilities", e))?;
+        Ok(self.caps.get_or_init(|| convert_caps(&caps)).clone())
+    }
+
+    /// The driver of `link`, from the cache or `ETHTOOL_GDRVINFO` (then
+    /// sysfs).
+    fn driver(&self, link: &Link) -> Option<String> {
+        if let Ok(cache) = self.drivers.lock()
+            && let Some((id, driver)) = cache.by_ifindex.get(&link.ifindex)
+            && id.matches(link)
+        {
+            return Some(driver.clone());
+        }
+        let driver = self.client.driver_name(&link.name)?;
+        if let Ok(mut cache) = self.drivers.lock() {
+            cache
+                .by_ifindex
+                .insert(link.ifindex, (LinkIdentity::of(link), driver.clone()));
+        }
+        Some(driver)
+    }
+
+    /// Forget the cached drivers of links no longer in `links` (a full
+    /// link dump).
+    fn prune_drivers(&self, links: &[Link]) {
+        if let Ok(mut cache) = self.drivers.lock() {
+            cache
+                .by_ifindex
+                .retain(|i, _| links.iter().any(|l| l.ifindex == *i));
         }
     }
 
@@ -77,16 +166,13 @@ impl NetlinkKernel {
     }
 
     async fn sample_filtered(&self, filter: Filter<'_>) -> Result<Snapshot, SampleError> {
-        let caps = self
-            .client
-            .capabilities()
-            .map_err(|e| sample_err("probing kernel capabilities", e))?;
-        let capabilities = convert_caps(&caps);
+        let capabilities = self.capabilities()?;
         let links = self
             .client
             .links()
             .await
             .map_err(|e| sample_err("dumping links", e))?;
+        self.prune_drivers(&links);
         let selected: Vec<&Link> = links
             .iter()
             .filter(|l| match &filter {
@@ -126,8 +212,17 @@ impl NetlinkKernel {
             Filter::Ifindex(i) => Some(i),
             Filter::Names(_) => None,
         };
+        // Only what `join` reads is kept of each dump (RX queues, device
+        // totals, RX queue stats): at 2048 queues the TX halves alone were
+        // megabytes of decoded counters held until the join.
         let queues = if capabilities.queue_get {
-            match self.client.queues(queue_filter).await {
+            match self
+                .client
+                .queues_where(queue_filter, |q| {
+                    q.ifindex.is_some() && q.queue_type == Some(QueueType::Rx)
+                })
+                .await
+            {
                 // The filtered device vanished since the link dump.
                 Err(e) if e.kernel().is_some_and(netlink::KernelError::is_no_device) => Vec::new(),
                 r => r.map_err(|e| sample_err("dumping queues", e))?,
@@ -138,13 +233,19 @@ impl NetlinkKernel {
         // Unfiltered qstats dumps skip devices without stat_ops; a failure
         // here only costs the qstats columns.
         let (dev_qstats, queue_qstats) = if capabilities.qstats_get {
-            let dev = self.client.qstats(None, 0).await.unwrap_or_else(|e| {
-                tracing::debug!(error = %e, "device qstats dump failed");
-                Vec::new()
-            });
+            let dev = self
+                .client
+                .qstats_where(None, 0, |q| q.queue_id.is_none())
+                .await
+                .unwrap_or_else(|e| {
+                    tracing::debug!(error = %e, "device qstats dump failed");
+                    Vec::new()
+                });
             let per_q = self
                 .client
-                .qstats(None, QSTATS_SCOPE_QUEUE)
+                .qstats_where(None, QSTATS_SCOPE_QUEUE, |q| {
+                    q.ifindex.is_some() && q.queue_type == Some(0) && q.queue_id.is_some()
+                })
                 .await
                 .unwrap_or_else(|e| {
                     tracing::debug!(error = %e, "queue qstats dump failed");
@@ -157,7 +258,7 @@ impl NetlinkKernel {
 
         let mut devices = Vec::with_capacity(selected.len());
         for link in selected {
-            let driver = self.client.driver_name(&link.name);
+            let driver = self.driver(link);
             let mut dev = base_device(link, driver);
             if capabilities.ethtool_family {
                 dev.rings = self.rings(link, dev.driver.as_deref()).await;
@@ -234,17 +335,20 @@ pub struct Dumps<'a> {
 /// Returns the orphaned pools (no ifindex). Sorts devices by ifindex,
 /// queues and pools by id.
 pub fn join(devices: &mut [Device], d: &Dumps<'_>) -> Vec<Pool> {
-    let stats: HashMap<u64, &PagePoolStats> = d
-        .stats
-        .iter()
-        .filter_map(|s| Some((s.info.as_ref()?.id?, s)))
-        .collect();
+    // Sized up front: growing (rehashing) thousands of entries cost more
+    // than filling them.
+    let mut stats: HashMap<u64, &PagePoolStats> = HashMap::with_capacity(d.stats.len());
+    stats.extend(
+        d.stats
+            .iter()
+            .filter_map(|s| Some((s.info.as_ref()?.id?, s))),
+    );
     let pool_of = |p: &PagePool| convert_pool(p, p.id.and_then(|id| stats.get(&id).copied()));
     // Indexes built once per pass, so the join stays linear in the number
     // of pools and queues (a per-queue scan of every queue's qstats was
     // quadratic: ~4M comparisons at 2048 queues). Where the dumps repeat
     // a key, the first entry wins, as a linear `find` would have chosen.
-    let mut rx_qstats: HashMap<(u32, u32), &Qstats> = HashMap::new();
+    let mut rx_qstats: HashMap<(u32, u32), &Qstats> = HashMap::with_capacity(d.queue_qstats.len());
     for s in d.queue_qstats {
         if let (Some(i), Some(0), Some(q)) = (s.ifindex, s.queue_type, s.queue_id) {
             rx_qstats.entry((i, q)).or_insert(s);
@@ -288,7 +392,7 @@ pub fn join(devices: &mut [Device], d: &Dumps<'_>) -> Vec<Pool> {
         dev.rx_queues.sort_by_key(|q| q.id);
         // NAPI id -> position of the first queue with it (after the sort,
         // as the scan below used to find it).
-        let mut by_napi: HashMap<u64, usize> = HashMap::new();
+        let mut by_napi: HashMap<u64, usize> = HashMap::with_capacity(dev.rx_queues.len());
         for (at, q) in dev.rx_queues.iter().enumerate() {
             if let Some(n) = q.napi_id {
                 by_napi.entry(u64::from(n)).or_insert(at);
@@ -620,6 +724,11 @@ impl Kernel for NetlinkKernel {
         loop {
             let e = events.next().await?;
             if let Some(k) = convert_event(e) {
+                if let KernelEvent::LinkRemoved { ifindex } = k
+                    && let Ok(mut cache) = self.drivers.lock()
+                {
+                    cache.by_ifindex.remove(&ifindex);
+                }
                 return Some(k);
             }
         }
@@ -835,6 +944,18 @@ mod tests {
             assert_eq!(d.rx_queues.len(), 4);
             assert_eq!(d.num_rx_queues, Some(4));
             assert!(!snap.capabilities.kernel_release.is_empty());
+
+            // The second pass takes the driver and capabilities from the
+            // caches: the same answers.
+            let again = k
+                .sample(&SampleScope {
+                    interfaces: vec!["veth0".to_owned()],
+                })
+                .await
+                .unwrap();
+            assert_eq!(again.capabilities, snap.capabilities);
+            assert_eq!(again.devices[0].driver.as_deref(), Some("veth"));
+            assert_eq!(again.devices[0].rx_queues.len(), 4);
 
             // set_channels: SET with ack, then read back.
             let back = k
