@@ -2,6 +2,7 @@
 # Cost of one observe pass, in the VM testbed, against the kernel's own tools.
 #
 #   benches/observe-cost.sh [--smoke] [--sizes "16 128 512 2048"] [--no-build]
+#                           [--results DIR]
 #
 # On the host: builds the bench binaries (netlink/benches/raw_floor.rs,
 # daemon/benches/observe_pass.rs), the release `pptune`, and `ynltool` from
@@ -20,12 +21,16 @@
 # Results: benches/results/observe-cost.json (+ .svg plot, and the 2048-pool
 # snapshot benches/results/vm-snapshot-2048.json for the render bench).
 # --smoke: 16 pools only, few passes, results to $CARGO_TARGET_DIR instead.
+# --results DIR: write the results (and the raw observe-cost.jsonl) there
+# instead of benches/results (a rerun that should not replace the recorded
+# ones).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 SMOKE=0
 IN_VM=0
 NO_BUILD=0
+RESULTS=""
 SIZES="16 128 512 2048"
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -33,7 +38,8 @@ while [ $# -gt 0 ]; do
         --sizes) SIZES="$2"; shift 2 ;;
         --in-vm) IN_VM=1; shift ;;
         --no-build) NO_BUILD=1; shift ;;
-        -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --results) RESULTS="$2"; shift 2 ;;
+        -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "observe-cost: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -104,13 +110,12 @@ cd "$REPO"
 # outcome.sh and run-all.sh): building a subset of packages unifies
 # features differently and rebuilds half the dependency tree.
 BENCH_PKGS=(-p pptune-netlink -p pptune-policy -p pptune)
-bench_exe() { # target name
-    cargo bench "${BENCH_PKGS[@]}" --no-run --message-format=json 2>/dev/null |
-        python3 -c 'import json,sys
-for l in sys.stdin:
+bench_exe() { # target name, from the build's JSON messages
+    python3 -c 'import json,sys
+for l in open(sys.argv[2]):
     m = json.loads(l)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[1]:
-        print(m["executable"])' "$1" | tail -1
+        print(m["executable"])' "$1" "$CARGO_TARGET_DIR/bench-build.json" | tail -1
 }
 BIN="$CARGO_TARGET_DIR/bench-bin"
 KDIR="$(tests/vm/kernel.sh 7.3)"
@@ -118,7 +123,11 @@ if [ "$NO_BUILD" = 1 ]; then
     log "--no-build: using the binaries already in $BIN"
 else
 log "building bench binaries and release pptune"
-cargo bench "${BENCH_PKGS[@]}" --no-run >&2
+# The executables' paths come from this build's own messages: asking cargo
+# again after the release build below would rebuild the workspace (the
+# two builds unify features differently).
+cargo bench "${BENCH_PKGS[@]}" --no-run --message-format=json-render-diagnostics \
+    > "$CARGO_TARGET_DIR/bench-build.json"
 cargo build --release -p pptune --bin pptune >&2
 mkdir -p "$BIN"
 cp "$(bench_exe raw_floor)" "$BIN/raw_floor"
@@ -138,7 +147,12 @@ tests/vm/run.sh --kernel 7.3 --mem 2048 --timeout 3000 --out "$VMOUT" -- \
     "$REPO/benches/observe-cost.sh" --in-vm --sizes "$SIZES" $([ "$SMOKE" = 1 ] && echo --smoke)
 log "VM part took $(( $(date +%s) - START )) s"
 
-if [ "$SMOKE" = 1 ]; then
+if [ -n "$RESULTS" ]; then
+    RES="$RESULTS"
+    mkdir -p "$RES"
+    cp "$VMOUT/observe-cost.jsonl" "$RES/"
+    [ -f "$VMOUT/vm-snapshot-2048.json" ] && cp "$VMOUT/vm-snapshot-2048.json" "$RES/"
+elif [ "$SMOKE" = 1 ]; then
     RES="$CARGO_TARGET_DIR/bench-smoke"
 else
     RES="$REPO/benches/results"
