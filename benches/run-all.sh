@@ -33,6 +33,10 @@ RES="$REPO/benches/results"
 mkdir -p "$RES"
 failed=()
 
+# One cargo invocation for every bench target, as observe-cost.sh and
+# outcome.sh build them: a subset of packages unifies features differently
+# and rebuilds everything.
+BENCH_PKGS=(-p pptune-netlink -p pptune-policy -p pptune)
 smoke=()
 [ "$SMOKE" = 1 ] && smoke=(--smoke)
 if want observe; then
@@ -46,13 +50,11 @@ if want micro; then
     if [ "$SMOKE" = 1 ]; then
         # --test runs each benchmark once: proves they build and their own
         # sanity checks hold, measures nothing.
-        cargo bench -p pptune-netlink --bench decode -- --test &&
-        cargo bench -p pptune-policy --bench decide -- --test &&
-        cargo bench -p pptune --bench render -- --test || failed+=(micro)
+        cargo bench "${BENCH_PKGS[@]}" --bench decode --bench decide --bench render -- --test ||
+            failed+=(micro)
     else
-        if cargo bench -p pptune-netlink --bench decode -- --quick &&
-           cargo bench -p pptune-policy --bench decide -- --quick &&
-           cargo bench -p pptune --bench render -- --quick | tee "$RES/micro-render.log"; then
+        if cargo bench "${BENCH_PKGS[@]}" --bench decode --bench decide --bench render -- --quick |
+            tee "$RES/micro-render.log"; then
             python3 benches/report.py micro "$CARGO_TARGET_DIR/criterion" "$RES" "$load"
         else
             failed+=(micro)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole pptune test suite: the one command the README names and CI runs.
 #
-#   tests/run-all.sh            # everything: lint, host tests, VM suites
+#   tests/run-all.sh            # everything: lint, host tests, VM suites,
+#                               # and a smoke run of the benchmarks
 #   PPTUNE_SKIP_VM=1 tests/run-all.sh   # host part only (no kernel build)
 #
 # On a fresh machine (CI=true, root) it installs what it needs itself:
@@ -47,6 +48,10 @@ cargo test --workspace --locked
 if [[ "${PPTUNE_SKIP_VM:-0}" != 1 ]]; then
   log "VM testbed: kernels 7.3, 6.12, 6.1 with netdevsim and ppsim"
   tests/vm/test.sh
+  # Benchmarks are not tests: this only checks that every bench still
+  # builds and runs (16 pools, criterion --test, one short outcome run).
+  log "benchmark smoke run (benches/run-all.sh --smoke)"
+  benches/run-all.sh --smoke
 else
   log "PPTUNE_SKIP_VM=1: VM suites skipped"
 fi
