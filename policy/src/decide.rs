@@ -647,7 +647,7 @@ impl DeviceRun<'_> {
         } else if let Some((_, k)) = calibrated {
             let _ = write!(
                 msg,
-                " (step {step}: the last step freed {k:.1}× fewer pages than the counters suggested; burst calibrated)"
+                " (step {step}: from how far the last step moved the excess, the counters see about 1 in {k:.1} freed pages; burst calibrated)"
             );
         }
         if let Some(p) = self.info.pool_for_ring(target) {
