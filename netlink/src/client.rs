@@ -7,7 +7,7 @@ use crate::ethtool::{Channels, EthtoolBody, EthtoolMessage, Header, Rings};
 use crate::events::Notifications;
 use crate::frame::{self, NLM_F_DUMP};
 use crate::genl::GenlPayload;
-use crate::netdev::{Napi, NetdevBody, NetdevMessage, PagePool, PagePoolStats, Qstats, Queue};
+use crate::netdev::{Napi, NetdevBody, NetdevMessage, PagePool, PagePoolStats, Qstats, Queue, cmd};
 use crate::rtnl::{self, Link};
 use crate::socket::{Exchange, NETLINK_GENERIC, NETLINK_ROUTE, Outcome, RequestSocket};
 
@@ -105,14 +105,17 @@ impl Client {
     /// kernel since 6.8, and orphaned pools (no ifindex) only show up in an
     /// unfiltered dump. Filter by [`PagePool::ifindex`] here.
     pub async fn page_pools(&self) -> Result<Vec<PagePool>> {
-        self.netdev_req(
+        self.netdev_typed(
             &NetdevMessage::page_pool_get(None),
-            true,
             "page-pool-get",
-            |m| match m.body {
-                NetdevBody::PagePool(p) => Some(p),
-                _ => None,
-            },
+            &[
+                cmd::PAGE_POOL_GET,
+                cmd::PAGE_POOL_ADD_NTF,
+                cmd::PAGE_POOL_DEL_NTF,
+                cmd::PAGE_POOL_CHANGE_NTF,
+            ],
+            PagePool::parse,
+            |_| true,
         )
         .await
     }
@@ -141,14 +144,12 @@ impl Client {
     /// page-pool-stats-get dump, unfiltered (filter by `info.ifindex`).
     /// Fails with EOPNOTSUPP on kernels without `CONFIG_PAGE_POOL_STATS`.
     pub async fn page_pool_stats(&self) -> Result<Vec<PagePoolStats>> {
-        self.netdev_req(
+        self.netdev_typed(
             &NetdevMessage::page_pool_stats_get(None),
-            true,
             "page-pool-stats-get",
-            |m| match m.body {
-                NetdevBody::PagePoolStats(s) => Some(s),
-                _ => None,
-            },
+            &[cmd::PAGE_POOL_STATS_GET],
+            PagePoolStats::parse,
+            |_| true,
         )
         .await
     }
@@ -186,16 +187,14 @@ impl Client {
     pub async fn queues_where(
         &self,
         ifindex: Option<u32>,
-        mut keep: impl FnMut(&Queue) -> bool,
+        keep: impl FnMut(&Queue) -> bool,
     ) -> Result<Vec<Queue>> {
-        self.netdev_req(
+        self.netdev_typed(
             &NetdevMessage::queue_get(ifindex),
-            true,
             "queue-get",
-            |m| match m.body {
-                NetdevBody::Queue(q) if keep(&q) => Some(q),
-                _ => None,
-            },
+            &[cmd::QUEUE_GET],
+            Queue::parse,
+            keep,
         )
         .await
     }
@@ -236,16 +235,14 @@ impl Client {
         &self,
         ifindex: Option<u32>,
         scope: u64,
-        mut keep: impl FnMut(&Qstats) -> bool,
+        keep: impl FnMut(&Qstats) -> bool,
     ) -> Result<Vec<Qstats>> {
-        self.netdev_req(
+        self.netdev_typed(
             &NetdevMessage::qstats_get(ifindex, scope),
-            true,
             "qstats-get",
-            |m| match m.body {
-                NetdevBody::Qstats(q) if keep(&q) => Some(q),
-                _ => None,
-            },
+            &[cmd::QSTATS_GET],
+            Qstats::parse,
+            keep,
         )
         .await
     }
@@ -258,6 +255,52 @@ impl Client {
             .as_ref()
             .ok_or(Error::FamilyMissing(crate::netdev::FAMILY))?;
         genl_exchange(g, msg, dump).await
+    }
+
+    /// A netdev dump whose replies with a command in `cmds` are parsed
+    /// straight into `T` and kept when `keep` accepts them: no
+    /// `NetdevMessage` in between (an enum the size of its largest
+    /// variant, moved several times per reply: at thousands of replies
+    /// those copies were a tenth of the pass). Replies with another
+    /// command are decoded as [`decode_genl`] would (so a malformed one
+    /// still fails the request) and dropped, as before.
+    async fn netdev_typed<T>(
+        &self,
+        msg: &NetdevMessage,
+        op: &'static str,
+        cmds: &[u8],
+        parse: fn(&[u8]) -> std::result::Result<T, CodecError>,
+        mut keep: impl FnMut(&T) -> bool,
+    ) -> Result<Vec<T>> {
+        let g = self
+            .netdev
+            .as_ref()
+            .ok_or(Error::FamilyMissing(crate::netdev::FAMILY))?;
+        let ex = genl_exchange(g, msg, true).await?;
+        match ex.outcome().map_err(|source| decode_err(op, source))? {
+            Outcome::Refused(source) => Err(Error::Kernel {
+                op,
+                ifname: None,
+                source: name_attr::<NetdevMessage>(&ex.request, source),
+            }),
+            Outcome::Replies(msgs) => {
+                let mut out = Vec::with_capacity(msgs.len());
+                for m in &msgs {
+                    let (c, _, attrs) =
+                        frame::genl_split(m.payload).map_err(|source| decode_err(op, source))?;
+                    if cmds.contains(&c) {
+                        let t = parse(attrs).map_err(|source| decode_err(op, source))?;
+                        if keep(&t) {
+                            out.push(t);
+                        }
+                    } else {
+                        NetdevMessage::parse_attrs(c, attrs)
+                            .map_err(|source| decode_err(op, source))?;
+                    }
+                }
+                Ok(out)
+            }
+        }
     }
 
     /// Send a netdev message and decode the replies, keeping what `keep`
