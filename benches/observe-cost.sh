@@ -126,6 +126,7 @@ log "building bench binaries and release pptune"
 # The executables' paths come from this build's own messages: asking cargo
 # again after the release build below would rebuild the workspace (the
 # two builds unify features differently).
+mkdir -p "$CARGO_TARGET_DIR"
 cargo bench "${BENCH_PKGS[@]}" --no-run --message-format=json-render-diagnostics \
     > "$CARGO_TARGET_DIR/bench-build.json"
 cargo build --release -p pptune --bin pptune >&2
