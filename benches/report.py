@@ -224,6 +224,21 @@ def policy_period_s(path):
     return secs["cooldown"] + secs["evaluation"]
 
 
+def settled_from_timeline(pp):
+    """outcome.rs's goodput_settled_pps for rows recorded before it existed:
+    the 1 s samples from 3 s after the last change, plus the final window
+    (weighted by its length, the run's end minus the last sample)."""
+    tl = pp.get("timeline") or []
+    if not tl or not pp.get("enforce_secs"):
+        return None
+    last_change = max((b[0] for a, b in zip(tl, tl[1:]) if b[1] != a[1]), default=0.0)
+    tail = [g for t, _, g in tl if t > last_change + 3]
+    w = max(0.0, pp["enforce_secs"] - tl[-1][0])
+    if not tail and not w:
+        return None
+    return (sum(tail) + pp["goodput_pps"] * w) / (len(tail) + w)
+
+
 def verdicts(rows, period_s):
     """Issue 7's outcome targets, per workload, from one run's rows."""
     out = []
@@ -239,7 +254,7 @@ def verdicts(rows, period_s):
         if best.get("goodput_pps", 0) > 0:
             # pptune's settled mean (a minute of 1 s samples after its last
             # change) when the run recorded it, else its final window.
-            g = pp.get("goodput_settled_pps", pp["goodput_pps"])
+            g = pp.get("goodput_settled_pps") or settled_from_timeline(pp) or pp["goodput_pps"]
             v["goodput_vs_best"] = round(g / best["goodput_pps"], 3)
             v["goodput_ok"] = v["goodput_vs_best"] >= 0.95
         needs_max = best["ring_final"] >= mx["ring_final"]

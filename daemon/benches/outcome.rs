@@ -172,6 +172,21 @@ fn line(kind: &str, w: &Workload, config: &str, m: &Window, extra: &str) -> Stri
 
 struct Daemon(Child);
 
+impl Daemon {
+    /// CPU seconds (user + system) the daemon has used so far, from
+    /// /proc/PID/stat (fields 14 and 15, in clock ticks of `getconf CLK_TCK`).
+    fn cpu_secs(&self) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.0.id())).ok()?;
+        // The command name (field 2) may hold spaces: count after its ')'.
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let f: Vec<&str> = rest.split(' ').collect();
+        let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+        let out = Command::new("getconf").arg("CLK_TCK").output().ok()?;
+        let hz: f64 = String::from_utf8_lossy(&out.stdout).trim().parse().ok()?;
+        Some(ticks / hz)
+    }
+}
+
 impl Drop for Daemon {
     fn drop(&mut self) {
         // SIGTERM through kill(1): no libc in this crate; the daemon keeps
@@ -327,6 +342,10 @@ async fn main() {
             changes += 1;
             last_change_s = t0.elapsed().as_secs_f64();
         }
+        // The daemon shares the guest's CPU with ppsim: what it used is
+        // goodput the static points did not pay.
+        let daemon_cpu = daemon.cpu_secs().unwrap_or(-1.0);
+        let run_secs = t0.elapsed().as_secs_f64();
         drop(daemon);
         // Goodput once settled: the mean of the 1 s samples from 3 s after
         // the last change (the rebuild) to the measured window, plus that
@@ -353,7 +372,7 @@ async fn main() {
                 "pptune-enforce",
                 &m,
                 &format!(
-                    "{params},\"changes\":{changes},\"converge_s\":{},\"enforce_secs\":{enforce_secs},\"goodput_settled_pps\":{settled:.0},\"settled_secs\":{settled_secs},\"timeline\":[{}]",
+                    "{params},\"changes\":{changes},\"converge_s\":{},\"enforce_secs\":{enforce_secs},\"goodput_settled_pps\":{settled:.0},\"settled_secs\":{settled_secs},\"daemon_cpu_s\":{daemon_cpu:.2},\"daemon_run_s\":{run_secs:.1},\"timeline\":[{}]",
                     if changes == 0 {
                         "0".to_owned()
                     } else {
