@@ -70,7 +70,7 @@ if want outcome; then
         # The shipped presets (tests/ppsim/README.md): zonelock on every
         # workload, devmem on the bursty ones, then one 12-minute enforce run
         # for "at most one change in 10 minutes after convergence".
-        benches/outcome.sh --preset zonelock || failed+=(outcome-zonelock)
+        benches/outcome.sh --preset zonelock --static-secs 20 || failed+=(outcome-zonelock)
         benches/outcome.sh --preset devmem --workloads bursty-2k,bursty-8k,bursty-1k-100kpps ||
             failed+=(outcome-devmem)
         benches/outcome.sh --preset zonelock --workloads bursty-2k --enforce-secs 720 \
