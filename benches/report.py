@@ -294,8 +294,43 @@ def verdicts(rows, period_s):
     return out
 
 
+def best_static(rows):
+    """The best static ring of each (workload, preset), from its sweep rows:
+    the smallest ring whose goodput is within 5 % of the sweep's best (the
+    outcome target's own tolerance; the VM's noise is of that order) and
+    that drops at most 1 % of what arrived. The drop condition matters for
+    rate-limited workloads, where every ring delivers about the offered rate
+    and goodput alone cannot tell a ring that drops from one that does not.
+    The row carries the sweep's best goodput (what pptune is held to) and
+    the ring's own as ring_goodput_pps."""
+    out = []
+    sweeps = {}
+    for r in rows:
+        if r.get("kind") == "static":
+            sweeps.setdefault((r["workload"], r.get("preset")), []).append(r)
+    for pts in sweeps.values():
+        top = max(p.get("goodput_pps", 0) for p in pts)
+        near = [p for p in pts if p.get("goodput_pps", 0) >= 0.95 * top]
+        clean = [p for p in near
+                 if p.get("dropped_pps", 0) <= 0.01 * (p.get("goodput_pps", 0) + p.get("dropped_pps", 0))]
+        pick = min(clean or near, key=lambda p: p["ring_final"])
+        out.append(dict(pick, kind="best_static", config="best-static", goodput_pps=top,
+                        ring_goodput_pps=pick.get("goodput_pps", 0)))
+    return out
+
+
 def outcome(jsonl, res_dir, name="outcome", policy=None):
     rows = [json.loads(l) for l in open(jsonl) if l.strip().startswith("{")]
+    # One definition of "best static" for every run, old or new: the
+    # driver's own best_static rows (older runs) are replaced.
+    rows = [r for r in rows if r.get("kind") != "best_static"]
+    best = {(b["workload"], b.get("preset")): b for b in best_static(rows)}
+    merged = []
+    for r in rows:
+        if r.get("kind") == "pptune" and (r["workload"], r.get("preset")) in best:
+            merged.append(best.pop((r["workload"], r.get("preset"))))
+        merged.append(r)
+    rows = merged + list(best.values())
     period = policy_period_s(policy) if policy else None
     ver = verdicts(rows, period) if period else []
     write(res_dir, f"{name}.json", {

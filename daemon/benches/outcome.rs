@@ -242,7 +242,6 @@ async fn main() {
             knobs.contention_pct
         );
         // ---- static sweep
-        let mut points: Vec<Window> = Vec::new();
         for &ring in &sweep {
             let d = device(&p, queues, w, &knobs);
             set_ring(&c, &d, ring).await;
@@ -262,26 +261,8 @@ async fn main() {
                 _ => "sweep",
             };
             println!("{}", line("static", w, cfg, &m, &params));
-            points.push(m);
         }
-        // Best static: the smallest ring whose goodput is within 5 % of the
-        // sweep's best (the outcome target's own tolerance; the emulated VM's
-        // run-to-run noise is of that order, so a larger ring that is
-        // "faster" by less than that is not better). Its row reports the
-        // sweep's best goodput, the figure pptune is held to.
-        let top = points.iter().map(|m| m.goodput_pps).fold(0.0, f64::max);
-        if let Some(b) = points.iter().find(|m| m.goodput_pps >= top * 0.95) {
-            let best = Window {
-                goodput_pps: top,
-                ring: b.ring,
-                dropped_pps: b.dropped_pps,
-                ring_full_share: b.ring_full_share,
-                slow_share: b.slow_share,
-                inflight_mem: b.inflight_mem,
-            };
-            let extra = format!("{params},\"ring_goodput_pps\":{:.0}", b.goodput_pps);
-            println!("{}", line("best_static", w, "best-static", &best, &extra));
-        }
+        // The best static ring is chosen from these rows by benches/report.py.
 
         // ---- pptune enforce from the default ring
         let d = device(&p, queues, w, &knobs);
