@@ -6,25 +6,31 @@
 use std::collections::BTreeSet;
 
 use netlink::Client;
+use netlink::netdev::PagePool;
 use policy::snapshot::PoolStats;
 use pptune::kernel_netlink::pool_stats;
 
-/// Ids of the pools attached to `ifindex` (listed and not detached).
+/// The pools attached to `ifindex` (listed and not detached).
+async fn attached(c: &Client, ifindex: u32) -> netlink::Result<Vec<PagePool>> {
+    let mut pools = c.page_pools().await?;
+    pools.retain(|p| p.ifindex == Some(ifindex) && p.detach_time.is_none());
+    Ok(pools)
+}
+
+/// Ids of the pools attached to `ifindex`.
 pub async fn attached_pools(c: &Client, ifindex: u32) -> netlink::Result<BTreeSet<u64>> {
-    Ok(c.page_pools()
+    Ok(attached(c, ifindex)
         .await?
-        .into_iter()
-        .filter(|p| p.ifindex == Some(ifindex) && p.detach_time.is_none())
+        .iter()
         .filter_map(|p| p.id)
         .collect())
 }
 
 /// Summed `inflight-mem` of the pools attached to `ifindex`, in bytes.
 pub async fn attached_inflight_mem(c: &Client, ifindex: u32) -> netlink::Result<u64> {
-    Ok(c.page_pools()
+    Ok(attached(c, ifindex)
         .await?
-        .into_iter()
-        .filter(|p| p.ifindex == Some(ifindex) && p.detach_time.is_none())
+        .iter()
         .filter_map(|p| p.inflight_mem)
         .sum())
 }
