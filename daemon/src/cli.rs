@@ -1,33 +1,80 @@
-//! The command line (clap derive). `--config PATH` is global and means the
-//! same on every command: a policy file, or a directory holding
-//! `policy.yaml` and `policy.d/*.yaml`.
+//! The command line (clap derive). `--config PATH` means the same wherever
+//! it is accepted: a policy file, or a directory holding `policy.yaml` and
+//! `policy.d/*.yaml`. Only the commands that read the policy accept it
+//! (after the command name, or before it as `pptune --config PATH run`);
+//! `status` and `restore` refuse it instead of ignoring it.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// `0.1.0 (git 1a2b3c4d5e6f)`: the package version and the revision it was
+/// built from (`build.rs`; `unknown` outside a git checkout unless
+/// `PPTUNE_GIT_REVISION` was set at build time).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (git ",
+    env!("PPTUNE_GIT_REVISION"),
+    ")"
+);
 
 /// pptune: autotunes NIC page_pool behaviour (RX ring size, RX queue count)
 /// from the kernel's own page_pool statistics.
 #[derive(Debug, Parser)]
-#[command(name = "pptune", version, about, long_about = None)]
+#[command(
+    name = "pptune",
+    version = VERSION,
+    about,
+    long_about = None,
+    arg_required_else_help = true,
+    subcommand_required = true
+)]
 pub struct Cli {
-    /// Policy file or directory (default: $CONFIGURATION_DIRECTORY or
-    /// /etc/pptune; the embedded default policy when none exists).
-    #[arg(long, global = true, value_name = "PATH")]
+    /// Policy file or directory, for the commands that read the policy
+    /// (run, plan, check, verify, export).
+    #[arg(long, value_name = "PATH")]
     pub config: Option<PathBuf>,
     #[command(subcommand)]
-    pub command: Option<Command>,
+    pub command: Command,
+}
+
+/// `--config PATH` on a command that reads the policy.
+#[derive(Debug, Clone, Args)]
+pub struct ConfigArg {
+    /// Policy file or directory (default: $CONFIGURATION_DIRECTORY or
+    /// /etc/pptune; the embedded default policy when none exists).
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+}
+
+/// How `run` writes its log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// journald when stderr is the journal (under systemd), readable text
+    /// on a terminal, JSON lines otherwise.
+    Auto,
+    /// Readable text.
+    Human,
+    /// One JSON object per line.
+    Json,
+    /// Native journald fields (needs the journal socket).
+    Journald,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the daemon (the default when no command is given).
+    /// Run the daemon in the foreground (the systemd unit runs this).
     Run {
+        #[command(flatten)]
+        config: ConfigArg,
         /// Prometheus listen address (overrides the policy's
         /// daemon.metrics_listen; default 127.0.0.1:9864).
         #[arg(long, value_name = "ADDR")]
         metrics_listen: Option<SocketAddr>,
+        /// Log format.
+        #[arg(long, value_enum, default_value_t = LogFormat::Auto)]
+        log_format: LogFormat,
     },
     /// Show page pools, queues, rings and channels, and the running
     /// daemon's view.
@@ -42,11 +89,23 @@ pub enum Command {
     /// Sample the live kernel as often as the policy needs for a finding and
     /// print what `run` would do, and why. Changes nothing.
     Plan {
+        #[command(flatten)]
+        config: ConfigArg,
         #[arg(long)]
         json: bool,
+        /// Exit 2 when `run` would change something (0 when it would hold
+        /// everything), like `terraform plan -detailed-exitcode`.
+        #[arg(long)]
+        detailed_exitcode: bool,
     },
     /// Validate the policy: exit 0 when valid, 78 (EX_CONFIG) otherwise.
-    Check,
+    Check {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Policy file or directory to check (the same as --config).
+        #[arg(value_name = "FILE", conflicts_with = "config")]
+        file: Option<PathBuf>,
+    },
     /// Put back the original rings/channels pptune recorded, and clear the
     /// record.
     Restore {
@@ -54,4 +113,49 @@ pub enum Command {
         #[arg(long = "interface", short = 'i', value_name = "NAME")]
         interfaces: Vec<String>,
     },
+}
+
+impl Cli {
+    /// The policy path the command uses, or why `--config` is refused:
+    /// before the command name it is accepted only by commands that read
+    /// the policy, and not twice.
+    ///
+    /// # Errors
+    /// A message for the operator.
+    pub fn config_path(&self) -> Result<Option<&Path>, String> {
+        let own = match &self.command {
+            Command::Run { config, .. } | Command::Plan { config, .. } => config.config.as_deref(),
+            Command::Check { config, file } => config.config.as_deref().or(file.as_deref()),
+            Command::Status { .. } | Command::Restore { .. } => {
+                return match &self.config {
+                    Some(_) => Err(format!(
+                        "`pptune {}` does not read the policy, so --config is refused (it would be ignored)",
+                        self.command.name()
+                    )),
+                    None => Ok(None),
+                };
+            }
+        };
+        match (&self.config, own) {
+            (Some(_), Some(_)) => {
+                Err("--config given twice (before and after the command name)".into())
+            }
+            (Some(p), None) => Ok(Some(p.as_path())),
+            (None, p) => Ok(p),
+        }
+    }
+}
+
+impl Command {
+    /// The command's name as typed.
+    #[must_use]
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Run { .. } => "run",
+            Self::Status { .. } => "status",
+            Self::Plan { .. } => "plan",
+            Self::Check { .. } => "check",
+            Self::Restore { .. } => "restore",
+        }
+    }
 }

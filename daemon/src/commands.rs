@@ -1,6 +1,7 @@
 //! The commands' bodies: startup glue around the library (anyhow lives only
 //! here and in `main`).
 
+use std::io::IsTerminal as _;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -144,11 +145,7 @@ pub async fn run(path: Option<&Path>, listen: Option<SocketAddr>) -> anyhow::Res
 
 /// `pptune status`: the kernel's view (the netlink helper's renderer), then
 /// the running daemon's.
-pub async fn status(
-    _path: Option<&Path>,
-    interfaces: Vec<String>,
-    json: bool,
-) -> anyhow::Result<ExitCode> {
+pub async fn status(interfaces: Vec<String>, json: bool) -> anyhow::Result<ExitCode> {
     let code = crate::status::run(crate::status::StatusArgs {
         interfaces: interfaces.clone(),
         json,
@@ -172,23 +169,19 @@ fn read_record() -> Option<StateFile> {
     (state::read_boot_id().ok()? == rec.boot_id).then_some(rec)
 }
 
-/// `pptune plan`.
-pub async fn plan(path: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
-    let policy = match load_policy(path) {
-        Ok(l) => l.policy,
-        Err(code) => return Ok(code),
-    };
-    let (samples, span) = policy::engine::findings_needed(&policy);
-    let interval = policy.timing.interval;
-    eprintln!(
-        "pptune plan: sampling {samples} times over {}s (every {}s: {} window(s) of {}s) to reach a finding; nothing is changed",
-        span.as_secs(),
-        interval.as_secs_f64(),
-        policy.timing.windows_for_finding,
-        policy.timing.window.as_secs_f64(),
-    );
-    let kernel = NetlinkKernel::connect().await?;
-    let originals: Vec<Original> = read_record()
+/// Reasons that more samples cannot change: the device cannot be judged at
+/// all (no pools, no stats, no rings, nothing managed).
+fn unjudgeable(reason: policy::ReasonCode) -> bool {
+    use policy::ReasonCode as R;
+    matches!(
+        reason,
+        R::NoPools | R::NoStats | R::RingsUnavailable | R::NotManaged
+    )
+}
+
+/// The originals in pptune's record, for the engine.
+fn recorded_originals() -> Vec<Original> {
+    read_record()
         .map(|r| {
             r.devices
                 .values()
@@ -201,11 +194,40 @@ pub async fn plan(path: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
                 })
                 .collect()
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// `pptune plan`. With `detailed_exitcode`, exit 2 when the plan
+/// recommends any change (whatever the mode), 0 when it holds everything.
+pub async fn plan(
+    path: Option<&Path>,
+    json: bool,
+    detailed_exitcode: bool,
+) -> anyhow::Result<ExitCode> {
+    let policy = match load_policy(path) {
+        Ok(l) => l.policy,
+        Err(code) => return Ok(code),
+    };
+    let (samples, span) = policy::engine::findings_needed(&policy);
+    let interval = policy.timing.interval;
+    // Progress is for a person watching; a pipe or a log gets none.
+    let progress = !json && std::io::stderr().is_terminal();
+    if progress {
+        eprintln!(
+            "pptune plan: sampling {samples} times over {}s (every {}s: {} window(s) of {}s) to reach a finding; nothing is changed",
+            span.as_secs(),
+            interval.as_secs_f64(),
+            policy.timing.windows_for_finding,
+            policy.timing.window.as_secs_f64(),
+        );
+    }
+    let kernel = NetlinkKernel::connect().await?;
+    let originals = recorded_originals();
     let mut engine = PolicyEngine::default();
     let origin = Instant::now();
     let mut prev: Option<(Snapshot, Duration)> = None;
     let mut plan = policy::Plan::default();
+    let mut taken = 0;
     for i in 0..samples {
         if i > 0 {
             tokio::time::sleep(interval).await;
@@ -226,24 +248,41 @@ pub async fn plan(path: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
         };
         plan = engine.decide(&policy, &obs);
         prev = Some((snap, now));
-        if !json {
+        taken = i + 1;
+        if progress {
             eprint!("\rsample {}/{samples}", i + 1);
         }
+        // Nothing selected, or nothing that more samples could judge:
+        // answer now instead of sampling for nothing.
+        if plan.decisions.iter().all(|d| unjudgeable(d.reason)) {
+            break;
+        }
     }
+    if progress {
+        eprintln!();
+    }
+    let changes = plan
+        .decisions
+        .iter()
+        .any(|d| d.action != policy::plan::Action::Hold);
+    let done = if detailed_exitcode && changes {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    };
     let host = rollout::host_id(Path::new("/"));
     let enforcing = rollout::enforcing(policy.rollout.as_ref(), &host.value);
     if json {
         let v = serde_json::json!({
             "schema_version": 1,
-            "samples": samples,
-            "duration_s": span.as_secs_f64(),
+            "samples": taken,
+            "duration_s": origin.elapsed().as_secs_f64(),
             "host_enforcing": enforcing,
             "decisions": plan.decisions,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
-        return Ok(ExitCode::SUCCESS);
+        return Ok(done);
     }
-    eprintln!();
     if !enforcing {
         println!(
             "rollout: this host only observes (host id from {})",
@@ -276,17 +315,59 @@ pub async fn plan(path: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
         }
         println!("    recommendation id: {}", d.id);
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(done)
+}
+
+/// Names given to `restore -i` that are neither a kernel interface nor in
+/// pptune's record.
+fn unknown_interfaces(
+    requested: &[String],
+    kernel: &[String],
+    record: Option<&StateFile>,
+) -> Vec<String> {
+    requested
+        .iter()
+        .filter(|n| {
+            !kernel.contains(n)
+                && !record.is_some_and(|r| r.devices.values().any(|d| d.last_name == **n))
+        })
+        .cloned()
+        .collect()
 }
 
 /// `pptune restore`: with the daemon stopped, restore from the record under
 /// its lock; with the daemon running (it holds the lock), ask it to.
 pub async fn restore(interfaces: Vec<String>) -> anyhow::Result<ExitCode> {
     let dir = state::runtime_dir();
+    if !interfaces.is_empty() {
+        let kernel = NetlinkKernel::connect().await?;
+        let names: Vec<String> = kernel
+            .sample(&SampleScope::default())
+            .await?
+            .devices
+            .into_iter()
+            .map(|d| d.name)
+            .collect();
+        let unknown = unknown_interfaces(&interfaces, &names, read_record().as_ref());
+        if !unknown.is_empty() {
+            anyhow::bail!(
+                "no interface named {}: not in the kernel and not in pptune's record {}",
+                unknown.join(", "),
+                dir.join("state.json").display()
+            );
+        }
+    }
     let (lines, ok) = match StateStore::open(&dir, state::read_boot_id()?) {
         Err(StateError::Locked { .. }) => {
             let sock = control::socket_path(&dir);
-            match control::request(&sock, &Request::Restore { interfaces }).await {
+            match control::request(
+                &sock,
+                &Request::Restore {
+                    interfaces: interfaces.clone(),
+                },
+            )
+            .await
+            {
                 Ok(Reply::Restored { lines, ok }) => (lines, ok),
                 Ok(Reply::Error { message }) => anyhow::bail!("the daemon refused: {message}"),
                 Ok(Reply::View(_)) => anyhow::bail!("unexpected reply from the daemon"),
@@ -318,6 +399,14 @@ pub async fn restore(interfaces: Vec<String>) -> anyhow::Result<ExitCode> {
             (lines, ok)
         }
     };
+    for i in &interfaces {
+        if !lines.iter().any(|l| l.starts_with(i.as_str())) {
+            println!("{i}: nothing recorded to restore");
+        }
+    }
+    if interfaces.is_empty() && lines.is_empty() {
+        println!("nothing recorded to restore");
+    }
     for l in lines {
         println!("{l}");
     }

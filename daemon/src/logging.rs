@@ -1,38 +1,316 @@
-//! Logging: journald fields under systemd, JSON lines otherwise; one line
-//! per decision, identical repeated findings deduplicated.
+//! Logging: readable text on a terminal, JSON lines when stderr is not a
+//! terminal (or with `--log-format json`), native journald fields under
+//! systemd; one line per decision, identical repeated findings
+//! deduplicated.
+//!
+//! One layer writes all three formats, so every event carries the same
+//! fields everywhere. A decision's evidence is structured: a JSON object
+//! `"evidence": {"recycle_miss_share": 0.5, …}`, journald fields
+//! `PPTUNE_EVIDENCE_RECYCLE_MISS_SHARE=0.5`, `key=value` pairs on a
+//! terminal. Decisions carry journald's `MESSAGE_ID`, one stable id per
+//! reason code ([`message_id`]), so `journalctl MESSAGE_ID=…` finds every
+//! recommendation of one kind. (`tracing-journald` prefixes every field,
+//! `MESSAGE_ID` included, and cannot emit fields whose names are only known
+//! at run time, which is why this module speaks the journal's native
+//! protocol itself: one datagram per event.)
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{IsTerminal as _, Write as _};
+use std::os::unix::net::UnixDatagram;
 use std::time::Duration;
 
-use policy::plan::{Action, Decision};
+use policy::plan::{Action, Decision, ReasonCode};
+use serde_json::{Map, Value};
+use tracing::field::{Field, Visit};
+use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::EnvFilter;
-use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::util::SubscriberInitExt;
 
-/// Installs the subscriber once, in the binary. Under systemd
-/// (`$JOURNAL_STREAM` set: stderr is the journal) fields go to journald as
-/// `PPTUNE_DEVICE=…` and friends; otherwise JSON lines on stderr.
-pub fn init() {
-    let filter = EnvFilter::try_from_env("PPTUNE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    if std::env::var_os("JOURNAL_STREAM").is_some()
-        && let Ok(layer) = tracing_journald::layer()
-    {
-        let layer = layer
-            .with_field_prefix(Some("PPTUNE".to_owned()))
-            .with_syslog_identifier("pptune".to_owned());
-        let _ = tracing_subscriber::registry()
-            .with(filter)
-            .with(layer)
-            .try_init();
-        return;
+use crate::cli::LogFormat;
+
+/// The journal's native socket.
+const JOURNAL_SOCKET: &str = "/run/systemd/journal/socket";
+
+/// Field names with a meaning of their own.
+const EVIDENCE: &str = "evidence";
+const MESSAGE_ID: &str = "message_id";
+
+/// A resolved output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Human,
+    Json,
+    Journald,
+}
+
+/// Whether stderr is the journal stream systemd connected
+/// (`$JOURNAL_STREAM` is `device:inode` of that stream; a child that
+/// redirected stderr elsewhere must not log to the journal).
+fn stderr_is_journal() -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    let Some(v) = std::env::var_os("JOURNAL_STREAM") else {
+        return false;
+    };
+    let Some((dev, ino)) = v.to_str().and_then(|s| s.split_once(':')) else {
+        return false;
+    };
+    std::fs::metadata("/proc/self/fd/2")
+        .is_ok_and(|m| dev.parse() == Ok(m.dev()) && ino.parse() == Ok(m.ino()))
+}
+
+/// `auto` → journald under systemd, text on a terminal, JSON otherwise.
+#[must_use]
+pub fn resolve(format: LogFormat) -> Format {
+    match format {
+        LogFormat::Human => Format::Human,
+        LogFormat::Json => Format::Json,
+        LogFormat::Journald => Format::Journald,
+        LogFormat::Auto if stderr_is_journal() => Format::Journald,
+        LogFormat::Auto if std::io::stderr().is_terminal() => Format::Human,
+        LogFormat::Auto => Format::Json,
     }
-    let _ = tracing_subscriber::fmt()
-        .json()
-        .flatten_event(true)
-        .with_current_span(false)
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+}
+
+/// Installs the subscriber once, in the binary. `PPTUNE_LOG` filters
+/// (`info` by default). Journald that cannot be reached falls back to JSON
+/// on stderr, saying so.
+pub fn init(format: LogFormat) {
+    let filter = EnvFilter::try_from_env("PPTUNE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let mut format = resolve(format);
+    let mut journal = None;
+    let mut fallback = None;
+    if format == Format::Journald {
+        match UnixDatagram::unbound().and_then(|s| s.connect(JOURNAL_SOCKET).map(|()| s)) {
+            Ok(s) => journal = Some(s),
+            Err(e) => {
+                fallback = Some(e);
+                format = Format::Json;
+            }
+        }
+    }
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(Sink {
+            format,
+            journal,
+            out: Box::new(|b| {
+                // Nothing sensible is left to do when stderr is gone.
+                let _ = std::io::stderr().lock().write_all(b);
+            }),
+        })
         .try_init();
+    if let Some(e) = fallback {
+        tracing::warn!(error = %e, socket = JOURNAL_SOCKET, "journald unreachable: logging JSON lines to stderr");
+    }
+}
+
+/// journald's `MESSAGE_ID` for decisions with this reason: 32 hex digits,
+/// FNV-1a 128 of `pptune.decision.<reason>`. Stable across versions and
+/// hosts (a test pins one value); `docs/install.md` lists how to query it.
+#[must_use]
+pub fn message_id(reason: ReasonCode) -> String {
+    let mut h: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
+    for b in format!("pptune.decision.{}", reason.as_str()).bytes() {
+        h ^= u128::from(b);
+        h = h.wrapping_mul(0x0000_0000_0100_0000_0000_0000_0000_013b);
+    }
+    format!("{h:032x}")
+}
+
+/// Where a finished text or JSON line goes.
+type Out = Box<dyn Fn(&[u8]) + Send + Sync>;
+
+/// The layer that writes every event in the chosen format.
+struct Sink {
+    format: Format,
+    journal: Option<UnixDatagram>,
+    /// Where a text or JSON line goes: stderr (a buffer in tests).
+    out: Out,
+}
+
+impl std::fmt::Debug for Sink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sink")
+            .field("format", &self.format)
+            .finish()
+    }
+}
+
+/// An event's fields in the order they were written.
+#[derive(Default)]
+struct Fields {
+    message: String,
+    message_id: Option<String>,
+    evidence: Map<String, Value>,
+    pairs: Vec<(&'static str, Value)>,
+}
+
+impl Visit for Fields {
+    fn record_f64(&mut self, f: &Field, v: f64) {
+        self.pairs.push((f.name(), Value::from(v)));
+    }
+    fn record_i64(&mut self, f: &Field, v: i64) {
+        self.pairs.push((f.name(), Value::from(v)));
+    }
+    fn record_u64(&mut self, f: &Field, v: u64) {
+        self.pairs.push((f.name(), Value::from(v)));
+    }
+    fn record_bool(&mut self, f: &Field, v: bool) {
+        self.pairs.push((f.name(), Value::from(v)));
+    }
+    fn record_str(&mut self, f: &Field, v: &str) {
+        match f.name() {
+            "message" => v.clone_into(&mut self.message),
+            MESSAGE_ID => self.message_id = Some(v.to_owned()),
+            // Written by `DecisionLog` as a JSON object.
+            EVIDENCE => match serde_json::from_str(v) {
+                Ok(Value::Object(m)) => self.evidence = m,
+                _ => self.pairs.push((EVIDENCE, Value::from(v))),
+            },
+            n => self.pairs.push((n, Value::from(v))),
+        }
+    }
+    fn record_debug(&mut self, f: &Field, v: &dyn std::fmt::Debug) {
+        let text = format!("{v:?}");
+        self.record_str(f, &text);
+    }
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A value on a text line: quoted when it has spaces or is empty, so
+/// `key=value` pairs stay readable.
+fn text_pair(v: &Value) -> String {
+    let t = text(v);
+    if t.is_empty() || t.contains(char::is_whitespace) {
+        format!("{t:?}")
+    } else {
+        t
+    }
+}
+
+fn timestamp() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// Journal field name: upper case, `[A-Z0-9_]`.
+fn journal_name(parts: &[&str]) -> String {
+    parts
+        .join("_")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// One field in the journal's binary-safe encoding.
+fn journal_field(buf: &mut Vec<u8>, name: &str, value: &str) {
+    buf.extend_from_slice(name.as_bytes());
+    buf.push(b'\n');
+    buf.extend_from_slice(&(value.len() as u64).to_le_bytes());
+    buf.extend_from_slice(value.as_bytes());
+    buf.push(b'\n');
+}
+
+fn priority(level: Level) -> &'static str {
+    match level {
+        Level::ERROR => "3",
+        Level::WARN => "4",
+        Level::INFO => "6",
+        Level::DEBUG | Level::TRACE => "7",
+    }
+}
+
+impl Sink {
+    fn json(meta: &tracing::Metadata<'_>, f: &Fields) -> String {
+        let mut m = Map::new();
+        m.insert("timestamp".into(), timestamp().into());
+        m.insert("level".into(), meta.level().as_str().into());
+        m.insert("target".into(), meta.target().into());
+        m.insert("message".into(), f.message.clone().into());
+        if let Some(id) = &f.message_id {
+            m.insert(MESSAGE_ID.into(), id.clone().into());
+        }
+        for (k, v) in &f.pairs {
+            m.insert((*k).to_owned(), v.clone());
+        }
+        if !f.evidence.is_empty() {
+            m.insert(EVIDENCE.into(), Value::Object(f.evidence.clone()));
+        }
+        let mut line = Value::Object(m).to_string();
+        line.push('\n');
+        line
+    }
+
+    fn human(meta: &tracing::Metadata<'_>, f: &Fields) -> String {
+        let mut line = format!(
+            "{} {:>5} {}",
+            chrono::Local::now().format("%H:%M:%S%.3f"),
+            meta.level().as_str(),
+            f.message
+        );
+        for (k, v) in &f.pairs {
+            let _ = write!(line, " {k}={}", text_pair(v));
+        }
+        if !f.evidence.is_empty() {
+            line.push_str(" evidence:");
+            for (k, v) in &f.evidence {
+                let _ = write!(line, " {k}={}", text(v));
+            }
+        }
+        line.push('\n');
+        line
+    }
+
+    fn journal(meta: &tracing::Metadata<'_>, f: &Fields) -> Vec<u8> {
+        let mut buf = Vec::with_capacity(512);
+        journal_field(&mut buf, "PRIORITY", priority(*meta.level()));
+        journal_field(&mut buf, "SYSLOG_IDENTIFIER", "pptune");
+        journal_field(&mut buf, "MESSAGE", &f.message);
+        if let Some(id) = &f.message_id {
+            journal_field(&mut buf, "MESSAGE_ID", id);
+        }
+        journal_field(&mut buf, "PPTUNE_TARGET", meta.target());
+        for (k, v) in &f.pairs {
+            journal_field(&mut buf, &journal_name(&["PPTUNE", k]), &text(v));
+        }
+        for (k, v) in &f.evidence {
+            journal_field(&mut buf, &journal_name(&["PPTUNE_EVIDENCE", k]), &text(v));
+        }
+        buf
+    }
+}
+
+impl<S: Subscriber> Layer<S> for Sink {
+    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+        let meta = event.metadata();
+        let mut f = Fields::default();
+        event.record(&mut f);
+        if let (Format::Journald, Some(sock)) = (self.format, &self.journal)
+            && sock.send(&Self::journal(meta, &f)).is_ok()
+        {
+            return;
+        }
+        // Journald refused the datagram: stderr (the journal stream) still
+        // gets the whole event.
+        let line = match self.format {
+            Format::Human => Self::human(meta, &f),
+            Format::Json | Format::Journald => Self::json(meta, &f),
+        };
+        (self.out)(line.as_bytes());
+    }
 }
 
 /// A short word for an action.
@@ -98,31 +376,31 @@ impl DecisionLog {
             .filter(|(k, _, _)| *k == key)
             .map_or(0, |(_, _, n)| *n);
         let evidence = serde_json::to_string(&d.evidence).unwrap_or_default();
-        let is_hold = matches!(d.action, Action::Hold);
-        if is_hold {
-            tracing::info!(
-                target: "pptune::decision",
-                device = %d.device,
-                action = action_text(&d.action),
-                reason = d.reason.as_str(),
-                recommendation = %d.id,
-                mode = effective_mode,
-                evidence = %evidence,
-                repeats_suppressed = suppressed,
-                "{}", d.message
-            );
+        let mid = message_id(d.reason);
+        macro_rules! decision_event {
+            ($level:expr) => {
+                tracing::event!(
+                    target: "pptune::decision",
+                    $level,
+                    device = %d.device,
+                    action = action_text(&d.action),
+                    reason = d.reason.as_str(),
+                    recommendation = %d.id,
+                    mode = effective_mode,
+                    message_id = mid.as_str(),
+                    evidence = evidence.as_str(),
+                    repeats_suppressed = suppressed,
+                    "{}", d.message
+                )
+            };
+        }
+        // Only a change pptune is about to make warns: a hold, and what
+        // observe mode merely recommends, change nothing and must not fire
+        // log-based alerts.
+        if effective_mode == "enforce" && !matches!(d.action, Action::Hold) {
+            decision_event!(Level::WARN);
         } else {
-            tracing::warn!(
-                target: "pptune::decision",
-                device = %d.device,
-                action = action_text(&d.action),
-                reason = d.reason.as_str(),
-                recommendation = %d.id,
-                mode = effective_mode,
-                evidence = %evidence,
-                repeats_suppressed = suppressed,
-                "{}", d.message
-            );
+            decision_event!(Level::INFO);
         }
         self.last.insert(d.device_id.key(), (key, now, 0));
         true
@@ -135,6 +413,7 @@ impl DecisionLog {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use policy::plan::{Knob, ReasonCode, RecommendationId, RingField};
@@ -156,6 +435,123 @@ mod tests {
             message: "m".into(),
             evidence: BTreeMap::from([("recycle_miss_share".to_owned(), 0.5)]),
         }
+    }
+
+    use std::sync::{Arc, Mutex};
+
+    /// Logs `d` through a sink of `format` and returns what it wrote: the
+    /// text line, or the journal datagram.
+    fn written(format: Format, d: &Decision, mode: &str) -> Vec<u8> {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let b2 = Arc::clone(&buf);
+        let (ours, theirs) = UnixDatagram::pair().unwrap();
+        let sink = Sink {
+            format,
+            journal: (format == Format::Journald).then_some(ours),
+            out: Box::new(move |b| b2.lock().unwrap().extend_from_slice(b)),
+        };
+        let sub = tracing_subscriber::registry().with(sink);
+        tracing::subscriber::with_default(sub, || {
+            DecisionLog::new(Duration::from_secs(60)).log(d, mode, Duration::ZERO);
+        });
+        if format == Format::Journald {
+            let mut dg = vec![0u8; 65536];
+            theirs.set_nonblocking(true).unwrap();
+            let n = theirs.recv(&mut dg).unwrap();
+            dg.truncate(n);
+            return dg;
+        }
+        buf.lock().unwrap().clone()
+    }
+
+    /// The journal's binary-safe fields back as (name, value).
+    fn journal_fields(mut dg: &[u8]) -> BTreeMap<String, String> {
+        let mut m = BTreeMap::new();
+        while let Some(nl) = dg.iter().position(|&b| b == b'\n') {
+            let name = String::from_utf8(dg[..nl].to_vec()).unwrap();
+            let len = u64::from_le_bytes(dg[nl + 1..nl + 9].try_into().unwrap());
+            let len = usize::try_from(len).unwrap();
+            let v = String::from_utf8(dg[nl + 9..nl + 9 + len].to_vec()).unwrap();
+            m.insert(name, v);
+            dg = &dg[nl + 10 + len..];
+        }
+        m
+    }
+
+    fn grow() -> Decision {
+        decision(
+            Action::SetRing {
+                field: RingField::Rx,
+                from: 256,
+                to: 2048,
+            },
+            ReasonCode::RecycleMissHigh,
+        )
+    }
+
+    #[test]
+    fn json_lines_carry_evidence_as_an_object_and_observe_is_info() {
+        let out = written(Format::Json, &grow(), "observe");
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["level"], "INFO", "{v}");
+        assert_eq!(v["evidence"]["recycle_miss_share"], 0.5, "{v}");
+        assert_eq!(v["reason"], "recycle_miss_high");
+        assert_eq!(v["message_id"], message_id(ReasonCode::RecycleMissHigh));
+        assert_eq!(v["message"], "m");
+        // Enforcing the same change warns.
+        let out = written(Format::Json, &grow(), "enforce");
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["level"], "WARN", "{v}");
+    }
+
+    #[test]
+    fn journald_gets_native_fields_and_an_unprefixed_message_id() {
+        let f = journal_fields(&written(Format::Journald, &grow(), "observe"));
+        assert_eq!(f["MESSAGE"], "m");
+        assert_eq!(f["PRIORITY"], "6");
+        assert_eq!(f["SYSLOG_IDENTIFIER"], "pptune");
+        assert_eq!(f["MESSAGE_ID"], message_id(ReasonCode::RecycleMissHigh));
+        assert_eq!(f["PPTUNE_DEVICE"], "eth0");
+        assert_eq!(f["PPTUNE_REASON"], "recycle_miss_high");
+        assert_eq!(f["PPTUNE_EVIDENCE_RECYCLE_MISS_SHARE"], "0.5");
+        assert!(!f.contains_key("PPTUNE_EVIDENCE"), "{f:?}");
+    }
+
+    #[test]
+    fn text_lines_are_readable() {
+        let out = String::from_utf8(written(Format::Human, &grow(), "observe")).unwrap();
+        assert!(
+            out.contains(
+                " INFO m device=eth0 action=\"ring.rx 256 -> 2048\" reason=recycle_miss_high"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.ends_with(" evidence: recycle_miss_share=0.5\n"),
+            "{out}"
+        );
+        assert!(!out.contains('{'), "{out}");
+    }
+
+    #[test]
+    fn message_ids_are_stable_and_distinct_per_reason() {
+        // Pinned (FNV-1a 128, checked with an independent implementation):
+        // operators' journal queries and alerts use it.
+        assert_eq!(
+            message_id(ReasonCode::RecycleMissHigh),
+            "b37816d98b770dd91699822d28484e10"
+        );
+        let ids: std::collections::BTreeSet<String> = [
+            ReasonCode::RecycleMissHigh,
+            ReasonCode::CalmShrink,
+            ReasonCode::Healthy,
+            ReasonCode::OperatorOverride,
+        ]
+        .into_iter()
+        .map(message_id)
+        .collect();
+        assert_eq!(ids.len(), 4);
+        assert!(ids.iter().all(|i| i.len() == 32));
     }
 
     #[test]

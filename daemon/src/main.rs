@@ -7,12 +7,35 @@ use clap::Parser;
 use pptune::cli::{Cli, Command};
 use pptune::commands;
 
+/// Gives SIGPIPE back its default action, as a C program has it: a one-shot
+/// command whose reader went away (`pptune status | head -1`) ends quietly,
+/// killed by SIGPIPE like `cat` would be, instead of panicking on EPIPE.
+/// The daemon keeps Rust's default (ignored, EPIPE returned): a scraper or
+/// control client that hangs up must not kill it.
+#[allow(unsafe_code)]
+fn default_sigpipe() {
+    // SAFETY: called first thing in main, before any thread exists;
+    // SIG_DFL is a valid disposition and no handler code is involved.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // The daemon logs structured lines; the one-shot commands print for a
-    // person and log only warnings.
-    if matches!(cli.command, None | Some(Command::Run { .. })) {
-        pptune::logging::init();
+    if !matches!(cli.command, Command::Run { .. }) {
+        default_sigpipe();
+    }
+    let config = match cli.config_path() {
+        Ok(c) => c.map(std::path::Path::to_owned),
+        Err(msg) => {
+            eprintln!("pptune: {msg}");
+            return ExitCode::from(2);
+        }
+    };
+    // The daemon logs; the one-shot commands print for a person.
+    if let Command::Run { log_format, .. } = &cli.command {
+        pptune::logging::init(*log_format);
     }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -24,17 +47,18 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let config = cli.config.as_deref();
+    let config = config.as_deref();
     let result = rt.block_on(async {
         match cli.command {
-            None => commands::run(config, None).await,
-            Some(Command::Run { metrics_listen }) => commands::run(config, metrics_listen).await,
-            Some(Command::Status { interfaces, json }) => {
-                commands::status(config, interfaces, json).await
-            }
-            Some(Command::Plan { json }) => commands::plan(config, json).await,
-            Some(Command::Check) => Ok(commands::check(config)),
-            Some(Command::Restore { interfaces }) => commands::restore(interfaces).await,
+            Command::Run { metrics_listen, .. } => commands::run(config, metrics_listen).await,
+            Command::Status { interfaces, json } => commands::status(interfaces, json).await,
+            Command::Plan {
+                json,
+                detailed_exitcode,
+                ..
+            } => commands::plan(config, json, detailed_exitcode).await,
+            Command::Check { .. } => Ok(commands::check(config)),
+            Command::Restore { interfaces } => commands::restore(interfaces).await,
         }
     });
     match result {

@@ -1,6 +1,8 @@
-//! Test harness: the fake kernel (`fake`), the VM runner (`vm`), the ppsim
-//! driver (`ppsim`) and a device's pools over netlink (`pools`).
+//! Test harness: the `pptune` binary (`bin`), the fake kernel (`fake`), the
+//! VM runner (`vm`), the ppsim driver (`ppsim`) and a device's pools over
+//! netlink (`pools`).
 
+pub mod bin;
 pub mod fake;
 pub mod pools;
 pub mod ppsim;

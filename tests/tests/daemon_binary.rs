@@ -9,44 +9,11 @@
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use std::os::unix::net::UnixDatagram;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use pptune_tests::bin::{pptune_bin, require_root};
 use tokio::time::Instant;
-
-/// The `pptune` binary in this test's target directory. `cargo test -p
-/// pptune-tests` builds the library only, and a binary left from an older
-/// build would test old code, so ask cargo for it (a no-op when fresh).
-fn pptune_bin() -> PathBuf {
-    static BUILT: std::sync::Once = std::sync::Once::new();
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap().to_owned();
-    BUILT.call_once(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let st = Command::new(cargo)
-            .args(["build", "-p", "pptune", "--bin", "pptune"])
-            .env("CARGO_TARGET_DIR", dir.parent().unwrap())
-            .stdout(Stdio::null())
-            .status()
-            .unwrap();
-        assert!(st.success(), "building pptune failed");
-    });
-    let bin = dir.join("pptune");
-    assert!(bin.exists(), "{} missing", bin.display());
-    bin
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|e| e == "0"))
-        })
-        .unwrap_or(false)
-}
 
 /// Datagrams received until `pred` matches one, or the deadline.
 fn wait_for(
@@ -103,10 +70,7 @@ fn invalid_policy_exits_78_for_check_and_run() {
 
 #[test]
 fn systemd_notify_reload_device_appearance_and_sigterm_in_a_netns() {
-    if !is_root() {
-        eprintln!("SKIPPED: needs root (a throwaway network namespace); run as root to include it");
-        return;
-    }
+    require_root("a throwaway network namespace");
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("etc");
     std::fs::create_dir(&cfg).unwrap();
@@ -223,10 +187,7 @@ fn systemd_notify_reload_device_appearance_and_sigterm_in_a_netns() {
 
 #[test]
 fn an_ethtool_change_by_hand_is_an_operator_override_on_the_real_kernel() {
-    if !is_root() {
-        eprintln!("SKIPPED: needs root (a throwaway network namespace); run as root to include it");
-        return;
-    }
+    require_root("a throwaway network namespace");
     // veth has no page pools, but a selector without `require_pools` puts it
     // under enforce, and veth has real channels (rx/tx) whose CHANNELS_NTF
     // the kernel sends to every monitor subscriber, pptune included.
@@ -320,10 +281,7 @@ fn an_ethtool_change_by_hand_is_an_operator_override_on_the_real_kernel() {
 
 #[test]
 fn restore_command_puts_a_recorded_original_back_on_the_real_kernel() {
-    if !is_root() {
-        eprintln!("SKIPPED: needs root (a throwaway network namespace); run as root to include it");
-        return;
-    }
+    require_root("a throwaway network namespace");
     use policy::{ChannelField, Knob};
     use pptune::state::{StateFile, read_boot_id};
     // The record a killed daemon left: ppt0's rx channels were 1 before
@@ -371,16 +329,15 @@ fn restore_command_puts_a_recorded_original_back_on_the_real_kernel() {
 }
 
 #[test]
-fn plan_samples_as_often_as_the_policy_needs_and_changes_nothing() {
-    if !is_root() {
-        eprintln!("SKIPPED: needs root (a throwaway network namespace); run as root to include it");
-        return;
-    }
+fn plan_answers_at_once_when_nothing_can_be_judged_and_changes_nothing() {
+    require_root("a throwaway network namespace");
     let dir = tempfile::tempdir().unwrap();
     let policy = dir.path().join("policy.yaml");
+    // A finding would need 3 samples over 20 s; veth has no page pools, so
+    // there is nothing to wait for.
     std::fs::write(
         &policy,
-        "mode: enforce\nselectors:\n  - names: [\"ppt*\"]\n    require_pools: false\ntiming:\n  interval: 1s\n  window: 1s\n  windows_for_finding: 2\n",
+        "mode: enforce\nselectors:\n  - names: [\"ppt*\"]\n    require_pools: false\ntiming:\n  interval: 10s\n  window: 10s\n  windows_for_finding: 2\n",
     )
     .unwrap();
     let t0 = Instant::now();
@@ -399,16 +356,17 @@ fn plan_samples_as_often_as_the_policy_needs_and_changes_nothing() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{out:?}");
-    // It says how many samples over how long, and takes that long.
-    assert!(stderr.contains("sampling 3 times over 2s"), "{stderr}");
-    assert!(t0.elapsed() >= Duration::from_secs(2));
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    // stderr is a pipe here: no progress, no banner.
+    assert!(!stderr.contains("sample"), "{stderr}");
     let json_end = stdout.rfind('}').unwrap();
     let v: serde_json::Value = serde_json::from_str(&stdout[..=json_end]).unwrap();
-    assert_eq!(v["samples"], 3);
+    assert_eq!(v["samples"], 1, "{v}");
     let decisions = v["decisions"].as_array().unwrap();
     let d = decisions.iter().find(|d| d["device"] == "ppt0").unwrap();
     assert_eq!(d["mode"], "enforce");
     assert_eq!(d["action"]["kind"], "hold", "{d}");
+    assert_eq!(d["reason"], "no_pools", "{d}");
     assert_eq!(d["id"].as_str().unwrap().len(), 12);
     // Nothing changed: veth's default single rx channel.
     assert!(

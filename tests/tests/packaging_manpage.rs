@@ -32,8 +32,9 @@ fn man(cmd: clap::Command) -> Vec<u8> {
 
 /// (path relative to packaging/deb, contents) for every generated file.
 fn generated() -> Vec<(String, Vec<u8>)> {
-    let mut cmd = pptune::cli::Cli::command();
-    // Propagates global args (--config) into the subcommands' pages.
+    // The package version, not the git revision `--version` adds: the
+    // committed pages must not change with every commit.
+    let mut cmd = pptune::cli::Cli::command().version(env!("CARGO_PKG_VERSION"));
     cmd.build();
     let mut out = vec![("man/pptune.1".to_string(), man(cmd.clone()))];
     // clap's own `help` subcommand needs no page.

@@ -193,7 +193,7 @@ _pptune() {
             return 0
             ;;
         pptune__subcmd__plan)
-            opts="-h --json --config --help"
+            opts="-h --config --json --detailed-exitcode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -211,7 +211,7 @@ _pptune() {
             return 0
             ;;
         pptune__subcmd__restore)
-            opts="-i -h --interface --config --help"
+            opts="-i -h --interface --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -222,10 +222,6 @@ _pptune() {
                     return 0
                     ;;
                 -i)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -237,18 +233,22 @@ _pptune() {
             return 0
             ;;
         pptune__subcmd__run)
-            opts="-h --metrics-listen --config --help"
+            opts="-h --config --metrics-listen --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --metrics-listen)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --config)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                --log-format)
+                    COMPREPLY=($(compgen -W "auto human json journald" -- "${cur}"))
                     return 0
                     ;;
                 *)
@@ -259,7 +259,7 @@ _pptune() {
             return 0
             ;;
         pptune__subcmd__status)
-            opts="-i -h --interface --json --config --help"
+            opts="-i -h --interface --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -270,10 +270,6 @@ _pptune() {
                     return 0
                     ;;
                 -i)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -24,31 +24,34 @@ function __fish_pptune_using_subcommand
     contains -- $cmd[1] $argv
 end
 
-complete -c pptune -n "__fish_pptune_needs_command" -l config -d 'Policy file or directory (default: $CONFIGURATION_DIRECTORY or /etc/pptune; the embedded default policy when none exists)' -r -F
+complete -c pptune -n "__fish_pptune_needs_command" -l config -d 'Policy file or directory, for the commands that read the policy (run, plan, check, verify, export)' -r -F
 complete -c pptune -n "__fish_pptune_needs_command" -s h -l help -d 'Print help'
 complete -c pptune -n "__fish_pptune_needs_command" -s V -l version -d 'Print version'
-complete -c pptune -n "__fish_pptune_needs_command" -f -a "run" -d 'Run the daemon (the default when no command is given)'
+complete -c pptune -n "__fish_pptune_needs_command" -f -a "run" -d 'Run the daemon in the foreground (the systemd unit runs this)'
 complete -c pptune -n "__fish_pptune_needs_command" -f -a "status" -d 'Show page pools, queues, rings and channels, and the running daemon\'s view'
 complete -c pptune -n "__fish_pptune_needs_command" -f -a "plan" -d 'Sample the live kernel as often as the policy needs for a finding and print what `run` would do, and why. Changes nothing'
 complete -c pptune -n "__fish_pptune_needs_command" -f -a "check" -d 'Validate the policy: exit 0 when valid, 78 (EX_CONFIG) otherwise'
 complete -c pptune -n "__fish_pptune_needs_command" -f -a "restore" -d 'Put back the original rings/channels pptune recorded, and clear the record'
 complete -c pptune -n "__fish_pptune_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c pptune -n "__fish_pptune_using_subcommand run" -l metrics-listen -d 'Prometheus listen address (overrides the policy\'s daemon.metrics_listen; default 127.0.0.1:9864)' -r
 complete -c pptune -n "__fish_pptune_using_subcommand run" -l config -d 'Policy file or directory (default: $CONFIGURATION_DIRECTORY or /etc/pptune; the embedded default policy when none exists)' -r -F
-complete -c pptune -n "__fish_pptune_using_subcommand run" -s h -l help -d 'Print help'
+complete -c pptune -n "__fish_pptune_using_subcommand run" -l metrics-listen -d 'Prometheus listen address (overrides the policy\'s daemon.metrics_listen; default 127.0.0.1:9864)' -r
+complete -c pptune -n "__fish_pptune_using_subcommand run" -l log-format -d 'Log format' -r -f -a "auto\t'journald when stderr is the journal (under systemd), readable text on a terminal, JSON lines otherwise'
+human\t'Readable text'
+json\t'One JSON object per line'
+journald\t'Native journald fields (needs the journal socket)'"
+complete -c pptune -n "__fish_pptune_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c pptune -n "__fish_pptune_using_subcommand status" -s i -l interface -d 'Only this interface (repeatable)' -r
-complete -c pptune -n "__fish_pptune_using_subcommand status" -l config -d 'Policy file or directory (default: $CONFIGURATION_DIRECTORY or /etc/pptune; the embedded default policy when none exists)' -r -F
 complete -c pptune -n "__fish_pptune_using_subcommand status" -l json -d 'JSON for scripts'
 complete -c pptune -n "__fish_pptune_using_subcommand status" -s h -l help -d 'Print help'
 complete -c pptune -n "__fish_pptune_using_subcommand plan" -l config -d 'Policy file or directory (default: $CONFIGURATION_DIRECTORY or /etc/pptune; the embedded default policy when none exists)' -r -F
 complete -c pptune -n "__fish_pptune_using_subcommand plan" -l json
+complete -c pptune -n "__fish_pptune_using_subcommand plan" -l detailed-exitcode -d 'Exit 2 when `run` would change something (0 when it would hold everything), like `terraform plan -detailed-exitcode`'
 complete -c pptune -n "__fish_pptune_using_subcommand plan" -s h -l help -d 'Print help'
 complete -c pptune -n "__fish_pptune_using_subcommand check" -l config -d 'Policy file or directory (default: $CONFIGURATION_DIRECTORY or /etc/pptune; the embedded default policy when none exists)' -r -F
 complete -c pptune -n "__fish_pptune_using_subcommand check" -s h -l help -d 'Print help'
 complete -c pptune -n "__fish_pptune_using_subcommand restore" -s i -l interface -d 'Only this interface (repeatable)' -r
-complete -c pptune -n "__fish_pptune_using_subcommand restore" -l config -d 'Policy file or directory (default: $CONFIGURATION_DIRECTORY or /etc/pptune; the embedded default policy when none exists)' -r -F
 complete -c pptune -n "__fish_pptune_using_subcommand restore" -s h -l help -d 'Print help'
-complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check restore help" -f -a "run" -d 'Run the daemon (the default when no command is given)'
+complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check restore help" -f -a "run" -d 'Run the daemon in the foreground (the systemd unit runs this)'
 complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check restore help" -f -a "status" -d 'Show page pools, queues, rings and channels, and the running daemon\'s view'
 complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check restore help" -f -a "plan" -d 'Sample the live kernel as often as the policy needs for a finding and print what `run` would do, and why. Changes nothing'
 complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check restore help" -f -a "check" -d 'Validate the policy: exit 0 when valid, 78 (EX_CONFIG) otherwise'

@@ -1,0 +1,53 @@
+//! The real `pptune` binary for tests that run it, and their common
+//! prerequisite: root, for a throwaway network namespace.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// The `pptune` binary in this test's target directory. `cargo test -p
+/// pptune-tests` builds the library only, and a binary left from an older
+/// build would test old code, so ask cargo for it (a no-op when fresh).
+///
+/// # Panics
+/// When the build fails: the test cannot run.
+#[must_use]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+pub fn pptune_bin() -> PathBuf {
+    static BUILT: std::sync::Once = std::sync::Once::new();
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap().to_owned();
+    BUILT.call_once(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = Command::new(cargo)
+            .args(["build", "-p", "pptune", "--bin", "pptune"])
+            .env("CARGO_TARGET_DIR", dir.parent().unwrap())
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "building pptune failed");
+    });
+    let bin = dir.join("pptune");
+    assert!(bin.exists(), "{} missing", bin.display());
+    bin
+}
+
+/// Whether this process runs as uid 0.
+#[must_use]
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+    })
+}
+
+/// Fails the test unless it runs as root: a test that cannot run must not
+/// pass. (`tests/run-all.sh` and CI run as root.)
+///
+/// # Panics
+/// When not root.
+pub fn require_root(why: &str) {
+    assert!(
+        is_root(),
+        "this test needs root ({why}); run the suite as root (tests/run-all.sh does)"
+    );
+}

@@ -1,0 +1,232 @@
+//! The command line as an operator meets it: bare `pptune` prints help,
+//! `check FILE`, `--config` refused where it would be ignored, `--version`
+//! with the git revision, logs readable on a terminal and JSON through a
+//! pipe, a closed stdout ending quietly, `restore -i` of an unknown name.
+//! The ones that start the daemon or read the kernel run in a throwaway
+//! network namespace (root).
+
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use std::os::unix::process::ExitStatusExt as _;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use pptune_tests::bin::{pptune_bin, require_root};
+
+fn pptune(args: &[&str]) -> Output {
+    Command::new(pptune_bin()).args(args).output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
+}
+
+fn example() -> String {
+    repo()
+        .join("config/examples/observe-all.yaml")
+        .display()
+        .to_string()
+}
+
+#[test]
+fn bare_pptune_prints_help_and_starts_nothing() {
+    let out = pptune(&[]);
+    // clap's usage-error status: no command is a usage error.
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = text(&out.stderr);
+    assert!(err.contains("Usage: pptune"), "{err}");
+    assert!(err.contains("run "), "{err}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn check_takes_the_file_as_an_argument_or_with_config() {
+    let ex = example();
+    for args in [vec!["check", ex.as_str()], vec!["check", "--config", &ex]] {
+        let out = pptune(&args);
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        assert!(text(&out.stdout).contains("observe-all.yaml"), "{out:?}");
+    }
+    // The old global position still works for the commands that use it.
+    let out = pptune(&["--config", &ex, "check"]);
+    assert!(out.status.success(), "{out:?}");
+    // Both at once is ambiguous.
+    let out = pptune(&["check", "--config", &ex, &ex]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let out = pptune(&["--config", &ex, "check", &ex]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(text(&out.stderr).contains("twice"), "{out:?}");
+}
+
+#[test]
+fn config_is_refused_by_commands_that_do_not_read_the_policy() {
+    let ex = example();
+    for cmd in ["status", "restore"] {
+        let out = pptune(&["--config", &ex, cmd]);
+        assert_eq!(out.status.code(), Some(2), "{cmd}: {out:?}");
+        let err = text(&out.stderr);
+        assert!(
+            err.contains(&format!("`pptune {cmd}` does not read the policy")),
+            "{err}"
+        );
+        let out = pptune(&[cmd, "--config", &ex]);
+        assert_eq!(out.status.code(), Some(2), "{cmd}: {out:?}");
+        assert!(text(&out.stderr).contains("'--config'"), "{out:?}");
+    }
+}
+
+#[test]
+fn version_names_the_git_revision() {
+    let out = pptune(&["--version"]);
+    assert!(out.status.success());
+    let v = text(&out.stdout);
+    let head = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(head.status.success(), "not a git checkout: {head:?}");
+    let head = text(&head.stdout);
+    assert_eq!(
+        v.trim(),
+        format!("pptune {} (git {})", env!("CARGO_PKG_VERSION"), head.trim())
+    );
+}
+
+/// `pptune run` for two seconds in a fresh netns, through a
+/// pseudo-terminal or a pipe. Returns everything it wrote.
+fn run_two_seconds(extra: &str, pty: bool) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let inner = format!(
+        "RUNTIME_DIRECTORY={} unshare -n timeout --preserve-status -s INT 2 {} --config {} run --metrics-listen 127.0.0.1:0 {extra}",
+        dir.path().display(),
+        pptune_bin().display(),
+        example()
+    );
+    let out = if pty {
+        // util-linux script(1): the command's stdin/stdout/stderr are a
+        // pseudo-terminal; what it writes comes out on script's stdout.
+        Command::new("script")
+            .args(["-q", "-e", "-c", &inner, "/dev/null"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    } else {
+        Command::new("sh").args(["-c", &inner]).output().unwrap()
+    };
+    // timeout(1) passes on pptune's status: 0 after SIGINT.
+    assert!(out.status.success(), "{out:?}");
+    format!("{}{}", text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn logs_are_readable_on_a_terminal_and_json_through_a_pipe() {
+    require_root("a throwaway network namespace");
+    let tty = run_two_seconds("", true);
+    assert!(tty.contains(" INFO ready status=\"0 devices"), "{tty}");
+    assert!(tty.contains(" INFO serving metrics at /metrics"), "{tty}");
+    assert!(!tty.contains("{\""), "JSON on a terminal:\n{tty}");
+
+    let pipe = run_two_seconds("", false);
+    let lines: Vec<&str> = pipe.lines().filter(|l| !l.is_empty()).collect();
+    assert!(lines.len() >= 3, "{pipe}");
+    for l in &lines {
+        let v: serde_json::Value =
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+        assert!(v["level"].is_string() && v["timestamp"].is_string(), "{l}");
+    }
+    assert!(lines.iter().any(|l| l.contains("\"message\":\"ready\"")));
+
+    // Asked for, JSON even on a terminal.
+    let tty_json = run_two_seconds("--log-format json", true);
+    assert!(
+        tty_json
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .all(|l| l.trim_start().starts_with('{')),
+        "{tty_json}"
+    );
+}
+
+#[test]
+fn a_closed_stdout_ends_status_quietly() {
+    require_root("a throwaway network namespace");
+    // The reader is gone before pptune writes its first line.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new("unshare")
+        .args([
+            "-n",
+            "sh",
+            "-c",
+            "ip link add ppt0 type veth peer name ppt1 && exec \"$0\" status",
+        ])
+        .arg(pptune_bin())
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+        .wait_with_output()
+        .unwrap();
+    assert_eq!(
+        out.status.signal(),
+        Some(13),
+        "not ended by SIGPIPE: {out:?}"
+    );
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+
+    // The shape an operator types.
+    let out = Command::new("unshare")
+        .args([
+            "-n",
+            "bash",
+            "-c",
+            "for i in 0 1 2 3; do ip link add ppt$i type veth peer name peer$i; done; \"$0\" status | head -1; echo \"status=${PIPESTATUS[0]}\"",
+        ])
+        .arg(pptune_bin())
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert!(stdout.starts_with("kernel "), "{stdout}");
+    assert!(
+        stdout.contains("status=0") || stdout.contains("status=141"),
+        "{stdout}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!stderr.contains("Broken pipe"), "{stderr}");
+}
+
+#[test]
+fn restore_of_an_unknown_interface_says_so() {
+    require_root("a throwaway network namespace");
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new("unshare")
+        .args([
+            "-n",
+            "sh",
+            "-c",
+            "ip link add ppt0 type veth peer name ppt1 && \"$0\" restore -i nosuch0 ; echo \"status=$?\"; \"$0\" restore -i ppt0",
+        ])
+        .arg(pptune_bin())
+        .env("RUNTIME_DIRECTORY", dir.path())
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("no interface named nosuch0: not in the kernel and not in pptune's record"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("status=1"), "{stdout}");
+    // A real interface with nothing recorded: said, and success.
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stdout.contains("ppt0: nothing recorded to restore"),
+        "{stdout}"
+    );
+}
