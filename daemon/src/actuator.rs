@@ -12,11 +12,11 @@ use policy::engine::{ActionRecord, Outcome};
 use policy::plan::{ChannelField, Decision, Knob, RingField};
 use policy::snapshot::{Channels, Device, Rings, Snapshot};
 
-use crate::eval::{Rates, Verdict, judge};
 use crate::kernel::{Kernel, SetError};
 use crate::metrics::{ActionLabels, DevLabels, KnobLabels};
-use crate::run::{Backoff, Daemon, Engine, Evaluation};
+use crate::run::{Backoff, Daemon, Engine};
 use crate::state::{StateFile, StoredAction};
+use policy::evaluate::{Evaluation, Rates, Verdict};
 
 /// Longest backoff for a failing device.
 const MAX_BACKOFF: Duration = Duration::from_secs(3600);
@@ -504,16 +504,12 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
 
     /// Closes the evaluation windows that are due.
     pub(crate) async fn evaluate_due(&mut self, snap: &Snapshot, now: Duration) {
-        // Move fresh windows past the rebuild transient (see
-        // `Evaluation::settled`): the window is judged over `evaluation`
-        // from the first regular sample after the change.
+        // Move fresh windows past the rebuild transient
+        // (`Evaluation::settled`).
         let evaluation = self.policy.timing.evaluation;
-        for ev in self.evaluations.iter_mut().filter(|e| !e.settled) {
+        for ev in &mut self.evaluations {
             if let Some(dev) = snap.devices.iter().find(|d| d.id.key() == ev.key) {
-                ev.start = dev.clone();
-                ev.start_at = now;
-                ev.ends = now + evaluation;
-                ev.settled = true;
+                ev.settle(dev, now, evaluation);
             }
         }
         let (due, open): (Vec<Evaluation>, Vec<Evaluation>) = std::mem::take(&mut self.evaluations)
@@ -528,20 +524,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             let Some(dev) = snap.devices.iter().find(|d| d.id.key() == ev.key).cloned() else {
                 continue;
             };
-            let after = Rates::between(&ev.start, &dev, now.saturating_sub(ev.start_at));
-            let verdict = match (ev.baseline, after) {
-                (Some(b), Some(a)) => judge(ev.reason, &b, &a, threshold),
-                (None, Some(a)) => judge(
-                    ev.reason,
-                    &Rates {
-                        secs: a.secs,
-                        ..Rates::default()
-                    },
-                    &a,
-                    threshold,
-                ),
-                (_, None) => Verdict::Ineffective("empty evaluation window".into()),
-            };
+            let verdict = ev.judge(&dev, now, threshold);
             let outcome = match &verdict {
                 Verdict::Harmful(why) => {
                     tracing::warn!(device = %dev.name, knob = %ev.knob, "change made harm worse ({why}): reverting {} -> {}", ev.to, ev.from);
@@ -571,10 +554,15 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                     tracing::info!(device = %dev.name, knob = %ev.knob, "change {} -> {} was effective: {why}", ev.from, ev.to);
                     Outcome::Effective
                 }
+                Verdict::NoData(why) => {
+                    tracing::info!(device = %dev.name, knob = %ev.knob, "change {} -> {} could not be judged: {why}", ev.from, ev.to);
+                    Outcome::Inconclusive
+                }
             };
             let result = match outcome {
                 Outcome::Reverted => "reverted",
                 Outcome::Ineffective => "ineffective",
+                Outcome::Inconclusive => "inconclusive",
                 _ => "effective",
             };
             let direction = if ev.to >= ev.from { "grow" } else { "shrink" };

@@ -20,6 +20,7 @@ fn outcome_text(o: &Outcome) -> String {
         Outcome::Effective => "effective".into(),
         Outcome::Ineffective => "ineffective".into(),
         Outcome::Reverted => "reverted (made harm worse)".into(),
+        Outcome::Inconclusive => "inconclusive (a counter reset: no data)".into(),
         Outcome::Refused { errno, message } => {
             format!("refused by the kernel: {message} (errno {errno})")
         }

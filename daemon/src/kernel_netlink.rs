@@ -555,24 +555,19 @@ pub fn convert_pool(p: &PagePool, stats: Option<&PagePoolStats>) -> Pool {
     }
 }
 
-/// The kernel's page-pool counters as the policy's `PoolStats`. A counter
-/// the kernel omitted reads 0 (the stats reply carries all eleven or none).
+/// The kernel's page-pool counters as the policy's `PoolStats`, field by
+/// field from the one counter table (`policy::counters`). A counter the
+/// kernel omitted reads 0 (the stats reply carries all of them or none).
 #[must_use]
 pub fn pool_stats(c: &netlink::netdev::PoolCounters) -> PoolStats {
-    let g = |v: Option<u64>| v.unwrap_or(0);
-    PoolStats {
-        alloc_fast: g(c.alloc_fast),
-        alloc_slow: g(c.alloc_slow),
-        alloc_slow_high_order: g(c.alloc_slow_high_order),
-        alloc_empty: g(c.alloc_empty),
-        alloc_refill: g(c.alloc_refill),
-        alloc_waive: g(c.alloc_waive),
-        recycle_cached: g(c.recycle_cached),
-        recycle_cache_full: g(c.recycle_cache_full),
-        recycle_ring: g(c.recycle_ring),
-        recycle_ring_full: g(c.recycle_ring_full),
-        recycle_released_refcnt: g(c.recycle_released_refcnt),
+    macro_rules! convert {
+        ($($field:ident, $unit:literal, $help:literal;)*) => {
+            PoolStats {
+                $($field: c.$field.unwrap_or(0),)*
+            }
+        };
     }
+    policy::pool_counters!(convert)
 }
 
 fn convert_qstats(q: &Qstats) -> QueueStats {

@@ -5,7 +5,6 @@
 //!   implementation lives in `kernel_netlink`.
 //! - [`run`]: the service loop, generic over `Kernel`.
 //! - [`actuator`]: safe actuation, evaluation, override detection, restore.
-//! - [`eval`]: the before/after judgement of a change.
 //! - [`state`]: `/run/pptune/state.json`, the record of originals and actions.
 //! - [`metrics`] + [`http`]: every exported metric and the `/metrics` server.
 //! - [`control`] + [`daemon_view`]: the control socket and its rendering.
@@ -17,7 +16,6 @@ pub mod cli;
 pub mod commands;
 pub mod control;
 pub mod daemon_view;
-pub mod eval;
 pub mod http;
 pub mod kernel;
 pub mod kernel_netlink;

@@ -4,9 +4,11 @@
 //! because prometheus-client appends it; units are passed as units (the
 //! encoder appends them to the name and writes `# UNIT`); the label `device`
 //! joins node_exporter's series; no label is keyed by pool id (ids change on
-//! every rebuild). Pool counters are exported per (device, RX queue) and
-//! carry the last values of retired pools, so they stay monotonic across the
-//! pool rebuilds that every ring change causes.
+//! every rebuild). Pool counters are exported per (device, RX queue) as the
+//! running sum of `policy::accounting`'s per-pool deltas: retired pools stay
+//! counted and a reset adds nothing, so they stay monotonic across the pool
+//! rebuilds that every ring change causes. The counter families come from
+//! the one counter table, `policy::counters`.
 //!
 //! The per-queue families (the eleven pool counters, pools, inflight pages
 //! and bytes, the three ratios: 17 series per queue, ~35k at 2048 queues)
@@ -17,13 +19,15 @@
 //! label-set lookup per series per tick and a generic per-series encode per
 //! scrape, and the label strings were built and compared per queue.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
+use policy::accounting::{PoolLedger, QueueDelta, QueueKey, queue_deltas};
+use policy::counters::{self, METRICS as POOL_COUNTERS};
 use policy::signals;
-use policy::snapshot::{Device, Pool, PoolStats, Snapshot};
+use policy::snapshot::{Device, PoolStats, Snapshot};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -80,7 +84,7 @@ pub struct ActionLabels {
     /// `grow`, `shrink`, `revert`, `restore`.
     pub direction: String,
     /// `applied`, `refused`, `failed`, `effective`, `ineffective`,
-    /// `reverted`, `skipped_backoff`, `skipped_cooldown`, `skipped_budget`.
+    /// `reverted`, `inconclusive`, `skipped_backoff`, `skipped_cooldown`, `skipped_budget`.
     pub result: String,
 }
 
@@ -137,93 +141,6 @@ pub const ERROR_KINDS: &[&str] = &[
     "control",
 ];
 
-/// The pool counters: (field name, metric name, unit, help).
-const POOL_COUNTERS: &[(&str, &str, Option<&str>, &str)] = &[
-    (
-        "alloc_fast",
-        "pptune_pool_alloc_fast",
-        Some("pages"),
-        "Pages allocated from the pool's cache (fast path)",
-    ),
-    (
-        "alloc_slow",
-        "pptune_pool_alloc_slow",
-        Some("refills"),
-        "Slow-path refills from the page allocator (up to 64 pages each)",
-    ),
-    (
-        "alloc_slow_high_order",
-        "pptune_pool_alloc_slow_high_order",
-        Some("refills"),
-        "Slow-path high-order allocations",
-    ),
-    (
-        "alloc_empty",
-        "pptune_pool_alloc_empty",
-        None,
-        "Times the pool ring was empty on refill (memory-provider pools count their slow path here)",
-    ),
-    (
-        "alloc_refill",
-        "pptune_pool_alloc_refill",
-        Some("refills"),
-        "Cache refills from the pool ring",
-    ),
-    (
-        "alloc_waive",
-        "pptune_pool_alloc_waive",
-        Some("pages"),
-        "Pages waived because they were on the wrong NUMA node",
-    ),
-    (
-        "recycle_cached",
-        "pptune_pool_recycle_cached",
-        Some("pages"),
-        "Pages recycled into the per-CPU cache",
-    ),
-    (
-        "recycle_cache_full",
-        "pptune_pool_recycle_cache_full",
-        Some("pages"),
-        "Recycles that found the cache full",
-    ),
-    (
-        "recycle_ring",
-        "pptune_pool_recycle_ring",
-        Some("pages"),
-        "Pages recycled into the pool ring",
-    ),
-    (
-        "recycle_ring_full",
-        "pptune_pool_recycle_ring_full",
-        None,
-        "Returns freed because the pool ring was full (once per bulk on the bulk path)",
-    ),
-    (
-        "recycle_released_refcnt",
-        "pptune_pool_recycle_released_refcnt",
-        Some("pages"),
-        "Pages released because the stack still held a reference",
-    ),
-];
-
-/// The pool counters of `s` in [`POOL_COUNTERS`] order.
-fn counter_values(s: &PoolStats) -> [u64; POOL_COUNTERS.len()] {
-    [
-        s.alloc_fast,
-        s.alloc_slow,
-        s.alloc_slow_high_order,
-        s.alloc_empty,
-        s.alloc_refill,
-        s.alloc_waive,
-        s.recycle_cached,
-        s.recycle_cache_full,
-        s.recycle_ring,
-        s.recycle_ring_full,
-        s.recycle_released_refcnt,
-    ]
-}
-
 /// The per-queue gauges after the counters: (name, unit, help).
 const QUEUE_GAUGES: [(&str, Option<&str>, &str); 3] = [
     ("pptune_pools", None, "Live page pools serving the queue"),
@@ -255,14 +172,6 @@ const QUEUE_RATIOS: [(&str, &str); 3] = [
     ),
 ];
 
-/// A queue's `queue` label: the RX queue id, or `unmapped` for the pools
-/// that map to no queue.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-enum QueueKey {
-    Id(u32),
-    Unmapped,
-}
-
 /// One (device, queue): its exported series and what is carried for it.
 #[derive(Debug)]
 struct QueueSeries {
@@ -274,14 +183,13 @@ struct QueueSeries {
     seen: u64,
     /// pools, inflight pages, inflight bytes.
     gauges: [i64; 3],
-    /// The pool counters, once the queue had stats.
-    counters: Option<[u64; POOL_COUNTERS.len()]>,
+    /// The exported pool counters, once the queue had stats.
+    counters: Option<[u64; counters::COUNT]>,
     /// recycling, recycle miss, slow refill: once computed.
     ratios: [Option<f64>; 3],
-    /// Sum of retired pools' last stats.
-    retired: PoolStats,
-    /// Previous total, for the ratios over one interval.
-    last_total: Option<PoolStats>,
+    /// Running sum of the queue's per-pool deltas (kept while the queue is
+    /// away, so one that comes back resumes from it).
+    total: PoolStats,
 }
 
 impl QueueSeries {
@@ -304,18 +212,16 @@ impl QueueSeries {
             gauges: [0; 3],
             counters: None,
             ratios: [None; 3],
-            retired: PoolStats::default(),
-            last_total: None,
+            total: PoolStats::default(),
         }
     }
 
-    /// The queue vanished: drop its series and interval (the retired
-    /// total stays, so a queue that comes back resumes from it).
+    /// The queue vanished: drop its series (the total stays, so a queue
+    /// that comes back resumes from it).
     fn forget(&mut self) {
         self.exported = false;
         self.counters = None;
         self.ratios = [None; 3];
-        self.last_total = None;
     }
 }
 
@@ -339,25 +245,14 @@ struct DevSeries {
     queues: BTreeMap<QueueKey, QueueSeries>,
 }
 
-/// A live pool's last stats and where they were counted.
-#[derive(Debug)]
-struct PoolCarry {
-    device: Arc<str>,
-    queue: QueueKey,
-    stats: PoolStats,
-    seen: u64,
-}
-
-/// The per-queue series and the carry of retired pools' last counters.
+/// The per-queue series and the ledger of the pools behind them.
 #[derive(Debug, Default)]
 struct Carry {
     /// Incremented per snapshot; `seen` stamps compare against it.
     tick: u64,
     devices: BTreeMap<Arc<str>, DevSeries>,
-    /// Last stats seen per live pool id.
-    pools: HashMap<u64, PoolCarry>,
-    /// Scratch (reused): the device's RX queues by (queue, position).
-    order: Vec<(QueueKey, usize)>,
+    /// Last stats seen per live pool id (`policy::accounting`).
+    pools: PoolLedger,
 }
 
 /// The registry and every family.
@@ -399,9 +294,9 @@ pub struct Metrics {
 pub fn family_names() -> Vec<String> {
     let mut v: Vec<String> = POOL_COUNTERS
         .iter()
-        .map(|(_, n, u, _)| match u {
-            Some(u) => format!("{n}_{u}_total"),
-            None => format!("{n}_total"),
+        .map(|c| match c.unit {
+            Some(u) => format!("{}_{u}_total", c.metric),
+            None => format!("{}_total", c.metric),
         })
         .collect();
     v.extend(
@@ -637,11 +532,11 @@ impl Metrics {
         };
         let mut num = itoa_buf();
         if queues().any(|q| q.counters.is_some()) {
-            for (i, (_, name, unit, help)) in POOL_COUNTERS.iter().enumerate() {
-                descriptor(out, name, *unit, help, "counter");
+            for (i, m) in POOL_COUNTERS.iter().enumerate() {
+                descriptor(out, m.metric, m.unit, m.help, "counter");
                 for q in queues() {
                     if let Some(c) = &q.counters {
-                        series(out, name, *unit, "_total", &q.labels);
+                        series(out, m.metric, m.unit, "_total", &q.labels);
                         out.push_str(num.format(c[i]));
                         out.push('\n');
                     }
@@ -719,26 +614,9 @@ impl Metrics {
             self.observe_rings_channels(dev);
             carry.observe_device(dev, tick);
         }
-        let Carry { devices, pools, .. } = carry;
-        // Pools not seen any more retire: their last values are carried.
-        pools.retain(|_, p| {
-            if p.seen == tick {
-                return true;
-            }
-            let d = devices
-                .entry(Arc::clone(&p.device))
-                .or_insert_with(|| DevSeries {
-                    name: Arc::clone(&p.device),
-                    seen: 0,
-                    queues: BTreeMap::new(),
-                });
-            let q = d
-                .queues
-                .entry(p.queue)
-                .or_insert_with(|| QueueSeries::new(&p.device, p.queue));
-            q.retired = q.retired.add(&p.stats);
-            false
-        });
+        // Pools not seen any more retire: what they counted stays counted.
+        carry.pools.retire_unseen();
+        let devices = &mut carry.devices;
         // Devices that vanished (had series last time, not in this
         // snapshot): drop their ring/channel/mode series and carried totals.
         // Queues that vanished: drop their series, so churning virtual
@@ -862,12 +740,7 @@ impl Carry {
     /// One device's queues: the RX queues (pools merged per queue id),
     /// then the pools that map to no queue.
     fn observe_device(&mut self, dev: &Device, tick: u64) {
-        let Self {
-            devices,
-            pools,
-            order,
-            ..
-        } = self;
+        let Self { devices, pools, .. } = self;
         let name = dev.name.as_str();
         if !devices.contains_key(name) {
             let name: Arc<str> = Arc::from(name);
@@ -884,112 +757,44 @@ impl Carry {
             return;
         };
         d.seen = tick;
-        order.clear();
-        order.extend(
-            dev.rx_queues
-                .iter()
-                .enumerate()
-                .map(|(at, q)| (QueueKey::Id(q.id), at)),
-        );
-        order.sort_unstable();
-        let mut rest = order.as_slice();
-        while let Some(&(key, _)) = rest.first() {
-            let n = rest.iter().take_while(|(k, _)| *k == key).count();
-            let (same, next) = rest.split_at(n);
-            rest = next;
-            let queue_pools = same
-                .iter()
-                .filter_map(|(_, at)| dev.rx_queues.get(*at))
-                .flat_map(|q| q.pools.iter());
-            observe_queue(d, pools, key, queue_pools, tick);
-        }
-        if !dev.unmapped_pools.is_empty() {
-            observe_queue(
-                d,
-                pools,
-                QueueKey::Unmapped,
-                dev.unmapped_pools.iter(),
-                tick,
-            );
+        queue_deltas(pools, dev, |key, q| observe_queue(d, key, q, tick));
+        for p in dev.pools() {
+            pools.record(p);
         }
     }
 }
 
-/// One queue's pools (every pool it serves this tick).
-fn observe_queue<'a>(
-    d: &mut DevSeries,
-    carried: &mut HashMap<u64, PoolCarry>,
-    key: QueueKey,
-    queue_pools: impl Iterator<Item = &'a Pool>,
-    tick: u64,
-) {
+/// One queue's deltas since the last snapshot.
+fn observe_queue(d: &mut DevSeries, key: QueueKey, qd: &QueueDelta, tick: u64) {
     let q = d
         .queues
         .entry(key)
         .or_insert_with(|| QueueSeries::new(&d.name, key));
     q.exported = true;
     q.seen = tick;
-    let mut live = PoolStats::default();
-    let mut has_stats = false;
-    let mut provider = false;
-    let (mut n, mut inflight, mut inflight_mem) = (0usize, 0u64, 0u64);
-    for p in queue_pools {
-        n += 1;
-        provider |= p.provider.is_some();
-        inflight = inflight.wrapping_add(p.inflight.unwrap_or(0));
-        inflight_mem = inflight_mem.wrapping_add(p.inflight_mem.unwrap_or(0));
-        let c = carried.get_mut(&p.id);
-        match (p.stats, c) {
-            // Same pool, same queue: update in place.
-            (Some(s), Some(c)) if c.queue == key && *c.device == *d.name => {
-                c.stats = s;
-                c.seen = tick;
-            }
-            (Some(s), _) => {
-                carried.insert(
-                    p.id,
-                    PoolCarry {
-                        device: Arc::clone(&d.name),
-                        queue: key,
-                        stats: s,
-                        seen: tick,
-                    },
-                );
-            }
-            // Seen without stats: it keeps its last ones.
-            (None, Some(c)) => c.seen = tick,
-            (None, None) => {}
-        }
-        if let Some(s) = p.stats {
-            has_stats = true;
-            live = live.add(&s);
-        }
-    }
     q.gauges = [
-        i64::try_from(n).unwrap_or(i64::MAX),
-        sat(inflight),
-        sat(inflight_mem),
+        i64::try_from(qd.pools).unwrap_or(i64::MAX),
+        sat(qd.inflight),
+        sat(qd.inflight_mem),
     ];
-    if !has_stats {
+    if !qd.counted && !qd.reset {
+        // No pool of the queue has stats (yet).
         return;
     }
-    let total = q.retired.add(&live);
-    let want = counter_values(&total);
-    let have = q.counters.get_or_insert([0; POOL_COUNTERS.len()]);
-    for (h, w) in have.iter_mut().zip(want) {
-        // Counters only go up: a pool that reset is carried, not subtracted.
-        *h = (*h).max(w);
-    }
-    if let Some(prev) = q.last_total.replace(total)
-        && let Some(delta) = total.delta(&prev)
-    {
-        if let Some(v) = signals::recycling_pct(&delta) {
+    // Counters only go up: a reset adds nothing (no data), never a drop.
+    q.total = q.total.add(&qd.stats);
+    let had = q.counters.replace(q.total.values()).is_some();
+    if had && !qd.reset {
+        // Ratios over the last interval; a queue's first sample is its
+        // pools' whole life, not an interval.
+        let delta = &qd.stats;
+        if let Some(v) = signals::recycling_pct(delta) {
             q.ratios[0] = Some(v / 100.0);
         }
-        if let Some(v) = signals::recycle_miss_share(&delta) {
+        if let Some(v) = signals::recycle_miss_share(delta) {
             q.ratios[1] = Some(v);
         }
-        if let Some(v) = signals::slow_refill_share(&delta, provider) {
+        if let Some(v) = signals::slow_refill_share(delta, qd.provider) {
             q.ratios[2] = Some(v);
         }
     }
@@ -1047,20 +852,22 @@ fn sat(v: u64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use policy::snapshot::RxQueue;
+    use policy::snapshot::{Pool, RxQueue};
     use std::collections::BTreeSet;
 
-    /// The per-queue families as prometheus-client `Family`s, kept by the
-    /// algorithm `observe_snapshot` used before `encode` wrote them by
-    /// hand: the reference the hand-written exposition must equal.
+    /// The per-queue families as prometheus-client `Family`s, kept by a
+    /// plain restatement of the accounting rules (per-pool-id deltas, new
+    /// pools since creation, a reset adds nothing, retired pools stay
+    /// counted): the reference the hand-written exposition must equal.
     struct Reference {
         registry: Registry,
         counters: Vec<Family<QueueLabels, Counter>>,
         gauges: Vec<Family<QueueLabels, Gauge>>,
         ratios: Vec<Family<QueueLabels, FGauge>>,
-        pools: BTreeMap<u64, (QueueLabels, PoolStats)>,
-        retired: BTreeMap<QueueLabels, PoolStats>,
-        last_totals: BTreeMap<QueueLabels, PoolStats>,
+        /// Last stats per pool id seen in the previous snapshot.
+        pools: BTreeMap<u64, Option<PoolStats>>,
+        totals: BTreeMap<QueueLabels, PoolStats>,
+        with_counters: BTreeSet<QueueLabels>,
         queues: BTreeSet<QueueLabels>,
     }
 
@@ -1068,13 +875,13 @@ mod tests {
         fn new() -> Self {
             let mut r = Registry::default();
             let mut counters = Vec::new();
-            for (_, name, unit, help) in POOL_COUNTERS {
+            for c in POOL_COUNTERS {
                 let f = Family::<QueueLabels, Counter>::default();
-                match unit {
+                match c.unit {
                     Some(u) => {
-                        r.register_with_unit(*name, *help, Unit::Other((*u).into()), f.clone())
+                        r.register_with_unit(c.metric, c.help, Unit::Other(u.into()), f.clone())
                     }
-                    None => r.register(*name, *help, f.clone()),
+                    None => r.register(c.metric, c.help, f.clone()),
                 }
                 counters.push(f);
             }
@@ -1099,8 +906,8 @@ mod tests {
                 gauges,
                 ratios,
                 pools: BTreeMap::new(),
-                retired: BTreeMap::new(),
-                last_totals: BTreeMap::new(),
+                totals: BTreeMap::new(),
+                with_counters: BTreeSet::new(),
                 queues: BTreeSet::new(),
             }
         }
@@ -1112,7 +919,7 @@ mod tests {
         }
 
         fn observe_snapshot(&mut self, snap: &Snapshot) {
-            let mut seen_pools = BTreeSet::new();
+            let mut seen_pools = BTreeMap::new();
             let mut seen_queues = BTreeSet::new();
             for dev in &snap.devices {
                 let mut by_queue: BTreeMap<String, Vec<&Pool>> = BTreeMap::new();
@@ -1133,22 +940,15 @@ mod tests {
                         device: dev.name.clone(),
                         queue,
                     };
-                    self.observe_queue(&labels, &pools, &mut seen_pools);
+                    self.observe_queue(&labels, &pools);
                     seen_queues.insert(labels);
                 }
-            }
-            let retired: Vec<u64> = self
-                .pools
-                .keys()
-                .filter(|id| !seen_pools.contains(*id))
-                .copied()
-                .collect();
-            for id in retired {
-                if let Some((l, s)) = self.pools.remove(&id) {
-                    let e = self.retired.entry(l).or_default();
-                    *e = e.add(&s);
+                for p in dev.pools() {
+                    let last = self.pools.get(&p.id).copied().flatten();
+                    seen_pools.insert(p.id, p.stats.or(last));
                 }
             }
+            self.pools = seen_pools;
             let gone: Vec<QueueLabels> = self.queues.difference(&seen_queues).cloned().collect();
             for l in gone {
                 for f in &self.counters {
@@ -1160,7 +960,7 @@ mod tests {
                 for f in &self.ratios {
                     f.remove(&l);
                 }
-                self.last_totals.remove(&l);
+                self.with_counters.remove(&l);
             }
             let devices: BTreeSet<&str> = snap.devices.iter().map(|d| d.name.as_str()).collect();
             let gone_devices: BTreeSet<String> = self
@@ -1169,26 +969,29 @@ mod tests {
                 .map(|l| l.device.clone())
                 .filter(|d| !devices.contains(d.as_str()))
                 .collect();
-            self.retired
-                .retain(|l, _| !gone_devices.contains(&l.device));
+            self.totals.retain(|l, _| !gone_devices.contains(&l.device));
             self.queues = seen_queues;
         }
 
-        fn observe_queue(
-            &mut self,
-            labels: &QueueLabels,
-            pools: &[&Pool],
-            seen: &mut BTreeSet<u64>,
-        ) {
-            let mut live = PoolStats::default();
-            let mut has_stats = false;
+        fn observe_queue(&mut self, labels: &QueueLabels, pools: &[&Pool]) {
+            let mut delta = PoolStats::default();
+            let (mut counted, mut reset) = (false, false);
             let provider = pools.iter().any(|p| p.provider.is_some());
             for p in pools {
-                seen.insert(p.id);
-                if let Some(s) = p.stats {
-                    has_stats = true;
-                    live = live.add(&s);
-                    self.pools.insert(p.id, (labels.clone(), s));
+                let Some(now) = p.stats else { continue };
+                match self.pools.get(&p.id) {
+                    None => {
+                        delta = delta.add(&now);
+                        counted = true;
+                    }
+                    Some(None) => {}
+                    Some(Some(before)) => match now.delta(before) {
+                        Some(d) => {
+                            delta = delta.add(&d);
+                            counted = true;
+                        }
+                        None => reset = true,
+                    },
                 }
             }
             self.gauges[0]
@@ -1200,28 +1003,27 @@ mod tests {
             self.gauges[2]
                 .get_or_create(labels)
                 .set(sat(pools.iter().filter_map(|p| p.inflight_mem).sum()));
-            if !has_stats {
+            if !counted && !reset {
                 return;
             }
-            let total = self.retired.get(labels).map_or(live, |r| r.add(&live));
-            for (f, want) in self.counters.iter().zip(counter_values(&total)) {
+            let total = self.totals.entry(labels.clone()).or_default();
+            *total = total.add(&delta);
+            for (f, want) in self.counters.iter().zip(total.values()) {
                 let c = f.get_or_create(labels);
                 let have = c.get();
                 if want > have {
                     c.inc_by(want - have);
                 }
             }
-            let prev = self.last_totals.insert(labels.clone(), total);
-            if let Some(prev) = prev
-                && let Some(d) = total.delta(&prev)
-            {
-                if let Some(v) = signals::recycling_pct(&d) {
+            let had = !self.with_counters.insert(labels.clone());
+            if had && !reset {
+                if let Some(v) = signals::recycling_pct(&delta) {
                     self.ratios[0].get_or_create(labels).set(v / 100.0);
                 }
-                if let Some(v) = signals::recycle_miss_share(&d) {
+                if let Some(v) = signals::recycle_miss_share(&delta) {
                     self.ratios[1].get_or_create(labels).set(v);
                 }
-                if let Some(v) = signals::slow_refill_share(&d, provider) {
+                if let Some(v) = signals::slow_refill_share(&delta, provider) {
                     self.ratios[2].get_or_create(labels).set(v);
                 }
             }

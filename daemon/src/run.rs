@@ -94,29 +94,6 @@ pub(crate) struct Backoff {
     pub last_error: String,
 }
 
-/// An open post-change evaluation window.
-#[derive(Debug, Clone)]
-pub(crate) struct Evaluation {
-    pub key: String,
-    pub knob: Knob,
-    pub from: u32,
-    pub to: u32,
-    pub reason: policy::ReasonCode,
-    pub ends: Duration,
-    pub baseline: Option<crate::eval::Rates>,
-    /// The device sampled right after the change (new pools' counters start
-    /// here), and when.
-    pub start: Device,
-    pub start_at: Duration,
-    /// Whether the window has been moved past the rebuild transient: a ring
-    /// or channel change empties every pool and restarts every queue, so the
-    /// first interval after it shows refills from empty pools and the drops
-    /// of a queue that was briefly stopped — costs of changing, not of the
-    /// new setting. The window restarts at the first regular sample after
-    /// the change.
-    pub settled: bool,
-}
-
 /// The daemon's state between ticks.
 pub(crate) struct Daemon<K: Kernel, E: Engine> {
     pub kernel: Arc<K>,
@@ -138,7 +115,7 @@ pub(crate) struct Daemon<K: Kernel, E: Engine> {
     /// The previous sample fed to the engine, and when it was taken.
     pub prev: Option<(Snapshot, Duration)>,
     pub backoff: BTreeMap<String, Backoff>,
-    pub evaluations: Vec<Evaluation>,
+    pub evaluations: Vec<policy::evaluate::Evaluation>,
     pub host_enforcing: bool,
     pub host_id: rollout::HostId,
     pub log: DecisionLog,

@@ -561,25 +561,18 @@ fn render_pool(o: &mut String, p: &PoolView, ind: &str) {
     );
     match (&p.counters, &p.derived) {
         (Some(s), Some(d)) => {
-            let _ = writeln!(
-                o,
-                "{ind}  alloc: fast {} slow {} slow-high-order {} empty {} refill {} waive {}",
-                s.alloc_fast,
-                s.alloc_slow,
-                s.alloc_slow_high_order,
-                s.alloc_empty,
-                s.alloc_refill,
-                s.alloc_waive
-            );
-            let _ = writeln!(
-                o,
-                "{ind}  recycle: cached {} cache-full {} ring {} ring-full {} released-refcnt {}",
-                s.recycle_cached,
-                s.recycle_cache_full,
-                s.recycle_ring,
-                s.recycle_ring_full,
-                s.recycle_released_refcnt
-            );
+            // One line per counter family (`alloc_*`, `recycle_*`), every
+            // counter of the table, named as ynltool names them.
+            for family in ["alloc", "recycle"] {
+                let _ = write!(o, "{ind}  {family}:");
+                for (name, v) in policy::counters::NAMES.iter().zip(s.values()) {
+                    if let Some(short) = name.strip_prefix(family).and_then(|n| n.strip_prefix('_'))
+                    {
+                        let _ = write!(o, " {} {v}", short.replace('_', "-"));
+                    }
+                }
+                o.push('\n');
+            }
             let _ = writeln!(
                 o,
                 "{ind}  recycling {}, recycle-miss share {}, slow-refill share {}",

@@ -2,10 +2,11 @@
 //! The decision table is written out in `docs/decisions.md`; the order of
 //! the checks below follows it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use crate::accounting::PoolLedger;
 use crate::drivers::{
     self, DEFAULT_PAGE_BYTES, DriverInfo, POOL_CACHE_PAGES, POOL_RING_CLAMP, PoolMapping,
 };
@@ -14,7 +15,7 @@ use crate::plan::{Action, ChannelField, Decision, Knob, Plan, ReasonCode, Recomm
 use crate::policy::{Mode, Policy, Rounding};
 use crate::snapshot::{Device, OperState, Pool};
 use crate::state::{DeviceState, EngineState, RingProbe};
-use crate::window::{QueueFacts, pool_index};
+use crate::window::QueueFacts;
 
 const HOUR: Duration = Duration::from_secs(3600);
 
@@ -24,7 +25,7 @@ const HOUR: Duration = Duration::from_secs(3600);
 /// and the state to pass to the next call. Same input, same output.
 #[must_use]
 pub fn decide(policy: &Policy, state: &EngineState, obs: &Observation<'_>) -> (Plan, EngineState) {
-    let prev_pools = obs.previous.map(pool_index);
+    let prev_pools = obs.previous.map(PoolLedger::of_snapshot);
     let mut devices: Vec<&Device> = obs.current.devices.iter().collect();
     devices.sort_by_key(|d| d.ifindex);
     let selected: Vec<(&Device, Mode)> = devices
@@ -94,7 +95,7 @@ struct DeviceRun<'a> {
     obs: &'a Observation<'a>,
     dev: &'a Device,
     info: DriverInfo,
-    prev_pools: Option<&'a HashMap<u64, &'a Pool>>,
+    prev_pools: Option<&'a PoolLedger>,
 }
 
 /// A decision before the safety gates.
@@ -261,7 +262,7 @@ impl DeviceRun<'_> {
         }
         f.worst_miss = max_by(&f.judged, |q| q.recycle_miss);
         f.worst_slow = max_by(&f.judged, |q| q.slow_refill);
-        let drop_share = crate::window::ratio(acc.drops, acc.packets).unwrap_or(0.0);
+        let drop_share = crate::signals::ratio(acc.drops, acc.packets).unwrap_or(0.0);
         f.healthy_drops = !f.grow
             && !f.contended
             && !f.judged.is_empty()

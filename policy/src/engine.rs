@@ -32,6 +32,9 @@ pub enum Outcome {
     Ineffective,
     /// Made harm worse and was put back.
     Reverted,
+    /// A counter went backwards during the evaluation: no data to judge by
+    /// (neither effective nor ineffective; it does not block the next step).
+    Inconclusive,
     /// The kernel refused (an answer, not a transient error).
     Refused { errno: i32, message: String },
     /// Failed for another reason (device vanished, I/O error).

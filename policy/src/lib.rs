@@ -9,9 +9,12 @@
 //!
 //! No I/O, no clock, no tokio, no logging: time arrives as a `Duration`.
 
+pub mod accounting;
+pub mod counters;
 mod decide;
 pub mod drivers;
 pub mod engine;
+pub mod evaluate;
 pub mod plan;
 pub mod policy;
 pub mod select;

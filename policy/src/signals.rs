@@ -47,8 +47,11 @@ pub fn slow_refill_share(s: &PoolStats, memory_provider: bool) -> Option<f64> {
     ratio(slow, slow.saturating_add(s.alloc_refill))
 }
 
+/// `num / den`, or `None` when `den` is 0 ("no traffic" is not 0 %).
+/// The one ratio: every share in pptune is computed with it.
+#[must_use]
 #[allow(clippy::cast_precision_loss)]
-fn ratio(num: u64, den: u64) -> Option<f64> {
+pub fn ratio(num: u64, den: u64) -> Option<f64> {
     (den > 0).then(|| num as f64 / den as f64)
 }
 

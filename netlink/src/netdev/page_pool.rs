@@ -102,7 +102,10 @@ pub(crate) use counters;
 
 counters! {
     /// The eleven page_pool counters (all `uint`). The kernel emits all of
-    /// them when it has `CONFIG_PAGE_POOL_STATS`.
+    /// them when it has `CONFIG_PAGE_POOL_STATS`. This is the decode half of
+    /// a counter (its attribute id); everything else about it comes from
+    /// the one table in `policy/src/counters.rs`, whose field names these
+    /// must match.
     PoolCounters {
         alloc_fast = 8,
         alloc_slow = 9,

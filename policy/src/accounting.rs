@@ -1,0 +1,435 @@
+//! Per-pool accounting, defined once: per-pool-id deltas, the carry of
+//! retired pools, per-(device, RX queue) sums, and the device's harm
+//! counters. The finding windows, the evaluation of a change and the
+//! exported metrics all read counters through here.
+//!
+//! Rules (design.md "Signals"):
+//! - a pool is known by its id; a rebuilt pool gets a new id;
+//! - a pool present in both samples contributes `now - before`;
+//! - a new pool contributes its counters since creation;
+//! - a pool that vanished contributes nothing after its last sample (its
+//!   counts up to then were already taken: that is the retired-pool carry);
+//! - a counter that goes backwards is a **reset: no data**, never a rate and
+//!   never zero — the caller learns `reset` and decides what no data means;
+//! - pools of the same RX queue id are summed; pools with no RX queue go
+//!   to the device's [`QueueKey::Unmapped`] bucket.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::snapshot::{Device, LinkStats, Pool, PoolStats, QueueStats, Snapshot};
+
+/// Where a pool's counters are summed within its device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum QueueKey {
+    /// An RX queue id.
+    Id(u32),
+    /// Pools that map to no RX queue.
+    Unmapped,
+}
+
+impl QueueKey {
+    /// The key used in evidence and state: `rx-<id>` or `unmapped`.
+    #[must_use]
+    pub fn name(self) -> String {
+        match self {
+            Self::Id(i) => format!("rx-{i}"),
+            Self::Unmapped => "unmapped".to_owned(),
+        }
+    }
+}
+
+/// One pool's counters over an interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolDelta {
+    /// Counted: a plain delta, or a new pool's counters since creation.
+    Counted(PoolStats),
+    /// A counter went backwards: no data.
+    Reset,
+    /// No stats now, or none to compare with (the stats dump raced).
+    NoStats,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    stats: Option<PoolStats>,
+    seen: u64,
+}
+
+/// The last counters seen per pool id.
+///
+/// Built from one sample ([`Self::of_snapshot`], [`Self::of_device`]) for a
+/// two-sample delta, or kept across samples ([`Self::record`] +
+/// [`Self::retire_unseen`]) by a reader that follows every sample (metrics).
+#[derive(Debug, Clone, Default)]
+pub struct PoolLedger {
+    tick: u64,
+    pools: HashMap<u64, Entry>,
+}
+
+impl PoolLedger {
+    /// The pools of a whole sample: every device and the orphans.
+    #[must_use]
+    pub fn of_snapshot(s: &Snapshot) -> Self {
+        let mut l = Self::default();
+        for p in s
+            .devices
+            .iter()
+            .flat_map(Device::pools)
+            .chain(s.orphan_pools.iter())
+        {
+            l.record(p);
+        }
+        l
+    }
+
+    /// The pools of one device.
+    #[must_use]
+    pub fn of_device(d: &Device) -> Self {
+        let mut l = Self::default();
+        for p in d.pools() {
+            l.record(p);
+        }
+        l
+    }
+
+    /// `pool`'s counters since this ledger last saw it.
+    #[must_use]
+    pub fn delta(&self, pool: &Pool) -> PoolDelta {
+        let Some(now) = pool.stats else {
+            return PoolDelta::NoStats;
+        };
+        match self.pools.get(&pool.id) {
+            None => PoolDelta::Counted(now),
+            Some(Entry { stats: None, .. }) => PoolDelta::NoStats,
+            Some(Entry {
+                stats: Some(before),
+                ..
+            }) => now
+                .delta(before)
+                .map_or(PoolDelta::Reset, PoolDelta::Counted),
+        }
+    }
+
+    /// Remembers `pool`'s sample (a pool seen without stats keeps its last).
+    pub fn record(&mut self, pool: &Pool) {
+        let tick = self.tick;
+        let e = self.pools.entry(pool.id).or_insert(Entry {
+            stats: None,
+            seen: tick,
+        });
+        e.seen = tick;
+        if pool.stats.is_some() {
+            e.stats = pool.stats;
+        }
+    }
+
+    /// Ends one sample: pools not recorded since the last call retire (what
+    /// they counted stays counted; nothing more is expected of them).
+    pub fn retire_unseen(&mut self) {
+        let tick = self.tick;
+        self.pools.retain(|_, e| e.seen == tick);
+        self.tick = tick.wrapping_add(1);
+    }
+}
+
+/// One (device, queue) over an interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueDelta {
+    /// Sum of the counted pools' deltas.
+    pub stats: PoolStats,
+    /// Any pool (or the queue itself) has a memory provider.
+    pub provider: bool,
+    /// Pools serving the queue now.
+    pub pools: usize,
+    /// Pages and bytes in flight now (sum over the pools).
+    pub inflight: u64,
+    pub inflight_mem: u64,
+    /// At least one pool was counted.
+    pub counted: bool,
+    /// A pool's counter went backwards: this interval is no data.
+    pub reset: bool,
+}
+
+/// Every RX queue of `dev` (with or without pools) and, if any pool maps to
+/// no queue, the unmapped bucket: the deltas against `ledger`, pools of the
+/// same queue id summed, in queue order, the unmapped bucket last.
+pub fn queue_deltas(ledger: &PoolLedger, dev: &Device, mut f: impl FnMut(QueueKey, &QueueDelta)) {
+    let mut order: Vec<(u32, usize)> = dev
+        .rx_queues
+        .iter()
+        .enumerate()
+        .map(|(at, q)| (q.id, at))
+        .collect();
+    order.sort_unstable();
+    let mut rest = order.as_slice();
+    while let Some(&(id, _)) = rest.first() {
+        let n = rest.iter().take_while(|(k, _)| *k == id).count();
+        let (same, next) = rest.split_at(n);
+        rest = next;
+        let mut q = QueueDelta::default();
+        for rxq in same.iter().filter_map(|(_, at)| dev.rx_queues.get(*at)) {
+            for p in &rxq.pools {
+                add_pool(&mut q, ledger, p, rxq.provider.is_some());
+            }
+        }
+        f(QueueKey::Id(id), &q);
+    }
+    if !dev.unmapped_pools.is_empty() {
+        let mut q = QueueDelta::default();
+        for p in &dev.unmapped_pools {
+            add_pool(&mut q, ledger, p, false);
+        }
+        f(QueueKey::Unmapped, &q);
+    }
+}
+
+fn add_pool(q: &mut QueueDelta, ledger: &PoolLedger, p: &Pool, queue_provider: bool) {
+    q.pools += 1;
+    q.provider |= queue_provider || p.provider.is_some();
+    q.inflight = q.inflight.saturating_add(p.inflight.unwrap_or(0));
+    q.inflight_mem = q.inflight_mem.saturating_add(p.inflight_mem.unwrap_or(0));
+    match ledger.delta(p) {
+        PoolDelta::Counted(d) => {
+            q.stats = q.stats.add(&d);
+            q.counted = true;
+        }
+        PoolDelta::Reset => q.reset = true,
+        PoolDelta::NoStats => {}
+    }
+}
+
+/// The device's pool counters over an interval: every queue summed.
+#[must_use]
+pub fn device_delta(ledger: &PoolLedger, dev: &Device) -> QueueDelta {
+    let mut sum = QueueDelta::default();
+    queue_deltas(ledger, dev, |_, q| {
+        sum.stats = sum.stats.add(&q.stats);
+        sum.provider |= q.provider;
+        sum.pools += q.pools;
+        sum.inflight = sum.inflight.saturating_add(q.inflight);
+        sum.inflight_mem = sum.inflight_mem.saturating_add(q.inflight_mem);
+        sum.counted |= q.counted;
+        sum.reset |= q.reset;
+    });
+    sum
+}
+
+/// The device's harm counters over an interval. Harm is read from qstats
+/// drop counters (queue-level when the driver has them, else device scope)
+/// or, without those, from the link's receive-loss counters; received
+/// packets come from the same source. `rx-alloc-fail` is kept apart (it is
+/// memory pressure as well as harm: the evaluation adds it, the windows
+/// hold growth on it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HarmDelta {
+    /// Packets lost: qstats hw drops + overruns, or link dropped + missed + fifo.
+    pub drops: u64,
+    /// qstats `rx-alloc-fail`.
+    pub alloc_fail: u64,
+    /// Received packets, to normalise harm.
+    pub packets: u64,
+    /// The device has a drop counter to read harm from.
+    pub known: bool,
+    /// A harm counter went backwards: no data.
+    pub reset: bool,
+}
+
+impl HarmDelta {
+    /// Harm between two samples of one device.
+    #[must_use]
+    pub fn between(prev: &Device, dev: &Device) -> Self {
+        let mut h = Self::default();
+        let (now_q, prev_q) = match (queue_stats_sum(dev), queue_stats_sum(prev)) {
+            (Some(a), Some(b)) => (Some(a), Some(b)),
+            _ => (dev.qstats, prev.qstats),
+        };
+        if let (Some(a), Some(b)) = (now_q, prev_q) {
+            match qstats_delta(&a, &b) {
+                Some((fail, drops, packets, has_drops)) => {
+                    h.alloc_fail = fail;
+                    if has_drops {
+                        h.known = true;
+                        h.drops = drops;
+                        h.packets = packets;
+                    }
+                }
+                None => h.reset = true,
+            }
+        }
+        if !h.known
+            && let (Some(a), Some(b)) = (dev.link_stats, prev.link_stats)
+        {
+            match link_delta(&a, &b) {
+                Some((drops, packets)) => {
+                    h.known = true;
+                    h.drops = drops;
+                    h.packets = packets;
+                }
+                None => h.reset = true,
+            }
+        }
+        h
+    }
+
+    /// Field-wise sum (a window of several intervals).
+    #[must_use]
+    pub fn add(&self, o: &Self) -> Self {
+        Self {
+            drops: self.drops.saturating_add(o.drops),
+            alloc_fail: self.alloc_fail.saturating_add(o.alloc_fail),
+            packets: self.packets.saturating_add(o.packets),
+            known: self.known || o.known,
+            reset: self.reset || o.reset,
+        }
+    }
+}
+
+/// Sum of queue-level qstats, `None` when no queue reports any.
+fn queue_stats_sum(dev: &Device) -> Option<QueueStats> {
+    let mut it = dev.rx_queues.iter().filter_map(|q| q.qstats).peekable();
+    it.peek()?;
+    let add = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (None, None) => None,
+        (x, y) => Some(x.unwrap_or(0).saturating_add(y.unwrap_or(0))),
+    };
+    Some(it.fold(QueueStats::default(), |acc, q| QueueStats {
+        rx_packets: add(acc.rx_packets, q.rx_packets),
+        rx_bytes: add(acc.rx_bytes, q.rx_bytes),
+        rx_alloc_fail: add(acc.rx_alloc_fail, q.rx_alloc_fail),
+        rx_hw_drops: add(acc.rx_hw_drops, q.rx_hw_drops),
+        rx_hw_drop_overruns: add(acc.rx_hw_drop_overruns, q.rx_hw_drop_overruns),
+    }))
+}
+
+/// (alloc_fail, drops, packets, drops-known) deltas; `None` on a reset.
+fn qstats_delta(a: &QueueStats, b: &QueueStats) -> Option<(u64, u64, u64, bool)> {
+    let d = |x: Option<u64>, y: Option<u64>| -> Option<u64> {
+        match (x, y) {
+            (Some(x), Some(y)) => x.checked_sub(y),
+            _ => Some(0),
+        }
+    };
+    let fail = d(a.rx_alloc_fail, b.rx_alloc_fail)?;
+    let drops = d(a.rx_hw_drops, b.rx_hw_drops)?
+        .saturating_add(d(a.rx_hw_drop_overruns, b.rx_hw_drop_overruns)?);
+    let packets = d(a.rx_packets, b.rx_packets)?;
+    let has = a.rx_hw_drops.is_some() || a.rx_hw_drop_overruns.is_some();
+    Some((fail, drops, packets, has))
+}
+
+fn link_delta(a: &LinkStats, b: &LinkStats) -> Option<(u64, u64)> {
+    let drops = a
+        .rx_missed_errors
+        .checked_sub(b.rx_missed_errors)?
+        .saturating_add(a.rx_fifo_errors.checked_sub(b.rx_fifo_errors)?)
+        .saturating_add(a.rx_dropped.checked_sub(b.rx_dropped)?);
+    Some((drops, a.rx_packets.checked_sub(b.rx_packets)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::RxQueue;
+
+    fn pool(id: u64, fast: Option<u64>) -> Pool {
+        Pool {
+            id,
+            inflight: Some(1),
+            stats: fast.map(|f| PoolStats {
+                alloc_fast: f,
+                ..PoolStats::default()
+            }),
+            ..Pool::default()
+        }
+    }
+
+    fn dev(queues: Vec<(u32, Vec<Pool>)>) -> Device {
+        Device {
+            rx_queues: queues
+                .into_iter()
+                .map(|(id, pools)| RxQueue {
+                    id,
+                    pools,
+                    ..RxQueue::default()
+                })
+                .collect(),
+            ..Device::default()
+        }
+    }
+
+    fn sums(l: &PoolLedger, d: &Device) -> Vec<(QueueKey, u64, bool)> {
+        let mut v = Vec::new();
+        queue_deltas(l, d, |k, q| v.push((k, q.stats.alloc_fast, q.reset)));
+        v
+    }
+
+    #[test]
+    fn deltas_new_pools_resets_and_duplicate_queue_ids() {
+        let a = dev(vec![
+            (0, vec![pool(1, Some(100))]),
+            (1, vec![pool(2, Some(50))]),
+        ]);
+        let l = PoolLedger::of_device(&a);
+        // Pool 1 moved on; pool 2 was rebuilt as 3 (counts since creation);
+        // a second entry for queue 0 adds pool 4.
+        let b = dev(vec![
+            (1, vec![pool(3, Some(7))]),
+            (0, vec![pool(1, Some(130))]),
+            (0, vec![pool(4, Some(5))]),
+        ]);
+        assert_eq!(
+            sums(&l, &b),
+            vec![(QueueKey::Id(0), 35, false), (QueueKey::Id(1), 7, false)]
+        );
+        // A counter that went backwards: the queue is no data.
+        let c = dev(vec![(0, vec![pool(1, Some(10))])]);
+        assert_eq!(sums(&l, &c), vec![(QueueKey::Id(0), 0, true)]);
+        // Stats that vanish keep the last ones in a running ledger.
+        let mut run = PoolLedger::of_device(&a);
+        run.retire_unseen();
+        run.record(&pool(1, None));
+        run.retire_unseen();
+        assert_eq!(
+            run.delta(&pool(1, Some(110))),
+            PoolDelta::Counted(PoolStats {
+                alloc_fast: 10,
+                ..PoolStats::default()
+            })
+        );
+        // Pool 2 retired: met again, it would count from zero.
+        assert_eq!(
+            run.delta(&pool(2, Some(60))),
+            PoolDelta::Counted(PoolStats {
+                alloc_fast: 60,
+                ..PoolStats::default()
+            })
+        );
+    }
+
+    #[test]
+    fn harm_reset_is_no_data() {
+        let q = |drops: u64, packets: u64| QueueStats {
+            rx_hw_drops: Some(drops),
+            rx_packets: Some(packets),
+            rx_alloc_fail: Some(0),
+            ..QueueStats::default()
+        };
+        let a = Device {
+            qstats: Some(q(10, 1000)),
+            ..Device::default()
+        };
+        let b = Device {
+            qstats: Some(q(15, 2000)),
+            ..Device::default()
+        };
+        let h = HarmDelta::between(&a, &b);
+        assert_eq!(
+            (h.drops, h.packets, h.known, h.reset),
+            (5, 1000, true, false)
+        );
+        let back = HarmDelta::between(&b, &a);
+        assert!(back.reset, "a counter that went back is no data: {back:?}");
+    }
+}

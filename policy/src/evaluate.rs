@@ -1,0 +1,316 @@
+//! Judging a change: the window after it against the baseline before it,
+//! with the one harm definition. Pure: the daemon samples, this decides
+//! effective, ineffective, revert — or no data.
+//!
+//! A ring or channel change rebuilds every pool, so pool deltas are taken
+//! per pool id ([`crate::accounting`]); the harm counters (qstats, link
+//! stats64) belong to the device and survive the rebuild. A counter that
+//! went backwards makes the window **no data** ([`Verdict::NoData`]), never
+//! "no harm".
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::accounting::{HarmDelta, PoolLedger, device_delta};
+use crate::engine::Outcome;
+use crate::plan::{Knob, ReasonCode};
+use crate::signals::{self, ratio};
+use crate::snapshot::{Device, PoolStats};
+
+/// What one window of one device looked like.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Rates {
+    pub secs: f64,
+    /// Pool counter deltas ([`crate::accounting::device_delta`]).
+    pub pools: PoolStats,
+    pub provider: bool,
+    /// Harm events: packets lost plus buffers that could not be allocated
+    /// ([`HarmDelta::drops`] + [`HarmDelta::alloc_fail`]).
+    pub harm: u64,
+    /// Received packets, for normalising harm.
+    pub packets: u64,
+    /// A counter went backwards inside the window: no data.
+    pub reset: bool,
+}
+
+impl Rates {
+    /// The rates between two samples of the same device; `None` when the
+    /// interval is empty.
+    #[must_use]
+    pub fn between(a: &Device, b: &Device, elapsed: Duration) -> Option<Self> {
+        let secs = elapsed.as_secs_f64();
+        if secs <= 0.0 {
+            return None;
+        }
+        let pools = device_delta(&PoolLedger::of_device(a), b);
+        let h = HarmDelta::between(a, b);
+        Some(Self {
+            secs,
+            pools: pools.stats,
+            provider: pools.provider,
+            harm: h.drops.saturating_add(h.alloc_fail),
+            packets: h.packets,
+            reset: pools.reset || h.reset,
+        })
+    }
+
+    #[must_use]
+    pub fn recycle_miss(&self) -> Option<f64> {
+        signals::recycle_miss_share(&self.pools)
+    }
+
+    #[must_use]
+    pub fn slow_refill(&self) -> Option<f64> {
+        signals::slow_refill_share(&self.pools, self.provider)
+    }
+
+    /// Harm per received packet when packets were counted, else per second.
+    #[must_use]
+    #[allow(clippy::cast_precision_loss)]
+    pub fn harm_level(&self) -> f64 {
+        ratio(self.harm, self.packets).unwrap_or(self.harm as f64 / self.secs)
+    }
+}
+
+/// The verdict on a change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Harm got worse: put the old value back.
+    Harmful(String),
+    /// The signal the change was made for did not move.
+    Ineffective(String),
+    Effective(String),
+    /// A counter went backwards in the baseline or the window: nothing to
+    /// judge (not "no harm").
+    NoData(String),
+}
+
+impl Verdict {
+    /// The outcome recorded for the change.
+    #[must_use]
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            Self::Harmful(_) => Outcome::Reverted,
+            Self::Ineffective(_) => Outcome::Ineffective,
+            Self::Effective(_) => Outcome::Effective,
+            Self::NoData(_) => Outcome::Inconclusive,
+        }
+    }
+}
+
+/// Harm is "worse" when it grew by half and by a floor that keeps noise on
+/// an idle link from counting (1 drop per 10⁴ packets, or 1 per second).
+const HARM_FACTOR: f64 = 1.5;
+const HARM_FLOOR_PER_PACKET: f64 = 1e-4;
+const HARM_FLOOR_PER_SEC: f64 = 1.0;
+/// The signal "moved" when it fell by at least a tenth, or below the
+/// threshold that would have triggered the change. A first ring step is
+/// deliberately partial (the burst estimate from ring_full is a lower
+/// bound), so a 0.52 → 0.40 recycle-miss share is progress, not a failure:
+/// with a quarter as the bar, that step was judged ineffective in the VM and
+/// growth stopped halfway.
+const MOVE_FACTOR: f64 = 0.9;
+
+/// Compares the window after a change with the baseline before it
+/// (`None`: no baseline, judged against zero harm).
+#[must_use]
+pub fn judge(
+    reason: ReasonCode,
+    before: Option<&Rates>,
+    after: Option<&Rates>,
+    grow_threshold: f64,
+) -> Verdict {
+    let Some(after) = after else {
+        return Verdict::Ineffective("empty evaluation window".into());
+    };
+    let zero = Rates {
+        secs: after.secs,
+        ..Rates::default()
+    };
+    let before = before.unwrap_or(&zero);
+    if before.reset || after.reset {
+        return Verdict::NoData(format!(
+            "a counter went backwards in the {}: no data",
+            if before.reset {
+                "baseline"
+            } else {
+                "evaluation window"
+            }
+        ));
+    }
+    let floor = if after.packets > 0 {
+        HARM_FLOOR_PER_PACKET
+    } else {
+        HARM_FLOOR_PER_SEC
+    };
+    let (hb, ha) = (before.harm_level(), after.harm_level());
+    if ha > hb * HARM_FACTOR + floor {
+        return Verdict::Harmful(format!("harm rose from {hb:.6} to {ha:.6}"));
+    }
+    let moved = |b: Option<f64>, a: Option<f64>, name: &str, below: Option<f64>| match (b, a) {
+        (_, None) => Verdict::Ineffective(format!("no {name} data after the change (no traffic)")),
+        (Some(b), Some(a)) if a <= b * MOVE_FACTOR || below.is_some_and(|t| a < t) => {
+            Verdict::Effective(format!("{name} {b:.4} -> {a:.4}"))
+        }
+        (b, Some(a)) => Verdict::Ineffective(format!(
+            "{name} did not move: {} -> {a:.4}",
+            b.map_or_else(|| "n/a".to_owned(), |b| format!("{b:.4}"))
+        )),
+    };
+    match reason {
+        ReasonCode::RecycleMissHigh => moved(
+            before.recycle_miss(),
+            after.recycle_miss(),
+            "recycle-miss share",
+            Some(grow_threshold),
+        ),
+        ReasonCode::ChannelsShrinkContended => moved(
+            before.slow_refill(),
+            after.slow_refill(),
+            "slow-refill share",
+            None,
+        ),
+        ReasonCode::ChannelsGrowHealthy => moved(
+            Some(before.harm_level()),
+            Some(after.harm_level()),
+            "harm",
+            None,
+        ),
+        // Shrinking gives memory back: it worked if misses stayed below the
+        // level that would grow the ring again.
+        _ => match after.recycle_miss() {
+            Some(a) if a >= grow_threshold => Verdict::Ineffective(format!(
+                "recycle-miss share {a:.4} is back at the grow threshold"
+            )),
+            _ => Verdict::Effective("no harm".to_owned()),
+        },
+    }
+}
+
+/// An open post-change evaluation window: what the daemon keeps between
+/// the change and the verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Evaluation {
+    /// Device identity key.
+    pub key: String,
+    pub knob: Knob,
+    pub from: u32,
+    pub to: u32,
+    pub reason: ReasonCode,
+    pub ends: Duration,
+    pub baseline: Option<Rates>,
+    /// The device sampled right after the change (new pools' counters start
+    /// here), and when.
+    pub start: Device,
+    pub start_at: Duration,
+    /// Whether the window has been moved past the rebuild transient: a ring
+    /// or channel change empties every pool and restarts every queue, so the
+    /// first interval after it shows refills from empty pools and the drops
+    /// of a queue that was briefly stopped — costs of changing, not of the
+    /// new setting. The window restarts at the first regular sample after
+    /// the change.
+    pub settled: bool,
+}
+
+impl Evaluation {
+    /// Moves a fresh window past the rebuild transient: it is judged over
+    /// `evaluation` from the first regular sample after the change.
+    pub fn settle(&mut self, dev: &Device, now: Duration, evaluation: Duration) {
+        if !self.settled {
+            self.start = dev.clone();
+            self.start_at = now;
+            self.ends = now.saturating_add(evaluation);
+            self.settled = true;
+        }
+    }
+
+    /// The verdict on the window ending with `dev` at `now`.
+    #[must_use]
+    pub fn judge(&self, dev: &Device, now: Duration, grow_threshold: f64) -> Verdict {
+        let after = Rates::between(&self.start, dev, now.saturating_sub(self.start_at));
+        judge(
+            self.reason,
+            self.baseline.as_ref(),
+            after.as_ref(),
+            grow_threshold,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(miss: (u64, u64), harm: u64, packets: u64) -> Rates {
+        Rates {
+            secs: 10.0,
+            pools: PoolStats {
+                recycle_ring_full: miss.0,
+                recycle_ring: miss.1,
+                ..PoolStats::default()
+            },
+            provider: false,
+            harm,
+            packets,
+            reset: false,
+        }
+    }
+
+    #[test]
+    fn verdicts() {
+        let before = r((500, 500), 10, 1_000_000);
+        let j = |after: &Rates| {
+            judge(
+                ReasonCode::RecycleMissHigh,
+                Some(&before),
+                Some(after),
+                0.05,
+            )
+        };
+        assert!(matches!(
+            j(&r((10, 990), 10, 1_000_000)),
+            Verdict::Effective(_)
+        ));
+        assert!(matches!(
+            j(&r((480, 520), 10, 1_000_000)),
+            Verdict::Ineffective(_)
+        ));
+        assert!(matches!(
+            j(&r((10, 990), 5000, 1_000_000)),
+            Verdict::Harmful(_)
+        ));
+        // A reset is no data, not "no harm".
+        let reset = Rates {
+            reset: true,
+            ..r((10, 990), 0, 1_000_000)
+        };
+        assert!(matches!(j(&reset), Verdict::NoData(_)));
+        assert_eq!(j(&reset).outcome(), Outcome::Inconclusive);
+    }
+
+    #[test]
+    fn harm_counts_drops_and_alloc_fail_once() {
+        use crate::snapshot::{LinkStats, QueueStats};
+        let dev = |drops: u64, fail: u64, link: u64| Device {
+            qstats: Some(QueueStats {
+                rx_packets: Some(1000 + drops),
+                rx_hw_drops: Some(drops),
+                rx_alloc_fail: Some(fail),
+                ..QueueStats::default()
+            }),
+            link_stats: Some(LinkStats {
+                rx_dropped: link,
+                ..LinkStats::default()
+            }),
+            ..Device::default()
+        };
+        let r = Rates::between(&dev(0, 0, 0), &dev(5, 2, 7), Duration::from_secs(1));
+        let r = r.unwrap_or_default();
+        // qstats drops are the harm source; the link counters are not added
+        // on top (they count the same packets).
+        assert_eq!((r.harm, r.packets, r.reset), (7, 5, false));
+        let back = Rates::between(&dev(5, 2, 7), &dev(0, 0, 0), Duration::from_secs(1));
+        assert!(back.is_some_and(|r| r.reset));
+    }
+}
