@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use crate::accounting::PoolLedger;
 use crate::drivers::{
-    self, DEFAULT_PAGE_BYTES, DriverInfo, POOL_CACHE_PAGES, POOL_RING_CLAMP, PoolMapping,
+    self, DEFAULT_PAGE_BYTES, DriverInfo, DriverRounding, Learned, POOL_CACHE_PAGES,
+    POOL_RING_CLAMP, PoolMapping,
 };
 use crate::engine::{ActionRecord, Observation, Outcome};
 use crate::plan::{Action, ChannelField, Decision, Knob, Plan, ReasonCode, RecommendationId};
-use crate::policy::{Mode, Policy, Rounding};
+use crate::policy::{Mode, Policy};
 use crate::snapshot::{Device, OperState, Pool};
 use crate::state::{DeviceState, EngineState, RingProbe};
 use crate::window::QueueFacts;
@@ -446,14 +447,11 @@ impl DeviceRun<'_> {
                 format!("ring sizes unavailable: {why}"),
             ));
         };
-        if self.info.mapping == PoolMapping::Fixed {
+        if let Some(why) = self.info.ring_does_not_resize_pool() {
             return Err(Proposal::hold(
                 ReasonCode::RingDoesNotSizePool,
                 knob,
-                format!(
-                    "{}: resizing the ring would not change the pool",
-                    self.info.note
-                ),
+                format!("{}: {why}", self.info.note),
             ));
         }
         let (cur, max) = drivers::ring_value(rings, self.info.field);
@@ -464,25 +462,50 @@ impl DeviceRun<'_> {
                 format!("the driver does not report ring {}", self.ring_knob()),
             ));
         };
-        let rounding = match self.policy.rings.rounding {
-            Rounding::Auto => self.info.rounding,
-            r => r,
-        };
+        let learned = self.learned();
+        if learned.not_settable {
+            return Err(Proposal::hold(
+                ReasonCode::AtLimit,
+                knob,
+                format!(
+                    "the kernel refused to change {}: not settable on this device",
+                    self.ring_knob()
+                ),
+            ));
+        }
+        let rounding = learned.rounding(self.info.rounding.with_policy(self.policy.rings.rounding));
         let mut hi = self.policy.rings.max;
         let mut bind = Limit::Policy;
         if let Some(m) = max.filter(|&m| m < hi) {
             hi = m;
             bind = Limit::Driver;
         }
-        if let Some(c) = self.info.ring_for_pool(POOL_RING_CLAMP).filter(|&c| c < hi) {
+        if let Some(m) = learned.max.filter(|&m| m < hi) {
+            hi = m;
+            bind = Limit::Refused;
+        }
+        hi = rounding.down(hi);
+        // Past the ring whose pool reaches the driver's cap or the page_pool
+        // clamp, a bigger ring does not resize the pool.
+        if let Some(c) = self
+            .info
+            .max_pool()
+            .and_then(|p| self.info.ring_for_pool(p))
+            .map(|c| rounding.up(c))
+            .filter(|&c| c < hi)
+        {
             hi = c;
             bind = Limit::PoolClamp;
         }
-        hi = drivers::round_down(hi, rounding);
-        let lo = self.policy.rings.min.max(self.info.driver_min);
+        let lo = self
+            .policy
+            .rings
+            .min
+            .max(self.info.driver_min)
+            .max(learned.min.unwrap_or(0));
         let budget_hi = self.budget_max_ring(ctx, cur, lo, hi);
         if budget_hi < hi {
-            hi = drivers::round_down(budget_hi, rounding);
+            hi = rounding.down(budget_hi);
             bind = Limit::Budget;
         }
         Ok(RingLimits {
@@ -492,6 +515,17 @@ impl DeviceRun<'_> {
             bind,
             rounding,
         })
+    }
+
+    /// What the kernel's refusals of this ring taught (docs/drivers.md).
+    fn learned(&self) -> Learned {
+        let knob = self.ring_knob();
+        Learned::from_refusals(self.obs.history.iter().filter_map(|r| match &r.outcome {
+            Outcome::Refused { errno, message } if r.device == self.dev.id && r.knob == knob => {
+                Some((*errno, message.as_str(), r.from, r.to))
+            }
+            _ => None,
+        }))
     }
 
     fn ring_at_limit(&self, ctx: &PlanCtx) -> Option<String> {
@@ -599,9 +633,17 @@ impl DeviceRun<'_> {
         let target = if last_step {
             l.hi
         } else {
-            drivers::round_up(estimate, l.rounding).clamp(l.lo, l.hi.max(l.lo))
+            l.rounding.up(estimate).clamp(l.lo, l.hi.max(l.lo))
         };
         let target = if l.hi < l.lo { l.cur } else { target.min(l.hi) };
+        // The driver may round the request onto the current ring, or the
+        // pool may not grow with it (a cap): then it is no change at all.
+        let lands = l.rounding.applied(target).unwrap_or(l.cur);
+        let target = if self.info.pool_for_ring(lands) > self.info.pool_for_ring(l.cur) {
+            target
+        } else {
+            l.cur
+        };
         ev.insert("ring_current".into(), f64::from(l.cur));
         ev.insert("ring_limit".into(), f64::from(l.hi));
         ev.insert("pool_now".into(), f64::from(pool_now));
@@ -612,7 +654,7 @@ impl DeviceRun<'_> {
         }
         ev.insert("pool_factor".into(), self.info.factor());
         // 0 = the driver's ring-to-pool mapping is unknown (1x assumed).
-        let known = !matches!(self.info.mapping, PoolMapping::Unknown);
+        let known = !matches!(self.info.mapping, PoolMapping::Unknown) && self.info.mode_known;
         ev.insert("pool_mapping_known".into(), if known { 1.0 } else { 0.0 });
         ev.insert("inflight_peak".into(), n64(q.inflight_peak));
         ev.insert("grow_step".into(), f64::from(step));
@@ -739,11 +781,10 @@ impl DeviceRun<'_> {
             .value;
         let rings = self.dev.rings.available()?;
         let cur = drivers::ring_value(rings, self.info.field).0?;
-        let rounding = match self.policy.rings.rounding {
-            Rounding::Auto => self.info.rounding,
-            r => r,
-        };
-        let target = drivers::round_up(original.max(self.policy.rings.min), rounding);
+        let rounding = self
+            .learned()
+            .rounding(self.info.rounding.with_policy(self.policy.rings.rounding));
+        let target = rounding.up(original.max(self.policy.rings.min));
         if target >= cur {
             return None;
         }
@@ -1009,7 +1050,14 @@ impl DeviceRun<'_> {
             .drivers
             .iter()
             .find(|(d, _)| d == driver)
-            .map_or(policy.disruption.default_class, |(_, c)| *c);
+            .map_or(
+                // Unlisted: the class the driver's source shows, else the
+                // policy's default (docs/drivers.md).
+                self.info
+                    .disruption
+                    .unwrap_or(policy.disruption.default_class),
+                |(_, c)| *c,
+            );
         if dev.oper_state == OperState::Up && !policy.disruption.allowed_while_up.contains(&class) {
             return Some((
                 ReasonCode::DisruptionNotAllowed,
@@ -1093,6 +1141,7 @@ enum Limit {
     Driver,
     PoolClamp,
     Budget,
+    Refused,
 }
 
 impl Limit {
@@ -1100,8 +1149,11 @@ impl Limit {
         match self {
             Self::Policy => "the policy's rings.max",
             Self::Driver => "the driver's maximum",
-            Self::PoolClamp => "the page_pool ring clamp of 16384",
+            Self::PoolClamp => {
+                "the largest pool the driver creates (its cap or the page_pool clamp of 16384)"
+            }
             Self::Budget => "the memory budget",
+            Self::Refused => "what the kernel refused before",
         }
     }
 }
@@ -1112,7 +1164,7 @@ struct RingLimits {
     lo: u32,
     hi: u32,
     bind: Limit,
-    rounding: Rounding,
+    rounding: DriverRounding,
 }
 
 fn max_by(qs: &[QueueFacts], key: impl Fn(&QueueFacts) -> Option<f64>) -> Option<QueueFacts> {
@@ -1242,17 +1294,22 @@ fn page_bytes(dev: &Device) -> u64 {
         .unwrap_or(DEFAULT_PAGE_BYTES)
 }
 
-/// design.md: per queue ≈ (posted RX buffers + pool ring + 128 cached) ×
-/// page bytes. Posted buffers ≈ the pool size (ring × factor: exact for
-/// libeth and mlx5, an overestimate for gve); the pool ring is clamped at
-/// 16384.
+/// design.md: per pool ≈ (posted RX buffers + pool ring + 128 cached) ×
+/// page bytes, times the pools of a queue (idpf split queue: two). Posted
+/// buffers ≈ the pool size where the mapping is known (ring × the driver's
+/// factor: exact for libeth, mlx5, bnxt's agg ring; an overestimate for gve),
+/// the ring where it is not; the pool ring is clamped at 16384.
 #[must_use]
 pub fn device_bytes(dev: &Device, info: &DriverInfo, ring: u32) -> u64 {
     let pool = info.pool_for_ring(ring).unwrap_or(ring);
-    let posted = u64::from(pool.max(ring));
+    let posted = u64::from(match info.mapping {
+        PoolMapping::Proportional { .. } => pool,
+        PoolMapping::Fixed { .. } | PoolMapping::Unknown => pool.max(ring),
+    });
     let per_queue = posted
         .saturating_add(u64::from(pool.min(POOL_RING_CLAMP)))
-        .saturating_add(POOL_CACHE_PAGES);
+        .saturating_add(POOL_CACHE_PAGES)
+        .saturating_mul(u64::from(info.pools_per_queue.max(1)));
     per_queue
         .saturating_mul(page_bytes(dev))
         .saturating_mul(u64::from(queue_count(dev)))

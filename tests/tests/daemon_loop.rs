@@ -162,8 +162,9 @@ async fn kernel_refusal_is_an_answer_not_a_retry_storm() {
     // Five minutes at one sample per second: the engine keeps asking.
     run_for(&k, &p, source(&p), opts, 300).await;
     let sets = k.sets();
-    assert!(!sets.is_empty());
-    assert!(sets.len() <= 3, "retry storm: {} sets", sets.len());
+    // The refusal teaches the engine that the ring is not settable
+    // (policy/src/drivers.rs `learn_from_refusal`): one ask, never another.
+    assert_eq!(sets.len(), 1, "retry storm: {sets:?}");
     assert_eq!(k.ring(), 256);
     assert!(
         metric(
@@ -171,11 +172,6 @@ async fn kernel_refusal_is_an_answer_not_a_retry_storm() {
             "pptune_actions_total{device=\"eth0\",knob=\"ring.rx\",direction=\"grow\",result=\"refused\"}"
         ) >= 1.0
     );
-    let skipped = metric(
-        &h.metrics,
-        "pptune_actions_total{device=\"eth0\",knob=\"ring.rx\",direction=\"grow\",result=\"skipped_",
-    );
-    assert!(skipped >= 1.0, "{}", h.metrics.encode().unwrap());
 }
 
 #[tokio::test(start_paused = true)]

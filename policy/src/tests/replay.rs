@@ -17,7 +17,9 @@ use crate::snapshot::MemoryProvider;
 /// device (pool = 4 × rx) with dmabuf-bound queues, rx 1024 (pool 4096),
 /// bursts of 12 000 pages.
 fn devmem_world(burst: u64) -> (World, impl Fn(&World, usize) -> Traffic) {
-    let mut dev = device(1, "gve", 1024, 4096, 4);
+    // mlx5 striding RQ at MTU 9000: pool = 4 × ring.
+    let mut dev = device(1, "mlx5_core", 1024, 4096, 4);
+    dev.mtu = Some(9000);
     for q in &mut dev.rx_queues {
         q.provider = Some(MemoryProvider::Dmabuf { id: 3 });
     }
@@ -65,7 +67,7 @@ fn devmem_bursts_past_the_clamp_go_to_the_kernel_maximum_at_once() {
     assert_eq!(
         w.ring(0),
         4096,
-        "gve 4× reaches the 16384 pool clamp at rx 4096"
+        "4× reaches the 16384 pool clamp at rx 4096"
     );
     assert_eq!(info.pool_for_ring(w.ring(0)), Some(16_384));
     // At the clamp: further windows hold with at_limit, never another change.
@@ -106,7 +108,10 @@ fn contention_rings_first_then_queues_once_recycling_is_healthy() {
     p.channels.max = 16;
     p.timing.cooldown = Duration::from_secs(60);
     p.timing.evaluation = Duration::from_secs(60);
-    let mut w = World::new(p, vec![device(1, "mlx5_core", 1024, 8192, 8)]);
+    // mlx5 striding RQ at MTU 3000: one page per ring entry.
+    let mut dev = device(1, "mlx5_core", 1024, 8192, 8);
+    dev.mtu = Some(3000);
+    let mut w = World::new(p, vec![dev]);
     let mut log = vec![];
     for tick in 0..40 {
         let contended = nic(&w, 0).pool.recycle_ring_full > 0;

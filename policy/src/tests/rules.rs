@@ -201,15 +201,41 @@ fn observe_mode_recommends_without_acting() {
 #[test]
 fn limits_table() {
     // (driver, ring, rx_max, policy max, expected reason, expected ring after)
-    let cases: [(&str, u32, u32, u32, ReasonCode, u32); 7] = [
+    let cases: [(&str, u32, u32, u32, ReasonCode, u32); 9] = [
         // rx-max binds.
         ("ice", 512, 1024, 16384, ReasonCode::RecycleMissHigh, 1024),
         ("ice", 1024, 1024, 16384, ReasonCode::AtLimit, 1024),
         // the policy bound binds.
         ("ice", 512, 8160, 1000, ReasonCode::RecycleMissHigh, 992),
-        // gve: 4× — the pool clamp 16384 means ring ≤ 4096.
-        ("gve", 2048, 8192, 16384, ReasonCode::RecycleMissHigh, 4096),
-        ("gve", 4096, 8192, 16384, ReasonCode::AtLimit, 4096),
+        // gve sizes a live change's pool from the old ring: hands off.
+        (
+            "gve",
+            2048,
+            8192,
+            16384,
+            ReasonCode::RingDoesNotSizePool,
+            2048,
+        ),
+        // octeontx2: pool = min(2048, ring); rings are 1K, 4K …: 4096 is
+        // the last ring that grows the pool.
+        (
+            "rvu_nicpf",
+            1024,
+            1 << 20,
+            16384,
+            ReasonCode::RecycleMissHigh,
+            4096,
+        ),
+        ("rvu_nicpf", 4096, 1 << 20, 16384, ReasonCode::AtLimit, 4096),
+        // bnxt without aggregation rings: the pool is 1024 whatever the ring.
+        (
+            "bnxt_en",
+            511,
+            8191,
+            16384,
+            ReasonCode::RingDoesNotSizePool,
+            511,
+        ),
         // mlx5 rounds to powers of two: 512 × 4 × 1.25 = 2560 → 4096.
         (
             "mlx5_core",
@@ -942,4 +968,81 @@ fn first_change_on_a_device_is_not_the_last_step() {
             assert!(got <= 8192, "{}: {got}", row.name);
         }
     }
+}
+
+/// A driver pptune knows nothing about refuses, without words, a ring that
+/// is not a power of two, then one above its maximum: each refusal teaches
+/// a rule, so the engine never asks the same kind of thing twice.
+#[test]
+fn refusals_teach_the_driver_rule_without_a_retry_loop() {
+    let mut w = World::new(policy(), vec![device(1, "weird", 1000, 16384, 2)]);
+    w.apply = false;
+    let mut refused = vec![];
+    for _ in 0..200 {
+        let d = w.tick(big_bursts).decisions[0].clone();
+        if let Action::SetRing { from, to, .. } = d.action {
+            // The kernel: powers of two up to 2048 only.
+            let ok = to.is_power_of_two() && to <= 2048;
+            let id = d.device_id.clone();
+            w.history.push(ActionRecord {
+                device: id,
+                knob: Knob::Ring(RingField::Rx),
+                from,
+                to,
+                at: w.now,
+                outcome: if ok {
+                    Outcome::Effective
+                } else {
+                    Outcome::Refused {
+                        errno: 22,
+                        message: String::new(),
+                    }
+                },
+            });
+            if ok {
+                break;
+            }
+            refused.push(to);
+        }
+    }
+    // One refusal teaches "powers of two"; refusals without words above
+    // that bound the maximum, each below the last: a bounded search, never
+    // the same question twice.
+    assert!(
+        refused.iter().filter(|t| !t.is_power_of_two()).count() <= 1,
+        "{refused:?}"
+    );
+    let too_large: Vec<u32> = refused
+        .iter()
+        .copied()
+        .filter(|t| t.is_power_of_two())
+        .collect();
+    assert!(too_large.windows(2).all(|p| p[1] < p[0]), "{refused:?}");
+    assert!(refused.len() <= 3, "{refused:?}");
+    let last = w.history.last().expect("a change was accepted");
+    assert_eq!(last.outcome, Outcome::Effective, "{:?}", w.history);
+    assert!(last.to.is_power_of_two() && last.to <= 2048);
+}
+
+/// octeontx2 rounds a request from 1024 to anything below 2048 back to
+/// 1024: the engine asks for 4096 (the next ring the driver keeps) or
+/// nothing.
+#[test]
+fn targets_are_rounded_as_the_driver_rounds() {
+    let mut w = World::new(policy(), vec![device(1, "rvu_nicpf", 1024, 1 << 20, 2)]);
+    for _ in 0..3 {
+        let d = w.tick(big_bursts).decisions[0].clone();
+        if let Action::SetRing { to, .. } = d.action {
+            assert_eq!(to, 4096, "{d:?}");
+        }
+    }
+    // enic aligns down to 32: every target is a multiple of 32.
+    let mut w = World::new(policy(), vec![device(1, "enic", 512, 16384, 2)]);
+    for _ in 0..3 {
+        let d = w.tick(big_bursts).decisions[0].clone();
+        if let Action::SetRing { to, .. } = d.action {
+            assert_eq!(to % 32, 0, "{d:?}");
+        }
+    }
+    assert_ne!(w.ring(0), 512, "enic grew");
 }
