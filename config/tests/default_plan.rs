@@ -97,6 +97,7 @@ fn default_policy_reaches_a_finding_in_the_announced_samples() {
             history: &[],
             overrides: &[],
             originals: &[],
+            backoff: &policy::engine::NO_BACKOFF,
         };
         let (plan, next) = decide(&policy, &state, &obs);
         state = next;

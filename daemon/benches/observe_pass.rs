@@ -63,6 +63,7 @@ fn main() {
                 history: &[],
                 overrides: &[],
                 originals: &[],
+                backoff: &policy::engine::NO_BACKOFF,
             };
             let (plan, next) = decide(&policy, &state, &obs);
             state = next;

@@ -8,18 +8,16 @@
 
 use std::time::Duration;
 
-use policy::engine::{ActionRecord, Outcome};
-use policy::plan::{ChannelField, Decision, Knob, RingField};
+use policy::engine::{ActionRecord, Observation, Outcome};
+use policy::gates::{self, Backoff};
+use policy::plan::{ChannelField, Decision, Knob, ReasonCode, RingField};
 use policy::snapshot::{Channels, Device, Rings, Snapshot};
 
 use crate::kernel::{Kernel, SetError};
 use crate::metrics::{ActionLabels, DevLabels, KnobLabels};
-use crate::run::{Backoff, Daemon, Engine};
+use crate::run::{Daemon, Engine};
 use crate::state::{StateFile, StoredAction};
 use policy::evaluate::{Evaluation, Rates, Verdict};
-
-/// Longest backoff for a failing device.
-const MAX_BACKOFF: Duration = Duration::from_secs(3600);
 
 #[must_use]
 pub fn ring_value(r: &Rings, f: RingField) -> Option<u32> {
@@ -243,19 +241,13 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
 
     fn fail(&mut self, key: &str, device: &str, error: String) {
         let now = self.now();
-        let b = self.backoff.entry(key.to_owned()).or_insert(Backoff {
-            failures: 0,
-            until: now,
-            last_error: String::new(),
-        });
-        b.failures = b.failures.saturating_add(1);
-        let factor = 1u32 << (b.failures - 1).min(16);
-        let delay = self.backoff_base.saturating_mul(factor).min(MAX_BACKOFF);
-        b.until = now + delay;
-        b.last_error.clone_from(&error);
+        let b = Backoff::after_failure(self.backoff.get(key), now, self.backoff_base, error);
+        let delay = b.until.saturating_sub(now);
+        let (failures, error) = (b.failures, b.last_error.clone());
+        self.backoff.insert(key.to_owned(), b);
         tracing::warn!(
             device,
-            failures = b.failures,
+            failures,
             retry_in_s = delay.as_secs(),
             error = %error,
             "device backed off"
@@ -268,9 +260,11 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             .set(1);
     }
 
-    /// Applies one decision, if every daemon-side guard agrees.
+    /// Applies one decision, if the gates still admit it (the plan asked
+    /// them too; an earlier change in this tick may have used up what this
+    /// one needed). `snap` is the sample the plan was made from.
     #[allow(clippy::too_many_lines)]
-    pub(crate) async fn actuate(&mut self, dec: &Decision) {
+    pub(crate) async fn actuate(&mut self, dec: &Decision, snap: &Snapshot) {
         let (knob, from, to) = match dec.action {
             policy::Action::Hold => return,
             policy::Action::SetRing { field, from, to } => (Knob::Ring(field), from, to),
@@ -280,55 +274,39 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         let name = dec.device.clone();
         let direction = if to >= from { "grow" } else { "shrink" };
         let now = self.now();
-        if self.overrides.contains_key(&(key.clone(), knob)) {
-            self.count_action(&name, knob, direction, "skipped_override");
+        let Some(dev) = snap.devices.iter().find(|d| d.ifindex == dec.ifindex) else {
             return;
-        }
-        if let Some(b) = self.backoff.get(&key) {
-            if b.until > now {
-                self.count_action(&name, knob, direction, "skipped_backoff");
-                return;
-            }
-            self.metrics
-                .backoff
-                .get_or_create(&DevLabels {
-                    device: name.clone(),
-                })
-                .set(0);
-        }
-        let hour = Duration::from_secs(3600);
-        let recent = |a: &&ActionRecord| now.saturating_sub(a.at) < hour || now < hour;
-        // The same target refused within the hour: the kernel already
-        // answered.
-        if self.history.iter().filter(recent).any(|a| {
-            a.device == dec.device_id
-                && a.knob == knob
-                && a.to == to
-                && matches!(a.outcome, Outcome::Refused { .. })
-        }) {
-            self.count_action(&name, knob, direction, "skipped_refused");
-            return;
-        }
-        let applied = |a: &ActionRecord| {
-            !matches!(a.outcome, Outcome::Refused { .. } | Outcome::Failed { .. })
         };
-        let cooldown = self.policy.timing.cooldown;
-        if self
-            .history
-            .iter()
-            .any(|a| a.device == dec.device_id && applied(a) && now.saturating_sub(a.at) < cooldown)
-        {
-            self.count_action(&name, knob, direction, "skipped_cooldown");
-            return;
-        }
-        let in_hour = self
-            .history
-            .iter()
-            .filter(recent)
-            .filter(|a| applied(a))
-            .count();
-        if in_hour >= usize::try_from(self.policy.limits.max_changes_per_hour).unwrap_or(0) {
-            self.count_action(&name, knob, direction, "skipped_budget");
+        let overrides = self.override_list();
+        let obs = Observation {
+            previous: None,
+            current: snap,
+            elapsed: Duration::ZERO,
+            now,
+            local_time: Some(crate::run::local_time()),
+            history: &self.history,
+            overrides: &overrides,
+            originals: &[],
+            backoff: &self.backoff,
+        };
+        if let Err(held) = gates::admit(
+            &self.policy,
+            &obs,
+            dev,
+            dec.mode,
+            &dec.action,
+            &gates::Spent::default(),
+        ) {
+            let what = match held.reason {
+                ReasonCode::OperatorOverride => "override",
+                ReasonCode::BackedOff => "backoff",
+                ReasonCode::KernelRefused => "refused",
+                ReasonCode::Cooldown => "cooldown",
+                ReasonCode::ChangeBudgetExhausted => "budget",
+                r => r.as_str(),
+            };
+            tracing::info!(device = %name, knob = %knob, reason = held.reason.as_str(), "not acting: {}", held.message);
+            self.count_action(&name, knob, direction, &format!("skipped_{what}"));
             return;
         }
         // Sample right before: the pools and their counters are about to be

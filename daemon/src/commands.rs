@@ -126,7 +126,7 @@ pub async fn run(path: Option<&Path>, listen: Option<SocketAddr>) -> anyhow::Res
         control_socket: Some(control::socket_path(&dir)),
         metrics,
         reload: reload_rx,
-        backoff_base: Duration::from_secs(60),
+        backoff_base: policy::gates::BACKOFF_BASE,
     };
     let source = Box::new(ConfigSource(path.map(Path::to_owned)));
     let result = crate::run::run(
@@ -245,6 +245,7 @@ pub async fn plan(
             history: &[],
             overrides: &[],
             originals: &originals,
+            backoff: &policy::engine::NO_BACKOFF,
         };
         plan = engine.decide(&policy, &obs);
         prev = Some((snap, now));

@@ -86,14 +86,6 @@ pub enum RunError {
     Control(#[from] control::ControlError),
 }
 
-/// A failing device: no retries until `until`.
-#[derive(Debug, Clone)]
-pub(crate) struct Backoff {
-    pub failures: u32,
-    pub until: Duration,
-    pub last_error: String,
-}
-
 /// The daemon's state between ticks.
 pub(crate) struct Daemon<K: Kernel, E: Engine> {
     pub kernel: Arc<K>,
@@ -114,7 +106,7 @@ pub(crate) struct Daemon<K: Kernel, E: Engine> {
     pub devices: BTreeMap<u32, Device>,
     /// The previous sample fed to the engine, and when it was taken.
     pub prev: Option<(Snapshot, Duration)>,
-    pub backoff: BTreeMap<String, Backoff>,
+    pub backoff: BTreeMap<String, policy::gates::Backoff>,
     pub evaluations: Vec<policy::evaluate::Evaluation>,
     pub host_enforcing: bool,
     pub host_id: rollout::HostId,
@@ -133,7 +125,7 @@ fn now_unix() -> Duration {
         .unwrap_or_default()
 }
 
-fn local_time() -> LocalTime {
+pub(crate) fn local_time() -> LocalTime {
     use chrono::{Datelike, Timelike};
     let t = chrono::Local::now();
     LocalTime {
@@ -432,11 +424,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 .prev
                 .as_ref()
                 .map_or(Duration::ZERO, |(_, at)| now.saturating_sub(*at));
-            let overrides: Vec<(DeviceId, Knob)> = self
-                .overrides
-                .iter()
-                .map(|((_, k), id)| (id.clone(), *k))
-                .collect();
+            let overrides = self.override_list();
             let originals = self.originals();
             self.prune_history(now);
             let obs = Observation {
@@ -448,6 +436,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 history: &self.history,
                 overrides: &overrides,
                 originals: &originals,
+                backoff: &self.backoff,
             };
             self.engine.decide(&self.policy, &obs)
         };
@@ -510,7 +499,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         for dec in &plan.decisions {
             let enforce = dec.mode == Mode::Enforce && self.host_enforcing && cap;
             if enforce && dec.action != Action::Hold {
-                self.actuate(dec).await;
+                self.actuate(dec, &snap).await;
             }
         }
         if !cap && !self.ready {
@@ -528,6 +517,14 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         self.update_view();
     }
 
+    /// The knobs operators took over, as the engine and the gates read them.
+    pub(crate) fn override_list(&self) -> Vec<(DeviceId, Knob)> {
+        self.overrides
+            .iter()
+            .map(|((_, k), id)| (id.clone(), *k))
+            .collect()
+    }
+
     pub(crate) fn originals(&self) -> Vec<Original> {
         self.state
             .devices
@@ -543,8 +540,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
     }
 
     fn prune_history(&mut self, now: Duration) {
-        // The engine needs at least the last hour; keep two.
-        let keep = Duration::from_secs(7200);
+        let keep = policy::gates::HISTORY_KEEP;
         self.history
             .retain(|a| now.saturating_sub(a.at) <= keep || now < keep);
     }
@@ -565,7 +561,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 // history, not input.
                 r.actions.iter().filter_map(move |a| {
                     let ago = wall.saturating_sub(Duration::from_millis(a.at_unix_ms));
-                    (ago <= Duration::from_secs(7200)).then(|| ActionRecord {
+                    (ago <= policy::gates::HISTORY_KEEP).then(|| ActionRecord {
                         device: r.id.clone(),
                         knob: a.knob,
                         from: a.from,

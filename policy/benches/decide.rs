@@ -198,6 +198,7 @@ fn obs<'a>(prev: Option<&'a Snapshot>, cur: &'a Snapshot, tick: u64) -> Observat
         history: &[],
         overrides: &[],
         originals: &[],
+        backoff: &pptune_policy::engine::NO_BACKOFF,
     }
 }
 

@@ -2,7 +2,7 @@
 //! The decision table is written out in `docs/decisions.md`; the order of
 //! the checks below follows it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -12,13 +12,12 @@ use crate::drivers::{
     POOL_RING_CLAMP, PoolMapping,
 };
 use crate::engine::{ActionRecord, Observation, Outcome};
+use crate::gates::{self, Held, Spent};
 use crate::plan::{Action, ChannelField, Decision, Knob, Plan, ReasonCode, RecommendationId};
 use crate::policy::{Mode, Policy};
-use crate::snapshot::{Device, OperState, Pool};
+use crate::snapshot::{Device, Pool};
 use crate::state::{DeviceState, EngineState, RingProbe};
 use crate::window::QueueFacts;
-
-const HOUR: Duration = Duration::from_secs(3600);
 
 /// The engine: a pure function of (policy, state, observation).
 ///
@@ -81,10 +80,8 @@ fn samples_per_window(policy: &Policy) -> u32 {
 /// What earlier devices in the same plan used up.
 #[derive(Debug, Default)]
 struct PlanCtx {
-    /// Changes proposed earlier in this plan (count against the hourly budget).
-    changes: u32,
-    /// Bond/team masters with a member changed earlier in this plan.
-    masters: BTreeSet<u32>,
+    /// Changes and bond masters (the gates' hourly budget and bond rule).
+    spent: Spent,
     /// Estimated bytes of all selected devices at their current sizes…
     host_bytes: u64,
     /// …plus what earlier decisions in this plan add.
@@ -953,122 +950,6 @@ impl DeviceRun<'_> {
             .unwrap_or(0)
     }
 
-    /// Safety gates, in the documented order. `Some` = held, and why.
-    fn gate(&self, p: &Proposal, mode: Mode, ctx: &PlanCtx) -> Option<(ReasonCode, String)> {
-        let (policy, obs, dev) = (self.policy, self.obs, self.dev);
-        let knob = p.action.knob()?;
-        if obs
-            .overrides
-            .iter()
-            .any(|(d, k)| *d == dev.id && *k == knob)
-        {
-            return Some((
-                ReasonCode::OperatorOverride,
-                format!(
-                    "an operator changed {knob} by hand: pptune leaves it alone until the policy is reloaded"
-                ),
-            ));
-        }
-        if mode == Mode::Enforce && !dev.has_harm_signal() {
-            return Some((
-                ReasonCode::NoHarmSignal,
-                "no qstats drop counters and no link stats: a change could not be evaluated, so observe only".into(),
-            ));
-        }
-        let wait = policy.timing.cooldown.max(policy.timing.evaluation);
-        if let Some(r) = obs.history.iter().rev().find(|r| r.device == dev.id) {
-            let until = r.at.saturating_add(wait);
-            if r.outcome == Outcome::Pending || obs.now < until {
-                return Some((
-                    ReasonCode::Cooldown,
-                    format!(
-                        "last change {} {}→{} was {:.0} s ago; cooldown {:.0} s",
-                        r.knob,
-                        r.from,
-                        r.to,
-                        obs.now.saturating_sub(r.at).as_secs_f64(),
-                        wait.as_secs_f64()
-                    ),
-                ));
-            }
-        }
-        let recent = obs
-            .history
-            .iter()
-            .filter(|r| r.at.saturating_add(HOUR) > obs.now && counts(r))
-            .count();
-        let used = u32::try_from(recent)
-            .unwrap_or(u32::MAX)
-            .saturating_add(ctx.changes);
-        if used >= policy.limits.max_changes_per_hour {
-            return Some((
-                ReasonCode::ChangeBudgetExhausted,
-                format!(
-                    "{used} changes in the last hour; the policy allows {}",
-                    policy.limits.max_changes_per_hour
-                ),
-            ));
-        }
-        if !policy.limits.windows.is_empty() {
-            let inside = obs.local_time.is_some_and(|t| {
-                policy
-                    .limits
-                    .windows
-                    .iter()
-                    .any(|w| in_window(w, t.weekday, t.minute_of_day))
-            });
-            if !inside {
-                return Some((
-                    ReasonCode::OutsideChangeWindow,
-                    "outside the policy's change windows".into(),
-                ));
-            }
-        }
-        if policy.limits.one_bond_member_at_a_time
-            && let Some(m) = dev.master
-        {
-            let sibling_busy = ctx.masters.contains(&m)
-                || obs.current.devices.iter().any(|o| {
-                    o.master == Some(m)
-                        && o.id != dev.id
-                        && obs.history.iter().any(|r| {
-                            r.device == o.id
-                                && (r.outcome == Outcome::Pending
-                                    || obs.now < r.at.saturating_add(wait))
-                        })
-                });
-            if sibling_busy {
-                return Some((
-                    ReasonCode::BondSiblingBusy,
-                    "another member of the same bond/team is being changed".into(),
-                ));
-            }
-        }
-        let driver = dev.driver.as_deref().unwrap_or("");
-        let class = policy
-            .disruption
-            .drivers
-            .iter()
-            .find(|(d, _)| d == driver)
-            .map_or(
-                // Unlisted: the class the driver's source shows, else the
-                // policy's default (docs/drivers.md).
-                self.info
-                    .disruption
-                    .unwrap_or(policy.disruption.default_class),
-                |(_, c)| *c,
-            );
-        if dev.oper_state == OperState::Up && !policy.disruption.allowed_while_up.contains(&class) {
-            return Some((
-                ReasonCode::DisruptionNotAllowed,
-                format!(
-                    "{driver}'s changes are class {class:?}, which the policy does not allow while the link is up"
-                ),
-            ));
-        }
-        None
-    }
-
     fn finish(
         &self,
         mode: Mode,
@@ -1082,8 +963,12 @@ impl DeviceRun<'_> {
         if mode == Mode::Enforce && !dev.has_harm_signal() {
             eff_mode = Mode::Observe;
         }
-        let (action, reason, message) = match self.gate(&p, mode, ctx) {
-            Some((reason, why)) => {
+        let admitted = gates::admit(self.policy, self.obs, dev, mode, &p.action, &ctx.spent);
+        let (action, reason, message) = match admitted {
+            Err(Held {
+                reason,
+                message: why,
+            }) => {
                 if let Action::SetRing { to, .. } | Action::SetChannels { to, .. } = p.action {
                     evidence.insert("held_target".into(), f64::from(to));
                 }
@@ -1093,12 +978,12 @@ impl DeviceRun<'_> {
                     format!("would act ({}): {}; held: {why}", p.reason, p.message),
                 )
             }
-            None => (p.action, p.reason, p.message),
+            Ok(()) => (p.action, p.reason, p.message),
         };
         if action != Action::Hold {
-            ctx.changes = ctx.changes.saturating_add(1);
+            ctx.spent.changes = ctx.spent.changes.saturating_add(1);
             if let Some(m) = dev.master {
-                ctx.masters.insert(m);
+                ctx.spent.masters.insert(m);
             }
             // A change is made (or, observing, recommended): its evidence is
             // spent; the next one needs fresh consecutive windows.
@@ -1174,11 +1059,6 @@ fn max_by(qs: &[QueueFacts], key: impl Fn(&QueueFacts) -> Option<f64>) -> Option
         .cloned()
 }
 
-fn counts(r: &ActionRecord) -> bool {
-    // A refused change did not happen; everything else touched the device.
-    !matches!(r.outcome, Outcome::Refused { .. })
-}
-
 /// Which way a change goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Direction {
@@ -1219,7 +1099,7 @@ fn grow_steps(
     for r in history
         .iter()
         .rev()
-        .filter(|r| &r.device == dev && r.knob == knob && counts(r))
+        .filter(|r| &r.device == dev && r.knob == knob && gates::touched(r))
     {
         if r.to <= r.from || landed(r) != expect {
             break;
@@ -1253,17 +1133,6 @@ fn landed(r: &ActionRecord) -> u32 {
     match r.outcome {
         Outcome::Failed { .. } | Outcome::Reverted => r.from,
         _ => r.to,
-    }
-}
-
-fn in_window(w: &crate::policy::ChangeWindow, weekday: u8, minute: u16) -> bool {
-    let day_ok = |d: u8| w.days.is_empty() || w.days.contains(&d);
-    if w.start_minute <= w.end_minute {
-        day_ok(weekday) && minute >= w.start_minute && minute < w.end_minute
-    } else {
-        // Wraps past midnight: the day named is the day the window opens.
-        (day_ok(weekday) && minute >= w.start_minute)
-            || (day_ok((weekday + 6) % 7) && minute < w.end_minute)
     }
 }
 

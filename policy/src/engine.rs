@@ -1,6 +1,7 @@
 //! The decision engine: a pure function of (policy, engine state,
 //! observation). No I/O, no clock, no tokio. Same input, same output.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -9,6 +10,7 @@ use crate::plan::Knob;
 use crate::snapshot::{DeviceId, Snapshot};
 
 pub use crate::decide::{decide, device_bytes, findings_needed};
+pub use crate::gates::Backoff;
 pub use crate::state::{DeviceState, EngineState, RingProbe};
 
 /// Wall-clock facts the daemon reads for the engine (change windows).
@@ -61,6 +63,10 @@ pub struct Original {
     pub value: u32,
 }
 
+/// An empty backoff map, for callers with no failures to report (`plan`,
+/// tests, benchmarks).
+pub static NO_BACKOFF: BTreeMap<String, Backoff> = BTreeMap::new();
+
 /// What the engine is told for one evaluation.
 #[derive(Debug, Clone, Copy)]
 pub struct Observation<'a> {
@@ -80,4 +86,7 @@ pub struct Observation<'a> {
     pub overrides: &'a [(DeviceId, Knob)],
     /// Recorded originals (for shrinking back).
     pub originals: &'a [Original],
+    /// Devices backed off after failures, by identity key
+    /// ([`DeviceId::key`]).
+    pub backoff: &'a BTreeMap<String, Backoff>,
 }

@@ -15,6 +15,7 @@ mod decide;
 pub mod drivers;
 pub mod engine;
 pub mod evaluate;
+pub mod gates;
 pub mod plan;
 pub mod policy;
 pub mod select;

@@ -160,6 +160,10 @@ pub enum ReasonCode {
     PreviousChangeIneffective,
     /// The policy does not manage this knob (rings or channels disabled).
     NotManaged,
+    /// The device failed recently and is backed off.
+    BackedOff,
+    /// The kernel refused this target within the hour.
+    KernelRefused,
 }
 
 impl ReasonCode {
@@ -192,6 +196,8 @@ impl ReasonCode {
             Self::RingDoesNotSizePool => "ring_does_not_size_pool",
             Self::PreviousChangeIneffective => "previous_change_ineffective",
             Self::NotManaged => "not_managed",
+            Self::BackedOff => "backed_off",
+            Self::KernelRefused => "kernel_refused",
         }
     }
 }

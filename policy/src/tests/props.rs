@@ -252,3 +252,131 @@ fn counter_reset_hold_is_explicit() {
     assert_eq!(plan.decisions[0].reason, ReasonCode::CounterReset);
     assert_eq!(plan.decisions[0].action, Action::Hold);
 }
+
+/// Gate inputs the other properties leave alone: backoff, refusals and
+/// failures in the history, overrides, change windows, bonds, a tight
+/// hourly budget.
+#[derive(Debug, Clone)]
+struct Gates {
+    backoff_s: Option<u64>,
+    refused_target: Option<u32>,
+    failed_ago_s: Option<u64>,
+    override_dev1: bool,
+    window: Option<(u16, u16)>,
+    minute: u16,
+    bonded: bool,
+    per_hour: u32,
+    cooldown_s: u64,
+    evaluation_s: u64,
+}
+
+fn gate_inputs() -> impl Strategy<Value = Gates> {
+    (
+        prop::option::of(0u64..120),
+        prop::option::of(prop::sample::select(vec![512u32, 1024, 2048, 4096])),
+        prop::option::of(0u64..120),
+        any::<bool>(),
+        prop::option::of((0u16..1440, 0u16..1440)),
+        0u16..1440,
+        any::<bool>(),
+        1u32..6,
+        0u64..40,
+        0u64..40,
+    )
+        .prop_map(
+            |(
+                backoff_s,
+                refused_target,
+                failed_ago_s,
+                override_dev1,
+                window,
+                minute,
+                bonded,
+                per_hour,
+                cooldown_s,
+                evaluation_s,
+            )| Gates {
+                backoff_s,
+                refused_target,
+                failed_ago_s,
+                override_dev1,
+                window,
+                minute,
+                bonded,
+                per_hour,
+                cooldown_s,
+                evaluation_s,
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// The plan and the actuator's gate never disagree: every change the
+    /// engine plans, asked of `gates::admit` the way the actuator asks it
+    /// (after the plan's earlier changes were made), is admitted
+    /// (`World::tick` checks it on every tick, `support::check_seam`), over
+    /// random traffic and random gate inputs.
+    #[test]
+    fn plan_and_gate_never_disagree(
+        s in setup(),
+        g in gate_inputs(),
+        ts in prop::collection::vec(traffic(), 4..24),
+    ) {
+        use std::time::Duration;
+        use crate::engine::{ActionRecord, Backoff, LocalTime, Outcome};
+        use crate::plan::{Knob, RingField};
+        use crate::policy::ChangeWindow;
+
+        let mut w = world(&s);
+        w.policy.limits.max_changes_per_hour = g.per_hour;
+        w.policy.timing.cooldown = Duration::from_secs(g.cooldown_s);
+        w.policy.timing.evaluation = Duration::from_secs(g.evaluation_s);
+        if let Some((start, end)) = g.window {
+            w.policy.limits.windows = vec![ChangeWindow { days: vec![], start_minute: start, end_minute: end }];
+        }
+        w.local_time = Some(LocalTime { weekday: 2, minute_of_day: g.minute });
+        if g.bonded {
+            for d in &mut w.snap.devices {
+                d.master = Some(9);
+            }
+        }
+        let id1 = w.snap.devices[0].id.clone();
+        let id2 = w.snap.devices[1].id.clone();
+        if let Some(secs) = g.backoff_s {
+            w.backoff.insert(id1.key(), Backoff {
+                failures: 1,
+                until: Duration::from_secs(secs),
+                last_error: "EIO".into(),
+            });
+        }
+        if let Some(to) = g.refused_target {
+            w.history.push(ActionRecord {
+                device: id2.clone(),
+                knob: Knob::Ring(RingField::Rx),
+                from: s.ring,
+                to,
+                at: Duration::ZERO,
+                outcome: Outcome::Refused { errno: 22, message: "EINVAL".into() },
+            });
+        }
+        if let Some(ago) = g.failed_ago_s {
+            w.now = Duration::from_secs(ago);
+            w.history.push(ActionRecord {
+                device: id1.clone(),
+                knob: Knob::Ring(RingField::Rx),
+                from: s.ring,
+                to: s.ring,
+                at: Duration::ZERO,
+                outcome: Outcome::Failed { message: "gone".into() },
+            });
+        }
+        if g.override_dev1 {
+            w.overrides.push((id1, Knob::Ring(RingField::Rx)));
+        }
+        for t in &ts {
+            let _ = w.tick(|_, _| *t);
+        }
+    }
+}

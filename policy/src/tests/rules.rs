@@ -512,6 +512,7 @@ fn change_window_table() {
             history: &[],
             overrides: &[],
             originals: &[],
+            backoff: &crate::engine::NO_BACKOFF,
         };
         let (plan, _) = crate::engine::decide(&w.policy, &w.state, &obs);
         let got = only(&plan).reason;

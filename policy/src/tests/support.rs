@@ -3,10 +3,12 @@
 //! that applies rings/channels the way drivers do (new pools, new ids,
 //! counters from zero).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::drivers::{POOL_RING_CLAMP, driver_info};
-use crate::engine::{ActionRecord, Observation, Original, Outcome};
+use crate::engine::{ActionRecord, Backoff, LocalTime, Observation, Original, Outcome};
+use crate::gates::{self, Spent};
 use crate::plan::{Action, ChannelField, Knob, Plan, RingField};
 use crate::policy::Policy;
 use crate::snapshot::{
@@ -191,6 +193,8 @@ pub(crate) struct World {
     pub history: Vec<ActionRecord>,
     pub originals: Vec<Original>,
     pub overrides: Vec<(DeviceId, Knob)>,
+    pub backoff: BTreeMap<String, Backoff>,
+    pub local_time: Option<LocalTime>,
     pub apply: bool,
     started: bool,
     next_pool: u32,
@@ -207,6 +211,8 @@ impl World {
             history: vec![],
             originals: vec![],
             overrides: vec![],
+            backoff: BTreeMap::new(),
+            local_time: None,
             apply: true,
             started: false,
             next_pool: 50_000,
@@ -269,12 +275,14 @@ impl World {
             current: &self.snap,
             elapsed: interval,
             now: self.now,
-            local_time: None,
+            local_time: self.local_time,
             history: &self.history,
             overrides: &self.overrides,
             originals: &self.originals,
+            backoff: &self.backoff,
         };
         let (plan, state) = crate::engine::decide(&self.policy, &self.state, &obs);
+        check_seam(&self.policy, &obs, &plan);
         self.state = state;
         if self.apply {
             for d in plan.decisions.clone() {
@@ -340,6 +348,47 @@ impl World {
             to,
             at: self.now,
             outcome: Outcome::Effective,
+        });
+    }
+}
+
+/// The seam between the plan and the actuator: every change the plan
+/// makes, asked again of the gates the way the actuator asks them (one by
+/// one, the earlier changes of the plan already in the history), is
+/// admitted. Panics where they disagree.
+pub(crate) fn check_seam(policy: &Policy, obs: &Observation<'_>, plan: &Plan) {
+    let mut history = obs.history.to_vec();
+    for d in &plan.decisions {
+        let Some(knob) = d.action.knob() else {
+            continue;
+        };
+        let dev = obs
+            .current
+            .devices
+            .iter()
+            .find(|x| x.id == d.device_id)
+            .expect("a decision is about a sampled device");
+        let at_act = Observation {
+            history: &history,
+            ..*obs
+        };
+        let admitted = gates::admit(policy, &at_act, dev, d.mode, &d.action, &Spent::default());
+        assert_eq!(
+            admitted,
+            Ok(()),
+            "the plan made a change the actuator's gate refuses: {d:#?}"
+        );
+        let (from, to) = match d.action {
+            Action::SetRing { from, to, .. } | Action::SetChannels { from, to, .. } => (from, to),
+            Action::Hold => continue,
+        };
+        history.push(ActionRecord {
+            device: d.device_id.clone(),
+            knob,
+            from,
+            to,
+            at: obs.now,
+            outcome: Outcome::Pending,
         });
     }
 }

@@ -1,0 +1,291 @@
+//! THE safety gates: may this change be made now? One function,
+//! [`admit`], asked by the engine when it plans and by the daemon's
+//! actuator right before it acts, so the plan and the act cannot disagree.
+//!
+//! The gates, in order (`docs/decisions.md` §7): operator override,
+//! backoff after failures, a target the kernel refused within the hour, no
+//! harm signal (enforce only), cooldown, hourly change budget, change
+//! windows, one bond member at a time, disruption class.
+//!
+//! Also here: every timing term of the gates that is not in the policy
+//! ([`HOUR`], [`HISTORY_KEEP`], [`BACKOFF_BASE`], [`MAX_BACKOFF`]) and the backoff rule.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::{ActionRecord, Observation, Outcome};
+use crate::plan::{Action, ReasonCode};
+use crate::policy::{ChangeWindow, Mode, Policy};
+use crate::snapshot::{Device, OperState};
+
+/// The hourly change budget's hour; also how long a kernel refusal of a
+/// target stands.
+pub const HOUR: Duration = Duration::from_secs(3600);
+/// How much history the daemon keeps for the engine: the gates look back
+/// an hour, the "did not work before" rule two.
+pub const HISTORY_KEEP: Duration = Duration::from_secs(7200);
+/// Longest backoff for a failing device.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(3600);
+/// First backoff after a failure (doubles per consecutive failure).
+pub const BACKOFF_BASE: Duration = Duration::from_secs(60);
+
+/// A failing device: no change until `until` (monotonic, like
+/// [`Observation::now`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Backoff {
+    pub failures: u32,
+    pub until: Duration,
+    pub last_error: String,
+}
+
+impl Backoff {
+    /// The backoff after one more failure at `now`: `base` doubled per
+    /// consecutive failure, at most [`MAX_BACKOFF`].
+    #[must_use]
+    pub fn after_failure(
+        prev: Option<&Self>,
+        now: Duration,
+        base: Duration,
+        error: String,
+    ) -> Self {
+        let failures = prev.map_or(0, |b| b.failures).saturating_add(1);
+        let factor = 1u32 << (failures - 1).min(16);
+        let delay = base.saturating_mul(factor).min(MAX_BACKOFF);
+        Self {
+            failures,
+            until: now.saturating_add(delay),
+            last_error: error,
+        }
+    }
+
+    /// Whether the device is still backed off at `now`.
+    #[must_use]
+    pub fn active(&self, now: Duration) -> bool {
+        self.until > now
+    }
+}
+
+/// What changes earlier in the same plan used up (the actuator, acting on
+/// them one by one, sees them in the history instead).
+#[derive(Debug, Clone, Default)]
+pub struct Spent {
+    /// Changes proposed earlier in this plan.
+    pub changes: u32,
+    /// Bond/team masters with a member changed earlier in this plan.
+    pub masters: BTreeSet<u32>,
+}
+
+/// A gate that held a change: the reason code and a sentence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    pub reason: ReasonCode,
+    pub message: String,
+}
+
+impl Held {
+    fn new(reason: ReasonCode, message: impl Into<String>) -> Self {
+        Self {
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+/// Whether a change touched the device: everything but a kernel refusal.
+/// These count for cooldown and the hourly budget.
+#[must_use]
+pub fn touched(r: &ActionRecord) -> bool {
+    !matches!(r.outcome, Outcome::Refused { .. })
+}
+
+/// The wait after a change before the next one on that device: the
+/// cooldown, and never inside the change's evaluation window.
+#[must_use]
+pub fn cooldown(policy: &Policy) -> Duration {
+    policy.timing.cooldown.max(policy.timing.evaluation)
+}
+
+/// The one admissibility check. `Ok` = the change may be made now;
+/// `Err` = held, and why. `Action::Hold` is always admitted.
+///
+/// # Errors
+/// [`Held`] with the first gate that holds the change.
+pub fn admit(
+    policy: &Policy,
+    obs: &Observation<'_>,
+    dev: &Device,
+    mode: Mode,
+    action: &Action,
+    spent: &Spent,
+) -> Result<(), Held> {
+    let Some(knob) = action.knob() else {
+        return Ok(());
+    };
+    let target = match action {
+        Action::SetRing { to, .. } | Action::SetChannels { to, .. } => *to,
+        Action::Hold => return Ok(()),
+    };
+    let now = obs.now;
+    if obs
+        .overrides
+        .iter()
+        .any(|(d, k)| *d == dev.id && *k == knob)
+    {
+        return Err(Held::new(
+            ReasonCode::OperatorOverride,
+            format!(
+                "an operator changed {knob} by hand: pptune leaves it alone until the policy is reloaded"
+            ),
+        ));
+    }
+    if let Some(b) = obs.backoff.get(&dev.id.key()).filter(|b| b.active(now)) {
+        return Err(Held::new(
+            ReasonCode::BackedOff,
+            format!(
+                "{} failure(s), retry in {:.0} s: {}",
+                b.failures,
+                b.until.saturating_sub(now).as_secs_f64(),
+                b.last_error
+            ),
+        ));
+    }
+    if let Some(r) = obs.history.iter().rev().find(|r| {
+        r.device == dev.id
+            && r.knob == knob
+            && r.to == target
+            && matches!(r.outcome, Outcome::Refused { .. })
+            && within(r.at, HOUR, now)
+    }) {
+        let msg = match &r.outcome {
+            Outcome::Refused { message, .. } => message.as_str(),
+            _ => "",
+        };
+        return Err(Held::new(
+            ReasonCode::KernelRefused,
+            format!("the kernel refused {knob}={target} within the hour: {msg}"),
+        ));
+    }
+    if mode == Mode::Enforce && !dev.has_harm_signal() {
+        return Err(Held::new(
+            ReasonCode::NoHarmSignal,
+            "no qstats drop counters and no link stats: a change could not be evaluated, so observe only",
+        ));
+    }
+    let wait = cooldown(policy);
+    if let Some(r) = obs
+        .history
+        .iter()
+        .rev()
+        .find(|r| r.device == dev.id && touched(r))
+        && (r.outcome == Outcome::Pending || within(r.at, wait, now))
+    {
+        return Err(Held::new(
+            ReasonCode::Cooldown,
+            format!(
+                "last change {} {}→{} was {:.0} s ago; cooldown {:.0} s",
+                r.knob,
+                r.from,
+                r.to,
+                now.saturating_sub(r.at).as_secs_f64(),
+                wait.as_secs_f64()
+            ),
+        ));
+    }
+    let recent = obs
+        .history
+        .iter()
+        .filter(|r| touched(r) && within(r.at, HOUR, now))
+        .count();
+    let used = u32::try_from(recent)
+        .unwrap_or(u32::MAX)
+        .saturating_add(spent.changes);
+    if used >= policy.limits.max_changes_per_hour {
+        return Err(Held::new(
+            ReasonCode::ChangeBudgetExhausted,
+            format!(
+                "{used} changes in the last hour; the policy allows {}",
+                policy.limits.max_changes_per_hour
+            ),
+        ));
+    }
+    if !policy.limits.windows.is_empty() {
+        let inside = obs.local_time.is_some_and(|t| {
+            policy
+                .limits
+                .windows
+                .iter()
+                .any(|w| in_window(w, t.weekday, t.minute_of_day))
+        });
+        if !inside {
+            return Err(Held::new(
+                ReasonCode::OutsideChangeWindow,
+                "outside the policy's change windows",
+            ));
+        }
+    }
+    if policy.limits.one_bond_member_at_a_time
+        && let Some(m) = dev.master
+    {
+        let sibling_busy = spent.masters.contains(&m)
+            || obs.current.devices.iter().any(|o| {
+                o.master == Some(m)
+                    && o.id != dev.id
+                    && obs.history.iter().any(|r| {
+                        r.device == o.id
+                            && touched(r)
+                            && (r.outcome == Outcome::Pending || within(r.at, wait, now))
+                    })
+            });
+        if sibling_busy {
+            return Err(Held::new(
+                ReasonCode::BondSiblingBusy,
+                "another member of the same bond/team is being changed",
+            ));
+        }
+    }
+    let driver = dev.driver.as_deref().unwrap_or("");
+    let class = policy
+        .disruption
+        .drivers
+        .iter()
+        .find(|(d, _)| d == driver)
+        .map_or(
+            // Unlisted: the class the driver's source shows, else the
+            // policy's default (docs/drivers.md).
+            crate::drivers::driver_info(dev)
+                .disruption
+                .unwrap_or(policy.disruption.default_class),
+            |(_, c)| *c,
+        );
+    if dev.oper_state == OperState::Up && !policy.disruption.allowed_while_up.contains(&class) {
+        return Err(Held::new(
+            ReasonCode::DisruptionNotAllowed,
+            format!(
+                "{driver}'s changes are class {class:?}, which the policy does not allow while the link is up"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `at + span > now`: the event is still inside its span. (A daemon's
+/// clock starts at 0, so history from before its start sits at 0 and
+/// stays inside for at least as long as it really is.)
+fn within(at: Duration, span: Duration, now: Duration) -> bool {
+    at.saturating_add(span) > now
+}
+
+/// Whether local time (weekday, minute of day) is inside a change window.
+#[must_use]
+pub fn in_window(w: &ChangeWindow, weekday: u8, minute: u16) -> bool {
+    let day_ok = |d: u8| w.days.is_empty() || w.days.contains(&d);
+    if w.start_minute <= w.end_minute {
+        day_ok(weekday) && minute >= w.start_minute && minute < w.end_minute
+    } else {
+        // Wraps past midnight: the day named is the day the window opens.
+        (day_ok(weekday) && minute >= w.start_minute)
+            || (day_ok((weekday + 6) % 7) && minute < w.end_minute)
+    }
+}
