@@ -1,77 +1,456 @@
-//! A tiny HTTP/1.x server for `/metrics`: one request per connection, GET
-//! only. Prometheus needs nothing more, and a web framework would be most
-//! of the binary.
+//! The HTTP endpoint: `/metrics`, `/healthz`, `/readyz`, on hyper's HTTP/1
+//! server.
+//!
+//! - `/metrics` negotiates the format from `Accept`: OpenMetrics 1.0 when the
+//!   scraper asks for `application/openmetrics-text` (Prometheus does), else
+//!   the 0.0.4 text format (`curl`, `promtool check metrics`); gzip when
+//!   `Accept-Encoding` allows it.
+//! - `/healthz`: the process answers. `/readyz`: the last successful sample
+//!   is younger than two intervals and the policy is valid (503 otherwise);
+//!   both with a JSON body saying why.
+//! - GET and HEAD; keep-alive; requests bounded in size; a client that does
+//!   not send its headers in time is dropped; at most
+//!   [`Limits::max_connections`] connections are served at once (the rest
+//!   wait in the listen backlog), and a connection is closed after
+//!   [`Limits::connection_lifetime`] (after its request in flight).
+//! - Rendering and compression run on the blocking pool, never on the
+//!   loop's thread, and concurrent scrapes share one render: a request
+//!   reuses a render that started after it arrived, so it is never older
+//!   than the request, and a burst of scrapes costs about two renders.
 
+use std::convert::Infallible;
+use std::io::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
 
 use crate::metrics::Metrics;
 
 /// The content type prometheus-client's text encoder writes.
 pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-/// Requests larger than this are not scrapes.
-const MAX_REQUEST: usize = 8192;
+/// Prometheus' classic text format.
+pub const TEXT_004: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Serves until the task is dropped. Each connection gets its own task and a
-/// deadline, so a slow client cannot hold up a scrape or the loop.
-pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            // EMFILE and friends: back off briefly rather than spin.
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            continue;
+/// Resource bounds of the server.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Connections served at once; further ones wait in the backlog.
+    pub max_connections: usize,
+    /// A client must send a request's headers within this time (also the
+    /// idle time allowed between keep-alive requests).
+    pub header_read_timeout: Duration,
+    /// The largest request head accepted (hyper's read buffer; at least
+    /// 8192).
+    pub max_request_bytes: usize,
+    /// A connection is closed after this long (after its request in flight).
+    pub connection_lifetime: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_connections: 64,
+            header_read_timeout: Duration::from_secs(5),
+            max_request_bytes: 16 * 1024,
+            connection_lifetime: Duration::from_secs(120),
+        }
+    }
+}
+
+/// The exposition format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    OpenMetrics,
+    Text004,
+}
+
+impl Format {
+    #[must_use]
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Self::OpenMetrics => OPENMETRICS,
+            Self::Text004 => TEXT_004,
+        }
+    }
+}
+
+/// The format for an `Accept` header: OpenMetrics only when asked for
+/// explicitly (a version we write or none) and preferred at least as much
+/// as plain text; anything else (`*/*`, no header) gets the 0.0.4 text.
+#[must_use]
+pub fn negotiate(accept: Option<&str>) -> Format {
+    let (mut om, mut text) = (0.0f32, 0.0f32);
+    for range in accept.unwrap_or("").split(',') {
+        let mut parts = range.split(';').map(str::trim);
+        let media = parts.next().unwrap_or("").to_ascii_lowercase();
+        let (mut q, mut version) = (1.0f32, None);
+        for p in parts {
+            if let Some((k, v)) = p.split_once('=') {
+                match k.trim().to_ascii_lowercase().as_str() {
+                    "q" => q = v.trim().parse().unwrap_or(0.0),
+                    "version" => version = Some(v.trim().trim_matches('"').to_owned()),
+                    _ => {}
+                }
+            }
+        }
+        match media.as_str() {
+            "application/openmetrics-text"
+                if version
+                    .as_deref()
+                    .is_none_or(|v| v == "1.0.0" || v == "0.0.1") =>
+            {
+                om = om.max(q);
+            }
+            "text/plain" | "text/*" | "*/*" => text = text.max(q),
+            _ => {}
+        }
+    }
+    if om > 0.0 && om >= text {
+        Format::OpenMetrics
+    } else {
+        Format::Text004
+    }
+}
+
+/// Whether `Accept-Encoding` allows gzip.
+#[must_use]
+pub fn accepts_gzip(accept_encoding: Option<&str>) -> bool {
+    accept_encoding.unwrap_or("").split(',').any(|c| {
+        let mut parts = c.split(';').map(str::trim);
+        let coding = parts.next().unwrap_or("").to_ascii_lowercase();
+        let q = parts
+            .filter_map(|p| p.split_once('='))
+            .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
+            .map_or(1.0, |(_, v)| v.trim().parse::<f32>().unwrap_or(0.0));
+        matches!(coding.as_str(), "gzip" | "x-gzip" | "*") && q > 0.0
+    })
+}
+
+/// The OpenMetrics exposition rewritten as the 0.0.4 text format: counter
+/// families named with their `_total` sample name, `info` families as
+/// gauges named `…_info`, no `# UNIT` and no `# EOF`, HELP escaped as 0.0.4
+/// escapes it. Samples are unchanged.
+#[must_use]
+pub fn openmetrics_to_text004(om: &str) -> String {
+    let mut out = String::with_capacity(om.len());
+    let mut help: Option<(&str, &str)> = None;
+    for line in om.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            help = Some(rest.split_once(' ').unwrap_or((rest, "")));
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, ty) = rest.split_once(' ').unwrap_or((rest, "unknown"));
+            let (suffix, ty) = match ty {
+                "counter" => ("_total", "counter"),
+                "info" => ("_info", "gauge"),
+                "stateset" | "gauge" => ("", "gauge"),
+                "histogram" | "gaugehistogram" => ("", "histogram"),
+                "summary" => ("", "summary"),
+                _ => ("", "untyped"),
+            };
+            if let Some((h_name, text)) = help.take()
+                && h_name == name
+            {
+                out.push_str("# HELP ");
+                out.push_str(name);
+                out.push_str(suffix);
+                out.push(' ');
+                out.push_str(&text.replace("\\\"", "\""));
+                out.push('\n');
+            }
+            out.push_str("# TYPE ");
+            out.push_str(name);
+            out.push_str(suffix);
+            out.push(' ');
+            out.push_str(ty);
+            out.push('\n');
+        } else if line.starts_with("# UNIT ") || line == "# EOF" {
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn gzip(data: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut e = flate2::write::GzEncoder::new(
+        Vec::with_capacity(data.len() / 8 + 64),
+        flate2::Compression::default(),
+    );
+    e.write_all(data)?;
+    e.finish()
+}
+
+/// One render of the exposition and the variants derived from it.
+#[derive(Debug)]
+struct Rendered {
+    started: Instant,
+    /// OpenMetrics; 0.0.4 text; OpenMetrics gzipped; text gzipped.
+    variants: [Option<Bytes>; 4],
+}
+
+/// The shared render (see the module docs).
+#[derive(Debug)]
+struct Exposition {
+    metrics: Arc<Metrics>,
+    cache: tokio::sync::Mutex<Option<Rendered>>,
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| format!("render task failed: {e}"))?
+}
+
+impl Exposition {
+    async fn get(&self, format: Format, gz: bool) -> Result<Bytes, String> {
+        let asked = Instant::now();
+        let mut slot = self.cache.lock().await;
+        if slot.as_ref().is_none_or(|r| r.started < asked) {
+            let started = Instant::now();
+            let m = Arc::clone(&self.metrics);
+            let om = blocking(move || m.encode().map_err(|e| e.to_string())).await?;
+            *slot = Some(Rendered {
+                started,
+                variants: [Some(Bytes::from(om)), None, None, None],
+            });
+        }
+        let Some(r) = slot.as_mut() else {
+            return Err("no render".to_owned());
         };
-        let m = Arc::clone(&metrics);
+        let plain = usize::from(format == Format::Text004);
+        if r.variants[plain].is_none() {
+            let om = r.variants[0].clone().unwrap_or_default();
+            let text =
+                blocking(move || Ok(openmetrics_to_text004(&String::from_utf8_lossy(&om)))).await?;
+            r.variants[plain] = Some(Bytes::from(text));
+        }
+        let want = plain + if gz { 2 } else { 0 };
+        if r.variants[want].is_none() {
+            let src = r.variants[plain].clone().unwrap_or_default();
+            let z = blocking(move || gzip(&src).map_err(|e| e.to_string())).await?;
+            r.variants[want] = Some(Bytes::from(z));
+        }
+        Ok(r.variants[want].clone().unwrap_or_default())
+    }
+}
+
+#[derive(Debug)]
+struct Server {
+    exposition: Exposition,
+}
+
+fn header_str<'a>(req: &'a Request<Incoming>, name: &header::HeaderName) -> Option<&'a str> {
+    req.headers().get(name).and_then(|v| v.to_str().ok())
+}
+
+fn response(
+    status: StatusCode,
+    ctype: &'static str,
+    body: impl Into<Bytes>,
+) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(body.into()));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
+    r
+}
+
+fn json(status: StatusCode, v: &impl serde::Serialize) -> Response<Full<Bytes>> {
+    let mut body = serde_json::to_vec(v).unwrap_or_default();
+    body.push(b'\n');
+    let mut r = response(status, "application/json", body);
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+impl Server {
+    async fn respond(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+        if req.method() != Method::GET && req.method() != Method::HEAD {
+            let mut r = response(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "text/plain; charset=utf-8",
+                "GET or HEAD only\n",
+            );
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+            return r;
+        }
+        match req.uri().path() {
+            "/metrics" => self.metrics(&req).await,
+            "/healthz" => json(StatusCode::OK, &serde_json::json!({"status": "ok"})),
+            "/readyz" => {
+                let r = self.exposition.metrics.health.readiness();
+                let status = if r.ready {
+                    StatusCode::OK
+                } else {
+                    StatusCode::SERVICE_UNAVAILABLE
+                };
+                json(status, &r)
+            }
+            "/" => response(
+                StatusCode::OK,
+                "text/plain; charset=utf-8",
+                "pptune: /metrics, /healthz, /readyz\n",
+            ),
+            _ => response(
+                StatusCode::NOT_FOUND,
+                "text/plain; charset=utf-8",
+                "not found\n",
+            ),
+        }
+    }
+
+    async fn metrics(&self, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+        let format = negotiate(header_str(req, &header::ACCEPT));
+        let gz = accepts_gzip(header_str(req, &header::ACCEPT_ENCODING));
+        match self.exposition.get(format, gz).await {
+            Ok(body) => {
+                let mut r = response(StatusCode::OK, format.content_type(), body);
+                let h = r.headers_mut();
+                h.insert(
+                    header::VARY,
+                    HeaderValue::from_static("Accept, Accept-Encoding"),
+                );
+                if gz {
+                    h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+                }
+                r
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "rendering /metrics failed");
+                response(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "text/plain; charset=utf-8",
+                    format!("encoding failed: {e}\n"),
+                )
+            }
+        }
+    }
+}
+
+/// Serves with the default [`Limits`] until the task is dropped.
+pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
+    serve_with(listener, metrics, Limits::default()).await;
+}
+
+/// Serves until the task is dropped.
+pub async fn serve_with(listener: TcpListener, metrics: Arc<Metrics>, limits: Limits) {
+    let server = Arc::new(Server {
+        exposition: Exposition {
+            metrics,
+            cache: tokio::sync::Mutex::new(None),
+        },
+    });
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .keep_alive(true)
+        .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size(limits.max_request_bytes.max(8192));
+    loop {
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            return;
+        };
+        let stream = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(e) => {
+                // EMFILE and friends: back off briefly rather than spin.
+                tracing::debug!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let server = Arc::clone(&server);
+        let conn = builder.serve_connection(
+            TokioIo::new(stream),
+            service_fn(move |req| {
+                let server = Arc::clone(&server);
+                async move { Ok::<_, Infallible>(server.respond(req).await) }
+            }),
+        );
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(Duration::from_secs(10), handle(stream, &m)).await;
+            let _slot = slot;
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => return,
+                () = tokio::time::sleep(limits.connection_lifetime) => conn.as_mut().graceful_shutdown(),
+            }
+            // The request in flight gets one more header timeout to finish.
+            let _ = tokio::time::timeout(limits.header_read_timeout, conn).await;
         });
     }
 }
 
-async fn handle(mut stream: TcpStream, metrics: &Metrics) -> std::io::Result<()> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = stream.read(&mut chunk).await?;
-        if n == 0 || buf.len() + n > MAX_REQUEST {
-            return Ok(());
-        }
-        buf.extend_from_slice(&chunk[..n]);
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn negotiation_follows_the_scraper() {
+        use Format::{OpenMetrics, Text004};
+        // Prometheus 2.x and 3.x defaults.
+        assert_eq!(
+            negotiate(Some(
+                "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+            )),
+            OpenMetrics
+        );
+        assert_eq!(
+            negotiate(Some(
+                "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.3,text/plain;version=0.0.4;q=0.2,*/*;q=0.1"
+            )),
+            OpenMetrics
+        );
+        // A scraper that prefers the classic format, or says nothing.
+        assert_eq!(
+            negotiate(Some(
+                "text/plain;version=0.0.4;q=1,application/openmetrics-text;q=0.5"
+            )),
+            Text004
+        );
+        assert_eq!(negotiate(Some("*/*")), Text004);
+        assert_eq!(negotiate(None), Text004);
+        // A version we do not write is not OpenMetrics 1.0.
+        assert_eq!(
+            negotiate(Some("application/openmetrics-text;version=2.0.0")),
+            Text004
+        );
+        assert_eq!(negotiate(Some("application/openmetrics-text;q=0")), Text004);
     }
-    let line = buf.split(|b| *b == b'\n').next().unwrap_or_default();
-    let line = String::from_utf8_lossy(line);
-    let mut parts = line.split_whitespace();
-    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let path = path.split('?').next().unwrap_or("");
-    let (status, ctype, body) = match (method, path) {
-        ("GET", "/metrics") => match metrics.encode() {
-            Ok(b) => ("200 OK", OPENMETRICS, b),
-            Err(_) => (
-                "500 Internal Server Error",
-                "text/plain",
-                "encoding failed\n".to_owned(),
-            ),
-        },
-        ("GET", "/") => (
-            "200 OK",
-            "text/plain",
-            "pptune: metrics at /metrics\n".to_owned(),
-        ),
-        ("GET", _) => ("404 Not Found", "text/plain", "not found\n".to_owned()),
-        _ => (
-            "405 Method Not Allowed",
-            "text/plain",
-            "GET only\n".to_owned(),
-        ),
-    };
-    let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await?;
-    stream.write_all(body.as_bytes()).await?;
-    stream.shutdown().await
+
+    #[test]
+    fn gzip_only_when_accepted() {
+        assert!(accepts_gzip(Some("gzip")));
+        assert!(accepts_gzip(Some("deflate, gzip;q=0.5")));
+        assert!(accepts_gzip(Some("identity, *")));
+        assert!(!accepts_gzip(Some("gzip;q=0")));
+        assert!(!accepts_gzip(Some("identity")));
+        assert!(!accepts_gzip(None));
+    }
+
+    #[test]
+    fn text_format_names_counters_and_infos_by_their_samples() {
+        let om = "# HELP a_things Things \\\"quoted\\\".\n# TYPE a_things counter\na_things_total{x=\"1\"} 3\n# HELP b_bytes Size.\n# TYPE b_bytes gauge\n# UNIT b_bytes bytes\nb_bytes 7\n# HELP c Build.\n# TYPE c info\nc_info{version=\"1\"} 1\n# EOF\n";
+        assert_eq!(
+            openmetrics_to_text004(om),
+            "# HELP a_things_total Things \"quoted\".\n# TYPE a_things_total counter\na_things_total{x=\"1\"} 3\n# HELP b_bytes Size.\n# TYPE b_bytes gauge\nb_bytes 7\n# HELP c_info Build.\n# TYPE c_info gauge\nc_info{version=\"1\"} 1\n"
+        );
+    }
 }

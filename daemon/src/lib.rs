@@ -6,7 +6,9 @@
 //! - [`run`]: the service loop, generic over `Kernel`.
 //! - [`actuator`]: safe actuation, evaluation, override detection, restore.
 //! - [`state`]: `/run/pptune/state.json`, the record of originals and actions.
-//! - [`metrics`] + [`http`]: every exported metric and the `/metrics` server.
+//! - [`metrics`] + [`http`]: every exported metric and the HTTP server
+//!   (`/metrics`, `/healthz`, `/readyz`); [`health`] is what the loop tells
+//!   `/readyz`; [`process_metrics`] the `process_*` families.
 //! - [`control`] + [`daemon_view`]: the control socket and its rendering.
 //! - [`notify`], [`logging`], [`rollout`]: systemd, logs, staged enforcement.
 //!
@@ -16,12 +18,14 @@ pub mod cli;
 pub mod commands;
 pub mod control;
 pub mod daemon_view;
+pub mod health;
 pub mod http;
 pub mod kernel;
 pub mod kernel_netlink;
 pub mod logging;
 pub mod metrics;
 pub mod notify;
+pub mod process_metrics;
 pub mod rollout;
 pub mod run;
 pub mod state;

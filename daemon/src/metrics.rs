@@ -127,6 +127,9 @@ pub struct ResultLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BuildLabels {
     pub version: String,
+    /// The git commit the binary was built from (`unknown` outside a
+    /// checkout unless `PPTUNE_GIT_REVISION` was set at build time).
+    pub revision: String,
 }
 
 /// Error kinds counted in `pptune_errors_total` (every kind is exported from
@@ -278,6 +281,8 @@ pub struct Metrics {
     pub capability: Family<CapLabels, Gauge>,
     pub device_mode: Family<ModeLabels, Gauge>,
     pub rollout_enforcing: Gauge,
+    pub rollout_host_selected: Gauge,
+    pub policy_enforcing: Gauge,
     pub rollout_fraction: FGauge,
     pub reloads: Family<ResultLabels, Counter>,
     pub policy_valid: Gauge,
@@ -285,6 +290,8 @@ pub struct Metrics {
     pub sample_duration: FGauge,
     pub resyncs: Family<KindLabels, Counter>,
     carry: Mutex<Carry>,
+    /// Liveness and readiness, reported by the loop, read by `/readyz`.
+    pub health: crate::health::Health,
     /// Length of the last exposition, to size the next one in one go.
     last_len: AtomicUsize,
 }
@@ -324,6 +331,8 @@ pub fn family_names() -> Vec<String> {
             "pptune_device_mode",
             "pptune_build_info",
             "pptune_rollout_enforcing",
+            "pptune_rollout_host_selected",
+            "pptune_policy_enforcing",
             "pptune_rollout_fraction_ratio",
             "pptune_policy_reloads_total",
             "pptune_policy_valid",
@@ -333,6 +342,7 @@ pub fn family_names() -> Vec<String> {
         ]
         .map(String::from),
     );
+    v.extend(crate::process_metrics::FAMILY_NAMES.map(String::from));
     v
 }
 
@@ -442,7 +452,17 @@ impl Metrics {
             ),
             rollout_enforcing: reg!(
                 "pptune_rollout_enforcing",
-                "1 when this host enforces under the policy's rollout, 0 when it only observes",
+                "1 when this host enforces: it falls in the policy's rollout fraction and some selector is in enforce mode",
+                Gauge::default()
+            ),
+            rollout_host_selected: reg!(
+                "pptune_rollout_host_selected",
+                "1 when this host falls in the policy's rollout fraction (it would enforce what an enforcing selector selects)",
+                Gauge::default()
+            ),
+            policy_enforcing: reg!(
+                "pptune_policy_enforcing",
+                "1 when some selector of the policy in force is in enforce mode",
                 Gauge::default()
             ),
             rollout_fraction: reg!(
@@ -478,6 +498,7 @@ impl Metrics {
                 Family::default()
             ),
             carry: Mutex::new(Carry::default()),
+            health: crate::health::Health::default(),
             last_len: AtomicUsize::new(0),
             registry: Registry::default(),
         };
@@ -486,8 +507,10 @@ impl Metrics {
             "Build information",
             Info::new(BuildLabels {
                 version: env!("CARGO_PKG_VERSION").to_owned(),
+                revision: env!("PPTUNE_GIT_REVISION").to_owned(),
             }),
         );
+        r.register_collector(Box::new(crate::process_metrics::ProcessCollector));
         for k in ERROR_KINDS {
             let _ = m.errors.get_or_create(&KindLabels {
                 kind: (*k).to_owned(),

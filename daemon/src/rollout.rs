@@ -9,6 +9,9 @@
 use std::path::Path;
 
 use policy::policy::Rollout;
+use policy::{Mode, Policy};
+
+use crate::metrics::Metrics;
 
 /// Where the host identity came from, and its value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,6 +90,80 @@ pub fn enforcing(rollout: Option<&Rollout>, host: &str) -> bool {
     rollout.is_none_or(|r| position(&r.salt, host) < r.fraction)
 }
 
+/// Whether this host enforces, in its two independent parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Standing {
+    /// The host falls in the rollout fraction: it would enforce what an
+    /// enforcing selector selects.
+    pub host_selected: bool,
+    /// Some selector of the policy is in enforce mode.
+    pub policy_enforces: bool,
+}
+
+/// Whether any selector of `policy` enforces (its own mode, or the global
+/// one it inherits).
+#[must_use]
+pub fn policy_enforces(policy: &Policy) -> bool {
+    policy
+        .selectors
+        .iter()
+        .any(|s| s.mode.unwrap_or(policy.mode) == Mode::Enforce)
+}
+
+impl Standing {
+    /// `host_selected` as [`enforcing`] computed it for this host.
+    #[must_use]
+    pub fn of(policy: &Policy, host_selected: bool) -> Self {
+        Self {
+            host_selected,
+            policy_enforces: policy_enforces(policy),
+        }
+    }
+
+    /// The host enforces somewhere.
+    #[must_use]
+    pub fn enforcing(self) -> bool {
+        self.host_selected && self.policy_enforces
+    }
+
+    /// Exports the three gauges and logs one line saying which it is.
+    pub fn report(self, policy: &Policy, host: &HostId, metrics: &Metrics) {
+        let fraction = policy.rollout.as_ref().map_or(1.0, |r| r.fraction);
+        metrics.rollout_enforcing.set(i64::from(self.enforcing()));
+        metrics
+            .rollout_host_selected
+            .set(i64::from(self.host_selected));
+        metrics
+            .policy_enforcing
+            .set(i64::from(self.policy_enforces));
+        metrics.rollout_fraction.set(fraction);
+        tracing::info!(
+            enforcing = self.enforcing(),
+            host_selected = self.host_selected,
+            policy_enforces = self.policy_enforces,
+            host_id_source = host.source,
+            fraction,
+            "rollout: {}",
+            self.describe()
+        );
+    }
+
+    /// One sentence for the log.
+    #[must_use]
+    pub fn describe(self) -> &'static str {
+        match (self.host_selected, self.policy_enforces) {
+            (true, true) => "this host enforces",
+            (true, false) => {
+                "this host would enforce (it is in the rollout fraction), but no selector enforces: observing only"
+            }
+            (false, true) => "this host observes only (outside the rollout fraction)",
+            (false, false) => {
+                "this host observes only (outside the rollout fraction, and no selector enforces)"
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,6 +189,42 @@ mod tests {
         assert!(at(0.0).is_empty());
         assert_eq!(at(1.0).len(), hosts.len());
         assert!(enforcing(None, "x"));
+    }
+
+    #[test]
+    fn an_observe_only_policy_is_not_reported_as_enforcing() {
+        let observe = config::default_policy().unwrap();
+        assert!(!policy_enforces(&observe));
+        let s = Standing::of(&observe, true);
+        assert!(!s.enforcing());
+        assert!(
+            s.describe().contains("no selector enforces"),
+            "{}",
+            s.describe()
+        );
+        let m = Metrics::new();
+        s.report(
+            &observe,
+            &HostId {
+                source: "test",
+                value: "h".into(),
+            },
+            &m,
+        );
+        let text = m.encode().unwrap();
+        assert!(text.contains("pptune_rollout_enforcing 0\n"), "{text}");
+        assert!(text.contains("pptune_rollout_host_selected 1\n"), "{text}");
+        assert!(text.contains("pptune_policy_enforcing 0\n"), "{text}");
+
+        let mut enforce = observe.clone();
+        enforce.selectors[0].mode = Some(Mode::Enforce);
+        assert!(Standing::of(&enforce, true).enforcing());
+        assert!(!Standing::of(&enforce, false).enforcing());
+        // Global enforce, inherited by a selector without its own mode.
+        let mut global = observe;
+        global.mode = Mode::Enforce;
+        global.selectors[0].mode = None;
+        assert!(policy_enforces(&global));
     }
 
     #[test]

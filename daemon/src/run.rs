@@ -212,6 +212,7 @@ pub async fn run<K: Kernel, E: Engine>(
         state,
     };
     d.history = d.history_from_state();
+    d.metrics.health.set_interval(d.policy.timing.interval);
     d.export_rollout();
     let result = d.main_loop(&mut reload, &mut restore_rx, shutdown).await;
     d.notifier.stopping();
@@ -415,6 +416,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         };
         self.metrics.sample_duration.set(t0.elapsed().as_secs_f64());
         self.metrics.samples.inc();
+        self.metrics.health.sampled();
         let now = self.now();
         self.last_sample = Some(now);
         self.absorb(&snap);
@@ -613,22 +615,10 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
     }
 
     fn export_rollout(&self) {
-        self.metrics
-            .rollout_enforcing
-            .set(i64::from(self.host_enforcing));
-        self.metrics
-            .rollout_fraction
-            .set(self.policy.rollout.as_ref().map_or(1.0, |r| r.fraction));
-        tracing::info!(
-            enforcing = self.host_enforcing,
-            host_id_source = self.host_id.source,
-            fraction = self.policy.rollout.as_ref().map_or(1.0, |r| r.fraction),
-            "rollout: this host {}",
-            if self.host_enforcing {
-                "enforces"
-            } else {
-                "observes only"
-            }
+        rollout::Standing::of(&self.policy, self.host_enforcing).report(
+            &self.policy,
+            &self.host_id,
+            &self.metrics,
         );
     }
 
@@ -660,6 +650,10 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                     })
                     .inc();
                 self.metrics.policy_valid.set(1);
+                self.metrics
+                    .health
+                    .set_interval(self.policy.timing.interval);
+                self.metrics.health.set_policy_error(None);
                 tracing::info!("policy reloaded");
             }
             Err(e) => {
@@ -672,6 +666,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                     .inc();
                 self.metrics.error("policy_reload");
                 self.metrics.policy_valid.set(0);
+                self.metrics.health.set_policy_error(Some(&e));
                 self.policy_error = Some(e);
             }
         }

@@ -45,6 +45,9 @@ pub struct FakeState {
     /// is gone from every sample after it.
     pub vanish_on_set: bool,
     pub gone: bool,
+    /// While set, every sample blocks (a wedged netlink socket); it
+    /// completes once cleared.
+    pub hang_sampling: bool,
 }
 
 /// The fake kernel.
@@ -93,6 +96,7 @@ impl FakeKernel {
                 cap_net_admin: true,
                 vanish_on_set: false,
                 gone: false,
+                hang_sampling: false,
             }),
             tx,
             rx: tokio::sync::Mutex::new(rx),
@@ -235,6 +239,9 @@ fn poisoned() -> SampleError {
 
 impl Kernel for FakeKernel {
     async fn sample(&self, _scope: &SampleScope) -> Result<Snapshot, SampleError> {
+        while self.state.lock().map_err(|_| poisoned())?.hang_sampling {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
         let mut s = self.state.lock().map_err(|_| poisoned())?;
         Self::advance(&mut s);
         Ok(Snapshot {

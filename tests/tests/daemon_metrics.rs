@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use policy::{Mode, Policy};
+use pptune::http::{Limits, serve_with};
 use pptune::kernel::KernelEvent;
 use pptune::metrics::{Metrics, family_names};
 use pptune::notify::Notifier;
@@ -177,13 +178,9 @@ fn parse_openmetrics(text: &str) -> Result<BTreeMap<String, (String, Vec<String>
     Ok(fams)
 }
 
-/// Runs the daemon on the fake with an operator override and an overflow,
-/// so every path that feeds a metric is taken.
-async fn exercise(metrics: Arc<Metrics>, secs: u64) {
-    let k = Arc::new(FakeKernel::bursty());
-    let p = fake::test_policy(Mode::Enforce);
-    let (tx, rx) = mpsc::unbounded_channel();
-    let opts = Options {
+/// The loop's options for a test: no state, no socket, host "h".
+fn options(metrics: Arc<Metrics>, reload: mpsc::UnboundedReceiver<()>) -> Options {
+    Options {
         notifier: Notifier::off(),
         store: None,
         host_id: HostId {
@@ -192,9 +189,18 @@ async fn exercise(metrics: Arc<Metrics>, secs: u64) {
         },
         control_socket: None,
         metrics,
-        reload: rx,
+        reload,
         backoff_base: Duration::from_secs(30),
-    };
+    }
+}
+
+/// Runs the daemon on the fake with an operator override and an overflow,
+/// so every path that feeds a metric is taken.
+async fn exercise(metrics: Arc<Metrics>, secs: u64) {
+    let k = Arc::new(FakeKernel::bursty());
+    let p = fake::test_policy(Mode::Enforce);
+    let (tx, rx) = mpsc::unbounded_channel();
+    let opts = options(metrics, rx);
     let k2 = Arc::clone(&k);
     tokio::spawn(async move {
         while k2.sets().is_empty() {
@@ -248,7 +254,7 @@ async fn exposition_is_strict_openmetrics_and_every_family_is_emitted() {
     assert!(texts.iter().all(|t| !t.contains("_total_total")), "{text}");
     let fams = parse_openmetrics(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     for f in fams.keys() {
-        assert!(f.starts_with("pptune_"), "{f}");
+        assert!(f.starts_with("pptune_") || f.starts_with("process_"), "{f}");
         assert!(!f.contains("pool_id"), "{f}");
     }
     for want in family_names() {
@@ -326,12 +332,15 @@ async fn pool_counters_stay_monotonic_across_pool_rebuilds() {
     assert!(last >= 20.0 * 200_000.0, "{last}");
 }
 
+/// Prometheus 3's Accept header.
+const PROMETHEUS_ACCEPT: &str = "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.3,text/plain;version=0.0.4;q=0.2,*/*;q=0.1";
+
 fn http_get(addr: &str, path: &str) -> Option<String> {
     let mut s = TcpStream::connect(addr).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: {PROMETHEUS_ACCEPT}\r\nConnection: close\r\n\r\n"
     )
     .ok()?;
     let mut out = String::new();
@@ -425,4 +434,384 @@ fn no_declared_name_doubles_total() {
     assert!(names.iter().all(|n| !n.ends_with("_total_total")));
     let unique: BTreeSet<&String> = names.iter().collect();
     assert_eq!(unique.len(), names.len());
+}
+
+/// One HTTP/1.1 response read off a (possibly kept-alive) connection.
+#[derive(Debug)]
+struct Resp {
+    status: u16,
+    headers: BTreeMap<String, String>,
+    body: Vec<u8>,
+}
+
+impl Resp {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(String::as_str)
+    }
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// Sends `head` (a request without its final blank line) and reads the
+/// response; `head_only` for HEAD (no body follows the headers).
+fn exchange(s: &mut TcpStream, head: &str, head_only: bool) -> std::io::Result<Resp> {
+    s.write_all(format!("{head}\r\n\r\n").as_bytes())?;
+    read_response(s, head_only)
+}
+
+fn read_response(s: &mut TcpStream, head_only: bool) -> std::io::Result<Resp> {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        if s.read(&mut byte)? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&buf).into_owned();
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let headers: BTreeMap<String, String> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let len: usize = headers
+        .get("content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0u8; if head_only { 0 } else { len }];
+    s.read_exact(&mut body)?;
+    Ok(Resp {
+        status,
+        headers,
+        body,
+    })
+}
+
+fn connect(addr: std::net::SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+fn gunzip(data: &[u8]) -> String {
+    let mut out = String::new();
+    flate2::read::GzDecoder::new(data)
+        .read_to_string(&mut out)
+        .unwrap();
+    out
+}
+
+/// `promtool check metrics` on `text` (stdin); returns its verdict.
+fn promtool_check_metrics(text: &str) -> (bool, String) {
+    let mut child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("promtool (Debian package `prometheus`; tests/run-all.sh installs it): {e}")
+        });
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// Serves `metrics` on a loopback port with `limits`, on the test's runtime.
+async fn start_server(metrics: Arc<Metrics>, limits: Limits) -> std::net::SocketAddr {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(serve_with(l, metrics, limits));
+    addr
+}
+
+/// Runs `f` (blocking client code) off the runtime that serves.
+async fn client<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f).await.unwrap()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn metrics_endpoint_negotiates_format_and_gzip_and_keeps_alive() {
+    let metrics = Arc::new(Metrics::new());
+    // A populated registry: run the loop (paused time is not available on
+    // this runtime; 3 s of real time on the fake is enough for samples).
+    {
+        let m = Arc::clone(&metrics);
+        tokio::time::timeout(Duration::from_secs(60), exercise(m, 3))
+            .await
+            .unwrap();
+    }
+    let addr = start_server(Arc::clone(&metrics), Limits::default()).await;
+    client(move || {
+        let mut s = connect(addr);
+        // No Accept: the 0.0.4 text format, which promtool accepts.
+        let text = exchange(&mut s, "GET /metrics HTTP/1.1\r\nHost: x", false).unwrap();
+        assert_eq!(text.status, 200);
+        assert_eq!(
+            text.header("content-type"),
+            Some("text/plain; version=0.0.4; charset=utf-8")
+        );
+        assert_eq!(text.header("content-encoding"), None);
+        let body = text.text();
+        assert!(!body.contains("# EOF") && !body.contains("# UNIT"), "{body}");
+        assert!(body.contains("# TYPE pptune_samples_total counter\n"), "{body}");
+        assert!(body.contains("# TYPE pptune_build_info gauge\n"), "{body}");
+        assert!(body.contains("process_resident_memory_bytes "), "{body}");
+        let (ok, why) = promtool_check_metrics(&body);
+        assert!(ok, "promtool check metrics rejected the text form:\n{why}");
+        // Same connection (keep-alive): OpenMetrics for Prometheus' Accept.
+        let om = exchange(
+            &mut s,
+            &format!("GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: {PROMETHEUS_ACCEPT}"),
+            false,
+        )
+        .unwrap();
+        assert_eq!(om.status, 200);
+        assert_eq!(om.header("content-type"), Some(pptune::http::OPENMETRICS));
+        let om_body = om.text();
+        parse_openmetrics(&om_body).unwrap_or_else(|e| panic!("{e}\n{om_body}"));
+        assert!(om_body.contains("pptune_build_info{version=\""), "{om_body}");
+        assert!(om_body.contains(",revision=\""), "{om_body}");
+        // gzip when accepted; the same exposition once decoded.
+        let gz = exchange(
+            &mut s,
+            &format!(
+                "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: {PROMETHEUS_ACCEPT}\r\nAccept-Encoding: gzip"
+            ),
+            false,
+        )
+        .unwrap();
+        assert_eq!(gz.header("content-encoding"), Some("gzip"));
+        assert!(gz.header("vary").unwrap().contains("Accept-Encoding"));
+        let decoded = gunzip(&gz.body);
+        parse_openmetrics(&decoded).unwrap_or_else(|e| panic!("{e}\n{decoded}"));
+        assert!(gz.body.len() * 3 < decoded.len(), "gzip did not compress");
+        // HEAD: the headers of a GET, no body.
+        let head = exchange(&mut s, "HEAD /metrics HTTP/1.1\r\nHost: x", true).unwrap();
+        assert_eq!(head.status, 200);
+        let len: usize = head.header("content-length").unwrap().parse().unwrap();
+        assert!(len > 1000, "{len}");
+        // Other methods: 405 with Allow; unknown paths: 404.
+        let post = exchange(
+            &mut s,
+            "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0",
+            false,
+        )
+        .unwrap();
+        assert_eq!(post.status, 405);
+        assert_eq!(post.header("allow"), Some("GET, HEAD"));
+        let nf = exchange(&mut s, "GET /nope HTTP/1.1\r\nHost: x", false).unwrap();
+        assert_eq!(nf.status, 404);
+        // Still the same connection after six requests.
+        let hz = exchange(&mut s, "GET /healthz HTTP/1.1\r\nHost: x", false).unwrap();
+        assert_eq!(hz.status, 200);
+        assert_eq!(hz.text(), "{\"status\":\"ok\"}\n");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn oversized_and_slow_requests_are_cut_off_and_connections_are_bounded() {
+    let limits = Limits {
+        max_connections: 3,
+        header_read_timeout: Duration::from_millis(800),
+        max_request_bytes: 8192,
+        connection_lifetime: Duration::from_secs(60),
+    };
+    let addr = start_server(Arc::new(Metrics::new()), limits).await;
+    client(move || {
+        // A request head beyond the bound: 431, then the connection closes.
+        let mut s = connect(addr);
+        let big = format!(
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Pad: {}",
+            "a".repeat(20_000)
+        );
+        let _ = s.write_all(format!("{big}\r\n\r\n").as_bytes());
+        match read_response(&mut s, false) {
+            Ok(r) => assert_eq!(r.status, 431, "{r:?}"),
+            Err(e) => assert!(
+                matches!(
+                    e.kind(),
+                    std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset
+                ),
+                "{e}"
+            ),
+        }
+        // Three slow clients take every slot, each sending half a request.
+        let t0 = tokio::time::Instant::now();
+        let mut slow: Vec<TcpStream> = (0..3)
+            .map(|_| {
+                let mut s = connect(addr);
+                s.write_all(b"GET /metrics HTTP/1.1\r\nHost:").unwrap();
+                s
+            })
+            .collect();
+        // A fourth client waits for a slot: the header timeout frees them.
+        let mut s = connect(addr);
+        let r = exchange(&mut s, "GET /healthz HTTP/1.1\r\nHost: x", false).unwrap();
+        let waited = t0.elapsed();
+        assert_eq!(r.status, 200);
+        assert!(
+            waited >= Duration::from_millis(700),
+            "served before a slot was free: {waited:?}"
+        );
+        assert!(waited < Duration::from_secs(5), "{waited:?}");
+        // The slow clients were disconnected by the header timeout.
+        for c in &mut slow {
+            let mut b = [0u8; 256];
+            let n = c.read(&mut b).unwrap_or(0);
+            let got = String::from_utf8_lossy(&b[..n]).into_owned();
+            assert!(n == 0 || got.starts_with("HTTP/1.1 408"), "{got:?}");
+        }
+        // An idle keep-alive connection is closed after the same timeout.
+        let mut idle = connect(addr);
+        let r = exchange(&mut idle, "GET /healthz HTTP/1.1\r\nHost: x", false).unwrap();
+        assert_eq!(r.status, 200);
+        let mut b = [0u8; 16];
+        assert_eq!(
+            idle.read(&mut b).unwrap_or(0),
+            0,
+            "idle connection kept open"
+        );
+    })
+    .await;
+}
+
+/// A running daemon on a fake kernel, served over HTTP.
+struct Served {
+    addr: std::net::SocketAddr,
+    kernel: Arc<FakeKernel>,
+    daemon: tokio::task::JoinHandle<()>,
+    reload: mpsc::UnboundedSender<()>,
+}
+
+async fn serve_daemon(policy: Policy, next: Arc<std::sync::Mutex<Policy>>) -> Served {
+    struct Shared(Arc<std::sync::Mutex<Policy>>);
+    impl PolicySource for Shared {
+        fn load(&self) -> Result<Policy, String> {
+            let p = self.0.lock().unwrap().clone();
+            if p.timing.interval.is_zero() {
+                return Err("timing.interval: must be positive".into());
+            }
+            Ok(p)
+        }
+    }
+    let metrics = Arc::new(Metrics::new());
+    let addr = start_server(Arc::clone(&metrics), Limits::default()).await;
+    let kernel = Arc::new(FakeKernel::bursty());
+    let (tx, rx) = mpsc::unbounded_channel();
+    let opts = options(metrics, rx);
+    let k = Arc::clone(&kernel);
+    let daemon = tokio::spawn(async move {
+        run(
+            k,
+            PolicyEngine::default(),
+            Box::new(Shared(next)),
+            policy,
+            opts,
+            std::future::pending(),
+        )
+        .await
+        .unwrap();
+    });
+    Served {
+        addr,
+        kernel,
+        daemon,
+        reload: tx,
+    }
+}
+
+async fn readyz(addr: std::net::SocketAddr) -> (u16, serde_json::Value) {
+    client(move || {
+        let mut s = connect(addr);
+        let r = exchange(&mut s, "GET /readyz HTTP/1.1\r\nHost: x", false).unwrap();
+        assert_eq!(r.header("content-type"), Some("application/json"));
+        (r.status, serde_json::from_slice(&r.body).unwrap())
+    })
+    .await
+}
+
+/// Polls `/readyz` until its status is `want` (or 10 s pass).
+async fn readyz_until(addr: std::net::SocketAddr, want: u16) -> (serde_json::Value, Duration) {
+    let t0 = tokio::time::Instant::now();
+    loop {
+        let (status, body) = readyz(addr).await;
+        if status == want {
+            return (body, t0.elapsed());
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "/readyz stayed {status}: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn readiness_fails_while_sampling_hangs_and_while_the_policy_is_invalid() {
+    let mut policy = fake::test_policy(Mode::Observe);
+    policy.timing.interval = Duration::from_millis(200);
+    let next = Arc::new(std::sync::Mutex::new(policy.clone()));
+    let served = serve_daemon(policy.clone(), Arc::clone(&next)).await;
+    let addr = served.addr;
+    // Ready once the first sample is in.
+    let (body, _) = readyz_until(addr, 200).await;
+    assert_eq!(body["ready"], true, "{body}");
+    assert_eq!(body["reasons"], serde_json::json!([]), "{body}");
+    // The kernel stops answering: unready within two intervals (plus the
+    // poll period), saying why.
+    served.kernel.state.lock().unwrap().hang_sampling = true;
+    let (body, after) = readyz_until(addr, 503).await;
+    assert!(after < Duration::from_millis(1500), "{after:?}");
+    assert_eq!(body["ready"], false, "{body}");
+    let why = body["reasons"][0].as_str().unwrap();
+    assert!(why.contains("last successful sample is"), "{body}");
+    // Liveness is the process, not the loop: still 200.
+    let hz = client(move || {
+        let mut s = connect(addr);
+        exchange(&mut s, "GET /healthz HTTP/1.1\r\nHost: x", false)
+            .unwrap()
+            .status
+    })
+    .await;
+    assert_eq!(hz, 200);
+    // Sampling recovers: ready again.
+    served.kernel.state.lock().unwrap().hang_sampling = false;
+    readyz_until(addr, 200).await;
+    // An invalid policy reload: unready, with the reason.
+    next.lock().unwrap().timing.interval = Duration::ZERO;
+    served.reload.send(()).unwrap();
+    let (body, _) = readyz_until(addr, 503).await;
+    assert_eq!(body["policy_valid"], false, "{body}");
+    assert!(
+        body["reasons"][0]
+            .as_str()
+            .unwrap()
+            .contains("timing.interval: must be positive"),
+        "{body}"
+    );
+    // A valid one again: ready.
+    *next.lock().unwrap() = policy;
+    served.reload.send(()).unwrap();
+    readyz_until(addr, 200).await;
+    served.daemon.abort();
 }
