@@ -58,6 +58,14 @@ impl Cx<'_> {
     /// are skipped rather than reported against a made-up value.
     fn duration(&mut self, path: &str, d: &DurationText) -> Option<Duration> {
         match parse_duration(&d.0) {
+            Some(v) if v > MAX_DURATION => {
+                self.err(
+                    path,
+                    format!("`{}` is longer than the longest allowed duration", d.0),
+                    format!("at most {MAX_DURATION_TEXT}"),
+                );
+                None
+            }
             Some(v) if !v.is_zero() => Some(v),
             Some(_) => {
                 self.err(path, "must be longer than zero", "e.g. 10s");
@@ -386,6 +394,13 @@ fn weekday(d: Weekday) -> u8 {
         Weekday::Sun => 6,
     }
 }
+
+/// The longest duration any policy key accepts. Every timer the daemon
+/// arms is "now + a policy duration" (or a small multiple of one): bounding
+/// them here keeps that arithmetic far from `Instant`'s range, and no
+/// tuning term needs more than a month.
+pub const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
+const MAX_DURATION_TEXT: &str = "720h (30 days)";
 
 /// `10s`, `5m`, `1h30m`, `250ms`.
 #[must_use]

@@ -42,7 +42,7 @@ pub mod raw;
 mod schema;
 mod tree;
 
-pub use convert::{parse_bytes, parse_duration};
+pub use convert::{MAX_DURATION, parse_bytes, parse_duration};
 
 /// `EX_CONFIG` from sysexits.h: `pptune check` and `pptune run` exit with it
 /// on an invalid policy, and the unit's `RestartPreventExitStatus=78` stops
@@ -54,6 +54,10 @@ pub const DEFAULT_POLICY_YAML: &str = include_str!("default.yaml");
 
 /// Display name of the embedded default in locations.
 pub const DEFAULT_SOURCE_NAME: &str = "<embedded default policy>";
+
+/// The largest policy file read: the YAML parser's own input budget. A
+/// longer file is refused from its length, before any byte is read.
+pub const MAX_POLICY_FILE_BYTES: u64 = 1 << 20;
 
 /// The default configuration directory when systemd does not pass one.
 pub const DEFAULT_CONFIG_DIR: &str = "/etc/pptune";
@@ -80,6 +84,17 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// A policy path that exists but is not a regular file (or a symlink to
+    /// one): a directory, a FIFO, a socket, a dangling symlink. Never
+    /// skipped, so a broken deployment is not mistaken for "no policy".
+    #[error("{}: not a policy file: {what}", path.display())]
+    NotAFile { path: PathBuf, what: &'static str },
+    /// A file larger than a policy file can be; checked before reading.
+    #[error("{}: {size} bytes, more than the {MAX_POLICY_FILE_BYTES} a policy file may have", path.display())]
+    TooLarge { path: PathBuf, size: u64 },
+    /// Bytes that are not UTF-8, at the first bad byte.
+    #[error("{location}: not UTF-8 text")]
+    NotUtf8 { location: String },
     #[error("{}: cannot list policy drop-ins", path.display())]
     ListDropIns {
         path: PathBuf,
@@ -111,6 +126,10 @@ impl Error {
         match self {
             Self::InvalidValue { hint, .. } => hint.as_deref(),
             Self::FindConfig { .. } => Some("pass an existing file or directory to --config"),
+            Self::NotAFile { .. } => {
+                Some("replace it with a regular YAML file, or remove it to use the defaults")
+            }
+            Self::TooLarge { .. } => Some("a policy is a few kilobytes of YAML"),
             _ => None,
         }
     }
@@ -180,14 +199,20 @@ pub fn load_with_config_dir(
 ) -> Result<Loaded, Errors> {
     let mut errors = Errors::default();
     let files = match path {
-        Some(p) if p.is_file() => vec![p.to_path_buf()],
         Some(p) if p.is_dir() => dir_files(p, &mut errors),
-        Some(p) => {
+        Some(p) if p.symlink_metadata().is_err() => {
             errors.errors.push(Error::FindConfig {
                 path: p.to_path_buf(),
             });
             return Err(errors);
         }
+        Some(p) => match policy_file(p) {
+            Ok(()) => vec![p.to_path_buf()],
+            Err(e) => {
+                errors.errors.push(e);
+                return Err(errors);
+            }
+        },
         None => {
             // systemd passes a colon-separated list; the first is ours.
             let dir = configuration_directory
@@ -203,12 +228,9 @@ pub fn load_with_config_dir(
     };
     let mut docs = Vec::new();
     for f in &files {
-        match std::fs::read_to_string(f) {
+        match read_policy_file(f) {
             Ok(text) => docs.push((f.display().to_string(), text)),
-            Err(source) => errors.errors.push(Error::ReadFile {
-                path: f.clone(),
-                source,
-            }),
+            Err(e) => errors.errors.push(e),
         }
     }
     let built = build(&docs);
@@ -231,11 +253,16 @@ pub fn load_with_config_dir(
 fn dir_files(dir: &Path, errors: &mut Errors) -> Vec<PathBuf> {
     let mut files = Vec::new();
     let main = dir.join("policy.yaml");
-    if main.is_file() {
-        files.push(main);
+    if main.symlink_metadata().is_ok() {
+        match policy_file(&main) {
+            Ok(()) => files.push(main),
+            Err(e) => errors.errors.push(e),
+        }
     }
     let d = dir.join("policy.d");
-    if d.is_dir() {
+    // Present in any form (a file, a dangling symlink): read_dir says why
+    // it cannot be listed.
+    if d.symlink_metadata().is_ok() {
         match std::fs::read_dir(&d) {
             Ok(rd) => {
                 let mut drop_ins: Vec<PathBuf> = rd
@@ -246,16 +273,93 @@ fn dir_files(dir: &Path, errors: &mut Errors) -> Vec<PathBuf> {
                             && p.file_name()
                                 .and_then(OsStr::to_str)
                                 .is_some_and(|n| !n.starts_with('.'))
-                            && p.is_file()
                     })
                     .collect();
                 drop_ins.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
-                files.extend(drop_ins);
+                for p in drop_ins {
+                    match policy_file(&p) {
+                        Ok(()) => files.push(p),
+                        Err(e) => errors.errors.push(e),
+                    }
+                }
             }
             Err(source) => errors.errors.push(Error::ListDropIns { path: d, source }),
         }
     }
     files
+}
+
+/// `Ok` when `path` is a regular file or a symlink to one; otherwise says
+/// what it is. Looks at the inode only: a FIFO is never opened (that would
+/// block).
+fn policy_file(path: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::FileTypeExt as _;
+    let what = match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => return Ok(()),
+        Ok(m) if m.is_dir() => "a directory",
+        Ok(m) if m.file_type().is_fifo() => "a FIFO",
+        Ok(m) if m.file_type().is_socket() => "a socket",
+        Ok(m) if m.file_type().is_char_device() || m.file_type().is_block_device() => {
+            "a device node"
+        }
+        Ok(_) => "not a regular file",
+        Err(e) if e.kind() == io::ErrorKind::NotFound => "a symlink to a missing file",
+        Err(source) => {
+            return Err(Error::ReadFile {
+                path: path.to_owned(),
+                source,
+            });
+        }
+    };
+    Err(Error::NotAFile {
+        path: path.to_owned(),
+        what,
+    })
+}
+
+/// Reads a policy file of at most [`MAX_POLICY_FILE_BYTES`]: the length is
+/// checked first and the read is bounded too (a file that grows, or a
+/// pseudo-file reporting no length, cannot make it read more).
+fn read_policy_file(path: &Path) -> Result<String, Error> {
+    use std::io::Read as _;
+    let read_err = |source| Error::ReadFile {
+        path: path.to_owned(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(read_err)?;
+    let size = file.metadata().map_err(read_err)?.len();
+    if size > MAX_POLICY_FILE_BYTES {
+        return Err(Error::TooLarge {
+            path: path.to_owned(),
+            size,
+        });
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_POLICY_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_err)?;
+    let read = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+    if read > MAX_POLICY_FILE_BYTES {
+        return Err(Error::TooLarge {
+            path: path.to_owned(),
+            size: read,
+        });
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let good = e
+            .as_bytes()
+            .get(..e.utf8_error().valid_up_to())
+            .unwrap_or_default();
+        let line = good.iter().filter(|&&b| b == b'\n').count() + 1;
+        let line_start = good.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let column = String::from_utf8_lossy(good.get(line_start..).unwrap_or_default())
+            .chars()
+            .count()
+            + 1;
+        Error::NotUtf8 {
+            location: format!("{}:{line}:{column}", path.display()),
+        }
+    })
 }
 
 /// Validates one policy document (merged over the embedded default) given

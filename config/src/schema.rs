@@ -235,11 +235,21 @@ impl<'a> Validator<'a> {
             (None, Some(h)) => format!("allowed: up to {}", fmt_num(h)),
             (None, None) => String::new(),
         };
-        if lo.is_some_and(|l| v < l) || hi.is_some_and(|h| v > h) {
+        // Past 2^53 an f64 cannot tell u64::MAX from u64::MAX + 1: an
+        // integer no 64-bit type holds is out of every range.
+        let unrepresentable = matches!(node.value,
+            Value::Int(i) if u64::try_from(i).is_err() && i64::try_from(i).is_err());
+        if unrepresentable || lo.is_some_and(|l| v < l) || hi.is_some_and(|h| v > h) {
+            // An integer is shown as written: through f64 a large one would
+            // print rounded (18446744073709552000).
+            let shown = match node.value {
+                Value::Int(i) => i.to_string(),
+                _ => fmt_num(v),
+            };
             self.push(
                 node.loc,
                 path,
-                format!("{} is out of range", fmt_num(v)),
+                format!("{shown} is out of range"),
                 Some(range()),
             );
         }
@@ -384,7 +394,11 @@ fn format_range(f: &str) -> Option<(f64, f64)> {
 }
 
 fn fmt_num(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
+    #[allow(clippy::cast_precision_loss)]
+    if v == u64::MAX as f64 {
+        // The `uint64` bound: exactly u64::MAX, not its f64 rounding.
+        u64::MAX.to_string()
+    } else if v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{v:.0}")
     } else {
         format!("{v}")

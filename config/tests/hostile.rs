@@ -1,0 +1,174 @@
+//! Hostile and broken policy inputs a careful operator (or a broken
+//! deployment) produces: each was accepted, silently skipped or read whole
+//! before its fix (issue 14).
+
+// Test helpers outside #[test] fns: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+use std::fs;
+use std::path::Path;
+use std::time::Duration;
+
+use pptune_config::{
+    Error, Errors, MAX_DURATION, MAX_POLICY_FILE_BYTES, load_with_config_dir, parse_str, render,
+};
+
+fn load(p: &Path) -> Result<pptune_config::Loaded, Errors> {
+    load_with_config_dir(Some(p), None)
+}
+
+/// A duration the daemon would add to `Instant::now()`: `check` accepted
+/// it and `run` panicked ("overflow when adding duration to instant").
+#[test]
+fn huge_durations_are_rejected_at_their_key() {
+    for key in [
+        "interval",
+        "window",
+        "cooldown",
+        "evaluation",
+        "calm_before_shrink",
+    ] {
+        let yaml = format!("timing:\n  {key}: 2600000000000000h\n");
+        let e = parse_str("p.yaml", &yaml).unwrap_err();
+        let text = render(&e);
+        assert!(
+            text.contains(&format!("timing.{key}")) && text.contains("longest allowed"),
+            "{key}: {text}"
+        );
+    }
+    // The bound itself is accepted (calm and window must still be ordered).
+    let ok = "timing:\n  interval: 10s\n  window: 720h\n  calm_before_shrink: 720h\n  cooldown: 720h\n  evaluation: 720h\n";
+    let p = parse_str("p.yaml", ok).unwrap();
+    assert_eq!(p.timing.window, MAX_DURATION);
+    assert_eq!(MAX_DURATION, Duration::from_secs(30 * 24 * 3600));
+    assert!(parse_str("p.yaml", "timing:\n  cooldown: 721h\n").is_err());
+}
+
+/// An 8 GiB sparse file was read whole (8.4 GB RSS, 29 s). Now its length
+/// refuses it before any byte is read (before the fix this test
+/// allocated the whole file).
+#[test]
+fn oversized_file_is_refused_by_its_length() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("policy.yaml");
+    let file = fs::File::create(&f).unwrap();
+    file.set_len(8 << 30).unwrap();
+    drop(file);
+    let e = load(&f).unwrap_err();
+    assert!(
+        matches!(e.errors.as_slice(), [Error::TooLarge { size, .. }] if *size == 8 << 30),
+        "{e}"
+    );
+    // Through a directory too, and one byte over the limit is enough.
+    let file = fs::File::create(&f).unwrap();
+    file.set_len(MAX_POLICY_FILE_BYTES + 1).unwrap();
+    drop(file);
+    let e = load(dir.path()).unwrap_err();
+    assert!(
+        matches!(e.errors.as_slice(), [Error::TooLarge { .. }]),
+        "{e}"
+    );
+}
+
+fn assert_not_a_file(e: &Errors, name: &str, what: &str) {
+    assert!(
+        e.errors.iter().any(|e| matches!(e,
+            Error::NotAFile { path, what: w } if path.ends_with(name) && *w == what)),
+        "{name} {what}: {e}"
+    );
+}
+
+/// A dangling symlink, a directory or a FIFO named like a policy file was
+/// skipped and `check` said the embedded default applies (exit 0).
+#[test]
+fn policy_paths_that_are_not_files_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::os::unix::fs::symlink(d.join("gone.yaml"), d.join("policy.yaml")).unwrap();
+    let e = load(d).unwrap_err();
+    assert_not_a_file(&e, "policy.yaml", "a symlink to a missing file");
+
+    fs::remove_file(d.join("policy.yaml")).unwrap();
+    fs::create_dir(d.join("policy.yaml")).unwrap();
+    let e = load(d).unwrap_err();
+    assert_not_a_file(&e, "policy.yaml", "a directory");
+    fs::remove_dir(d.join("policy.yaml")).unwrap();
+
+    fs::create_dir(d.join("policy.d")).unwrap();
+    let fifo = d.join("policy.d/10-fifo.yaml");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // Never opened (opening a FIFO without a writer blocks forever).
+    let e = load(d).unwrap_err();
+    assert_not_a_file(&e, "10-fifo.yaml", "a FIFO");
+    // Given directly with --config as well.
+    let e = load(&fifo).unwrap_err();
+    assert_not_a_file(&e, "10-fifo.yaml", "a FIFO");
+    fs::remove_file(&fifo).unwrap();
+
+    std::os::unix::fs::symlink(d.join("nowhere"), d.join("policy.d/20-link.yaml")).unwrap();
+    let e = load(d).unwrap_err();
+    assert_not_a_file(&e, "20-link.yaml", "a symlink to a missing file");
+    fs::remove_file(d.join("policy.d/20-link.yaml")).unwrap();
+
+    // A symlink to a regular file is a policy file; hidden files and other
+    // extensions stay ignored.
+    fs::write(d.join("real.yaml"), "mode: observe\n").unwrap();
+    std::os::unix::fs::symlink(d.join("real.yaml"), d.join("policy.yaml")).unwrap();
+    fs::create_dir(d.join("policy.d/.hidden.yaml")).unwrap();
+    fs::create_dir(d.join("policy.d/notes.txt")).unwrap();
+    let l = load(d).unwrap();
+    assert!(!l.default_applied);
+    assert_eq!(l.sources, vec![d.join("policy.yaml")]);
+}
+
+/// A `policy.d` that is not a directory cannot be listed: an error, not
+/// "no drop-ins".
+#[test]
+fn policy_d_that_is_not_a_directory_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("policy.d"), "x").unwrap();
+    let e = load(dir.path()).unwrap_err();
+    assert!(
+        matches!(e.errors.as_slice(), [Error::ListDropIns { .. }]),
+        "{e}"
+    );
+}
+
+/// Non-UTF-8 bytes: a located error at the first bad byte.
+#[test]
+fn non_utf8_is_located() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("policy.yaml");
+    fs::write(&f, b"mode: observe\nrings:\n  min: 6\xff4\n").unwrap();
+    let e = load(&f).unwrap_err();
+    let want = format!("{}:3:9", f.display());
+    assert!(
+        matches!(e.errors.as_slice(), [Error::NotUtf8 { location }] if *location == want),
+        "{e}"
+    );
+}
+
+/// Out-of-range integers were printed through f64 (18446744073709552000).
+#[test]
+fn out_of_range_integers_print_as_written() {
+    let e = parse_str("p.yaml", "rings:\n  max: 18446744073709551615\n").unwrap_err();
+    let text = render(&e);
+    assert!(
+        text.contains("18446744073709551615 is out of range"),
+        "{text}"
+    );
+    let e = parse_str("p.yaml", "thresholds:\n  min_pages_per_window: -1\n").unwrap_err();
+    let text = render(&e);
+    assert!(
+        text.contains("allowed: 0 to 18446744073709551615"),
+        "{text}"
+    );
+    let e = parse_str("p.yaml", "rings:\n  max_steps_to_target: 123456789012\n").unwrap_err();
+    let text = render(&e);
+    assert!(text.contains("123456789012 is out of range"), "{text}");
+    assert!(!text.contains("e+") && !text.contains("552000"), "{text}");
+}
