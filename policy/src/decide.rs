@@ -33,7 +33,12 @@ pub fn decide(policy: &Policy, state: &EngineState, obs: &Observation<'_>) -> (P
         .filter_map(|d| policy.mode_for(d).map(|m| (d, m)))
         .collect();
     let mut ctx = PlanCtx {
-        host_bytes: selected.iter().map(|(d, _)| current_bytes(d)).sum(),
+        // Saturating: a pool reporting inflight-mem near u64::MAX saturates
+        // its device's figure, and two such devices must not wrap the sum.
+        host_bytes: selected
+            .iter()
+            .map(|(d, _)| current_bytes(d))
+            .fold(0, u64::saturating_add),
         ..PlanCtx::default()
     };
     let mut next = EngineState::default();

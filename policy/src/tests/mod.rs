@@ -1,6 +1,7 @@
 //! Engine tests: table tests per rule, properties, and the two field
 //! reports replayed as snapshot sequences.
 
+mod overflow;
 mod props;
 mod replay;
 mod rules;
