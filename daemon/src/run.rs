@@ -84,6 +84,8 @@ pub enum RunError {
     EventsClosed,
     #[error(transparent)]
     Control(#[from] control::ControlError),
+    #[error("the state record cannot be kept")]
+    State(#[from] crate::state::StateError),
 }
 
 /// The daemon's state between ticks.
@@ -154,20 +156,15 @@ pub async fn run<K: Kernel, E: Engine>(
         backoff_base,
     } = opts;
     let state = match &store {
-        Some(s) => match s.load() {
-            Ok((st, why)) => {
-                if let Some(why) = why {
-                    tracing::info!(path = %s.path().display(), "ignoring old state record: {why}");
-                }
+        // An unparsable record is moved aside (logged there); a newer
+        // schema or an unreadable file stops the daemon rather than be
+        // overwritten.
+        Some(s) => match s.load_or_set_aside()? {
+            (st, Some(why)) => {
+                tracing::info!(path = %s.path().display(), "ignoring old state record: {why}");
                 st
             }
-            Err(e) => {
-                // A corrupt record must not stop the service; the originals
-                // it held are lost, which the log says loudly.
-                tracing::error!(error = %e, "state record unreadable; starting a fresh one");
-                metrics.error("state_write");
-                StateFile::new(s.boot_id().to_owned())
-            }
+            (st, None) => st,
         },
         None => StateFile::new(String::new()),
     };

@@ -59,6 +59,12 @@ pub enum StateError {
         #[source]
         source: serde_json::Error,
     },
+    /// A record written by a newer pptune: never read as empty, never
+    /// overwritten or cleared (a downgrade must not lose the originals).
+    #[error(
+        "{path} was written by a newer pptune (state schema {found}; this one reads {SCHEMA_VERSION}); it is left untouched: restore with the pptune that wrote it, or move it away to start afresh"
+    )]
+    NewerSchema { path: PathBuf, found: u32 },
     #[error("writing {path}")]
     Write {
         path: PathBuf,
@@ -271,9 +277,12 @@ impl StateStore {
         &self.boot_id
     }
 
-    /// Reads the record. A missing file, a file from another boot or of
-    /// another schema gives a fresh record (the second element says why the
-    /// old one was dropped, for the log).
+    /// Reads the record. A missing file or a file from another boot gives a
+    /// fresh record (the second element says why the old one was dropped,
+    /// for the log). An unparsable record is [`StateError::Parse`] and one
+    /// of a newer schema [`StateError::NewerSchema`]: the caller decides
+    /// (`pptune restore` fails and leaves the file; the daemon uses
+    /// [`StateStore::load_or_set_aside`]).
     pub fn load(&self) -> Result<(StateFile, Option<String>), StateError> {
         let path = self.path();
         let text = match fs::read_to_string(&path) {
@@ -283,18 +292,33 @@ impl StateStore {
             }
             Err(source) => return Err(StateError::Read { path, source }),
         };
+        // The version first, so a newer layout is recognised even when the
+        // rest of it does not parse as this version's record.
+        #[derive(Deserialize)]
+        struct Version {
+            schema_version: u32,
+        }
+        if let Ok(v) = serde_json::from_str::<Version>(&text)
+            && v.schema_version > SCHEMA_VERSION
+        {
+            return Err(StateError::NewerSchema {
+                path,
+                found: v.schema_version,
+            });
+        }
         let file: StateFile = serde_json::from_str(&text).map_err(|source| StateError::Parse {
             path: path.clone(),
             source,
         })?;
         if file.schema_version != SCHEMA_VERSION {
-            return Ok((
-                StateFile::new(self.boot_id.clone()),
-                Some(format!(
+            // Older than any pptune that wrote records: unreadable.
+            return Err(StateError::Parse {
+                path,
+                source: serde::de::Error::custom(format!(
                     "schema version {} is not {SCHEMA_VERSION}",
                     file.schema_version
                 )),
-            ));
+            });
         }
         if file.boot_id != self.boot_id {
             return Ok((
@@ -306,6 +330,45 @@ impl StateStore {
             ));
         }
         Ok((file, None))
+    }
+
+    /// [`StateStore::load`] for the daemon: an unparsable record is moved
+    /// aside (`state.json.unreadable-<unix ms>`, kept for a person to
+    /// read) and its parse error logged, then a fresh record starts. A
+    /// newer schema or an I/O error stays an error: the daemon must not
+    /// run over a record it cannot keep.
+    pub fn load_or_set_aside(&self) -> Result<(StateFile, Option<String>), StateError> {
+        match self.load() {
+            Err(e @ StateError::Parse { .. }) => {
+                let path = self.path();
+                let ms = std::time::SystemTime::now()
+                    .duration_since(std::time::SystemTime::UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_millis();
+                let aside = self.dir.join(format!("{STATE_FILE}.unreadable-{ms}"));
+                fs::rename(&path, &aside).map_err(|source| StateError::Write {
+                    path: aside.clone(),
+                    source,
+                })?;
+                let cause = std::error::Error::source(&e)
+                    .map(ToString::to_string)
+                    .unwrap_or_default();
+                tracing::error!(
+                    path = %path.display(),
+                    moved_to = %aside.display(),
+                    error = %cause,
+                    "state record unreadable: moved aside, starting a fresh one; the originals it held are not restored automatically"
+                );
+                Ok((
+                    StateFile::new(self.boot_id.clone()),
+                    Some(format!(
+                        "unreadable ({cause}); moved aside to {}",
+                        aside.display()
+                    )),
+                ))
+            }
+            other => other,
+        }
     }
 
     /// Writes the record atomically: temp file, fsync, rename, fsync dir.
