@@ -380,7 +380,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                     from,
                     to: v,
                     reason: dec.reason,
-                    ends: at + self.policy.timing.evaluation,
+                    ends: at.saturating_add(self.policy.timing.evaluation),
                     baseline,
                     start,
                     start_at: self.now(),

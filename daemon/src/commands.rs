@@ -85,6 +85,8 @@ pub async fn run(path: Option<&Path>, listen: Option<SocketAddr>) -> anyhow::Res
         tracing::info!("no policy file: the embedded default policy applies");
     }
     let kernel = Arc::new(NetlinkKernel::connect().await?);
+    // One daemon per network namespace, before anything else is taken.
+    let _instance = state::InstanceLock::take()?;
     let dir = state::runtime_dir();
     let store = StateStore::open(&dir, state::read_boot_id()?).with_context(|| {
         format!(

@@ -21,6 +21,10 @@ use tokio::sync::{mpsc, oneshot};
 /// Bumped on incompatible changes of [`DaemonView`].
 pub const VIEW_SCHEMA_VERSION: u32 = 1;
 const SOCKET: &str = "control.sock";
+/// How long a client waits for a reply, and the daemon for a request to
+/// finish: a restore of many devices takes seconds, a wedged daemon must
+/// not hold `pptune restore` forever.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The control socket's path in a runtime directory.
 #[must_use]
@@ -174,11 +178,10 @@ pub async fn serve(
         let view = Arc::clone(&view);
         let restore = restore.clone();
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(
-                Duration::from_secs(120),
-                handle(stream, allowed, &view, &restore),
-            )
-            .await;
+            // On timeout the handler (and the reply receiver with it) is
+            // dropped: a restore still queued is then not carried out.
+            let _ = tokio::time::timeout(REQUEST_TIMEOUT, handle(stream, allowed, &view, &restore))
+                .await;
         });
     }
 }
@@ -192,9 +195,8 @@ async fn handle(
     let (r, mut w) = stream.into_split();
     let mut line = String::new();
     // One line of at most 64 KiB: a request is tiny.
-    BufReader::new(r.take(64 * 1024))
-        .read_line(&mut line)
-        .await?;
+    let mut r = BufReader::new(r.take(64 * 1024));
+    r.read_line(&mut line).await?;
     let reply = if allowed {
         match serde_json::from_str::<Request>(&line) {
             Ok(Request::View) => match view.lock() {
@@ -211,11 +213,23 @@ async fn handle(
                         reply: tx,
                     })
                     .await;
-                match (sent, rx.await) {
-                    (Ok(()), Ok((lines, ok))) => Reply::Restored { lines, ok },
-                    _ => Reply::Error {
+                if sent.is_err() {
+                    Reply::Error {
                         message: "the daemon is stopping".into(),
-                    },
+                    }
+                } else {
+                    tokio::select! {
+                        done = rx => match done {
+                            Ok((lines, ok)) => Reply::Restored { lines, ok },
+                            Err(_) => Reply::Error {
+                                message: "the daemon is stopping".into(),
+                            },
+                        },
+                        // The client left (timed out, interrupted): drop
+                        // the receiver so the loop skips the request if it
+                        // has not started it.
+                        () = closed(&mut r) => return Ok(()),
+                    }
                 }
             }
             Err(e) => Reply::Error {
@@ -233,8 +247,33 @@ async fn handle(
     w.shutdown().await
 }
 
-/// Sends one request and reads the reply.
+/// Resolves once the peer closed its end (or sent more than one request).
+async fn closed(r: &mut (impl tokio::io::AsyncRead + Unpin)) {
+    let mut buf = [0u8; 256];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Sends one request and reads the reply, within [`REQUEST_TIMEOUT`].
 pub async fn request(path: &Path, req: &Request) -> std::io::Result<Reply> {
+    tokio::time::timeout(REQUEST_TIMEOUT, exchange(path, req))
+        .await
+        .unwrap_or_else(|_| {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "no reply within {} s; the request was withdrawn",
+                    REQUEST_TIMEOUT.as_secs()
+                ),
+            ))
+        })
+}
+
+async fn exchange(path: &Path, req: &Request) -> std::io::Result<Reply> {
     let stream = UnixStream::connect(path).await?;
     let (r, mut w) = stream.into_split();
     let mut line = serde_json::to_string(req).map_err(std::io::Error::other)?;

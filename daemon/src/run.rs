@@ -136,6 +136,26 @@ pub(crate) fn local_time() -> LocalTime {
     }
 }
 
+/// `now + d` for a timer, checked: a duration past `Instant`'s range (the
+/// policy bounds durations, a programmatic policy need not) waits a day and
+/// comes back, rather than panic in the loop.
+fn after(d: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(d)
+        .or_else(|| now.checked_add(Duration::from_secs(86_400)))
+        .unwrap_or(now)
+}
+
+/// A restore's lines in the daemon's log, however it was asked for.
+fn log_restore(lines: &[String], ok: bool) {
+    for l in lines {
+        tracing::info!("{l}");
+    }
+    if !ok {
+        tracing::warn!("some originals could not be restored; they stay in the state record");
+    }
+}
+
 /// Runs the service until `shutdown` resolves; then finishes the action in
 /// progress, keeps or restores per policy, writes state and returns.
 pub async fn run<K: Kernel, E: Engine>(
@@ -216,12 +236,7 @@ pub async fn run<K: Kernel, E: Engine>(
     d.status("stopping");
     if d.policy.on_stop == OnStop::Restore {
         let (lines, ok) = d.restore(&[]).await;
-        for l in &lines {
-            tracing::info!("{l}");
-        }
-        if !ok {
-            tracing::warn!("some originals could not be restored; they stay in the state record");
-        }
+        log_restore(&lines, ok);
     }
     d.save_state();
     if let Some(t) = control_task {
@@ -260,7 +275,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         let mut resync: Option<Instant> = None;
         let mut reload_open = true;
         // Absolute, so a stream of notifications cannot push the ping back.
-        let mut next_ping = Instant::now() + self.tick_period();
+        let mut next_ping = after(self.tick_period());
         loop {
             let wake = next_sample.min(next_ping);
             let wake = resync.map_or(wake, |r| wake.min(r));
@@ -278,18 +293,26 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                     }
                     if next_sample <= now {
                         self.tick().await;
-                        next_sample = Instant::now() + self.policy.timing.interval;
+                        next_sample = after(self.policy.timing.interval);
                     }
                     // From the loop itself: a wedged tick stops the pings.
                     self.notifier.watchdog_ping();
-                    next_ping = Instant::now() + self.tick_period();
+                    next_ping = after(self.tick_period());
                 }
                 msg = reload.recv(), if reload_open => match msg {
                     Some(()) => self.reload().await,
                     None => reload_open = false,
                 },
                 Some(req) = restore_rx.recv() => {
+                    if req.reply.is_closed() {
+                        // Its client gave up (timeout, ^C) while the loop
+                        // was busy: acting now would surprise everyone.
+                        tracing::warn!(interfaces = ?req.interfaces, "restore request withdrawn by its client before it started: not carried out");
+                        continue;
+                    }
+                    tracing::info!(interfaces = ?req.interfaces, "restore requested on the control socket");
                     let (lines, ok) = self.restore(&req.interfaces).await;
+                    log_restore(&lines, ok);
                     self.save_state();
                     let _ = req.reply.send((lines, ok));
                 }
@@ -298,7 +321,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                     Some(ev) => {
                         if self.on_event(ev) {
                             // Debounced: a burst of pool churn costs one resync.
-                            resync.get_or_insert_with(|| Instant::now() + Duration::from_millis(200));
+                            resync.get_or_insert_with(|| after(Duration::from_millis(200)));
                         }
                     }
                 },

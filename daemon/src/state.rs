@@ -47,6 +47,15 @@ pub enum StateError {
     },
     #[error("{path} is locked by another pptune process (the daemon, or a restore in progress)")]
     Locked { path: PathBuf },
+    #[error(
+        "another pptune is running in this network namespace (it holds the abstract socket @{INSTANCE_SOCKET}); two daemons must not both act on the same NICs"
+    )]
+    OtherInstance,
+    #[error("binding the instance lock @{INSTANCE_SOCKET}")]
+    InstanceLock {
+        #[source]
+        source: std::io::Error,
+    },
     #[error("reading {path}")]
     Read {
         path: PathBuf,
@@ -218,6 +227,35 @@ pub fn read_boot_id() -> Result<String, StateError> {
             path: PathBuf::from(BOOT_ID),
             source,
         })
+}
+
+/// The abstract socket that makes one daemon per network namespace.
+pub const INSTANCE_SOCKET: &str = "pptune/instance";
+
+/// Held for the daemon's life: one daemon per network namespace, whatever
+/// runtime directory each was given. The state lock is per directory, so
+/// two daemons with different `RUNTIME_DIRECTORY`s both took it and both
+/// enforced on the same NICs. An abstract unix socket is keyed by the
+/// network namespace (the NICs' namespace), needs no writable path (the
+/// unit's `ProtectSystem=strict` leaves none but the runtime directory),
+/// and is released by the kernel when the process dies, even by SIGKILL.
+#[derive(Debug)]
+pub struct InstanceLock {
+    _socket: std::os::unix::net::UnixListener,
+}
+
+impl InstanceLock {
+    /// Takes the lock without waiting.
+    pub fn take() -> Result<Self, StateError> {
+        use std::os::linux::net::SocketAddrExt as _;
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(INSTANCE_SOCKET)
+            .map_err(|source| StateError::InstanceLock { source })?;
+        match std::os::unix::net::UnixListener::bind_addr(&addr) {
+            Ok(s) => Ok(Self { _socket: s }),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(StateError::OtherInstance),
+            Err(source) => Err(StateError::InstanceLock { source }),
+        }
+    }
 }
 
 /// The locked state record in one directory.

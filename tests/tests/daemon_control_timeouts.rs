@@ -1,0 +1,168 @@
+//! The control socket's time limits (issue 14): a client does not wait
+//! forever, a request its client abandoned is not carried out later, and a
+//! restore done through the daemon is in the daemon's log.
+
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use policy::{Mode, Policy};
+use pptune::control::{self, REQUEST_TIMEOUT, Reply, Request};
+use pptune::metrics::Metrics;
+use pptune::notify::Notifier;
+use pptune::rollout::HostId;
+use pptune::run::{Options, PolicyEngine, PolicySource, run};
+use pptune::state::StateStore;
+use pptune_tests::fake::{self, FakeKernel};
+use tokio::sync::mpsc;
+
+struct Fixed(Policy);
+
+impl PolicySource for Fixed {
+    fn load(&self) -> Result<Policy, String> {
+        Ok(self.0.clone())
+    }
+}
+
+/// A daemon that accepts and never answers: `control::request` waited
+/// forever (pptune restore hung with it).
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_client_gives_up_after_the_request_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("control.sock");
+    let l = tokio::net::UnixListener::bind(&sock).unwrap();
+    let _silent = tokio::spawn(async move {
+        let mut held = Vec::new();
+        loop {
+            if let Ok((s, _)) = l.accept().await {
+                held.push(s);
+            }
+        }
+    });
+    let t0 = tokio::time::Instant::now();
+    let r = tokio::time::timeout(
+        REQUEST_TIMEOUT * 10,
+        control::request(&sock, &Request::Restore { interfaces: vec![] }),
+    )
+    .await
+    .expect("the client waited past 10 × its timeout");
+    let e = r.unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::TimedOut, "{e}");
+    assert_eq!(t0.elapsed(), REQUEST_TIMEOUT);
+}
+
+/// Log lines of the daemon under test, captured in memory.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+/// While the loop is wedged in a sample, a client asks for a restore and
+/// gives up. Before the fix the loop carried the restore out once it came
+/// back, long after the client had reported failure. A restore that is
+/// waited for is carried out and logged by the daemon.
+#[tokio::test(flavor = "current_thread")]
+async fn an_abandoned_restore_is_not_carried_out_later_and_a_restore_is_logged() {
+    let log = Captured::default();
+    let writer = log.clone();
+    let _guard = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let sock = control::socket_path(dir.path());
+    let k = Arc::new(FakeKernel::bursty());
+    let mut p = fake::test_policy(Mode::Enforce);
+    p.timing.interval = Duration::from_millis(200);
+    p.timing.window = Duration::from_millis(200);
+    let (_tx, rx) = mpsc::unbounded_channel();
+    let opts = Options {
+        notifier: Notifier::off(),
+        store: Some(StateStore::open(dir.path(), "b".into()).unwrap()),
+        host_id: HostId {
+            source: "test",
+            value: "h".into(),
+        },
+        control_socket: Some(sock.clone()),
+        metrics: Arc::new(Metrics::new()),
+        reload: rx,
+        backoff_base: Duration::from_secs(30),
+    };
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let daemon = tokio::spawn(run(
+        Arc::clone(&k),
+        PolicyEngine::default(),
+        Box::new(Fixed(p.clone())),
+        p,
+        opts,
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
+    for _ in 0..100 {
+        if k.ring() > 256 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let changed = k.ring();
+    assert!(changed > 256, "no change made");
+    // Wedge the loop in its next sample, then ask and give up.
+    k.state.lock().unwrap().hang_sampling = true;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let restore = Request::Restore {
+        interfaces: vec!["eth0".into()],
+    };
+    let gave_up = tokio::time::timeout(
+        Duration::from_millis(300),
+        control::request(&sock, &restore),
+    )
+    .await;
+    assert!(gave_up.is_err(), "the wedged daemon answered: {gave_up:?}");
+    // Let the handler notice the closed connection, then unwedge.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    k.state.lock().unwrap().hang_sampling = false;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(
+        k.ring(),
+        changed,
+        "the abandoned restore was carried out later:\n{}",
+        log.text()
+    );
+    assert!(
+        log.text().contains("withdrawn by its client"),
+        "{}",
+        log.text()
+    );
+    // A restore that is waited for happens, and the daemon's log says so.
+    match control::request(&sock, &restore).await.unwrap() {
+        Reply::Restored { ok, lines } => assert!(ok, "{lines:?}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(k.ring(), 256);
+    let text = log.text();
+    assert!(
+        text.contains("restore requested on the control socket")
+            && text.contains("restored to 256"),
+        "{text}"
+    );
+    stop_tx.send(()).unwrap();
+    daemon.await.unwrap().unwrap();
+}
