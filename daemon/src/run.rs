@@ -647,10 +647,19 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         self.notifier.reloading();
         match self.source.load() {
             Ok(p) => {
+                // Configuration management reloads unchanged files on a
+                // timer: an identical policy keeps the findings in progress
+                // and the backoff, or no finding would ever mature.
+                let changed = p != self.policy;
                 self.policy = p;
                 self.policy_error = None;
-                self.engine.reset();
-                self.log.reset();
+                if changed {
+                    self.engine.reset();
+                    self.log.reset();
+                    self.backoff.clear();
+                } else {
+                    tracing::info!("policy unchanged: findings in progress and backoff kept");
+                }
                 // An operator's takeover lasts until the policy is reloaded.
                 if !self.overrides.is_empty() {
                     tracing::info!(
@@ -659,7 +668,6 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                     );
                 }
                 self.overrides.clear();
-                self.backoff.clear();
                 self.host_enforcing =
                     rollout::enforcing(self.policy.rollout.as_ref(), &self.host_id.value);
                 self.export_rollout();

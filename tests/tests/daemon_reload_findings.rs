@@ -1,0 +1,73 @@
+//! Reloads by configuration management (issue 14): every successful
+//! reload reset the finding windows and the backoff, so a daemon reloaded
+//! more often than a finding takes never acted. An unchanged policy now
+//! keeps them; a changed one still starts afresh.
+
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use policy::{Mode, Policy};
+use pptune::metrics::Metrics;
+use pptune::notify::Notifier;
+use pptune::rollout::HostId;
+use pptune::run::{Options, PolicyEngine, PolicySource, run};
+use pptune::state::StateStore;
+use pptune_tests::fake::{self, FakeKernel};
+use tokio::sync::mpsc;
+
+struct Fixed(Policy);
+
+impl PolicySource for Fixed {
+    fn load(&self) -> Result<Policy, String> {
+        Ok(self.0.clone())
+    }
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn periodic_reloads_of_an_unchanged_policy_let_findings_mature() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = Arc::new(FakeKernel::bursty());
+    let mut p = fake::test_policy(Mode::Enforce);
+    p.timing.interval = Duration::from_secs(10);
+    p.timing.window = Duration::from_secs(10);
+    p.timing.windows_for_finding = 3;
+    let (reload, rx) = mpsc::unbounded_channel();
+    let opts = Options {
+        notifier: Notifier::off(),
+        store: Some(StateStore::open(dir.path(), "b".into()).unwrap()),
+        host_id: HostId {
+            source: "test",
+            value: "h".into(),
+        },
+        control_socket: None,
+        metrics: Arc::new(Metrics::new()),
+        reload: rx,
+        backoff_base: Duration::from_secs(30),
+    };
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let daemon = tokio::spawn(run(
+        Arc::clone(&k),
+        PolicyEngine::default(),
+        Box::new(Fixed(p.clone())),
+        p,
+        opts,
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
+    // A reload every 15 s (a finding needs 3 windows of 10 s) for 5 min.
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_secs(15)).await;
+        reload.send(()).unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        k.ring() > 256,
+        "no change in 5 min of reloads every 15 s: {:?}",
+        k.sets()
+    );
+    stop_tx.send(()).unwrap();
+    daemon.await.unwrap().unwrap();
+}
