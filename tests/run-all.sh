@@ -45,6 +45,11 @@ fi
 log "cargo test (host: codec fixtures, policy, config, daemon logic, netns live tests, packaging)"
 cargo test --workspace --locked
 
+# Coverage-guided fuzzing of every kernel-bytes decoder and the policy
+# loader, 60 s per target (RELIABILITY.md §1); a crash or hang fails.
+log "fuzz smoke (fuzz/run.sh: 7 targets × 60 s)"
+fuzz/run.sh
+
 if [[ "${PPTUNE_SKIP_VM:-0}" != 1 ]]; then
   log "VM testbed: kernels 7.3, 6.12, 6.1 with netdevsim and ppsim"
   tests/vm/test.sh

@@ -368,6 +368,14 @@ pub fn parse_str(name: &str, text: &str) -> Result<policy::Policy, Errors> {
     build(&[(name.to_owned(), text.to_owned())])
 }
 
+/// Validates several documents as `--config DIR` does (each `(name,
+/// text)` merged over the embedded default in order, like `policy.yaml`
+/// then its drop-ins), without touching the filesystem. For the fuzzer and
+/// tests of the drop-in merge.
+pub fn parse_docs(docs: &[(String, String)]) -> Result<policy::Policy, Errors> {
+    build(docs)
+}
+
 /// The embedded default policy alone.
 pub fn default_policy() -> Result<policy::Policy, Errors> {
     build(&[])
