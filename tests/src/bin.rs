@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-/// The `pptune` binary in this test's target directory. `cargo test -p
+/// `PPTUNE_BIN`, else the `pptune` binary in this test's target directory. `cargo test -p
 /// pptune-tests` builds the library only, and a binary left from an older
 /// build would test old code, so ask cargo for it (a no-op when fresh).
 ///
@@ -14,6 +14,10 @@ use std::process::{Command, Stdio};
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 pub fn pptune_bin() -> PathBuf {
     static BUILT: std::sync::Once = std::sync::Once::new();
+    // The VM suites get the host-built binary (tests/vm/test.sh sets it).
+    if let Some(p) = std::env::var_os("PPTUNE_BIN") {
+        return PathBuf::from(p);
+    }
     let exe = std::env::current_exe().unwrap();
     let dir = exe.parent().unwrap().parent().unwrap().to_owned();
     BUILT.call_once(|| {
