@@ -223,7 +223,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 knob: knob.to_string(),
             })
             .inc();
-        self.save_state();
+        let _ = self.save_state();
         self.update_view();
     }
 
@@ -340,9 +340,12 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             let before = p.devices.iter().find(|d| d.id.key() == key)?;
             Rates::between(before, &pre, now.saturating_sub(*at))
         });
-        if self.state.record_original(&pre.id, &pre.name, knob, live) {
-            // The original must be on disk before the knob moves.
-            self.save_state();
+        if self.state.record_original(&pre.id, &pre.name, knob, live) && !self.save_state() {
+            // The original must be on disk before the knob moves: a full
+            // or read-only state directory stops enforcing, not observing.
+            self.state.forget_original(&pre.id, knob);
+            tracing::error!(device = %name, knob = %knob, "not acting: the original could not be written to the state record");
+            return;
         }
         // Before sending: our own notification may arrive first.
         self.expected.insert((key.clone(), knob), to);
@@ -463,7 +466,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 outcome,
             },
         );
-        self.save_state();
+        let _ = self.save_state();
     }
 
     fn set_outcome(&mut self, key: &str, knob: Knob, outcome: &Outcome) {
@@ -547,7 +550,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             self.count_action(&dev.name, ev.knob, direction, result);
             self.set_outcome(&ev.key, ev.knob, &outcome);
         }
-        self.save_state();
+        let _ = self.save_state();
     }
 
     /// Restores originals (all devices, or the named ones) from a fresh
@@ -571,7 +574,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 self.count_action(&d.name, knob, "restore", "applied");
             }
         }
-        self.save_state();
+        let _ = self.save_state();
         self.update_view();
         (lines, ok)
     }

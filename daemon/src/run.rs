@@ -238,7 +238,7 @@ pub async fn run<K: Kernel, E: Engine>(
         let (lines, ok) = d.restore(&[]).await;
         log_restore(&lines, ok);
     }
-    d.save_state();
+    let _ = d.save_state();
     if let Some(t) = control_task {
         t.abort();
     }
@@ -313,7 +313,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                     tracing::info!(interfaces = ?req.interfaces, "restore requested on the control socket");
                     let (lines, ok) = self.restore(&req.interfaces).await;
                     log_restore(&lines, ok);
-                    self.save_state();
+                    let _ = self.save_state();
                     let _ = req.reply.send((lines, ok));
                 }
                 ev = self.kernel.next_event() => match ev {
@@ -704,14 +704,17 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         tokio::task::yield_now().await;
     }
 
-    pub(crate) fn save_state(&mut self) {
+    /// Writes the record; `false` (logged, counted) when it could not.
+    pub(crate) fn save_state(&mut self) -> bool {
         self.state.prune();
         if let Some(store) = &self.store
             && let Err(e) = store.save(&self.state)
         {
             tracing::error!(error = %e, "writing the state record failed");
             self.metrics.error("state_write");
+            return false;
         }
+        true
     }
 
     /// Rebuilds the control socket's view.
