@@ -10,7 +10,8 @@ use policy::drivers::{DEFAULT_PAGE_BYTES, POOL_CACHE_PAGES, POOL_RING_CLAMP};
 use policy::policy as p;
 
 use crate::raw::{
-    ByteSize, DurationText, RawClass, RawMode, RawOnStop, RawPolicy, RawRounding, Weekday,
+    ByteSize, DurationText, RawClass, RawMode, RawOnStop, RawPolicy, RawQueueSeries, RawRounding,
+    Weekday,
 };
 use crate::schema::Issue;
 use crate::tree::{Loc, Node, Value};
@@ -343,6 +344,20 @@ pub(crate) fn convert(raw: &RawPolicy, tree: &Node) -> Result<p::Policy, Vec<Iss
         v
     });
 
+    let qm = &raw.daemon.queue_metrics;
+    if qm.series == RawQueueSeries::Worst && qm.worst == 0 {
+        cx.err(
+            "daemon.queue_metrics.worst",
+            "`worst` must keep at least one queue per device",
+            "e.g. 4; or `series: none` for per-device sums only",
+        );
+    }
+    let queue_series = match qm.series {
+        RawQueueSeries::All => p::QueueSelection::All,
+        RawQueueSeries::Worst => p::QueueSelection::Worst { count: qm.worst },
+        RawQueueSeries::None => p::QueueSelection::None,
+    };
+
     if !cx.issues.is_empty() {
         return Err(cx.issues);
     }
@@ -364,7 +379,10 @@ pub(crate) fn convert(raw: &RawPolicy, tree: &Node) -> Result<p::Policy, Vec<Iss
             RawOnStop::Restore => p::OnStop::Restore,
         },
         rollout,
-        daemon: p::DaemonSettings { metrics_listen },
+        daemon: p::DaemonSettings {
+            metrics_listen,
+            queue_series,
+        },
     })
 }
 

@@ -289,4 +289,37 @@ pub struct RawRollout {
 pub struct RawDaemon {
     /// Prometheus listen address (`host:port`); `null` = no metrics endpoint.
     pub metrics_listen: Option<String>,
+    /// Which per-queue series `/metrics` exports (per-device sums are
+    /// always exported).
+    pub queue_metrics: RawQueueMetrics,
+}
+
+/// `daemon.queue_metrics`: bounds the per-queue series a host exports.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct RawQueueMetrics {
+    /// `all`: every queue; `worst`: the `worst` queues of each device with
+    /// the highest recycle-miss share; `none`: per-device sums only.
+    pub series: RawQueueSeries,
+    /// With `series: worst`, how many queues per device.
+    #[schemars(range(min = 1))]
+    pub worst: u32,
+}
+
+impl Default for RawQueueMetrics {
+    fn default() -> Self {
+        Self {
+            series: RawQueueSeries::All,
+            worst: 4,
+        }
+    }
+}
+
+/// The per-queue series setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RawQueueSeries {
+    All,
+    Worst,
+    None,
 }

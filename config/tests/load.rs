@@ -118,6 +118,10 @@ fn contradictions_table() {
         ),
         ("timing: {interval: 1m, window: 30s}\n", "timing.window"),
         (
+            "daemon: {queue_metrics: {series: worst, worst: 0}}\n",
+            "daemon.queue_metrics.worst",
+        ),
+        (
             "timing: {calm_before_shrink: 10s}\n",
             "timing.calm_before_shrink",
         ),

@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex};
 
 use policy::accounting::{PoolLedger, QueueDelta, QueueKey, queue_deltas};
 use policy::counters::{self, METRICS as POOL_COUNTERS};
+use policy::policy::QueueSelection;
 use policy::signals;
 use policy::snapshot::{Device, PoolStats, Snapshot};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -290,6 +291,9 @@ pub struct Metrics {
     pub sample_duration: FGauge,
     pub resyncs: Family<KindLabels, Counter>,
     carry: Mutex<Carry>,
+    /// Which queues get per-queue series (the policy's
+    /// `daemon.queue_metrics`); device sums are always written.
+    queue_series: Mutex<QueueSelection>,
     /// Liveness and readiness, reported by the loop, read by `/readyz`.
     pub health: crate::health::Health,
     /// Length of the last exposition, to size the next one in one go.
@@ -343,6 +347,12 @@ pub fn family_names() -> Vec<String> {
         .map(String::from),
     );
     v.extend(crate::process_metrics::FAMILY_NAMES.map(String::from));
+    let queue_families: Vec<String> = v
+        .iter()
+        .take(POOL_COUNTERS.len() + QUEUE_GAUGES.len())
+        .map(|n| device_name(n))
+        .collect();
+    v.extend(queue_families);
     v
 }
 
@@ -498,6 +508,7 @@ impl Metrics {
                 Family::default()
             ),
             carry: Mutex::new(Carry::default()),
+            queue_series: Mutex::new(QueueSelection::All),
             health: crate::health::Health::default(),
             last_len: AtomicUsize::new(0),
             registry: Registry::default(),
@@ -546,13 +557,12 @@ impl Metrics {
         let Ok(carry) = self.carry.lock() else {
             return Ok(());
         };
-        let queues = || {
-            carry
-                .devices
-                .values()
-                .flat_map(|d| d.queues.values())
-                .filter(|q| q.exported)
-        };
+        let policy = self.queue_series.lock().map_or(QueueSelection::All, |p| *p);
+        let mut selected = Vec::new();
+        for d in carry.devices.values() {
+            select_queues(d, policy, &mut selected);
+        }
+        let queues = || selected.iter().copied();
         let mut num = itoa_buf();
         if queues().any(|q| q.counters.is_some()) {
             for (i, m) in POOL_COUNTERS.iter().enumerate() {
@@ -590,7 +600,16 @@ impl Metrics {
                 }
             }
         }
+        encode_device_sums(out, &carry.devices);
         Ok(())
+    }
+
+    /// Which queues get per-queue series from now on (at start and after
+    /// each reload).
+    pub fn set_queue_series(&self, s: QueueSelection) {
+        if let Ok(mut p) = self.queue_series.lock() {
+            *p = s;
+        }
     }
 
     pub fn error(&self, kind: &str) {
@@ -821,6 +840,91 @@ fn observe_queue(d: &mut DevSeries, key: QueueKey, qd: &QueueDelta, tick: u64) {
             q.ratios[2] = Some(v);
         }
     }
+}
+
+/// Appends the device's queues that get per-queue series, in queue order:
+/// every exported queue, none, or the `count` with the highest recycle-miss
+/// share over the last interval (queues without one rank last; ties keep
+/// queue order).
+fn select_queues<'a>(d: &'a DevSeries, policy: QueueSelection, out: &mut Vec<&'a QueueSeries>) {
+    let exported = d.queues.values().filter(|q| q.exported);
+    match policy {
+        QueueSelection::All => out.extend(exported),
+        QueueSelection::None => {}
+        QueueSelection::Worst { count } => {
+            let mut ranked: Vec<(usize, &QueueSeries)> = exported.enumerate().collect();
+            let miss = |q: &QueueSeries| q.ratios[1].unwrap_or(-1.0);
+            ranked.sort_by(|(_, a), (_, b)| miss(b).total_cmp(&miss(a)));
+            ranked.truncate(usize::try_from(count).unwrap_or(usize::MAX));
+            ranked.sort_unstable_by_key(|(i, _)| *i);
+            out.extend(ranked.into_iter().map(|(_, q)| q));
+        }
+    }
+}
+
+/// The per-device sums, written whatever the per-queue setting: every pool
+/// counter as `pptune_device_pool_*_total` (summed over all of the device's
+/// queues, including ones away, so the sum stays monotonic) and the three
+/// per-queue gauges as `pptune_device_*` (over the queues present). Ratios
+/// are left to PromQL over the summed rates.
+fn encode_device_sums(out: &mut String, devices: &BTreeMap<Arc<str>, DevSeries>) {
+    let mut sums: Vec<(String, [u64; counters::COUNT], [i64; 3], bool)> = Vec::new();
+    for d in devices.values() {
+        let present: Vec<&QueueSeries> = d.queues.values().filter(|q| q.exported).collect();
+        if present.is_empty() {
+            continue;
+        }
+        let mut labels = String::with_capacity(d.name.len() + 12);
+        labels.push_str("{device=\"");
+        push_label_value(&mut labels, &d.name);
+        labels.push_str("\"}");
+        let total = d
+            .queues
+            .values()
+            .fold(PoolStats::default(), |acc, q| acc.add(&q.total));
+        let mut gauges = [0i64; 3];
+        for q in &present {
+            for (g, v) in gauges.iter_mut().zip(q.gauges) {
+                *g = g.saturating_add(v);
+            }
+        }
+        let has_counters = present.iter().any(|q| q.counters.is_some());
+        sums.push((labels, total.values(), gauges, has_counters));
+    }
+    if sums.is_empty() {
+        return;
+    }
+    let mut num = itoa_buf();
+    if sums.iter().any(|s| s.3) {
+        for (i, m) in POOL_COUNTERS.iter().enumerate() {
+            let name = device_name(m.metric);
+            descriptor(out, &name, m.unit, m.help, "counter");
+            for (labels, c, _, has) in &sums {
+                if *has {
+                    series(out, &name, m.unit, "_total", labels);
+                    out.push_str(num.format(c[i]));
+                    out.push('\n');
+                }
+            }
+        }
+    }
+    for (i, (name, unit, help)) in QUEUE_GAUGES.iter().enumerate() {
+        let name = device_name(name);
+        descriptor(out, &name, *unit, help, "gauge");
+        for (labels, _, g, _) in &sums {
+            series(out, &name, *unit, "", labels);
+            out.push_str(num.format(g[i]));
+            out.push('\n');
+        }
+    }
+}
+
+/// `pptune_pool_x` → `pptune_device_pool_x`.
+fn device_name(queue_metric: &str) -> String {
+    format!(
+        "pptune_device_{}",
+        queue_metric.strip_prefix("pptune_").unwrap_or(queue_metric)
+    )
 }
 
 fn itoa_buf() -> itoa::Buffer {

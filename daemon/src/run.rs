@@ -230,6 +230,7 @@ pub async fn run<K: Kernel, E: Engine>(
     };
     d.history = d.history_from_state();
     d.metrics.health.set_interval(d.policy.timing.interval);
+    d.metrics.set_queue_series(d.policy.daemon.queue_series);
     d.export_rollout();
     let result = d.main_loop(&mut reload, &mut restore_rx, shutdown).await;
     d.notifier.stopping();
@@ -682,6 +683,8 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                     .health
                     .set_interval(self.policy.timing.interval);
                 self.metrics.health.set_policy_error(None);
+                self.metrics
+                    .set_queue_series(self.policy.daemon.queue_series);
                 tracing::info!("policy reloaded");
             }
             Err(e) => {

@@ -83,6 +83,7 @@ fn policy() -> Policy {
         rollout: None,
         daemon: DaemonSettings {
             metrics_listen: None,
+            queue_series: pptune_policy::policy::QueueSelection::All,
         },
     }
 }

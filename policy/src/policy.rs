@@ -203,6 +203,23 @@ pub struct Rollout {
 pub struct DaemonSettings {
     /// Prometheus listen address (loopback by default).
     pub metrics_listen: Option<SocketAddr>,
+    /// Which per-queue series `/metrics` exports.
+    pub queue_series: QueueSelection,
+}
+
+/// Which per-queue series `/metrics` exports; the per-device sums of the
+/// same counters and gauges are exported in every case.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueSelection {
+    /// Every queue.
+    #[default]
+    All,
+    /// The `count` queues of each device with the highest recycle-miss
+    /// share over the last interval.
+    Worst { count: u32 },
+    /// None: device sums only.
+    None,
 }
 
 /// A complete policy for the crate's own tests (the shipped defaults live in
@@ -272,6 +289,7 @@ pub(crate) mod tests_support {
             rollout: None,
             daemon: DaemonSettings {
                 metrics_listen: None,
+                queue_series: QueueSelection::All,
             },
         }
     }

@@ -423,6 +423,7 @@ pub fn test_policy(mode: policy::Mode) -> policy::Policy {
         rollout: None,
         daemon: DaemonSettings {
             metrics_listen: None,
+            queue_series: policy::policy::QueueSelection::All,
         },
     }
 }

@@ -392,3 +392,159 @@ fn dashboard_queries_are_valid_promql() {
         "{out}"
     );
 }
+
+/// Two scrapes of one host, a minute apart, in the 0.0.4 text form, with
+/// `daemon.queue_metrics: {series: worst, worst: 4}`: the snapshot recorded
+/// in the VM (16 netdevsim devices × 128 queues), then the same one a
+/// minute later with `miss` recycle misses and 70,000 ring recycles more
+/// per queue; one applied change in between when `enforcing`.
+fn recorded_scrapes(miss: u64, enforcing: bool) -> (String, String) {
+    use policy::policy::QueueSelection;
+    let path = root().join("benches/results/vm-snapshot-2048.json");
+    let first: policy::Snapshot = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let mut second = first.clone();
+    second.taken_at_ms += 60_000;
+    for d in &mut second.devices {
+        for q in &mut d.rx_queues {
+            for p in &mut q.pools {
+                if let Some(st) = &mut p.stats {
+                    st.recycle_ring += 70_000;
+                    st.recycle_ring_full += miss;
+                    st.alloc_refill += 1_000;
+                    st.alloc_slow += 10;
+                }
+            }
+        }
+    }
+    let m = pptune::metrics::Metrics::new();
+    m.set_queue_series(QueueSelection::Worst { count: 4 });
+    m.rollout_enforcing.set(i64::from(enforcing));
+    let applied = pptune::metrics::ActionLabels {
+        device: "eth1".into(),
+        knob: "ring.rx".into(),
+        direction: "grow".into(),
+        result: "applied".into(),
+    };
+    let _ = m.actions.get_or_create(&applied);
+    m.observe_snapshot(&first);
+    let a = pptune::http::openmetrics_to_text004(&m.encode().unwrap());
+    if enforcing {
+        m.actions.get_or_create(&applied).inc();
+    }
+    m.observe_snapshot(&second);
+    let b = pptune::http::openmetrics_to_text004(&m.encode().unwrap());
+    (a, b)
+}
+
+/// `name{labels}` → value, for the samples of a text exposition.
+fn samples(text: &str) -> std::collections::BTreeMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| l.rsplit_once(' '))
+        .map(|(s, v)| (s.to_owned(), v.parse().unwrap()))
+        .collect()
+}
+
+/// `series` with `job` and `instance` added.
+fn relabel(series: &str, instance: &str) -> String {
+    let extra = format!("job=\"pptune\",instance=\"{instance}\"");
+    match series.strip_suffix('}') {
+        Some(s) => format!("{s},{extra}}}"),
+        None => format!("{series}{{{extra}}}"),
+    }
+}
+
+#[test]
+fn recording_rules_evaluate_on_recorded_scrapes() {
+    // Every input series is one a recorded scrape holds, extended as the
+    // two scrapes' slope (10 minutes at one sample a minute).
+    let hosts = [("a:9864", 300u64, true), ("b:9864", 30, false)];
+    let mut input = String::new();
+    let mut sums = [0f64; 6]; // full, cached, ring, slow, refill, applied
+    let mut device_a = None;
+    for (instance, miss, enforcing) in hosts {
+        let (s0, s1) = recorded_scrapes(miss, enforcing);
+        let (v0, v1) = (samples(&s0), samples(&s1));
+        for (series, b) in &v1 {
+            let wanted = series.starts_with("pptune_device_pool_")
+                || series.starts_with("pptune_rollout_enforcing")
+                || series.starts_with("pptune_actions_total");
+            let Some(a) = v0.get(series) else { continue };
+            if !wanted {
+                continue;
+            }
+            let d = b - a;
+            input.push_str(&format!(
+                "      - series: '{}'\n        values: '{a}+{d}x10'\n",
+                relabel(series, instance)
+            ));
+            for (i, name) in [
+                "pptune_device_pool_recycle_ring_full_total{",
+                "pptune_device_pool_recycle_cached_pages_total{",
+                "pptune_device_pool_recycle_ring_pages_total{",
+                "pptune_device_pool_alloc_slow_refills_total{",
+                "pptune_device_pool_alloc_refill_refills_total{",
+                "pptune_actions_total{",
+            ]
+            .iter()
+            .enumerate()
+            {
+                if series.starts_with(name) {
+                    sums[i] += d;
+                }
+            }
+            if instance == "a:9864"
+                && series == "pptune_device_pool_recycle_ring_full_total{device=\"eth1\"}"
+            {
+                let per = |n: &str| {
+                    let k = format!("{n}{{device=\"eth1\"}}");
+                    v1[&k] - v0[&k]
+                };
+                let full = per("pptune_device_pool_recycle_ring_full_total");
+                device_a = Some(
+                    full / (per("pptune_device_pool_recycle_cached_pages_total")
+                        + per("pptune_device_pool_recycle_ring_pages_total")
+                        + full),
+                );
+            }
+        }
+    }
+    let device_a = device_a.expect("eth1 in the recorded scrape");
+    let miss = sums[0] / (sums[1] + sums[2] + sums[0]);
+    let slow = sums[3] / (sums[3] + sums[4]);
+    // 10 minutes of `applied` rising by one a minute: 10 in the hour.
+    let changes = sums[5] * 10.0;
+    assert!(miss > 0.0 && slow > 0.0 && changes == 10.0, "{sums:?}");
+    // promtool compares exactly; Prometheus sums in its own order, so the
+    // check is "within 1e-12 of the ratio of the recorded deltas".
+    let close = |expr: &str, want: f64, labels: &str| {
+        format!(
+            "      - expr: 'abs({expr} - {want:e}) < bool 1e-12'\n        eval_time: 10m\n        exp_samples:\n          - labels: '{labels}'\n            value: 1\n"
+        )
+    };
+    let job = "{job=\"pptune\"}";
+    let mut exprs = String::new();
+    exprs += &close(
+        "job_instance_device:pptune_recycle_miss:ratio_rate5m{instance=\"a:9864\",device=\"eth1\"}",
+        device_a,
+        "{job=\"pptune\",instance=\"a:9864\",device=\"eth1\"}",
+    );
+    exprs += &close("job:pptune_recycle_miss:ratio_rate5m", miss, job);
+    exprs += &close("job:pptune_slow_refill:ratio_rate5m", slow, job);
+    exprs += &close("job:pptune_changes:increase1h", changes, job);
+    exprs += &close("job:pptune_hosts_enforcing:count", 1.0, job);
+    exprs += &close("job:pptune_hosts_observing:count", 1.0, job);
+    let test = format!(
+        "rule_files:\n  - {rules}\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n{input}    promql_expr_test:\n{exprs}",
+        rules = root()
+            .join("packaging/prometheus/pptune-rules.yaml")
+            .display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("rules.test.yaml"), &test).unwrap();
+    run_promtool(
+        &["check", "rules", "pptune-rules.yaml"],
+        &root().join("packaging/prometheus"),
+    );
+    run_promtool(&["test", "rules", "rules.test.yaml"], dir.path());
+}
