@@ -15,7 +15,7 @@ use policy::snapshot::{Channels, Device, Rings, Snapshot};
 
 use crate::kernel::{Kernel, SetError};
 use crate::metrics::{ActionLabels, DevLabels, KnobLabels};
-use crate::run::{Daemon, Engine};
+use crate::run::{Daemon, Engine, unix_ms};
 use crate::state::{StateFile, StoredAction};
 use policy::evaluate::{Evaluation, Rates, Verdict};
 
@@ -62,13 +62,6 @@ pub async fn set_knob<K: Kernel>(
             .await
             .map(|c| channel_value(&c, f)),
     }
-}
-
-fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::SystemTime::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }
 
 /// Puts recorded originals back on the devices present (all, or those

@@ -33,6 +33,12 @@ pub trait Engine: Send {
     fn decide(&mut self, policy: &Policy, obs: &Observation<'_>) -> Plan;
     /// Forget accumulated windows (after a reload).
     fn reset(&mut self);
+    /// The memory to persist in the state file (`None`: nothing to keep).
+    fn saved_state(&self) -> Option<policy::engine::EngineState> {
+        None
+    }
+    /// Takes over the memory a previous run persisted.
+    fn restore_state(&mut self, _state: policy::engine::EngineState) {}
 }
 
 /// The policy crate's pure engine, with its state carried between ticks.
@@ -50,6 +56,14 @@ impl Engine for PolicyEngine {
 
     fn reset(&mut self) {
         self.state = policy::engine::EngineState::default();
+    }
+
+    fn saved_state(&self) -> Option<policy::engine::EngineState> {
+        Some(self.state.clone())
+    }
+
+    fn restore_state(&mut self, state: policy::engine::EngineState) {
+        self.state = state;
     }
 }
 
@@ -119,6 +133,10 @@ pub(crate) struct Daemon<K: Kernel, E: Engine> {
     pub origin: Instant,
     pub backoff_base: Duration,
     pub last_sample: Option<Duration>,
+}
+
+pub(crate) fn unix_ms() -> u64 {
+    u64::try_from(now_unix().as_millis()).unwrap_or(u64::MAX)
 }
 
 fn now_unix() -> Duration {
@@ -228,6 +246,7 @@ pub async fn run<K: Kernel, E: Engine>(
         last_sample: None,
         state,
     };
+    d.restore_engine();
     d.history = d.history_from_state();
     d.metrics.health.set_interval(d.policy.timing.interval);
     d.metrics.set_queue_series(d.policy.daemon.queue_series);
@@ -707,9 +726,38 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         tokio::task::yield_now().await;
     }
 
+    /// Picks up the engine's memory from the state record, and closes the
+    /// evaluations the previous run could not finish.
+    fn restore_engine(&mut self) {
+        let closed = self.state.close_pending();
+        if closed > 0 {
+            tracing::info!(
+                closed,
+                "changes still under evaluation when the last run stopped: recorded as inconclusive"
+            );
+        }
+        let Some(stored) = self.state.engine.take() else {
+            return;
+        };
+        match stored.restore(self.now(), unix_ms()) {
+            Ok(state) => {
+                tracing::info!(
+                    devices = state.devices.len(),
+                    "engine state restored: open windows, streaks and ring probes continue"
+                );
+                self.engine.restore_state(state);
+            }
+            Err(why) => tracing::info!("ignoring the stored engine state: {why}"),
+        }
+    }
+
     /// Writes the record; `false` (logged, counted) when it could not.
     pub(crate) fn save_state(&mut self) -> bool {
         self.state.prune();
+        self.state.engine = self
+            .engine
+            .saved_state()
+            .map(|s| crate::state::StoredEngine::new(s, self.now(), unix_ms()));
         if let Some(store) = &self.store
             && let Err(e) = store.save(&self.state)
         {

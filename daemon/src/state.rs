@@ -14,9 +14,10 @@ use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use policy::Knob;
-use policy::engine::Outcome;
+use policy::engine::{ENGINE_STATE_VERSION, EngineState, Outcome};
 use policy::snapshot::DeviceId;
 use serde::{Deserialize, Serialize};
 
@@ -89,12 +90,60 @@ pub enum StateError {
 }
 
 /// The whole record.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StateFile {
     pub schema_version: u32,
     pub boot_id: String,
     /// By `DeviceId::key()`.
     pub devices: BTreeMap<String, DeviceRecord>,
+    /// The engine's memory (windows, streaks, ring probe), so a restart
+    /// continues where the last run stopped. Absent in records of older
+    /// daemons (the engine then starts fresh).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<StoredEngine>,
+}
+
+/// The engine's memory as stored, with its own version and the clocks it
+/// was saved at (its instants are on the saving daemon's monotonic clock).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredEngine {
+    /// [`ENGINE_STATE_VERSION`] of the daemon that wrote it.
+    pub version: u32,
+    /// Wall-clock time of the save.
+    pub saved_unix_ms: u64,
+    /// The saving daemon's monotonic clock at the save.
+    pub clock_ms: u64,
+    /// Per device, by `DeviceId::key()`.
+    pub state: EngineState,
+}
+
+impl StoredEngine {
+    /// Stores `state`, saved now (`clock`: this daemon's monotonic time).
+    #[must_use]
+    pub fn new(state: EngineState, clock: Duration, unix_ms: u64) -> Self {
+        Self {
+            version: ENGINE_STATE_VERSION,
+            saved_unix_ms: unix_ms,
+            clock_ms: u64::try_from(clock.as_millis()).unwrap_or(u64::MAX),
+            state,
+        }
+    }
+
+    /// The state on this daemon's clock (`clock` now, `unix_ms` now), or why
+    /// it cannot be used.
+    pub fn restore(self, clock: Duration, unix_ms: u64) -> Result<EngineState, String> {
+        if self.version != ENGINE_STATE_VERSION {
+            return Err(format!(
+                "engine state version {} is not {ENGINE_STATE_VERSION}",
+                self.version
+            ));
+        }
+        let since_save = Duration::from_millis(unix_ms.saturating_sub(self.saved_unix_ms));
+        let old_now = Duration::from_millis(self.clock_ms).saturating_add(since_save);
+        let mut state = self.state;
+        state.rebase(old_now, clock);
+        Ok(state)
+    }
 }
 
 /// What pptune knows about one device it touched.
@@ -135,7 +184,22 @@ impl StateFile {
             schema_version: SCHEMA_VERSION,
             boot_id,
             devices: BTreeMap::new(),
+            engine: None,
         }
+    }
+
+    /// Closes evaluations a previous run left open: their windows died with
+    /// it, so they end `inconclusive` (no data), not pending forever.
+    /// Returns how many were closed.
+    pub fn close_pending(&mut self) -> usize {
+        let mut n = 0;
+        for a in self.devices.values_mut().flat_map(|r| r.actions.iter_mut()) {
+            if a.outcome == Outcome::Pending {
+                a.outcome = Outcome::Inconclusive;
+                n += 1;
+            }
+        }
+        n
     }
 
     /// The record of a device, created on first use.
@@ -457,6 +521,70 @@ mod tests {
             perm_addr: Some("0c:42:a1:00:00:01".into()),
             name_fallback: None,
         }
+    }
+
+    #[test]
+    fn engine_state_round_trips_and_an_unknown_version_is_dropped() {
+        use policy::engine::{DeviceState, RingProbe};
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::open(dir.path(), "boot-a".into()).unwrap();
+        let (mut s, _) = store.load().unwrap();
+        let mut engine = EngineState::default();
+        engine.devices.insert(
+            id().key(),
+            DeviceState {
+                grow_windows: 1,
+                calm_since: Some(Duration::from_secs(90)),
+                ring_probe: Some(RingProbe {
+                    ring: 1656,
+                    pool_before: 256,
+                    excess_before: 1800.25,
+                }),
+                ..DeviceState::default()
+            },
+        );
+        // Saved at 100 s of the old daemon's clock, at wall time 1e6 ms.
+        s.engine = Some(StoredEngine::new(
+            engine.clone(),
+            Duration::from_secs(100),
+            1_000_000,
+        ));
+        s.devices.insert(
+            id().key(),
+            DeviceRecord {
+                id: id(),
+                actions: vec![StoredAction {
+                    knob: Knob::Ring(RingField::Rx),
+                    from: 256,
+                    to: 1656,
+                    at_unix_ms: 990_000,
+                    reason: "recycle_miss_high".into(),
+                    outcome: Outcome::Pending,
+                }],
+                ..DeviceRecord::default()
+            },
+        );
+        store.save(&s).unwrap();
+        let (mut back, _) = store.load().unwrap();
+        assert_eq!(back, s);
+        // The evaluation died with the old run: inconclusive, not pending.
+        assert_eq!(back.close_pending(), 1);
+        // Restored 5 s later (wall) on a clock that reads 2 s: the calm
+        // that began 10 s before the save began 15 s ago, before this
+        // clock's origin.
+        let stored = back.engine.take().unwrap();
+        let restored = stored
+            .clone()
+            .restore(Duration::from_secs(2), 1_005_000)
+            .unwrap();
+        let d = restored.devices.get(&id().key()).cloned().unwrap();
+        assert_eq!(d.calm_since, Some(Duration::ZERO));
+        assert_eq!(d.ring_probe, engine.devices[&id().key()].ring_probe);
+        let newer = StoredEngine {
+            version: ENGINE_STATE_VERSION + 1,
+            ..stored
+        };
+        assert!(newer.restore(Duration::ZERO, 0).is_err());
     }
 
     #[test]

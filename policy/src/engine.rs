@@ -11,7 +11,7 @@ use crate::snapshot::{DeviceId, Snapshot};
 
 pub use crate::decide::{decide, device_bytes, findings_needed};
 pub use crate::gates::Backoff;
-pub use crate::state::{DeviceState, EngineState, RingProbe};
+pub use crate::state::{DeviceState, ENGINE_STATE_VERSION, EngineState, RingProbe};
 
 /// Wall-clock facts the daemon reads for the engine (change windows).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,8 +34,9 @@ pub enum Outcome {
     Ineffective,
     /// Made harm worse and was put back.
     Reverted,
-    /// A counter went backwards during the evaluation: no data to judge by
-    /// (neither effective nor ineffective; it does not block the next step).
+    /// No data to judge by: a counter went backwards during the evaluation,
+    /// or the daemon restarted before it closed (neither effective nor
+    /// ineffective; it does not block the next step).
     Inconclusive,
     /// The kernel refused (an answer, not a transient error).
     Refused { errno: i32, message: String },

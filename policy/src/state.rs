@@ -1,5 +1,8 @@
 //! What the engine remembers between evaluations. Plain data: the daemon
-//! persists it (JSON) so a restart keeps the open windows and streaks.
+//! persists it in its state file (JSON, with [`ENGINE_STATE_VERSION`]) so a
+//! restart keeps the open windows, the streaks and the ring probe — a
+//! growth chain interrupted by a restart continues with a calibrated step
+//! instead of jumping to the limit.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -7,6 +10,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::window::WindowAcc;
+
+/// Bumped on any incompatible change of [`EngineState`]: a persisted state
+/// of another version is dropped (the engine starts fresh), never misread.
+pub const ENGINE_STATE_VERSION: u32 = 1;
 
 /// The engine's memory, keyed by device identity ([`crate::snapshot::DeviceId::key`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -46,4 +53,51 @@ pub struct RingProbe {
     pub pool_before: u32,
     /// Excess pages per ring fill before the growth.
     pub excess_before: f64,
+}
+
+impl EngineState {
+    /// Moves every monotonic instant in the state from a clock that reads
+    /// `old_now` to one that reads `new_now` at the same moment (a restarted
+    /// daemon's clock starts again at zero). Instants older than the new
+    /// clock's origin become its origin.
+    pub fn rebase(&mut self, old_now: Duration, new_now: Duration) {
+        for d in self.devices.values_mut() {
+            if let Some(since) = &mut d.calm_since {
+                *since = new_now.saturating_sub(old_now.saturating_sub(*since));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rebase_keeps_ages_and_round_trips_through_json() {
+        let mut s = EngineState::default();
+        s.devices.insert(
+            "pci/0000:3b:00.0/-".into(),
+            DeviceState {
+                grow_windows: 1,
+                calm_since: Some(Duration::from_secs(100)),
+                ring_probe: Some(RingProbe {
+                    ring: 1024,
+                    pool_before: 256,
+                    excess_before: 1500.5,
+                }),
+                ..DeviceState::default()
+            },
+        );
+        let text = serde_json::to_string(&s).unwrap_or_default();
+        let back: EngineState = serde_json::from_str(&text).unwrap_or_default();
+        assert_eq!(back, s);
+        // Calm for 30 s when the old clock read 130 s; the new one reads 5 s.
+        s.rebase(Duration::from_secs(130), Duration::from_secs(5));
+        let d = s.devices.values().next().cloned().unwrap_or_default();
+        assert_eq!(d.calm_since, Some(Duration::ZERO));
+        s.rebase(Duration::from_secs(10), Duration::from_secs(50));
+        let d = s.devices.values().next().cloned().unwrap_or_default();
+        assert_eq!(d.calm_since, Some(Duration::from_secs(40)));
+    }
 }

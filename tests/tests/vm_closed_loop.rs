@@ -661,6 +661,79 @@ async fn sigterm_restores_and_kill9_keeps_originals_for_restore() {
     d.delete().unwrap();
 }
 
+/// Restart in the middle of a growth chain: the daemon is stopped between
+/// growth step 1 and step 2 and started again. The engine's memory (the
+/// ring probe step 1 was decided on) comes back from the state file, so
+/// step 2 is the burst calibrated against step 1 — not the ring limit,
+/// which is where a daemon that forgot the probe sends its last step
+/// (devmem bursty-2k without a restart: 256 → ~1650 → ~4400).
+#[tokio::test(flavor = "current_thread")]
+async fn restart_between_growth_steps_gives_a_calibrated_step() {
+    let Some(k) = gate("restart_between_growth_steps_gives_a_calibrated_step") else {
+        return;
+    };
+    let c = Client::connect().await.expect("client");
+    let d = device(1, &bursty());
+    assert_eq!(rx_ring(&c, &d).await, 256);
+    d.start().expect("start");
+    let dir = tmp();
+    let mut p = Pptune::start(dir.path(), "closed-loop-enforce.yaml", d.name(), 19878);
+    let step1 = wait_ring_change(&c, &d, &mut p, 256, Duration::from_secs(90)).await;
+    println!("step 1: 256 -> {step1}");
+    assert!(
+        step1 < 16384,
+        "step 1 is an estimate, not the limit:\n{}",
+        p.log()
+    );
+    // The action and the engine's probe are on disk once the change is.
+    let t0 = Instant::now();
+    let probe = loop {
+        let st = p.state();
+        let probe = st["engine"]["state"]["devices"]
+            .as_object()
+            .into_iter()
+            .flat_map(|m| m.values())
+            .find_map(|dv| dv["ring_probe"]["ring"].as_u64());
+        if probe == Some(u64::from(step1)) || t0.elapsed() > Duration::from_secs(10) {
+            break probe;
+        }
+        sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(
+        probe,
+        Some(u64::from(step1)),
+        "the state file carries step 1's ring probe: {}",
+        p.state()
+    );
+    assert_eq!(p.term().await, Some(0), "SIGTERM exits 0");
+    assert_eq!(rx_ring(&c, &d).await, step1, "on_stop keep leaves step 1");
+    let before_restart = p.log().len();
+    p.spawn();
+    p.ready().await;
+    let step2 = wait_ring_change(&c, &d, &mut p, step1, Duration::from_secs(120)).await;
+    let log = p.log();
+    let after = &log[before_restart..];
+    println!("step 2: {step1} -> {step2}");
+    assert!(
+        after.contains("engine state restored"),
+        "the restarted daemon picked up the engine state:\n{after}"
+    );
+    assert!(
+        after.contains("burst calibrated"),
+        "step 2 after the restart is calibrated:\n{after}"
+    );
+    assert!(
+        step2 > step1 && step2 < 16384,
+        "step 2 is the calibrated estimate, not the limit: {step1} -> {step2}\n{after}"
+    );
+    println!(
+        "MEASURE scenario=restart_mid_chain kernel={k} step1=256->{step1} restart step2={step1}->{step2}"
+    );
+    assert_eq!(p.term().await, Some(0));
+    d.stop().unwrap();
+    d.delete().unwrap();
+}
+
 /// Waits until the kernel's ring differs from `from`; returns the new value.
 async fn wait_ring_change(
     c: &Client,
