@@ -10,9 +10,37 @@ use policy::engine::Outcome;
 use crate::control::{
     ActionView, BackoffView, DaemonView, DecisionView, DeviceView, VIEW_SCHEMA_VERSION,
 };
-use crate::kernel::Kernel;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use policy::evaluate::Evaluation;
+use policy::gates::Backoff;
+use policy::plan::{Decision, Knob};
+use policy::snapshot::{Device, DeviceId};
+
 use crate::logging::action_text;
-use crate::run::{Daemon, Engine};
+use crate::rollout::HostId;
+use crate::state::StateFile;
+
+/// What the view is built from: the service loop lends its parts (the view
+/// knows nothing of the loop, so the loop's modules do not import it back).
+#[derive(Debug)]
+pub(crate) struct ViewInput<'a> {
+    /// The loop's monotonic time.
+    pub now: Duration,
+    pub devices: &'a BTreeMap<u32, Device>,
+    /// Last decision per device key, and how often it repeated.
+    pub last_decisions: &'a BTreeMap<String, (Decision, u64)>,
+    pub host_enforcing: bool,
+    pub rollout_fraction: Option<f64>,
+    pub host_id: &'a HostId,
+    pub policy_error: Option<&'a str>,
+    pub last_sample: Option<Duration>,
+    pub state: &'a StateFile,
+    pub backoff: &'a BTreeMap<String, Backoff>,
+    pub overrides: &'a BTreeMap<(String, Knob), DeviceId>,
+    pub evaluations: &'a [Evaluation],
+}
 
 fn outcome_text(o: &Outcome) -> String {
     match o {
@@ -28,8 +56,8 @@ fn outcome_text(o: &Outcome) -> String {
     }
 }
 
-pub(crate) fn build<K: Kernel, E: Engine>(d: &Daemon<K, E>) -> DaemonView {
-    let now = d.now();
+pub(crate) fn build(d: &ViewInput<'_>) -> DaemonView {
+    let now = d.now;
     let wall_ms = std::time::SystemTime::now()
         .duration_since(std::time::SystemTime::UNIX_EPOCH)
         .map(|t| u64::try_from(t.as_millis()).unwrap_or(0))
@@ -47,7 +75,7 @@ pub(crate) fn build<K: Kernel, E: Engine>(d: &Daemon<K, E>) -> DaemonView {
         let backoff = d
             .backoff
             .get(&key)
-            .filter(|b| b.until > now)
+            .filter(|b| b.active(now))
             .map(|b| BackoffView {
                 failures: b.failures,
                 retry_in_s: b.until.saturating_sub(now).as_secs(),
@@ -110,9 +138,9 @@ pub(crate) fn build<K: Kernel, E: Engine>(d: &Daemon<K, E>) -> DaemonView {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         uptime_s: now.as_secs(),
         host_enforcing: d.host_enforcing,
-        rollout_fraction: d.policy.rollout.as_ref().map(|r| r.fraction),
+        rollout_fraction: d.rollout_fraction,
         host_id_source: d.host_id.source.to_owned(),
-        policy_error: d.policy_error.clone(),
+        policy_error: d.policy_error.map(str::to_owned),
         last_sample_age_s: d.last_sample.map(|t| now.saturating_sub(t).as_secs()),
         devices,
     }

@@ -770,7 +770,20 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
 
     /// Rebuilds the control socket's view.
     pub(crate) fn update_view(&self) {
-        let view = crate::daemon_view::build(self);
+        let view = crate::daemon_view::build(&crate::daemon_view::ViewInput {
+            now: self.now(),
+            devices: &self.devices,
+            last_decisions: &self.last_decisions,
+            host_enforcing: self.host_enforcing,
+            rollout_fraction: self.policy.rollout.as_ref().map(|r| r.fraction),
+            host_id: &self.host_id,
+            policy_error: self.policy_error.as_deref(),
+            last_sample: self.last_sample,
+            state: &self.state,
+            backoff: &self.backoff,
+            overrides: &self.overrides,
+            evaluations: &self.evaluations,
+        });
         if let Ok(mut v) = self.view.lock() {
             *v = view;
         }
