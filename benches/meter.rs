@@ -53,6 +53,8 @@ impl<'a> Meter<'a> {
         }
     }
 
+    // Per-pass means of counts far below 2^52: the f64 is exact enough.
+    #[allow(clippy::cast_precision_loss)]
     pub fn stop(self, passes: u64) -> PerPass {
         let cpu = ns(ClockId::CLOCK_PROCESS_CPUTIME_ID) - self.cpu0;
         let wall = ns(ClockId::CLOCK_MONOTONIC) - self.wall0;

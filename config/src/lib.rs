@@ -30,6 +30,7 @@
 //!    in docs/policy.md), invalid entries left out;
 //! 4. the merged document is converted, and contradictions between keys
 //!    are reported at the value that has to change.
+#![forbid(unsafe_code)]
 
 use std::ffi::OsStr;
 use std::fmt;

@@ -110,6 +110,7 @@ struct Window {
 }
 
 /// Measure `secs` of the device as it is (ring must not change meanwhile).
+#[allow(clippy::cast_precision_loss)] // rates from counters far below 2^52
 async fn window(c: &Client, d: &PpsimDev, secs: u64) -> Window {
     let ifx = d.ifindex().unwrap();
     let ids = attached_pools(c, ifx).await.unwrap();
@@ -197,6 +198,7 @@ impl Drop for Daemon {
 }
 
 #[tokio::main(flavor = "current_thread")]
+#[allow(clippy::cast_precision_loss)] // means of goodput samples and seconds
 async fn main() {
     let pptune = arg("--pptune").expect("--pptune PATH");
     let policy = arg("--policy").expect("--policy FILE");

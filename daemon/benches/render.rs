@@ -177,6 +177,7 @@ fn bench(c: &mut Criterion) {
 
     // This host is shared and loaded: criterion's wall times include time
     // spent waiting for a CPU. Also report process CPU time per render.
+    #[allow(clippy::cast_precision_loss)] // seconds and nanoseconds of CPU time
     let cpu = || {
         nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID)
             .map_or(0.0, |t| t.tv_sec() as f64 * 1e3 + t.tv_nsec() as f64 / 1e6)

@@ -256,7 +256,6 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
     /// Applies one decision, if the gates still admit it (the plan asked
     /// them too; an earlier change in this tick may have used up what this
     /// one needed). `snap` is the sample the plan was made from.
-    #[allow(clippy::too_many_lines)]
     pub(crate) async fn actuate(&mut self, dec: &Decision, snap: &Snapshot) {
         let (knob, from, to) = match dec.action {
             policy::Action::Hold => return,

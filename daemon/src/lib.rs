@@ -13,6 +13,7 @@
 //! - [`notify`], [`logging`], [`rollout`]: systemd, logs, staged enforcement.
 //!
 //! The daemon contains no decision logic: that is the `policy` crate's.
+#![forbid(unsafe_code)]
 pub mod actuator;
 pub mod cli;
 pub mod commands;

@@ -364,7 +364,6 @@ impl Default for Metrics {
 
 impl Metrics {
     #[must_use]
-    #[allow(clippy::too_many_lines)]
     pub fn new() -> Self {
         // The per-queue families are not registered: `encode` writes them
         // (first, where their registration used to put them).

@@ -2,13 +2,11 @@
 //!
 //! Netlink sockets belong to the namespace of the thread that creates them,
 //! so a [`crate::Client`] built on a thread that entered a namespace talks
-//! to that namespace only. Entering one needs `setns(2)`, the second and
-//! last `unsafe` in this crate.
-#![allow(unsafe_code)]
+//! to that namespace only. Entering one needs `setns(2)`, through nix's safe
+//! wrapper.
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::process::Command;
 
 use crate::error::Error;
@@ -124,18 +122,12 @@ pub fn enter(name: &str) -> Result<(), Error> {
         return Err(wrap(io::Error::from_raw_os_error(libc::EINVAL)));
     }
     let f = File::open(format!("/var/run/netns/{name}")).map_err(wrap)?;
-    // SAFETY: setns(2) on a valid, open namespace fd; it only changes this
-    // thread's network namespace and touches no memory of ours.
-    let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-    if rc != 0 {
-        return Err(wrap(io::Error::last_os_error()));
-    }
-    Ok(())
+    nix::sched::setns(&f, nix::sched::CloneFlags::CLONE_NEWNET)
+        .map_err(|e| wrap(io::Error::from(e)))
 }
 
 /// Whether the process runs as root (tests skip otherwise).
 #[must_use]
 pub fn is_root() -> bool {
-    // SAFETY: geteuid(2) cannot fail and has no side effects.
-    unsafe { libc::geteuid() == 0 }
+    nix::unistd::geteuid().is_root()
 }

@@ -8,6 +8,7 @@
 //! - [`plan`]: its output.
 //!
 //! No I/O, no clock, no tokio, no logging: time arrives as a `Duration`.
+#![forbid(unsafe_code)]
 
 pub mod accounting;
 pub mod counters;

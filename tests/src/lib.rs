@@ -1,6 +1,7 @@
 //! Test harness: the `pptune` binary (`bin`), the fake kernel (`fake`), the
 //! VM runner (`vm`), the ppsim driver (`ppsim`) and a device's pools over
 //! netlink (`pools`).
+#![forbid(unsafe_code)]
 
 pub mod bin;
 pub mod fake;
