@@ -736,10 +736,10 @@ mod tests {
     use netlink::netns::TempNetns;
 
     fn veth_netns(tag: &str) -> Option<TempNetns> {
-        if !netlink::netns::is_root() {
-            eprintln!("SKIP {tag}: needs root to create a network namespace");
-            return None;
-        }
+        assert!(
+            netlink::netns::is_root(),
+            "{tag}: needs root to create a network namespace"
+        );
         let ns = TempNetns::create(tag).unwrap();
         ns.ip(&[
             "link",
@@ -917,6 +917,7 @@ mod tests {
 
     /// Live: the Kernel trait over a veth pair in a throwaway netns.
     #[test]
+    #[ignore = "needs root: creates a network namespace (run with --include-ignored as root)"]
     fn kernel_trait_on_veth() {
         let Some(ns) = veth_netns("kern") else { return };
         ns.run(|| async {

@@ -877,11 +877,12 @@ mod tests {
     /// Live: the whole path (netlink → Snapshot → text/JSON) in a throwaway
     /// netns with a veth pair. Root only.
     #[test]
+    #[ignore = "needs root: creates a network namespace (run with --include-ignored as root)"]
     fn live_status_in_netns() {
-        if !netlink::netns::is_root() {
-            eprintln!("SKIP live_status_in_netns: needs root (creates a network namespace)");
-            return;
-        }
+        assert!(
+            netlink::netns::is_root(),
+            "live_status_in_netns: needs root (creates a network namespace)"
+        );
         let ns = netlink::netns::TempNetns::create("status").unwrap();
         ns.ip(&[
             "link",

@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test file
 //! Live tests against this machine's kernel, each in a throwaway network
-//! namespace (never the host's interfaces). Root only: skipped with a
-//! message otherwise.
+//! namespace (never the host's interfaces). Root only: `#[ignore]`d for a
+//! plain `cargo test`; run with `--include-ignored` they fail without root.
 
 use std::time::Duration;
 
@@ -12,10 +12,10 @@ use netlink::socket::{NETLINK_ROUTE, NotifySocket, Received};
 use netlink::{Client, Event};
 
 fn netns_with_veth(tag: &str) -> Option<TempNetns> {
-    if !netlink::netns::is_root() {
-        eprintln!("SKIP {tag}: needs root to create a network namespace");
-        return None;
-    }
+    assert!(
+        netlink::netns::is_root(),
+        "{tag}: needs root to create a network namespace"
+    );
     let ns = TempNetns::create(tag).unwrap();
     ns.ip(&[
         "link",
@@ -52,6 +52,7 @@ async fn ifindex(c: &Client, name: &str) -> u32 {
 }
 
 #[test]
+#[ignore = "needs root: creates a network namespace (run with --include-ignored as root)"]
 fn channels_round_trip_and_notification() {
     let Some(ns) = netns_with_veth("chan") else {
         return;
@@ -106,6 +107,7 @@ fn channels_round_trip_and_notification() {
 }
 
 #[test]
+#[ignore = "needs root: creates a network namespace (run with --include-ignored as root)"]
 fn rings_on_veth_are_refused_as_not_supported() {
     let Some(ns) = netns_with_veth("rings") else {
         return;
@@ -134,6 +136,7 @@ fn rings_on_veth_are_refused_as_not_supported() {
 }
 
 #[test]
+#[ignore = "needs root: creates a network namespace (run with --include-ignored as root)"]
 fn extack_names_the_offending_attribute() {
     let Some(ns) = netns_with_veth("extack") else {
         return;
@@ -166,6 +169,7 @@ fn extack_names_the_offending_attribute() {
 /// Whatever this kernel has: an op the probe lists answers, an op it does
 /// not list is refused with EOPNOTSUPP.
 #[test]
+#[ignore = "needs root: creates a network namespace (run with --include-ignored as root)"]
 fn capability_probe_agrees_with_the_kernel() {
     let Some(ns) = netns_with_veth("caps") else {
         return;
@@ -239,6 +243,7 @@ fn capability_probe_agrees_with_the_kernel() {
 }
 
 #[test]
+#[ignore = "needs root: creates a network namespace (run with --include-ignored as root)"]
 fn link_events_and_overflow_is_reported_without_losing_dumps() {
     let Some(ns) = netns_with_veth("events") else {
         return;

@@ -68,19 +68,22 @@ pub fn out_dir() -> Option<PathBuf> {
     }
 }
 
-/// Gate for VM-only tests: returns the kernel version inside the VM; outside
-/// it prints the reason the test does not run and returns `None` (the test
-/// then passes trivially for that reason only).
+/// Gate for VM-only tests (built with the `vm` feature): the kernel
+/// version inside the VM. Outside it the test fails: it cannot run, so it
+/// must not pass (`tests/vm/test.sh` runs these suites inside the VM).
+///
+/// # Panics
+/// Outside the test VM (`PPTUNE_IN_VM != 1`).
 #[must_use]
+#[allow(clippy::panic)] // the test's own failure
 pub fn require_vm(test: &str) -> Option<String> {
-    if let Some(k) = kernel() {
-        return Some(k);
+    match kernel() {
+        Some(k) => Some(k),
+        None => panic!(
+            "{test}: not inside the pptune test VM (PPTUNE_IN_VM != 1); \
+             run tests/vm/test.sh to run it against real kernels"
+        ),
     }
-    println!(
-        "SKIP {test}: not inside the pptune test VM (PPTUNE_IN_VM != 1); \
-         run tests/vm/test.sh to run it against real kernels"
-    );
-    None
 }
 
 /// The repository root (this crate lives in `<root>/tests`).

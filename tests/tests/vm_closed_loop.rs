@@ -16,7 +16,7 @@
 //! The pptune binary: `PPTUNE_BIN`, else `pptune` next to this test binary's
 //! directory (`target/<profile>/pptune`, built by `cargo build -p pptune`).
 //! Each measurement prints one `MEASURE` line.
-
+#![cfg(feature = "vm")]
 // Helpers outside #[test] fns fail the test the same way.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 #![allow(clippy::cast_precision_loss)]

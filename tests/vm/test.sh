@@ -37,7 +37,7 @@ for k in "${KERNELS[@]}"; do
 done
 
 log "building the VM test binaries on the host"
-mapfile -t BINS < <(cargo test -p pptune-tests --test 'vm_*' --no-run --locked --message-format=json 2>/dev/null \
+mapfile -t BINS < <(cargo test -p pptune-tests --features vm --test 'vm_*' --no-run --locked --message-format=json 2>/dev/null \
     | python3 -c '
 import json, sys
 for line in sys.stdin:
@@ -48,11 +48,12 @@ for line in sys.stdin:
     if m.get("reason") != "compiler-artifact" or not m.get("executable"):
         continue
     t = m.get("target", {})
-    if "test" in t.get("kind", []) and t.get("name", "").startswith("vm_"):
+    # vm_runner boots VMs itself: a host test, not one for inside the VM.
+    if "test" in t.get("kind", []) and t.get("name", "").startswith("vm_") and t.get("name") != "vm_runner":
         print(m["executable"])
 ')
 if [ ${#BINS[@]} -eq 0 ]; then
-    cargo test -p pptune-tests --test 'vm_*' --no-run --locked >&2 || die "building the test binaries failed"
+    cargo test -p pptune-tests --features vm --test 'vm_*' --no-run --locked >&2 || die "building the test binaries failed"
     die "no tests/tests/vm_*.rs binaries were built"
 fi
 log "test binaries: ${BINS[*]}"
