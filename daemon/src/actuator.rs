@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use policy::engine::{ActionRecord, Observation, Outcome};
 use policy::gates::{self, Backoff};
-use policy::plan::{ChannelField, Decision, Knob, ReasonCode, RingField};
+use policy::knobs::{self, Block};
+use policy::plan::{Decision, Knob, ReasonCode};
 use policy::snapshot::{Channels, Device, Rings, Snapshot};
 
 use crate::kernel::{Kernel, SetError};
@@ -19,30 +20,10 @@ use crate::run::{Daemon, Engine, unix_ms};
 use crate::state::{StateFile, StoredAction};
 use policy::evaluate::{Evaluation, Rates, Verdict};
 
-#[must_use]
-pub fn ring_value(r: &Rings, f: RingField) -> Option<u32> {
-    match f {
-        RingField::Rx => r.rx,
-        RingField::RxMini => r.rx_mini,
-        RingField::RxJumbo => r.rx_jumbo,
-    }
-}
-
-#[must_use]
-pub fn channel_value(c: &Channels, f: ChannelField) -> Option<u32> {
-    match f {
-        ChannelField::Combined => c.combined,
-        ChannelField::Rx => c.rx,
-    }
-}
-
-/// A knob's current value on a sampled device.
+/// A knob's current value on a sampled device (`policy::knobs`).
 #[must_use]
 pub fn knob_value(d: &Device, knob: Knob) -> Option<u32> {
-    match knob {
-        Knob::Ring(f) => d.rings.available().and_then(|r| ring_value(r, f)),
-        Knob::Channels(f) => d.channels.available().and_then(|c| channel_value(c, f)),
-    }
+    knobs::value(d, knob)
 }
 
 /// Sets a knob and returns the value read back.
@@ -56,11 +37,11 @@ pub async fn set_knob<K: Kernel>(
         Knob::Ring(f) => kernel
             .set_ring(ifindex, f, value)
             .await
-            .map(|r| ring_value(&r, f)),
+            .map(|r| knobs::desc(knob).in_rings(&r)),
         Knob::Channels(f) => kernel
             .set_channels(ifindex, f, value)
             .await
-            .map(|c| channel_value(&c, f)),
+            .map(|c| knobs::desc(knob).in_channels(&c)),
     }
 }
 
@@ -154,14 +135,14 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
     }
 
     pub(crate) fn check_override_rings(&mut self, ifindex: u32, rings: &Rings) {
-        for f in [RingField::Rx, RingField::RxMini, RingField::RxJumbo] {
-            self.check_override(ifindex, Knob::Ring(f), ring_value(rings, f));
+        for k in knobs::KNOBS.iter().filter(|k| k.block == Block::Rings) {
+            self.check_override(ifindex, k.knob, k.in_rings(rings));
         }
     }
 
     pub(crate) fn check_override_channels(&mut self, ifindex: u32, ch: &Channels) {
-        for f in [ChannelField::Combined, ChannelField::Rx] {
-            self.check_override(ifindex, Knob::Channels(f), channel_value(ch, f));
+        for k in knobs::KNOBS.iter().filter(|k| k.block == Block::Channels) {
+            self.check_override(ifindex, k.knob, k.in_channels(ch));
         }
     }
 
@@ -179,10 +160,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         }
         // A knob the policy does not manage (rings or channels disabled) is
         // the operator's anyway: only managed fields count.
-        let managed = match knob {
-            Knob::Ring(_) => self.policy.rings.enabled,
-            Knob::Channels(_) => self.policy.channels.enabled,
-        };
+        let managed = (knobs::desc(knob).managed)(&self.policy);
         let reference = match self.expected.get(&(key.clone(), knob)) {
             Some(v) => *v,
             None if managed && self.is_enforced(&key) => match knob_value(&dev, knob) {

@@ -17,6 +17,7 @@ pub mod drivers;
 pub mod engine;
 pub mod evaluate;
 pub mod gates;
+pub mod knobs;
 pub mod plan;
 pub mod policy;
 pub mod select;

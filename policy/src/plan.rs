@@ -92,13 +92,7 @@ pub enum Knob {
 
 impl fmt::Display for Knob {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Ring(RingField::Rx) => f.write_str("ring.rx"),
-            Self::Ring(RingField::RxMini) => f.write_str("ring.rx-mini"),
-            Self::Ring(RingField::RxJumbo) => f.write_str("ring.rx-jumbo"),
-            Self::Channels(ChannelField::Combined) => f.write_str("channels.combined"),
-            Self::Channels(ChannelField::Rx) => f.write_str("channels.rx"),
-        }
+        f.write_str(crate::knobs::desc(*self).name)
     }
 }
 
