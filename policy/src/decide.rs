@@ -654,6 +654,14 @@ impl DeviceRun<'_> {
         if let Some((_, k)) = calibrated {
             ev.insert("undercount_factor".into(), k);
         }
+        // 1 = the engine remembers what the last growth step saw (the probe
+        // for the ring the device has now): the step can be calibrated, if
+        // that step shrank the excess.
+        let probe_known = ds.ring_probe.is_some_and(|p| steps >= 1 && p.ring == l.cur);
+        ev.insert(
+            "ring_probe_known".into(),
+            if probe_known { 1.0 } else { 0.0 },
+        );
         ev.insert("pool_factor".into(), self.info.factor());
         // 0 = the driver's ring-to-pool mapping is unknown (1x assumed).
         let known = !matches!(self.info.mapping, PoolMapping::Unknown) && self.info.mode_known;

@@ -595,11 +595,7 @@ pub fn mana_frag_count(mtu: u32) -> u32 {
 /// The current value of `field` in `rings`, and its maximum.
 #[must_use]
 pub fn ring_value(rings: &Rings, field: RingField) -> (Option<u32>, Option<u32>) {
-    match field {
-        RingField::Rx => (rings.rx, rings.rx_max),
-        RingField::RxMini => (rings.rx_mini, rings.rx_mini_max),
-        RingField::RxJumbo => (rings.rx_jumbo, rings.rx_jumbo_max),
-    }
+    crate::knobs::desc(crate::plan::Knob::Ring(field)).pair_in_rings(rings)
 }
 
 /// What a kernel refusal of a ring change teaches about the driver.

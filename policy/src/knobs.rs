@@ -57,6 +57,13 @@ impl KnobDesc {
         }
     }
 
+    /// The knob's (value, maximum) in a rings block (`None`s for a channel
+    /// knob).
+    #[must_use]
+    pub fn pair_in_rings(&self, r: &Rings) -> (Option<u32>, Option<u32>) {
+        self.rings.map_or((None, None), |f| f(r))
+    }
+
     /// The knob's value in a rings block (`None` for a channel knob).
     #[must_use]
     pub fn in_rings(&self, r: &Rings) -> Option<u32> {

@@ -1,13 +1,15 @@
 #!/bin/bash
 # Runs inside the VM (via run.sh): each given test binary in turn, serially
 # (the tests share the VM's devices), and a summary line per binary.
-# Exit status: 0 when all passed, 1 otherwise.
+# Exit status: 0 when all passed, 1 otherwise. PPTUNE_VM_FILTER (words)
+# narrows every binary to the tests whose names contain one of them.
 failed=()
 for bin in "$@"; do
     name="$(basename "$bin")"
     echo "=== [$PPTUNE_KERNEL] $name"
     t0=$(date +%s)
-    if "$bin" --test-threads=1 --show-output; then
+    # shellcheck disable=SC2086 # the filter is a list of words
+    if "$bin" --test-threads=1 --show-output ${PPTUNE_VM_FILTER:-}; then
         echo "=== [$PPTUNE_KERNEL] $name: ok ($(( $(date +%s) - t0 )) s)"
     else
         echo "=== [$PPTUNE_KERNEL] $name: FAILED ($(( $(date +%s) - t0 )) s)"
