@@ -9,7 +9,7 @@
 //! `PPTUNE_CRASH_KILLS` daemon kills (default 20: the CI form; the figure
 //! in RELIABILITY.md is from 200+). Prints one `MEASURE` line:
 //! kills / originals lost / corrupt state files / restores failed.
-
+#![cfg(feature = "vm")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
@@ -123,7 +123,10 @@ async fn sigkill_at_random_points_loses_no_original() {
         .unwrap_or_else(|| {
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
+                // The low 64 bits of the nanoseconds: a seed, not a time.
+                .map_or(1, |d| {
+                    u64::try_from(d.as_nanos() & u128::from(u64::MAX)).unwrap_or(1)
+                })
                 | 1
         });
     println!("crash points: {kills} kills, seed {seed} (PPTUNE_CRASH_SEED replays)");
