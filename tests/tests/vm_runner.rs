@@ -91,3 +91,70 @@ fn timeout_stops_the_vm_and_leaves_no_qemu() {
         "qemu outlived the runner: {leftovers:?}"
     );
 }
+
+#[test]
+fn a_checkout_under_tmp_and_a_target_dir_under_var_tmp_are_visible_in_the_vm() {
+    let Some(k) =
+        cached_kernel("a_checkout_under_tmp_and_a_target_dir_under_var_tmp_are_visible_in_the_vm")
+    else {
+        return;
+    };
+    // A "checkout" under /tmp (the runner scripts and a file), a target
+    // directory under /var/tmp: the guest mounts fresh tmpfs over both.
+    let checkout = tempfile::Builder::new()
+        .prefix("pptune-checkout.")
+        .tempdir_in("/tmp")
+        .expect("tempdir in /tmp");
+    let target = tempfile::Builder::new()
+        .prefix("pptune-target.")
+        .tempdir_in("/var/tmp")
+        .expect("tempdir in /var/tmp");
+    let vm_dir = checkout.path().join("tests/vm");
+    std::fs::create_dir_all(&vm_dir).unwrap();
+    let repo = pptune_tests::vm::repo_root();
+    for f in ["run.sh", "init.sh", "lib.sh", "kernel.sh"] {
+        std::fs::copy(repo.join("tests/vm").join(f), vm_dir.join(f)).unwrap();
+    }
+    std::fs::write(checkout.path().join("marker"), "from-the-checkout\n").unwrap();
+    std::fs::write(target.path().join("marker"), "from-the-target-dir\n").unwrap();
+    let out = std::process::Command::new(vm_dir.join("run.sh"))
+        .args(["--kernel", &k.to_string_lossy(), "--timeout", "120", "--"])
+        .args([
+            "sh",
+            "-c",
+            "cat marker \"$CARGO_TARGET_DIR/marker\"; echo \"cwd=$PWD\"",
+        ])
+        .current_dir(checkout.path())
+        .env("CARGO_TARGET_DIR", target.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(stdout.contains("from-the-checkout"), "{stdout}");
+    assert!(stdout.contains("from-the-target-dir"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("cwd={}", checkout.path().display())),
+        "{stdout}"
+    );
+
+    // A path the kernel command line cannot carry is refused before boot,
+    // saying which path and why.
+    let odd = checkout.path().join("with space");
+    std::fs::create_dir(&odd).unwrap();
+    let t0 = std::time::Instant::now();
+    let out = std::process::Command::new(vm_dir.join("run.sh"))
+        .args(["--kernel", &k.to_string_lossy(), "--", "true"])
+        .current_dir(&odd)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert!(
+        stderr.contains(&format!(
+            "{} is under a directory the VM replaces with tmpfs",
+            odd.display()
+        )),
+        "{stderr}"
+    );
+}

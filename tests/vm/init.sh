@@ -12,8 +12,10 @@ mkdir -p /dev/pts /dev/shm
 mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /dev/shm
 mount -t debugfs debugfs /sys/kernel/debug
-# Writable places programs expect. Nothing we need lives below them on the
-# host side (the init script and the job are elsewhere).
+# Writable places programs expect. What the job needs from below them on the
+# host (a checkout under /tmp or /var/tmp) run.sh shares explicitly as
+# pptune_share<N>=PATH, mounted back at the same path below. This script
+# itself may live there: bash keeps reading it through its open descriptor.
 mount -t tmpfs -o mode=1777 tmpfs /tmp
 mount -t tmpfs -o mode=755 tmpfs /run
 mount -t tmpfs -o mode=755 tmpfs /var/tmp 2>/dev/null
@@ -23,9 +25,11 @@ mount -t tmpfs -o mode=755 tmpfs /var/tmp 2>/dev/null
 stty -onlcr -echo </dev/console 2>/dev/null
 
 out=""
+shares=()
 for arg in $(cat /proc/cmdline); do
     case "$arg" in
         pptune_out=*) out="${arg#pptune_out=}" ;;
+        pptune_share[0-9]*=*) shares+=("$arg") ;;
     esac
 done
 
@@ -42,6 +46,14 @@ if [ -z "$out" ]; then
     echo "pptune-vm: no pptune_out= on the kernel command line" >/dev/console
     finish 125
 fi
+for s in "${shares[@]}"; do
+    tag="${s%%=*}" path="${s#*=}"
+    mkdir -p "$path"
+    if ! mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=loose,ro "$tag" "$path"; then
+        echo "pptune-vm: cannot mount the host's $path (share $tag)" >/dev/console
+        finish 125
+    fi
+done
 mkdir -p "$out"
 if ! mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 pptune_out "$out"; then
     echo "pptune-vm: cannot mount the scratch share at $out" >/dev/console

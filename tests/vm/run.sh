@@ -13,8 +13,13 @@
 # --out directory (default: a temporary directory removed afterwards) and is
 # mounted at the same absolute path inside the VM.
 #
-# Inside the VM /tmp, /run and /var/tmp are fresh tmpfs: host files under them
-# are not visible there (use --out to hand files in or out).
+# Inside the VM /tmp, /run and /var/tmp are fresh tmpfs, so host files under
+# them are hidden by default. A checkout there (a first try under /tmp, a CI
+# runner's /var/tmp) still works: the working directory, the repository,
+# $CARGO_TARGET_DIR and the kernel directory, when under one of those, are
+# shared with the guest read-only (like the root filesystem) and mounted at
+# the same path over the tmpfs. Other host files under them stay hidden (use
+# --out to hand files in or out).
 #
 # Output streams to stdout as the command writes it. Exit status: the
 # command's, or 124 on timeout, 125 if the VM ended without reporting one
@@ -43,7 +48,7 @@ while [ $# -gt 0 ]; do
         --smp) SMP="$2"; shift 2 ;;
         --out) OUTDIR="$2"; shift 2 ;;
         --) shift; break ;;
-        -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown option '$1' (see --help)" ;;
     esac
 done
@@ -69,6 +74,39 @@ OUTDIR="$(cd "$OUTDIR" && pwd)"
 # The path travels on the kernel command line; keep it simple.
 [[ "$OUTDIR" =~ ^[A-Za-z0-9_./+-]+$ ]] || die "--out path must not contain spaces or special characters: $OUTDIR"
 rm -f "$OUTDIR/.pptune-exit-status" "$OUTDIR/.pptune-job.sh"
+
+# Directories the guest's fresh tmpfs would hide but the job needs: shared
+# explicitly as pptune_share<N>, mounted by init.sh at the same path. A path
+# inside another shared one needs no share of its own.
+SHARES=()
+for p in "$PWD" "$PPTUNE_REPO" "${CARGO_TARGET_DIR:-}" "$KDIR"; do
+    [ -n "$p" ] && [ -d "$p" ] || continue
+    p="$(cd "$p" && pwd -P)"
+    case "$p/" in
+        /tmp/*|/var/tmp/*|/run/*) ;;
+        *) continue ;;
+    esac
+    case "$p" in
+        /tmp|/var/tmp|/run) die "cannot share $p itself with the VM (the guest needs its own); use a directory below it" ;;
+    esac
+    [[ "$p" =~ ^[A-Za-z0-9_./+-]+$ ]] \
+        || die "$p is under a directory the VM replaces with tmpfs, so it must be shared with the guest, and its path travels on the kernel command line: it must not contain spaces or special characters (move the checkout, or set CARGO_TARGET_DIR elsewhere)"
+    covered=0
+    for i in "${!SHARES[@]}"; do
+        s="${SHARES[$i]}"
+        case "$p/" in "$s"/*) covered=1 ;; esac
+        # A wider path replaces a narrower one already listed.
+        case "$s/" in "$p"/*) SHARES[$i]="$p"; covered=1 ;; esac
+    done
+    [ "$covered" = 1 ] || SHARES+=("$p")
+done
+SHARE_ARGS=()
+SHARE_CMDLINE=""
+for i in "${!SHARES[@]}"; do
+    SHARE_ARGS+=(-fsdev "local,id=share$i,path=${SHARES[$i]},security_model=none,readonly=on,multidevs=remap"
+                 -device "virtio-9p-pci,fsdev=share$i,mount_tag=pptune_share$i")
+    SHARE_CMDLINE="$SHARE_CMDLINE pptune_share$i=${SHARES[$i]}"
+done
 
 # The job: same cwd, chosen environment, the command with exact quoting.
 {
@@ -135,7 +173,8 @@ setsid setpriv --pdeathsig KILL \
     -device virtio-9p-pci,fsdev=root,mount_tag=root \
     -fsdev "local,id=out,path=$OUTDIR,security_model=none,multidevs=remap" \
     -device virtio-9p-pci,fsdev=out,mount_tag=pptune_out \
-    -append "console=ttyS0 root=root rootfstype=9p rootflags=$ROOTFLAGS ro init=$PPTUNE_VM_DIR/init.sh quiet loglevel=4 panic=-1 tsc=reliable $TSC_ARGS pptune_out=$OUTDIR" \
+    "${SHARE_ARGS[@]}" \
+    -append "console=ttyS0 root=root rootfstype=9p rootflags=$ROOTFLAGS ro init=$PPTUNE_VM_DIR/init.sh quiet loglevel=4 panic=-1 tsc=reliable $TSC_ARGS pptune_out=$OUTDIR$SHARE_CMDLINE" \
     </dev/null &
 QPID=$!
 
