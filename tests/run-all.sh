@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 log() { printf '\n==> %s\n' "$*" >&2; }
 
 need_pkgs=(qemu-system-x86 flex bison bc libelf-dev cpio kmod build-essential
-           ethtool python3-yaml iproute2 prometheus systemd)
+           ethtool python3-yaml iproute2 prometheus systemd lintian man-db)
 missing=()
 for p in "${need_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

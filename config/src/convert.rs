@@ -10,8 +10,8 @@ use policy::drivers::{DEFAULT_PAGE_BYTES, POOL_CACHE_PAGES, POOL_RING_CLAMP};
 use policy::policy as p;
 
 use crate::raw::{
-    ByteSize, DurationText, RawClass, RawMode, RawOnStop, RawPolicy, RawQueueSeries, RawRounding,
-    Weekday,
+    ByteSize, DurationText, RawClass, RawCoexist, RawMode, RawOnStop, RawPolicy, RawQueueSeries,
+    RawRounding, Weekday,
 };
 use crate::schema::Issue;
 use crate::tree::{Loc, Node, Value};
@@ -377,6 +377,10 @@ pub(crate) fn convert(raw: &RawPolicy, tree: &Node) -> Result<p::Policy, Vec<Iss
         on_stop: match raw.on_stop {
             RawOnStop::Keep => p::OnStop::Keep,
             RawOnStop::Restore => p::OnStop::Restore,
+        },
+        coexist: match raw.coexist {
+            RawCoexist::Defer => p::Coexist::Defer,
+            RawCoexist::Warn => p::Coexist::Warn,
         },
         rollout,
         daemon: p::DaemonSettings {

@@ -31,6 +31,9 @@ pub struct RawPolicy {
     pub disruption: RawDisruption,
     /// What to do with tuned devices when the daemon stops: `keep` or `restore`.
     pub on_stop: RawOnStop,
+    /// A knob another configuration sets (systemd `.link`, NetworkManager,
+    /// TuneD): `defer` leaves it to that owner, `warn` manages it anyway.
+    pub coexist: RawCoexist,
     /// Staged enforcement across a fleet; `null` = every host as `mode` says.
     pub rollout: Option<RawRollout>,
     pub daemon: RawDaemon,
@@ -50,6 +53,14 @@ pub enum RawOnStop {
     #[default]
     Keep,
     Restore,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RawCoexist {
+    #[default]
+    Defer,
+    Warn,
 }
 
 /// Which interfaces a rule applies to.

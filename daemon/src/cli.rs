@@ -32,7 +32,7 @@ pub const VERSION: &str = concat!(
 )]
 pub struct Cli {
     /// Policy file or directory, for the commands that read the policy
-    /// (run, plan, check, verify, export).
+    /// (run, plan, check).
     #[arg(long, value_name = "PATH")]
     pub config: Option<PathBuf>,
     #[command(subcommand)]
@@ -106,6 +106,17 @@ pub enum Command {
         #[arg(value_name = "FILE", conflicts_with = "config")]
         file: Option<PathBuf>,
     },
+    /// Check that the live rings/channels still hold the values pptune set:
+    /// exit 0 when they do (or pptune set nothing it still owns), 2 when one
+    /// differs, listing it. For configuration management and compliance.
+    Verify {
+        /// Only this interface (repeatable).
+        #[arg(long = "interface", short = 'i', value_name = "NAME")]
+        interfaces: Vec<String>,
+        /// JSON for scripts.
+        #[arg(long)]
+        json: bool,
+    },
     /// Put back the original rings/channels pptune recorded, and clear the
     /// record.
     Restore {
@@ -126,7 +137,7 @@ impl Cli {
         let own = match &self.command {
             Command::Run { config, .. } | Command::Plan { config, .. } => config.config.as_deref(),
             Command::Check { config, file } => config.config.as_deref().or(file.as_deref()),
-            Command::Status { .. } | Command::Restore { .. } => {
+            Command::Status { .. } | Command::Verify { .. } | Command::Restore { .. } => {
                 return match &self.config {
                     Some(_) => Err(format!(
                         "`pptune {}` does not read the policy, so --config is refused (it would be ignored)",
@@ -155,6 +166,7 @@ impl Command {
             Self::Status { .. } => "status",
             Self::Plan { .. } => "plan",
             Self::Check { .. } => "check",
+            Self::Verify { .. } => "verify",
             Self::Restore { .. } => "restore",
         }
     }

@@ -129,6 +129,7 @@ pub async fn run(path: Option<&Path>, listen: Option<SocketAddr>) -> anyhow::Res
         metrics,
         reload: reload_rx,
         backoff_base: policy::gates::BACKOFF_BASE,
+        coexist: crate::coexist::Roots::from_env(),
     };
     let source = Box::new(ConfigSource(path.map(Path::to_owned)));
     let result = crate::run::run(
@@ -321,21 +322,62 @@ pub async fn plan(
     Ok(done)
 }
 
-/// Names given to `restore -i` that are neither a kernel interface nor in
+/// `pptune verify`: 0 when every knob pptune set holds its value, 2 when
+/// one differs.
+pub async fn verify(interfaces: &[String], json: bool) -> anyhow::Result<ExitCode> {
+    let kernel = NetlinkKernel::connect().await?;
+    let devices = kernel.sample(&SampleScope::default()).await?.devices;
+    let rec = read_record();
+    let names: Vec<String> = devices.iter().map(|d| d.name.clone()).collect();
+    require_known(interfaces, &names, rec.as_ref())?;
+    let checks = crate::verify::verify(rec.as_ref(), &devices, interfaces);
+    let holds = checks.iter().all(crate::verify::Check::holds);
+    if json {
+        let v = serde_json::json!({
+            "schema_version": 1,
+            "holds": holds,
+            "knobs": checks.iter().map(|c| serde_json::json!({
+                "device": c.device,
+                "knob": c.knob.to_string(),
+                "expected": c.expected,
+                "live": c.live,
+                "holds": c.holds(),
+            })).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print!("{}", crate::verify::render(&checks));
+    }
+    Ok(if holds {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
+}
+
+/// Refuses names given to `-i` that are neither a kernel interface nor in
 /// pptune's record.
-fn unknown_interfaces(
+fn require_known(
     requested: &[String],
     kernel: &[String],
     record: Option<&StateFile>,
-) -> Vec<String> {
-    requested
+) -> anyhow::Result<()> {
+    let unknown: Vec<&str> = requested
         .iter()
         .filter(|n| {
             !kernel.contains(n)
                 && !record.is_some_and(|r| r.devices.values().any(|d| d.last_name == **n))
         })
-        .cloned()
-        .collect()
+        .map(String::as_str)
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "no interface named {}: not in the kernel and not in pptune's record {}",
+        unknown.join(", "),
+        state::runtime_dir().join("state.json").display()
+    )
 }
 
 /// `pptune restore`: with the daemon stopped, restore from the record under
@@ -351,14 +393,7 @@ pub async fn restore(interfaces: Vec<String>) -> anyhow::Result<ExitCode> {
             .into_iter()
             .map(|d| d.name)
             .collect();
-        let unknown = unknown_interfaces(&interfaces, &names, read_record().as_ref());
-        if !unknown.is_empty() {
-            anyhow::bail!(
-                "no interface named {}: not in the kernel and not in pptune's record {}",
-                unknown.join(", "),
-                dir.join("state.json").display()
-            );
-        }
+        require_known(&interfaces, &names, read_record().as_ref())?;
     }
     let (lines, ok) = match StateStore::open(&dir, state::read_boot_id()?) {
         Err(StateError::Locked { .. }) => {

@@ -11,11 +11,15 @@
 //!   `/readyz`; [`process_metrics`] the `process_*` families.
 //! - [`control`] + [`daemon_view`]: the control socket and its rendering.
 //! - [`notify`], [`logging`], [`rollout`]: systemd, logs, staged enforcement.
+//! - [`verify`]: do the live values still hold what pptune set?
+//! - [`coexist`]: other owners of the same knobs (systemd `.link`,
+//!   NetworkManager, TuneD).
 //!
 //! The daemon contains no decision logic: that is the `policy` crate's.
 #![forbid(unsafe_code)]
 pub mod actuator;
 pub mod cli;
+pub mod coexist;
 pub mod commands;
 pub mod control;
 pub mod daemon_view;
@@ -31,3 +35,4 @@ pub mod rollout;
 pub mod run;
 pub mod state;
 pub mod status;
+pub mod verify;

@@ -89,6 +89,9 @@ pub struct Options {
     pub reload: mpsc::UnboundedReceiver<()>,
     /// First backoff after a failure; doubles per failure up to an hour.
     pub backoff_base: Duration,
+    /// Where other owners of the knobs (systemd `.link`, NetworkManager,
+    /// TuneD) keep their files.
+    pub coexist: crate::coexist::Roots,
 }
 
 /// Why the loop stopped with an error.
@@ -133,6 +136,7 @@ pub(crate) struct Daemon<K: Kernel, E: Engine> {
     pub origin: Instant,
     pub backoff_base: Duration,
     pub last_sample: Option<Duration>,
+    pub coexist: crate::coexist::Tracker,
 }
 
 pub(crate) fn unix_ms() -> u64 {
@@ -192,6 +196,7 @@ pub async fn run<K: Kernel, E: Engine>(
         metrics,
         mut reload,
         backoff_base,
+        coexist,
     } = opts;
     let state = match &store {
         // An unparsable record is moved aside (logged there); a newer
@@ -244,6 +249,7 @@ pub async fn run<K: Kernel, E: Engine>(
         origin: Instant::now(),
         backoff_base,
         last_sample: None,
+        coexist: crate::coexist::Tracker::new(coexist),
         state,
     };
     d.restore_engine();
@@ -466,6 +472,9 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 .prev
                 .as_ref()
                 .map_or(Duration::ZERO, |(_, at)| now.saturating_sub(*at));
+            // Operator overrides and, under `coexist: defer`, the knobs
+            // another configuration owns.
+            self.coexist.deferred(self.policy.coexist, &snap.devices);
             let overrides = self.override_list();
             let originals = self.originals();
             self.prune_history(now);
@@ -559,11 +568,13 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         self.update_view();
     }
 
-    /// The knobs operators took over, as the engine and the gates read them.
+    /// The knobs operators took over, and those deferred to another
+    /// configuration that owns them, as the engine and the gates read them.
     pub(crate) fn override_list(&self) -> Vec<(DeviceId, Knob)> {
         self.overrides
             .iter()
             .map(|((_, k), id)| (id.clone(), *k))
+            .chain(self.coexist.current().iter().cloned())
             .collect()
     }
 

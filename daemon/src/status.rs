@@ -77,6 +77,16 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
         .cloned()
         .collect();
     let mut report = Report::build(&snap, boottime, missing);
+    let roots = crate::coexist::Roots::from_env();
+    for (i, d) in report.interfaces.iter_mut().zip(&snap.devices) {
+        i.owners = crate::coexist::owners(&roots, d)
+            .into_iter()
+            .map(|(k, owner)| OwnerView {
+                knob: k.to_string(),
+                owner,
+            })
+            .collect();
+    }
     if args.json {
         // The running daemon's view rides along in the JSON (`null` when no
         // daemon answers); text mode appends it after this report instead.
@@ -188,6 +198,17 @@ pub struct InterfaceView {
     pub unmapped_pools: Vec<PoolView>,
     /// Why a section is empty, in words.
     pub notes: Vec<String>,
+    /// Knobs another configuration sets (systemd `.link`, NetworkManager,
+    /// TuneD): `coexist` in the policy says whether pptune defers.
+    pub owners: Vec<OwnerView>,
+}
+
+/// One knob and the other configuration that sets it.
+#[derive(Debug, Clone, Serialize)]
+pub struct OwnerView {
+    pub knob: String,
+    #[serde(flatten)]
+    pub owner: crate::coexist::Owner,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -377,6 +398,7 @@ impl Report {
                         .map(|p| pool_view(p, boottime))
                         .collect(),
                     notes: device_notes(d, c),
+                    owners: Vec::new(),
                 }
             })
             .collect();
@@ -488,6 +510,13 @@ fn render_interface(o: &mut String, i: &InterfaceView) {
         (None, Some(why)) => writeln!(o, "  channels: unavailable — {why}"),
         _ => Ok(()),
     };
+    for w in &i.owners {
+        let v = w
+            .owner
+            .value
+            .map_or_else(|| "max".to_owned(), |v| v.to_string());
+        let _ = writeln!(o, "  owner:    {} = {v} set by {}", w.knob, w.owner);
+    }
     if let Some(l) = &i.link_stats {
         let _ = writeln!(
             o,

@@ -80,6 +80,7 @@ fn policy() -> Policy {
             allowed_while_up: vec![DisruptionClass::Brief, DisruptionClass::Restart],
         },
         on_stop: OnStop::Keep,
+        coexist: pptune_policy::Coexist::Defer,
         rollout: None,
         daemon: DaemonSettings {
             metrics_listen: None,

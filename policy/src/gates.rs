@@ -136,7 +136,7 @@ pub fn admit(
         return Err(Held::new(
             ReasonCode::OperatorOverride,
             format!(
-                "an operator changed {knob} by hand: pptune leaves it alone until the policy is reloaded"
+                "{knob} is owned by an operator's change by hand (until the policy is reloaded) or by another configuration (`pptune status` names it): pptune leaves it alone"
             ),
         ));
     }

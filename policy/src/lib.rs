@@ -35,5 +35,5 @@ pub use engine::{
 pub use plan::{
     Action, ChannelField, Decision, Knob, Plan, ReasonCode, RecommendationId, RingField,
 };
-pub use policy::{Mode, OnStop, Policy};
+pub use policy::{Coexist, Mode, OnStop, Policy};
 pub use snapshot::Snapshot;

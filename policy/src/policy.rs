@@ -29,6 +29,19 @@ pub enum OnStop {
     Restore,
 }
 
+/// What to do with a knob another configuration sets (a systemd `.link`
+/// file, a NetworkManager profile, TuneD's active profile), which would
+/// re-apply its value whenever the link is reconfigured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Coexist {
+    /// Leave the knob to its owner, like an operator override (the default).
+    #[default]
+    Defer,
+    /// Manage it anyway, and say in `status` and the log who else sets it.
+    Warn,
+}
+
 /// The whole validated policy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Policy {
@@ -44,6 +57,8 @@ pub struct Policy {
     pub limits: ChangeLimits,
     pub disruption: Disruption,
     pub on_stop: OnStop,
+    /// Knobs another configuration owns: defer to it, or warn and manage.
+    pub coexist: Coexist,
     /// Staged enforcement across a fleet; `None` = every host as `mode` says.
     pub rollout: Option<Rollout>,
     pub daemon: DaemonSettings,
@@ -286,6 +301,7 @@ pub(crate) mod tests_support {
                 ],
             },
             on_stop: OnStop::Keep,
+            coexist: Coexist::Defer,
             rollout: None,
             daemon: DaemonSettings {
                 metrics_listen: None,

@@ -420,6 +420,7 @@ pub fn test_policy(mode: policy::Mode) -> policy::Policy {
             ],
         },
         on_stop: policy::OnStop::Keep,
+        coexist: policy::Coexist::Defer,
         rollout: None,
         daemon: DaemonSettings {
             metrics_listen: None,

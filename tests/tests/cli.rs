@@ -65,7 +65,7 @@ fn check_takes_the_file_as_an_argument_or_with_config() {
 #[test]
 fn config_is_refused_by_commands_that_do_not_read_the_policy() {
     let ex = example();
-    for cmd in ["status", "restore"] {
+    for cmd in ["status", "verify", "restore"] {
         let out = pptune(&["--config", &ex, cmd]);
         assert_eq!(out.status.code(), Some(2), "{cmd}: {out:?}");
         let err = text(&out.stderr);

@@ -46,6 +46,7 @@ async fn status_view_and_restore_through_the_running_daemon() {
         metrics: Arc::new(Metrics::new()),
         reload: rx,
         backoff_base: Duration::from_secs(30),
+        coexist: pptune::coexist::Roots::none(),
     };
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let daemon = tokio::spawn(run(

@@ -104,6 +104,7 @@ async fn an_abandoned_restore_is_not_carried_out_later_and_a_restore_is_logged()
         metrics: Arc::new(Metrics::new()),
         reload: rx,
         backoff_base: Duration::from_secs(30),
+        coexist: pptune::coexist::Roots::none(),
     };
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let daemon = tokio::spawn(run(

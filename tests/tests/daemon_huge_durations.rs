@@ -50,6 +50,7 @@ async fn durations_past_instant_range_do_not_panic_the_loop() {
         metrics: Arc::new(Metrics::new()),
         reload: rx,
         backoff_base: Duration::from_secs(30),
+        coexist: pptune::coexist::Roots::none(),
     };
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let daemon = tokio::spawn(run(

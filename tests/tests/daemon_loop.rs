@@ -55,6 +55,7 @@ fn options(store: Option<StateStore>, notifier: Notifier) -> (Options, Harness) 
             metrics: Arc::clone(&metrics),
             reload: rx,
             backoff_base: Duration::from_secs(30),
+            coexist: pptune::coexist::Roots::none(),
         },
         Harness {
             metrics,

@@ -191,6 +191,7 @@ fn options(metrics: Arc<Metrics>, reload: mpsc::UnboundedReceiver<()>) -> Option
         metrics,
         reload,
         backoff_base: Duration::from_secs(30),
+        coexist: pptune::coexist::Roots::none(),
     }
 }
 

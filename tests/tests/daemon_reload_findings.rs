@@ -45,6 +45,7 @@ async fn periodic_reloads_of_an_unchanged_policy_let_findings_mature() {
         metrics: Arc::new(Metrics::new()),
         reload: rx,
         backoff_base: Duration::from_secs(30),
+        coexist: pptune::coexist::Roots::none(),
     };
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let daemon = tokio::spawn(run(

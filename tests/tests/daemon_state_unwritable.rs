@@ -51,6 +51,7 @@ async fn no_change_without_the_original_on_disk() {
         metrics: Arc::clone(&metrics),
         reload: rx,
         backoff_base: Duration::from_secs(30),
+        coexist: pptune::coexist::Roots::none(),
     };
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let daemon = tokio::spawn(run(

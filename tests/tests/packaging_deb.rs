@@ -1,6 +1,6 @@
 //! The Debian package, built for real with cargo-deb (`packaging/deb/build.sh`)
-//! and inspected with dpkg-deb: its files, its conffile and maintainer
-//! scripts, every shipped policy accepted by the packaged `pptune check`, and
+//! and inspected with dpkg-deb and lintian (zero errors, zero warnings): its
+//! files, its conffile, its conventional maintainer scripts, every shipped policy accepted by the packaged `pptune check`, and
 //! the packaged daemon starting (READY=1 over a real NOTIFY_SOCKET) under the
 //! unit's credentials — root bounded to CAP_NET_ADMIN, no_new_privs — in a
 //! throwaway network namespace, after a root `pptune restore` has written
@@ -15,6 +15,8 @@ use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
+
+use pptune_tests::bin::require_root;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -50,13 +52,6 @@ fn have(tool: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
-    })
-}
-
 /// Builds the .deb into `out` and returns its path.
 fn build_deb(out: &Path) -> PathBuf {
     let started = std::time::SystemTime::now();
@@ -90,17 +85,21 @@ const EXPECTED_FILES: &[&str] = &[
     "./usr/share/doc/pptune/examples/observe-all.yaml",
     "./usr/share/doc/pptune/examples/enforce-rings.yaml",
     "./usr/share/doc/pptune/examples/channels.yaml",
-    "./usr/share/man/man1/pptune.1.gz",
-    "./usr/share/man/man1/pptune-run.1.gz",
-    "./usr/share/man/man1/pptune-check.1.gz",
+    "./usr/share/man/man8/pptune.8.gz",
+    "./usr/share/man/man8/pptune-run.8.gz",
+    "./usr/share/man/man8/pptune-check.8.gz",
+    "./usr/share/man/man5/pptune-policy.5.gz",
+    "./usr/share/doc/pptune/changelog.Debian.gz",
+    "./usr/share/doc/pptune/copyright",
     "./usr/share/bash-completion/completions/pptune",
     "./usr/share/zsh/vendor-completions/_pptune",
     "./usr/share/fish/vendor_completions.d/pptune.fish",
     "./usr/share/doc/pptune/install.md",
     "./usr/share/doc/pptune/drivers.md",
     "./usr/share/doc/pptune/troubleshooting.md",
-    "./usr/share/doc/pptune/grafana/pptune-dashboard.json",
-    "./usr/share/doc/pptune/prometheus/pptune-alerts.yaml",
+    "./usr/share/pptune/grafana/pptune-dashboard.json",
+    "./usr/share/pptune/prometheus/pptune-alerts.yaml",
+    "./usr/share/pptune/policy.schema.json",
     "./usr/share/doc/pptune/kubernetes/daemonset.yaml",
     "./usr/share/doc/pptune/kubernetes/configmap.yaml",
 ];
@@ -164,28 +163,30 @@ fn check_control(deb: &Path, tmp: &Path) {
         postrm.contains("rm -rf /run/pptune"),
         "purge must drop the state"
     );
-    let prerm = String::from_utf8(std::fs::read(control.join("prerm")).unwrap()).unwrap();
-    assert!(
-        prerm.contains("systemctl stop"),
-        "prerm must stop the daemon"
-    );
-    check_postinst_enables_only_when_asked(&control.join("postinst"), tmp);
+    check_scripts_are_conventional(&control, tmp);
 }
 
-/// Runs the shipped postinst with `systemctl` and `deb-systemd-helper`
-/// replaced by recorders on PATH: a plain install must enable nothing;
-/// `PPTUNE_ENABLE=1` must enable the unit (through whichever of the two the
-/// host's state selects). Only postinst is run: prerm/postrm act on fixed
-/// host paths (/run/pptune), which a test must not touch.
-fn check_postinst_enables_only_when_asked(postinst: &Path, tmp: &Path) {
+/// Runs the shipped maintainer scripts with `deb-systemd-helper`,
+/// `deb-systemd-invoke` and `systemctl` replaced by recorders on PATH, for
+/// the cases dpkg runs them in. Enabling goes through deb-systemd-helper
+/// (which remembers an administrator's disable: `was-enabled` false → no
+/// enable), starting and stopping through deb-systemd-invoke (which honours
+/// policy-rc.d), and systemctl is only ever asked to daemon-reload.
+/// prerm/postrm act on fixed host paths only on purge (/run/pptune), which
+/// is not run here.
+fn check_scripts_are_conventional(control: &Path, tmp: &Path) {
     let bin = tmp.join("fakebin");
     std::fs::create_dir_all(&bin).unwrap();
     let log = tmp.join("calls.log");
-    for tool in ["systemctl", "deb-systemd-helper"] {
+    for tool in ["systemctl", "deb-systemd-helper", "deb-systemd-invoke"] {
         let path = bin.join(tool);
+        // was-enabled answers as FAKE_WAS_ENABLED says (0 = enabled).
         std::fs::write(
             &path,
-            format!("#!/bin/sh\necho \"{tool} $*\" >> \"{}\"\n", log.display()),
+            format!(
+                "#!/bin/sh\necho \"{tool} $*\" >> \"{}\"\ncase \"$*\" in *was-enabled*) exit ${{FAKE_WAS_ENABLED:-0}};; esac\nexit 0\n",
+                log.display()
+            ),
         )
         .unwrap();
         run(Command::new("chmod").arg("755").arg(&path));
@@ -195,32 +196,99 @@ fn check_postinst_enables_only_when_asked(postinst: &Path, tmp: &Path) {
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let calls = |enable: Option<&str>| {
+    let systemd_running = Path::new("/run/systemd/system").is_dir();
+    let calls = |script: &str, args: &[&str], was_enabled: &str| {
         let _ = std::fs::remove_file(&log);
-        let mut cmd = Command::new("sh");
-        cmd.arg(postinst)
-            .arg("configure")
-            .arg("")
-            .env("PATH", &path);
-        cmd.env_remove("PPTUNE_ENABLE");
-        if let Some(v) = enable {
-            cmd.env("PPTUNE_ENABLE", v);
+        run(Command::new("sh")
+            .arg(control.join(script))
+            .args(args)
+            .env("PATH", &path)
+            .env("FAKE_WAS_ENABLED", was_enabled));
+        let got = std::fs::read_to_string(&log).unwrap_or_default();
+        for l in got.lines() {
+            assert!(
+                !l.starts_with("systemctl") || l.contains("daemon-reload"),
+                "{script} {args:?} calls systemctl directly: {l}"
+            );
         }
-        run(&mut cmd);
-        std::fs::read_to_string(&log).unwrap_or_default()
+        got
     };
-    let plain = calls(None);
+    // A fresh install enables the unit and (under systemd) starts it.
+    let fresh = calls("postinst", &["configure", ""], "0");
     assert!(
-        !plain.contains("enable"),
-        "plain install enabled the unit: {plain}"
+        fresh.contains("deb-systemd-helper enable pptune.service"),
+        "{fresh}"
     );
-    let asked = calls(Some("1"));
+    assert_eq!(
+        fresh.contains("deb-systemd-invoke start pptune.service"),
+        systemd_running,
+        "{fresh}"
+    );
+    // An administrator disabled it: an upgrade keeps it disabled.
+    let disabled = calls("postinst", &["configure", "0.0.9-1"], "1");
+    assert!(!disabled.contains("helper enable"), "{disabled}");
     assert!(
-        asked
-            .lines()
-            .any(|l| l.contains("enable") && l.contains("pptune.service")),
-        "PPTUNE_ENABLE=1 did not enable the unit: {asked:?}"
+        disabled.contains("deb-systemd-helper update-state pptune.service"),
+        "{disabled}"
     );
+    // An upgrade restarts a running daemon on the new binary.
+    let upgrade = calls("postinst", &["configure", "0.0.9-1"], "0");
+    assert_eq!(
+        upgrade.contains("deb-systemd-invoke restart pptune.service"),
+        systemd_running,
+        "{upgrade}"
+    );
+    // Removal stops it through deb-systemd-invoke; an upgrade does not.
+    let remove = calls("prerm", &["remove"], "0");
+    assert_eq!(
+        remove.contains("deb-systemd-invoke stop pptune.service"),
+        systemd_running,
+        "{remove}"
+    );
+    let up = calls("prerm", &["upgrade", "0.1.1-1"], "0");
+    assert!(!up.contains("stop"), "{up}");
+    let removed = calls("postrm", &["remove"], "0");
+    if Path::new("/usr/bin/deb-systemd-helper").exists() {
+        assert!(removed.contains("deb-systemd-helper mask"), "{removed}");
+    }
+}
+
+/// lintian on the built package: zero errors and zero warnings. An
+/// override needs a reason written next to it
+/// (`packaging/deb/lintian-overrides`).
+fn check_lintian(deb: &Path) {
+    assert!(
+        have("lintian"),
+        "lintian is needed (tests/run-all.sh installs it): apt-get install lintian"
+    );
+    let out = Command::new("lintian")
+        .args(["--tag-display-limit", "0", "--display-info"])
+        .arg(deb)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bad: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("E: ") || l.starts_with("W: "))
+        .collect();
+    assert!(bad.is_empty(), "lintian:\n{text}");
+    println!("lintian: no errors, no warnings\n{text}");
+    if let Ok(o) = std::fs::read_to_string(root().join("packaging/deb/lintian-overrides")) {
+        // Every override has a comment line (the reason) right above it.
+        let lines: Vec<&str> = o.lines().collect();
+        for (i, l) in lines.iter().enumerate() {
+            if !l.trim().is_empty() && !l.starts_with('#') {
+                assert!(
+                    i > 0 && lines[i - 1].starts_with('#'),
+                    "lintian override without a reason: {l}"
+                );
+            }
+        }
+    }
 }
 
 /// Runs the packaged `pptune check` on every shipped policy; returns the
@@ -286,10 +354,8 @@ impl Drop for Netns {
 /// `lo`: it must reach READY=1 over NOTIFY_SOCKET and exit 0 on SIGTERM,
 /// using a runtime directory a full-root `pptune restore` wrote first.
 fn run_packaged_daemon(x: &Path) {
-    assert!(
-        is_root() && have("ip") && have("setpriv"),
-        "packaged daemon start: needs root, ip and setpriv (creates a netns)"
-    );
+    require_root("a throwaway network namespace");
+    assert!(have("ip") && have("setpriv"), "ip and setpriv are needed");
     let ns = Netns::create();
     let bin = x.join("usr/bin/pptune");
     let rt = x.join("run-pptune");
@@ -370,7 +436,7 @@ fn run_packaged_daemon(x: &Path) {
 #[ignore = "needs dpkg-deb, root, ip and setpriv (builds the .deb, starts it in a netns); run with --include-ignored"]
 fn debian_package_builds_and_ships_what_it_should() {
     for tool in ["dpkg-deb", "cargo"] {
-        assert!(have(tool), "{tool} not installed");
+        assert!(have(tool), "{tool} is needed");
     }
     let tmp = target_dir().join(format!("packaging-deb-check-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
@@ -379,6 +445,7 @@ fn debian_package_builds_and_ships_what_it_should() {
 
     check_listing(&deb);
     check_control(&deb, &tmp);
+    check_lintian(&deb);
 
     let x = tmp.join("x");
     run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&x));

@@ -141,7 +141,7 @@ fn a_checkout_under_tmp_and_a_target_dir_under_var_tmp_are_visible_in_the_vm() {
     // saying which path and why.
     let odd = checkout.path().join("with space");
     std::fs::create_dir(&odd).unwrap();
-    let t0 = std::time::Instant::now();
+    let t0 = tokio::time::Instant::now();
     let out = std::process::Command::new(vm_dir.join("run.sh"))
         .args(["--kernel", &k.to_string_lossy(), "--", "true"])
         .current_dir(&odd)

@@ -34,6 +34,9 @@ _pptune() {
             pptune,status)
                 cmd="pptune__subcmd__status"
                 ;;
+            pptune,verify)
+                cmd="pptune__subcmd__verify"
+                ;;
             pptune__subcmd__help,check)
                 cmd="pptune__subcmd__help__subcmd__check"
                 ;;
@@ -52,6 +55,9 @@ _pptune() {
             pptune__subcmd__help,status)
                 cmd="pptune__subcmd__help__subcmd__status"
                 ;;
+            pptune__subcmd__help,verify)
+                cmd="pptune__subcmd__help__subcmd__verify"
+                ;;
             *)
                 ;;
         esac
@@ -59,7 +65,7 @@ _pptune() {
 
     case "${cmd}" in
         pptune)
-            opts="-h -V --config --help --version run status plan check restore help"
+            opts="-h -V --config --help --version run status plan check verify restore help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -95,7 +101,7 @@ _pptune() {
             return 0
             ;;
         pptune__subcmd__help)
-            opts="run status plan check restore help"
+            opts="run status plan check verify restore help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -192,6 +198,20 @@ _pptune() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        pptune__subcmd__help__subcmd__verify)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         pptune__subcmd__plan)
             opts="-h --config --json --detailed-exitcode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -259,6 +279,28 @@ _pptune() {
             return 0
             ;;
         pptune__subcmd__status)
+            opts="-i -h --interface --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --interface)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -i)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        pptune__subcmd__verify)
             opts="-i -h --interface --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

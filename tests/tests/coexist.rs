@@ -1,0 +1,163 @@
+//! Other owners of the knobs (systemd `.link`, NetworkManager, TuneD), read
+//! from a temporary root:
+//! - the loop on the fake kernel: under `coexist: defer` a ring a `.link`
+//!   file sets is left alone like an operator override; under `warn` it is
+//!   managed;
+//! - the real binary in a network namespace: `pptune status` names the
+//!   `.link` file and the NetworkManager profile that set ppt0's knobs, and
+//!   `pptune run` logs that it defers and leaves the channels as they are.
+
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use policy::{Coexist, Mode, Policy};
+use pptune::metrics::Metrics;
+use pptune::notify::Notifier;
+use pptune::rollout::HostId;
+use pptune::run::{Options, PolicyEngine, PolicySource, run};
+use pptune_tests::bin::{pptune_bin, require_root};
+use pptune_tests::fake::{self, FakeKernel};
+use tokio::sync::mpsc;
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+struct Fixed(Policy);
+
+impl PolicySource for Fixed {
+    fn load(&self) -> Result<Policy, String> {
+        Ok(self.0.clone())
+    }
+}
+
+/// The fake's bursty eth0 under enforce for a minute of paused time, with
+/// a `.link` file that sets its RX ring; returns (sets made, metrics text).
+async fn run_with_link_file(coexist: Coexist) -> (Vec<(String, u32)>, String) {
+    let root = tempfile::tempdir().unwrap();
+    write(
+        root.path(),
+        "etc/systemd/network/10-storage.link",
+        "[Match]\nPermanentMACAddress=0c:42:a1:00:00:01\n[Link]\nRxBufferSize=256\n",
+    );
+    let k = Arc::new(FakeKernel::bursty());
+    let mut p = fake::test_policy(Mode::Enforce);
+    p.coexist = coexist;
+    let metrics = Arc::new(Metrics::new());
+    let (_tx, rx) = mpsc::unbounded_channel();
+    let opts = Options {
+        notifier: Notifier::off(),
+        store: None,
+        host_id: HostId {
+            source: "test",
+            value: "h".into(),
+        },
+        control_socket: None,
+        metrics: Arc::clone(&metrics),
+        reload: rx,
+        backoff_base: Duration::from_secs(30),
+        coexist: pptune::coexist::Roots::at(root.path()),
+    };
+    run(
+        Arc::clone(&k),
+        PolicyEngine::default(),
+        Box::new(Fixed(p.clone())),
+        p,
+        opts,
+        tokio::time::sleep(Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
+    (k.sets(), metrics.encode().unwrap())
+}
+
+#[tokio::test(start_paused = true)]
+async fn defer_leaves_a_ring_a_link_file_sets_alone_and_warn_manages_it() {
+    let (sets, m) = run_with_link_file(Coexist::Defer).await;
+    assert!(sets.is_empty(), "deferred knob changed: {sets:?}");
+    assert!(
+        m.contains("reason=\"operator_override\""),
+        "no override reason exported:\n{m}"
+    );
+    let (sets, _) = run_with_link_file(Coexist::Warn).await;
+    assert!(!sets.is_empty(), "coexist: warn must still manage the ring");
+}
+
+#[test]
+fn status_names_the_owners_and_run_defers_in_a_netns() {
+    require_root("a throwaway network namespace");
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    write(
+        &root,
+        "usr/lib/systemd/network/40-ppt.link",
+        "[Match]\nOriginalName=ppt0\n[Link]\nRxChannels=2\n",
+    );
+    write(
+        &root,
+        "etc/NetworkManager/system-connections/ppt0.nmconnection",
+        "[connection]\nid=ppt0\ninterface-name=ppt0\n[ethtool]\nchannels-combined=1\n",
+    );
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "mode: enforce\nselectors:\n  - names: [\"ppt*\"]\n    require_pools: false\nchannels:\n  enabled: true\ntiming:\n  interval: 1s\n",
+    )
+    .unwrap();
+    let out = Command::new("unshare")
+        .args([
+            "-n",
+            "sh",
+            "-c",
+            "ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 && ethtool -L ppt0 rx 3 && \
+             \"$0\" status -i ppt0 && \"$0\" status --json -i ppt0 > \"$2/status.json\" && \
+             timeout --preserve-status -s TERM 4 \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0 --log-format json 2> \"$2/log\"; \
+             ethtool -l ppt0",
+        ])
+        .arg(pptune_bin())
+        .arg(&policy)
+        .arg(dir.path())
+        .env("PPTUNE_COEXIST_ROOT", &root)
+        .env("RUNTIME_DIRECTORY", dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let log = std::fs::read_to_string(dir.path().join("log")).unwrap_or_default();
+    assert!(out.status.success(), "{out:?}\n{log}");
+    assert!(
+        stdout.contains(
+            "owner:    channels.rx = 2 set by systemd-link (/usr/lib/systemd/network/40-ppt.link)"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "owner:    channels.combined = 1 set by networkmanager (/etc/NetworkManager/system-connections/ppt0.nmconnection)"
+        ),
+        "{stdout}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("status.json")).unwrap())
+            .unwrap();
+    let owners = &v["interfaces"][0]["owners"];
+    assert_eq!(owners[1]["knob"], "channels.rx", "{owners}");
+    assert_eq!(owners[1]["kind"], "systemd-link", "{owners}");
+    assert_eq!(owners[1]["value"], 2, "{owners}");
+    // run: says it defers, once per owned knob, and changes nothing.
+    assert!(
+        log.contains("channels.rx of ppt0 is set by systemd-link (/usr/lib/systemd/network/40-ppt.link): pptune leaves it to that owner (coexist: defer)"),
+        "{log}"
+    );
+    let tail = &stdout[stdout.rfind("Current hardware settings").unwrap()..];
+    assert!(
+        tail.contains("RX:\t\t3") || tail.contains("RX: 3"),
+        "{tail}"
+    );
+}

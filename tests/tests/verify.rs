@@ -1,0 +1,130 @@
+//! `pptune verify` on the real kernel in a throwaway network namespace:
+//! 0 after pptune's change, 2 after an operator's `ethtool` on the same
+//! knob (naming it), 0 after `pptune restore`. And `plan
+//! --detailed-exitcode` 0 when the plan holds everything.
+//!
+//! netdevsim is not available on the host kernel and veth has no page
+//! pools, so pptune's change is the record a daemon leaves (original 1,
+//! action 1 → 2) plus the `ethtool -L` it would have made; the values
+//! compared are the kernel's.
+
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use std::process::Command;
+
+use policy::engine::Outcome;
+use policy::{ChannelField, Knob};
+use pptune::state::{StateFile, StoredAction, read_boot_id};
+use pptune_tests::bin::{pptune_bin, require_root};
+
+#[test]
+fn verify_after_a_change_an_operator_override_and_a_restore() {
+    require_root("a throwaway network namespace");
+    let dir = tempfile::tempdir().unwrap();
+    let id = policy::snapshot::DeviceId {
+        name_fallback: Some("ppt0".into()),
+        ..Default::default()
+    };
+    let knob = Knob::Channels(ChannelField::Rx);
+    let mut rec = StateFile::new(read_boot_id().unwrap());
+    rec.record_original(&id, "ppt0", knob, 1);
+    rec.push_action(
+        &id,
+        "ppt0",
+        StoredAction {
+            knob,
+            from: 1,
+            to: 2,
+            at_unix_ms: 0,
+            reason: "channels_grow_healthy".into(),
+            outcome: Outcome::Effective,
+        },
+    );
+    std::fs::write(
+        dir.path().join("state.json"),
+        serde_json::to_string(&rec).unwrap(),
+    )
+    .unwrap();
+    let script = r#"
+        ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 || exit 99
+        ethtool -L ppt0 rx 2 || exit 99
+        echo "== change"; "$0" verify; echo "status=$?"
+        ethtool -L ppt0 rx 3 || exit 99
+        echo "== operator"; "$0" verify; echo "status=$?"
+        "$0" verify --json -i ppt0; echo "status=$?"
+        "$0" verify -i nosuch0; echo "status=$?"
+        echo "== restore"; "$0" restore || exit 98
+        "$0" verify; echo "status=$?"
+        ethtool -l ppt0
+    "#;
+    let out = Command::new("unshare")
+        .args(["-n", "sh", "-c", script])
+        .arg(pptune_bin())
+        .env("RUNTIME_DIRECTORY", dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{out:?}");
+    let part = |from: &str, to: &str| {
+        let a = stdout.find(from).unwrap();
+        let b = stdout.find(to).unwrap();
+        stdout[a..b].to_owned()
+    };
+    let change = part("== change", "== operator");
+    assert!(change.contains("all 1 knob(s) pptune set hold"), "{change}");
+    assert!(change.contains("status=0"), "{change}");
+    let operator = part("== operator", "== restore");
+    assert!(
+        operator.contains("ppt0: channels.rx differs: pptune set 2, live 3"),
+        "{operator}"
+    );
+    let statuses: Vec<&str> = operator
+        .lines()
+        .filter(|l| l.starts_with("status="))
+        .collect();
+    // Text, JSON, unknown name.
+    assert_eq!(statuses, ["status=2", "status=2", "status=1"], "{operator}");
+    let json_start = operator.find('{').unwrap();
+    let json_end = operator.rfind('}').unwrap();
+    let v: serde_json::Value = serde_json::from_str(&operator[json_start..=json_end]).unwrap();
+    assert_eq!(v["holds"], false);
+    assert_eq!(v["knobs"][0]["knob"], "channels.rx");
+    assert_eq!(v["knobs"][0]["expected"], 2);
+    assert_eq!(v["knobs"][0]["live"], 3);
+    assert!(stderr.contains("no interface named nosuch0"), "{stderr}");
+    let restore = &stdout[stdout.find("== restore").unwrap()..];
+    assert!(
+        restore.contains("ppt0: channels.rx restored to 1"),
+        "{restore}"
+    );
+    assert!(restore.contains("nothing to differ"), "{restore}");
+    assert!(restore.contains("status=0"), "{restore}");
+}
+
+#[test]
+fn plan_detailed_exitcode_is_0_when_everything_holds() {
+    require_root("a throwaway network namespace");
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "selectors:\n  - names: [\"ppt*\"]\n    require_pools: false\n",
+    )
+    .unwrap();
+    let out = Command::new("unshare")
+        .args([
+            "-n",
+            "sh",
+            "-c",
+            "ip link add ppt0 type veth peer name ppt1 && \"$0\" plan --config \"$1\" --detailed-exitcode",
+        ])
+        .arg(pptune_bin())
+        .arg(&policy)
+        .env("RUNTIME_DIRECTORY", dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(stdout.contains("ppt0 — hold [no_pools]"), "{stdout}");
+}
