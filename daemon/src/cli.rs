@@ -117,6 +117,16 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print the values pptune set, per device, as a systemd `.link` file,
+    /// a NetworkManager fragment or a TuneD profile fragment, to make them
+    /// permanent and turn enforcement off.
+    Export {
+        #[arg(long, value_enum)]
+        format: crate::coexist::ExportFormat,
+        /// Only this interface (repeatable).
+        #[arg(long = "interface", short = 'i', value_name = "NAME")]
+        interfaces: Vec<String>,
+    },
     /// Put back the original rings/channels pptune recorded, and clear the
     /// record.
     Restore {
@@ -137,7 +147,10 @@ impl Cli {
         let own = match &self.command {
             Command::Run { config, .. } | Command::Plan { config, .. } => config.config.as_deref(),
             Command::Check { config, file } => config.config.as_deref().or(file.as_deref()),
-            Command::Status { .. } | Command::Verify { .. } | Command::Restore { .. } => {
+            Command::Status { .. }
+            | Command::Verify { .. }
+            | Command::Export { .. }
+            | Command::Restore { .. } => {
                 return match &self.config {
                     Some(_) => Err(format!(
                         "`pptune {}` does not read the policy, so --config is refused (it would be ignored)",
@@ -167,6 +180,7 @@ impl Command {
             Self::Plan { .. } => "plan",
             Self::Check { .. } => "check",
             Self::Verify { .. } => "verify",
+            Self::Export { .. } => "export",
             Self::Restore { .. } => "restore",
         }
     }

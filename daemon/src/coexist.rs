@@ -321,16 +321,46 @@ fn link_key_matches(key: &str, values: &str, f: &LinkFacts) -> bool {
     hit != invert
 }
 
+/// Each knob pptune manages with its name in a systemd `.link` file's
+/// `[Link]` section, a NetworkManager profile's `[ethtool]` section and a
+/// TuneD `[net]` section (`ring=` / `channels=` word): read by the
+/// detection here and written by `pptune export`.
+pub const KEYS: [(Knob, &str, &str, (&str, &str)); 5] = [
+    (
+        Knob::Ring(RingField::Rx),
+        "RxBufferSize",
+        "ring-rx",
+        ("ring", "rx"),
+    ),
+    (
+        Knob::Ring(RingField::RxMini),
+        "RxMiniBufferSize",
+        "ring-rx-mini",
+        ("ring", "rx-mini"),
+    ),
+    (
+        Knob::Ring(RingField::RxJumbo),
+        "RxJumboBufferSize",
+        "ring-rx-jumbo",
+        ("ring", "rx-jumbo"),
+    ),
+    (
+        Knob::Channels(ChannelField::Rx),
+        "RxChannels",
+        "channels-rx",
+        ("channels", "rx"),
+    ),
+    (
+        Knob::Channels(ChannelField::Combined),
+        "CombinedChannels",
+        "channels-combined",
+        ("channels", "combined"),
+    ),
+];
+
 /// The `[Link]` keys that set a knob pptune manages.
 fn link_knob(key: &str) -> Option<Knob> {
-    Some(match key {
-        "RxBufferSize" => Knob::Ring(RingField::Rx),
-        "RxMiniBufferSize" => Knob::Ring(RingField::RxMini),
-        "RxJumboBufferSize" => Knob::Ring(RingField::RxJumbo),
-        "RxChannels" => Knob::Channels(ChannelField::Rx),
-        "CombinedChannels" => Knob::Channels(ChannelField::Combined),
-        _ => return None,
-    })
+    KEYS.iter().find(|k| k.1 == key).map(|k| k.0)
 }
 
 fn value(v: &str) -> Option<u32> {
@@ -393,14 +423,7 @@ const NM_DIRS: [&str; 3] = [
 ];
 
 fn nm_knob(key: &str) -> Option<Knob> {
-    Some(match key {
-        "ring-rx" => Knob::Ring(RingField::Rx),
-        "ring-rx-mini" => Knob::Ring(RingField::RxMini),
-        "ring-rx-jumbo" => Knob::Ring(RingField::RxJumbo),
-        "channels-rx" => Knob::Channels(ChannelField::Rx),
-        "channels-combined" => Knob::Channels(ChannelField::Combined),
-        _ => return None,
-    })
+    KEYS.iter().find(|k| k.2 == key).map(|k| k.0)
 }
 
 fn nm_files(roots: &Roots) -> Vec<PathBuf> {
@@ -473,14 +496,8 @@ fn ethtool_args(kind: &str, args: &str) -> Vec<(Knob, Option<u32>)> {
     words
         .chunks(2)
         .filter_map(|w| {
-            let knob = match (kind, *w.first()?) {
-                ("ring", "rx") => Knob::Ring(RingField::Rx),
-                ("ring", "rx-mini") => Knob::Ring(RingField::RxMini),
-                ("ring", "rx-jumbo") => Knob::Ring(RingField::RxJumbo),
-                ("channels", "rx") => Knob::Channels(ChannelField::Rx),
-                ("channels", "combined") => Knob::Channels(ChannelField::Combined),
-                _ => return None,
-            };
+            let word = *w.first()?;
+            let knob = KEYS.iter().find(|k| k.3 == (kind, word))?.0;
             Some((knob, w.get(1).and_then(|v| value(v))))
         })
         .collect()
@@ -698,4 +715,80 @@ mod tests {
         // Another device is not in devices=.
         assert!(owners(&roots, &dev("eth0", "x", "y", "z")).is_empty());
     }
+}
+
+/// `pptune export` formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// A `.link` file per device for `/etc/systemd/network/`.
+    SystemdLink,
+    /// A NetworkManager keyfile `[ethtool]` fragment and the `nmcli` command.
+    Networkmanager,
+    /// A TuneD profile fragment (one `[net]`-type section per device).
+    Tuned,
+}
+
+/// The values of `d` as the owner's configuration, ready to install.
+#[must_use]
+pub fn export(format: ExportFormat, d: &Device, values: &BTreeMap<Knob, u32>) -> String {
+    let f = LinkFacts::of(d);
+    let rows = || {
+        KEYS.iter()
+            .filter_map(|k| values.get(&k.0).map(|v| (k, *v)))
+    };
+    let mut s = String::new();
+    match format {
+        ExportFormat::SystemdLink => {
+            let (key, val) = match (&f.mac, &f.path) {
+                (Some(m), _) => ("PermanentMACAddress", m.clone()),
+                (None, Some(p)) => ("Path", p.clone()),
+                (None, None) => ("OriginalName", f.name.clone()),
+            };
+            s.push_str(&format!(
+                "# /etc/systemd/network/10-pptune-{name}.link: the values pptune converged to.\n\
+                 # A matching .link file replaces 99-default.link for this device, so its\n\
+                 # naming and MAC policies are repeated here. Applied when the device\n\
+                 # appears (udevadm trigger, or a reboot).\n\
+                 [Match]\n{key}={val}\n\n[Link]\nNamePolicy=keep kernel database onboard slot path\n\
+                 AlternativeNamesPolicy=database onboard slot path\nMACAddressPolicy=persistent\n",
+                name = f.name
+            ));
+            for (k, v) in rows() {
+                s.push_str(&format!("{}={v}\n", k.1));
+            }
+        }
+        ExportFormat::Networkmanager => {
+            let args: Vec<String> = rows()
+                .map(|(k, v)| format!("ethtool.{} {v}", k.2))
+                .collect();
+            s.push_str(&format!(
+                "# {name}: the values pptune converged to, for the connection profile of {name}:\n\
+                 #   nmcli connection modify \"$(nmcli -g GENERAL.CONNECTION device show {name})\" {}\n\
+                 # or add this section to its keyfile in /etc/NetworkManager/system-connections/:\n\
+                 [ethtool]\n",
+                args.join(" "),
+                name = f.name
+            ));
+            for (k, v) in rows() {
+                s.push_str(&format!("{}={v}\n", k.2));
+            }
+        }
+        ExportFormat::Tuned => {
+            s.push_str(&format!(
+                "# {name}: the values pptune converged to; add to your TuneD profile's tuned.conf.\n\
+                 [net_{name}]\ntype=net\ndevices={name}\n",
+                name = f.name
+            ));
+            for kind in ["ring", "channels"] {
+                let words: Vec<String> = rows()
+                    .filter(|(k, _)| k.3.0 == kind)
+                    .map(|(k, v)| format!("{} {v}", k.3.1))
+                    .collect();
+                if !words.is_empty() {
+                    s.push_str(&format!("{kind}={}\n", words.join(" ")));
+                }
+            }
+        }
+    }
+    s
 }

@@ -355,6 +355,42 @@ pub async fn verify(interfaces: &[String], json: bool) -> anyhow::Result<ExitCod
     })
 }
 
+/// `pptune export`: the values pptune set, per device present, in the
+/// chosen owner's format.
+pub async fn export(
+    format: crate::coexist::ExportFormat,
+    interfaces: &[String],
+) -> anyhow::Result<ExitCode> {
+    let kernel = NetlinkKernel::connect().await?;
+    let devices = kernel.sample(&SampleScope::default()).await?.devices;
+    let rec = read_record();
+    let names: Vec<String> = devices.iter().map(|d| d.name.clone()).collect();
+    require_known(interfaces, &names, rec.as_ref())?;
+    let mut out = String::new();
+    for d in &devices {
+        if !interfaces.is_empty() && !interfaces.contains(&d.name) {
+            continue;
+        }
+        let values: std::collections::BTreeMap<policy::Knob, u32> = rec
+            .as_ref()
+            .map(crate::verify::expectations)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(id, ..)| id.key() == d.id.key())
+            .map(|(_, _, k, v)| (k, v))
+            .collect();
+        if !values.is_empty() {
+            out.push_str(&crate::coexist::export(format, d, &values));
+            out.push('\n');
+        }
+    }
+    if out.is_empty() {
+        anyhow::bail!("pptune has set nothing it still owns on these devices: nothing to export");
+    }
+    print!("{out}");
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Refuses names given to `-i` that are neither a kernel interface nor in
 /// pptune's record.
 fn require_known(

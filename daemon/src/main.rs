@@ -59,6 +59,7 @@ fn main() -> ExitCode {
             } => commands::plan(config, json, detailed_exitcode).await,
             Command::Check { .. } => Ok(commands::check(config)),
             Command::Verify { interfaces, json } => commands::verify(&interfaces, json).await,
+            Command::Export { format, interfaces } => commands::export(format, &interfaces).await,
             Command::Restore { interfaces } => commands::restore(interfaces).await,
         }
     });

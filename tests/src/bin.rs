@@ -55,3 +55,37 @@ pub fn require_root(why: &str) {
         "this test needs root ({why}); run the suite as root (tests/run-all.sh does)"
     );
 }
+
+/// Writes the state record a daemon leaves after changing `name`'s RX
+/// channels `from` → `to` (effective) into `dir/state.json`, for tests of
+/// `verify`, `export` and `restore` on a veth, which has no page pools for
+/// pptune to change anything by itself.
+///
+/// # Panics
+/// When the boot id cannot be read or the file not written.
+#[allow(clippy::unwrap_used)]
+pub fn write_channels_record(dir: &std::path::Path, name: &str, from: u32, to: u32) {
+    use policy::engine::Outcome;
+    use policy::{ChannelField, Knob};
+    use pptune::state::{StateFile, StoredAction, read_boot_id};
+    let id = policy::snapshot::DeviceId {
+        name_fallback: Some(name.into()),
+        ..Default::default()
+    };
+    let knob = Knob::Channels(ChannelField::Rx);
+    let mut rec = StateFile::new(read_boot_id().unwrap());
+    rec.record_original(&id, name, knob, from);
+    rec.push_action(
+        &id,
+        name,
+        StoredAction {
+            knob,
+            from,
+            to,
+            at_unix_ms: 0,
+            reason: "channels_grow_healthy".into(),
+            outcome: Outcome::Effective,
+        },
+    );
+    std::fs::write(dir.join("state.json"), serde_json::to_string(&rec).unwrap()).unwrap();
+}

@@ -161,3 +161,76 @@ fn status_names_the_owners_and_run_defers_in_a_netns() {
         "{tail}"
     );
 }
+
+/// `pptune export` in each format, installed into a temporary root (the
+/// NetworkManager fragment added to ppt0's profile), is found again by the detection with the values pptune set (the `.link`
+/// side checked against systemd's documented `[Match]`/`[Link]` keys).
+#[test]
+fn export_installed_back_reproduces_the_values() {
+    require_root("a throwaway network namespace");
+    let dir = tempfile::tempdir().unwrap();
+    pptune_tests::bin::write_channels_record(dir.path(), "ppt0", 1, 2);
+    let root = dir.path().join("root");
+    let out = Command::new("unshare")
+        .args([
+            "-n",
+            "sh",
+            "-c",
+            "ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 && ethtool -L ppt0 rx 2 && \
+             mkdir -p \"$1/etc/systemd/network\" \"$1/etc/NetworkManager/system-connections\" \"$1/etc/tuned/pptune\" && \
+             \"$0\" export --format systemd-link > \"$1/etc/systemd/network/10-pptune-ppt0.link\" && \
+             { printf '[connection]\\nid=ppt0\\ninterface-name=ppt0\\n'; \"$0\" export --format networkmanager -i ppt0; } > \"$1/etc/NetworkManager/system-connections/ppt0.nmconnection\" && \
+             \"$0\" export --format tuned > \"$1/etc/tuned/pptune/tuned.conf\" && echo pptune > \"$1/etc/tuned/active_profile\" && \
+             for f in systemd-link networkmanager tuned; do \"$0\" export --format $f; done; \
+             \"$0\" status --json -i ppt0 > \"$1/status.json\"",
+        ])
+        .arg(pptune_bin())
+        .arg(&root)
+        .env("RUNTIME_DIRECTORY", dir.path())
+        .env("PPTUNE_COEXIST_ROOT", &root)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(stdout.contains("[Match]\nOriginalName=ppt0\n"), "{stdout}");
+    assert!(stdout.contains("\nRxChannels=2\n"), "{stdout}");
+    assert!(stdout.contains("\nchannels-rx=2\n"), "{stdout}");
+    assert!(stdout.contains("ethtool.channels-rx 2"), "{stdout}");
+    assert!(
+        stdout.contains("\ntype=net\ndevices=ppt0\nchannels=rx 2\n"),
+        "{stdout}"
+    );
+    // Each installed file is found for ppt0 with pptune's value, by the same
+    // rules `status` and `run` use; the .link file wins (systemd's order).
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("status.json")).unwrap()).unwrap();
+    let owners = v["interfaces"][0]["owners"].as_array().unwrap().clone();
+    assert_eq!(owners.len(), 1, "{owners:?}");
+    assert_eq!(owners[0]["knob"], "channels.rx");
+    assert_eq!(owners[0]["kind"], "systemd-link");
+    assert_eq!(owners[0]["value"], 2);
+    for (rm, kind) in [
+        ("etc/systemd/network/10-pptune-ppt0.link", "networkmanager"),
+        (
+            "etc/NetworkManager/system-connections/ppt0.nmconnection",
+            "tuned",
+        ),
+    ] {
+        std::fs::remove_file(root.join(rm)).unwrap();
+        let out = Command::new("unshare")
+            .args([
+                "-n",
+                "sh",
+                "-c",
+                "ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 && \"$0\" status --json -i ppt0",
+            ])
+            .arg(pptune_bin())
+            .env("PPTUNE_COEXIST_ROOT", &root)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let o = &v["interfaces"][0]["owners"][0];
+        assert_eq!(o["kind"], kind, "{v}");
+        assert_eq!(o["value"], 2, "{v}");
+    }
+}

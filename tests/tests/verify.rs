@@ -12,39 +12,13 @@
 
 use std::process::Command;
 
-use policy::engine::Outcome;
-use policy::{ChannelField, Knob};
-use pptune::state::{StateFile, StoredAction, read_boot_id};
 use pptune_tests::bin::{pptune_bin, require_root};
 
 #[test]
 fn verify_after_a_change_an_operator_override_and_a_restore() {
     require_root("a throwaway network namespace");
     let dir = tempfile::tempdir().unwrap();
-    let id = policy::snapshot::DeviceId {
-        name_fallback: Some("ppt0".into()),
-        ..Default::default()
-    };
-    let knob = Knob::Channels(ChannelField::Rx);
-    let mut rec = StateFile::new(read_boot_id().unwrap());
-    rec.record_original(&id, "ppt0", knob, 1);
-    rec.push_action(
-        &id,
-        "ppt0",
-        StoredAction {
-            knob,
-            from: 1,
-            to: 2,
-            at_unix_ms: 0,
-            reason: "channels_grow_healthy".into(),
-            outcome: Outcome::Effective,
-        },
-    );
-    std::fs::write(
-        dir.path().join("state.json"),
-        serde_json::to_string(&rec).unwrap(),
-    )
-    .unwrap();
+    pptune_tests::bin::write_channels_record(dir.path(), "ppt0", 1, 2);
     let script = r#"
         ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 || exit 99
         ethtool -L ppt0 rx 2 || exit 99

@@ -19,6 +19,9 @@ _pptune() {
             pptune,check)
                 cmd="pptune__subcmd__check"
                 ;;
+            pptune,export)
+                cmd="pptune__subcmd__export"
+                ;;
             pptune,help)
                 cmd="pptune__subcmd__help"
                 ;;
@@ -39,6 +42,9 @@ _pptune() {
                 ;;
             pptune__subcmd__help,check)
                 cmd="pptune__subcmd__help__subcmd__check"
+                ;;
+            pptune__subcmd__help,export)
+                cmd="pptune__subcmd__help__subcmd__export"
                 ;;
             pptune__subcmd__help,help)
                 cmd="pptune__subcmd__help__subcmd__help"
@@ -65,7 +71,7 @@ _pptune() {
 
     case "${cmd}" in
         pptune)
-            opts="-h -V --config --help --version run status plan check verify restore help"
+            opts="-h -V --config --help --version run status plan check verify export restore help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -100,8 +106,34 @@ _pptune() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        pptune__subcmd__export)
+            opts="-i -h --format --interface --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --format)
+                    COMPREPLY=($(compgen -W "systemd-link networkmanager tuned" -- "${cur}"))
+                    return 0
+                    ;;
+                --interface)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -i)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         pptune__subcmd__help)
-            opts="run status plan check verify restore help"
+            opts="run status plan check verify export restore help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -115,6 +147,20 @@ _pptune() {
             return 0
             ;;
         pptune__subcmd__help__subcmd__check)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        pptune__subcmd__help__subcmd__export)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -32,6 +32,7 @@ complete -c pptune -n "__fish_pptune_needs_command" -f -a "status" -d 'Show page
 complete -c pptune -n "__fish_pptune_needs_command" -f -a "plan" -d 'Sample the live kernel as often as the policy needs for a finding and print what `run` would do, and why. Changes nothing'
 complete -c pptune -n "__fish_pptune_needs_command" -f -a "check" -d 'Validate the policy: exit 0 when valid, 78 (EX_CONFIG) otherwise'
 complete -c pptune -n "__fish_pptune_needs_command" -f -a "verify" -d 'Check that the live rings/channels still hold the values pptune set: exit 0 when they do (or pptune set nothing it still owns), 2 when one differs, listing it. For configuration management and compliance'
+complete -c pptune -n "__fish_pptune_needs_command" -f -a "export" -d 'Print the values pptune set, per device, as a systemd `.link` file, a NetworkManager fragment or a TuneD profile fragment, to make them permanent and turn enforcement off'
 complete -c pptune -n "__fish_pptune_needs_command" -f -a "restore" -d 'Put back the original rings/channels pptune recorded, and clear the record'
 complete -c pptune -n "__fish_pptune_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c pptune -n "__fish_pptune_using_subcommand run" -l config -d 'Policy file or directory (default: $CONFIGURATION_DIRECTORY or /etc/pptune; the embedded default policy when none exists)' -r -F
@@ -53,12 +54,18 @@ complete -c pptune -n "__fish_pptune_using_subcommand check" -s h -l help -d 'Pr
 complete -c pptune -n "__fish_pptune_using_subcommand verify" -s i -l interface -d 'Only this interface (repeatable)' -r
 complete -c pptune -n "__fish_pptune_using_subcommand verify" -l json -d 'JSON for scripts'
 complete -c pptune -n "__fish_pptune_using_subcommand verify" -s h -l help -d 'Print help'
+complete -c pptune -n "__fish_pptune_using_subcommand export" -l format -r -f -a "systemd-link\t'A `.link` file per device for `/etc/systemd/network/`'
+networkmanager\t'A NetworkManager keyfile `[ethtool]` fragment and the `nmcli` command'
+tuned\t'A TuneD profile fragment (one `[net]`-type section per device)'"
+complete -c pptune -n "__fish_pptune_using_subcommand export" -s i -l interface -d 'Only this interface (repeatable)' -r
+complete -c pptune -n "__fish_pptune_using_subcommand export" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c pptune -n "__fish_pptune_using_subcommand restore" -s i -l interface -d 'Only this interface (repeatable)' -r
 complete -c pptune -n "__fish_pptune_using_subcommand restore" -s h -l help -d 'Print help'
-complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify restore help" -f -a "run" -d 'Run the daemon in the foreground (the systemd unit runs this)'
-complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify restore help" -f -a "status" -d 'Show page pools, queues, rings and channels, and the running daemon\'s view'
-complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify restore help" -f -a "plan" -d 'Sample the live kernel as often as the policy needs for a finding and print what `run` would do, and why. Changes nothing'
-complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify restore help" -f -a "check" -d 'Validate the policy: exit 0 when valid, 78 (EX_CONFIG) otherwise'
-complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify restore help" -f -a "verify" -d 'Check that the live rings/channels still hold the values pptune set: exit 0 when they do (or pptune set nothing it still owns), 2 when one differs, listing it. For configuration management and compliance'
-complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify restore help" -f -a "restore" -d 'Put back the original rings/channels pptune recorded, and clear the record'
-complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify restore help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify export restore help" -f -a "run" -d 'Run the daemon in the foreground (the systemd unit runs this)'
+complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify export restore help" -f -a "status" -d 'Show page pools, queues, rings and channels, and the running daemon\'s view'
+complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify export restore help" -f -a "plan" -d 'Sample the live kernel as often as the policy needs for a finding and print what `run` would do, and why. Changes nothing'
+complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify export restore help" -f -a "check" -d 'Validate the policy: exit 0 when valid, 78 (EX_CONFIG) otherwise'
+complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify export restore help" -f -a "verify" -d 'Check that the live rings/channels still hold the values pptune set: exit 0 when they do (or pptune set nothing it still owns), 2 when one differs, listing it. For configuration management and compliance'
+complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify export restore help" -f -a "export" -d 'Print the values pptune set, per device, as a systemd `.link` file, a NetworkManager fragment or a TuneD profile fragment, to make them permanent and turn enforcement off'
+complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify export restore help" -f -a "restore" -d 'Put back the original rings/channels pptune recorded, and clear the record'
+complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify export restore help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
