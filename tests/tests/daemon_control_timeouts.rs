@@ -7,23 +7,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use policy::{Mode, Policy};
+use policy::Mode;
 use pptune::control::{self, REQUEST_TIMEOUT, Reply, Request};
-use pptune::metrics::Metrics;
-use pptune::notify::Notifier;
-use pptune::rollout::HostId;
-use pptune::run::{Options, PolicyEngine, PolicySource, run};
 use pptune::state::StateStore;
+use pptune_tests::daemon;
 use pptune_tests::fake::{self, FakeKernel};
-use tokio::sync::mpsc;
-
-struct Fixed(Policy);
-
-impl PolicySource for Fixed {
-    fn load(&self) -> Result<Policy, String> {
-        Ok(self.0.clone())
-    }
-}
 
 /// A daemon that accepts and never answers: `control::request` waited
 /// forever (pptune restore hung with it).
@@ -92,31 +80,12 @@ async fn an_abandoned_restore_is_not_carried_out_later_and_a_restore_is_logged()
     let mut p = fake::test_policy(Mode::Enforce);
     p.timing.interval = Duration::from_millis(200);
     p.timing.window = Duration::from_millis(200);
-    let (_tx, rx) = mpsc::unbounded_channel();
-    let opts = Options {
-        notifier: Notifier::off(),
-        store: Some(StateStore::open(dir.path(), "b".into()).unwrap()),
-        host_id: HostId {
-            source: "test",
-            value: "h".into(),
-        },
-        control_socket: Some(sock.clone()),
-        metrics: Arc::new(Metrics::new()),
-        reload: rx,
-        backoff_base: Duration::from_secs(30),
-        coexist: pptune::coexist::Roots::none(),
-    };
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let daemon = tokio::spawn(run(
-        Arc::clone(&k),
-        PolicyEngine::default(),
-        Box::new(Fixed(p.clone())),
+    let d = daemon::start(
+        &k,
         p,
-        opts,
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
+        Some(StateStore::open(dir.path(), "b".into()).unwrap()),
+        Some(sock.clone()),
+    );
     for _ in 0..100 {
         if k.ring() > 256 {
             break;
@@ -164,6 +133,5 @@ async fn an_abandoned_restore_is_not_carried_out_later_and_a_restore_is_logged()
             && text.contains("restored to 256"),
         "{text}"
     );
-    stop_tx.send(()).unwrap();
-    daemon.await.unwrap().unwrap();
+    d.stop().await.unwrap();
 }

@@ -8,22 +8,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use policy::{Mode, Policy};
-use pptune::metrics::Metrics;
-use pptune::notify::Notifier;
-use pptune::rollout::HostId;
-use pptune::run::{Options, PolicyEngine, PolicySource, run};
+use policy::Mode;
 use pptune::state::StateStore;
+use pptune_tests::daemon;
 use pptune_tests::fake::{self, FakeKernel};
-use tokio::sync::mpsc;
-
-struct Fixed(Policy);
-
-impl PolicySource for Fixed {
-    fn load(&self) -> Result<Policy, String> {
-        Ok(self.0.clone())
-    }
-}
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn periodic_reloads_of_an_unchanged_policy_let_findings_mature() {
@@ -33,35 +21,16 @@ async fn periodic_reloads_of_an_unchanged_policy_let_findings_mature() {
     p.timing.interval = Duration::from_secs(10);
     p.timing.window = Duration::from_secs(10);
     p.timing.windows_for_finding = 3;
-    let (reload, rx) = mpsc::unbounded_channel();
-    let opts = Options {
-        notifier: Notifier::off(),
-        store: Some(StateStore::open(dir.path(), "b".into()).unwrap()),
-        host_id: HostId {
-            source: "test",
-            value: "h".into(),
-        },
-        control_socket: None,
-        metrics: Arc::new(Metrics::new()),
-        reload: rx,
-        backoff_base: Duration::from_secs(30),
-        coexist: pptune::coexist::Roots::none(),
-    };
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let daemon = tokio::spawn(run(
-        Arc::clone(&k),
-        PolicyEngine::default(),
-        Box::new(Fixed(p.clone())),
+    let d = daemon::start(
+        &k,
         p,
-        opts,
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
+        Some(StateStore::open(dir.path(), "b".into()).unwrap()),
+        None,
+    );
     // A reload every 15 s (a finding needs 3 windows of 10 s) for 5 min.
     for _ in 0..20 {
         tokio::time::sleep(Duration::from_secs(15)).await;
-        reload.send(()).unwrap();
+        d.reload.send(()).unwrap();
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(
@@ -69,6 +38,5 @@ async fn periodic_reloads_of_an_unchanged_policy_let_findings_mature() {
         "no change in 5 min of reloads every 15 s: {:?}",
         k.sets()
     );
-    stop_tx.send(()).unwrap();
-    daemon.await.unwrap().unwrap();
+    d.stop().await.unwrap();
 }

@@ -9,22 +9,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use policy::{Mode, Policy};
-use pptune::metrics::Metrics;
-use pptune::notify::Notifier;
-use pptune::rollout::HostId;
-use pptune::run::{Options, PolicyEngine, PolicySource, run};
+use policy::Mode;
 use pptune::state::StateStore;
+use pptune_tests::daemon;
 use pptune_tests::fake::{self, FakeKernel};
-use tokio::sync::mpsc;
-
-struct Fixed(Policy);
-
-impl PolicySource for Fixed {
-    fn load(&self) -> Result<Policy, String> {
-        Ok(self.0.clone())
-    }
-}
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn no_change_without_the_original_on_disk() {
@@ -38,32 +26,7 @@ async fn no_change_without_the_original_on_disk() {
     let mut p = fake::test_policy(Mode::Enforce);
     p.timing.interval = Duration::from_secs(10);
     p.timing.window = Duration::from_secs(10);
-    let metrics = Arc::new(Metrics::new());
-    let (_reload, rx) = mpsc::unbounded_channel();
-    let opts = Options {
-        notifier: Notifier::off(),
-        store: Some(store),
-        host_id: HostId {
-            source: "test",
-            value: "h".into(),
-        },
-        control_socket: None,
-        metrics: Arc::clone(&metrics),
-        reload: rx,
-        backoff_base: Duration::from_secs(30),
-        coexist: pptune::coexist::Roots::none(),
-    };
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let daemon = tokio::spawn(run(
-        Arc::clone(&k),
-        PolicyEngine::default(),
-        Box::new(Fixed(p.clone())),
-        p,
-        opts,
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
+    let d = daemon::start(&k, p, Some(store), None);
     tokio::time::sleep(Duration::from_secs(600)).await;
     assert_eq!(
         k.sets(),
@@ -74,6 +37,5 @@ async fn no_change_without_the_original_on_disk() {
         k.state.lock().unwrap().samples > 10,
         "the daemon stopped observing"
     );
-    stop_tx.send(()).unwrap();
-    daemon.await.unwrap().unwrap();
+    d.stop().await.unwrap();
 }
