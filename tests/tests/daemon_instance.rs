@@ -18,6 +18,20 @@ fn a_second_daemon_in_the_same_netns_exits_with_a_clear_message() {
     for d in ["a", "b", "c"] {
         std::fs::create_dir(dir.path().join(d)).unwrap();
     }
+    // pptune run in the network namespace of process `pid`, stderr piped.
+    let in_netns = |pid: &str, runtime: &str| {
+        Command::new("nsenter")
+            .args(["-t", pid, "-n"])
+            .arg(pptune_bin())
+            .args(["--config", cfg.to_str().unwrap(), "run"])
+            .args(["--metrics-listen", "127.0.0.1:0"])
+            .env("RUNTIME_DIRECTORY", dir.path().join(runtime))
+            .env_remove("NOTIFY_SOCKET")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
     let mut first = Command::new("unshare")
         .args([
             "-n",
@@ -44,17 +58,7 @@ fn a_second_daemon_in_the_same_netns_exits_with_a_clear_message() {
     }
     assert!(ctl.exists(), "the first daemon did not start");
     let second = |runtime: &str| {
-        let mut c = Command::new("nsenter")
-            .args(["-t", &pid, "-n"])
-            .arg(pptune_bin())
-            .args(["--config", cfg.to_str().unwrap(), "run"])
-            .args(["--metrics-listen", "127.0.0.1:0"])
-            .env("RUNTIME_DIRECTORY", dir.path().join(runtime))
-            .env_remove("NOTIFY_SOCKET")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut c = in_netns(&pid, runtime);
         for _ in 0..100 {
             if c.try_wait().unwrap().is_some() {
                 break;
@@ -85,19 +89,7 @@ fn a_second_daemon_in_the_same_netns_exits_with_a_clear_message() {
         .spawn()
         .unwrap();
     let hp = holder.id().to_string();
-    let run_in = |runtime: &str| {
-        Command::new("nsenter")
-            .args(["-t", &hp, "-n"])
-            .arg(pptune_bin())
-            .args(["--config", cfg.to_str().unwrap(), "run"])
-            .args(["--metrics-listen", "127.0.0.1:0"])
-            .env("RUNTIME_DIRECTORY", dir.path().join(runtime))
-            .env_remove("NOTIFY_SOCKET")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap()
-    };
+    let run_in = |runtime: &str| in_netns(&hp, runtime);
     let mut a = run_in("c");
     std::thread::sleep(Duration::from_millis(500));
     assert!(a.try_wait().unwrap().is_none(), "first daemon exited");
