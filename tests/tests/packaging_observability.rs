@@ -281,6 +281,26 @@ fn dashboard_covers_the_required_views() {
             .is_some_and(|e| e.contains("pptune_actions_total"))),
         "no annotation query for pptune's actions"
     );
+    // Any job name: a `$job` variable, no hard-coded `job="pptune"`, and no
+    // `__inputs` (the data source is the `datasource` variable).
+    assert!(d.get("__inputs").is_none(), "unused __inputs");
+    let vars: Vec<&str> = d["templating"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["name"].as_str())
+        .collect();
+    assert!(vars.contains(&"job"), "{vars:?}");
+    let text = serde_json::to_string(&d).unwrap();
+    assert!(!text.contains(r#"job=\"pptune\""#), "hard-coded job");
+    // Fleet ratios come from summed rates (the per-device sums), never
+    // from averaging per-queue ratios.
+    for e in dashboard_exprs(&d) {
+        assert!(
+            !e.contains("avg(pptune_queue_"),
+            "averages per-queue ratios: {e}"
+        );
+    }
     // Panel ids are unique (Grafana silently drops duplicates).
     let ids: Vec<u64> = d["panels"]
         .as_array()
@@ -365,6 +385,7 @@ fn plain_promql(expr: &str) -> String {
         .replace("$__range", "1h")
         .replace("$instance", ".*")
         .replace("$device", ".*")
+        .replace("$job", "pptune")
 }
 
 #[test]
