@@ -817,3 +817,181 @@ async fn readiness_fails_while_sampling_hangs_and_while_the_policy_is_invalid() 
     readyz_until(addr, 200).await;
     served.daemon.abort();
 }
+
+/// Scrape-storm figures (BENCHMARKS.md §5).
+#[derive(Debug, Default)]
+struct Storm {
+    answered: usize,
+    failed: Vec<String>,
+    slow_reconnects: usize,
+}
+
+/// 500 concurrent gzip scrapes (Prometheus' headers), twice, while 50 slow
+/// clients keep connections open by trickling a request head one byte at a
+/// time and reconnecting when cut off. Runs on its own thread and runtime.
+fn storm(addr: std::net::SocketAddr, stop: Arc<std::sync::atomic::AtomicBool>) -> Storm {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let mut slow = Vec::new();
+        for _ in 0..50 {
+            let stop = Arc::clone(&stop);
+            slow.push(tokio::spawn(async move {
+                let mut reconnects = 0usize;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else {
+                        continue;
+                    };
+                    reconnects += 1;
+                    for b in b"GET /metrics HTTP/1.1\r\nHost: slow\r\nX-Slow: " {
+                        if s.write_all(&[*b]).await.is_err()
+                            || stop.load(std::sync::atomic::Ordering::Relaxed)
+                        {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                    }
+                }
+                reconnects
+            }));
+        }
+        // Let the slow clients take their slots first.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let mut out = Storm::default();
+        for _round in 0..2 {
+            let scrapes: Vec<_> = (0..500)
+                .map(|_| {
+                    tokio::spawn(async move {
+                        let mut s = tokio::net::TcpStream::connect(addr)
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        s.write_all(
+                            format!("GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: {PROMETHEUS_ACCEPT}\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n").as_bytes(),
+                        )
+                        .await
+                        .map_err(|e| e.to_string())?;
+                        let mut buf = Vec::new();
+                        tokio::time::timeout(Duration::from_secs(60), s.read_to_end(&mut buf))
+                            .await
+                            .map_err(|_| "no answer in 60 s".to_owned())?
+                            .map_err(|e| e.to_string())?;
+                        let head_end = buf
+                            .windows(4)
+                            .position(|w| w == b"\r\n\r\n")
+                            .ok_or("no response head")?;
+                        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_owned()))
+                            .and_then(|v| v.parse().ok())
+                            .ok_or("no content-length")?;
+                        if !head.starts_with("HTTP/1.1 200") || buf.len() - head_end - 4 != len {
+                            return Err(format!("bad answer: {head}"));
+                        }
+                        let body = gunzip(&buf[head_end + 4..]);
+                        if !body.ends_with("# EOF\n") {
+                            return Err("truncated exposition".to_owned());
+                        }
+                        Ok::<(), String>(())
+                    })
+                })
+                .collect();
+            for s in scrapes {
+                match s.await.unwrap() {
+                    Ok(()) => out.answered += 1,
+                    Err(e) => out.failed.push(e),
+                }
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for s in slow {
+            out.slow_reconnects += s.await.unwrap_or(0);
+        }
+        out
+    })
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_loop_keeps_its_interval_under_a_scrape_storm() {
+    // The daemon as it runs (one thread for the loop and the server),
+    // 2048 queues, the fleet setting (4 worst queues per device).
+    let mut policy = fake::test_policy(Mode::Observe);
+    let interval = Duration::from_secs(1);
+    policy.timing.interval = interval;
+    policy.daemon.queue_series = policy::policy::QueueSelection::Worst { count: 4 };
+    let metrics = Arc::new(Metrics::new());
+    let addr = start_server(Arc::clone(&metrics), Limits::default()).await;
+    let kernel = Arc::new(FakeKernel::bursty());
+    {
+        let mut s = kernel.state.lock().unwrap();
+        s.combined = 2048;
+        s.combined_max = 2048;
+        s.pools = vec![policy::snapshot::PoolStats::default(); 2048];
+        s.pool_ids = (1..=2048).collect();
+        s.next_pool_id = 2049;
+    }
+    let (_tx, rx) = mpsc::unbounded_channel();
+    let opts = options(Arc::clone(&metrics), rx);
+    let p = policy.clone();
+    let daemon = tokio::spawn(run(
+        kernel,
+        PolicyEngine::default(),
+        Box::new(Fixed(p.clone())),
+        p,
+        opts,
+        std::future::pending(),
+    ));
+    readyz_until(addr, 200).await;
+    let rss_before = pptune::process_metrics::ProcessFigures::read()
+        .resident_bytes
+        .unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let t0 = tokio::time::Instant::now();
+    let storm = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || storm(addr, stop))
+    };
+    // Watch the loop from inside: the age of the last successful sample.
+    let (mut max_age, mut peak_rss) = (0f64, rss_before);
+    while !storm.is_finished() {
+        let r = metrics.health.readiness();
+        max_age = max_age.max(r.last_sample_age_seconds.unwrap_or(f64::MAX));
+        peak_rss = peak_rss.max(
+            pptune::process_metrics::ProcessFigures::read()
+                .resident_bytes
+                .unwrap_or(0),
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let wall = t0.elapsed();
+    let storm = storm.join().unwrap();
+    daemon.abort();
+    eprintln!(
+        "scrape storm: {} of 1000 scrapes answered in {:.1} s, {} slow-client connections, \
+         max sample age {max_age:.3} s (interval {:.1} s), RSS {:.1} MiB before, {:.1} MiB peak",
+        storm.answered,
+        wall.as_secs_f64(),
+        storm.slow_reconnects,
+        interval.as_secs_f64(),
+        rss_before as f64 / 1048576.0,
+        peak_rss as f64 / 1048576.0,
+    );
+    assert!(
+        storm.failed.is_empty(),
+        "failed scrapes: {:?}",
+        &storm.failed[..storm.failed.len().min(5)]
+    );
+    assert_eq!(storm.answered, 1000);
+    assert!(
+        max_age <= 2.0 * interval.as_secs_f64(),
+        "the loop fell behind: a sample {max_age:.3} s old"
+    );
+    // Bounded: the server holds at most 64 connections and one render.
+    assert!(
+        peak_rss < rss_before + (256 << 20),
+        "RSS grew to {peak_rss}"
+    );
+}
