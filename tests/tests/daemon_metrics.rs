@@ -915,6 +915,7 @@ fn storm(addr: std::net::SocketAddr, stop: Arc<std::sync::atomic::AtomicBool>) -
 }
 
 #[tokio::test(flavor = "current_thread")]
+#[allow(clippy::cast_precision_loss)] // MiB for a report line
 async fn the_loop_keeps_its_interval_under_a_scrape_storm() {
     // The daemon as it runs (one thread for the loop and the server),
     // 2048 queues, the fleet setting (4 worst queues per device).
