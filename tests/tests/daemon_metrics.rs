@@ -551,6 +551,7 @@ async fn client<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T 
 }
 
 #[tokio::test(flavor = "current_thread")]
+#[ignore = "needs promtool (Debian package `prometheus`); run with --include-ignored"]
 async fn metrics_endpoint_negotiates_format_and_gzip_and_keeps_alive() {
     let metrics = Arc::new(Metrics::new());
     // A populated registry: run the loop (paused time is not available on

