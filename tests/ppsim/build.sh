@@ -5,7 +5,7 @@
 #
 # The sources are copied next to the kernel tree (the repository stays clean)
 # and the result is cached by the hash of the sources: a rebuild happens only
-# when ppsim.c or Kbuild change. Same compiler as the kernel (the host gcc).
+# when ppsim.c, ppsim_personality.h or Kbuild change. Same compiler as the kernel (the host gcc).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 . "$HERE/../vm/lib.sh"
@@ -18,7 +18,7 @@ else
 fi
 [ -f "$KDIR/linux/Module.symvers" ] || die "$KDIR has no built kernel tree (run tests/vm/kernel.sh)"
 
-HASH=$(cat "$HERE/ppsim.c" "$HERE/Kbuild" | sha256sum | cut -c1-12)
+HASH=$(cat "$HERE/ppsim.c" "$HERE/ppsim_personality.h" "$HERE/Kbuild" | sha256sum | cut -c1-12)
 OUT="$KDIR/ppsim/$HASH"
 if [ -f "$OUT/ppsim.ko" ]; then
     echo "$OUT/ppsim.ko"
@@ -29,7 +29,7 @@ flock 9
 if [ ! -f "$OUT/ppsim.ko" ]; then
     rm -rf "$OUT.tmp"
     mkdir -p "$OUT.tmp"
-    cp "$HERE/ppsim.c" "$HERE/Kbuild" "$OUT.tmp/"
+    cp "$HERE/ppsim.c" "$HERE/ppsim_personality.h" "$HERE/Kbuild" "$OUT.tmp/"
     log "building ppsim against $KDIR"
     if ! make -C "$KDIR/linux" M="$OUT.tmp" modules >"$OUT.tmp/build.log" 2>&1; then
         cat "$OUT.tmp/build.log" >&2

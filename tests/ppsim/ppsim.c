@@ -36,6 +36,8 @@
 #include <net/netdev_queues.h>
 #include <net/page_pool/helpers.h>
 
+#include "ppsim_personality.h"
+
 #ifndef CONFIG_PAGE_POOL_STATS
 #error "ppsim needs CONFIG_PAGE_POOL_STATS (it reads the pool's own counters to charge costs)"
 #endif
@@ -119,6 +121,9 @@ struct ppsim_dev {
 	struct dentry *dir;
 
 	unsigned int rx_ring;
+	/* the ring the next queues' pools are sized from (personality) */
+	unsigned int pool_ring;
+	const struct ppsim_personality *pers;
 	unsigned int nq;	/* active queues (channels) */
 	bool up;
 
@@ -474,7 +479,7 @@ static int ppsim_lane_open(struct ppsim_lane *lane)
 	struct net_device *dev = pd->netdev;
 	struct page_pool_params pp = {
 		.order = 0,
-		.pool_size = pd->rx_ring,
+		.pool_size = pd->pers->pool(pd->pool_ring, dev->mtu),
 		.nid = NUMA_NO_NODE,
 		.dev = &dev->dev,
 		.napi = &lane->napi,
@@ -557,6 +562,7 @@ static int ppsim_open(struct net_device *dev)
 	struct ppsim_dev *pd = netdev_priv(dev);
 	int err;
 
+	pd->pool_ring = pd->rx_ring;
 	err = ppsim_queues_open(pd);
 	if (err)
 		return err;
@@ -676,7 +682,9 @@ static const struct netdev_stat_ops ppsim_stat_ops = {
 
 static void ppsim_get_drvinfo(struct net_device *dev, struct ethtool_drvinfo *info)
 {
-	strscpy(info->driver, "ppsim", sizeof(info->driver));
+	struct ppsim_dev *pd = netdev_priv(dev);
+
+	strscpy(info->driver, pd->pers->driver, sizeof(info->driver));
 }
 
 static void ppsim_get_ringparam(struct net_device *dev, struct ethtool_ringparam *ring,
@@ -685,10 +693,13 @@ static void ppsim_get_ringparam(struct net_device *dev, struct ethtool_ringparam
 {
 	struct ppsim_dev *pd = netdev_priv(dev);
 
-	ring->rx_max_pending = PPSIM_RING_MAX;
+	ring->rx_max_pending = pd->pers->ring_max;
 	ring->tx_max_pending = PPSIM_RING_MAX;
 	ring->rx_pending = pd->rx_ring;
 	ring->tx_pending = PPSIM_RING_DEFAULT;
+	if (pd->pers->jumbo)
+		pd->pers->jumbo(pd->rx_ring, &ring->rx_jumbo_pending,
+				&ring->rx_jumbo_max_pending);
 }
 
 /* Rebuild the queues the way a real driver does on a ring or channel
@@ -703,6 +714,7 @@ static int ppsim_reconfigure(struct ppsim_dev *pd, unsigned int ring, unsigned i
 
 	if (up)
 		ppsim_queues_close(pd);
+	pd->pool_ring = ppsim_personality_pool_ring(pd->pers, up, old_ring, ring);
 	pd->rx_ring = ring;
 	if (nq != old_nq) {
 		err = netif_set_real_num_rx_queues(pd->netdev, nq);
@@ -725,6 +737,7 @@ static int ppsim_reconfigure(struct ppsim_dev *pd, unsigned int ring, unsigned i
 		if (err2) {
 			NL_SET_ERR_MSG(extack, "ppsim: cannot create the new queues");
 			pd->rx_ring = old_ring;
+			pd->pool_ring = old_ring;
 			if (!ppsim_queues_open(pd))
 				return err2;
 			pd->up = false;
@@ -739,14 +752,22 @@ static int ppsim_set_ringparam(struct net_device *dev, struct ethtool_ringparam 
 			       struct netlink_ext_ack *extack)
 {
 	struct ppsim_dev *pd = netdev_priv(dev);
+	u32 rx;
+	int err;
 
-	if (ring->rx_pending < PPSIM_RING_MIN) {
-		NL_SET_ERR_MSG_FMT(extack, "ppsim: rx ring must be at least %u", PPSIM_RING_MIN);
+	if (ring->rx_pending < pd->pers->ring_min) {
+		if (pd->pers == &ppsim_personalities[0])
+			NL_SET_ERR_MSG_FMT(extack, "ppsim: rx ring must be at least %u",
+					   PPSIM_RING_MIN);
 		return -EINVAL;
 	}
-	if (ring->rx_pending == pd->rx_ring)
+	err = pd->pers->ring(ring->rx_pending, &rx, extack);
+	if (err)
+		return err;
+	rx = min(rx, pd->pers->ring_max);
+	if (rx == pd->rx_ring)
 		return 0;
-	return ppsim_reconfigure(pd, ring->rx_pending, pd->nq, extack);
+	return ppsim_reconfigure(pd, rx, pd->nq, extack);
 }
 
 static void ppsim_get_channels(struct net_device *dev, struct ethtool_channels *ch)
@@ -778,6 +799,56 @@ static const struct ethtool_ops ppsim_ethtool_ops = {
 };
 
 /* ---- debugfs control --------------------------------------------------- */
+
+/* `personality`: which driver family the device behaves like
+ * (ppsim_personality.h). Only while the device is down; the RX ring goes to
+ * the personality's default. */
+static ssize_t ppsim_personality_write(struct file *f, const char __user *ubuf,
+				       size_t len, loff_t *ppos)
+{
+	struct ppsim_dev *pd = file_inode(f)->i_private;
+	const struct ppsim_personality *p;
+	char buf[32];
+	ssize_t ret = len;
+
+	if (len >= sizeof(buf))
+		return -EINVAL;
+	if (copy_from_user(buf, ubuf, len))
+		return -EFAULT;
+	buf[len] = 0;
+	p = ppsim_personality_find(buf);
+	if (!p)
+		return -EINVAL;
+	rtnl_lock();
+	if (pd->up) {
+		ret = -EBUSY;
+	} else {
+		pd->pers = p;
+		pd->rx_ring = p->ring_default;
+		pd->pool_ring = p->ring_default;
+	}
+	rtnl_unlock();
+	return ret;
+}
+
+static ssize_t ppsim_personality_read(struct file *f, char __user *ubuf, size_t len,
+				      loff_t *ppos)
+{
+	struct ppsim_dev *pd = file_inode(f)->i_private;
+	char buf[32];
+	int n;
+
+	n = scnprintf(buf, sizeof(buf), "%s\n", READ_ONCE(pd->pers)->name);
+	return simple_read_from_buffer(ubuf, len, ppos, buf, n);
+}
+
+static const struct file_operations ppsim_personality_fops = {
+	.owner = THIS_MODULE,
+	.open = simple_open,
+	.read = ppsim_personality_read,
+	.write = ppsim_personality_write,
+	.llseek = default_llseek,
+};
 
 struct ppsim_preset {
 	const char *name;
@@ -932,7 +1003,7 @@ static int ppsim_qstate_show(struct seq_file *m, void *v)
 		seq_printf(m, "queue=%u ring=%u pool_id=%u napi_id=%u napi_cpu=%d polls=%llu "
 			   "held=%lu packets=%llu bytes=%llu alloc_fail=%llu drops_ring=%llu drops_backlog=%llu "
 			   "returned=%llu bursts=%llu slow_events=%llu ring_full_pages=%llu "
-			   "charged_ns=%llu capped=%llu\n",
+			   "charged_ns=%llu capped=%llu pool_size=%d\n",
 			   i, pd->rx_ring, l->pool ? l->pool->user.id : 0,
 			   l->napi_added ? l->napi.napi_id : 0, READ_ONCE(l->napi_cpu),
 			   READ_ONCE(l->polls), ho_count(l),
@@ -941,7 +1012,7 @@ static int ppsim_qstate_show(struct seq_file *m, void *v)
 			   READ_ONCE(st->drops_backlog), READ_ONCE(st->returned),
 			   READ_ONCE(st->bursts), READ_ONCE(st->slow_events),
 			   READ_ONCE(st->ring_full_pages), atomic64_read(&l->charged_ns),
-			   atomic64_read(&l->capped));
+			   atomic64_read(&l->capped), l->pool ? l->pool->ring.size : 0);
 	}
 	rtnl_unlock();
 	return 0;
@@ -963,6 +1034,7 @@ static void ppsim_debugfs_init(struct ppsim_dev *pd)
 	debugfs_create_file("cost_preset", 0600, pd->dir, pd, &ppsim_preset_fops);
 	debugfs_create_file("goodput", 0400, pd->dir, pd, &ppsim_goodput_fops);
 	debugfs_create_file("queues", 0400, pd->dir, pd, &ppsim_qstate_fops);
+	debugfs_create_file("personality", 0600, pd->dir, pd, &ppsim_personality_fops);
 }
 
 /* ---- device lifetime --------------------------------------------------- */
@@ -1009,7 +1081,9 @@ static int ppsim_new_device(unsigned int nq)
 	eth_hw_addr_random(dev);
 	pd = netdev_priv(dev);
 	pd->netdev = dev;
+	pd->pers = &ppsim_personalities[0];
 	pd->rx_ring = PPSIM_RING_DEFAULT;
+	pd->pool_ring = PPSIM_RING_DEFAULT;
 	pd->nq = nq;
 	pd->burst_pages = 64;
 	pd->hold_us = 0;

@@ -74,6 +74,70 @@ impl CostPreset {
     }
 }
 
+/// A driver family a ppsim device can behave like (`personality` file;
+/// `tests/ppsim/ppsim_personality.h`, rows of docs/drivers.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Personality {
+    /// ppsim's own: driver `ppsim`, pool = ring, ring 64..16384.
+    Ppsim,
+    /// `gve`: pool = 4 × ring, ring a power of two or EINVAL (512..4096),
+    /// a live ring change sizes the new pool from the old ring.
+    Gve,
+    /// `bnxt_en` with aggregation rings: pool = rx-jumbo = min(4 × rx,
+    /// 8191), rx ≤ 2047.
+    Bnxt,
+    /// `bnxt_en` without aggregation rings: pool fixed at 1024, rx ≤ 8191.
+    BnxtNoAgg,
+    /// `mlx5_core` striding RQ: pool = ring × stride / page (0.5 at MTU
+    /// 1500), floor 256; ring rounded up to a power of two, 16..8192.
+    Mlx5Striding,
+    /// `rvu_nicpf` (octeontx2): pool = min(2048, ring); ring 16·4^k.
+    Octeontx2,
+    /// `ppsim-pow2`, a driver pptune has no row for: pool = ring, a ring
+    /// that is not a power of two is refused with EINVAL and no extack.
+    Pow2,
+}
+
+impl Personality {
+    /// Every personality, for tests that run a scenario under each.
+    pub const ALL: [Self; 7] = [
+        Self::Ppsim,
+        Self::Gve,
+        Self::Bnxt,
+        Self::BnxtNoAgg,
+        Self::Mlx5Striding,
+        Self::Octeontx2,
+        Self::Pow2,
+    ];
+
+    /// The value of the `personality` file.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Ppsim => "ppsim",
+            Self::Gve => "gve",
+            Self::Bnxt => "bnxt",
+            Self::BnxtNoAgg => "bnxt-noagg",
+            Self::Mlx5Striding => "mlx5-striding",
+            Self::Octeontx2 => "octeontx2",
+            Self::Pow2 => "pow2",
+        }
+    }
+
+    /// The driver name `ethtool -i` shows.
+    #[must_use]
+    pub fn driver(self) -> &'static str {
+        match self {
+            Self::Ppsim => "ppsim",
+            Self::Gve => "gve",
+            Self::Bnxt | Self::BnxtNoAgg => "bnxt_en",
+            Self::Mlx5Striding => "mlx5_core",
+            Self::Octeontx2 => "rvu_nicpf",
+            Self::Pow2 => "ppsim-pow2",
+        }
+    }
+}
+
 /// The traffic and cost knobs, all at once. `Default` is ppsim's own
 /// defaults: unlimited rate, 64-page bursts, no hold, no cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -169,6 +233,9 @@ pub struct QueueState {
     pub ring_full_pages: u64,
     pub charged_ns: u64,
     pub capped: u64,
+    /// The pool's real ring size (`ptr_ring` size after the page_pool
+    /// clamp and default), 0 without a pool.
+    pub pool_size: u32,
 }
 
 /// The loaded ppsim module.
@@ -396,6 +463,23 @@ impl PpsimDev {
         })
     }
 
+    /// Make the device behave like a driver family (only while it is down;
+    /// the RX ring goes to the personality's default).
+    ///
+    /// # Errors
+    /// The write failed (EBUSY while up).
+    pub fn set_personality(&self, p: Personality) -> Result<(), PpsimError> {
+        write(&self.dir.join("personality"), p.name())
+    }
+
+    /// The personality the device has now.
+    ///
+    /// # Errors
+    /// The read failed.
+    pub fn personality(&self) -> Result<String, PpsimError> {
+        Ok(read(&self.dir.join("personality"))?.trim().to_owned())
+    }
+
     /// Select a cost preset by name (sets slow_cost_us and release_cost_us).
     ///
     /// # Errors
@@ -467,11 +551,12 @@ impl PpsimDev {
             let q = parse_kv(&p, line, |q: &mut QueueState, k, n| {
                 let r32 = |n| u32_of(&p, k, n);
                 match k {
-                    "queue" | "ring" | "pool_id" | "napi_id" => match r32(n) {
+                    "queue" | "ring" | "pool_id" | "napi_id" | "pool_size" => match r32(n) {
                         Ok(v) => match k {
                             "queue" => q.queue = v,
                             "ring" => q.ring = v,
                             "pool_id" => q.pool_id = v,
+                            "pool_size" => q.pool_size = v,
                             _ => q.napi_id = v,
                         },
                         Err(e) => bad = Some(e),
