@@ -639,7 +639,11 @@ pub fn learn_from_refusal(errno: i32, message: &str, from: u32, to: u32) -> Opti
     if m.contains("exceeds maximum") || m.contains("max") || m.contains("too large") {
         return Some(LearnedRule::Max(to.saturating_sub(1)));
     }
-    if m.contains("less than") || m.contains("min") || m.contains("too small") {
+    if m.contains("less than")
+        || m.contains("at least")
+        || m.contains("min")
+        || m.contains("too small")
+    {
         return Some(LearnedRule::Min(to.saturating_add(1)));
     }
     if m.contains("range") {

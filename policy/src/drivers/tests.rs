@@ -438,7 +438,14 @@ fn policy_rounding_combines_with_the_driver() {
 #[test]
 fn refusals_teach_the_rule() {
     // (errno, message, from, to, rule)
-    let cases: [(i32, &str, u32, u32, Option<LearnedRule>); 9] = [
+    let cases: [(i32, &str, u32, u32, Option<LearnedRule>); 10] = [
+        (
+            22,
+            "ppsim: rx ring must be at least 64",
+            256,
+            32,
+            Some(LearnedRule::Min(33)),
+        ),
         // gve/ionic/eea: EINVAL without words for a non power of two.
         (22, "", 1024, 1500, Some(LearnedRule::PowerOfTwo)),
         (
