@@ -635,7 +635,10 @@ impl DeviceRun<'_> {
         let target = if last_step {
             l.hi
         } else {
-            l.rounding.up(estimate).clamp(l.lo, l.hi.max(l.lo))
+            let needed = self.info.ring_for_pool(to_u32(burst)).unwrap_or(estimate);
+            l.rounding
+                .target(estimate, needed)
+                .clamp(l.lo, l.hi.max(l.lo))
         };
         let target = if l.hi < l.lo { l.cur } else { target.min(l.hi) };
         // The driver may round the request onto the current ring, or the

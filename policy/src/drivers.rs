@@ -161,6 +161,20 @@ impl DriverRounding {
         }
     }
 
+    /// The ring to ask for: `wanted` (the estimate with headroom) rounded
+    /// up to a value the driver keeps, unless rounding down still reaches
+    /// `needed` (the estimate without headroom): the headroom is a margin,
+    /// not worth doubling a power-of-two ring for.
+    #[must_use]
+    pub fn target(self, wanted: u32, needed: u32) -> u32 {
+        let down = self.down(wanted);
+        if down >= needed.max(1) {
+            down
+        } else {
+            self.up(wanted)
+        }
+    }
+
     /// The driver's rule combined with the policy's `rings.rounding`: `auto`
     /// and `none` add nothing to the driver's own rule (which is not
     /// optional); `power_of_two` and `multiple_of_32` add theirs where the

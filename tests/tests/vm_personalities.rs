@@ -161,9 +161,13 @@ impl Daemon {
         self.child.try_wait().unwrap().is_none()
     }
 
-    /// Ring changes the kernel refused, as pptune logged them.
+    /// Ring changes the kernel refused: the actuator's one warning per
+    /// refusal (the line with the errno).
     fn refusals(&self) -> usize {
-        self.log().matches("kernel refused").count()
+        self.log()
+            .lines()
+            .filter(|l| l.contains("kernel refused") && l.contains("errno"))
+            .count()
     }
 }
 
@@ -382,9 +386,12 @@ async fn hands_off(p: Personality, ring: Option<u32>, burst: u32) {
 /// the driver's rounding and grows the pool, nothing is refused, and the
 /// final pool is within one power of two of the burst (or at the pool's
 /// cap, where the driver allows no more).
-async fn grows_to_the_burst(p: Personality, ring: Option<u32>, burst: u32, max_refusals: usize) {
+///
+/// `settle`: how long the ring must stay still to call it converged (longer
+/// than the actuator's 60 s back-off after a refusal where one is expected).
+async fn grows_to_the_burst(p: Personality, burst: u32, max_refusals: usize, settle: Duration) {
     let c = Client::connect().await.expect("client");
-    let d = device(p, ring, burst);
+    let d = device(p, None, burst);
     d.start().unwrap();
     sleep(Duration::from_secs(1)).await;
     let before = miss_share(&c, &d, 3.0).await;
@@ -392,7 +399,7 @@ async fn grows_to_the_burst(p: Personality, ring: Option<u32>, burst: u32, max_r
         before >= MISS_THRESHOLD,
         "{p:?}: the bursts must overflow the pool for the test to mean anything ({before:.3})"
     );
-    let run = run_pptune(&c, &d, Duration::from_secs(20), Duration::from_secs(150)).await;
+    let run = run_pptune(&c, &d, settle, Duration::from_secs(200)).await;
     let (ring, pool) = run.last();
     let after = miss_share(&c, &d, 3.0).await;
     println!(
@@ -436,7 +443,7 @@ async fn bnxt_with_agg_grows_rx_until_the_pool_covers_the_burst() {
     if !gate("bnxt_with_agg_grows_rx_until_the_pool_covers_the_burst") {
         return;
     }
-    grows_to_the_burst(Personality::Bnxt, None, 4096, 0).await;
+    grows_to_the_burst(Personality::Bnxt, 4096, 0, Duration::from_secs(20)).await;
 }
 
 /// mlx5 striding RQ at MTU 1500: the pool is half the ring, the ring a power
@@ -446,7 +453,7 @@ async fn mlx5_striding_grows_in_powers_of_two_with_half_a_page_per_entry() {
     if !gate("mlx5_striding_grows_in_powers_of_two_with_half_a_page_per_entry") {
         return;
     }
-    grows_to_the_burst(Personality::Mlx5Striding, None, 2048, 0).await;
+    grows_to_the_burst(Personality::Mlx5Striding, 2048, 0, Duration::from_secs(20)).await;
 }
 
 /// octeontx2: from 1024 the only ring that grows the pool is 4096 (pool
@@ -456,7 +463,7 @@ async fn octeontx2_asks_only_for_rings_that_grow_the_pool() {
     if !gate("octeontx2_asks_only_for_rings_that_grow_the_pool") {
         return;
     }
-    grows_to_the_burst(Personality::Octeontx2, None, 4096, 0).await;
+    grows_to_the_burst(Personality::Octeontx2, 4096, 0, Duration::from_secs(20)).await;
 }
 
 /// A driver pptune has no row for refuses rings that are not powers of
@@ -466,5 +473,7 @@ async fn an_unknown_driver_refusing_non_powers_of_two_is_refused_once() {
     if !gate("an_unknown_driver_refusing_non_powers_of_two_is_refused_once") {
         return;
     }
-    grows_to_the_burst(Personality::Pow2, None, 2048, 1).await;
+    // The refusal backs the device off for 60 s (the actuator), then the
+    // learned power of two is asked.
+    grows_to_the_burst(Personality::Pow2, 2048, 1, Duration::from_secs(80)).await;
 }
