@@ -637,7 +637,7 @@ impl DeviceRun<'_> {
         } else {
             let needed = self.info.ring_for_pool(to_u32(burst)).unwrap_or(estimate);
             l.rounding
-                .target(estimate, needed)
+                .target(estimate, needed, l.cur)
                 .clamp(l.lo, l.hi.max(l.lo))
         };
         let target = if l.hi < l.lo { l.cur } else { target.min(l.hi) };

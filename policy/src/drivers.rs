@@ -161,14 +161,15 @@ impl DriverRounding {
         }
     }
 
-    /// The ring to ask for: `wanted` (the estimate with headroom) rounded
-    /// up to a value the driver keeps, unless rounding down still reaches
-    /// `needed` (the estimate without headroom): the headroom is a margin,
-    /// not worth doubling a power-of-two ring for.
+    /// The ring to ask for above `current`: `wanted` (the estimate with
+    /// headroom) rounded up to a value the driver keeps, unless rounding
+    /// down still reaches `needed` (the estimate without headroom) and is a
+    /// growth: the headroom is a margin, not worth doubling a power-of-two
+    /// ring for.
     #[must_use]
-    pub fn target(self, wanted: u32, needed: u32) -> u32 {
+    pub fn target(self, wanted: u32, needed: u32, current: u32) -> u32 {
         let down = self.down(wanted);
-        if down >= needed.max(1) {
+        if down >= needed.max(1) && down > current {
             down
         } else {
             self.up(wanted)

@@ -413,18 +413,25 @@ fn driver_rounding_table() {
 #[test]
 fn targets_round_down_when_that_still_covers_the_burst() {
     use DriverRounding as R;
-    // (rule, estimate with headroom, without, target)
+    // (rule, estimate with headroom, without, current, target)
     let cases = [
-        (R::UpPowerOfTwo, 4375, 3500, 4096),
-        (R::UpPowerOfTwo, 4375, 4200, 8192),
-        (R::PowerOfTwoOrRefuse, 2560, 2048, 2048),
-        (R::QuarterPowers, 2560, 2048, 4096),
-        (R::UpMultiple(64), 1000, 980, 1024),
-        (R::UpMultiple(64), 1000, 900, 960),
-        (R::None, 1000, 800, 1000),
+        (R::UpPowerOfTwo, 4375, 3500, 1024, 4096),
+        (R::UpPowerOfTwo, 4375, 4200, 1024, 8192),
+        (R::PowerOfTwoOrRefuse, 2560, 2048, 256, 2048),
+        (R::QuarterPowers, 2560, 2048, 1024, 4096),
+        // A lower-bound estimate at the current ring: rounding down would
+        // be no change, so up.
+        (R::QuarterPowers, 1250, 1000, 1024, 4096),
+        (R::UpMultiple(64), 1000, 980, 512, 1024),
+        (R::UpMultiple(64), 1000, 900, 512, 960),
+        (R::None, 1000, 800, 512, 1000),
     ];
-    for (r, wanted, needed, target) in cases {
-        assert_eq!(r.target(wanted, needed), target, "{r:?} {wanted} {needed}");
+    for (r, wanted, needed, current, target) in cases {
+        assert_eq!(
+            r.target(wanted, needed, current),
+            target,
+            "{r:?} {wanted} {needed}"
+        );
         assert!(r.keeps(target));
     }
 }
