@@ -40,6 +40,12 @@ fi
 log "cargo fmt --check"
 cargo fmt --all --check
 
+# The fuzz crate is its own workspace (libfuzzer-sys, release flags); its
+# lock file must follow the workspace crates' dependencies. Checked here so a
+# stale lock fails in seconds, not after the host tests.
+log "fuzz/Cargo.lock is current"
+cargo metadata --locked --format-version 1 --manifest-path fuzz/Cargo.toml >/dev/null
+
 log "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # The VM-guest suites exist only with the tests crate's `vm` feature.
