@@ -91,13 +91,23 @@ suites_for() {
     done
 }
 
+# Tests a kernel cannot run, by name: 6.1 has no `netdev` family, so the
+# page-pool tests of vm_netdevsim are not run there (its other tests check
+# that the client says so). A test selected on a kernel it cannot serve
+# fails; it never passes by skipping itself.
+skips_for() {
+    case "$1" in
+        6.1) echo held_page_gives_inflight_and_detach_time deleted_device_orphans_its_pool page_pool_stats_agree_with_ynl ;;
+    esac
+}
+
 failed=()
 for k in "${KERNELS[@]}"; do
     mapfile -t KBINS < <(suites_for "$k")
     log "=== kernel $k: booting and running ${#KBINS[@]} suite(s)"
     t=$SECONDS
     rc=0
-    PPTUNE_PPSIM_KO="${PPSIM[$k]}" RUST_BACKTRACE=1 \
+    PPTUNE_PPSIM_KO="${PPSIM[$k]}" PPTUNE_VM_SKIP="$(skips_for "$k")" RUST_BACKTRACE=1 \
         "$PPTUNE_VM_DIR/run.sh" --kernel "${KDIRS[$k]}" --timeout "${PPTUNE_VM_TIMEOUT:-900}" \
         -- "$PPTUNE_VM_DIR/suite.sh" "${KBINS[@]}" || rc=$?
     if [ "$rc" -eq 0 ]; then
