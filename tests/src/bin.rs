@@ -35,6 +35,16 @@ pub fn pptune_bin() -> PathBuf {
     bin
 }
 
+/// `unshare -n sh -c SCRIPT pptune ...`: `SCRIPT` runs in a throwaway
+/// network namespace with the pptune binary as `$0`; further `.arg`s are
+/// `$1`, `$2`, ... Tests never touch the host's interfaces.
+#[must_use]
+pub fn in_netns(script: &str) -> Command {
+    let mut c = Command::new("unshare");
+    c.args(["-n", "sh", "-c", script]).arg(pptune_bin());
+    c
+}
+
 /// Whether this process runs as uid 0.
 #[must_use]
 pub fn is_root() -> bool {

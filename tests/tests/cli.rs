@@ -11,7 +11,7 @@ use std::os::unix::process::ExitStatusExt as _;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use pptune_tests::bin::{pptune_bin, require_root};
+use pptune_tests::bin::{in_netns, pptune_bin, require_root};
 
 fn pptune(args: &[&str]) -> Output {
     Command::new(pptune_bin()).args(args).output().unwrap()
@@ -158,14 +158,7 @@ fn a_closed_stdout_ends_status_quietly() {
     // The reader is gone before pptune writes its first line.
     let (reader, writer) = std::io::pipe().unwrap();
     drop(reader);
-    let out = Command::new("unshare")
-        .args([
-            "-n",
-            "sh",
-            "-c",
-            "ip link add ppt0 type veth peer name ppt1 && exec \"$0\" status",
-        ])
-        .arg(pptune_bin())
+    let out = in_netns("ip link add ppt0 type veth peer name ppt1 && exec \"$0\" status")
         .stdout(writer)
         .stderr(Stdio::piped())
         .spawn()
@@ -205,14 +198,7 @@ fn a_closed_stdout_ends_status_quietly() {
 fn restore_of_an_unknown_interface_says_so() {
     require_root("a throwaway network namespace");
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new("unshare")
-        .args([
-            "-n",
-            "sh",
-            "-c",
-            "ip link add ppt0 type veth peer name ppt1 && \"$0\" restore -i nosuch0 ; echo \"status=$?\"; \"$0\" restore -i ppt0",
-        ])
-        .arg(pptune_bin())
+    let out = in_netns("ip link add ppt0 type veth peer name ppt1 && \"$0\" restore -i nosuch0 ; echo \"status=$?\"; \"$0\" restore -i ppt0")
         .env("RUNTIME_DIRECTORY", dir.path())
         .output()
         .unwrap();

@@ -10,7 +10,7 @@
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +19,7 @@ use pptune::metrics::Metrics;
 use pptune::notify::Notifier;
 use pptune::rollout::HostId;
 use pptune::run::{Options, PolicyEngine, PolicySource, run};
-use pptune_tests::bin::{pptune_bin, require_root};
+use pptune_tests::bin::{in_netns, require_root};
 use pptune_tests::fake::{self, FakeKernel};
 use tokio::sync::mpsc;
 
@@ -110,17 +110,10 @@ fn status_names_the_owners_and_run_defers_in_a_netns() {
         "mode: enforce\nselectors:\n  - names: [\"ppt*\"]\n    require_pools: false\nchannels:\n  enabled: true\ntiming:\n  interval: 1s\n",
     )
     .unwrap();
-    let out = Command::new("unshare")
-        .args([
-            "-n",
-            "sh",
-            "-c",
-            "ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 && ethtool -L ppt0 rx 3 && \
+    let out = in_netns("ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 && ethtool -L ppt0 rx 3 && \
              \"$0\" status -i ppt0 && \"$0\" status --json -i ppt0 > \"$2/status.json\" && \
              timeout --preserve-status -s TERM 4 \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0 --log-format json 2> \"$2/log\"; \
-             ethtool -l ppt0",
-        ])
-        .arg(pptune_bin())
+             ethtool -l ppt0")
         .arg(&policy)
         .arg(dir.path())
         .env("PPTUNE_COEXIST_ROOT", &root)
@@ -171,20 +164,13 @@ fn export_installed_back_reproduces_the_values() {
     let dir = tempfile::tempdir().unwrap();
     pptune_tests::bin::write_channels_record(dir.path(), "ppt0", 1, 2);
     let root = dir.path().join("root");
-    let out = Command::new("unshare")
-        .args([
-            "-n",
-            "sh",
-            "-c",
-            "ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 && ethtool -L ppt0 rx 2 && \
+    let out = in_netns("ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 && ethtool -L ppt0 rx 2 && \
              mkdir -p \"$1/etc/systemd/network\" \"$1/etc/NetworkManager/system-connections\" \"$1/etc/tuned/pptune\" && \
              \"$0\" export --format systemd-link > \"$1/etc/systemd/network/10-pptune-ppt0.link\" && \
              { printf '[connection]\\nid=ppt0\\ninterface-name=ppt0\\n'; \"$0\" export --format networkmanager -i ppt0; } > \"$1/etc/NetworkManager/system-connections/ppt0.nmconnection\" && \
              \"$0\" export --format tuned > \"$1/etc/tuned/pptune/tuned.conf\" && echo pptune > \"$1/etc/tuned/active_profile\" && \
              for f in systemd-link networkmanager tuned; do \"$0\" export --format $f; done; \
-             \"$0\" status --json -i ppt0 > \"$1/status.json\"",
-        ])
-        .arg(pptune_bin())
+             \"$0\" status --json -i ppt0 > \"$1/status.json\"")
         .arg(&root)
         .env("RUNTIME_DIRECTORY", dir.path())
         .env("PPTUNE_COEXIST_ROOT", &root)
@@ -217,14 +203,7 @@ fn export_installed_back_reproduces_the_values() {
         ),
     ] {
         std::fs::remove_file(root.join(rm)).unwrap();
-        let out = Command::new("unshare")
-            .args([
-                "-n",
-                "sh",
-                "-c",
-                "ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 && \"$0\" status --json -i ppt0",
-            ])
-            .arg(pptune_bin())
+        let out = in_netns("ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 && \"$0\" status --json -i ppt0")
             .env("PPTUNE_COEXIST_ROOT", &root)
             .output()
             .unwrap();

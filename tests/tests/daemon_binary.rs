@@ -12,7 +12,7 @@ use std::os::unix::net::UnixDatagram;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use pptune_tests::bin::{pptune_bin, require_root};
+use pptune_tests::bin::{in_netns, pptune_bin, require_root};
 use tokio::time::Instant;
 
 /// Datagrams received until `pred` matches one, or the deadline.
@@ -81,24 +81,19 @@ fn systemd_notify_reload_device_appearance_and_sigterm_in_a_netns() {
         .unwrap();
     // unshare execs sh, which brings lo up and execs pptune: one pid all
     // along, so the signals reach pptune and NOTIFY_SOCKET's sender matches.
-    let mut child = Command::new("unshare")
-        .args([
-            "-n",
-            "sh",
-            "-c",
-            "ip link set lo up && exec \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0",
-        ])
-        .arg(pptune_bin())
-        .arg(&cfg)
-        .env("NOTIFY_SOCKET", &notify)
-        .env("WATCHDOG_USEC", "2000000")
-        .env("RUNTIME_DIRECTORY", &run_dir)
-        .env_remove("WATCHDOG_PID")
-        .env_remove("JOURNAL_STREAM")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.path().join("log")).unwrap())
-        .spawn()
-        .unwrap();
+    let mut child = in_netns(
+        "ip link set lo up && exec \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0",
+    )
+    .arg(&cfg)
+    .env("NOTIFY_SOCKET", &notify)
+    .env("WATCHDOG_USEC", "2000000")
+    .env("RUNTIME_DIRECTORY", &run_dir)
+    .env_remove("WATCHDOG_PID")
+    .env_remove("JOURNAL_STREAM")
+    .stdout(Stdio::null())
+    .stderr(std::fs::File::create(dir.path().join("log")).unwrap())
+    .spawn()
+    .unwrap();
     let pid = child.id();
     let log = || std::fs::read_to_string(dir.path().join("log")).unwrap_or_default();
     let mut msgs = Vec::new();
@@ -203,14 +198,7 @@ fn an_ethtool_change_by_hand_is_an_operator_override_on_the_real_kernel() {
     let sock = UnixDatagram::bind(&notify).unwrap();
     sock.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
-    let mut child = Command::new("unshare")
-        .args([
-            "-n",
-            "sh",
-            "-c",
-            "ip link set lo up && ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 && ip link set ppt0 up && ip link set ppt1 up && exec \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0",
-        ])
-        .arg(pptune_bin())
+    let mut child = in_netns("ip link set lo up && ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 && ip link set ppt0 up && ip link set ppt1 up && exec \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0")
         .arg(&policy)
         .env("NOTIFY_SOCKET", &notify)
         .env("RUNTIME_DIRECTORY", &run_dir)
@@ -298,14 +286,7 @@ fn restore_command_puts_a_recorded_original_back_on_the_real_kernel() {
         serde_json::to_string(&rec).unwrap(),
     )
     .unwrap();
-    let out = Command::new("unshare")
-        .args([
-            "-n",
-            "sh",
-            "-c",
-            "ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 && ethtool -L ppt0 rx 2 && \"$0\" restore && ethtool -l ppt0",
-        ])
-        .arg(pptune_bin())
+    let out = in_netns("ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 && ethtool -L ppt0 rx 2 && \"$0\" restore && ethtool -l ppt0")
         .env("RUNTIME_DIRECTORY", dir.path())
         .output()
         .unwrap();
@@ -341,14 +322,7 @@ fn plan_answers_at_once_when_nothing_can_be_judged_and_changes_nothing() {
     )
     .unwrap();
     let t0 = Instant::now();
-    let out = Command::new("unshare")
-        .args([
-            "-n",
-            "sh",
-            "-c",
-            "ip link add ppt0 type veth peer name ppt1 && \"$0\" --config \"$1\" plan --json && ethtool -l ppt0 | tail -4",
-        ])
-        .arg(pptune_bin())
+    let out = in_netns("ip link add ppt0 type veth peer name ppt1 && \"$0\" --config \"$1\" plan --json && ethtool -l ppt0 | tail -4")
         .arg(&policy)
         .env("RUNTIME_DIRECTORY", dir.path())
         .output()

@@ -7,7 +7,7 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use pptune_tests::bin::{pptune_bin, require_root};
+use pptune_tests::bin::{in_netns, pptune_bin, require_root};
 
 #[test]
 fn a_second_daemon_in_the_same_netns_exits_with_a_clear_message() {
@@ -19,7 +19,7 @@ fn a_second_daemon_in_the_same_netns_exits_with_a_clear_message() {
         std::fs::create_dir(dir.path().join(d)).unwrap();
     }
     // pptune run in the network namespace of process `pid`, stderr piped.
-    let in_netns = |pid: &str, runtime: &str| {
+    let run_in_netns_of = |pid: &str, runtime: &str| {
         Command::new("nsenter")
             .args(["-t", pid, "-n"])
             .arg(pptune_bin())
@@ -32,21 +32,16 @@ fn a_second_daemon_in_the_same_netns_exits_with_a_clear_message() {
             .spawn()
             .unwrap()
     };
-    let mut first = Command::new("unshare")
-        .args([
-            "-n",
-            "sh",
-            "-c",
-            "ip link set lo up && exec \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0",
-        ])
-        .arg(pptune_bin())
-        .arg(&cfg)
-        .env("RUNTIME_DIRECTORY", dir.path().join("a"))
-        .env_remove("NOTIFY_SOCKET")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut first = in_netns(
+        "ip link set lo up && exec \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0",
+    )
+    .arg(&cfg)
+    .env("RUNTIME_DIRECTORY", dir.path().join("a"))
+    .env_remove("NOTIFY_SOCKET")
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
     let pid = first.id().to_string();
     // Running once its control socket is there.
     let ctl = dir.path().join("a/control.sock");
@@ -58,7 +53,7 @@ fn a_second_daemon_in_the_same_netns_exits_with_a_clear_message() {
     }
     assert!(ctl.exists(), "the first daemon did not start");
     let second = |runtime: &str| {
-        let mut c = in_netns(&pid, runtime);
+        let mut c = run_in_netns_of(&pid, runtime);
         for _ in 0..100 {
             if c.try_wait().unwrap().is_some() {
                 break;
@@ -89,7 +84,7 @@ fn a_second_daemon_in_the_same_netns_exits_with_a_clear_message() {
         .spawn()
         .unwrap();
     let hp = holder.id().to_string();
-    let run_in = |runtime: &str| in_netns(&hp, runtime);
+    let run_in = |runtime: &str| run_in_netns_of(&hp, runtime);
     let mut a = run_in("c");
     std::thread::sleep(Duration::from_millis(500));
     assert!(a.try_wait().unwrap().is_none(), "first daemon exited");

@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use pptune::state::read_boot_id;
-use pptune_tests::bin::{pptune_bin, require_root};
+use pptune_tests::bin::{in_netns, pptune_bin, require_root};
 
 /// A record a newer pptune might write: schema 2, this boot, a field this
 /// one does not know (its originals would live there).
@@ -72,22 +72,17 @@ fn run_daemon(dir: &Path, until: &str) -> (String, Option<i32>) {
     let cfg = dir.join("policy.yaml");
     std::fs::write(&cfg, "mode: observe\n").unwrap();
     let log_path = dir.join("log");
-    let mut child = Command::new("unshare")
-        .args([
-            "-n",
-            "sh",
-            "-c",
-            "ip link set lo up && exec \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0",
-        ])
-        .arg(pptune_bin())
-        .arg(&cfg)
-        .env("RUNTIME_DIRECTORY", dir)
-        .env_remove("NOTIFY_SOCKET")
-        .env_remove("JOURNAL_STREAM")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log_path).unwrap())
-        .spawn()
-        .unwrap();
+    let mut child = in_netns(
+        "ip link set lo up && exec \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0",
+    )
+    .arg(&cfg)
+    .env("RUNTIME_DIRECTORY", dir)
+    .env_remove("NOTIFY_SOCKET")
+    .env_remove("JOURNAL_STREAM")
+    .stdout(Stdio::null())
+    .stderr(std::fs::File::create(&log_path).unwrap())
+    .spawn()
+    .unwrap();
     let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
     for _ in 0..300 {
         if let Some(st) = child.try_wait().unwrap() {

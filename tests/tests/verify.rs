@@ -10,9 +10,7 @@
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use std::process::Command;
-
-use pptune_tests::bin::{pptune_bin, require_root};
+use pptune_tests::bin::{in_netns, require_root};
 
 #[test]
 fn verify_after_a_change_an_operator_override_and_a_restore() {
@@ -31,9 +29,7 @@ fn verify_after_a_change_an_operator_override_and_a_restore() {
         "$0" verify; echo "status=$?"
         ethtool -l ppt0
     "#;
-    let out = Command::new("unshare")
-        .args(["-n", "sh", "-c", script])
-        .arg(pptune_bin())
+    let out = in_netns(script)
         .env("RUNTIME_DIRECTORY", dir.path())
         .output()
         .unwrap();
@@ -86,14 +82,7 @@ fn plan_detailed_exitcode_is_0_when_everything_holds() {
         "selectors:\n  - names: [\"ppt*\"]\n    require_pools: false\n",
     )
     .unwrap();
-    let out = Command::new("unshare")
-        .args([
-            "-n",
-            "sh",
-            "-c",
-            "ip link add ppt0 type veth peer name ppt1 && \"$0\" plan --config \"$1\" --detailed-exitcode",
-        ])
-        .arg(pptune_bin())
+    let out = in_netns("ip link add ppt0 type veth peer name ppt1 && \"$0\" plan --config \"$1\" --detailed-exitcode")
         .arg(&policy)
         .env("RUNTIME_DIRECTORY", dir.path())
         .output()
