@@ -206,7 +206,7 @@ impl QueueSeries {
             QueueKey::Id(id) => {
                 let _ = write!(labels, "{id}");
             }
-            QueueKey::Unmapped => labels.push_str("unmapped"),
+            QueueKey::Unmapped => labels.push_str(policy::accounting::UNMAPPED),
         }
         labels.push_str("\"}");
         Self {

@@ -21,7 +21,12 @@ use serde::{Deserialize, Serialize};
 use crate::snapshot::{Device, LinkStats, Pool, PoolStats, QueueStats, Snapshot};
 
 /// Where a pool's counters are summed within its device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+///
+/// An integer key, not a string: the finding windows look a queue up on
+/// every tick, and a `format!("rx-{id}")` per queue per tick was a tenth of
+/// the engine's work at 2048 queues. It is written (state file, evidence,
+/// messages) as `rx-<id>` or `unmapped`, and read back from that form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum QueueKey {
     /// An RX queue id.
     Id(u32),
@@ -29,14 +34,59 @@ pub enum QueueKey {
     Unmapped,
 }
 
+/// The written name of [`QueueKey::Unmapped`].
+pub const UNMAPPED: &str = "unmapped";
+
 impl QueueKey {
-    /// The key used in evidence and state: `rx-<id>` or `unmapped`.
+    /// The key of RX queue `id`, or the unmapped bucket.
     #[must_use]
-    pub fn name(self) -> String {
+    pub fn of(id: Option<u32>) -> Self {
+        id.map_or(Self::Unmapped, Self::Id)
+    }
+}
+
+impl std::fmt::Display for QueueKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Id(i) => format!("rx-{i}"),
-            Self::Unmapped => "unmapped".to_owned(),
+            Self::Id(i) => write!(f, "rx-{i}"),
+            Self::Unmapped => f.write_str(UNMAPPED),
         }
+    }
+}
+
+impl std::str::FromStr for QueueKey {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == UNMAPPED {
+            return Ok(Self::Unmapped);
+        }
+        s.strip_prefix("rx-")
+            .and_then(|n| n.parse().ok())
+            .map(Self::Id)
+            .ok_or_else(|| format!("queue key {s:?}: expected rx-<id> or {UNMAPPED}"))
+    }
+}
+
+impl Serialize for QueueKey {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for QueueKey {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = QueueKey;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "a queue key (rx-<id> or {UNMAPPED})")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<QueueKey, E> {
+                s.parse().map_err(E::custom)
+            }
+        }
+        d.deserialize_str(V)
     }
 }
 
@@ -332,6 +382,27 @@ fn link_delta(a: &LinkStats, b: &LinkStats) -> Option<(u64, u64)> {
 mod tests {
     use super::*;
     use crate::snapshot::RxQueue;
+
+    /// The state file's window keys keep their written form (`rx-<id>`,
+    /// `unmapped`), so [`crate::state::ENGINE_STATE_VERSION`] 1 files
+    /// written before the key became an integer still load; anything else
+    /// is refused with the key named.
+    #[test]
+    fn queue_key_keeps_its_written_form() {
+        use std::collections::BTreeMap;
+        let m: BTreeMap<QueueKey, u8> = [(QueueKey::Id(12), 1), (QueueKey::Unmapped, 2)].into();
+        let text = serde_json::to_string(&m).unwrap();
+        assert_eq!(text, r#"{"rx-12":1,"unmapped":2}"#);
+        let back: BTreeMap<QueueKey, u8> = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, m);
+        for bad in [r#"{"rx-x":1}"#, r#"{"tx-1":1}"#, r#"{"rx-":1}"#] {
+            let e = serde_json::from_str::<BTreeMap<QueueKey, u8>>(bad).unwrap_err();
+            assert!(
+                e.to_string().contains("expected rx-<id> or unmapped"),
+                "{e}"
+            );
+        }
+    }
 
     fn pool(id: u64, fast: Option<u64>) -> Pool {
         Pool {

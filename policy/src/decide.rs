@@ -222,7 +222,7 @@ impl DeviceRun<'_> {
             ..Findings::default()
         };
         for (key, q) in &acc.queues {
-            let facts = QueueFacts::from_acc(key, q);
+            let facts = QueueFacts::from_acc(*key, q);
             let alloc_pages = facts.stats.alloc_fast;
             if facts.returned.max(alloc_pages) < th.min_pages_per_window {
                 continue;
@@ -296,11 +296,7 @@ impl DeviceRun<'_> {
             if let Some(p) = q.recycling_pct {
                 ev.insert("recycling_pct".into(), p);
             }
-            if let Some(id) = q
-                .key
-                .strip_prefix("rx-")
-                .and_then(|s| s.parse::<u32>().ok())
-            {
+            if let crate::accounting::QueueKey::Id(id) = q.key {
                 ev.insert("worst_queue".into(), f64::from(id));
             }
         }

@@ -16,9 +16,6 @@ use crate::accounting::{HarmDelta, PoolLedger, QueueKey, queue_deltas};
 use crate::signals::{self, ratio};
 use crate::snapshot::{Device, PoolStats};
 
-/// Key of the device-level bucket (pools with no RX queue).
-pub const UNMAPPED: &str = "unmapped";
-
 /// Counters summed over one queue's pools during the open window.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueAcc {
@@ -36,8 +33,9 @@ pub struct WindowAcc {
     pub elapsed: Duration,
     /// A counter went backwards: the window is no data.
     pub reset: bool,
-    /// Per RX queue (`rx-<id>`) and the [`UNMAPPED`] bucket.
-    pub queues: BTreeMap<String, QueueAcc>,
+    /// Per RX queue and the [`QueueKey::Unmapped`] bucket (written `rx-<id>` and
+    /// `unmapped` in the state file, as before the key was an integer).
+    pub queues: BTreeMap<QueueKey, QueueAcc>,
     /// qstats `rx-alloc-fail` (queue-level when present, else device-level).
     pub alloc_fail: u64,
     /// Harm: hardware drops (qstats) or link drop counters.
@@ -46,12 +44,6 @@ pub struct WindowAcc {
     pub packets: u64,
     /// Samples folded into this window.
     pub samples: u32,
-}
-
-/// Queue key used in evidence and state.
-#[must_use]
-pub fn queue_key(id: Option<u32>) -> String {
-    id.map_or(QueueKey::Unmapped, QueueKey::Id).name()
 }
 
 impl WindowAcc {
@@ -70,7 +62,7 @@ impl WindowAcc {
             if q.pools == 0 {
                 return;
             }
-            let acc = self.queues.entry(key.name()).or_default();
+            let acc = self.queues.entry(key).or_default();
             acc.provider |= q.provider;
             acc.stats = acc.stats.add(&q.stats);
             acc.inflight_peak = acc.inflight_peak.max(q.inflight);
@@ -89,7 +81,7 @@ impl WindowAcc {
 /// The signals of one queue over a closed window.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueueFacts {
-    pub key: String,
+    pub key: QueueKey,
     pub stats: PoolStats,
     pub provider: bool,
     /// Pages returned: cached + ring + ring_full.
@@ -105,7 +97,7 @@ pub struct QueueFacts {
 }
 
 impl QueueFacts {
-    pub(crate) fn from_acc(key: &str, acc: &QueueAcc) -> Self {
+    pub(crate) fn from_acc(key: QueueKey, acc: &QueueAcc) -> Self {
         let s = acc.stats;
         let returned = s
             .recycle_cached
@@ -115,7 +107,7 @@ impl QueueFacts {
         // alloc_empty for provider pools itself.
         let slow_refill = signals::slow_refill_share(&s, acc.provider);
         Self {
-            key: key.to_owned(),
+            key,
             stats: s,
             provider: acc.provider,
             returned,
