@@ -428,7 +428,7 @@ impl Client {
         loop {
             let ex = self
                 .route
-                .exchange(rtnl::RTM_GETLINK, NLM_F_DUMP, &rtnl::getlink_dump_payload())
+                .exchange(rtnl::RTM_GETLINK, NLM_F_DUMP, &rtnl::GETLINK_DUMP_PAYLOAD)
                 .await?;
             if !ex.interrupted() || attempt >= DUMP_ATTEMPTS {
                 return Ok(ex);

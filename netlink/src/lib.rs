@@ -5,7 +5,7 @@
 //! - the **`ethtool`** generic netlink family ([`ethtool`]): rings and
 //!   channels, get and set, and the `monitor` notifications;
 //! - **nlctrl** ([`ctrl`]): family ids, registered operations, groups;
-//! - **rtnetlink** ([`rtnl`]): links, via `netlink-packet-route`;
+//! - **rtnetlink** ([`rtnl`]): links (the attributes pptune reads);
 //! - the driver name ([`drvinfo`], the one ioctl);
 //! - the capability probe ([`caps`]) and the async [`Client`].
 //!
