@@ -1,7 +1,8 @@
 //! pptune's metrics: the exposition is strict OpenMetrics, no name ends in
 //! `_total_total`, every declared family is emitted with samples after a
 //! run that exercises every path, and a real Prometheus server scrapes the
-//! endpoint and answers a query through its HTTP API.
+//! endpoint under each `daemon.queue_metrics` setting (all, worst, none) and
+//! answers queries through its HTTP API.
 
 // Test helpers may unwrap too: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::panic)]
@@ -12,6 +13,7 @@ use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::Duration;
 
+use policy::policy::QueueSelection;
 use policy::{Mode, Policy};
 use pptune::http::{Limits, serve_with};
 use pptune::kernel::KernelEvent;
@@ -198,8 +200,14 @@ fn options(metrics: Arc<Metrics>, reload: mpsc::UnboundedReceiver<()>) -> Option
 /// Runs the daemon on the fake with an operator override and an overflow,
 /// so every path that feeds a metric is taken.
 async fn exercise(metrics: Arc<Metrics>, secs: u64) {
+    exercise_with(metrics, secs, QueueSelection::All).await;
+}
+
+/// [`exercise`] with `daemon.queue_metrics` set to `series`.
+async fn exercise_with(metrics: Arc<Metrics>, secs: u64, series: QueueSelection) {
     let k = Arc::new(FakeKernel::bursty());
-    let p = fake::test_policy(Mode::Enforce);
+    let mut p = fake::test_policy(Mode::Enforce);
+    p.daemon.queue_series = series;
     let (tx, rx) = mpsc::unbounded_channel();
     let opts = options(metrics, rx);
     let k2 = Arc::clone(&k);
@@ -349,9 +357,21 @@ fn http_get(addr: &str, path: &str) -> Option<String> {
     Some(out)
 }
 
-#[tokio::test(flavor = "current_thread")]
-#[ignore = "needs /usr/bin/prometheus (Debian package `prometheus`); run with --include-ignored"]
-async fn a_real_prometheus_scrapes_pptune_and_answers_a_query() {
+/// What a real Prometheus server stored after scraping a daemon whose
+/// policy has `daemon.queue_metrics` = `series`.
+struct Scraped {
+    /// `pptune_pool_inflight_pages` series (one per exported queue).
+    queue_series: u64,
+    /// `pptune_device_pool_inflight_pages` series (one per device).
+    device_series: u64,
+    /// `pptune_device_pool_alloc_fast_pages_total`, summed over the queues.
+    device_alloc_fast: u64,
+}
+
+/// Runs the daemon on the bursty fake (4 queues, one device) with its
+/// `/metrics` endpoint, has `/usr/bin/prometheus` scrape it every second,
+/// and asks Prometheus's query API what it stored.
+async fn prometheus_scrapes(series: QueueSelection) -> Scraped {
     let prom = std::path::Path::new("/usr/bin/prometheus");
     assert!(
         prom.exists(),
@@ -363,7 +383,7 @@ async fn a_real_prometheus_scrapes_pptune_and_answers_a_query() {
     tokio::spawn(pptune::http::serve(listener, Arc::clone(&metrics)));
     // Our endpoint answers with the OpenMetrics content type.
     let m = Arc::clone(&metrics);
-    let daemon = tokio::spawn(async move { exercise(m, 40).await });
+    let daemon = tokio::spawn(async move { exercise_with(m, 60, series).await });
     let addr2 = addr.clone();
     let resp = tokio::task::spawn_blocking(move || http_get(&addr2, "/metrics"))
         .await
@@ -394,40 +414,105 @@ async fn a_real_prometheus_scrapes_pptune_and_answers_a_query() {
         .stderr(std::fs::File::create(dir.path().join("prom.log")).unwrap())
         .spawn()
         .unwrap();
-    let query = "/api/v1/query?query=pptune_samples_total%7Bjob%3D%22pptune%22%7D";
-    let target_ok = "/api/v1/targets";
-    let mut answer = None;
-    for _ in 0..60 {
-        tokio::time::sleep(Duration::from_millis(500)).await;
+    let query = |q: &str| {
         let pa = prom_addr.clone();
-        let r = tokio::task::spawn_blocking(move || http_get(&pa, query))
-            .await
-            .unwrap();
-        if let Some(body) = r
+        let path = format!("/api/v1/query?query={}", url_escape(q));
+        async move {
+            tokio::task::spawn_blocking(move || http_get(&pa, &path))
+                .await
+                .unwrap()
+        }
+    };
+    // Wait for a scrape taken after the daemon has sampled (pools known)
+    // and evaluated at least once.
+    let mut samples = None;
+    for _ in 0..80 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if let Some(body) = query("pptune_samples_total{job=\"pptune\"} > 3").await
             && body.contains("\"pptune_samples_total\"")
         {
-            answer = Some(body);
+            samples = Some(body);
             break;
         }
     }
-    let pa = prom_addr.clone();
-    let targets = tokio::task::spawn_blocking(move || http_get(&pa, target_ok))
-        .await
-        .unwrap();
+    let scalar = |body: Option<String>| -> u64 {
+        let body = body.unwrap_or_default();
+        let v: serde_json::Value =
+            serde_json::from_str(body.split("\r\n\r\n").nth(1).unwrap_or(""))
+                .unwrap_or_else(|e| panic!("not a query answer ({e}): {body}"));
+        assert_eq!(v["status"], "success", "{v}");
+        v["data"]["result"][0]["value"][1]
+            .as_str()
+            .and_then(|x| x.parse().ok())
+            .unwrap_or_else(|| panic!("no scalar in {v}"))
+    };
+    let got = if samples.is_some() {
+        Some(Scraped {
+            queue_series: scalar(
+                query("count(pptune_pool_inflight_pages{job=\"pptune\"}) or vector(0)").await,
+            ),
+            device_series: scalar(
+                query("count(pptune_device_pool_inflight_pages{job=\"pptune\"}) or vector(0)")
+                    .await,
+            ),
+            device_alloc_fast: scalar(
+                query(
+                    "sum(pptune_device_pool_alloc_fast_pages_total{job=\"pptune\"}) or vector(0)",
+                )
+                .await,
+            ),
+        })
+    } else {
+        None
+    };
+    let targets = query("up").await;
     let _ = child.kill();
     let _ = child.wait();
     daemon.abort();
     let log = std::fs::read_to_string(dir.path().join("prom.log")).unwrap_or_default();
-    let body = answer.unwrap_or_else(|| {
+    let got = got.unwrap_or_else(|| {
         panic!(
-            "prometheus never returned pptune_samples_total\ntargets: {targets:?}\nlog tail: {}",
+            "prometheus never returned pptune_samples_total > 3\nup: {targets:?}\nlog tail: {}",
             &log[log.len().saturating_sub(2000)..]
         )
     });
-    assert!(body.contains("\"status\":\"success\""), "{body}");
-    assert!(body.contains("\"job\":\"pptune\""), "{body}");
-    let t = targets.unwrap_or_default();
-    assert!(t.contains("\"health\":\"up\""), "{t}");
+    let samples = samples.unwrap_or_default();
+    assert!(samples.contains("\"job\":\"pptune\""), "{samples}");
+    got
+}
+
+/// Percent-encodes a PromQL query for a URL's query string.
+fn url_escape(q: &str) -> String {
+    q.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "needs /usr/bin/prometheus (Debian package `prometheus`); run with --include-ignored"]
+async fn a_real_prometheus_scrapes_every_queue_with_series_all() {
+    let s = prometheus_scrapes(QueueSelection::All).await;
+    assert_eq!((s.queue_series, s.device_series), (4, 1));
+    assert!(s.device_alloc_fast > 0, "device sum is moving");
+}
+
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "needs /usr/bin/prometheus (Debian package `prometheus`); run with --include-ignored"]
+async fn a_real_prometheus_scrapes_the_worst_queues_with_series_worst() {
+    let s = prometheus_scrapes(QueueSelection::Worst { count: 2 }).await;
+    assert_eq!((s.queue_series, s.device_series), (2, 1));
+    assert!(s.device_alloc_fast > 0, "device sum is moving");
+}
+
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "needs /usr/bin/prometheus (Debian package `prometheus`); run with --include-ignored"]
+async fn a_real_prometheus_scrapes_device_sums_only_with_series_none() {
+    let s = prometheus_scrapes(QueueSelection::None).await;
+    assert_eq!((s.queue_series, s.device_series), (0, 1));
+    assert!(s.device_alloc_fast > 0, "device sum is moving");
 }
 
 #[test]
