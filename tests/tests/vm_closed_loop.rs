@@ -533,9 +533,10 @@ async fn observe_changes_nothing_and_exports_the_plan_recommendation() {
     assert_eq!(label("reason"), "recycle_miss_high", "{rec}");
     assert!(target > 256.0, "{rec}");
     // The same recommendation from `pptune plan --json` (samples the live
-    // kernel itself, changes nothing).
-    let out = p.cmd(&["plan", "--json"]);
-    assert!(out.status.success(), "plan: {out:?}");
+    // kernel itself, changes nothing); with --detailed-exitcode a plan that
+    // would change something exits 2 (`terraform plan -detailed-exitcode`).
+    let out = p.cmd(&["plan", "--json", "--detailed-exitcode"]);
+    assert_eq!(out.status.code(), Some(2), "plan: {out:?}");
     let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let dec = plan["decisions"]
         .as_array()
