@@ -53,6 +53,9 @@
 #define PPSIM_BULK		64	/* pages per charged release bulk */
 #define PPSIM_MAX_STALL_NS	(50 * NSEC_PER_MSEC)	/* longest single charge */
 #define PPSIM_MAX_COST_US	50000
+/* Modelled time: what one delivered page costs on the fast path (a page
+ * from the pool's cache or ring, plus handing it up), see ppsim_model(). */
+#define PPSIM_MODEL_PAGE_NS	1000
 
 struct ppsim_dev;
 
@@ -73,6 +76,7 @@ struct ppsim_lane_stats {
 	u64 bursts;
 	u64 slow_events;	/* alloc.slow increments seen by the producer */
 	u64 ring_full_pages;	/* recycle.ring_full increments seen by the consumer */
+	u64 release_bulks;	/* charged release bulks (ring_full pages / 64, rounded up) */
 };
 
 struct ppsim_cap {
@@ -97,6 +101,20 @@ struct ppsim_lane {
 	int napi_cpu;
 	u64 polls;
 
+	/* The posted RX ring: buffers allocated from the pool and held by the
+	 * "device" until a packet lands in them, as a NIC does. A received
+	 * page is swapped for a fresh one from the pool. */
+	struct page **posted;
+	unsigned int nposted;
+	unsigned int post_idx;
+
+	/* Burst return is atomic with respect to the producer: the consumer
+	 * raises `returning` and waits out a poll in progress (`producing`);
+	 * a poll that sees `returning` backs off. Both sides then see the same
+	 * sequence of allocations and returns whatever CPU each runs on. */
+	int producing;
+	int returning;
+
 	/* charge-cap windows: one per side, each written by its side only */
 	struct ppsim_cap cap_producer;
 	struct ppsim_cap cap_consumer;
@@ -112,6 +130,7 @@ struct ppsim_lane {
 	struct ppsim_lane_stats st;
 	atomic64_t charged_ns;	/* time charged (stalls), both sides */
 	atomic64_t capped;	/* charges trimmed by the 50 % cap */
+	atomic64_t model_ns;	/* modelled busy time, both sides (ppsim_model) */
 };
 
 struct ppsim_dev {
@@ -212,6 +231,32 @@ static void ppsim_uncharge(void)
 	atomic_dec(&ppsim_charged_now);
 }
 
+/*
+ * Modelled time, the figure the outcome benchmark decides on: a pure
+ * function of the lane's event counts, so it does not move with the host's
+ * load or the guest's scheduling. Each delivered page costs
+ * PPSIM_MODEL_PAGE_NS; each slow-path refill slow_cost_us and each release
+ * bulk past a full ring release_cost_us, both scaled by contention:
+ * (1 + contention_pct/100 x (queues - 1))^2, the cost of a lock every
+ * queue's slow path takes (more waiters, each waiting longer on a bouncing
+ * cache line). No cap applies (unlike the charged stalls).
+ */
+static void ppsim_model(struct ppsim_lane *lane, u64 pages, u64 events, u32 cost_us)
+{
+	struct ppsim_dev *pd = lane->pd;
+	u64 c = pages * PPSIM_MODEL_PAGE_NS;
+
+	if (events && cost_us) {
+		u64 f = 100 + (u64)min_t(u32, READ_ONCE(pd->contention_pct), 1000) *
+			(READ_ONCE(pd->nq) - 1);
+		u64 e = events * min_t(u32, cost_us, PPSIM_MAX_COST_US) * NSEC_PER_USEC;
+
+		c += div_u64(div_u64(e * f, 100) * f, 100);
+	}
+	if (c)
+		atomic64_add(c, &lane->model_ns);
+}
+
 /* ---- producer: NAPI ---------------------------------------------------- */
 
 static enum hrtimer_restart ppsim_timer_fn(struct hrtimer *t)
@@ -257,6 +302,7 @@ static int ppsim_poll(struct napi_struct *napi, int budget)
 	struct ppsim_dev *pd = lane->pd;
 	u32 rate = READ_ONCE(pd->rate_pps);
 	u64 now = ktime_get_ns(), slow, n, i;
+	bool done_modelled = false;
 	int done = 0;
 
 	if (lane->in_stall) {
@@ -283,16 +329,30 @@ static int ppsim_poll(struct napi_struct *napi, int budget)
 		n = budget;
 	}
 
+	/* Pair with ppsim_release(): never allocate while a burst returns. */
+	WRITE_ONCE(lane->producing, 1);
+	smp_mb();
+	if (READ_ONCE(lane->returning)) {
+		smp_store_release(&lane->producing, 0);
+		napi_complete_done(napi, 0);
+		ppsim_arm(lane, 20 * NSEC_PER_USEC);
+		return 0;
+	}
+
 	lane->napi_cpu = smp_processor_id();
 	lane->polls++;
 	if (!rate) {
-		/* Unlimited: receive as fast as the consumer keeps up. When it
-		 * holds more than two bursts it is behind; back off instead of
-		 * spinning (no arrivals are modelled, so nothing is dropped). */
-		unsigned long limit = 2 * (unsigned long)clamp_t(u32,
-				READ_ONCE(pd->burst_pages), 64, PPSIM_BURST_MAX);
+		/* Unlimited: receive as fast as the consumer keeps up: one burst
+		 * at a time. When the consumer holds a whole burst, back off
+		 * until it has returned it (no arrivals are modelled, so nothing
+		 * is dropped). With the atomic return this makes the sequence of
+		 * allocations and returns the same on every run: receive a
+		 * burst, return it, repeat. */
+		unsigned long limit = clamp_t(u32, READ_ONCE(pd->burst_pages), 1,
+					      PPSIM_BURST_MAX);
 
 		if (ho_count(lane) >= limit) {
+			smp_store_release(&lane->producing, 0);
 			napi_complete_done(napi, 0);
 			ppsim_arm(lane, 50 * NSEC_PER_USEC);
 			return 0;
@@ -313,6 +373,13 @@ static int ppsim_poll(struct napi_struct *napi, int budget)
 			WRITE_ONCE(lane->st.alloc_fail, lane->st.alloc_fail + 1);
 			continue;
 		}
+		if (lane->nposted) {
+			/* The packet lands in the oldest posted buffer; the fresh
+			 * page is posted in its place. */
+			swap(page, lane->posted[lane->post_idx]);
+			if (++lane->post_idx == lane->nposted)
+				lane->post_idx = 0;
+		}
 		lane->ho[head & (PPSIM_HANDOFF - 1)].page = page;
 		lane->ho[head & (PPSIM_HANDOFF - 1)].pool = lane->pool;
 		smp_store_release(&lane->ho_head, head + 1);
@@ -322,6 +389,7 @@ static int ppsim_poll(struct napi_struct *napi, int budget)
 	}
 	if (rate)
 		lane->pending -= n;
+	smp_store_release(&lane->producing, 0);
 
 	if (ho_count(lane) >= READ_ONCE(pd->burst_pages) && wq_has_sleeper(&lane->wq))
 		wake_up(&lane->wq);
@@ -334,6 +402,8 @@ static int ppsim_poll(struct napi_struct *napi, int budget)
 
 		lane->last_slow = slow;
 		WRITE_ONCE(lane->st.slow_events, lane->st.slow_events + events);
+		ppsim_model(lane, done, events, READ_ONCE(pd->slow_cost_us));
+		done_modelled = true;
 		if (cost_us) {
 			u64 c = min_t(u64, cost_us, PPSIM_MAX_COST_US) * NSEC_PER_USEC * events;
 
@@ -344,6 +414,9 @@ static int ppsim_poll(struct napi_struct *napi, int budget)
 			return min_t(int, done, budget - 1);
 		}
 	}
+
+	if (!done_modelled)
+		ppsim_model(lane, done, 0, 0);
 
 	if (!rate)
 		return budget;	/* unlimited: keep polling */
@@ -400,6 +473,12 @@ static void ppsim_release(struct ppsim_lane *lane, unsigned long n)
 
 	if (!n)
 		return;
+	/* Pair with ppsim_poll(): the producer allocates nothing until the
+	 * whole burst is back. */
+	WRITE_ONCE(lane->returning, 1);
+	smp_mb();
+	while (READ_ONCE(lane->producing))
+		cpu_relax();
 	/* The last page keeps its pool alive while we read its counters. */
 	last = lane->ho[(tail + n - 1) & (PPSIM_HANDOFF - 1)];
 	rf0 = pool_ring_full(last.pool);
@@ -411,6 +490,7 @@ static void ppsim_release(struct ppsim_lane *lane, unsigned long n)
 	freed = pool_ring_full(last.pool) - rf0;
 	page_pool_put_full_page(last.pool, last.page, false);
 	smp_store_release(&lane->ho_tail, tail + n);
+	smp_store_release(&lane->returning, 0);
 
 	WRITE_ONCE(lane->st.returned, lane->st.returned + n);
 	WRITE_ONCE(lane->st.bursts, lane->st.bursts + 1);
@@ -418,6 +498,8 @@ static void ppsim_release(struct ppsim_lane *lane, unsigned long n)
 
 	cost_us = READ_ONCE(pd->release_cost_us);
 	bulks = DIV_ROUND_UP(freed, PPSIM_BULK);
+	WRITE_ONCE(lane->st.release_bulks, lane->st.release_bulks + bulks);
+	ppsim_model(lane, 0, bulks, cost_us);
 	if (cost_us && bulks) {
 		u64 now = ktime_get_ns();
 		u64 until = ppsim_charge(lane, &lane->cap_consumer,
@@ -473,6 +555,42 @@ static int ppsim_consumer(void *arg)
 
 /* ---- queues ------------------------------------------------------------ */
 
+/* Give the posted buffers back to the pool (the "device" stops). */
+static void ppsim_unpost_ring(struct ppsim_lane *lane)
+{
+	unsigned int i;
+
+	for (i = 0; i < lane->nposted; i++)
+		if (lane->posted[i])
+			page_pool_put_full_page(lane->pool, lane->posted[i], false);
+	kvfree(lane->posted);
+	lane->posted = NULL;
+	lane->nposted = 0;
+	lane->post_idx = 0;
+}
+
+/* Post the whole RX ring (at most PPSIM_RING_MAX buffers): pool memory then
+ * grows with the ring as on hardware, and the posted pages count in the
+ * pool's inflight. Before NAPI is enabled, so nothing else uses the pool. */
+static int ppsim_post_ring(struct ppsim_lane *lane)
+{
+	unsigned int n = min_t(u32, lane->pd->rx_ring, PPSIM_RING_MAX), i;
+
+	lane->post_idx = 0;
+	lane->posted = kvcalloc(n, sizeof(*lane->posted), GFP_KERNEL);
+	if (!lane->posted)
+		return -ENOMEM;
+	lane->nposted = n;
+	for (i = 0; i < n; i++) {
+		lane->posted[i] = page_pool_alloc_pages(lane->pool, GFP_KERNEL | __GFP_NOWARN);
+		if (!lane->posted[i]) {
+			ppsim_unpost_ring(lane);
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
 static int ppsim_lane_open(struct ppsim_lane *lane)
 {
 	struct ppsim_dev *pd = lane->pd;
@@ -487,6 +605,7 @@ static int ppsim_lane_open(struct ppsim_lane *lane)
 		.dma_dir = DMA_FROM_DEVICE,
 	};
 	struct page_pool *pool;
+	int err;
 
 #if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 13, 0)
 	netif_napi_add_config(dev, &lane->napi, ppsim_poll, lane->idx);
@@ -501,6 +620,14 @@ static int ppsim_lane_open(struct ppsim_lane *lane)
 		return PTR_ERR(pool);
 	}
 	lane->pool = pool;
+	err = ppsim_post_ring(lane);
+	if (err) {
+		page_pool_destroy(pool);
+		lane->pool = NULL;
+		netif_napi_del(&lane->napi);
+		lane->napi_added = false;
+		return err;
+	}
 	lane->last_slow = READ_ONCE(pool->alloc_stats.slow);
 	lane->pending = 0;
 	lane->frac = 0;
@@ -525,6 +652,7 @@ static void ppsim_lane_close(struct ppsim_lane *lane)
 	}
 	netif_napi_del(&lane->napi);
 	lane->napi_added = false;
+	ppsim_unpost_ring(lane);
 	/* Pages still held by the consumer keep the pool alive (detached,
 	 * with detach-time) until they come back. */
 	page_pool_destroy(lane->pool);
@@ -967,10 +1095,53 @@ static const struct file_operations ppsim_preset_fops = {
 	.llseek = default_llseek,
 };
 
+/* `consumer_cpu`: move every consumer kthread to another online CPU (the
+ * producer's, to reproduce a consumer that falls behind now and then). */
+static ssize_t ppsim_consumer_cpu_write(struct file *f, const char __user *ubuf,
+					size_t len, loff_t *ppos)
+{
+	struct ppsim_dev *pd = file_inode(f)->i_private;
+	unsigned int cpu, i;
+	int err;
+
+	err = kstrtouint_from_user(ubuf, len, 10, &cpu);
+	if (err)
+		return err;
+	if (cpu >= nr_cpu_ids || !cpu_online(cpu))
+		return -EINVAL;
+	for (i = 0; i < PPSIM_MAX_QUEUES; i++) {
+		if (!pd->lanes[i].consumer)
+			continue;
+		err = set_cpus_allowed_ptr(pd->lanes[i].consumer, cpumask_of(cpu));
+		if (err)
+			return err;
+	}
+	WRITE_ONCE(pd->consumer_cpu, cpu);
+	return len;
+}
+
+static ssize_t ppsim_consumer_cpu_read(struct file *f, char __user *ubuf, size_t len,
+				       loff_t *ppos)
+{
+	struct ppsim_dev *pd = file_inode(f)->i_private;
+	char buf[16];
+	int n = scnprintf(buf, sizeof(buf), "%u\n", READ_ONCE(pd->consumer_cpu));
+
+	return simple_read_from_buffer(ubuf, len, ppos, buf, n);
+}
+
+static const struct file_operations ppsim_consumer_cpu_fops = {
+	.owner = THIS_MODULE,
+	.open = simple_open,
+	.read = ppsim_consumer_cpu_read,
+	.write = ppsim_consumer_cpu_write,
+	.llseek = default_llseek,
+};
+
 static int ppsim_goodput_show(struct seq_file *m, void *v)
 {
 	struct ppsim_dev *pd = m->private;
-	u64 pk = pd->base.packets, drops = lane_total(&pd->base), charged = 0;
+	u64 pk = pd->base.packets, drops = lane_total(&pd->base), charged = 0, model = 0;
 	u64 now = ktime_get_ns(), el, dpk, dd;
 	unsigned int i;
 
@@ -978,14 +1149,17 @@ static int ppsim_goodput_show(struct seq_file *m, void *v)
 		pk += READ_ONCE(pd->lanes[i].st.packets);
 		drops += lane_total(&pd->lanes[i].st);
 		charged += atomic64_read(&pd->lanes[i].charged_ns);
+		model += atomic64_read(&pd->lanes[i].model_ns);
 	}
 	el = pd->gp_start_ns ? now - pd->gp_start_ns : 0;
 	dpk = pk - pd->gp_base_packets;
 	dd = drops - pd->gp_base_drops;
 	seq_printf(m, "now_ns=%llu delivered=%llu dropped=%llu charged_ns=%llu "
-		   "window_ns=%llu window_delivered=%llu window_dropped=%llu goodput_pps=%llu\n",
+		   "window_ns=%llu window_delivered=%llu window_dropped=%llu goodput_pps=%llu "
+		   "model_ns=%llu queues=%u rate_pps=%u\n",
 		   now, pk, drops, charged, el, dpk, dd,
-		   el ? div64_u64(dpk * NSEC_PER_SEC, el) : 0);
+		   el ? div64_u64(dpk * NSEC_PER_SEC, el) : 0, model, READ_ONCE(pd->nq),
+		   READ_ONCE(pd->rate_pps));
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(ppsim_goodput);
@@ -1003,7 +1177,8 @@ static int ppsim_qstate_show(struct seq_file *m, void *v)
 		seq_printf(m, "queue=%u ring=%u pool_id=%u napi_id=%u napi_cpu=%d polls=%llu "
 			   "held=%lu packets=%llu bytes=%llu alloc_fail=%llu drops_ring=%llu drops_backlog=%llu "
 			   "returned=%llu bursts=%llu slow_events=%llu ring_full_pages=%llu "
-			   "charged_ns=%llu capped=%llu pool_size=%d\n",
+			   "charged_ns=%llu capped=%llu pool_size=%d posted=%u release_bulks=%llu "
+			   "model_ns=%lld\n",
 			   i, pd->rx_ring, l->pool ? l->pool->user.id : 0,
 			   l->napi_added ? l->napi.napi_id : 0, READ_ONCE(l->napi_cpu),
 			   READ_ONCE(l->polls), ho_count(l),
@@ -1012,7 +1187,8 @@ static int ppsim_qstate_show(struct seq_file *m, void *v)
 			   READ_ONCE(st->drops_backlog), READ_ONCE(st->returned),
 			   READ_ONCE(st->bursts), READ_ONCE(st->slow_events),
 			   READ_ONCE(st->ring_full_pages), atomic64_read(&l->charged_ns),
-			   atomic64_read(&l->capped), l->pool ? l->pool->ring.size : 0);
+			   atomic64_read(&l->capped), l->pool ? l->pool->ring.size : 0,
+			   l->nposted, READ_ONCE(st->release_bulks), atomic64_read(&l->model_ns));
 	}
 	rtnl_unlock();
 	return 0;
@@ -1030,7 +1206,7 @@ static void ppsim_debugfs_init(struct ppsim_dev *pd)
 	debugfs_create_u32("release_cost_us", 0600, pd->dir, &pd->release_cost_us);
 	debugfs_create_u32("contention_pct", 0600, pd->dir, &pd->contention_pct);
 	debugfs_create_u32("producer_cpu", 0600, pd->dir, &pd->producer_cpu);
-	debugfs_create_u32("consumer_cpu", 0400, pd->dir, &pd->consumer_cpu);
+	debugfs_create_file("consumer_cpu", 0600, pd->dir, pd, &ppsim_consumer_cpu_fops);
 	debugfs_create_file("cost_preset", 0600, pd->dir, pd, &ppsim_preset_fops);
 	debugfs_create_file("goodput", 0400, pd->dir, pd, &ppsim_goodput_fops);
 	debugfs_create_file("queues", 0400, pd->dir, pd, &ppsim_qstate_fops);

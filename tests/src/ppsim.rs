@@ -199,6 +199,15 @@ pub struct Goodput {
     pub window_delivered: u64,
     pub window_dropped: u64,
     pub goodput_pps: u64,
+    /// Modelled busy time, summed over the device's queues, ns: a fixed
+    /// cost per delivered page plus the preset's cost per slow-path refill
+    /// and per release bulk past a full ring, scaled by contention
+    /// (tests/ppsim/README.md, "Modelled goodput").
+    pub model_ns: u64,
+    /// Active queues when read.
+    pub queues: u64,
+    /// Arrival rate per queue (0 = unlimited).
+    pub rate_pps: u64,
 }
 
 impl Goodput {
@@ -211,6 +220,28 @@ impl Goodput {
             return 0.0;
         }
         self.delivered.saturating_sub(earlier.delivered) as f64 * 1e9 / dt as f64
+    }
+
+    /// Modelled goodput between two readings: delivered pages per second of
+    /// modelled time, the queues running in parallel (each queue's time is
+    /// the mean of theirs). With a fixed arrival rate a queue cannot run
+    /// ahead of its arrivals, so its time is at least the wall time. Does
+    /// not depend on the host's speed: the figure the outcome benchmark
+    /// decides on.
+    #[must_use]
+    #[allow(clippy::cast_precision_loss)]
+    pub fn modelled_pps_since(&self, earlier: &Goodput) -> f64 {
+        let model =
+            self.model_ns.saturating_sub(earlier.model_ns) as f64 / self.queues.max(1) as f64;
+        let t = if self.rate_pps > 0 {
+            model.max(self.now_ns.saturating_sub(earlier.now_ns) as f64)
+        } else {
+            model
+        };
+        if t <= 0.0 {
+            return 0.0;
+        }
+        self.delivered.saturating_sub(earlier.delivered) as f64 * 1e9 / t
     }
 }
 
@@ -236,6 +267,12 @@ pub struct QueueState {
     /// The pool's real ring size (`ptr_ring` size after the page_pool
     /// clamp and default), 0 without a pool.
     pub pool_size: u32,
+    /// RX buffers posted to the "device" (held from the pool, in inflight).
+    pub posted: u64,
+    /// Release bulks past a full ring (ring_full pages / 64, rounded up).
+    pub release_bulks: u64,
+    /// This queue's modelled busy time, ns.
+    pub model_ns: u64,
 }
 
 /// The loaded ppsim module.
@@ -488,6 +525,15 @@ impl PpsimDev {
         write(&self.dir.join("cost_preset"), p.name())
     }
 
+    /// Move the consumer kthreads to `cpu` (0 = the producers' CPU: a
+    /// consumer that falls behind now and then, as on one vCPU).
+    ///
+    /// # Errors
+    /// The write failed (offline CPU).
+    pub fn set_consumer_cpu(&self, cpu: u32) -> Result<(), PpsimError> {
+        write(&self.dir.join("consumer_cpu"), &cpu.to_string())
+    }
+
     /// Start the traffic engine on every queue (resets the goodput window).
     ///
     /// # Errors
@@ -521,6 +567,9 @@ impl PpsimDev {
                 "window_delivered" => g.window_delivered = n,
                 "window_dropped" => g.window_dropped = n,
                 "goodput_pps" => g.goodput_pps = n,
+                "model_ns" => g.model_ns = n,
+                "queues" => g.queues = n,
+                "rate_pps" => g.rate_pps = n,
                 _ => return false,
             }
             true
@@ -573,6 +622,9 @@ impl PpsimDev {
                     "ring_full_pages" => q.ring_full_pages = n,
                     "charged_ns" => q.charged_ns = n,
                     "capped" => q.capped = n,
+                    "posted" => q.posted = n,
+                    "release_bulks" => q.release_bulks = n,
+                    "model_ns" => q.model_ns = n,
                     _ => return false,
                 }
                 true

@@ -232,6 +232,7 @@ struct Measured {
     miss_share: f64,
     slow_share: f64,
     goodput_pps: f64,
+    modelled_pps: f64,
     delta: PoolStats,
 }
 
@@ -257,6 +258,7 @@ async fn measure(c: &Client, ring: u32, knobs: &Knobs, secs: u64) -> Measured {
         miss_share: recycle_miss_share(&delta).unwrap_or(0.0),
         slow_share: slow_refill_share(&delta, false).unwrap_or(0.0),
         goodput_pps: g1.pps_since(&g0),
+        modelled_pps: g1.modelled_pps_since(&g0),
         delta,
     };
     let qs = d.queues().expect("queues");
@@ -345,4 +347,89 @@ async fn charged_slow_path_makes_the_large_ring_faster() {
         devmem >= 1.5,
         "with the devmem cost preset ring 4096 should deliver ≥ 1.5× ring 256, got {devmem:.2} ({ratios:?})"
     );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn posted_ring_counts_in_inflight() {
+    let Some(k) = gate("posted_ring_counts_in_inflight") else {
+        return;
+    };
+    let c = Client::connect().await.expect("client");
+    let d = setup(2);
+    let ifx = d.ifindex().expect("ifindex");
+    // No traffic: what is out of each pool is the posted RX ring, as on a
+    // NIC, so pool memory grows with the ring.
+    for ring in [256u32, 1024, 4096] {
+        set_ring(&c, &d, ring).await;
+        let ids = attached_pools(&c, ifx).await.expect("page-pool-get");
+        let pools: Vec<_> = c
+            .page_pools()
+            .await
+            .expect("page-pool-get")
+            .into_iter()
+            .filter(|p| p.id.is_some_and(|id| ids.contains(&id)))
+            .collect();
+        assert_eq!(pools.len(), 2, "{pools:?}");
+        for p in &pools {
+            assert_eq!(p.inflight, Some(u64::from(ring)), "ring {ring}: {p:?}");
+            assert_eq!(
+                p.inflight_mem,
+                Some(u64::from(ring) * 4096),
+                "ring {ring}: {p:?}"
+            );
+        }
+        let qs = d.queues().expect("queues");
+        assert!(qs.iter().all(|q| q.posted == u64::from(ring)), "{qs:?}");
+    }
+    println!("{k}: posted ring = inflight at rings 256, 1024, 4096");
+    d.delete().expect("delete");
+}
+
+/// The modelled figure is the one the outcome benchmark decides on: three
+/// runs at an unchanged ring must agree within 2 %, and it must rank the
+/// rings as the wall figure does (a non-power-of-two burst, both presets).
+#[tokio::test(flavor = "current_thread")]
+async fn modelled_goodput_is_repeatable() {
+    let Some(k) = gate("modelled_goodput_is_repeatable") else {
+        return;
+    };
+    let c = Client::connect().await.expect("client");
+    for preset in [CostPreset::ZoneLock, CostPreset::Devmem] {
+        let knobs = Knobs {
+            burst_pages: 1500,
+            ..Knobs::default()
+        }
+        .with_preset(preset);
+        let mut means = Vec::new();
+        for ring in [256u32, 2048] {
+            let mut m = Vec::new();
+            let mut wall = Vec::new();
+            for _ in 0..3 {
+                let r = measure(&c, ring, &knobs, 2).await;
+                m.push(r.modelled_pps);
+                wall.push(r.goodput_pps);
+            }
+            let mean = m.iter().sum::<f64>() / 3.0;
+            let spread = (m.iter().copied().fold(f64::MIN, f64::max)
+                - m.iter().copied().fold(f64::MAX, f64::min))
+                / mean;
+            println!(
+                "MEASURE kernel={k} preset={} queues=1 secs=2 {} ring={ring} modelled_pps={m:.0?} spread={spread:.4} wall_pps={wall:.0?}",
+                preset.name(),
+                knobs_line(&knobs)
+            );
+            assert!(
+                spread <= 0.02,
+                "{} ring {ring}: modelled goodput {m:?} spreads {:.1} % (> 2 %)",
+                preset.name(),
+                spread * 100.0
+            );
+            means.push((mean, wall.iter().sum::<f64>() / 3.0));
+        }
+        assert!(
+            means[1].0 > means[0].0 && means[1].1 > means[0].1,
+            "{}: ring 2048 must beat ring 256 on both figures (modelled, wall): {means:?}",
+            preset.name()
+        );
+    }
 }
