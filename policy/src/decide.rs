@@ -615,14 +615,13 @@ impl DeviceRun<'_> {
             .ring_probe
             .filter(|p| steps >= 1 && p.ring == l.cur)
             .and_then(|p| calibrate(&p, pool_now, excess));
-        // Step < max: the estimate; the last step: the calibrated estimate,
-        // or the limit when there is nothing to calibrate from (a first step
-        // that is also the last, or one that did not shrink the excess);
-        // past the last step: the limit.
-        let (burst, last_step) = match calibrated {
-            Some((b, _)) if step <= max_steps => (b, false),
-            _ => (f64::from(pool_now) + excess, step >= max_steps),
-        };
+        let held = held_estimate(q, &self.info, l.cur, f64::from(pool_now) + excess);
+        let (burst, last_step) = burst_estimate(
+            f64::from(pool_now) + excess,
+            calibrated.filter(|_| step <= max_steps).map(|(b, _)| b),
+            held,
+            step >= max_steps,
+        );
         let needed_pool = burst * self.policy.rings.headroom;
         let estimate = self
             .info
@@ -666,6 +665,9 @@ impl DeviceRun<'_> {
         let known = !matches!(self.info.mapping, PoolMapping::Unknown) && self.info.mode_known;
         ev.insert("pool_mapping_known".into(), if known { 1.0 } else { 0.0 });
         ev.insert("inflight_peak".into(), n64(q.inflight_peak));
+        if let Some(h) = held {
+            ev.insert("held_pages_estimate".into(), h);
+        }
         ev.insert("grow_step".into(), f64::from(step));
         let miss = q.recycle_miss.unwrap_or(0.0) * 100.0;
         if target <= l.cur {
@@ -695,6 +697,12 @@ impl DeviceRun<'_> {
                 msg,
                 " (step {step} of {max_steps}: straight to the limit, {})",
                 l.bind.as_str()
+            );
+        } else if held.is_some_and(|h| h <= burst) {
+            let _ = write!(
+                msg,
+                " (step {step}: burst from the pages out at once beyond the posted ring (inflight peak {}), which ring_full undercounts)",
+                q.inflight_peak
             );
         } else if let Some((_, k)) = calibrated {
             let _ = write!(
@@ -1139,6 +1147,47 @@ fn calibrate(p: &RingProbe, pool_now: u32, excess_now: f64) -> Option<(f64, f64)
     Some((f64::from(pool_now) + k * excess_now, k))
 }
 
+/// The burst estimate a growth step sizes the ring for, and whether the
+/// step goes to the limit instead. `lower`: pool + excess from ring_full, a
+/// lower bound (ring_full undercounts on bulk return paths); `fit`: the
+/// calibrated burst, when this step may use it; `held`: pages out at once
+/// beyond the posted ring ([`held_estimate`]), when that says more than
+/// `lower`. The tighter of the estimates that exist wins, never below the
+/// lower bound; the limit only on the last step with neither (nothing but
+/// the lower bound, which already failed to cover the burst).
+fn burst_estimate(lower: f64, fit: Option<f64>, held: Option<f64>, last: bool) -> (f64, bool) {
+    match (fit, held) {
+        (None, None) => (lower, last),
+        (Some(a), None) | (None, Some(a)) => (a.max(lower), false),
+        (Some(a), Some(b)) => (a.min(b).max(lower), false),
+    }
+}
+
+/// A second, kernel-visible estimate of the return burst: the peak of the
+/// queue's `inflight` over the window (page-pool-get) minus the buffers the
+/// device keeps posted at `ring`. The pages out beyond the posted ring
+/// include every page of a burst before it returns, whatever path it takes
+/// back, so this does not share ring_full's undercount. `None` unless it
+/// exceeds `lower` (the ring_full bound): a sample that missed the peak says
+/// nothing new.
+fn held_estimate(q: &QueueFacts, info: &DriverInfo, ring: u32, lower: f64) -> Option<f64> {
+    let posted =
+        u64::from(posted_pages(info, ring)).saturating_mul(u64::from(info.pools_per_queue.max(1)));
+    let held = n64(q.inflight_peak.checked_sub(posted)?);
+    (held > lower).then_some(held)
+}
+
+/// RX buffers a queue keeps posted per pool at `ring` (design.md): the pool
+/// size where the mapping is known (ring × the driver's factor), else the
+/// larger of pool and ring.
+fn posted_pages(info: &DriverInfo, ring: u32) -> u32 {
+    let pool = info.pool_for_ring(ring).unwrap_or(ring);
+    match info.mapping {
+        PoolMapping::Proportional { .. } => pool,
+        PoolMapping::Fixed { .. } | PoolMapping::Unknown => pool.max(ring),
+    }
+}
+
 /// The value a change left the knob at: its target, unless it failed or was
 /// put back.
 fn landed(r: &ActionRecord) -> u32 {
@@ -1183,10 +1232,7 @@ fn page_bytes(dev: &Device) -> u64 {
 #[must_use]
 pub fn device_bytes(dev: &Device, info: &DriverInfo, ring: u32) -> u64 {
     let pool = info.pool_for_ring(ring).unwrap_or(ring);
-    let posted = u64::from(match info.mapping {
-        PoolMapping::Proportional { .. } => pool,
-        PoolMapping::Fixed { .. } | PoolMapping::Unknown => pool.max(ring),
-    });
+    let posted = u64::from(posted_pages(info, ring));
     let per_queue = posted
         .saturating_add(u64::from(pool.min(POOL_RING_CLAMP)))
         .saturating_add(POOL_CACHE_PAGES)

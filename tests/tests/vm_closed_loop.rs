@@ -29,7 +29,7 @@ use std::time::Duration;
 use netlink::Client;
 use policy::signals::{recycle_miss_share, slow_refill_share};
 use pptune_tests::pools::{attached_pools, stats_of};
-use pptune_tests::ppsim::{CostPreset, Knobs, Ppsim, PpsimDev};
+use pptune_tests::ppsim::{CostPreset, Knobs, Personality, Ppsim, PpsimDev};
 use pptune_tests::vm::{repo_root, require_vm};
 use tokio::time::{Instant, sleep};
 
@@ -489,6 +489,87 @@ async fn bursty_enforce_converges_then_holds_steady() {
     d.delete().unwrap();
 }
 
+/// Non-power-of-two bursts (1500 pages on the default personality, 2500 on
+/// one that refuses rings that are not a power of two): enforce ends with
+/// no recycle misses at a ring within one power of two of the burst, in at
+/// most two changes, never at the limit (16384), and holds there. Runs the
+/// same on one vCPU and on two (consumer on the other CPU, `run.sh --smp 2`).
+#[tokio::test(flavor = "current_thread")]
+async fn non_power_of_two_bursts_converge_near_the_burst() {
+    let Some(k) = gate("non_power_of_two_bursts_converge_near_the_burst") else {
+        return;
+    };
+    let c = Client::connect().await.expect("client");
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    for (personality, burst) in [(Personality::Ppsim, 1500u32), (Personality::Pow2, 2500)] {
+        let knobs = Knobs {
+            burst_pages: burst,
+            ..bursty()
+        };
+        let p = Ppsim::load().expect("ppsim loads");
+        let raw = p.new_device(1).expect("ppsim device");
+        raw.set_personality(personality).expect("personality");
+        raw.set_up(true).expect("up");
+        raw.set_knobs(&knobs).expect("knobs");
+        let d = Dev(Some(raw));
+        assert_eq!(rx_ring(&c, &d).await, 256);
+        d.start().expect("start");
+        sleep(Duration::from_secs(1)).await;
+        let before = measure(&c, &d, 2.0).await;
+        assert!(
+            before.miss_share >= MISS_THRESHOLD,
+            "{burst}-page bursts must overflow ring 256: {before:?}"
+        );
+        let dir = tmp();
+        let mut pt = Pptune::start(dir.path(), "closed-loop-enforce.yaml", d.name(), 19877);
+        let trace = converge(
+            &c,
+            &d,
+            &mut pt,
+            Duration::from_secs(12),
+            Duration::from_secs(120),
+        )
+        .await;
+        let after = measure(&c, &d, 2.0).await;
+        println!(
+            "MEASURE scenario=non_pow2_burst kernel={k} cpus={cpus} personality={} {} | changes={:?} | before {before:?} | after {after:?}",
+            personality.name(),
+            knobs_line(&knobs),
+            trace.changes
+        );
+        assert!(
+            !trace.changes.is_empty() && trace.changes.len() <= 2,
+            "{} burst {burst}: at most two changes, got {:?}:\n{}",
+            personality.name(),
+            trace.changes,
+            pt.log()
+        );
+        // The smallest ring that takes a whole burst: the burst itself, or
+        // the next power of two where the driver refuses anything else.
+        let best = if matches!(personality, Personality::Pow2) {
+            burst.next_power_of_two()
+        } else {
+            burst
+        };
+        assert!(
+            after.ring >= burst && after.ring <= 2 * best && after.ring < 16384,
+            "{} burst {burst}: ring {} must cover the burst, within one power of two of {best}, not the limit:\n{}",
+            personality.name(),
+            after.ring,
+            pt.log()
+        );
+        assert!(
+            after.miss_share < MISS_THRESHOLD,
+            "{} burst {burst}: misses remain at ring {}: {after:?}",
+            personality.name(),
+            after.ring
+        );
+        assert_eq!(pt.term().await, Some(0));
+        d.stop().unwrap();
+        d.delete().unwrap();
+    }
+}
+
 /// Scenario 8: observe mode on the same workload changes nothing, and the
 /// recommendation it exports (`pptune_recommendation_target`) has the id
 /// and target that `pptune plan --json` gives for the same device.
@@ -667,13 +748,14 @@ async fn sigterm_restores_and_kill9_keeps_originals_for_restore() {
 /// Restart in the middle of a growth chain: the daemon is stopped between
 /// growth step 1 and step 2 and started again. The engine's memory (the
 /// ring probe step 1 was decided on) comes back from the state file, so
-/// step 2 is the burst calibrated against step 1 — not the ring limit,
-/// which is where a daemon that forgot the probe sends its last step.
-/// Workload: 1024-page bursts at 100 kpps (devmem), where step 1 lands
-/// near the burst so the excess clearly shrinks and step 2 can be fitted
-/// (BENCHMARKS.md §3: 256 → 1075 → 1513); with 2048-page bursts step 1
-/// sometimes leaves the excess unshrunk and even an uninterrupted daemon
-/// goes to the limit.
+/// step 2 is an estimate (calibrated against step 1, or the pages held
+/// beyond the posted ring) — not the ring limit, which is where a daemon
+/// that forgot the probe sends its last step. Workload: 1024-page bursts at
+/// 100 kpps (devmem) on one vCPU: ppsim's consumer, sharing the CPU with
+/// the producer, falls behind now and then and returns a burst while it
+/// still holds more, so the ring must cover more than one burst and step 1
+/// does not (256 → 1280 → 1908). On two vCPUs the consumer keeps up, step 1
+/// covers the burst and there is no step 2 to restart before (docs/testbed.md).
 #[tokio::test(flavor = "current_thread")]
 async fn restart_between_growth_steps_gives_a_calibrated_step() {
     let Some(k) = gate("restart_between_growth_steps_gives_a_calibrated_step") else {
@@ -698,28 +780,21 @@ async fn restart_between_growth_steps_gives_a_calibrated_step() {
         "step 1 is an estimate, not the limit:\n{}",
         p.log()
     );
-    // The action and the engine's probe are on disk once the change is.
-    let t0 = Instant::now();
-    let probe = loop {
-        let st = p.state();
-        let probe = st["engine"]["state"]["devices"]
-            .as_object()
-            .into_iter()
-            .flat_map(|m| m.values())
-            .find_map(|dv| dv["ring_probe"]["ring"].as_u64());
-        if probe == Some(u64::from(step1)) || t0.elapsed() > Duration::from_secs(10) {
-            break probe;
-        }
-        sleep(Duration::from_millis(200)).await;
-    };
+    // Stop at once, before a second step can come (the daemon saves its
+    // state on the way out): the action and the engine's probe are on disk.
+    assert_eq!(p.term().await, Some(0), "SIGTERM exits 0");
+    assert_eq!(rx_ring(&c, &d).await, step1, "on_stop keep leaves step 1");
+    let probe = p.state()["engine"]["state"]["devices"]
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.values())
+        .find_map(|dv| dv["ring_probe"]["ring"].as_u64());
     assert_eq!(
         probe,
         Some(u64::from(step1)),
         "the state file carries step 1's ring probe: {}",
         p.state()
     );
-    assert_eq!(p.term().await, Some(0), "SIGTERM exits 0");
-    assert_eq!(rx_ring(&c, &d).await, step1, "on_stop keep leaves step 1");
     let before_restart = p.log().len();
     p.spawn();
     p.ready().await;
@@ -735,13 +810,16 @@ async fn restart_between_growth_steps_gives_a_calibrated_step() {
         after.contains("\"ring_probe_known\":1.0"),
         "step 2 after the restart knows step 1's probe:\n{after}"
     );
+    // Calibrated from step 1's probe, or (tighter) from the pages held
+    // beyond the posted ring, which ppsim's late consumer pushes past the
+    // burst at a fixed arrival rate: an estimate either way.
     assert!(
-        after.contains("burst calibrated"),
-        "step 2 after the restart is calibrated:\n{after}"
+        after.contains("burst calibrated") || after.contains("inflight peak"),
+        "step 2 after the restart is an estimate:\n{after}"
     );
     assert!(
         step2 > step1 && step2 < 16384,
-        "step 2 is the calibrated estimate, not the limit: {step1} -> {step2}\n{after}"
+        "step 2 is an estimate, not the limit: {step1} -> {step2}\n{after}"
     );
     println!(
         "MEASURE scenario=restart_mid_chain kernel={k} step1=256->{step1} restart step2={step1}->{step2}"

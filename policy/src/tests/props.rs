@@ -47,6 +47,7 @@ fn traffic() -> impl Strategy<Value = Traffic> {
                 drops: full / 100,
                 packets: cached + ring + full,
                 alloc_fail: fail / 2,
+                inflight: None,
             },
         )
 }

@@ -327,6 +327,10 @@ fn second_step_calibrates_the_undercount() {
         /// ring_full as the counters report it, from the true freed pages
         /// and the pool size at that moment.
         seen: fn(u64, u32) -> u64,
+        /// Each pool's inflight peak as page-pool-get shows it, from the
+        /// burst and the pool (= posted buffers for ice); `None`: the
+        /// world's constant 1024, below every estimate.
+        inflight: Option<fn(u64, u32) -> u64>,
         want: &'static [u32],
     }
     let rows = [
@@ -334,25 +338,49 @@ fn second_step_calibrates_the_undercount() {
             name: "bulk path, ring_full once per 16 pages: the fit recovers the 6000-page burst (× 1.25, to a multiple of 32 that still covers the burst)",
             burst: 6_000,
             seen: |freed, _| freed / 16,
+            inflight: None,
             want: &[512, 1056, 7488],
         },
         Row {
             name: "counters exact: the first estimate already covers the burst, one change",
             burst: 3_000,
             seen: |freed, _| freed,
+            inflight: None,
             want: &[512, 3744],
         },
         Row {
             name: "the first step did not shrink the reported excess: nothing to fit, the limit",
             burst: 6_000,
             seen: |freed, pool| if pool <= 512 { freed / 16 } else { freed / 4 },
+            inflight: None,
             want: &[512, 1056, 8160],
         },
         Row {
             name: "undercount grows with the pool: the fit undershoots, the third step goes to the limit",
             burst: 6_000,
             seen: |freed, pool| freed * 512 / u64::from(pool) / 16,
+            inflight: None,
             want: &[512, 1056, 1824, 8160],
+        },
+        Row {
+            name: "bulk path, but inflight shows the whole burst out beyond the posted ring: one change, sized from it",
+            burst: 6_000,
+            seen: |freed, _| freed / 16,
+            inflight: Some(|burst, pool| burst + u64::from(pool)),
+            want: &[512, 7488],
+        },
+        Row {
+            name: "the first step did not shrink the excess, and the samples caught 2500 of a 3000-page burst: the second step goes to what inflight shows, not to the limit",
+            burst: 3_000,
+            seen: |freed, pool| if pool <= 512 { freed / 16 } else { freed / 4 },
+            inflight: Some(|burst, pool| {
+                if pool <= 512 {
+                    u64::from(pool) + 300
+                } else {
+                    burst - 500 + u64::from(pool)
+                }
+            }),
+            want: &[512, 832, 3104],
         },
     ];
     for row in rows {
@@ -362,11 +390,13 @@ fn second_step_calibrates_the_undercount() {
         p.timing.evaluation = Duration::from_secs(10);
         let mut w = World::new(p, vec![device(1, "ice", 512, 8160, 2)]);
         let seen = row.seen;
+        let inflight = row.inflight;
         let burst = row.burst;
         let t = move |w: &World, i: usize| {
             let pool = w.pool_size(i);
             let mut t = bursty(pool, burst, 20, false);
             t.pool.recycle_ring_full = seen(t.pool.recycle_ring_full, pool);
+            t.inflight = inflight.map(|f| f(burst, pool));
             t
         };
         let mut rings = vec![w.ring(0)];
@@ -708,6 +738,7 @@ fn channels_grow_only_when_recycling_is_healthy() {
         drops: 1000,
         packets: 200_000,
         alloc_fail: 0,
+        inflight: None,
     };
     let r = reasons(&mut w, 6, slow_drops);
     assert!(

@@ -93,6 +93,8 @@ pub(crate) struct Traffic {
     pub drops: u64,
     pub packets: u64,
     pub alloc_fail: u64,
+    /// Each pool's `inflight` at this sample (unchanged when `None`).
+    pub inflight: Option<u64>,
 }
 
 /// Bursty returns: `bursts` bursts of `burst` pages into a pool ring of
@@ -119,6 +121,7 @@ pub(crate) fn bursty(pool: u32, burst: u64, bursts: u64, provider: bool) -> Traf
         drops: if freed > 0 { 500 } else { 0 },
         packets: (kept + freed) * 2,
         alloc_fail: 0,
+        inflight: None,
     }
 }
 
@@ -135,6 +138,7 @@ pub(crate) fn steady(pages: u64) -> Traffic {
         drops: 0,
         packets: pages,
         alloc_fail: 0,
+        inflight: None,
     }
 }
 
@@ -144,6 +148,9 @@ pub(crate) fn advance_device(d: &mut Device, t: &Traffic) {
         for p in &mut q.pools {
             if let Some(s) = &mut p.stats {
                 *s = s.add(&t.pool);
+            }
+            if t.inflight.is_some() {
+                p.inflight = t.inflight;
             }
         }
         if let Some(qs) = &mut q.qstats {
