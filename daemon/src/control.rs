@@ -25,6 +25,14 @@ const SOCKET: &str = "control.sock";
 /// finish: a restore of many devices takes seconds, a wedged daemon must
 /// not hold `pptune restore` forever.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a client may take to send its request line (a few bytes): a
+/// client that connects and says nothing must not hold a descriptor for
+/// [`REQUEST_TIMEOUT`].
+pub const REQUEST_LINE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Requests served at once; a client past this gets a "busy" reply and is
+/// closed at once, so junk or idle clients cannot take the daemon's
+/// descriptors (`LimitNOFILE=`) from netlink and `/metrics`.
+pub const MAX_CLIENTS: usize = 16;
 
 /// The control socket's path in a runtime directory.
 #[must_use]
@@ -167,9 +175,16 @@ pub async fn serve(
     restore: mpsc::Sender<RestoreRequest>,
 ) {
     let me = own_uid();
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CLIENTS));
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            // Best effort, never waiting on the client: it gets the reason
+            // if its socket buffer has room, and is closed either way.
+            let _ = stream.try_write(busy_reply().as_bytes());
             continue;
         };
         let allowed = stream
@@ -182,8 +197,19 @@ pub async fn serve(
             // dropped: a restore still queued is then not carried out.
             let _ = tokio::time::timeout(REQUEST_TIMEOUT, handle(stream, allowed, &view, &restore))
                 .await;
+            drop(slot);
         });
     }
+}
+
+/// The reply line to a client past [`MAX_CLIENTS`].
+fn busy_reply() -> String {
+    let mut line = serde_json::to_string(&Reply::Error {
+        message: format!("busy: more than {MAX_CLIENTS} control requests at once; try again"),
+    })
+    .unwrap_or_default();
+    line.push('\n');
+    line
 }
 
 async fn handle(
@@ -196,7 +222,10 @@ async fn handle(
     let mut line = String::new();
     // One line of at most 64 KiB: a request is tiny.
     let mut r = BufReader::new(r.take(64 * 1024));
-    r.read_line(&mut line).await?;
+    match tokio::time::timeout(REQUEST_LINE_TIMEOUT, r.read_line(&mut line)).await {
+        Ok(read) => read?,
+        Err(_) => return Ok(()),
+    };
     let reply = if allowed {
         match serde_json::from_str::<Request>(&line) {
             Ok(Request::View) => match view.lock() {
