@@ -231,7 +231,12 @@ pub async fn plan(
     let mut prev: Option<(Snapshot, Duration)> = None;
     let mut plan = policy::Plan::default();
     let mut taken = 0;
-    for i in 0..samples {
+    // `samples` closes the last window when every pass takes `interval`; a
+    // slow host (or a slow netlink dump) drifts the window phase, and a plan
+    // that stopped mid-window would answer "gathering" for a device with a
+    // finding. So sample on, up to as many again, until no device is
+    // mid-window.
+    for i in 0..samples.saturating_mul(2) {
         if i > 0 {
             tokio::time::sleep(interval).await;
         }
@@ -254,11 +259,23 @@ pub async fn plan(
         prev = Some((snap, now));
         taken = i + 1;
         if progress {
-            eprint!("\rsample {}/{samples}", i + 1);
+            if taken <= samples {
+                eprint!("\rsample {taken}/{samples}");
+            } else {
+                eprint!("\rsample {taken}/{samples} (+ closing the open window)");
+            }
         }
         // Nothing selected, or nothing that more samples could judge:
         // answer now instead of sampling for nothing.
         if plan.decisions.iter().all(|d| unjudgeable(d.reason)) {
+            break;
+        }
+        if taken >= samples
+            && !plan
+                .decisions
+                .iter()
+                .any(|d| d.reason == policy::ReasonCode::Gathering)
+        {
             break;
         }
     }
