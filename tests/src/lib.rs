@@ -1,12 +1,13 @@
 //! Test harness: the `pptune` binary (`bin`), the loop on the fake kernel
 //! (`daemon`), the fake kernel (`fake`), the
-//! VM runner (`vm`), the ppsim driver (`ppsim`) and a device's pools over
-//! netlink (`pools`).
+//! VM runner (`vm`), the ppsim driver (`ppsim`), a device's pools over
+//! netlink (`pools`) and an HTTP GET for the metrics endpoint (`http`).
 #![forbid(unsafe_code)]
 
 pub mod bin;
 pub mod daemon;
 pub mod fake;
+pub mod http;
 pub mod pools;
 pub mod ppsim;
 pub mod vm;

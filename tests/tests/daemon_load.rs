@@ -99,16 +99,8 @@ impl Daemon {
         let path = path.to_owned();
         self.ns
             .run(move || async move {
-                let mut s = std::net::TcpStream::connect(METRICS).ok()?;
-                s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-                write!(
-                    s,
-                    "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-                )
-                .ok()?;
-                let mut out = String::new();
-                s.read_to_string(&mut out).ok()?;
-                Some(out.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned())
+                let r = pptune_tests::http::get(METRICS, &path, &[])?;
+                Some(pptune_tests::http::body(&r).to_owned())
             })
             .unwrap()
     }

@@ -345,16 +345,7 @@ async fn pool_counters_stay_monotonic_across_pool_rebuilds() {
 const PROMETHEUS_ACCEPT: &str = "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.3,text/plain;version=0.0.4;q=0.2,*/*;q=0.1";
 
 fn http_get(addr: &str, path: &str) -> Option<String> {
-    let mut s = TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: {PROMETHEUS_ACCEPT}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    Some(out)
+    pptune_tests::http::get(addr, path, &[&format!("Accept: {PROMETHEUS_ACCEPT}")])
 }
 
 /// What a real Prometheus server stored after scraping a daemon whose
