@@ -77,6 +77,12 @@ impl LinkIdentity {
     }
 }
 
+async fn open_client() -> Result<Client, SampleError> {
+    Client::connect()
+        .await
+        .map_err(|e| sample_err("connecting to the kernel over netlink", e))
+}
+
 /// Which devices a pass covers.
 enum Filter<'a> {
     Names(&'a [String]),
@@ -86,10 +92,15 @@ enum Filter<'a> {
 impl NetlinkKernel {
     /// Connect in the calling thread's network namespace.
     pub async fn connect() -> Result<Self, SampleError> {
-        let client = Client::connect()
-            .await
-            .map_err(|e| sample_err("connecting to the kernel over netlink", e))?;
-        Ok(Self::from_client(client))
+        Ok(Self::from_client(open_client().await?))
+    }
+
+    /// Connect for one-shot sampling (`pptune status`): no notification
+    /// sockets are opened (four sockets, group joins and 1 MiB receive
+    /// buffers a command that samples once and exits never reads). A
+    /// [`Kernel::next_event`] would still open them on first use.
+    pub async fn connect_oneshot() -> Result<Self, SampleError> {
+        Ok(Self::with_events(open_client().await?, None))
     }
 
     /// Wrap an existing client (e.g. one built inside a test netns).
@@ -109,6 +120,10 @@ impl NetlinkKernel {
                         None
                     }
                 });
+        Self::with_events(client, events)
+    }
+
+    fn with_events(client: Client, events: Option<Notifications>) -> Self {
         Self {
             client,
             events: Mutex::new(events),

@@ -63,7 +63,7 @@ pub struct StatusArgs {
 
 /// Sample once and print.
 pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
-    let kernel = NetlinkKernel::connect().await?;
+    let kernel = NetlinkKernel::connect_oneshot().await?;
     let snap = kernel
         .sample(&SampleScope {
             interfaces: args.interfaces.clone(),
@@ -77,9 +77,11 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
         .cloned()
         .collect();
     let mut report = Report::build(&snap, boottime, missing);
-    let roots = crate::coexist::Roots::from_env();
+    // The other tools' configuration is read once, not once per device.
+    let sources = crate::coexist::Sources::read(&crate::coexist::Roots::from_env());
     for (i, d) in report.interfaces.iter_mut().zip(&snap.devices) {
-        i.owners = crate::coexist::owners(&roots, d)
+        i.owners = sources
+            .owners(d)
             .into_iter()
             .map(|(k, owner)| OwnerView {
                 knob: k.to_string(),
