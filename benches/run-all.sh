@@ -52,7 +52,15 @@ if want micro; then
         # sanity checks hold, measures nothing.
         cargo bench "${BENCH_PKGS[@]}" --bench decode --bench decide --bench render -- --test ||
             failed+=(micro)
+        cargo bench "${BENCH_PKGS[@]}" --bench observe_replay -- --devices 2 --queues 8 --passes 2 ||
+            failed+=(replay)
     else
+        # The observe pass on recorded-shape bytes (host): 2048 and 10,000 pools.
+        for shape in "16 128" "100 100"; do
+            set -- $shape
+            cargo bench "${BENCH_PKGS[@]}" --bench observe_replay -- --devices "$1" --queues "$2" \
+                --passes 20 | tee -a "$RES/observe-replay.jsonl" || failed+=(replay)
+        done
         if cargo bench "${BENCH_PKGS[@]}" --bench decode --bench decide --bench render -- --quick |
             tee "$RES/micro-render.log"; then
             python3 benches/report.py micro "$CARGO_TARGET_DIR/criterion" "$RES" "$load"

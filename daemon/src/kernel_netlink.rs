@@ -231,13 +231,7 @@ impl NetlinkKernel {
         // totals, RX queue stats): at 2048 queues the TX halves alone were
         // megabytes of decoded counters held until the join.
         let queues = if capabilities.queue_get {
-            match self
-                .client
-                .queues_where(queue_filter, |q| {
-                    q.ifindex.is_some() && q.queue_type == Some(QueueType::Rx)
-                })
-                .await
-            {
+            match self.client.queues_where(queue_filter, keep_queue).await {
                 // The filtered device vanished since the link dump.
                 Err(e) if e.kernel().is_some_and(netlink::KernelError::is_no_device) => Vec::new(),
                 r => r.map_err(|e| sample_err("dumping queues", e))?,
@@ -250,7 +244,7 @@ impl NetlinkKernel {
         let (dev_qstats, queue_qstats) = if capabilities.qstats_get {
             let dev = self
                 .client
-                .qstats_where(None, 0, |q| q.queue_id.is_none())
+                .qstats_where(None, 0, keep_dev_qstats)
                 .await
                 .unwrap_or_else(|e| {
                     tracing::debug!(error = %e, "device qstats dump failed");
@@ -258,9 +252,7 @@ impl NetlinkKernel {
                 });
             let per_q = self
                 .client
-                .qstats_where(None, QSTATS_SCOPE_QUEUE, |q| {
-                    q.ifindex.is_some() && q.queue_type == Some(0) && q.queue_id.is_some()
-                })
+                .qstats_where(None, QSTATS_SCOPE_QUEUE, keep_queue_qstats)
                 .await
                 .unwrap_or_else(|e| {
                     tracing::debug!(error = %e, "queue qstats dump failed");
@@ -328,6 +320,24 @@ impl NetlinkKernel {
             .find(|l| l.ifindex == ifindex)
             .map(|l| l.name)
     }
+}
+
+/// The queue-get entries a pass keeps: RX queues of a device.
+#[must_use]
+pub fn keep_queue(q: &Queue) -> bool {
+    q.ifindex.is_some() && q.queue_type == Some(QueueType::Rx)
+}
+
+/// The device-scope qstats entries a pass keeps.
+#[must_use]
+pub fn keep_dev_qstats(q: &Qstats) -> bool {
+    q.queue_id.is_none()
+}
+
+/// The queue-scope qstats entries a pass keeps: RX queues of a device.
+#[must_use]
+pub fn keep_queue_qstats(q: &Qstats) -> bool {
+    q.ifindex.is_some() && q.queue_type == Some(0) && q.queue_id.is_some()
 }
 
 /// The netdev dumps of one sampling pass, as the kernel gave them.
@@ -499,7 +509,10 @@ pub fn convert_caps(c: &netlink::Capabilities) -> Capabilities {
     }
 }
 
-fn base_device(link: &Link, driver: Option<String>) -> Device {
+/// A device from its link (rings, channels and the join's parts still
+/// empty).
+#[must_use]
+pub fn base_device(link: &Link, driver: Option<String>) -> Device {
     let perm = link.perm_addr_string();
     let name_fallback = (link.parent_bus.is_none() && link.parent_dev.is_none() && perm.is_none())
         .then(|| link.name.clone());

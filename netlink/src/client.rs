@@ -105,19 +105,11 @@ impl Client {
     /// kernel since 6.8, and orphaned pools (no ifindex) only show up in an
     /// unfiltered dump. Filter by [`PagePool::ifindex`] here.
     pub async fn page_pools(&self) -> Result<Vec<PagePool>> {
-        self.netdev_typed(
-            &NetdevMessage::page_pool_get(None),
-            "page-pool-get",
-            &[
-                cmd::PAGE_POOL_GET,
-                cmd::PAGE_POOL_ADD_NTF,
-                cmd::PAGE_POOL_DEL_NTF,
-                cmd::PAGE_POOL_CHANGE_NTF,
-            ],
-            PagePool::parse,
-            |_| true,
+        decode_page_pools(
+            &self
+                .netdev_dump(&NetdevMessage::page_pool_get(None))
+                .await?,
         )
-        .await
     }
 
     /// page-pool-get do by id; `None` if the kernel does not know it
@@ -144,14 +136,11 @@ impl Client {
     /// page-pool-stats-get dump, unfiltered (filter by `info.ifindex`).
     /// Fails with EOPNOTSUPP on kernels without `CONFIG_PAGE_POOL_STATS`.
     pub async fn page_pool_stats(&self) -> Result<Vec<PagePoolStats>> {
-        self.netdev_typed(
-            &NetdevMessage::page_pool_stats_get(None),
-            "page-pool-stats-get",
-            &[cmd::PAGE_POOL_STATS_GET],
-            PagePoolStats::parse,
-            |_| true,
+        decode_page_pool_stats(
+            &self
+                .netdev_dump(&NetdevMessage::page_pool_stats_get(None))
+                .await?,
         )
-        .await
     }
 
     /// page-pool-stats-get do for one pool (no RTNL taken, unlike the
@@ -189,14 +178,10 @@ impl Client {
         ifindex: Option<u32>,
         keep: impl FnMut(&Queue) -> bool,
     ) -> Result<Vec<Queue>> {
-        self.netdev_typed(
-            &NetdevMessage::queue_get(ifindex),
-            "queue-get",
-            &[cmd::QUEUE_GET],
-            Queue::parse,
+        decode_queues_where(
+            &self.netdev_dump(&NetdevMessage::queue_get(ifindex)).await?,
             keep,
         )
-        .await
     }
 
     /// napi-get dump (all devices, or one).
@@ -237,14 +222,12 @@ impl Client {
         scope: u64,
         keep: impl FnMut(&Qstats) -> bool,
     ) -> Result<Vec<Qstats>> {
-        self.netdev_typed(
-            &NetdevMessage::qstats_get(ifindex, scope),
-            "qstats-get",
-            &[cmd::QSTATS_GET],
-            Qstats::parse,
+        decode_qstats_where(
+            &self
+                .netdev_dump(&NetdevMessage::qstats_get(ifindex, scope))
+                .await?,
             keep,
         )
-        .await
     }
 
     /// Send any netdev message and return the raw exchange (fixtures,
@@ -257,50 +240,13 @@ impl Client {
         genl_exchange(g, msg, dump).await
     }
 
-    /// A netdev dump whose replies with a command in `cmds` are parsed
-    /// straight into `T` and kept when `keep` accepts them: no
-    /// `NetdevMessage` in between (an enum the size of its largest
-    /// variant, moved several times per reply: at thousands of replies
-    /// those copies were a tenth of the pass). Replies with another
-    /// command are decoded as [`decode_genl`] would (so a malformed one
-    /// still fails the request) and dropped, as before.
-    async fn netdev_typed<T>(
-        &self,
-        msg: &NetdevMessage,
-        op: &'static str,
-        cmds: &[u8],
-        parse: fn(&[u8]) -> std::result::Result<T, CodecError>,
-        mut keep: impl FnMut(&T) -> bool,
-    ) -> Result<Vec<T>> {
+    /// A netdev dump exchange (decoded by the `decode_*` functions below).
+    async fn netdev_dump(&self, msg: &NetdevMessage) -> Result<Exchange> {
         let g = self
             .netdev
             .as_ref()
             .ok_or(Error::FamilyMissing(crate::netdev::FAMILY))?;
-        let ex = genl_exchange(g, msg, true).await?;
-        match ex.outcome().map_err(|source| decode_err(op, source))? {
-            Outcome::Refused(source) => Err(Error::Kernel {
-                op,
-                ifname: None,
-                source: name_attr::<NetdevMessage>(&ex.request, source),
-            }),
-            Outcome::Replies(msgs) => {
-                let mut out = Vec::with_capacity(msgs.len());
-                for m in &msgs {
-                    let (c, _, attrs) =
-                        frame::genl_split(m.payload).map_err(|source| decode_err(op, source))?;
-                    if cmds.contains(&c) {
-                        let t = parse(attrs).map_err(|source| decode_err(op, source))?;
-                        if keep(&t) {
-                            out.push(t);
-                        }
-                    } else {
-                        NetdevMessage::parse_attrs(c, attrs)
-                            .map_err(|source| decode_err(op, source))?;
-                    }
-                }
-                Ok(out)
-            }
-        }
+        genl_exchange(g, msg, true).await
     }
 
     /// Send a netdev message and decode the replies, keeping what `keep`
@@ -404,21 +350,7 @@ impl Client {
     /// Every link in this netns (`RTM_GETLINK` dump).
     pub async fn links(&self) -> Result<Vec<Link>> {
         let ex = self.links_exchange().await?;
-        match ex
-            .outcome()
-            .map_err(|source| decode_err("link-dump", source))?
-        {
-            Outcome::Refused(source) => Err(Error::Kernel {
-                op: "link-dump",
-                ifname: None,
-                source,
-            }),
-            Outcome::Replies(msgs) => msgs
-                .iter()
-                .filter(|m| m.header.kind == rtnl::RTM_NEWLINK)
-                .map(|m| Link::parse(m.payload).map_err(|source| decode_err("link-dump", source)))
-                .collect(),
-        }
+        decode_links(&ex)
     }
 
     /// The raw `RTM_GETLINK` dump exchange, re-dumped (up to
@@ -503,6 +435,102 @@ async fn genl_exchange<P: GenlPayload>(g: &GenlSock, msg: &P, dump: bool) -> Res
             return Ok(ex);
         }
         attempt += 1;
+    }
+}
+
+/// The links of an `RTM_GETLINK` dump exchange ([`Client::links`]'s
+/// decode half; benches replay recorded bytes through it).
+pub fn decode_links(ex: &Exchange) -> Result<Vec<Link>> {
+    match ex
+        .outcome()
+        .map_err(|source| decode_err("link-dump", source))?
+    {
+        Outcome::Refused(source) => Err(Error::Kernel {
+            op: "link-dump",
+            ifname: None,
+            source,
+        }),
+        Outcome::Replies(msgs) => msgs
+            .iter()
+            .filter(|m| m.header.kind == rtnl::RTM_NEWLINK)
+            .map(|m| Link::parse(m.payload).map_err(|source| decode_err("link-dump", source)))
+            .collect(),
+    }
+}
+
+/// The pools of a page-pool-get dump ([`Client::page_pools`]'s decode half;
+/// benches replay recorded bytes through these `decode_*` functions).
+pub fn decode_page_pools(ex: &Exchange) -> Result<Vec<PagePool>> {
+    let cmds = [
+        cmd::PAGE_POOL_GET,
+        cmd::PAGE_POOL_ADD_NTF,
+        cmd::PAGE_POOL_DEL_NTF,
+        cmd::PAGE_POOL_CHANGE_NTF,
+    ];
+    decode_netdev_typed(ex, "page-pool-get", &cmds, PagePool::parse, |_| true)
+}
+
+/// The entries of a page-pool-stats-get dump.
+pub fn decode_page_pool_stats(ex: &Exchange) -> Result<Vec<PagePoolStats>> {
+    let cmds = [cmd::PAGE_POOL_STATS_GET];
+    decode_netdev_typed(
+        ex,
+        "page-pool-stats-get",
+        &cmds,
+        PagePoolStats::parse,
+        |_| true,
+    )
+}
+
+/// The queues of a queue-get dump that `keep` accepts.
+pub fn decode_queues_where(ex: &Exchange, keep: impl FnMut(&Queue) -> bool) -> Result<Vec<Queue>> {
+    decode_netdev_typed(ex, "queue-get", &[cmd::QUEUE_GET], Queue::parse, keep)
+}
+
+/// The entries of a qstats-get dump that `keep` accepts.
+pub fn decode_qstats_where(
+    ex: &Exchange,
+    keep: impl FnMut(&Qstats) -> bool,
+) -> Result<Vec<Qstats>> {
+    decode_netdev_typed(ex, "qstats-get", &[cmd::QSTATS_GET], Qstats::parse, keep)
+}
+
+/// A netdev dump exchange's replies with a command in `cmds` parsed
+/// straight into `T` (no `NetdevMessage` in between: an enum the size of
+/// its largest variant, moved several times per reply, was a tenth of the
+/// pass at thousands of replies) and kept when `keep` accepts them.
+/// Replies with another command are decoded as [`decode_genl`] would (so a
+/// malformed one still fails the request) and dropped.
+fn decode_netdev_typed<T>(
+    ex: &Exchange,
+    op: &'static str,
+    cmds: &[u8],
+    parse: fn(&[u8]) -> std::result::Result<T, CodecError>,
+    mut keep: impl FnMut(&T) -> bool,
+) -> Result<Vec<T>> {
+    match ex.outcome().map_err(|source| decode_err(op, source))? {
+        Outcome::Refused(source) => Err(Error::Kernel {
+            op,
+            ifname: None,
+            source: name_attr::<NetdevMessage>(&ex.request, source),
+        }),
+        Outcome::Replies(msgs) => {
+            let mut out = Vec::with_capacity(msgs.len());
+            for m in &msgs {
+                let (c, _, attrs) =
+                    frame::genl_split(m.payload).map_err(|source| decode_err(op, source))?;
+                if cmds.contains(&c) {
+                    let t = parse(attrs).map_err(|source| decode_err(op, source))?;
+                    if keep(&t) {
+                        out.push(t);
+                    }
+                } else {
+                    NetdevMessage::parse_attrs(c, attrs)
+                        .map_err(|source| decode_err(op, source))?;
+                }
+            }
+            Ok(out)
+        }
     }
 }
 

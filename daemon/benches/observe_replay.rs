@@ -1,0 +1,490 @@
+//! The observe pass on the host, over recorded-shape bytes: what
+//! `observe_pass` measures in the VM minus the sockets and the kernel, at
+//! pool counts no VM here reaches (10,000).
+//!
+//! Input: the link, page-pool, page-pool-stats, queue and qstats (device
+//! and queue) dumps and the rings/channels replies RECORDED from netdevsim
+//! on Linux 7.3 (`netlink/tests/fixtures/vm-7.3-nsim-*`), replicated to
+//! `--devices` devices of `--queues` RX (and TX) queues, one pool per RX
+//! queue: each reply is a recorded one with its ids, ifindex, NAPI id and
+//! names rewritten and re-encoded, every other attribute kept as the kernel
+//! sent it. The exchanges are built once; each pass then does what a
+//! daemon tick does after the sockets: decode every dump through the
+//! client's `decode_*` functions, build the devices (`base_device`, rings,
+//! channels) and `join` them into a `Snapshot`, `policy::decide` with the
+//! shipped default policy and carried engine state, and
+//! `Metrics::observe_snapshot`. The `/metrics` render (`encode`) is a
+//! scrape's cost, not the pass's, and is timed on its own.
+//!
+//! The floor is the raw floor's walk (`benches/walk.rs`) over the same
+//! bytes: every attribute value read, nothing built. In the VM the floor
+//! also holds the kernel's dump work; here it is userspace only, so
+//! pass/floor here is a harsher ratio than the VM's.
+//!
+//! ```text
+//! observe_replay-<hash> --devices 100 --queues 100 --passes 20
+//! ```
+//!
+//! prints JSON lines: `replay-pass` (CPU, allocations, bytes per pass),
+//! `replay-floor`, `replay-encode`, and `replay-parts` (CPU µs per pass of
+//! decode, build+join, decide, metrics).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // bench binary
+
+#[path = "../../benches/meter.rs"]
+mod meter;
+#[path = "../../benches/walk.rs"]
+mod walk;
+
+use std::alloc::System;
+
+use netlink::GenlPayload;
+use netlink::attr::{Attrs, Writer};
+use netlink::client::{
+    decode_genl, decode_links, decode_page_pool_stats, decode_page_pools, decode_qstats_where,
+    decode_queues_where,
+};
+use netlink::ctrl::{CtrlMessage, Family};
+use netlink::ethtool::{EthtoolBody, EthtoolMessage};
+use netlink::frame::{self, NLM_F_MULTI, NLMSG_DONE};
+use netlink::netdev::{NetdevBody, NetdevMessage, QueueType};
+use netlink::rtnl::{Link, RTM_NEWLINK};
+use netlink::socket::{Exchange, Outcome};
+use nix::time::{ClockId, clock_gettime};
+use policy::engine::EngineState;
+use policy::snapshot::{Availability, Capabilities, Snapshot};
+
+use policy::{Observation, decide};
+use pptune::kernel_netlink::{
+    Dumps, base_device, convert_caps, convert_channels, convert_rings, join, keep_dev_qstats,
+    keep_queue, keep_queue_qstats,
+};
+use pptune::metrics::Metrics;
+use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../netlink/tests/fixtures/");
+/// Any dynamic genl family id: the decoders do not look at it.
+const NETDEV_ID: u16 = 0x1a;
+
+fn recorded(name: &str) -> Exchange {
+    let bytes = std::fs::read(format!("{FIXTURES}vm-7.3-nsim-{name}.bin"))
+        .unwrap_or_else(|e| panic!("fixture {name}: {e}"));
+    Exchange::from_reply_bytes(Vec::new(), &bytes).unwrap()
+}
+
+fn payloads(ex: &Exchange) -> Vec<(u16, Vec<u8>)> {
+    let Outcome::Replies(msgs) = ex.outcome().unwrap() else {
+        panic!("a recorded dump was refused")
+    };
+    msgs.iter()
+        .map(|m| (m.header.kind, m.payload.to_vec()))
+        .collect()
+}
+
+fn netdev(name: &str) -> Vec<NetdevBody> {
+    payloads(&recorded(name))
+        .iter()
+        .map(|(_, p)| NetdevMessage::from_genl_bytes(p).unwrap().body)
+        .collect()
+}
+
+/// Frame replies the way a dump delivers them (NLM_F_MULTI, then DONE).
+fn dump(kind: u16, payloads: impl Iterator<Item = Vec<u8>>) -> Exchange {
+    let mut bytes = Vec::new();
+    for p in payloads {
+        bytes.extend(frame::request(kind, NLM_F_MULTI, 1, &p));
+    }
+    bytes.extend(frame::request(
+        NLMSG_DONE,
+        NLM_F_MULTI,
+        1,
+        &0i32.to_ne_bytes(),
+    ));
+    Exchange::from_reply_bytes(Vec::new(), &bytes).unwrap()
+}
+
+fn genl(cmd: u8, body: NetdevBody) -> Vec<u8> {
+    NetdevMessage { cmd, body }.to_genl_bytes()
+}
+
+/// A recorded netdevsim link renamed and re-indexed as device `d`.
+fn link_as(template: &[u8], d: u32) -> Vec<u8> {
+    let mut out = template[..16].to_vec();
+    out[4..8].copy_from_slice(&(2 + d).to_ne_bytes());
+    let mut w = Writer::new();
+    for a in Attrs::new(&template[16..]) {
+        let a = a.unwrap();
+        match a.kind {
+            3 => w.string(3, &format!("eni{d}np1")),
+            56 => w.string(56, &format!("netdevsim{d}")),
+            54 => {
+                let mut mac = a.value.to_vec();
+                if let Some(last) = mac.last_mut() {
+                    *last = u8::try_from(d % 256).unwrap();
+                }
+                let at = mac.len().saturating_sub(2);
+                if let Some(b) = mac.get_mut(at) {
+                    *b = u8::try_from(d / 256 % 256).unwrap();
+                }
+                w.put(a.raw_kind, &mac);
+            }
+            _ => w.put(a.raw_kind, a.value),
+        }
+    }
+    out.extend(w.into_bytes());
+    out
+}
+
+struct Input {
+    links: Exchange,
+    pools: Exchange,
+    stats: Exchange,
+    queues: Exchange,
+    dev_qstats: Exchange,
+    queue_qstats: Exchange,
+    rings: Exchange,
+    channels: Exchange,
+}
+
+impl Input {
+    fn all(&self) -> [&Exchange; 8] {
+        [
+            &self.links,
+            &self.pools,
+            &self.stats,
+            &self.queues,
+            &self.dev_qstats,
+            &self.queue_qstats,
+            &self.rings,
+            &self.channels,
+        ]
+    }
+
+    #[allow(clippy::too_many_lines)]
+    fn build(devices: u32, queues: u32) -> Self {
+        use netlink::netdev::cmd;
+        let links = payloads(&recorded("rtnl-getlink-dump"));
+        let lo = links
+            .iter()
+            .find(|(_, p)| Link::parse(p).unwrap().name == "lo")
+            .unwrap()
+            .1
+            .clone();
+        // The recording's netdevsim device (netdevsim has no link kind).
+        let nsim = links
+            .iter()
+            .find(|(_, p)| Link::parse(p).unwrap().name == "eth0")
+            .unwrap()
+            .1
+            .clone();
+        let links = dump(
+            RTM_NEWLINK,
+            std::iter::once(lo).chain((0..devices).map(|d| link_as(&nsim, d))),
+        );
+
+        let pool = netdev("netdev-page-pool-get-dump")
+            .into_iter()
+            .find_map(|b| match b {
+                NetdevBody::PagePool(p) if p.ifindex.is_some() && p.detach_time.is_none() => {
+                    Some(p)
+                }
+                _ => None,
+            })
+            .unwrap();
+        let stat = netdev("netdev-page-pool-stats-get-dump")
+            .into_iter()
+            .find_map(|b| match b {
+                NetdevBody::PagePoolStats(s) => Some(s),
+                _ => None,
+            })
+            .unwrap();
+        let queue_tmpl = netdev("netdev-queue-get-dump");
+        let qstats_q = netdev("netdev-qstats-get-queue-dump");
+        let qstats_d = netdev("netdev-qstats-get-dev-dump")
+            .into_iter()
+            .find_map(|b| match b {
+                NetdevBody::Qstats(q) => Some(q),
+                _ => None,
+            })
+            .unwrap();
+        let rx_tx = |rx: bool| {
+            queue_tmpl
+                .iter()
+                .find_map(|b| match b {
+                    NetdevBody::Queue(q) if (q.queue_type == Some(QueueType::Rx)) == rx => {
+                        Some(q.clone())
+                    }
+                    _ => None,
+                })
+                .unwrap()
+        };
+        let (rxq, txq) = (rx_tx(true), rx_tx(false));
+        let qs = |t: u32| {
+            qstats_q
+                .iter()
+                .find_map(|b| match b {
+                    NetdevBody::Qstats(q) if q.queue_type == Some(t) => Some(q.clone()),
+                    _ => None,
+                })
+                .unwrap()
+        };
+        let (rxs, txs) = (qs(0), qs(1));
+
+        let each = || (0..devices).flat_map(move |d| (0..queues).map(move |q| (d, q)));
+        let napi = |d: u32, q: u32| 8192 + d * queues + q;
+        let id = |d: u32, q: u32| u64::from(d * queues + q + 1);
+        let pools = dump(
+            NETDEV_ID,
+            each().map(|(d, q)| {
+                let mut p = pool.clone();
+                p.id = Some(id(d, q));
+                p.ifindex = Some(2 + d);
+                p.napi_id = Some(u64::from(napi(d, q)));
+                genl(cmd::PAGE_POOL_GET, NetdevBody::PagePool(p))
+            }),
+        );
+        let stats = dump(
+            NETDEV_ID,
+            each().map(|(d, q)| {
+                let mut s = stat.clone();
+                let info = s.info.get_or_insert_default();
+                info.id = Some(id(d, q));
+                info.ifindex = Some(2 + d);
+                // Counters differ per pool, on both sides of 2^32.
+                let c = &mut s.counters;
+                let n = id(d, q);
+                c.alloc_fast = Some(c.alloc_fast.unwrap_or(0) + n * (1 << 20));
+                c.recycle_ring = Some(c.recycle_ring.unwrap_or(0) + n);
+                genl(cmd::PAGE_POOL_STATS_GET, NetdevBody::PagePoolStats(s))
+            }),
+        );
+        let queues_ex = dump(
+            NETDEV_ID,
+            each().flat_map(|(d, q)| {
+                let mut r = rxq.clone();
+                r.id = Some(q);
+                r.ifindex = Some(2 + d);
+                r.napi_id = Some(napi(d, q));
+                let mut t = txq.clone();
+                t.id = Some(q);
+                t.ifindex = Some(2 + d);
+                t.napi_id = Some(napi(d, q));
+                [
+                    genl(cmd::QUEUE_GET, NetdevBody::Queue(r)),
+                    genl(cmd::QUEUE_GET, NetdevBody::Queue(t)),
+                ]
+            }),
+        );
+        let dev_qstats = dump(
+            NETDEV_ID,
+            (0..devices).map(|d| {
+                let mut s = qstats_d.clone();
+                s.ifindex = Some(2 + d);
+                genl(cmd::QSTATS_GET, NetdevBody::Qstats(s))
+            }),
+        );
+        let queue_qstats = dump(
+            NETDEV_ID,
+            each().flat_map(|(d, q)| {
+                [rxs.clone(), txs.clone()].map(|mut s| {
+                    s.ifindex = Some(2 + d);
+                    s.queue_id = Some(q);
+                    genl(cmd::QSTATS_GET, NetdevBody::Qstats(s))
+                })
+            }),
+        );
+        Self {
+            links,
+            pools,
+            stats,
+            queues: queues_ex,
+            dev_qstats,
+            queue_qstats,
+            rings: recorded("ethtool-rings-get"),
+            channels: recorded("ethtool-channels-get"),
+        }
+    }
+
+    /// What one tick does after the sockets: decode, build, join.
+    fn snapshot(&self, caps: &Capabilities, taken_at_ms: u64) -> Snapshot {
+        let links = decode_links(&self.links).unwrap();
+        let pools = decode_page_pools(&self.pools).unwrap();
+        let stats = decode_page_pool_stats(&self.stats).unwrap();
+        let queues = decode_queues_where(&self.queues, keep_queue).unwrap();
+        let dev_qstats = decode_qstats_where(&self.dev_qstats, keep_dev_qstats).unwrap();
+        let queue_qstats = decode_qstats_where(&self.queue_qstats, keep_queue_qstats).unwrap();
+        let mut devices = Vec::with_capacity(links.len());
+        for link in links.iter().filter(|l| l.name != "lo") {
+            let mut dev = base_device(link, Some("netdevsim".to_owned()));
+            // One rings-get and one channels-get reply per device, as the
+            // pass asks for them.
+            for m in decode_genl::<EthtoolMessage>(&self.rings, "rings-get", None).unwrap() {
+                if let EthtoolBody::Rings(r) = m.body {
+                    dev.rings = Availability::Available(convert_rings(&r));
+                }
+            }
+            for m in decode_genl::<EthtoolMessage>(&self.channels, "channels-get", None).unwrap() {
+                if let EthtoolBody::Channels(c) = m.body {
+                    dev.channels = Availability::Available(convert_channels(&c));
+                }
+            }
+            devices.push(dev);
+        }
+        let orphan_pools = join(
+            &mut devices,
+            &Dumps {
+                pools: &pools,
+                stats: &stats,
+                queues: &queues,
+                dev_qstats: &dev_qstats,
+                queue_qstats: &queue_qstats,
+            },
+        );
+        Snapshot {
+            taken_at_ms,
+            capabilities: caps.clone(),
+            devices,
+            orphan_pools,
+        }
+    }
+
+    /// The floor: every message of every exchange walked, nothing built.
+    fn walk(&self) -> u64 {
+        let mut acc = 0u64;
+        for ex in self.all() {
+            for m in &ex.messages {
+                for msg in frame::split(m) {
+                    let msg = msg.unwrap();
+                    let skip = if msg.header.kind == RTM_NEWLINK {
+                        16
+                    } else {
+                        4
+                    };
+                    if let Some(attrs) = msg.payload.get(skip..) {
+                        acc = acc.wrapping_add(walk::touch(attrs, 0));
+                    }
+                }
+            }
+        }
+        acc
+    }
+}
+
+fn cpu_ns() -> u128 {
+    clock_gettime(ClockId::CLOCK_PROCESS_CPUTIME_ID).map_or(0, |t| {
+        u128::try_from(t.tv_sec()).unwrap() * 1_000_000_000 + u128::try_from(t.tv_nsec()).unwrap()
+    })
+}
+
+#[allow(clippy::cast_precision_loss)]
+fn main() {
+    let devices: u32 = meter::arg("--devices").map_or(100, |s| s.parse().unwrap());
+    let queues: u32 = meter::arg("--queues").map_or(100, |s| s.parse().unwrap());
+    let passes: u64 = meter::arg("--passes").map_or(20, |s| s.parse().unwrap());
+    let input = Input::build(devices, queues);
+    let pools = usize::try_from(devices * queues).unwrap();
+    // The recorded kernel's families, as the capability probe sees them.
+    let family = |name: &str| {
+        let m = decode_genl::<CtrlMessage>(&recorded(name), "getfamily", None).unwrap();
+        Family::from_reply(m.into_iter().next().unwrap()).unwrap()
+    };
+    let caps = convert_caps(&netlink::Capabilities {
+        kernel_release: "7.3.0".to_owned(),
+        netdev_ops: Some(family("ctrl-getfamily-netdev").ops),
+        ethtool_ops: Some(family("ctrl-getfamily-ethtool").ops),
+        cap_net_admin: true,
+    });
+    let policy = config::default_policy().unwrap();
+    let interval = policy.timing.interval;
+    let metrics = Metrics::new();
+    let mut state = EngineState::default();
+    let mut prev = input.snapshot(&caps, 0);
+    assert_eq!(
+        prev.devices
+            .iter()
+            .map(|d| d.pools().count())
+            .sum::<usize>(),
+        pools
+    );
+    metrics.observe_snapshot(&prev);
+    // One warm-up tick, so the engine state and the metrics maps exist.
+    let warm = |i: u64| interval * u32::try_from(i).unwrap();
+    let tick = |i: u64, prev: &mut Snapshot, state: &mut EngineState, parts: &mut [u128; 4]| {
+        let t0 = cpu_ns();
+        let snap = input.snapshot(&caps, i * 1000);
+        let t1 = cpu_ns();
+        let obs = Observation {
+            previous: Some(prev),
+            current: &snap,
+            elapsed: interval,
+            now: warm(i),
+            local_time: None,
+            history: &[],
+            overrides: &[],
+            originals: &[],
+            backoff: &policy::engine::NO_BACKOFF,
+        };
+        let (plan, next) = decide(&policy, state, &obs);
+        let t2 = cpu_ns();
+        *state = next;
+        metrics.observe_snapshot(&snap);
+        let t3 = cpu_ns();
+        parts[0] += t1 - t0;
+        parts[1] += t2 - t1;
+        parts[2] += t3 - t2;
+        *prev = snap;
+        plan.decisions.len()
+    };
+    let mut parts = [0u128; 4];
+    tick(1, &mut prev, &mut state, &mut parts);
+    parts = [0; 4];
+    let m = meter::Meter::start(GLOBAL);
+    let mut decisions = 0;
+    for i in 2..passes + 2 {
+        decisions += tick(i, &mut prev, &mut state, &mut parts);
+    }
+    let r = m.stop(passes);
+    let bytes: usize = input
+        .all()
+        .iter()
+        .flat_map(|e| &e.messages)
+        .map(Vec::len)
+        .sum();
+    println!(
+        "{}",
+        r.json(
+            "replay-pass",
+            pools,
+            &format!(",\"devices\":{devices},\"netlink_bytes\":{bytes},\"decisions\":{decisions}")
+        )
+    );
+    let per = |ns: u128| ns as f64 / passes as f64 / 1e3;
+    println!(
+        "{{\"tool\":\"replay-parts\",\"pools\":{pools},\"snapshot_us\":{:.1},\"decide_us\":{:.1},\"metrics_us\":{:.1}}}",
+        per(parts[0]),
+        per(parts[1]),
+        per(parts[2])
+    );
+    let m = meter::Meter::start(GLOBAL);
+    let mut acc = 0u64;
+    for _ in 0..passes {
+        acc = acc.wrapping_add(input.walk());
+    }
+    let r = m.stop(passes);
+    println!(
+        "{}",
+        r.json("replay-floor", pools, &format!(",\"checksum\":{acc}"))
+    );
+    let m = meter::Meter::start(GLOBAL);
+    let mut len = 0;
+    for _ in 0..passes {
+        len = metrics.encode().unwrap().len();
+    }
+    let r = m.stop(passes);
+    println!(
+        "{}",
+        r.json("replay-encode", pools, &format!(",\"metrics_bytes\":{len}"))
+    );
+}
