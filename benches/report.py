@@ -113,6 +113,7 @@ def observe_cost(jsonl, res_dir):
         s = by.get("pptune-status", {}).get(n, {})
         y = by.get("ynl-cli", {}).get(n, {})
         t = by.get("ynltool", {}).get(n, {})
+        e = by.get("pptune-encode", {}).get(n, {})
         def ratio(a, b):
             return round(a / b, 2) if a and b else None
         summary.append({
@@ -123,6 +124,7 @@ def observe_cost(jsonl, res_dir):
             "pass_allocs": p["allocs_per_pass"],
             "pass_alloc_bytes": p["alloc_bytes_per_pass"],
             "pass_maxrss_kib": p["maxrss_kib"],
+            "encode_cpu_us": e.get("cpu_us_per_pass"),
             "floor_cpu_us": f.get("cpu_us_per_pass"),
             "floor_wall_us": f.get("wall_us_per_pass"),
             "floor_allocs": f.get("allocs_per_pass"),
@@ -141,10 +143,17 @@ def observe_cost(jsonl, res_dir):
             "status_over_ynltool_cpu": ratio(s.get("cpu_ms_per_run"), t.get("cpu_ms_per_run")),
         })
     top = summary[-1] if summary else {}
+    # Issue 16's targets: the ratios at 512 and 2048 pools, allocations at
+    # every size, RSS at the largest.
+    big = [r for r in summary if r["pools"] >= 512]
+    def every(rows, ok):
+        return bool(rows) and all(ok(r) for r in rows)
     targets = {
-        "pass_within_1.5x_floor": top.get("pass_over_floor_cpu") is not None and top["pass_over_floor_cpu"] <= 1.5,
-        "status_20x_cheaper_than_ynl_cli": top.get("ynl_cli_over_status_cpu") is not None and top["ynl_cli_over_status_cpu"] >= 20,
-        "peak_rss_le_16MiB": top.get("pass_maxrss_kib") is not None and max(top["pass_maxrss_kib"], top.get("status_maxrss_kib") or 0) <= 16 * 1024,
+        "pass_le_1.5x_floor_at_512_2048": every(big, lambda r: (r["pass_over_floor_cpu"] or 99) <= 1.5),
+        "allocs_le_100_per_pass": every(summary, lambda r: r["pass_allocs"] <= 100),
+        "pass_peak_rss_le_12MiB": top.get("pass_maxrss_kib") is not None and top["pass_maxrss_kib"] <= 12 * 1024,
+        "status_le_1.2x_ynltool_at_512_2048": every(big, lambda r: (r["status_over_ynltool_cpu"] or 99) <= 1.2),
+        "status_50x_cheaper_than_ynl_cli": every(big, lambda r: (r["ynl_cli_over_status_cpu"] or 0) >= 50),
         "at_pools": top.get("pools"),
     }
     # Linearity: per-pool cost between the two largest sizes vs the largest.
@@ -158,14 +167,15 @@ def observe_cost(jsonl, res_dir):
            "baseline_process": base, "summary": summary, "targets": targets,
            "errors": errors, "rows": rows}
     write(res_dir, "observe-cost.json", res)
-    hdr = ("| pools | pass CPU µs | floor CPU µs | pass/floor | pass allocs | pass RSS KiB "
-           "| status CPU ms | status RSS KiB | ynltool CPU ms | ynl CLI CPU ms | ynl/status |")
+    hdr = ("| pools | pass CPU µs | floor CPU µs | pass/floor | pass allocs | pass RSS KiB | encode CPU µs "
+           "| status CPU ms | status RSS KiB | ynltool CPU ms | status/ynltool | ynl CLI CPU ms | ynl/status |")
     print(hdr)
     print("|" + "---|" * (hdr.count("|") - 1))
     for r in summary:
         print(f"| {r['pools']} | {r['pass_cpu_us']:.0f} | {r['floor_cpu_us'] or 0:.0f} | {r['pass_over_floor_cpu']} "
-              f"| {r['pass_allocs']:.0f} | {r['pass_maxrss_kib']} | {r['status_cpu_ms']} | {r['status_maxrss_kib']} "
-              f"| {r['ynltool_cpu_ms']} | {r['ynl_cli_cpu_ms']} | {r['ynl_cli_over_status_cpu']} |")
+              f"| {r['pass_allocs']:.0f} | {r['pass_maxrss_kib']} | {r['encode_cpu_us']} "
+              f"| {r['status_cpu_ms']} | {r['status_maxrss_kib']} "
+              f"| {r['ynltool_cpu_ms']} | {r['status_over_ynltool_cpu']} | {r['ynl_cli_cpu_ms']} | {r['ynl_cli_over_status_cpu']} |")
     print(json.dumps(targets))
     if errors:
         print("ERRORS:", json.dumps(errors))
