@@ -358,6 +358,13 @@ pub(crate) fn convert(raw: &RawPolicy, tree: &Node) -> Result<p::Policy, Vec<Iss
         RawQueueSeries::None => p::QueueSelection::None,
     };
 
+    let recording_max_bytes = cx
+        .bytes(
+            "daemon.recording_max_bytes",
+            raw.daemon.recording_max_bytes.as_ref(),
+        )
+        .unwrap_or(p::DEFAULT_RECORDING_MAX_BYTES);
+
     if !cx.issues.is_empty() {
         return Err(cx.issues);
     }
@@ -386,6 +393,7 @@ pub(crate) fn convert(raw: &RawPolicy, tree: &Node) -> Result<p::Policy, Vec<Iss
         daemon: p::DaemonSettings {
             metrics_listen,
             queue_series,
+            recording_max_bytes,
         },
     })
 }

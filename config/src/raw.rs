@@ -303,6 +303,9 @@ pub struct RawDaemon {
     /// Which per-queue series `/metrics` exports (per-device sums are
     /// always exported).
     pub queue_metrics: RawQueueMetrics,
+    /// Size cap of the rolling recording under the state directory
+    /// (docs/recording.md); `0` records nothing. Default 64 MiB.
+    pub recording_max_bytes: Option<ByteSize>,
 }
 
 /// `daemon.queue_metrics`: bounds the per-queue series a host exports.

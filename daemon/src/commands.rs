@@ -130,6 +130,7 @@ pub async fn run(path: Option<&Path>, listen: Option<SocketAddr>) -> anyhow::Res
         reload: reload_rx,
         backoff_base: policy::gates::BACKOFF_BASE,
         coexist: crate::coexist::Roots::from_env(),
+        recording: Some(crate::record::state_dir()),
     };
     let source = Box::new(ConfigSource(path.map(Path::to_owned)));
     let result = crate::run::run(

@@ -12,6 +12,8 @@
 //! - [`control`] + [`daemon_view`]: the control socket and its rendering.
 //! - [`notify`], [`logging`], [`rollout`]: systemd, logs, staged enforcement.
 //! - [`verify`]: do the live values still hold what pptune set?
+//! - [`record`]: the recording and the change journal (`record`, `replay`,
+//!   `history`).
 //! - [`coexist`]: other owners of the same knobs (systemd `.link`,
 //!   NetworkManager, TuneD).
 //!
@@ -31,6 +33,7 @@ pub mod logging;
 pub mod metrics;
 pub mod notify;
 pub mod process_metrics;
+pub mod record;
 pub mod rollout;
 pub mod run;
 pub mod state;

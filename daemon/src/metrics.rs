@@ -290,6 +290,10 @@ pub struct Metrics {
     pub samples: Counter,
     pub sample_duration: FGauge,
     pub resyncs: Family<KindLabels, Counter>,
+    /// The recording on disk (docs/recording.md): bytes, and the start of
+    /// the oldest pass it still holds (age = time() - this).
+    pub recording_bytes: Gauge,
+    pub recording_oldest: FGauge,
     carry: Mutex<Carry>,
     /// Which queues get per-queue series (the policy's
     /// `daemon.queue_metrics`); device sums are always written.
@@ -343,6 +347,8 @@ pub fn family_names() -> Vec<String> {
             "pptune_samples_total",
             "pptune_sample_duration_seconds",
             "pptune_resyncs_total",
+            "pptune_recording_bytes",
+            "pptune_recording_oldest_timestamp_seconds",
         ]
         .map(String::from),
     );
@@ -505,6 +511,18 @@ impl Metrics {
                 "pptune_resyncs",
                 "Full resyncs after lost notifications, by source",
                 Family::default()
+            ),
+            recording_bytes: reg!(
+                "pptune_recording",
+                "Size of the daemon's recording on disk",
+                Unit::Bytes,
+                Gauge::default()
+            ),
+            recording_oldest: reg!(
+                "pptune_recording_oldest_timestamp",
+                "Unix time of the oldest pass the recording still holds (0: none)",
+                Unit::Seconds,
+                FGauge::default()
             ),
             carry: Mutex::new(Carry::default()),
             queue_series: Mutex::new(QueueSelection::All),

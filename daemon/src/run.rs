@@ -92,6 +92,9 @@ pub struct Options {
     /// Where other owners of the knobs (systemd `.link`, NetworkManager,
     /// TuneD) keep their files.
     pub coexist: crate::coexist::Roots,
+    /// The state directory for the recording and the change journal
+    /// (docs/recording.md); `None` keeps neither.
+    pub recording: Option<PathBuf>,
 }
 
 /// Why the loop stopped with an error.
@@ -137,6 +140,7 @@ pub(crate) struct Daemon<K: Kernel, E: Engine> {
     pub backoff_base: Duration,
     pub last_sample: Option<Duration>,
     pub coexist: crate::coexist::Tracker,
+    pub recording: Option<crate::record::live::LiveRecording>,
 }
 
 pub(crate) fn unix_ms() -> u64 {
@@ -197,7 +201,11 @@ pub async fn run<K: Kernel, E: Engine>(
         mut reload,
         backoff_base,
         coexist,
+        recording,
     } = opts;
+    let recording = recording.map(|dir| {
+        crate::record::live::LiveRecording::open(&dir, policy.daemon.recording_max_bytes, &policy)
+    });
     let state = match &store {
         // An unparsable record is moved aside (logged there); a newer
         // schema or an unreadable file stops the daemon rather than be
@@ -250,6 +258,7 @@ pub async fn run<K: Kernel, E: Engine>(
         backoff_base,
         last_sample: None,
         coexist: crate::coexist::Tracker::new(coexist),
+        recording,
         state,
     };
     d.restore_engine();
@@ -467,7 +476,8 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         self.last_sample = Some(now);
         self.absorb(&snap);
         self.evaluate_due(&snap, now).await;
-        let plan = {
+        let engine_before = self.engine_for_recording();
+        let (plan, asked) = {
             let elapsed = self
                 .prev
                 .as_ref()
@@ -478,18 +488,33 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             let overrides = self.override_list();
             let originals = self.originals();
             self.prune_history(now);
+            let local = Some(local_time());
+            let asked = self
+                .recording_wanted()
+                .then(|| crate::record::live::Asked {
+                    engine_before,
+                    inputs: crate::record::format::Inputs::of(
+                        &self.history,
+                        &overrides,
+                        &originals,
+                        &self.backoff,
+                    ),
+                    local_time: local,
+                    elapsed,
+                    now,
+                });
             let obs = Observation {
                 previous: self.prev.as_ref().map(|(s, _)| s),
                 current: &snap,
                 elapsed,
                 now,
-                local_time: Some(local_time()),
+                local_time: local,
                 history: &self.history,
                 overrides: &overrides,
                 originals: &originals,
                 backoff: &self.backoff,
             };
-            self.engine.decide(&self.policy, &obs)
+            (self.engine.decide(&self.policy, &obs), asked)
         };
         let cap = snap.capabilities.cap_net_admin;
         let mut managed = BTreeSet::new();
@@ -556,6 +581,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         if !cap && !self.ready {
             tracing::warn!("no CAP_NET_ADMIN: every device is observed, none enforced");
         }
+        self.record_pass(asked, &snap, &plan);
         self.prev = Some((snap, now));
         if !self.ready {
             self.ready = true;
@@ -683,6 +709,9 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 // and the backoff, or no finding would ever mature.
                 let changed = p != self.policy;
                 self.policy = p;
+                if let Some(r) = &mut self.recording {
+                    r.policy_reloaded(&self.policy, changed);
+                }
                 self.policy_error = None;
                 if changed {
                     self.engine.reset();

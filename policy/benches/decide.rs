@@ -85,6 +85,7 @@ fn policy() -> Policy {
         daemon: DaemonSettings {
             metrics_listen: None,
             queue_series: pptune_policy::policy::QueueSelection::All,
+            recording_max_bytes: pptune_policy::policy::DEFAULT_RECORDING_MAX_BYTES,
         },
     }
 }

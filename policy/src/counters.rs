@@ -92,6 +92,13 @@ macro_rules! define_pool_stats {
             pub fn values(&self) -> [u64; COUNT] {
                 [$(self.$field),*]
             }
+
+            /// The inverse of [`values`](Self::values) (a recording read back).
+            #[must_use]
+            pub fn from_values(v: [u64; COUNT]) -> Self {
+                let [$($field),*] = v;
+                Self { $($field),* }
+            }
         }
     };
 }

@@ -220,7 +220,13 @@ pub struct DaemonSettings {
     pub metrics_listen: Option<SocketAddr>,
     /// Which per-queue series `/metrics` exports.
     pub queue_series: QueueSelection,
+    /// Size cap of the daemon's rolling recording (0 = none).
+    pub recording_max_bytes: u64,
 }
+
+/// `daemon.recording_max_bytes` when the policy does not say: about a day
+/// at the default interval on a 2048-pool host (docs/recording.md).
+pub const DEFAULT_RECORDING_MAX_BYTES: u64 = 64 << 20;
 
 /// Which per-queue series `/metrics` exports; the per-device sums of the
 /// same counters and gauges are exported in every case.
@@ -306,6 +312,7 @@ pub(crate) mod tests_support {
             daemon: DaemonSettings {
                 metrics_listen: None,
                 queue_series: QueueSelection::All,
+                recording_max_bytes: DEFAULT_RECORDING_MAX_BYTES,
             },
         }
     }

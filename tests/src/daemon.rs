@@ -73,6 +73,7 @@ pub fn start(
         reload: rx,
         backoff_base: Duration::from_secs(30),
         coexist: pptune::coexist::Roots::none(),
+        recording: None,
     };
     let (stop, stop_rx) = oneshot::channel::<()>();
     let task = tokio::spawn(run(

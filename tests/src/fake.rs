@@ -425,6 +425,7 @@ pub fn test_policy(mode: policy::Mode) -> policy::Policy {
         daemon: DaemonSettings {
             metrics_listen: None,
             queue_series: policy::policy::QueueSelection::All,
+            recording_max_bytes: policy::policy::DEFAULT_RECORDING_MAX_BYTES,
         },
     }
 }

@@ -63,6 +63,7 @@ async fn run_with_link_file(coexist: Coexist) -> (Vec<(String, u32)>, String) {
         reload: rx,
         backoff_base: Duration::from_secs(30),
         coexist: pptune::coexist::Roots::at(root.path()),
+        recording: None,
     };
     run(
         Arc::clone(&k),

@@ -47,6 +47,7 @@ async fn status_view_and_restore_through_the_running_daemon() {
         reload: rx,
         backoff_base: Duration::from_secs(30),
         coexist: pptune::coexist::Roots::none(),
+        recording: None,
     };
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let daemon = tokio::spawn(run(

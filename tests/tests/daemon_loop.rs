@@ -56,6 +56,7 @@ fn options(store: Option<StateStore>, notifier: Notifier) -> (Options, Harness) 
             reload: rx,
             backoff_base: Duration::from_secs(30),
             coexist: pptune::coexist::Roots::none(),
+            recording: None,
         },
         Harness {
             metrics,

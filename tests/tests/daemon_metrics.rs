@@ -194,6 +194,7 @@ fn options(metrics: Arc<Metrics>, reload: mpsc::UnboundedReceiver<()>) -> Option
         reload,
         backoff_base: Duration::from_secs(30),
         coexist: pptune::coexist::Roots::none(),
+        recording: None,
     }
 }
 

@@ -1,0 +1,279 @@
+//! Segment files: a header, then frames `[length u32 LE][crc32 u32 LE]
+//! [payload]`, each payload one [`Record`] as CBOR compressed with raw
+//! deflate (docs/recording.md). A frame is written with one `write` and
+//! synced, so a crash loses at most the pass being written; a torn or
+//! corrupt frame ends its segment with a warning and the reader goes on
+//! with the next segment.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+
+use flate2::Compression;
+use flate2::read::DeflateDecoder;
+use flate2::write::DeflateEncoder;
+
+use super::format::{Coder, FORMAT_VERSION, Record};
+
+/// First bytes of every segment: magic, then the format version (u32 LE).
+pub const MAGIC: &[u8; 8] = b"PPTUNREC";
+/// Segment file extension.
+pub const EXTENSION: &str = "pptrec";
+/// A frame larger than this is corruption, not a pass (a 2048-pool keyframe
+/// is well under 1 MiB compressed).
+const MAX_FRAME: u32 = 256 << 20;
+
+/// Why a recording cannot be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{path} is not a pptune recording (no PPTUNREC header)")]
+    NotRecording { path: PathBuf },
+    #[error("{path} is recording format {found}; this pptune reads format {FORMAT_VERSION}")]
+    Version { path: PathBuf, found: u32 },
+    #[error("{0}: no recording segments (*.pptrec) there")]
+    Empty(PathBuf),
+    #[error("encoding a record: {0}")]
+    Encode(String),
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> RecordError + '_ {
+    move |source| RecordError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// One record as the bytes of a frame (header included).
+///
+/// # Errors
+/// The record cannot be serialised (not expected for these types).
+pub fn frame(rec: &Record) -> Result<Vec<u8>, RecordError> {
+    let mut enc = DeflateEncoder::new(vec![0_u8; 8], Compression::fast());
+    ciborium::into_writer(rec, &mut enc).map_err(|e| RecordError::Encode(e.to_string()))?;
+    let mut out = enc
+        .finish()
+        .map_err(|e| RecordError::Encode(e.to_string()))?;
+    let payload = out.get(8..).unwrap_or_default();
+    let len = u32::try_from(payload.len()).map_err(|e| RecordError::Encode(e.to_string()))?;
+    let crc = crc32fast::hash(payload);
+    out[..4].copy_from_slice(&len.to_le_bytes());
+    out[4..8].copy_from_slice(&crc.to_le_bytes());
+    Ok(out)
+}
+
+/// A segment being written.
+#[derive(Debug)]
+pub struct SegmentWriter {
+    path: PathBuf,
+    file: File,
+    size: u64,
+    sync: bool,
+    /// The delta-coding memory of this segment.
+    pub coder: Coder,
+}
+
+impl SegmentWriter {
+    /// Creates `path` (which must not exist) and writes the header.
+    ///
+    /// # Errors
+    /// The file cannot be created or written.
+    pub fn create(path: &Path, sync: bool) -> Result<Self, RecordError> {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(io_err(path))?;
+        let mut head = MAGIC.to_vec();
+        head.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        file.write_all(&head).map_err(io_err(path))?;
+        Ok(Self {
+            path: path.to_owned(),
+            file,
+            size: head.len() as u64,
+            sync,
+            coder: Coder::default(),
+        })
+    }
+
+    /// Appends one record as one write (then fdatasync when asked).
+    ///
+    /// # Errors
+    /// Encoding or I/O failed; the segment may then end in a torn frame,
+    /// which readers skip.
+    pub fn append(&mut self, rec: &Record) -> Result<u64, RecordError> {
+        let bytes = frame(rec)?;
+        self.file.write_all(&bytes).map_err(io_err(&self.path))?;
+        if self.sync {
+            self.file.sync_data().map_err(io_err(&self.path))?;
+        }
+        self.size += bytes.len() as u64;
+        Ok(bytes.len() as u64)
+    }
+
+    #[must_use]
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// The segments of a recording directory, oldest first (by sequence number
+/// in the name: `0000000042.pptrec`).
+///
+/// # Errors
+/// The directory cannot be listed.
+pub fn segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, RecordError> {
+    let mut v = Vec::new();
+    for e in fs::read_dir(dir).map_err(io_err(dir))? {
+        let e = e.map_err(io_err(dir))?;
+        let p = e.path();
+        if p.extension().and_then(|x| x.to_str()) != Some(EXTENSION) {
+            continue;
+        }
+        if let Some(n) = p
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .and_then(|s| s.parse::<u64>().ok())
+        {
+            v.push((n, p));
+        }
+    }
+    v.sort();
+    Ok(v)
+}
+
+/// The files a path names: one segment, or a directory's segments.
+///
+/// # Errors
+/// Nothing readable there.
+pub fn files(path: &Path) -> Result<Vec<PathBuf>, RecordError> {
+    let meta = fs::metadata(path).map_err(io_err(path))?;
+    if meta.is_dir() {
+        let v: Vec<PathBuf> = segments(path)?.into_iter().map(|(_, p)| p).collect();
+        if v.is_empty() {
+            return Err(RecordError::Empty(path.to_owned()));
+        }
+        Ok(v)
+    } else {
+        Ok(vec![path.to_owned()])
+    }
+}
+
+/// Reads the records of one segment in order. A torn or corrupt frame ends
+/// the segment: [`SegmentReader::warning`] then says where and why.
+#[derive(Debug)]
+pub struct SegmentReader {
+    path: PathBuf,
+    input: BufReader<File>,
+    offset: u64,
+    done: bool,
+    warning: Option<String>,
+    buf: Vec<u8>,
+}
+
+impl SegmentReader {
+    /// Opens `path` and checks its header.
+    ///
+    /// # Errors
+    /// Unreadable, not a recording, or another format version.
+    pub fn open(path: &Path) -> Result<Self, RecordError> {
+        let file = File::open(path).map_err(io_err(path))?;
+        let mut input = BufReader::with_capacity(1 << 20, file);
+        let mut head = [0_u8; 12];
+        input
+            .read_exact(&mut head)
+            .map_err(|_| RecordError::NotRecording {
+                path: path.to_owned(),
+            })?;
+        if &head[..8] != MAGIC {
+            return Err(RecordError::NotRecording {
+                path: path.to_owned(),
+            });
+        }
+        let found = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
+        if found != FORMAT_VERSION {
+            return Err(RecordError::Version {
+                path: path.to_owned(),
+                found,
+            });
+        }
+        Ok(Self {
+            path: path.to_owned(),
+            input,
+            offset: 12,
+            done: false,
+            warning: None,
+            buf: Vec::new(),
+        })
+    }
+
+    /// Why the segment ended early, if it did.
+    #[must_use]
+    pub fn warning(&self) -> Option<&str> {
+        self.warning.as_deref()
+    }
+
+    fn torn(&mut self, why: &str) -> Option<Record> {
+        self.done = true;
+        self.warning = Some(format!(
+            "{}: {why} at byte {}: the rest of this segment is skipped",
+            self.path.display(),
+            self.offset
+        ));
+        None
+    }
+
+    /// The next complete record; `None` at the end or at a torn frame.
+    pub fn next_record(&mut self) -> Option<Record> {
+        if self.done {
+            return None;
+        }
+        let mut head = [0_u8; 8];
+        let mut got = 0;
+        while got < head.len() {
+            match self.input.read(&mut head[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return self.torn(&format!("read error {e}")),
+            }
+        }
+        if got == 0 {
+            self.done = true;
+            return None;
+        }
+        if got < head.len() {
+            return self.torn("torn frame header");
+        }
+        let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+        let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+        if len > MAX_FRAME {
+            return self.torn(&format!("implausible frame length {len}"));
+        }
+        self.buf.resize(len as usize, 0);
+        if self.input.read_exact(&mut self.buf).is_err() {
+            return self.torn("torn frame (shorter than its length)");
+        }
+        if crc32fast::hash(&self.buf) != crc {
+            return self.torn("frame checksum mismatch");
+        }
+        let rec: Result<Record, _> = ciborium::from_reader(DeflateDecoder::new(&self.buf[..]));
+        match rec {
+            Ok(r) => {
+                self.offset += 8 + u64::from(len);
+                Some(r)
+            }
+            Err(e) => self.torn(&format!("undecodable record ({e})")),
+        }
+    }
+}

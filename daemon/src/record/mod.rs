@@ -1,0 +1,396 @@
+//! The recording (docs/recording.md): what pptune saw and did, pass by
+//! pass, as compressed, checksummed frames in rolling segment files under
+//! the state directory, bounded by `daemon.recording_max_bytes`; and the
+//! change journal `pptune history` reads.
+//!
+//! - [`format`]: the on-disk records and the snapshot delta coding;
+//! - [`file`]: frames and segments, torn-tail handling;
+//! - [`Recorder`]: the writer the daemon (and `pptune record`) uses;
+//! - [`Recording`]: the reader `replay` and `history` use;
+//! - [`journal`]: one JSON line per change and per outcome.
+
+pub mod file;
+pub mod format;
+pub mod journal;
+pub mod live;
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use policy::Policy;
+use policy::engine::{ENGINE_STATE_VERSION, EngineState};
+use policy::snapshot::Snapshot;
+
+pub use file::RecordError;
+use file::{SegmentReader, SegmentWriter};
+use format::{Coder, EngineBlob, FORMAT_VERSION, Pass, PrevPass, Record, SnapRec, Start, StartReason};
+
+/// The state directory: `$STATE_DIRECTORY` (systemd's `StateDirectory=`,
+/// first entry) or `/var/lib/pptune`.
+#[must_use]
+pub fn state_dir() -> PathBuf {
+    std::env::var_os("STATE_DIRECTORY")
+        .and_then(|v| {
+            v.to_str()
+                .and_then(|s| s.split(':').next())
+                .filter(|s| !s.is_empty())
+                .map(PathBuf::from)
+        })
+        .unwrap_or_else(|| PathBuf::from("/var/lib/pptune"))
+}
+
+/// The daemon's recording directory under the state directory.
+#[must_use]
+pub fn recording_dir(state: &Path) -> PathBuf {
+    state.join("recording")
+}
+
+/// A segment is at most this share of the cap, so deleting the oldest one
+/// gives back at most an eighth of the history.
+const SEGMENTS_PER_CAP: u64 = 8;
+const MIN_SEGMENT: u64 = 64 << 10;
+
+fn segment_share(max_bytes: u64) -> u64 {
+    (max_bytes / SEGMENTS_PER_CAP).max(MIN_SEGMENT)
+}
+
+/// Where a recorder writes.
+#[derive(Debug)]
+enum Target {
+    /// Rolling segments in a directory, capped.
+    Dir { dir: PathBuf, max_bytes: u64 },
+    /// One file, no cap (`pptune record -o`).
+    File(PathBuf),
+}
+
+/// The writer.
+#[derive(Debug)]
+pub struct Recorder {
+    target: Target,
+    run: u64,
+    writer: String,
+    host: String,
+    policy: Option<String>,
+    seg: Option<SegmentWriter>,
+    reason: StartReason,
+    next_seq: u64,
+    /// Closed segments, oldest first: path, size, first pass time.
+    closed: VecDeque<(PathBuf, u64, u64)>,
+    /// First pass time of the open segment.
+    seg_start_ms: u64,
+    sync: bool,
+}
+
+/// Wall-clock milliseconds since the epoch.
+#[must_use]
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default()
+}
+
+fn policy_json(p: &Policy) -> Option<String> {
+    serde_json::to_string(p).ok()
+}
+
+impl Recorder {
+    /// The daemon's rolling recording in `dir` (created), capped at
+    /// `max_bytes` including what earlier runs left there.
+    ///
+    /// # Errors
+    /// The directory cannot be created or listed.
+    pub fn rolling(dir: &Path, max_bytes: u64, policy: &Policy) -> Result<Self, RecordError> {
+        std::fs::create_dir_all(dir).map_err(|source| RecordError::Io {
+            path: dir.to_owned(),
+            source,
+        })?;
+        let mut closed = VecDeque::new();
+        let mut next_seq = 0;
+        for (n, p) in file::segments(dir)? {
+            let size = std::fs::metadata(&p).map_or(0, |m| m.len());
+            let first = SegmentReader::open(&p)
+                .ok()
+                .and_then(|mut r| r.next_record())
+                .map_or(0, |r| match r {
+                    Record::Start(s) => s.unix_ms,
+                    Record::Pass(p) => p.unix_ms,
+                });
+            closed.push_back((p, size, first));
+            next_seq = n + 1;
+        }
+        let mut r = Self::new(
+            Target::Dir {
+                dir: dir.to_owned(),
+                max_bytes,
+            },
+            "daemon",
+            Some(policy),
+        );
+        r.closed = closed;
+        r.next_seq = next_seq;
+        r.sync = true;
+        r.enforce_cap();
+        Ok(r)
+    }
+
+    /// One file at `path` (must not exist), no cap.
+    #[must_use]
+    pub fn single(path: &Path) -> Self {
+        Self::new(Target::File(path.to_owned()), "record", None)
+    }
+
+    fn new(target: Target, role: &str, policy: Option<&Policy>) -> Self {
+        Self {
+            target,
+            run: unix_ms(),
+            writer: format!("pptune {} {role}", crate::cli::VERSION),
+            host: host_name(),
+            policy: policy.and_then(policy_json),
+            seg: None,
+            reason: StartReason::Run,
+            next_seq: 0,
+            closed: VecDeque::new(),
+            seg_start_ms: 0,
+            sync: false,
+        }
+    }
+
+    /// Whether the next pass opens a segment (the caller then passes the
+    /// engine's memory to [`Recorder::write`]).
+    #[must_use]
+    pub fn needs_start(&self) -> bool {
+        self.seg.is_none()
+    }
+
+    /// The policy was reloaded; a changed one starts a new segment (the
+    /// engine starts afresh).
+    pub fn policy_reloaded(&mut self, p: &Policy, changed: bool) {
+        if changed {
+            self.policy = policy_json(p);
+            self.close(StartReason::Reload);
+        }
+    }
+
+    fn close(&mut self, reason: StartReason) {
+        if let Some(s) = self.seg.take() {
+            self.closed
+                .push_back((s.path().to_owned(), s.size(), self.seg_start_ms));
+        }
+        self.reason = reason;
+    }
+
+    /// Writes one pass: `snap` as seen, `previous` the sample before it
+    /// (with its monotonic time), `engine` the memory before deciding
+    /// (asked only when a segment opens), `pass` builds the record around
+    /// the encoded snapshot.
+    ///
+    /// # Errors
+    /// I/O: the recording then misses this pass (the next one opens a new
+    /// segment, so the reader never decodes across the hole).
+    pub fn write(
+        &mut self,
+        engine: impl FnOnce() -> Option<EngineState>,
+        previous: Option<(&Snapshot, Duration)>,
+        snap: &Snapshot,
+        pass: impl FnOnce(SnapRec) -> Pass,
+    ) -> Result<(), RecordError> {
+        let res = self.write_inner(engine, previous, snap, pass);
+        if res.is_err() {
+            // Whatever was half-written, the next pass starts clean.
+            self.close(StartReason::Run);
+        }
+        res
+    }
+
+    fn write_inner(
+        &mut self,
+        engine: impl FnOnce() -> Option<EngineState>,
+        previous: Option<(&Snapshot, Duration)>,
+        snap: &Snapshot,
+        pass: impl FnOnce(SnapRec) -> Pass,
+    ) -> Result<(), RecordError> {
+        if self.seg.is_none() {
+            let path = match &self.target {
+                Target::Dir { dir, .. } => {
+                    dir.join(format!("{:010}.{}", self.next_seq, file::EXTENSION))
+                }
+                Target::File(p) => p.clone(),
+            };
+            self.next_seq += 1;
+            let mut seg = SegmentWriter::create(&path, self.sync)?;
+            let previous = previous.map(|(s, at)| PrevPass {
+                now_ns: format::nanos(at),
+                snapshot: seg.coder.encode(s),
+            });
+            let start = Start {
+                format: FORMAT_VERSION,
+                reason: self.reason,
+                run: self.run,
+                unix_ms: unix_ms(),
+                writer: self.writer.clone(),
+                host: self.host.clone(),
+                counters: Coder::counter_names(),
+                policy: self.policy.clone(),
+                engine: engine().and_then(|e| {
+                    serde_json::to_string(&e).ok().map(|json| EngineBlob {
+                        version: ENGINE_STATE_VERSION,
+                        json,
+                    })
+                }),
+                previous,
+            };
+            self.seg_start_ms = start.unix_ms;
+            let seg = self.seg.insert(seg);
+            seg.append(&Record::Start(Box::new(start)))?;
+        }
+        let Some(seg) = self.seg.as_mut() else {
+            return Ok(());
+        };
+        let rec = pass(seg.coder.encode(snap));
+        seg.append(&Record::Pass(Box::new(rec)))?;
+        if let Target::Dir { max_bytes, .. } = self.target
+            && seg.size() >= segment_share(max_bytes)
+        {
+            self.close(StartReason::Rotate);
+            self.enforce_cap();
+        }
+        Ok(())
+    }
+
+    /// Deletes the oldest closed segments until they and a full open
+    /// segment fit the cap (the open one may pass its share by one pass).
+    fn enforce_cap(&mut self) {
+        let Target::Dir { max_bytes, .. } = self.target else {
+            return;
+        };
+        let room = max_bytes.saturating_sub(segment_share(max_bytes));
+        while self.closed.iter().map(|c| c.1).sum::<u64>() > room {
+            let Some((p, _, _)) = self.closed.pop_front() else {
+                break;
+            };
+            if let Err(e) = std::fs::remove_file(&p)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!(path = %p.display(), error = %e, "cannot delete an old recording segment");
+            }
+        }
+    }
+
+    /// Bytes on disk, every segment included.
+    #[must_use]
+    pub fn size_bytes(&self) -> u64 {
+        self.closed.iter().map(|(_, s, _)| s).sum::<u64>() + self.seg.as_ref().map_or(0, SegmentWriter::size)
+    }
+
+    /// When the oldest segment kept began (ms since the epoch), if any.
+    #[must_use]
+    pub fn oldest_unix_ms(&self) -> Option<u64> {
+        self.closed
+            .front()
+            .map(|c| c.2)
+            .or(self.seg.as_ref().map(|_| self.seg_start_ms))
+    }
+}
+
+/// One item of a recording read back.
+#[derive(Debug)]
+pub enum Item {
+    /// A segment began; `previous` is the sample before its first pass.
+    Start {
+        start: Box<Start>,
+        previous: Option<(Snapshot, Duration)>,
+    },
+    /// A pass, with its snapshot decoded.
+    Pass { pass: Box<Pass>, snapshot: Snapshot },
+}
+
+/// The reader: every segment in order, torn tails skipped with a warning.
+#[derive(Debug)]
+pub struct Recording {
+    files: VecDeque<PathBuf>,
+    current: Option<(SegmentReader, Coder)>,
+    /// One line per segment that ended early or could not be read.
+    pub warnings: Vec<String>,
+}
+
+impl Recording {
+    /// A file, or a directory of segments.
+    ///
+    /// # Errors
+    /// Nothing readable at `path`, or its first segment is not a recording
+    /// of this format.
+    pub fn open(path: &Path) -> Result<Self, RecordError> {
+        let files: VecDeque<PathBuf> = file::files(path)?.into();
+        if let Some(first) = files.front() {
+            // Say a wrong file or format up front rather than as a warning.
+            SegmentReader::open(first)?;
+        }
+        Ok(Self {
+            files,
+            current: None,
+            warnings: Vec::new(),
+        })
+    }
+
+    /// The next item, or `None` at the end.
+    pub fn next_item(&mut self) -> Option<Item> {
+        loop {
+            if self.current.is_none() {
+                let p = self.files.pop_front()?;
+                match SegmentReader::open(&p) {
+                    Ok(r) => self.current = Some((r, Coder::default())),
+                    Err(e) => {
+                        self.warnings.push(format!("{e}: segment skipped"));
+                        continue;
+                    }
+                }
+            }
+            let (reader, coder) = self.current.as_mut()?;
+            let Some(rec) = reader.next_record() else {
+                if let Some(w) = reader.warning() {
+                    self.warnings.push(w.to_owned());
+                }
+                self.current = None;
+                continue;
+            };
+            match rec {
+                Record::Start(start) => {
+                    *coder = Coder::for_counters(&start.counters);
+                    let previous = match &start.previous {
+                        Some(p) => match coder.decode(&p.snapshot) {
+                            Ok(s) => Some((s, Duration::from_nanos(p.now_ns))),
+                            Err(e) => {
+                                self.skip_segment(&e.to_string());
+                                continue;
+                            }
+                        },
+                        None => None,
+                    };
+                    return Some(Item::Start { start, previous });
+                }
+                Record::Pass(_) if !coder.started() => {
+                    self.skip_segment("a pass before the segment's Start record");
+                }
+                Record::Pass(pass) => match coder.decode(&pass.snapshot) {
+                    Ok(snapshot) => return Some(Item::Pass { pass, snapshot }),
+                    Err(e) => self.skip_segment(&e.to_string()),
+                },
+            }
+        }
+    }
+
+    fn skip_segment(&mut self, why: &str) {
+        self.warnings.push(format!("{why}: the rest of the segment is skipped"));
+        self.current = None;
+    }
+}
+
+#[cfg(test)]
+mod tests;
