@@ -134,6 +134,48 @@ pub enum Command {
         #[arg(long = "interface", short = 'i', value_name = "NAME")]
         interfaces: Vec<String>,
     },
+    /// Record what the kernel reports, every policy interval, into one
+    /// recording file (docs/recording.md), for a host that runs no daemon.
+    Record {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// How long (e.g. 10m, 24h; default: until interrupted).
+        #[arg(long, value_name = "D", value_parser = parse_duration)]
+        duration: Option<std::time::Duration>,
+        /// The file to write (default: pptune-<time>.pptrec here).
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Run the policy over a recording (a file, or the daemon's recording
+    /// directory) and print what it would have decided; changes nothing.
+    Replay {
+        /// Recording file or directory of segments.
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        #[command(flatten)]
+        config: ConfigArg,
+        /// A second policy: print the difference between the two.
+        #[arg(long, value_name = "POLICY")]
+        against: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every change pptune made, with its evidence and outcome, across
+    /// restarts (the change journal in the state directory).
+    History {
+        /// Only changes since then: a duration ago (24h) or an RFC 3339 time.
+        #[arg(long, value_name = "T")]
+        since: Option<String>,
+        /// Only this interface (repeatable).
+        #[arg(long = "interface", short = 'i', value_name = "NAME")]
+        interfaces: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    config::parse_duration(s).ok_or_else(|| format!("`{s}` is not a duration (e.g. 30s, 10m, 24h)"))
 }
 
 impl Cli {
@@ -145,12 +187,16 @@ impl Cli {
     /// A message for the operator.
     pub fn config_path(&self) -> Result<Option<&Path>, String> {
         let own = match &self.command {
-            Command::Run { config, .. } | Command::Plan { config, .. } => config.config.as_deref(),
+            Command::Run { config, .. }
+            | Command::Plan { config, .. }
+            | Command::Record { config, .. }
+            | Command::Replay { config, .. } => config.config.as_deref(),
             Command::Check { config, file } => config.config.as_deref().or(file.as_deref()),
             Command::Status { .. }
             | Command::Verify { .. }
             | Command::Export { .. }
-            | Command::Restore { .. } => {
+            | Command::Restore { .. }
+            | Command::History { .. } => {
                 return match &self.config {
                     Some(_) => Err(format!(
                         "`pptune {}` does not read the policy, so --config is refused (it would be ignored)",
@@ -182,6 +228,9 @@ impl Command {
             Self::Verify { .. } => "verify",
             Self::Export { .. } => "export",
             Self::Restore { .. } => "restore",
+            Self::Record { .. } => "record",
+            Self::Replay { .. } => "replay",
+            Self::History { .. } => "history",
         }
     }
 }

@@ -508,3 +508,45 @@ pub async fn restore(interfaces: Vec<String>) -> anyhow::Result<ExitCode> {
         ExitCode::FAILURE
     })
 }
+
+/// `pptune record`.
+pub async fn record(
+    path: Option<&Path>,
+    duration: Option<Duration>,
+    output: Option<PathBuf>,
+) -> anyhow::Result<ExitCode> {
+    match load_policy(path) {
+        Ok(l) => crate::replay_cmd::record(&l.policy, duration, output).await,
+        Err(code) => Ok(code),
+    }
+}
+
+/// `pptune replay`.
+pub fn replay(
+    file: &Path,
+    path: Option<&Path>,
+    against: Option<&Path>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let policy = match load_policy(path) {
+        Ok(l) => l.policy,
+        Err(code) => return Ok(code),
+    };
+    let against = match against.map(|p| load_policy(Some(p))).transpose() {
+        Ok(b) => b.map(|l| l.policy),
+        Err(code) => return Ok(code),
+    };
+    crate::replay_cmd::replay_cmd(file, &policy, against.as_ref(), json)
+}
+
+/// `pptune history`.
+pub fn history(since: Option<&str>, interfaces: &[String], json: bool) -> anyhow::Result<ExitCode> {
+    let since = match since.map(crate::replay_cmd::parse_since).transpose() {
+        Ok(s) => s,
+        Err(msg) => {
+            eprintln!("pptune: {msg}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    crate::replay_cmd::history(since, interfaces, json)
+}

@@ -34,6 +34,8 @@ pub mod metrics;
 pub mod notify;
 pub mod process_metrics;
 pub mod record;
+pub mod replay;
+pub mod replay_cmd;
 pub mod rollout;
 pub mod run;
 pub mod state;

@@ -61,6 +61,20 @@ fn main() -> ExitCode {
             Command::Verify { interfaces, json } => commands::verify(&interfaces, json).await,
             Command::Export { format, interfaces } => commands::export(format, &interfaces).await,
             Command::Restore { interfaces } => commands::restore(interfaces).await,
+            Command::Record {
+                duration, output, ..
+            } => commands::record(config, duration, output).await,
+            Command::Replay {
+                file,
+                against,
+                json,
+                ..
+            } => commands::replay(&file, config, against.as_deref(), json),
+            Command::History {
+                since,
+                interfaces,
+                json,
+            } => commands::history(since.as_deref(), &interfaces, json),
         }
     });
     match result {

@@ -489,20 +489,18 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             let originals = self.originals();
             self.prune_history(now);
             let local = Some(local_time());
-            let asked = self
-                .recording_wanted()
-                .then(|| crate::record::live::Asked {
-                    engine_before,
-                    inputs: crate::record::format::Inputs::of(
-                        &self.history,
-                        &overrides,
-                        &originals,
-                        &self.backoff,
-                    ),
-                    local_time: local,
-                    elapsed,
-                    now,
-                });
+            let asked = self.recording_wanted().then(|| crate::record::live::Asked {
+                engine_before,
+                inputs: crate::record::format::Inputs::of(
+                    &self.history,
+                    &overrides,
+                    &originals,
+                    &self.backoff,
+                ),
+                local_time: local,
+                elapsed,
+                now,
+            });
             let obs = Observation {
                 previous: self.prev.as_ref().map(|(s, _)| s),
                 current: &snap,

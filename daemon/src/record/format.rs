@@ -463,9 +463,11 @@ impl Coder {
     fn pool_in(&mut self, r: &PoolRec) -> Pool {
         let stats = r.7.as_ref().map(|d| {
             let v: Vec<u64> = match self.pools.get(&r.0) {
-                Some(prev) if prev.len() == d.len() => {
-                    d.iter().zip(prev).map(|(x, b)| b.wrapping_add(*x)).collect()
-                }
+                Some(prev) if prev.len() == d.len() => d
+                    .iter()
+                    .zip(prev)
+                    .map(|(x, b)| b.wrapping_add(*x))
+                    .collect(),
                 _ => d.clone(),
             };
             let mut mine = [0_u64; COUNT];
@@ -585,7 +587,16 @@ fn rings(r: RingsRec) -> Rings {
 }
 
 fn channels(c: ChannelsRec) -> Channels {
-    let [rx, rx_max, tx, tx_max, other, other_max, combined, combined_max] = c.0;
+    let [
+        rx,
+        rx_max,
+        tx,
+        tx_max,
+        other,
+        other_max,
+        combined,
+        combined_max,
+    ] = c.0;
     Channels {
         rx,
         rx_max,
@@ -609,7 +620,13 @@ fn qstats_rec(q: &QueueStats) -> QStatsRec {
 }
 
 fn qstats(q: QStatsRec) -> QueueStats {
-    let [rx_packets, rx_bytes, rx_alloc_fail, rx_hw_drops, rx_hw_drop_overruns] = q.0;
+    let [
+        rx_packets,
+        rx_bytes,
+        rx_alloc_fail,
+        rx_hw_drops,
+        rx_hw_drop_overruns,
+    ] = q.0;
     QueueStats {
         rx_packets,
         rx_bytes,
@@ -693,13 +710,7 @@ impl Inputs {
 
     /// Back to the engine's types: history, originals, backoff.
     #[must_use]
-    pub fn engine_inputs(
-        &self,
-    ) -> (
-        Vec<ActionRecord>,
-        Vec<Original>,
-        BTreeMap<String, Backoff>,
-    ) {
+    pub fn engine_inputs(&self) -> (Vec<ActionRecord>, Vec<Original>, BTreeMap<String, Backoff>) {
         (
             self.history.iter().map(ChangeRec::action).collect(),
             self.originals

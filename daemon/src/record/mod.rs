@@ -24,7 +24,9 @@ use policy::snapshot::Snapshot;
 
 pub use file::RecordError;
 use file::{SegmentReader, SegmentWriter};
-use format::{Coder, EngineBlob, FORMAT_VERSION, Pass, PrevPass, Record, SnapRec, Start, StartReason};
+use format::{
+    Coder, EngineBlob, FORMAT_VERSION, Pass, PrevPass, Record, SnapRec, Start, StartReason,
+};
 
 /// The state directory: `$STATE_DIRECTORY` (systemd's `StateDirectory=`,
 /// first entry) or `/var/lib/pptune`.
@@ -286,7 +288,8 @@ impl Recorder {
     /// Bytes on disk, every segment included.
     #[must_use]
     pub fn size_bytes(&self) -> u64 {
-        self.closed.iter().map(|(_, s, _)| s).sum::<u64>() + self.seg.as_ref().map_or(0, SegmentWriter::size)
+        self.closed.iter().map(|(_, s, _)| s).sum::<u64>()
+            + self.seg.as_ref().map_or(0, SegmentWriter::size)
     }
 
     /// When the oldest segment kept began (ms since the epoch), if any.
@@ -387,7 +390,8 @@ impl Recording {
     }
 
     fn skip_segment(&mut self, why: &str) {
-        self.warnings.push(format!("{why}: the rest of the segment is skipped"));
+        self.warnings
+            .push(format!("{why}: the rest of the segment is skipped"));
         self.current = None;
     }
 }

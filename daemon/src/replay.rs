@@ -1,0 +1,564 @@
+//! `pptune replay`: the engine (`policy::engine::decide`, the same pure
+//! function the daemon calls) run over a recording.
+//!
+//! - **Faithful**: where the replayed policy is the one the recording was
+//!   made under, the engine gets exactly what the daemon's engine got (its
+//!   memory at each segment start, the history, overrides, originals,
+//!   backoff and clocks of each pass), so its decisions are the daemon's;
+//!   each is compared with the recorded one.
+//! - **Counterfactual**: under another policy, the replay keeps its own
+//!   history and, once its ring differs from the recorded one, the
+//!   recorded counters no longer describe the device: they are continued
+//!   by a model of the recycle ring (below) and every decision on that
+//!   device is marked *modelled*. Nothing modelled is presented as observed.
+//!
+//! The ring model (docs/recording.md, "Counterfactuals"): per pool and
+//! interval, the recorded counters give the excess pages per ring fill
+//! relative to the pool, `x = recycle_ring_full / recycle_ring` (the same
+//! fitted quantity as the engine's ring probe, in the counter's own units,
+//! so the bulk-path undercount carries over); a burst is `1 + x` pools. A
+//! pool scaled by `k = ring' / ring` frees `e' = max(0, 1 + x - k)` per
+//! fill, so of the interval's returns `T = recycle_ring + recycle_ring_full`,
+//! `ring_full' = T e' / (k + e')` and `recycle_ring' = T - ring_full'`.
+//! Pages freed need refilling: `alloc_slow` moves by the change in frees /
+//! 64 (one refill is up to 64 pages). Pool memory (`inflight`,
+//! `inflight_mem`) scales by `k`. Queue-count changes are not modelled: the
+//! device's counters stay as recorded and its decisions are marked modelled.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::time::Duration;
+
+use policy::engine::{ActionRecord, EngineState, Observation, Original, Outcome};
+use policy::evaluate::{Evaluation, Rates, Verdict};
+use policy::plan::{Action, Decision, Knob, RingField};
+use policy::snapshot::{Availability, Device, PoolStats, Snapshot};
+use policy::{Mode, Policy};
+use serde::Serialize;
+
+use crate::record::format::{Pass, Start, local_time};
+use crate::record::{Item, RecordError, Recording};
+
+/// Whether a decision rests on recorded counters or on the ring model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Basis {
+    Observed,
+    Modelled,
+}
+
+/// One replayed decision that changes something.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub unix_ms: u64,
+    pub basis: Basis,
+    #[serde(flatten)]
+    pub decision: Decision,
+    /// What the daemon decided in the same pass (faithful replay).
+    pub recorded: Option<RecordedDecision>,
+}
+
+/// The daemon's decision in the recording.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RecordedDecision {
+    pub id: String,
+    pub action: Action,
+    pub reason: String,
+}
+
+/// Per device, over the whole replay.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DeviceSummary {
+    /// Changes the replayed policy made (enforce mode) or recommended.
+    pub changes: u32,
+    pub first_ring: Option<u32>,
+    pub final_ring: Option<u32>,
+    pub final_channels: Option<u32>,
+    /// Pool memory at the end (sum of `inflight_mem`), bytes.
+    pub pool_bytes: u64,
+    /// Recycle-miss share over the replay (modelled where marked).
+    pub recycle_miss_share: Option<f64>,
+    /// Whether any of it is modelled.
+    pub modelled: bool,
+    /// First change's recommendation id.
+    pub first_recommendation: Option<String>,
+}
+
+/// The outcome of a replay.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Report {
+    pub passes: u64,
+    pub first_unix_ms: Option<u64>,
+    pub last_unix_ms: Option<u64>,
+    /// Passes replayed with the recording's own policy and inputs.
+    pub faithful_passes: u64,
+    /// Of those, passes whose decisions equal the recorded ones (ids,
+    /// actions, reasons, modes).
+    pub identical_passes: u64,
+    pub decisions: Vec<Row>,
+    pub devices: BTreeMap<String, DeviceSummary>,
+    pub warnings: Vec<String>,
+}
+
+/// A simulated change under evaluation (counterfactual).
+#[derive(Debug)]
+struct SimEval {
+    ev: Evaluation,
+}
+
+/// The replay's engine and what it carries between passes.
+#[derive(Debug)]
+struct Replayer<'p> {
+    policy: &'p Policy,
+    policy_json: Option<String>,
+    state: EngineState,
+    prev: Option<(Snapshot, Duration)>,
+    /// Observed previous snapshot (the model's input).
+    prev_observed: Option<Snapshot>,
+    faithful: bool,
+    run: Option<u64>,
+    // Counterfactual memory:
+    history: Vec<ActionRecord>,
+    originals: Vec<Original>,
+    /// Replayed knob values, by device key.
+    knobs: BTreeMap<(String, Knob), u32>,
+    /// Modelled cumulative counters per pool id.
+    model: HashMap<u64, PoolStats>,
+    diverged: BTreeMap<String, bool>,
+    evals: Vec<SimEval>,
+    totals: BTreeMap<String, PoolStats>,
+}
+
+/// Replays `path` under `policy`.
+///
+/// # Errors
+/// The recording cannot be opened.
+pub fn replay(path: &Path, policy: &Policy) -> Result<Report, RecordError> {
+    let mut rec = Recording::open(path)?;
+    let mut r = Replayer {
+        policy,
+        policy_json: serde_json::to_string(policy).ok(),
+        state: EngineState::default(),
+        prev: None,
+        prev_observed: None,
+        faithful: false,
+        run: None,
+        history: Vec::new(),
+        originals: Vec::new(),
+        knobs: BTreeMap::new(),
+        model: HashMap::new(),
+        diverged: BTreeMap::new(),
+        evals: Vec::new(),
+        totals: BTreeMap::new(),
+    };
+    let mut report = Report::default();
+    while let Some(item) = rec.next_item() {
+        match item {
+            Item::Start { start, previous } => r.start(&start, previous),
+            Item::Pass { pass, snapshot } => r.pass(&pass, snapshot, &mut report),
+        }
+    }
+    for (key, s) in &r.totals {
+        if let Some(d) = report.devices.get_mut(key) {
+            d.recycle_miss_share = policy::signals::recycle_miss_share(s);
+        }
+    }
+    report.warnings = rec.warnings;
+    Ok(report)
+}
+
+impl Replayer<'_> {
+    fn start(&mut self, start: &Start, previous: Option<(Snapshot, Duration)>) {
+        let new_run = self.run != Some(start.run);
+        self.run = Some(start.run);
+        let faithful = start.policy.is_some() && start.policy == self.policy_json;
+        // The daemon's memory at the segment start: taken over when this is
+        // the recorded policy (that is what the daemon's engine had), or
+        // when nothing earlier was replayed.
+        let first = self.prev.is_none() && self.state.devices.is_empty();
+        if faithful || first {
+            if let Some(blob) = &start.engine
+                && blob.version == policy::engine::ENGINE_STATE_VERSION
+                && let Ok(s) = serde_json::from_str::<EngineState>(&blob.json)
+            {
+                self.state = s;
+            } else if faithful {
+                self.state = EngineState::default();
+            }
+        }
+        if faithful || new_run || self.prev.is_none() {
+            self.prev = previous.clone();
+            self.prev_observed = previous.map(|(s, _)| s);
+        }
+        if new_run && !faithful {
+            // Another process, another clock: the simulated history is
+            // moved like the daemon moves its own (state.rs rebase).
+            let now = self.prev.as_ref().map_or(Duration::ZERO, |p| p.1);
+            for a in &mut self.history {
+                a.at = a.at.min(now);
+            }
+            self.evals.clear();
+        }
+        self.faithful = faithful;
+    }
+
+    fn pass(&mut self, pass: &Pass, observed: Snapshot, report: &mut Report) {
+        report.passes += 1;
+        report.first_unix_ms.get_or_insert(pass.unix_ms);
+        report.last_unix_ms = Some(pass.unix_ms);
+        let now = Duration::from_nanos(pass.now_ns);
+        let elapsed = Duration::from_nanos(pass.elapsed_ns);
+        let snap = if self.faithful {
+            observed.clone()
+        } else {
+            self.modelled(&observed)
+        };
+        if !self.faithful {
+            self.evaluate_due(&snap, now);
+        }
+        let (history, originals, backoff) = if self.faithful {
+            pass.inputs.engine_inputs()
+        } else {
+            (
+                self.history.clone(),
+                self.originals.clone(),
+                BTreeMap::new(),
+            )
+        };
+        let overrides = pass.inputs.overrides.clone();
+        let obs = Observation {
+            previous: self.prev.as_ref().map(|(s, _)| s),
+            current: &snap,
+            elapsed,
+            now,
+            local_time: local_time(pass.local_time),
+            history: &history,
+            overrides: &overrides,
+            originals: &originals,
+            backoff: &backoff,
+        };
+        let (plan, next) = policy::engine::decide(self.policy, &self.state, &obs);
+        self.state = next;
+        if self.faithful {
+            report.faithful_passes += 1;
+            let same = plan.decisions.len() == pass.decisions.len()
+                && plan.decisions.iter().zip(&pass.decisions).all(|(a, b)| {
+                    a.id.0 == b.id
+                        && a.action == b.action
+                        && a.reason.as_str() == b.reason
+                        && a.mode == b.mode
+                });
+            if same {
+                report.identical_passes += 1;
+            }
+        }
+        for dec in &plan.decisions {
+            let key = dec.device_id.key();
+            let modelled = !self.faithful && self.diverged.get(&key).copied().unwrap_or(false);
+            let dev = report.devices.entry(dec.device.clone()).or_default();
+            let live = snap.devices.iter().find(|d| d.ifindex == dec.ifindex);
+            if let Some(d) = live {
+                let ring = d.rings.available().and_then(|r| r.rx);
+                if dev.first_ring.is_none() {
+                    dev.first_ring = ring;
+                }
+                dev.final_ring = ring;
+                dev.final_channels = d
+                    .channels
+                    .available()
+                    .map(policy::snapshot::Channels::rx_queues);
+                dev.pool_bytes = d.pools().filter_map(|p| p.inflight_mem).sum();
+            }
+            dev.modelled |= modelled;
+            if dec.action == Action::Hold {
+                continue;
+            }
+            dev.changes += 1;
+            dev.first_recommendation
+                .get_or_insert_with(|| dec.id.to_string());
+            let recorded = pass
+                .decisions
+                .iter()
+                .find(|r| r.device_id == dec.device_id)
+                .map(|r| RecordedDecision {
+                    id: r.id.clone(),
+                    action: r.action,
+                    reason: r.reason.clone(),
+                });
+            report.decisions.push(Row {
+                unix_ms: pass.unix_ms,
+                basis: if modelled {
+                    Basis::Modelled
+                } else {
+                    Basis::Observed
+                },
+                decision: dec.clone(),
+                recorded,
+            });
+            if !self.faithful && dec.mode == Mode::Enforce {
+                self.apply(dec, &snap, now, elapsed);
+            }
+        }
+        // The miss share over the replay, from what the engine saw.
+        if let Some((p, _)) = &self.prev {
+            for d in &snap.devices {
+                if let Some(pd) = p.devices.iter().find(|x| x.id == d.id) {
+                    let delta = policy::accounting::device_delta(
+                        &policy::accounting::PoolLedger::of_device(pd),
+                        d,
+                    );
+                    if !delta.reset {
+                        let t = self.totals.entry(d.name.clone()).or_default();
+                        *t = t.add(&delta.stats);
+                    }
+                }
+            }
+        }
+        self.prev = Some((snap, now));
+        self.prev_observed = Some(observed);
+    }
+
+    /// A simulated change: the knob takes the target, an evaluation opens.
+    fn apply(&mut self, dec: &Decision, snap: &Snapshot, now: Duration, elapsed: Duration) {
+        let (Some(knob), Action::SetRing { from, to, .. } | Action::SetChannels { from, to, .. }) =
+            (dec.action.knob(), dec.action)
+        else {
+            return;
+        };
+        let key = dec.device_id.key();
+        if !self
+            .originals
+            .iter()
+            .any(|o| o.device == dec.device_id && o.knob == knob)
+        {
+            self.originals.push(Original {
+                device: dec.device_id.clone(),
+                knob,
+                value: from,
+            });
+        }
+        self.knobs.insert((key.clone(), knob), to);
+        self.history.push(ActionRecord {
+            device: dec.device_id.clone(),
+            knob,
+            from,
+            to,
+            at: now,
+            outcome: Outcome::Pending,
+        });
+        let baseline = self.prev.as_ref().and_then(|(p, _)| {
+            let a = p.devices.iter().find(|d| d.id == dec.device_id)?;
+            let b = snap.devices.iter().find(|d| d.id == dec.device_id)?;
+            Rates::between(a, b, elapsed)
+        });
+        if let Some(start) = snap.devices.iter().find(|d| d.id == dec.device_id) {
+            self.evals.push(SimEval {
+                ev: Evaluation {
+                    key,
+                    knob,
+                    from,
+                    to,
+                    reason: dec.reason,
+                    ends: now.saturating_add(self.policy.timing.evaluation),
+                    baseline,
+                    start: start.clone(),
+                    start_at: now,
+                    settled: false,
+                },
+            });
+        }
+    }
+
+    /// Closes due simulated evaluations with the daemon's judgement.
+    fn evaluate_due(&mut self, snap: &Snapshot, now: Duration) {
+        let evaluation = self.policy.timing.evaluation;
+        let threshold = self.policy.thresholds.grow_recycle_miss;
+        let mut done = Vec::new();
+        for (i, e) in self.evals.iter_mut().enumerate() {
+            let Some(dev) = snap.devices.iter().find(|d| d.id.key() == e.ev.key) else {
+                continue;
+            };
+            e.ev.settle(dev, now, evaluation);
+            if e.ev.ends <= now {
+                done.push((i, e.ev.judge(dev, now, threshold)));
+            }
+        }
+        for (i, verdict) in done.into_iter().rev() {
+            let e = self.evals.remove(i).ev;
+            let outcome = verdict.outcome();
+            if matches!(verdict, Verdict::Harmful(_)) {
+                self.knobs.insert((e.key.clone(), e.knob), e.from);
+            }
+            if let Some(a) = self
+                .history
+                .iter_mut()
+                .rev()
+                .find(|a| a.device.key() == e.key && a.knob == e.knob)
+            {
+                a.outcome = outcome;
+            }
+        }
+    }
+
+    /// The observed snapshot with the replay's knob values, counters
+    /// continued by the ring model where the ring differs.
+    fn modelled(&mut self, observed: &Snapshot) -> Snapshot {
+        let mut snap = observed.clone();
+        let mut next_model = HashMap::new();
+        for d in &mut snap.devices {
+            let key = d.id.key();
+            let ring_k = self.ring_factor(d, &key);
+            let chan = self.knobs.iter().find_map(|((k, knob), v)| {
+                (k == &key && matches!(knob, Knob::Channels(_))).then_some((*knob, *v))
+            });
+            if let Some((Knob::Channels(field), v)) = chan
+                && let Availability::Available(c) = &mut d.channels
+            {
+                let slot = match field {
+                    policy::plan::ChannelField::Combined => &mut c.combined,
+                    policy::plan::ChannelField::Rx => &mut c.rx,
+                };
+                if *slot != Some(v) {
+                    *slot = Some(v);
+                    self.diverged.insert(key.clone(), true);
+                }
+            }
+            if let Some(k) = ring_k {
+                self.diverged.insert(key.clone(), true);
+                for q in &mut d.rx_queues {
+                    for p in &mut q.pools {
+                        self.model_pool(p, k, &mut next_model);
+                    }
+                }
+                for p in &mut d.unmapped_pools {
+                    self.model_pool(p, k, &mut next_model);
+                }
+            } else if self.diverged.get(&key).copied().unwrap_or(false) {
+                // Same ring again: deltas as observed, on the modelled base.
+                for q in &mut d.rx_queues {
+                    for p in &mut q.pools {
+                        self.model_pool(p, 1.0, &mut next_model);
+                    }
+                }
+                for p in &mut d.unmapped_pools {
+                    self.model_pool(p, 1.0, &mut next_model);
+                }
+            }
+        }
+        self.model = next_model;
+        snap
+    }
+
+    /// Sets the replay's ring on `d`; the pool scale `ring' / ring` when
+    /// it differs from the recorded one.
+    fn ring_factor(&self, d: &mut Device, key: &str) -> Option<f64> {
+        let Availability::Available(r) = &mut d.rings else {
+            return None;
+        };
+        let mut factor = None;
+        for field in [RingField::Rx, RingField::RxMini, RingField::RxJumbo] {
+            let Some(&v) = self.knobs.get(&(key.to_owned(), Knob::Ring(field))) else {
+                continue;
+            };
+            let slot = match field {
+                RingField::Rx => &mut r.rx,
+                RingField::RxMini => &mut r.rx_mini,
+                RingField::RxJumbo => &mut r.rx_jumbo,
+            };
+            if let Some(rec) = *slot
+                && rec != v
+                && rec > 0
+            {
+                factor = Some(f64::from(v) / f64::from(rec));
+            }
+            *slot = Some(v);
+        }
+        factor
+    }
+
+    fn model_pool(
+        &self,
+        p: &mut policy::snapshot::Pool,
+        k: f64,
+        next: &mut HashMap<u64, PoolStats>,
+    ) {
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            clippy::cast_precision_loss
+        )]
+        let scale = |v: u64, k: f64| (v as f64 * k).round() as u64;
+        p.inflight = p.inflight.map(|v| scale(v, k));
+        p.inflight_mem = p.inflight_mem.map(|v| scale(v, k));
+        let Some(cur) = p.stats else {
+            return;
+        };
+        let prev_obs = self
+            .prev_observed
+            .as_ref()
+            .and_then(|s| {
+                s.devices
+                    .iter()
+                    .flat_map(Device::pools)
+                    .find(|x| x.id == p.id)
+            })
+            .and_then(|x| x.stats);
+        let delta = prev_obs.and_then(|b| cur.delta(&b)).unwrap_or(cur);
+        let base = self.model.get(&p.id).copied().or(prev_obs);
+        let d = model_delta(&delta, k);
+        let out = match base {
+            Some(b) => b.add(&d),
+            None => d,
+        };
+        next.insert(p.id, out);
+        p.stats = Some(out);
+    }
+}
+
+/// The ring model on one interval's counters of one pool (module docs).
+#[must_use]
+pub fn model_delta(d: &PoolStats, k: f64) -> PoolStats {
+    #[allow(clippy::cast_precision_loss)]
+    let (full, ring) = (d.recycle_ring_full as f64, d.recycle_ring as f64);
+    let total = full + ring;
+    if total <= 0.0 || (k - 1.0).abs() < f64::EPSILON {
+        return *d;
+    }
+    let x = if ring > 0.0 { full / ring } else { 0.0 };
+    let e = (1.0 + x - k).max(0.0);
+    let full2 = total * e / (k + e);
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let full2 = full2.round().max(0.0) as u64;
+    let mut out = *d;
+    out.recycle_ring_full = full2;
+    out.recycle_ring = (d.recycle_ring + d.recycle_ring_full).saturating_sub(full2);
+    let freed_less = i128::from(d.recycle_ring_full) - i128::from(full2);
+    let slow = i128::from(d.alloc_slow) - freed_less / 64;
+    out.alloc_slow = u64::try_from(slow.max(0)).unwrap_or(0);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ring_model_keeps_returns_and_frees_less_with_a_bigger_pool() {
+        let d = PoolStats {
+            recycle_ring: 1000,
+            recycle_ring_full: 500,
+            alloc_slow: 100,
+            ..PoolStats::default()
+        };
+        assert_eq!(model_delta(&d, 1.0), d);
+        // x = 0.5: a burst is 1.5 pools; a pool twice as big frees nothing.
+        let big = model_delta(&d, 2.0);
+        assert_eq!(big.recycle_ring_full, 0);
+        assert_eq!(big.recycle_ring, 1500);
+        assert!(big.alloc_slow < d.alloc_slow);
+        // Half the pool: e' = 1.0, ring_full' = 1500 * 1 / 1.5 = 1000.
+        let small = model_delta(&d, 0.5);
+        assert_eq!(small.recycle_ring_full, 1000);
+        assert_eq!(small.recycle_ring + small.recycle_ring_full, 1500);
+    }
+}

@@ -1,0 +1,351 @@
+//! The bodies of `pptune record`, `pptune replay` and `pptune history`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use policy::Policy;
+use tokio::time::Instant;
+
+use crate::kernel::{Kernel, SampleScope};
+use crate::kernel_netlink::NetlinkKernel;
+use crate::logging::action_text;
+use crate::record::format::{Inputs, Pass, nanos};
+use crate::record::journal::{self, HistoryRow};
+use crate::record::{Recorder, state_dir, unix_ms};
+use crate::replay::{Basis, Report, replay};
+
+/// `pptune record`: samples every `interval` for `duration` (until ^C when
+/// none) into one recording file.
+pub async fn record(
+    policy: &Policy,
+    duration: Option<Duration>,
+    output: Option<PathBuf>,
+) -> anyhow::Result<ExitCode> {
+    let out = output.unwrap_or_else(|| {
+        PathBuf::from(format!(
+            "pptune-{}.{}",
+            chrono::Local::now().format("%Y%m%dT%H%M%S"),
+            crate::record::file::EXTENSION
+        ))
+    });
+    if out.exists() {
+        anyhow::bail!(
+            "{} exists: not overwritten (give another -o)",
+            out.display()
+        );
+    }
+    let kernel = NetlinkKernel::connect().await?;
+    let mut rec = Recorder::single(&out);
+    let interval = policy.timing.interval;
+    let origin = Instant::now();
+    let mut prev: Option<(policy::Snapshot, Duration)> = None;
+    let mut passes = 0_u64;
+    let stop = tokio::signal::ctrl_c();
+    tokio::pin!(stop);
+    eprintln!(
+        "pptune record: sampling every {}s into {}{}",
+        interval.as_secs_f64(),
+        out.display(),
+        duration.map_or_else(
+            || " until interrupted".to_owned(),
+            |d| format!(" for {}s", d.as_secs())
+        )
+    );
+    loop {
+        let snap = kernel.sample(&SampleScope::default()).await?;
+        let now = origin.elapsed();
+        let elapsed = prev
+            .as_ref()
+            .map_or(Duration::ZERO, |(_, t)| now.saturating_sub(*t));
+        rec.write(
+            || None,
+            prev.as_ref().map(|(s, t)| (s, *t)),
+            &snap,
+            |snapshot| Pass {
+                unix_ms: unix_ms(),
+                now_ns: nanos(now),
+                elapsed_ns: nanos(elapsed),
+                local_time: Some(crate::run::local_time()).map(|t| (t.weekday, t.minute_of_day)),
+                snapshot,
+                inputs: Inputs::default(),
+                decisions: Vec::new(),
+                changes: Vec::new(),
+            },
+        )?;
+        passes += 1;
+        prev = Some((snap, now));
+        if duration.is_some_and(|d| origin.elapsed() + interval > d) {
+            break;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(interval) => {}
+            _ = &mut stop => break,
+        }
+    }
+    eprintln!(
+        "pptune record: {passes} pass(es) written to {}",
+        out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Which recording `replay` reads when given a directory or the default.
+fn replay_one(path: &Path, policy: &Policy) -> anyhow::Result<Report> {
+    replay(path, policy).with_context(|| format!("replaying {}", path.display()))
+}
+
+/// `pptune replay FILE [--against B]`.
+pub fn replay_cmd(
+    path: &Path,
+    policy: &Policy,
+    against: Option<&Policy>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let a = replay_one(path, policy)?;
+    for w in &a.warnings {
+        eprintln!("pptune replay: warning: {w}");
+    }
+    let b = against.map(|p| replay_one(path, p)).transpose()?;
+    if json {
+        let v = match &b {
+            None => serde_json::json!({ "schema_version": 1, "replay": a }),
+            Some(b) => serde_json::json!({
+                "schema_version": 1,
+                "a": a,
+                "b": b,
+                "difference": difference(&a, b),
+            }),
+        };
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    match &b {
+        None => print_report(&a),
+        Some(b) => print_against(&a, b),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn when(ms: u64) -> String {
+    i64::try_from(ms)
+        .ok()
+        .and_then(chrono::DateTime::from_timestamp_millis)
+        .map_or_else(
+            || ms.to_string(),
+            |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+        )
+}
+
+fn print_report(r: &Report) {
+    println!(
+        "{} pass(es){}",
+        r.passes,
+        match (r.first_unix_ms, r.last_unix_ms) {
+            (Some(a), Some(b)) => format!(" from {} to {}", when(a), when(b)),
+            _ => String::new(),
+        }
+    );
+    if r.faithful_passes > 0 {
+        println!(
+            "recorded policy: {} of {} pass(es) decided exactly as the daemon did",
+            r.identical_passes, r.faithful_passes
+        );
+    }
+    if r.decisions.is_empty() {
+        println!("no changes: the policy holds every device over the whole recording");
+    }
+    for row in &r.decisions {
+        let d = &row.decision;
+        let basis = match row.basis {
+            Basis::Observed => "observed",
+            Basis::Modelled => "MODELLED",
+        };
+        println!(
+            "{} {} — {} [{}] ({}, {basis})",
+            when(row.unix_ms),
+            d.device,
+            action_text(&d.action),
+            d.reason,
+            match d.mode {
+                policy::Mode::Enforce => "enforce",
+                policy::Mode::Observe => "observe: recommended only",
+            }
+        );
+        println!("    {}", d.message);
+        println!("    recommendation id: {}", d.id);
+    }
+    for (name, s) in &r.devices {
+        println!(
+            "{name}: {} change(s), ring {} -> {}, pool memory {} bytes, recycle-miss share {}{}",
+            s.changes,
+            s.first_ring.map_or_else(|| "-".into(), |v| v.to_string()),
+            s.final_ring.map_or_else(|| "-".into(), |v| v.to_string()),
+            s.pool_bytes,
+            s.recycle_miss_share
+                .map_or_else(|| "-".into(), |v| format!("{:.2} %", v * 100.0)),
+            if s.modelled {
+                " (modelled)"
+            } else {
+                " (observed)"
+            }
+        );
+    }
+}
+
+/// Per device and in total, B minus A.
+fn difference(a: &Report, b: &Report) -> serde_json::Value {
+    let mut devs = serde_json::Map::new();
+    let names: std::collections::BTreeSet<&String> =
+        a.devices.keys().chain(b.devices.keys()).collect();
+    let (mut ca, mut cb, mut ma, mut mb) = (0_i64, 0_i64, 0_i128, 0_i128);
+    for n in names {
+        let da = a.devices.get(n).cloned().unwrap_or_default();
+        let db = b.devices.get(n).cloned().unwrap_or_default();
+        ca += i64::from(da.changes);
+        cb += i64::from(db.changes);
+        ma += i128::from(da.pool_bytes);
+        mb += i128::from(db.pool_bytes);
+        devs.insert(
+            n.clone(),
+            serde_json::json!({
+                "changes": [da.changes, db.changes],
+                "final_ring": [da.final_ring, db.final_ring],
+                "pool_bytes": [da.pool_bytes, db.pool_bytes],
+                "recycle_miss_share": [da.recycle_miss_share, db.recycle_miss_share],
+                "modelled": [da.modelled, db.modelled],
+            }),
+        );
+    }
+    serde_json::json!({
+        "devices": devs,
+        "total": {
+            "changes": [ca, cb],
+            "pool_bytes": [ma.to_string(), mb.to_string()],
+        },
+    })
+}
+
+fn print_against(a: &Report, b: &Report) {
+    println!("{} pass(es); A = --config, B = --against", a.passes);
+    println!(
+        "{:<16} {:>9} {:>9} {:>13} {:>13} {:>14} {:>14}  basis",
+        "device",
+        "changes A",
+        "changes B",
+        "final ring A",
+        "final ring B",
+        "miss share A",
+        "miss share B"
+    );
+    let names: std::collections::BTreeSet<&String> =
+        a.devices.keys().chain(b.devices.keys()).collect();
+    let opt = |v: Option<u32>| v.map_or_else(|| "-".into(), |v| v.to_string());
+    let pct = |v: Option<f64>| v.map_or_else(|| "-".into(), |v| format!("{:.2} %", v * 100.0));
+    let (mut ca, mut cb, mut ma, mut mb) = (0, 0, 0_u64, 0_u64);
+    for n in names {
+        let da = a.devices.get(n).cloned().unwrap_or_default();
+        let db = b.devices.get(n).cloned().unwrap_or_default();
+        ca += da.changes;
+        cb += db.changes;
+        ma += da.pool_bytes;
+        mb += db.pool_bytes;
+        println!(
+            "{n:<16} {:>9} {:>9} {:>13} {:>13} {:>14} {:>14}  {}",
+            da.changes,
+            db.changes,
+            opt(da.final_ring),
+            opt(db.final_ring),
+            pct(da.recycle_miss_share),
+            pct(db.recycle_miss_share),
+            if da.modelled || db.modelled {
+                "modelled"
+            } else {
+                "observed"
+            }
+        );
+    }
+    println!("total: changes A {ca}, B {cb}; pool memory A {ma} bytes, B {mb} bytes");
+}
+
+/// `--since`: a duration ago (`24h`) or an RFC 3339 time.
+///
+/// # Errors
+/// Neither.
+pub fn parse_since(s: &str) -> Result<u64, String> {
+    if let Some(d) = config::parse_duration(s) {
+        return Ok(unix_ms().saturating_sub(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)));
+    }
+    chrono::DateTime::parse_from_rfc3339(s)
+        .map(|t| u64::try_from(t.timestamp_millis()).unwrap_or(0))
+        .map_err(|_| format!("`{s}` is neither a duration (24h, 30m) nor an RFC 3339 time"))
+}
+
+/// `pptune history`.
+pub fn history(since: Option<u64>, interfaces: &[String], json: bool) -> anyhow::Result<ExitCode> {
+    let dir = state_dir();
+    let (rows, warnings) = journal::read(&dir).with_context(|| {
+        format!(
+            "reading the change journal in {} (set STATE_DIRECTORY to read another)",
+            dir.display()
+        )
+    })?;
+    for w in &warnings {
+        eprintln!("pptune history: warning: {w}");
+    }
+    let rows: Vec<&HistoryRow> = rows
+        .iter()
+        .filter(|r| since.is_none_or(|s| r.change.unix_ms >= s))
+        .filter(|r| interfaces.is_empty() || interfaces.contains(&r.change.device))
+        .collect();
+    if json {
+        let v = serde_json::json!({ "schema_version": 1, "changes": rows });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if rows.is_empty() {
+        println!("no changes recorded");
+    }
+    for r in rows {
+        let c = &r.change;
+        println!(
+            "{} {} {} {} -> {} [{}] outcome: {}",
+            when(c.unix_ms),
+            c.device,
+            c.knob,
+            c.from,
+            c.to,
+            c.reason.as_deref().unwrap_or("-"),
+            outcome_text(&c.outcome)
+        );
+        if let Some(m) = &c.message {
+            println!("    {m}");
+        }
+        if let Some(ev) = &c.evidence {
+            let ev: Vec<String> = ev.iter().map(|(k, v)| format!("{k}={v:.4}")).collect();
+            if !ev.is_empty() {
+                println!("    evidence: {}", ev.join(" "));
+            }
+        }
+        if let Some(id) = &c.id {
+            println!("    recommendation id: {id}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn outcome_text(o: &policy::Outcome) -> String {
+    use policy::Outcome as O;
+    match o {
+        O::Pending => "pending (under evaluation)".into(),
+        O::Effective => "effective".into(),
+        O::Ineffective => "ineffective".into(),
+        O::Reverted => "reverted (made harm worse)".into(),
+        O::Inconclusive => "inconclusive".into(),
+        O::Refused { errno, message } => {
+            format!("refused by the kernel (errno {errno}: {message})")
+        }
+        O::Failed { message } => format!("failed: {message}"),
+    }
+}

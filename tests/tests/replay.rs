@@ -1,0 +1,175 @@
+//! Record and replay on the service loop (fake kernel, paused time): the
+//! recording the live loop writes replays to the very decisions it made;
+//! a counterfactual replay predicts what enforcing would have done; the
+//! change journal survives a restart.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use policy::plan::Action;
+use policy::{Mode, Policy};
+use pptune::metrics::Metrics;
+use pptune::notify::Notifier;
+use pptune::record::{journal, recording_dir};
+use pptune::replay::{Basis, replay};
+use pptune::rollout::HostId;
+use pptune::run::{Options, PolicyEngine, PolicySource, run};
+use pptune_tests::fake::{self, FakeKernel};
+use tokio::sync::mpsc;
+
+#[derive(Debug)]
+struct Fixed(Policy);
+
+impl PolicySource for Fixed {
+    fn load(&self) -> Result<Policy, String> {
+        Ok(self.0.clone())
+    }
+}
+
+async fn run_for(k: &Arc<FakeKernel>, p: &Policy, state_dir: &Path, secs: u64) -> Arc<Metrics> {
+    let metrics = Arc::new(Metrics::new());
+    let (_tx, rx) = mpsc::unbounded_channel();
+    let opts = Options {
+        notifier: Notifier::off(),
+        store: None,
+        host_id: HostId {
+            source: "test",
+            value: "host-1".into(),
+        },
+        control_socket: None,
+        metrics: Arc::clone(&metrics),
+        reload: rx,
+        backoff_base: Duration::from_secs(30),
+        coexist: pptune::coexist::Roots::none(),
+        recording: Some(state_dir.to_owned()),
+    };
+    run(
+        Arc::clone(k),
+        PolicyEngine::default(),
+        Box::new(Fixed(p.clone())),
+        p.clone(),
+        opts,
+        tokio::time::sleep(Duration::from_secs(secs)),
+    )
+    .await
+    .unwrap();
+    metrics
+}
+
+fn metric(m: &Metrics, name: &str) -> f64 {
+    m.encode()
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+#[tokio::test(start_paused = true)]
+async fn replaying_the_live_recording_under_its_policy_decides_exactly_as_the_daemon_did() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = Arc::new(FakeKernel::bursty());
+    let p = fake::test_policy(Mode::Enforce);
+    let m = run_for(&k, &p, dir.path(), 60).await;
+    assert!(!k.sets().is_empty(), "the live loop changed nothing");
+    assert!(metric(&m, "pptune_recording_bytes") > 0.0);
+    assert!(metric(&m, "pptune_recording_oldest_timestamp_seconds") > 1.0e9);
+
+    let r = replay(&recording_dir(dir.path()), &p).unwrap();
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    assert!(r.passes >= 10, "{}", r.passes);
+    assert_eq!(r.faithful_passes, r.passes);
+    assert_eq!(
+        r.identical_passes, r.passes,
+        "decisions differ from the live loop's"
+    );
+    let changes: Vec<_> = r
+        .decisions
+        .iter()
+        .filter(|d| d.decision.mode == Mode::Enforce)
+        .collect();
+    assert_eq!(changes.len(), k.sets().len(), "{:?}", k.sets());
+    for c in &changes {
+        assert_eq!(c.basis, Basis::Observed);
+        let rec = c.recorded.as_ref().unwrap();
+        assert_eq!(rec.id, c.decision.id.0);
+        assert_eq!(rec.action, c.decision.action);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_observe_recording_replayed_with_enforce_predicts_the_enforced_ring() {
+    // The live enforce run: where the ring ends and why it first moved.
+    let live_dir = tempfile::tempdir().unwrap();
+    let live = Arc::new(FakeKernel::bursty());
+    let enforce = fake::test_policy(Mode::Enforce);
+    run_for(&live, &enforce, live_dir.path(), 120).await;
+    let live_ring = live.ring();
+    let live_first = replay(&recording_dir(live_dir.path()), &enforce)
+        .unwrap()
+        .decisions
+        .first()
+        .map(|d| d.decision.id.clone())
+        .unwrap();
+
+    // The same workload observed, then replayed with the enforce policy.
+    let dir = tempfile::tempdir().unwrap();
+    let k = Arc::new(FakeKernel::bursty());
+    let observe = fake::test_policy(Mode::Observe);
+    run_for(&k, &observe, dir.path(), 120).await;
+    assert!(k.sets().is_empty());
+    let r = replay(&recording_dir(dir.path()), &enforce).unwrap();
+    assert_eq!(
+        r.faithful_passes, 0,
+        "another policy: nothing replayed as recorded"
+    );
+    let first = r.decisions.first().unwrap();
+    assert_eq!(first.decision.id, live_first);
+    assert_eq!(first.basis, Basis::Observed);
+    assert!(matches!(first.decision.action, Action::SetRing { .. }));
+    // Everything after the first change rests on the model, and says so.
+    assert!(
+        r.decisions
+            .iter()
+            .skip(1)
+            .all(|d| d.basis == Basis::Modelled),
+        "{:#?}",
+        r.decisions
+    );
+    let dev = r.devices.get("eth0").unwrap();
+    assert!(dev.modelled);
+    let predicted = dev.final_ring.unwrap();
+    let (lo, hi) = (live_ring / 2, live_ring.saturating_mul(2));
+    assert!(
+        (lo..=hi).contains(&predicted),
+        "predicted ring {predicted}, live enforce reached {live_ring}"
+    );
+    // Against the observe policy: the difference is the enforced change.
+    let o = replay(&recording_dir(dir.path()), &observe).unwrap();
+    assert_eq!(o.faithful_passes, o.passes, "the recording's own policy");
+    assert_eq!(o.identical_passes, o.passes);
+    assert_eq!(o.devices.get("eth0").unwrap().final_ring, Some(256));
+}
+
+#[tokio::test(start_paused = true)]
+async fn history_after_a_restart_shows_the_changes_from_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = Arc::new(FakeKernel::bursty());
+    let p = fake::test_policy(Mode::Enforce);
+    run_for(&k, &p, dir.path(), 60).await;
+    let made = k.sets().len();
+    assert!(made > 0);
+    // A second run of the daemon on the same state directory.
+    run_for(&k, &p, dir.path(), 20).await;
+    let (rows, warnings) = journal::read(dir.path()).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert!(rows.len() >= made, "{rows:#?}");
+    let first = &rows[0].change;
+    assert_eq!(first.device, "eth0");
+    assert_eq!(first.from, 256);
+    assert!(first.id.is_some() && first.evidence.is_some());
+    assert_eq!(first.reason.as_deref(), Some("recycle_miss_high"));
+    // The run it was made in is over: it is no longer pending.
+    assert_ne!(first.outcome, policy::Outcome::Pending, "{rows:#?}");
+}
