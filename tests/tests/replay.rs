@@ -3,6 +3,8 @@
 //! a counterfactual replay predicts what enforcing would have done; the
 //! change journal survives a restart.
 
+#![allow(clippy::unwrap_used, clippy::panic)]
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;

@@ -25,8 +25,17 @@ _pptune() {
             pptune,help)
                 cmd="pptune__subcmd__help"
                 ;;
+            pptune,history)
+                cmd="pptune__subcmd__history"
+                ;;
             pptune,plan)
                 cmd="pptune__subcmd__plan"
+                ;;
+            pptune,record)
+                cmd="pptune__subcmd__record"
+                ;;
+            pptune,replay)
+                cmd="pptune__subcmd__replay"
                 ;;
             pptune,restore)
                 cmd="pptune__subcmd__restore"
@@ -49,8 +58,17 @@ _pptune() {
             pptune__subcmd__help,help)
                 cmd="pptune__subcmd__help__subcmd__help"
                 ;;
+            pptune__subcmd__help,history)
+                cmd="pptune__subcmd__help__subcmd__history"
+                ;;
             pptune__subcmd__help,plan)
                 cmd="pptune__subcmd__help__subcmd__plan"
+                ;;
+            pptune__subcmd__help,record)
+                cmd="pptune__subcmd__help__subcmd__record"
+                ;;
+            pptune__subcmd__help,replay)
+                cmd="pptune__subcmd__help__subcmd__replay"
                 ;;
             pptune__subcmd__help,restore)
                 cmd="pptune__subcmd__help__subcmd__restore"
@@ -71,7 +89,7 @@ _pptune() {
 
     case "${cmd}" in
         pptune)
-            opts="-h -V --config --help --version run status plan check verify export restore help"
+            opts="-h -V --config --help --version run status plan check verify export restore record replay history help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -133,7 +151,7 @@ _pptune() {
             return 0
             ;;
         pptune__subcmd__help)
-            opts="run status plan check verify export restore help"
+            opts="run status plan check verify export restore record replay history help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -188,7 +206,49 @@ _pptune() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        pptune__subcmd__help__subcmd__history)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         pptune__subcmd__help__subcmd__plan)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        pptune__subcmd__help__subcmd__record)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        pptune__subcmd__help__subcmd__replay)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -258,6 +318,32 @@ _pptune() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        pptune__subcmd__history)
+            opts="-i -h --since --interface --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --since)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --interface)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -i)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         pptune__subcmd__plan)
             opts="-h --config --json --detailed-exitcode --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -266,6 +352,58 @@ _pptune() {
             fi
             case "${prev}" in
                 --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        pptune__subcmd__record)
+            opts="-o -h --config --duration --output --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --duration)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        pptune__subcmd__replay)
+            opts="-h --config --against --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --against)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
