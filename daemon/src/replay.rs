@@ -405,6 +405,9 @@ impl Replayer<'_> {
     fn modelled(&mut self, observed: &Snapshot) -> Snapshot {
         let mut snap = observed.clone();
         let mut next_model = HashMap::new();
+        // The recorded counters of the previous pass, by pool id, built only
+        // when some device is modelled.
+        let mut prev_stats: Option<HashMap<u64, PoolStats>> = None;
         for d in &mut snap.devices {
             let key = d.id.key();
             let ring_k = self.ring_factor(d, &key);
@@ -423,25 +426,28 @@ impl Replayer<'_> {
                     self.diverged.insert(key.clone(), true);
                 }
             }
-            if let Some(k) = ring_k {
+            if ring_k.is_some() {
                 self.diverged.insert(key.clone(), true);
-                for q in &mut d.rx_queues {
-                    for p in &mut q.pools {
-                        self.model_pool(p, k, &mut next_model);
-                    }
-                }
-                for p in &mut d.unmapped_pools {
-                    self.model_pool(p, k, &mut next_model);
-                }
-            } else if self.diverged.get(&key).copied().unwrap_or(false) {
-                // Same ring again: deltas as observed, on the modelled base.
-                for q in &mut d.rx_queues {
-                    for p in &mut q.pools {
-                        self.model_pool(p, 1.0, &mut next_model);
-                    }
-                }
-                for p in &mut d.unmapped_pools {
-                    self.model_pool(p, 1.0, &mut next_model);
+            }
+            // A modelled device stays modelled: with the same ring again its
+            // deltas are as observed, on the modelled base.
+            if self.diverged.get(&key).copied().unwrap_or(false) {
+                let k = ring_k.unwrap_or(1.0);
+                let prev = prev_stats.get_or_insert_with(|| {
+                    self.prev_observed
+                        .iter()
+                        .flat_map(|s| s.devices.iter())
+                        .flat_map(Device::pools)
+                        .filter_map(|p| Some((p.id, p.stats?)))
+                        .collect()
+                });
+                for p in d
+                    .rx_queues
+                    .iter_mut()
+                    .flat_map(|q| q.pools.iter_mut())
+                    .chain(d.unmapped_pools.iter_mut())
+                {
+                    self.model_pool(p, k, prev, &mut next_model);
                 }
             }
         }
@@ -480,6 +486,7 @@ impl Replayer<'_> {
         &self,
         p: &mut policy::snapshot::Pool,
         k: f64,
+        prev: &HashMap<u64, PoolStats>,
         next: &mut HashMap<u64, PoolStats>,
     ) {
         #[allow(
@@ -493,16 +500,7 @@ impl Replayer<'_> {
         let Some(cur) = p.stats else {
             return;
         };
-        let prev_obs = self
-            .prev_observed
-            .as_ref()
-            .and_then(|s| {
-                s.devices
-                    .iter()
-                    .flat_map(Device::pools)
-                    .find(|x| x.id == p.id)
-            })
-            .and_then(|x| x.stats);
+        let prev_obs = prev.get(&p.id).copied();
         let delta = prev_obs.and_then(|b| cur.delta(&b)).unwrap_or(cur);
         let base = self.model.get(&p.id).copied().or(prev_obs);
         let d = model_delta(&delta, k);

@@ -54,8 +54,15 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> RecordError + '_ {
 /// # Errors
 /// The record cannot be serialised (not expected for these types).
 pub fn frame(rec: &Record) -> Result<Vec<u8>, RecordError> {
-    let mut enc = DeflateEncoder::new(vec![0_u8; 8], Compression::fast());
-    ciborium::into_writer(rec, &mut enc).map_err(|e| RecordError::Encode(e.to_string()))?;
+    // Serialised first, compressed in one go: the serialiser's many small
+    // writes straight into the compressor cost more than the compression.
+    let mut cbor = Vec::with_capacity(64 << 10);
+    ciborium::into_writer(rec, &mut cbor).map_err(|e| RecordError::Encode(e.to_string()))?;
+    let mut head = Vec::with_capacity(8 + cbor.len() / 2);
+    head.extend_from_slice(&[0_u8; 8]);
+    let mut enc = DeflateEncoder::new(head, Compression::fast());
+    enc.write_all(&cbor)
+        .map_err(|e| RecordError::Encode(e.to_string()))?;
     let mut out = enc
         .finish()
         .map_err(|e| RecordError::Encode(e.to_string()))?;
@@ -179,6 +186,7 @@ pub struct SegmentReader {
     done: bool,
     warning: Option<String>,
     buf: Vec<u8>,
+    cbor: Vec<u8>,
 }
 
 impl SegmentReader {
@@ -214,6 +222,7 @@ impl SegmentReader {
             done: false,
             warning: None,
             buf: Vec::new(),
+            cbor: Vec::new(),
         })
     }
 
@@ -267,7 +276,11 @@ impl SegmentReader {
         if crc32fast::hash(&self.buf) != crc {
             return self.torn("frame checksum mismatch");
         }
-        let rec: Result<Record, _> = ciborium::from_reader(DeflateDecoder::new(&self.buf[..]));
+        self.cbor.clear();
+        if let Err(e) = DeflateDecoder::new(&self.buf[..]).read_to_end(&mut self.cbor) {
+            return self.torn(&format!("undecompressible record ({e})"));
+        }
+        let rec: Result<Record, _> = ciborium::from_reader(&self.cbor[..]);
         match rec {
             Ok(r) => {
                 self.offset += 8 + u64::from(len);

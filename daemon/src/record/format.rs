@@ -258,6 +258,10 @@ pub struct Coder {
     meta: HashMap<u32, DevMeta>,
     pools: HashMap<u64, Vec<u64>>,
     next_pools: HashMap<u64, Vec<u64>>,
+    /// Queue (ifindex, queue id) and device (ifindex, `u32::MAX`) qstats and
+    /// link stats (ifindex, `u32::MAX - 1`), as last seen: delta-coded too.
+    gauges: HashMap<(u32, u32), [Option<u64>; 5]>,
+    next_gauges: HashMap<(u32, u32), [Option<u64>; 5]>,
     /// Reader side: the recorded counter index of each of this build's
     /// counters (`None`: the recording does not have it).
     map: Vec<Option<usize>>,
@@ -308,15 +312,20 @@ impl Coder {
                     ifindex: d.ifindex,
                     meta,
                     link_stats: d.link_stats.map(|l| {
-                        [
+                        let v = [
                             l.rx_packets,
                             l.rx_bytes,
                             l.rx_dropped,
                             l.rx_missed_errors,
                             l.rx_fifo_errors,
                         ]
+                        .map(Some);
+                        self.counters_out((d.ifindex, LINK), v)
+                            .map(|x| x.unwrap_or(0))
                     }),
-                    qstats: d.qstats.as_ref().map(qstats_rec),
+                    qstats: d.qstats.as_ref().map(|q| {
+                        QStatsRec(self.counters_out((d.ifindex, DEVICE), qstats_rec(q).0))
+                    }),
                     queues: d
                         .rx_queues
                         .iter()
@@ -325,7 +334,9 @@ impl Coder {
                                 q.id,
                                 q.napi_id,
                                 q.provider.map(provider_rec),
-                                q.qstats.as_ref().map(qstats_rec),
+                                q.qstats.as_ref().map(|x| {
+                                    QStatsRec(self.counters_out((d.ifindex, q.id), qstats_rec(x).0))
+                                }),
                                 q.pools.iter().map(|p| self.pool_out(p)).collect(),
                             )
                         })
@@ -375,14 +386,16 @@ impl Coder {
                 .get(&d.ifindex)
                 .ok_or(DecodeError::NoMeta(d.ifindex))?
                 .clone();
-            let rx_queues = d
+            let rx_queues: Vec<RxQueue> = d
                 .queues
                 .iter()
                 .map(|q| RxQueue {
                     id: q.0,
                     napi_id: q.1,
                     provider: q.2.map(provider),
-                    qstats: q.3.map(qstats),
+                    qstats: q
+                        .3
+                        .map(|x| qstats(QStatsRec(self.counters_in((d.ifindex, q.0), x.0)))),
                     pools: q.4.iter().map(|p| self.pool_in(p)).collect(),
                 })
                 .collect();
@@ -408,14 +421,21 @@ impl Coder {
                     Err(Some(why)) => Availability::Unavailable(why),
                     Err(None) => Availability::NotSampled,
                 },
-                link_stats: d.link_stats.map(|l| LinkStats {
-                    rx_packets: l[0],
-                    rx_bytes: l[1],
-                    rx_dropped: l[2],
-                    rx_missed_errors: l[3],
-                    rx_fifo_errors: l[4],
+                link_stats: d.link_stats.map(|l| {
+                    let l = self
+                        .counters_in((d.ifindex, LINK), l.map(Some))
+                        .map(|x| x.unwrap_or(0));
+                    LinkStats {
+                        rx_packets: l[0],
+                        rx_bytes: l[1],
+                        rx_dropped: l[2],
+                        rx_missed_errors: l[3],
+                        rx_fifo_errors: l[4],
+                    }
                 }),
-                qstats: d.qstats.map(qstats),
+                qstats: d
+                    .qstats
+                    .map(|x| qstats(QStatsRec(self.counters_in((d.ifindex, DEVICE), x.0)))),
                 rx_queues,
                 unmapped_pools,
             });
@@ -432,6 +452,28 @@ impl Coder {
 
     fn end_pass(&mut self) {
         self.pools = std::mem::take(&mut self.next_pools);
+        self.gauges = std::mem::take(&mut self.next_gauges);
+    }
+
+    /// Cumulative counters out: the wrapping difference from the same key
+    /// in the previous pass (where both have a value), else as they are.
+    fn counters_out(&mut self, key: (u32, u32), v: [Option<u64>; 5]) -> [Option<u64>; 5] {
+        let prev = self.gauges.get(&key).copied();
+        self.next_gauges.insert(key, v);
+        match prev {
+            Some(p) => delta5(v, p, u64::wrapping_sub),
+            None => v,
+        }
+    }
+
+    /// The inverse of [`Coder::counters_out`].
+    fn counters_in(&mut self, key: (u32, u32), d: [Option<u64>; 5]) -> [Option<u64>; 5] {
+        let v = match self.gauges.get(&key) {
+            Some(p) => delta5(d, *p, u64::wrapping_add),
+            None => d,
+        };
+        self.next_gauges.insert(key, v);
+        v
     }
 
     fn pool_out(&mut self, p: &Pool) -> PoolRec {
@@ -490,6 +532,20 @@ impl Coder {
             stats,
         }
     }
+}
+
+/// Gauge-map keys of a device's own qstats and its link stats.
+const DEVICE: u32 = u32::MAX;
+const LINK: u32 = u32::MAX - 1;
+
+fn delta5(v: [Option<u64>; 5], p: [Option<u64>; 5], f: fn(u64, u64) -> u64) -> [Option<u64>; 5] {
+    let mut out = v;
+    for (o, b) in out.iter_mut().zip(p) {
+        if let (Some(x), Some(b)) = (*o, b) {
+            *o = Some(f(x, b));
+        }
+    }
+    out
 }
 
 fn caps_rec(c: &Capabilities) -> CapsRec {

@@ -1,0 +1,219 @@
+//! `pptune replay` of a day: a recording synthesised at 2048 pools (16
+//! devices × 128 RX queues, one pool each) and a 10 s interval (8640
+//! passes), written with the daemon's writer, then replayed under an
+//! enforce policy (the counterfactual path: simulated changes, the ring
+//! model on every changed device). Prints the recording's size, the time
+//! to write it and the time to replay it (BENCHMARKS.md, "Replay").
+//!
+//! `cargo bench -p pptune --bench replay` (`REPLAY_HOURS=1` for a shorter
+//! run).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // bench binary
+#![allow(
+    clippy::cast_precision_loss,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
+use std::time::{Duration, Instant};
+
+use policy::Mode;
+use policy::snapshot::{
+    Availability, Capabilities, Channels, Device, DeviceId, OperState, Pool, PoolStats, QueueStats,
+    Rings, RxQueue, Snapshot,
+};
+use pptune::record::Recorder;
+use pptune::record::format::{Inputs, Pass, nanos};
+
+const DEVICES: u32 = 16;
+const QUEUES: u32 = 128;
+const INTERVAL: Duration = Duration::from_secs(10);
+
+/// A small deterministic generator: varied deltas, as real traffic has.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % n.max(1)
+    }
+}
+
+fn device(d: u32, pools: &[PoolStats], qstats: &[QueueStats], inflight: &[u64]) -> Device {
+    let ifindex = d + 2;
+    Device {
+        ifindex,
+        name: format!("eth{d}"),
+        id: DeviceId {
+            bus: Some("pci".into()),
+            parent: Some(format!("0000:{:02x}:00.0", d + 0x10)),
+            perm_addr: Some(format!("0c:42:a1:00:00:{d:02x}")),
+            name_fallback: None,
+        },
+        driver: Some("mlx5_core".into()),
+        kind: None,
+        oper_state: OperState::Up,
+        admin_up: true,
+        master: None,
+        mtu: Some(1500),
+        num_rx_queues: Some(QUEUES),
+        rings: Availability::Available(Rings {
+            rx: Some(512),
+            rx_max: Some(8192),
+            tx: Some(1024),
+            tx_max: Some(8192),
+            ..Rings::default()
+        }),
+        channels: Availability::Available(Channels {
+            combined: Some(QUEUES),
+            combined_max: Some(QUEUES),
+            ..Channels::default()
+        }),
+        link_stats: None,
+        qstats: None,
+        rx_queues: (0..QUEUES)
+            .map(|q| {
+                let i = q as usize;
+                let id = u64::from(d * QUEUES + q + 1);
+                RxQueue {
+                    id: q,
+                    napi_id: Some(d * QUEUES + q + 8192),
+                    provider: None,
+                    qstats: Some(qstats[i]),
+                    pools: vec![Pool {
+                        id,
+                        ifindex: Some(ifindex),
+                        napi_id: Some(u64::from(d * QUEUES + q + 8192)),
+                        inflight: Some(inflight[i]),
+                        inflight_mem: Some(inflight[i] * 4096),
+                        detach_time: None,
+                        provider: None,
+                        stats: Some(pools[i]),
+                    }],
+                }
+            })
+            .collect(),
+        unmapped_pools: Vec::new(),
+    }
+}
+
+fn main() {
+    let hours: u64 = std::env::var("REPLAY_HOURS")
+        .ok()
+        .and_then(|h| h.parse().ok())
+        .unwrap_or(24);
+    let passes = hours * 3600 / INTERVAL.as_secs();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("day.pptrec");
+    let n = (DEVICES * QUEUES) as usize;
+    let mut pools = vec![PoolStats::default(); n];
+    let mut qstats = vec![
+        QueueStats {
+            rx_packets: Some(0),
+            rx_bytes: Some(0),
+            rx_alloc_fail: Some(0),
+            rx_hw_drops: Some(0),
+            rx_hw_drop_overruns: Some(0),
+        };
+        n
+    ];
+    let mut inflight = vec![512_u64; n];
+    let mut rng = Lcg(42);
+    let mut rec = Recorder::single(&path);
+    let mut prev: Option<(Snapshot, Duration)> = None;
+    let t0 = Instant::now();
+    for i in 0..passes {
+        for (k, p) in pools.iter_mut().enumerate() {
+            let dev = k / QUEUES as usize;
+            // A third of the devices see return bursts over their ring.
+            let bursty = dev % 3 == 0;
+            let pkts = 20_000 + rng.next(10_000);
+            p.alloc_fast += pkts;
+            p.alloc_slow += if bursty {
+                40 + rng.next(20)
+            } else {
+                rng.next(3)
+            };
+            p.alloc_refill += pkts / 64;
+            p.recycle_cached += pkts / 2;
+            p.recycle_ring += pkts / 2 - if bursty { 900 + rng.next(300) } else { 0 };
+            p.recycle_ring_full += if bursty {
+                900 + rng.next(300)
+            } else {
+                rng.next(2)
+            };
+            let q = &mut qstats[k];
+            q.rx_packets = q.rx_packets.map(|v| v + pkts);
+            q.rx_bytes = q.rx_bytes.map(|v| v + pkts * 1400);
+            inflight[k] = 480 + rng.next(64);
+        }
+        let snap = Snapshot {
+            taken_at_ms: i * INTERVAL.as_millis() as u64,
+            capabilities: Capabilities {
+                kernel_release: "7.3.0".into(),
+                netdev_family: true,
+                page_pool_get: true,
+                page_pool_stats: true,
+                queue_get: true,
+                napi_get: true,
+                qstats_get: true,
+                ethtool_family: true,
+                cap_net_admin: true,
+            },
+            devices: (0..DEVICES)
+                .map(|d| {
+                    let r = (d * QUEUES) as usize..((d + 1) * QUEUES) as usize;
+                    device(d, &pools[r.clone()], &qstats[r.clone()], &inflight[r])
+                })
+                .collect(),
+            orphan_pools: Vec::new(),
+        };
+        let now = INTERVAL * u32::try_from(i).unwrap();
+        rec.write(
+            || None,
+            prev.as_ref().map(|(s, t)| (s, *t)),
+            &snap,
+            |snapshot| Pass {
+                unix_ms: 1_764_460_800_000 + nanos(now) / 1_000_000,
+                now_ns: nanos(now),
+                elapsed_ns: if i == 0 { 0 } else { nanos(INTERVAL) },
+                local_time: Some((0, u16::try_from((i * 10 / 60) % 1440).unwrap())),
+                snapshot,
+                inputs: Inputs::default(),
+                decisions: Vec::new(),
+                changes: Vec::new(),
+            },
+        )
+        .unwrap();
+        prev = Some((snap, now));
+    }
+    let write = t0.elapsed();
+    let size = std::fs::metadata(&path).unwrap().len();
+    let mut policy = config::parse_str("default", config::DEFAULT_POLICY_YAML).unwrap();
+    policy.mode = Mode::Enforce;
+    for s in &mut policy.selectors {
+        s.mode = Some(Mode::Enforce);
+    }
+    let t1 = Instant::now();
+    let report = pptune::replay::replay(&path, &policy).unwrap();
+    let replay = t1.elapsed();
+    assert_eq!(report.passes, passes);
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    let modelled = report
+        .decisions
+        .iter()
+        .filter(|d| d.basis == pptune::replay::Basis::Modelled)
+        .count();
+    println!(
+        "replay bench: {hours} h, {passes} passes x {} pools: recording {:.1} MiB ({:.0} bytes/pass), written in {:.2} s; replayed in {:.2} s ({:.2} ms/pass); {} changes ({modelled} modelled)",
+        n,
+        size as f64 / f64::from(1 << 20),
+        size as f64 / passes as f64,
+        write.as_secs_f64(),
+        replay.as_secs_f64(),
+        replay.as_secs_f64() * 1000.0 / passes as f64,
+        report.decisions.len(),
+    );
+}
