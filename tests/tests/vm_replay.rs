@@ -1,0 +1,166 @@
+//! Record and replay against the real kernel and ppsim (test VM, 7.3; see
+//! tests/tests/vm_closed_loop.rs for the workload and policies): a bursty
+//! run in **observe** mode is recorded by the daemon; `pptune replay` of
+//! that recording with the **enforce** policy predicts the ring a live
+//! enforce run of the same workload reaches (within one power of two), and
+//! its first decision has the live run's recommendation id (read from the
+//! live daemon's change journal with `pptune history`).
+#![cfg(feature = "vm")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use netlink::Client;
+use pptune_tests::ppsim::{CostPreset, Knobs, Ppsim, PpsimDev};
+use pptune_tests::vm::{repo_root, require_vm};
+use tokio::time::{Instant, sleep};
+
+fn pptune_bin() -> PathBuf {
+    std::env::var_os("PPTUNE_BIN").map_or_else(
+        || {
+            let exe = std::env::current_exe().unwrap();
+            exe.parent().unwrap().parent().unwrap().join("pptune")
+        },
+        PathBuf::from,
+    )
+}
+
+/// The closed-loop policy `name`, narrowed to `dev`.
+fn policy(dir: &Path, name: &str, dev: &str) -> PathBuf {
+    let text = std::fs::read_to_string(repo_root().join("tests/policies").join(name)).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text.replace("\"ppsim*\"", &format!("\"{dev}\""))).unwrap();
+    p
+}
+
+/// `pptune` with its runtime and state directories under `dir`.
+fn pptune(dir: &Path, config: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(pptune_bin());
+    c.arg("--config")
+        .arg(config)
+        .args(args)
+        .env("RUNTIME_DIRECTORY", dir.join("run"))
+        .env("STATE_DIRECTORY", dir.join("state"))
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("JOURNAL_STREAM");
+    c
+}
+
+/// Runs the daemon for `secs` (or until the ring has not moved for 15 s
+/// after a change), stops it with SIGTERM; the kernel's ring at the end.
+async fn run_daemon(c: &Client, d: &PpsimDev, dir: &Path, config: &Path, secs: u64) -> u32 {
+    let log = std::fs::File::create(dir.join("pptune.log")).unwrap();
+    let mut child: Child = pptune(dir, config, &["run", "--metrics-listen", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let mut ring = rx_ring(c, d).await;
+    let mut last_change: Option<Instant> = None;
+    while t0.elapsed() < Duration::from_secs(secs) {
+        sleep(Duration::from_millis(250)).await;
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "pptune exited:\n{}",
+            std::fs::read_to_string(dir.join("pptune.log")).unwrap_or_default()
+        );
+        let r = rx_ring(c, d).await;
+        if r != ring {
+            ring = r;
+            last_change = Some(Instant::now());
+        }
+        if last_change.is_some_and(|t| t.elapsed() >= Duration::from_secs(15)) {
+            break;
+        }
+    }
+    let st = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    assert!(child.wait().unwrap().success());
+    rx_ring(c, d).await
+}
+
+async fn rx_ring(c: &Client, d: &PpsimDev) -> u32 {
+    c.rings(d.ifindex().unwrap(), Some(d.name()))
+        .await
+        .expect("rings-get")
+        .rx
+        .expect("rx ring")
+}
+
+fn json(out: &std::process::Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_observe_recording_replayed_with_enforce_predicts_the_live_enforce_run() {
+    let k = require_vm("an_observe_recording_replayed_with_enforce_predicts_the_live_enforce_run")
+        .unwrap();
+    assert_eq!(k, "7.3", "tests/vm/test.sh runs vm_replay on 7.3");
+    let c = Client::connect().await.unwrap();
+    let ppsim = Ppsim::load().expect("ppsim loads");
+    let d = ppsim.new_device(1).expect("ppsim device");
+    d.set_up(true).unwrap();
+    d.set_knobs(
+        &Knobs {
+            burst_pages: 2048,
+            ..Knobs::default()
+        }
+        .with_preset(CostPreset::Devmem),
+    )
+    .unwrap();
+    assert_eq!(rx_ring(&c, &d).await, 256);
+    d.start().unwrap();
+    sleep(Duration::from_secs(1)).await;
+
+    // Observe, recorded.
+    let obs = tempfile::tempdir().unwrap();
+    let obs_policy = policy(obs.path(), "closed-loop-observe.yaml", d.name());
+    assert_eq!(run_daemon(&c, &d, obs.path(), &obs_policy, 60).await, 256);
+
+    // The same workload, enforced live.
+    let live = tempfile::tempdir().unwrap();
+    let enforce = policy(live.path(), "closed-loop-enforce.yaml", d.name());
+    let live_ring = run_daemon(&c, &d, live.path(), &enforce, 150).await;
+    assert!(live_ring > 256, "the live enforce run changed nothing");
+    let hist = json(
+        &pptune(live.path(), &enforce, &["history", "--json"])
+            .output()
+            .unwrap(),
+    );
+    let live_first = hist["changes"][0]["id"].as_str().unwrap().to_owned();
+    let name = d.name().to_owned();
+    d.stop().unwrap();
+    d.delete().unwrap();
+
+    // The observe recording replayed with the enforce policy.
+    let rec = obs.path().join("state/recording");
+    let out = pptune(obs.path(), &enforce, &["replay", rec.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    let v = json(&out);
+    let r = &v["replay"];
+    let first = &r["decisions"][0];
+    let dev = &r["devices"][name.as_str()];
+    let predicted = u32::try_from(dev["final_ring"].as_u64().unwrap()).unwrap();
+    println!(
+        "MEASURE scenario=replay kernel={k} passes={} live_ring={live_ring} predicted_ring={predicted} live_first={live_first} replay_first={} replay_changes={} basis_first={}",
+        r["passes"], first["id"], dev["changes"], first["basis"]
+    );
+    assert_eq!(first["id"], live_first.as_str(), "{v:#}");
+    assert_eq!(first["basis"], "observed");
+    assert!(
+        (live_ring / 2..=live_ring * 2).contains(&predicted),
+        "predicted {predicted}, live {live_ring}: {v:#}"
+    );
+}
