@@ -145,9 +145,13 @@ async fn an_observe_recording_replayed_with_enforce_predicts_the_live_enforce_ru
 
     // The observe recording replayed with the enforce policy.
     let rec = obs.path().join("state/recording");
-    let out = pptune(obs.path(), &enforce, &["replay", rec.to_str().unwrap(), "--json"])
-        .output()
-        .unwrap();
+    let out = pptune(
+        obs.path(),
+        &enforce,
+        &["replay", rec.to_str().unwrap(), "--json"],
+    )
+    .output()
+    .unwrap();
     let v = json(&out);
     let r = &v["replay"];
     let first = &r["decisions"][0];
