@@ -35,12 +35,14 @@ fn policy(dir: &Path, name: &str, dev: &str) -> PathBuf {
     p
 }
 
-/// `pptune` with its runtime and state directories under `dir`.
-fn pptune(dir: &Path, config: &Path, args: &[&str]) -> Command {
+/// `pptune` with its runtime and state directories under `dir` (and
+/// `--config` for the commands that read the policy).
+fn pptune(dir: &Path, config: Option<&Path>, args: &[&str]) -> Command {
     let mut c = Command::new(pptune_bin());
-    c.arg("--config")
-        .arg(config)
-        .args(args)
+    if let Some(config) = config {
+        c.arg("--config").arg(config);
+    }
+    c.args(args)
         .env("RUNTIME_DIRECTORY", dir.join("run"))
         .env("STATE_DIRECTORY", dir.join("state"))
         .env_remove("NOTIFY_SOCKET")
@@ -52,11 +54,15 @@ fn pptune(dir: &Path, config: &Path, args: &[&str]) -> Command {
 /// after a change), stops it with SIGTERM; the kernel's ring at the end.
 async fn run_daemon(c: &Client, d: &PpsimDev, dir: &Path, config: &Path, secs: u64) -> u32 {
     let log = std::fs::File::create(dir.join("pptune.log")).unwrap();
-    let mut child: Child = pptune(dir, config, &["run", "--metrics-listen", "127.0.0.1:0"])
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
+    let mut child: Child = pptune(
+        dir,
+        Some(config),
+        &["run", "--metrics-listen", "127.0.0.1:0"],
+    )
+    .stdout(Stdio::null())
+    .stderr(log)
+    .spawn()
+    .unwrap();
     let t0 = Instant::now();
     let mut ring = rx_ring(c, d).await;
     let mut last_change: Option<Instant> = None;
@@ -134,7 +140,7 @@ async fn an_observe_recording_replayed_with_enforce_predicts_the_live_enforce_ru
     let live_ring = run_daemon(&c, &d, live.path(), &enforce, 150).await;
     assert!(live_ring > 256, "the live enforce run changed nothing");
     let hist = json(
-        &pptune(live.path(), &enforce, &["history", "--json"])
+        &pptune(live.path(), None, &["history", "--json"])
             .output()
             .unwrap(),
     );
@@ -147,7 +153,7 @@ async fn an_observe_recording_replayed_with_enforce_predicts_the_live_enforce_ru
     let rec = obs.path().join("state/recording");
     let out = pptune(
         obs.path(),
-        &enforce,
+        Some(&enforce),
         &["replay", rec.to_str().unwrap(), "--json"],
     )
     .output()
