@@ -14,7 +14,7 @@
     clippy::cast_sign_loss
 )]
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use policy::Mode;
 use policy::snapshot::{
@@ -23,6 +23,7 @@ use policy::snapshot::{
 };
 use pptune::record::Recorder;
 use pptune::record::format::{Inputs, Pass, nanos};
+use tokio::time::Instant;
 
 const DEVICES: u32 = 16;
 const QUEUES: u32 = 128;
@@ -128,7 +129,7 @@ fn main() {
         for (k, p) in pools.iter_mut().enumerate() {
             let dev = k / QUEUES as usize;
             // A third of the devices see return bursts over their ring.
-            let bursty = dev % 3 == 0;
+            let bursty = dev.is_multiple_of(3);
             let pkts = 20_000 + rng.next(10_000);
             p.alloc_fast += pkts;
             p.alloc_slow += if bursty {

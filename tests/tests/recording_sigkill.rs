@@ -6,10 +6,11 @@
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pptune::record::{Item, Recording, file};
 use pptune_tests::bin::{in_netns, pptune_bin, require_root};
+use tokio::time::Instant;
 
 const RUNS: u64 = 6;
 
