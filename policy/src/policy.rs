@@ -224,8 +224,9 @@ pub struct DaemonSettings {
     pub recording_max_bytes: u64,
 }
 
-/// `daemon.recording_max_bytes` when the policy does not say: about a day
-/// at the default interval on a 2048-pool host (docs/recording.md).
+/// `daemon.recording_max_bytes` when the policy does not say (about 2.6 h
+/// of a host whose 2048 pools are all busy, at a 10 s interval;
+/// docs/recording.md, "Size").
 pub const DEFAULT_RECORDING_MAX_BYTES: u64 = 64 << 20;
 
 /// Which per-queue series `/metrics` exports; the per-device sums of the
