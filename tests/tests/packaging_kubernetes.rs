@@ -212,6 +212,24 @@ fn policy_comes_from_the_configmap_and_state_from_the_host() {
     assert_ne!(m.read_only, Some(true));
     assert_eq!(env_value(c, "RUNTIME_DIRECTORY"), "/run/pptune");
 
+    // The recording and the change journal outlive pods and reboots: a
+    // hostPath at the unit's state directory.
+    let rec = volumes
+        .iter()
+        .find(|v| {
+            v.host_path
+                .as_ref()
+                .is_some_and(|h| h.path == "/var/lib/pptune")
+        })
+        .expect("hostPath /var/lib/pptune");
+    let m = mounts
+        .iter()
+        .find(|m| m.name == rec.name)
+        .expect("recording mount");
+    assert_eq!(m.mount_path, "/var/lib/pptune");
+    assert_ne!(m.read_only, Some(true));
+    assert_eq!(env_value(c, "STATE_DIRECTORY"), "/var/lib/pptune");
+
     // Long enough to finish a change in progress and restore on stop.
     assert!(spec.termination_grace_period_seconds.unwrap_or(30) >= 60);
 }
