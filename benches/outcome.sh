@@ -3,7 +3,7 @@
 #
 #   benches/outcome.sh [--smoke] [--preset zonelock|devmem|off]
 #                      [--workloads a,b,...] [--enforce-secs S] [--static-secs S]
-#                      [--sweep R,R,...] [--name NAME]
+#                      [--sweep R,R,...] [--rounds N] [--name NAME]
 #
 # Host: builds the outcome driver (daemon/benches/outcome.rs), the release
 # pptune and ppsim.ko (tests/ppsim/build.sh 7.3), then runs the driver in
@@ -12,19 +12,24 @@
 # up to 32768 held pages per queue, well inside 2048 MiB).
 # The enforce runs use benches/outcome-policy.yaml (shipped thresholds,
 # timing compressed ~10x: see the file).
+# Per workload: the static sweep (--rounds interleaved rounds), the naive
+# tuner (+25 % per window while ring_full >= 5 %) and pptune, each from 256.
 # Results: benches/results/NAME.json (default outcome-PRESET), its
-# convergence plot NAME-convergence.svg, and Markdown tables on stdout: the
-# measurements and issue 7's targets judged per workload (report.py).
-# --smoke: one workload, a 2-point sweep, short windows; results under
-# $CARGO_TARGET_DIR/bench-smoke.
+# convergence plot NAME-convergence.svg and .png (the PNG needs python3's
+# cairosvg: python3 -m pip install cairosvg), and Markdown tables on stdout:
+# the rows per workload and the targets judged on ppsim's modelled goodput
+# (report.py).
+# --smoke: one workload, a 2-point sweep, one round, short windows; results
+# under $CARGO_TARGET_DIR/bench-smoke.
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 SMOKE=0
 PRESET=zonelock
 WORKLOADS=""
-ENFORCE=100
-STATIC=8
-SWEEP="256,1024,2048,4096,16384"
+ENFORCE=60
+STATIC=2
+ROUNDS=2
+SWEEP="256,512,1024,2048,4096,8192,16384"
 NAME=""
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -34,13 +39,14 @@ while [ $# -gt 0 ]; do
         --enforce-secs) ENFORCE="$2"; shift 2 ;;
         --static-secs) STATIC="$2"; shift 2 ;;
         --sweep) SWEEP="$2"; shift 2 ;;
+        --rounds) ROUNDS="$2"; shift 2 ;;
         --name) NAME="$2"; shift 2 ;;
-        -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "outcome: unknown option $1" >&2; exit 2 ;;
     esac
 done
 if [ "$SMOKE" = 1 ]; then
-    WORKLOADS="${WORKLOADS:-bursty-2k}"; ENFORCE=20; STATIC=2; SWEEP="256,4096"
+    WORKLOADS="${WORKLOADS:-bursty-1500}"; ENFORCE=20; STATIC=2; SWEEP="256,4096"; ROUNDS=1
 fi
 log() { printf '[outcome] %s\n' "$*" >&2; }
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target-bench}"
@@ -65,10 +71,11 @@ export PPTUNE_PPSIM_KO="$KO"
 VMOUT="$CARGO_TARGET_DIR/outcome-vm"
 rm -rf "$VMOUT"; mkdir -p "$VMOUT"
 args=(--pptune "$CARGO_TARGET_DIR/release/pptune" --policy "$REPO/benches/outcome-policy.yaml"
-      --preset "$PRESET" --static-secs "$STATIC" --enforce-secs "$ENFORCE" --sweep "$SWEEP")
+      --preset "$PRESET" --static-secs "$STATIC" --enforce-secs "$ENFORCE" --sweep "$SWEEP"
+      --rounds "$ROUNDS")
 [ -n "$WORKLOADS" ] && args+=(--workloads "$WORKLOADS")
 START=$(date +%s)
-log "running in the VM: preset=$PRESET sweep=$SWEEP static=${STATIC}s enforce=${ENFORCE}s"
+log "running in the VM: preset=$PRESET sweep=$SWEEP x$ROUNDS static=${STATIC}s enforce=${ENFORCE}s"
 tests/vm/run.sh --kernel 7.3 --mem 2048 --timeout 3500 --out "$VMOUT" -- \
     bash -c "\"\$0\" \"\$@\" > $VMOUT/outcome.jsonl" "$EXE" "${args[@]}"
 log "VM part took $(( $(date +%s) - START )) s"

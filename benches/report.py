@@ -234,160 +234,282 @@ def policy_period_s(path):
     return secs["cooldown"] + secs["evaluation"]
 
 
-def settled_from_timeline(pp):
-    """outcome.rs's goodput_settled_pps for rows recorded before it existed:
-    the 1 s samples from 3 s after the last change, plus the final window
-    (weighted by its length, the run's end minus the last sample)."""
-    tl = pp.get("timeline") or []
-    if not tl or not pp.get("enforce_secs"):
-        return None
-    last_change = max((b[0] for a, b in zip(tl, tl[1:]) if b[1] != a[1]), default=0.0)
-    tail = [g for t, _, g in tl if t > last_change + 3]
-    w = max(0.0, pp["enforce_secs"] - tl[-1][0])
-    if not tail and not w:
-        return None
-    return (sum(tail) + pp["goodput_pps"] * w) / (len(tail) + w)
+def fig(r):
+    """The figure targets are judged on: ppsim's modelled goodput (runs
+    before it existed: the wall figure)."""
+    return r.get("modelled_pps", r.get("goodput_pps", 0))
 
 
-def verdicts(rows, period_s):
-    """Issue 7's outcome targets, per workload, from one run's rows."""
-    out = []
-    by = {}
+def static_points(rows):
+    """Per (workload, preset): {ring: [static rows, one per round]}."""
+    out = {}
     for r in rows:
-        by.setdefault((r["workload"], r.get("preset")), {}).setdefault(r["config"], r)
-    for (wl, preset), cfg in by.items():
-        best, mx, pp = cfg.get("best-static"), cfg.get("max"), cfg.get("pptune-enforce")
-        if not (best and mx and pp):
+        if r.get("kind") == "static":
+            out.setdefault((r["workload"], r.get("preset")), {}).setdefault(r["ring_final"], []).append(r)
+    return out
+
+
+def mean(xs):
+    return sum(xs) / len(xs) if xs else 0.0
+
+
+def spread(xs):
+    """(max - min) / mean of repeated readings at one ring."""
+    m = mean(xs)
+    return (max(xs) - min(xs)) / m if len(xs) > 1 and m > 0 else None
+
+
+def rank_agreement(pts):
+    """Spearman correlation between the modelled and the wall means over the
+    rings of one sweep (1 = same order)."""
+    rings = sorted(pts)
+    if len(rings) < 3:
+        return None
+    def ranks(vals):
+        order = sorted(range(len(vals)), key=lambda i: vals[i])
+        rk = [0.0] * len(vals)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and vals[order[j + 1]] == vals[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                rk[order[k]] = (i + j) / 2
+            i = j + 1
+        return rk
+    a = ranks([mean([fig(p) for p in pts[r]]) for r in rings])
+    b = ranks([mean([p.get("goodput_pps", 0) for p in pts[r]]) for r in rings])
+    ma, mb = mean(a), mean(b)
+    num = sum((x - ma) * (y - mb) for x, y in zip(a, b))
+    den = (sum((x - ma) ** 2 for x in a) * sum((y - mb) ** 2 for y in b)) ** 0.5
+    return round(num / den, 3) if den else None
+
+
+def best_static(rows):
+    """Per (workload, preset), from its interleaved, repeated sweep: the
+    mean of each ring's rounds; best static = the smallest ring whose mean
+    modelled goodput is within 5 % of the sweep's best (the outcome target's
+    own tolerance) and that drops at most 1 % of what arrived (for
+    rate-limited workloads every ring delivers about the offered rate).
+    Also the default (256) and maximum rings' means. Returns
+    {(workload, preset): {"default"|"max"|"best-static": row}} with the
+    per-ring spread and the modelled/wall rank agreement."""
+    out = {}
+    for key, pts in static_points(rows).items():
+        means = {}
+        for ring, rs in pts.items():
+            m = dict(rs[0])
+            m["modelled_pps"] = mean([fig(p) for p in rs])
+            m["goodput_pps"] = mean([p.get("goodput_pps", 0) for p in rs])
+            m["dropped_pps"] = mean([p.get("dropped_pps", 0) for p in rs])
+            m["inflight_mem"] = max(p.get("inflight_mem", 0) for p in rs)
+            m["rounds"] = len(rs)
+            m["modelled_spread"] = spread([fig(p) for p in rs])
+            m["wall_spread"] = spread([p.get("goodput_pps", 0) for p in rs])
+            means[ring] = m
+        top = max(m["modelled_pps"] for m in means.values())
+        near = [m for m in means.values() if m["modelled_pps"] >= 0.95 * top]
+        clean = [m for m in near
+                 if m["dropped_pps"] <= 0.01 * (m["goodput_pps"] + m["dropped_pps"])]
+        pick = min(clean or near, key=lambda m: m["ring_final"])
+        out[key] = {
+            "default": dict(means[min(means)], kind="static-mean", config="default"),
+            "max": dict(means[max(means)], kind="static-mean", config="max"),
+            "best-static": dict(pick, kind="best_static", config="best-static", modelled_pps=top,
+                                ring_modelled_pps=pick["modelled_pps"]),
+            "sweep": [dict(m, kind="static-mean") for _, m in sorted(means.items())],
+            "rank_agreement": rank_agreement(pts),
+        }
+    return out
+
+
+def changes_in(tl):
+    return sum(1 for a, b in zip(tl, tl[1:]) if b[1] != a[1])
+
+
+def verdicts(rows, stat, period_s):
+    """The issue's targets per (workload, preset), decided on the modelled
+    figure. A key is absent where the target does not apply."""
+    runs = {}
+    for r in rows:
+        if r.get("kind") in ("pptune", "naive"):
+            runs.setdefault((r["workload"], r.get("preset")), {})[r["kind"]] = r
+    out = []
+    for key, st in stat.items():
+        rr = runs.get(key, {})
+        pp, nv = rr.get("pptune"), rr.get("naive")
+        if not pp:
             continue
-        v = {"workload": wl, "preset": preset, "best_static_ring": best["ring_final"],
-             "pptune_ring": pp["ring_final"], "changes": pp.get("changes")}
-        if best.get("goodput_pps", 0) > 0:
-            # pptune's settled mean (a minute of 1 s samples after its last
-            # change) when the run recorded it, else its final window.
-            g = pp.get("goodput_settled_pps") or settled_from_timeline(pp) or pp["goodput_pps"]
-            v["goodput_vs_best"] = round(g / best["goodput_pps"], 3)
+        best, mx = st["best-static"], st["max"]
+        b = best["ring_final"]
+        v = {"workload": key[0], "preset": key[1], "best_static_ring": b,
+             "pptune_ring": pp["ring_final"], "pptune_changes": pp.get("changes"),
+             "naive_ring": nv and nv["ring_final"], "naive_changes": nv and nv.get("changes")}
+        if best["modelled_pps"] > 0:
+            v["goodput_vs_best"] = round(fig(pp) / best["modelled_pps"], 3)
             v["goodput_ok"] = v["goodput_vs_best"] >= 0.95
-        needs_max = best["ring_final"] >= mx["ring_final"]
-        if mx.get("inflight_mem", 0) > 0 and not needs_max:
-            v["mem_vs_max"] = round(pp["inflight_mem"] / mx["inflight_mem"], 3)
-            v["mem_ok"] = v["mem_vs_max"] <= 0.5
-        # Convergence: the first moment the ring is within one power of two
-        # of the best static ring, and the changes it took to get there.
-        lo, hi = best["ring_final"] / 2, best["ring_final"] * 2
-        tl = pp.get("timeline") or []
-        changes, last, reached = 0, None, None
-        for t, ring, _ in tl:
-            if last is not None and ring != last:
-                changes += 1
-            last = ring
-            if reached is None and lo <= ring <= hi:
-                reached = (t, changes)
-        if reached is None and lo <= pp["ring_final"] <= hi:
-            reached = (pp.get("enforce_secs"), pp.get("changes"))
-        if reached:
-            v["within_pow2_at_s"], v["changes_to_within_pow2"] = reached
-            v["converge_ok"] = reached[1] <= 2 and (reached[0] or 0) <= 2 * period_s
-            after = sum(1 for (a, b) in zip(tl, tl[1:]) if b[1] != a[1] and b[0] > reached[0])
-            if pp["ring_final"] != (tl[-1][1] if tl else pp["ring_final"]):
-                after += 1
-            v["changes_after_convergence"] = after
-            v["watched_after_convergence_s"] = round(pp.get("enforce_secs", 0) - reached[0], 1)
-            v["settled_ok"] = after <= 1
+            if nv:
+                v["naive_goodput_vs_best"] = round(fig(nv) / best["modelled_pps"], 3)
+        tunable = b > st["default"]["ring_final"]
+        if tunable:
+            v["within_pow2"] = b / 2 <= pp["ring_final"] <= 2 * b
+            v["changes_ok"] = (pp.get("changes") or 0) <= 2
+            if nv:
+                v["fewer_changes_than_naive_ok"] = (
+                    (pp.get("changes") or 0) < (nv.get("changes") or 0)
+                    and fig(pp) >= 0.98 * fig(nv))
         else:
-            v["converge_ok"] = False
-        # Independent of the best ring: changes after two periods (where
-        # convergence is due), over the rest of the run.
-        late = [b for (a, b) in zip(tl, tl[1:]) if b[1] != a[1] and b[0] > 2 * period_s]
-        v["changes_after_two_periods"] = len(late)
-        v["watched_after_two_periods_s"] = round(max(0, (pp.get("enforce_secs") or 0) - 2 * period_s), 1)
+            v["no_change_ok"] = (pp.get("changes") or 0) == 0
+        if b <= mx["ring_final"] / 4:
+            v["not_at_limit_ok"] = pp["ring_final"] < mx["ring_final"]
+        if b < mx["ring_final"] and mx.get("inflight_mem", 0) > 0:
+            v["mem_vs_max"] = round(pp.get("inflight_mem", 0) / mx["inflight_mem"], 3)
+            v["mem_ok"] = v["mem_vs_max"] <= 0.5
+        # Changes after the ring first reached its final value's power of
+        # two, over the rest of the run (settling).
+        tl = pp.get("timeline") or []
+        last = max((t for (a, (t, ring, *_)) in zip(tl, tl[1:]) if ring != a[1]), default=None)
+        v["watched_after_last_change_s"] = round((pp.get("enforce_secs") or 0) - (last or 0), 1)
         out.append(v)
     return out
 
 
-def best_static(rows):
-    """The best static ring of each (workload, preset), from its sweep rows:
-    the smallest ring whose goodput is within 5 % of the sweep's best (the
-    outcome target's own tolerance; the VM's noise is of that order) and
-    that drops at most 1 % of what arrived. The drop condition matters for
-    rate-limited workloads, where every ring delivers about the offered rate
-    and goodput alone cannot tell a ring that drops from one that does not.
-    The row carries the sweep's best goodput (what pptune is held to) and
-    the ring's own as ring_goodput_pps."""
-    out = []
-    sweeps = {}
-    for r in rows:
-        if r.get("kind") == "static":
-            sweeps.setdefault((r["workload"], r.get("preset")), []).append(r)
-    for pts in sweeps.values():
-        top = max(p.get("goodput_pps", 0) for p in pts)
-        near = [p for p in pts if p.get("goodput_pps", 0) >= 0.95 * top]
-        clean = [p for p in near
-                 if p.get("dropped_pps", 0) <= 0.01 * (p.get("goodput_pps", 0) + p.get("dropped_pps", 0))]
-        pick = min(clean or near, key=lambda p: p["ring_final"])
-        out.append(dict(pick, kind="best_static", config="best-static", goodput_pps=top,
-                        ring_goodput_pps=pick.get("goodput_pps", 0)))
-    return out
+def svg_convergence(runs, stat, path, title):
+    """Rings on a log2 axis (power-of-two ticks) and modelled goodput as a
+    fraction of each workload's best static, per second, pptune (solid)
+    beside the naive tuner (dotted); each workload's best static ring as a
+    dashed line in its colour."""
+    import math
+    W, H, ML, MR, MT, MB = 520, 360, 78, 16, 50, 46
+    colors = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+    wls = sorted({r["workload"] for r in runs}, key=lambda w: (len(w), w))
+    col = {w: colors[i % len(colors)] for i, w in enumerate(wls)}
+    tmax = max((p[0] for r in runs for p in r.get("timeline") or []), default=1) or 1
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * W}" height="{H + 24 * ((len(wls) + 3) // 4) + 20}" '
+           'font-family="sans-serif" font-size="11">',
+           f'<rect width="100%" height="100%" fill="white"/>',
+           f'<text x="10" y="18" font-size="13" font-weight="bold">{title}</text>']
+    def panel(ox, ptitle, ylab, ys, yfmt, ymin, ymax, logy, series, refs):
+        def X(t):
+            return ox + ML + (W - ML - MR) * t / tmax
+        def Y(y):
+            if logy:
+                y = math.log2(max(y, 1))
+                return MT + (H - MT - MB) * (1 - (y - ymin) / (ymax - ymin))
+            return MT + (H - MT - MB) * (1 - (y - ymin) / (ymax - ymin))
+        out.append(f'<text x="{ox + ML}" y="{MT - 12}" font-weight="bold">{ptitle}</text>')
+        out.append(f'<line x1="{X(0)}" y1="{H - MB}" x2="{X(tmax)}" y2="{H - MB}" stroke="black"/>')
+        out.append(f'<line x1="{X(0)}" y1="{H - MB}" x2="{X(0)}" y2="{MT}" stroke="black"/>')
+        for yv in ys:
+            out.append(f'<line x1="{X(0)}" y1="{Y(yv):.1f}" x2="{X(tmax)}" y2="{Y(yv):.1f}" stroke="#e4e4e4"/>')
+            out.append(f'<text x="{X(0) - 5}" y="{Y(yv) + 4:.1f}" text-anchor="end">{yfmt(yv)}</text>')
+        for k in range(6):
+            tv = tmax * k / 5
+            out.append(f'<text x="{X(tv):.1f}" y="{H - MB + 15}" text-anchor="middle">{tv:.0f}</text>')
+        out.append(f'<text x="{X(tmax / 2):.1f}" y="{H - 12}" text-anchor="middle">seconds since start (ring 256)</text>')
+        out.append(f'<text transform="translate({ox + 14},{(MT + H - MB) / 2}) rotate(-90)" text-anchor="middle">{ylab}</text>')
+        for w, y in refs:
+            out.append(f'<line x1="{X(0)}" y1="{Y(y):.1f}" x2="{X(tmax)}" y2="{Y(y):.1f}" stroke="{col[w]}" '
+                       'stroke-dasharray="6 4" stroke-width="1"/>')
+        for w, dash, pts in series:
+            if pts:
+                d = " ".join(f"{X(t):.1f},{Y(y):.1f}" for t, y in pts)
+                style = 'stroke-dasharray="2 3" stroke-width="1.2"' if dash else 'stroke-width="2"'
+                out.append(f'<polyline fill="none" stroke="{col[w]}" {style} points="{d}"/>')
+    rings = [p[1] for r in runs for p in r.get("timeline") or []] + [s["best-static"]["ring_final"] for s in stat.values()]
+    lo = math.floor(math.log2(max(min(rings, default=256), 1)))
+    hi = math.ceil(math.log2(max(rings, default=16384)))
+    ser, ref, gser = [], [], []
+    for r in runs:
+        w = r["workload"]
+        st = stat.get((w, r.get("preset")))
+        tl = r.get("timeline") or []
+        ser.append((w, r["kind"] == "naive", [(p[0], p[1]) for p in tl]))
+        if st:
+            if r["kind"] == "pptune":
+                ref.append((w, st["best-static"]["ring_final"]))
+            bm = st["best-static"]["modelled_pps"] or 1
+            gser.append((w, r["kind"] == "naive", [(p[0], (p[3] if len(p) > 3 else p[2]) / bm) for p in tl]))
+    panel(0, "RX ring (log2 axis)", "RX ring entries", [2 ** k for k in range(lo, hi + 1)],
+          lambda v: f"{int(v)}", lo, hi, True, ser, ref)
+    gmax = max([1.1] + [y for _, _, pts in gser for _, y in pts])
+    panel(W, "modelled goodput / best static", "fraction of best static goodput",
+          [k / 5 for k in range(int(gmax * 5) + 1)], lambda v: f"{v:.1f}", 0, gmax, False, gser, [])
+    y0 = H + 8
+    for i, w in enumerate(wls):
+        x, y = 10 + (i % 4) * 250, y0 + 20 * (i // 4)
+        out.append(f'<line x1="{x}" y1="{y}" x2="{x + 24}" y2="{y}" stroke="{col[w]}" stroke-width="2"/>')
+        out.append(f'<text x="{x + 30}" y="{y + 4}">{w}</text>')
+    out.append(f'<text x="{2 * W - 10}" y="{y0 + 4}" text-anchor="end">solid: pptune · dotted: naive tuner (+25 %/window) · dashed: best static ring</text>')
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+    print(f"wrote {path}", file=sys.stderr)
+    try:
+        import cairosvg
+    except ImportError:
+        sys.exit("report.py: the PNG needs cairosvg (python3 -m pip install cairosvg); the SVG is written")
+    png = path[:-4] + ".png"
+    cairosvg.svg2png(url=path, write_to=png)
+    print(f"wrote {png}", file=sys.stderr)
 
 
 def outcome(jsonl, res_dir, name="outcome", policy=None):
     rows = [json.loads(l) for l in open(jsonl) if l.strip().startswith("{")]
-    # One definition of "best static" for every run, old or new: the
-    # driver's own best_static rows (older runs) are replaced.
-    rows = [r for r in rows if r.get("kind") != "best_static"]
-    best = {(b["workload"], b.get("preset")): b for b in best_static(rows)}
-    merged = []
-    for r in rows:
-        if r.get("kind") == "pptune" and (r["workload"], r.get("preset")) in best:
-            merged.append(best.pop((r["workload"], r.get("preset"))))
-        merged.append(r)
-    rows = merged + list(best.values())
+    rows = [r for r in rows if r.get("kind") not in ("best_static", "static-mean")]
+    stat = best_static(rows)
     period = policy_period_s(policy) if policy else None
-    ver = verdicts(rows, period) if period else []
+    ver = verdicts(rows, stat, period)
     write(res_dir, f"{name}.json", {
         "meta": meta(),
-        "vm": "qemu TCG (emulated), kernel 7.3, 2048 MiB; goodput in pages/s delivered by ppsim",
+        "vm": "qemu TCG (emulated), kernel 7.3, 2048 MiB; goodput in pages/s delivered by ppsim; "
+              "modelled_pps = ppsim's modelled goodput (tests/ppsim/README.md), the figure targets are judged on",
         "period_s": period,
         "verdicts": ver,
+        "static": [dict(workload=k[0], preset=k[1], rank_agreement=v["rank_agreement"], sweep=v["sweep"],
+                        best_static_ring=v["best-static"]["ring_final"]) for k, v in stat.items()],
         "rows": rows})
-    print("| workload | preset | config | ring | goodput pps | ring_full share | slow share | inflight MiB | converge s | changes |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    runs = {}
     for r in rows:
-        # The table: default, max, best static and pptune; the other sweep
-        # points are in the JSON.
-        if r.get("config") not in ("default", "max", "best-static", "pptune-enforce"):
-            continue
-        print(f"| {r['workload']} | {r.get('preset')} | {r['config']} | {r.get('ring_final')} | {r.get('goodput_pps', 0):.0f} "
-              f"| {r.get('ring_full_share', 0):.3f} | {r.get('slow_share', 0):.3f} "
-              f"| {r.get('inflight_mem', 0) / 2**20:.1f} | {r.get('converge_s', '–')} | {r.get('changes', '–')} |")
+        if r.get("kind") in ("pptune", "naive"):
+            runs[(r["workload"], r.get("preset"), r["kind"])] = r
+    for (wl, preset), st in stat.items():
+        print(f"\n{wl} ({preset}); modelled/wall rank agreement over the sweep: {st['rank_agreement']}\n")
+        print("| config | ring | modelled pps | / best | wall pps | ring_full share | inflight MiB | changes |")
+        print("|---|---|---|---|---|---|---|---|")
+        best = st["best-static"]["modelled_pps"] or 1
+        show = [("default", st["default"]), ("max", st["max"]), ("best static", st["best-static"]),
+                ("naive tuner", runs.get((wl, preset, "naive"))), ("pptune", runs.get((wl, preset, "pptune")))]
+        for label, r in show:
+            if not r:
+                continue
+            ring = r["ring_final"]
+            if label == "best static":
+                val = f"{r['ring_modelled_pps']:,.0f} (sweep best {r['modelled_pps']:,.0f})"
+                ratio = r["ring_modelled_pps"] / best
+            else:
+                val = f"{fig(r):,.0f}"
+                ratio = fig(r) / best
+            print(f"| {label} | {ring} | {val} | {ratio:.3f} | {r.get('goodput_pps', 0):,.0f} "
+                  f"| {r.get('ring_full_share', 0):.3f} | {r.get('inflight_mem', 0) / 2**20:.1f} | {r.get('changes', '–')} |")
     if ver:
-        def yn(v, k, fmt="{}"):
+        def yn(v, k):
             if k not in v:
                 return "–"
-            return fmt.format(v[k])
+            x = v[k]
+            return "✓" if x is True else "✗" if x is False else str(x)
         print()
-        print(f"Targets (one cooldown + evaluation period = {period:g} s):")
-        print()
-        print("| workload | preset | best static ring | pptune ring | goodput / best | ≥ 0.95 | memory / max ring's | ≤ 0.5 | within 2× of best at s (changes) | ≤ 2 changes, ≤ 2 periods | changes after (watched s) | ≤ 1 | changes after 2 periods (watched s) |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        print("| workload | preset | best static | pptune ring (changes) | naive ring (changes) | goodput / best | ≥ 0.95 | within 2× of best | never the limit (best ≤ limit/4) | ≤ 2 changes | memory / max | ≤ 0.5 | fewer changes than naive, ≥ its goodput | no change where nothing to tune |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for v in ver:
-            reach = (f"{v['within_pow2_at_s']} ({v['changes_to_within_pow2']})"
-                     if "within_pow2_at_s" in v else "never")
-            after = (f"{v['changes_after_convergence']} ({v['watched_after_convergence_s']})"
-                     if "changes_after_convergence" in v else "–")
-            print(f"| {v['workload']} | {v['preset']} | {v['best_static_ring']} | {v['pptune_ring']} "
-                  f"| {yn(v, 'goodput_vs_best')} | {yn(v, 'goodput_ok')} | {yn(v, 'mem_vs_max')} | {yn(v, 'mem_ok')} "
-                  f"| {reach} | {yn(v, 'converge_ok')} | {after} | {yn(v, 'settled_ok')} "
-                  f"| {v['changes_after_two_periods']} ({v['watched_after_two_periods_s']}) |")
-    runs = [r for r in rows if r.get("kind") == "pptune" and r.get("timeline")]
-    if runs:
-        svg_plot([
-            ("RX ring under pptune enforce", "ring entries",
-             {r["workload"]: [(t, ring) for t, ring, _ in r["timeline"]] for r in runs}),
-            ("goodput under pptune enforce", "k pages/s (1 s samples)",
-             {r["workload"]: [(t, g / 1e3) for t, _, g in r["timeline"]] for r in runs}),
-        ], os.path.join(res_dir, f"{name}-convergence.svg"),
-            f"Convergence from ring 256 (ppsim, {runs[0].get('preset')} preset, VM)",
-            xlabel="seconds", xticks=False)
+            print(f"| {v['workload']} | {v['preset']} | {v['best_static_ring']} | {v['pptune_ring']} ({v['pptune_changes']}) "
+                  f"| {v['naive_ring']} ({v['naive_changes']}) | {yn(v, 'goodput_vs_best')} | {yn(v, 'goodput_ok')} "
+                  f"| {yn(v, 'within_pow2')} | {yn(v, 'not_at_limit_ok')} | {yn(v, 'changes_ok')} | {yn(v, 'mem_vs_max')} "
+                  f"| {yn(v, 'mem_ok')} | {yn(v, 'fewer_changes_than_naive_ok')} | {yn(v, 'no_change_ok')} |")
+    plot = [r for r in rows if r.get("kind") in ("pptune", "naive") and r.get("timeline")]
+    if plot:
+        svg_convergence(plot, stat, os.path.join(res_dir, f"{name}-convergence.svg"),
+                        f"Convergence from ring 256 (ppsim, {plot[0].get('preset')} preset, VM)")
     return 0
 
 

@@ -5,16 +5,22 @@
 //!
 //! ```text
 //! outcome-<hash> --pptune PATH --policy FILE [--preset zonelock] [--queues 2]
-//!     [--static-secs 8] [--enforce-secs 100] [--sweep 256,1024,2048,4096,16384]
-//!     [--workloads bursty-2k,bursty-8k,bursty-1k-rate,steady,idle]
+//!     [--static-secs 8] [--enforce-secs 100] [--rounds 2] [--window-secs 3]
+//!     [--sweep 256,512,1024,2048,4096,8192,16384] [--workloads bursty-1500,steady,...]
 //! ```
 //!
 //! For each workload: a static sweep (a fresh ppsim device per ring size,
-//! measured after a warm-up) gives the default ring (256), the maximum
-//! (16384, ppsim's rx-max) and the best static ring; then a fresh device at
-//! the default ring runs with `pptune run` in enforce mode and is watched
-//! every second (ring, goodput) until `--enforce-secs`; the last
-//! `--static-secs` are measured like a static point. One JSON line per
+//! measured after a warm-up; `--rounds` interleaved rounds over the sweep)
+//! gives the default ring (256), the maximum (16384, ppsim's rx-max) and the
+//! best static ring; then a fresh device at the default ring runs under the
+//! **naive tuner** (grow the ring by 25 % after every `--window-secs` window
+//! whose ring_full share is at or above the policy's grow threshold, 5 %:
+//! the rule generic tuners use), and another under `pptune run` in enforce
+//! mode; both are watched every second (ring, goodput) until
+//! `--enforce-secs`, and their last `--static-secs` are measured like a
+//! static point. Every window carries ppsim's modelled goodput beside the
+//! wall figure (tests/ppsim/README.md): the figure the targets are judged
+//! on. One JSON line per
 //! measurement on stdout. ppsim is driven with the testbed's own helper
 //! (`tests/src/ppsim.rs`, included by path, so both use the same calls);
 //! pool counters come from page-pool-stats over netlink and the shares are
@@ -52,22 +58,27 @@ struct Workload {
     running: bool,
 }
 
+const fn bursty(name: &'static str, burst: u32) -> Workload {
+    Workload {
+        name,
+        burst,
+        rate_pps: 0,
+        hold_us: 0,
+        running: true,
+    }
+}
+
 const WORKLOADS: &[Workload] = &[
-    // Bursty returns larger than the default ring, as fast as the VM goes.
-    Workload {
-        name: "bursty-2k",
-        burst: 2048,
-        rate_pps: 0,
-        hold_us: 0,
-        running: true,
-    },
-    Workload {
-        name: "bursty-8k",
-        burst: 8192,
-        rate_pps: 0,
-        hold_us: 0,
-        running: true,
-    },
+    // Bursty returns, as fast as the VM goes, at burst sizes that are not
+    // powers of two (300 fits the default ring: nothing to tune).
+    bursty("bursty-300", 300),
+    bursty("bursty-1500", 1500),
+    bursty("bursty-2500", 2500),
+    bursty("bursty-6000", 6000),
+    bursty("bursty-10000", 10000),
+    // The sizes earlier runs used (BENCHMARKS.md history).
+    bursty("bursty-2k", 2048),
+    bursty("bursty-8k", 8192),
     // Bursty at a fixed arrival rate (per queue): the ring buffers arrivals,
     // so a slow path that misses its budget turns into drops.
     Workload {
@@ -102,6 +113,8 @@ async fn rx_ring(c: &Client, ifx: u32) -> u32 {
 #[derive(Debug, Default)]
 struct Window {
     goodput_pps: f64,
+    /// ppsim's modelled goodput over the same window.
+    modelled_pps: f64,
     dropped_pps: f64,
     ring_full_share: f64,
     slow_share: f64,
@@ -124,6 +137,7 @@ async fn window(c: &Client, d: &PpsimDev, secs: u64) -> Window {
     let dt = (g1.now_ns.saturating_sub(g0.now_ns)) as f64 / 1e9;
     Window {
         goodput_pps: g1.pps_since(&g0),
+        modelled_pps: g1.modelled_pps_since(&g0),
         dropped_pps: g1.dropped.saturating_sub(g0.dropped) as f64 / dt.max(1e-9),
         ring_full_share: recycle_miss_share(&delta).unwrap_or(0.0),
         slow_share: slow_refill_share(&delta, false).unwrap_or(0.0),
@@ -156,7 +170,7 @@ async fn set_ring(c: &Client, d: &PpsimDev, ring: u32) {
 fn line(kind: &str, w: &Workload, config: &str, m: &Window, extra: &str) -> String {
     format!(
         "{{\"kind\":\"{kind}\",\"workload\":\"{}\",\"burst_pages\":{},\"rate_pps\":{},\"hold_us\":{},\
-         \"config\":\"{config}\",\"ring_final\":{},\"goodput_pps\":{:.0},\"dropped_pps\":{:.0},\
+         \"config\":\"{config}\",\"ring_final\":{},\"goodput_pps\":{:.0},\"modelled_pps\":{:.0},\"dropped_pps\":{:.0},\
          \"ring_full_share\":{:.4},\"slow_share\":{:.4},\"inflight_mem\":{}{extra}}}",
         w.name,
         w.burst,
@@ -164,6 +178,7 @@ fn line(kind: &str, w: &Workload, config: &str, m: &Window, extra: &str) -> Stri
         w.hold_us,
         m.ring,
         m.goodput_pps,
+        m.modelled_pps,
         m.dropped_pps,
         m.ring_full_share,
         m.slow_share,
@@ -197,6 +212,83 @@ impl Drop for Daemon {
     }
 }
 
+/// The naive tuner (the rule generic tuners use): after every window whose
+/// ring_full share is at or above 5 % (the policy's grow threshold), grow
+/// the ring by 25 %, up to the maximum. Watched like the pptune run.
+#[allow(clippy::too_many_arguments, clippy::cast_precision_loss)]
+async fn naive(
+    c: &Client,
+    p: &Ppsim,
+    queues: u32,
+    w: &Workload,
+    knobs: &Knobs,
+    params: &str,
+    enforce_secs: u64,
+    static_secs: u64,
+    window_secs: u64,
+    max_ring: u32,
+) {
+    const GROW_AT: f64 = 0.05;
+    let d = device(p, queues, w, knobs);
+    d.set_up(true).unwrap();
+    if w.running {
+        d.start().unwrap();
+    }
+    let ifx = d.ifindex().unwrap();
+    let t0 = Instant::now();
+    let mut timeline = Vec::new();
+    let mut changes = 0u32;
+    let mut last_change_s = 0.0f64;
+    let measure_from = Duration::from_secs(enforce_secs.saturating_sub(static_secs));
+    while t0.elapsed() + Duration::from_secs(window_secs) <= measure_from {
+        let ids = attached_pools(c, ifx).await.unwrap();
+        let s0 = stats_of(c, &ids).await.unwrap();
+        let mut g_prev = d.goodput().unwrap();
+        for _ in 0..window_secs {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let g = d.goodput().unwrap();
+            timeline.push(format!(
+                "[{:.1},{},{:.0},{:.0}]",
+                t0.elapsed().as_secs_f64(),
+                rx_ring(c, ifx).await,
+                g.pps_since(&g_prev),
+                g.modelled_pps_since(&g_prev)
+            ));
+            g_prev = g;
+        }
+        let s1 = stats_of(c, &ids).await.unwrap();
+        let share = s1
+            .delta(&s0)
+            .and_then(|d| recycle_miss_share(&d))
+            .unwrap_or(0.0);
+        let ring = rx_ring(c, ifx).await;
+        if share >= GROW_AT && ring < max_ring {
+            let to = (ring + ring.div_ceil(4)).min(max_ring);
+            set_ring(c, &d, to).await;
+            changes += 1;
+            last_change_s = t0.elapsed().as_secs_f64();
+        }
+    }
+    let m = window(c, &d, static_secs).await;
+    if w.running {
+        d.stop().unwrap();
+    }
+    d.delete().unwrap();
+    println!(
+        "{}",
+        line(
+            "naive",
+            w,
+            "naive-tuner",
+            &m,
+            &format!(
+                "{params},\"changes\":{changes},\"converge_s\":{last_change_s:.1},\"enforce_secs\":{enforce_secs},\"timeline\":[{}]",
+                timeline.join(",")
+            )
+        )
+    );
+}
+
 #[tokio::main(flavor = "current_thread")]
 #[allow(clippy::cast_precision_loss)] // means of goodput samples and seconds
 async fn main() {
@@ -210,8 +302,10 @@ async fn main() {
     let queues: u32 = arg("--queues").map_or(2, |s| s.parse().unwrap());
     let static_secs: u64 = arg("--static-secs").map_or(8, |s| s.parse().unwrap());
     let enforce_secs: u64 = arg("--enforce-secs").map_or(100, |s| s.parse().unwrap());
+    let rounds: u32 = arg("--rounds").map_or(2, |s| s.parse().unwrap());
+    let window_secs: u64 = arg("--window-secs").map_or(3, |s| s.parse().unwrap());
     let sweep: Vec<u32> = arg("--sweep")
-        .unwrap_or_else(|| "256,1024,2048,4096,16384".into())
+        .unwrap_or_else(|| "256,512,1024,2048,4096,8192,16384".into())
         .split(',')
         .map(|s| s.parse().unwrap())
         .collect();
@@ -243,8 +337,9 @@ async fn main() {
             knobs.release_cost_us,
             knobs.contention_pct
         );
-        // ---- static sweep
-        for &ring in &sweep {
+        // ---- static sweep: interleaved rounds, so a drift of the host
+        // does not fall on one ring only
+        for (round, &ring) in (0..rounds).flat_map(|r| sweep.iter().map(move |x| (r, x))) {
             let d = device(&p, queues, w, &knobs);
             set_ring(&c, &d, ring).await;
             d.set_up(true).unwrap();
@@ -262,8 +357,26 @@ async fn main() {
                 r if r == max_ring => "max",
                 _ => "sweep",
             };
-            println!("{}", line("static", w, cfg, &m, &params));
+            println!(
+                "{}",
+                line("static", w, cfg, &m, &format!("{params},\"round\":{round}"))
+            );
         }
+
+        // ---- the naive tuner from the default ring
+        naive(
+            &c,
+            &p,
+            queues,
+            w,
+            &knobs,
+            &params,
+            enforce_secs,
+            static_secs,
+            window_secs,
+            max_ring,
+        )
+        .await;
         // The best static ring is chosen from these rows by benches/report.py.
 
         // ---- pptune enforce from the default ring
@@ -316,7 +429,11 @@ async fn main() {
                 last_change_s = t;
                 last_ring = ring;
             }
-            timeline.push(format!("[{t:.1},{ring},{:.0}]", g.pps_since(&g_prev)));
+            timeline.push(format!(
+                "[{t:.1},{ring},{:.0},{:.0}]",
+                g.pps_since(&g_prev),
+                g.modelled_pps_since(&g_prev)
+            ));
             samples.push((t, g.pps_since(&g_prev)));
             g_prev = g;
         }
