@@ -51,6 +51,14 @@ def write(res_dir, name, obj):
 
 
 # ------------------------------------------------------------------ SVG
+def write_svg(path, out):
+    """Close the <svg> element of `out` (lines) and write it to `path`."""
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+    print(f"wrote {path}", file=sys.stderr)
+
+
 def svg_plot(panels, path, title, xlabel="page pools", xticks=True):
     """panels: [(panel title, y label, {series: [(x, y)]})]; linear axes."""
     W, H, M = 460, 320, 60
@@ -91,10 +99,7 @@ def svg_plot(panels, path, title, xlabel="page pools", xticks=True):
                 out.append(f'<circle cx="{X(x):.1f}" cy="{Y(y):.1f}" r="3" fill="{c}"/>')
             out.append(f'<rect x="{X(0) + 10}" y="{50 + 14 * j}" width="10" height="10" fill="{c}"/>')
             out.append(f'<text x="{X(0) + 24}" y="{59 + 14 * j}">{name}</text>')
-    out.append("</svg>")
-    with open(path, "w") as f:
-        f.write("\n".join(out) + "\n")
-    print(f"wrote {path}", file=sys.stderr)
+    write_svg(path, out)
 
 
 # ------------------------------------------------------------------ observe-cost
@@ -441,10 +446,7 @@ def svg_convergence(runs, stat, path, title):
         out.append(f'<line x1="{x}" y1="{y}" x2="{x + 24}" y2="{y}" stroke="{col[w]}" stroke-width="2"/>')
         out.append(f'<text x="{x + 30}" y="{y + 4}">{w}</text>')
     out.append(f'<text x="{2 * W - 10}" y="{y0 + 4}" text-anchor="end">solid: pptune · dotted: naive tuner (+25 %/window) · dashed: best static ring</text>')
-    out.append("</svg>")
-    with open(path, "w") as f:
-        f.write("\n".join(out) + "\n")
-    print(f"wrote {path}", file=sys.stderr)
+    write_svg(path, out)
     try:
         import cairosvg
     except ImportError:

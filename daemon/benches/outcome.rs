@@ -153,6 +153,14 @@ fn device(p: &Ppsim, queues: u32, w: &Workload, knobs: &Knobs) -> PpsimDev {
     d
 }
 
+/// Stop a device's traffic and delete it.
+fn retire(d: PpsimDev, w: &Workload) {
+    if w.running {
+        d.stop().unwrap();
+    }
+    d.delete().unwrap();
+}
+
 async fn set_ring(c: &Client, d: &PpsimDev, ring: u32) {
     let ifx = d.ifindex().unwrap();
     c.set_rings(
@@ -270,10 +278,7 @@ async fn naive(
         }
     }
     let m = window(c, &d, static_secs).await;
-    if w.running {
-        d.stop().unwrap();
-    }
-    d.delete().unwrap();
+    retire(d, w);
     println!(
         "{}",
         line(
@@ -348,10 +353,7 @@ async fn main() {
             }
             tokio::time::sleep(Duration::from_secs(2)).await;
             let m = window(&c, &d, static_secs).await;
-            if w.running {
-                d.stop().unwrap();
-            }
-            d.delete().unwrap();
+            retire(d, w);
             let cfg = match ring {
                 r if r == default_ring => "default",
                 r if r == max_ring => "max",
@@ -460,10 +462,7 @@ async fn main() {
         let settled_secs = tail.len() as u64 + static_secs;
         let settled = (tail.iter().sum::<f64>() + m.goodput_pps * static_secs as f64)
             / (tail.len() as f64 + static_secs as f64);
-        if w.running {
-            d.stop().unwrap();
-        }
-        d.delete().unwrap();
+        retire(d, w);
         println!(
             "{}",
             line(
