@@ -227,12 +227,6 @@ impl Sources {
     }
 }
 
-/// [`Sources::owners`] after reading the files.
-#[must_use]
-pub fn owners(roots: &Roots, d: &Device) -> BTreeMap<Knob, Owner> {
-    Sources::read(roots).owners(d)
-}
-
 /// A shell glob as systemd and TuneD use them: `*`, `?`, `[...]` (the
 /// policy's selector globs, the same rules).
 fn glob(pattern: &str, s: &str) -> bool {
@@ -616,14 +610,14 @@ mod tests {
             "usr/lib/systemd/network/99-default.link",
             "[Match]\nOriginalName=*\n[Link]\nNamePolicy=keep kernel\n",
         );
-        assert!(owners(&roots, &d).is_empty());
+        assert!(Sources::read(&roots).owners(&d).is_empty());
         // A vendor file matched by driver and path.
         write(
             t.path(),
             "usr/lib/systemd/network/50-mlx.link",
             "[Match]\nDriver=mlx5_*\nPath=pci-0000:3b:*\n[Link]\nRxBufferSize=4096\nCombinedChannels=8\n",
         );
-        let o = owners(&roots, &d);
+        let o = Sources::read(&roots).owners(&d);
         assert_eq!(o[&Knob::Ring(RingField::Rx)].value, Some(4096));
         assert_eq!(
             o[&Knob::Ring(RingField::Rx)].source,
@@ -637,10 +631,10 @@ mod tests {
             "etc/systemd/network/10-eth0.link",
             "[Match]\nMACAddress=0C:42:A1:00:00:01\n[Link]\nMTUBytes=9000\n",
         );
-        assert!(owners(&roots, &d).is_empty());
+        assert!(Sources::read(&roots).owners(&d).is_empty());
         // Masked in /etc: the /usr/lib file applies again.
         write(t.path(), "etc/systemd/network/10-eth0.link", "");
-        assert_eq!(owners(&roots, &d).len(), 2);
+        assert_eq!(Sources::read(&roots).owners(&d).len(), 2);
         // An inverted key, and a non-matching one.
         write(
             t.path(),
@@ -648,7 +642,7 @@ mod tests {
             "[Match]\nOriginalName=!eth*\n[Link]\nRxBufferSize=512\n",
         );
         assert_eq!(
-            owners(&roots, &d)[&Knob::Ring(RingField::Rx)].value,
+            Sources::read(&roots).owners(&d)[&Knob::Ring(RingField::Rx)].value,
             Some(4096)
         );
         // An empty assignment resets the list: matches all again.
@@ -657,7 +651,7 @@ mod tests {
             "etc/systemd/network/20-not.link",
             "[Match]\nDriver=ice\nDriver=\n[Link]\nRxBufferSize=max\n",
         );
-        let o = owners(&roots, &d);
+        let o = Sources::read(&roots).owners(&d);
         assert_eq!(o[&Knob::Ring(RingField::Rx)].value, None);
         assert_eq!(
             o[&Knob::Ring(RingField::Rx)].source,
@@ -675,13 +669,13 @@ mod tests {
             "etc/NetworkManager/system-connections/other.nmconnection",
             "[connection]\nid=other\ninterface-name=eth9\n[ethtool]\nring-rx=1024\n",
         );
-        assert!(owners(&roots, &d).is_empty());
+        assert!(Sources::read(&roots).owners(&d).is_empty());
         write(
             t.path(),
             "etc/NetworkManager/system-connections/storage.nmconnection",
             "[connection]\nid=storage\ntype=ethernet\n[ethernet]\nmac-address=0C:42:A1:00:00:02\n[ethtool]\nring-rx=2048\nchannels-combined=16\n",
         );
-        let o = owners(&roots, &d);
+        let o = Sources::read(&roots).owners(&d);
         assert_eq!(o[&Knob::Ring(RingField::Rx)].kind, "networkmanager");
         assert_eq!(o[&Knob::Ring(RingField::Rx)].value, Some(2048));
         assert_eq!(o[&Knob::Channels(ChannelField::Combined)].value, Some(16));
@@ -703,7 +697,7 @@ mod tests {
             "usr/lib/tuned/network-throughput/tuned.conf",
             "[main]\nsummary=x\n[nic]\ntype=net\ndevices=ens*\nring=rx 4096 tx 4096\nchannels=combined 8\n",
         );
-        let o = owners(&roots, &d);
+        let o = Sources::read(&roots).owners(&d);
         assert_eq!(o[&Knob::Ring(RingField::Rx)].kind, "tuned");
         assert_eq!(o[&Knob::Ring(RingField::Rx)].value, Some(4096));
         assert_eq!(o[&Knob::Channels(ChannelField::Combined)].value, Some(8));
@@ -713,7 +707,11 @@ mod tests {
                 .ends_with("network-throughput/tuned.conf [nic]")
         );
         // Another device is not in devices=.
-        assert!(owners(&roots, &dev("eth0", "x", "y", "z")).is_empty());
+        assert!(
+            Sources::read(&roots)
+                .owners(&dev("eth0", "x", "y", "z"))
+                .is_empty()
+        );
     }
 }
 
