@@ -407,6 +407,7 @@ async fn main() {
             Command::new(&pptune)
                 .args(["--config", &policy, "run"])
                 .env("RUNTIME_DIRECTORY", &rundir)
+                .env("STATE_DIRECTORY", &rundir)
                 .stdout(Stdio::null())
                 .stderr(log)
                 .spawn()

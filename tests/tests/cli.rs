@@ -200,6 +200,7 @@ fn restore_of_an_unknown_interface_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let out = in_netns("ip link add ppt0 type veth peer name ppt1 && \"$0\" restore -i nosuch0 ; echo \"status=$?\"; \"$0\" restore -i ppt0")
         .env("RUNTIME_DIRECTORY", dir.path())
+.env("STATE_DIRECTORY", dir.path())
         .output()
         .unwrap();
     let stdout = text(&out.stdout);

@@ -119,6 +119,7 @@ fn status_names_the_owners_and_run_defers_in_a_netns() {
         .arg(dir.path())
         .env("PPTUNE_COEXIST_ROOT", &root)
         .env("RUNTIME_DIRECTORY", dir.path())
+.env("STATE_DIRECTORY", dir.path())
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -174,6 +175,7 @@ fn export_installed_back_reproduces_the_values() {
              \"$0\" status --json -i ppt0 > \"$1/status.json\"")
         .arg(&root)
         .env("RUNTIME_DIRECTORY", dir.path())
+.env("STATE_DIRECTORY", dir.path())
         .env("PPTUNE_COEXIST_ROOT", &root)
         .output()
         .unwrap();

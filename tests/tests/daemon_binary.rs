@@ -54,6 +54,7 @@ fn invalid_policy_exits_78_for_check_and_run() {
         let out = Command::new(pptune_bin())
             .args(["--config", bad.to_str().unwrap(), cmd])
             .env("RUNTIME_DIRECTORY", dir.path())
+            .env("STATE_DIRECTORY", dir.path())
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(78), "{cmd}: {out:?}");
@@ -88,6 +89,7 @@ fn systemd_notify_reload_device_appearance_and_sigterm_in_a_netns() {
     .env("NOTIFY_SOCKET", &notify)
     .env("WATCHDOG_USEC", "2000000")
     .env("RUNTIME_DIRECTORY", &run_dir)
+    .env("STATE_DIRECTORY", &run_dir)
     .env_remove("WATCHDOG_PID")
     .env_remove("JOURNAL_STREAM")
     .stdout(Stdio::null())
@@ -202,6 +204,7 @@ fn an_ethtool_change_by_hand_is_an_operator_override_on_the_real_kernel() {
         .arg(&policy)
         .env("NOTIFY_SOCKET", &notify)
         .env("RUNTIME_DIRECTORY", &run_dir)
+.env("STATE_DIRECTORY", &run_dir)
         .env_remove("JOURNAL_STREAM")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.path().join("log")).unwrap())
@@ -288,6 +291,7 @@ fn restore_command_puts_a_recorded_original_back_on_the_real_kernel() {
     .unwrap();
     let out = in_netns("ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 && ethtool -L ppt0 rx 2 && \"$0\" restore && ethtool -l ppt0")
         .env("RUNTIME_DIRECTORY", dir.path())
+.env("STATE_DIRECTORY", dir.path())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -325,6 +329,7 @@ fn plan_answers_at_once_when_nothing_can_be_judged_and_changes_nothing() {
     let out = in_netns("ip link add ppt0 type veth peer name ppt1 && \"$0\" --config \"$1\" plan --json && ethtool -l ppt0 | tail -4")
         .arg(&policy)
         .env("RUNTIME_DIRECTORY", dir.path())
+.env("STATE_DIRECTORY", dir.path())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -74,6 +74,7 @@ impl Daemon {
             .arg(dir.join("policy.yaml"))
             .args(["run", "--metrics-listen", METRICS, "--log-format", "json"])
             .env("RUNTIME_DIRECTORY", &run_dir)
+            .env("STATE_DIRECTORY", &run_dir)
             .env_remove("NOTIFY_SOCKET")
             .env_remove("JOURNAL_STREAM")
             .stdout(Stdio::null())

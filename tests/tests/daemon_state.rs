@@ -25,6 +25,7 @@ fn restore(run_dir: &Path) -> Output {
     Command::new(pptune_bin())
         .arg("restore")
         .env("RUNTIME_DIRECTORY", run_dir)
+        .env("STATE_DIRECTORY", run_dir)
         .output()
         .unwrap()
 }
@@ -77,6 +78,7 @@ fn run_daemon(dir: &Path, until: &str) -> (String, Option<i32>) {
     )
     .arg(&cfg)
     .env("RUNTIME_DIRECTORY", dir)
+    .env("STATE_DIRECTORY", dir)
     .env_remove("NOTIFY_SOCKET")
     .env_remove("JOURNAL_STREAM")
     .stdout(Stdio::null())

@@ -368,7 +368,8 @@ fn run_packaged_daemon(x: &Path) {
         .args(["netns", "exec", &ns.0])
         .arg(&bin)
         .arg("restore")
-        .env("RUNTIME_DIRECTORY", &rt));
+        .env("RUNTIME_DIRECTORY", &rt)
+        .env("STATE_DIRECTORY", &rt));
     assert!(rt.join("state.lock").exists(), "restore took no lock");
 
     let sock_path = x.join("notify.sock");
@@ -387,6 +388,7 @@ fn run_packaged_daemon(x: &Path) {
         .arg(&bin)
         .args(["run", "--metrics-listen", "127.0.0.1:0"])
         .env("RUNTIME_DIRECTORY", &rt)
+        .env("STATE_DIRECTORY", &rt)
         .env("CONFIGURATION_DIRECTORY", &conf)
         .env("NOTIFY_SOCKET", &sock_path)
         .stdout(Stdio::null())

@@ -31,6 +31,7 @@ fn verify_after_a_change_an_operator_override_and_a_restore() {
     "#;
     let out = in_netns(script)
         .env("RUNTIME_DIRECTORY", dir.path())
+        .env("STATE_DIRECTORY", dir.path())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -85,6 +86,7 @@ fn plan_detailed_exitcode_is_0_when_everything_holds() {
     let out = in_netns("ip link add ppt0 type veth peer name ppt1 && \"$0\" plan --config \"$1\" --detailed-exitcode")
         .arg(&policy)
         .env("RUNTIME_DIRECTORY", dir.path())
+.env("STATE_DIRECTORY", dir.path())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -161,12 +161,15 @@ async fn sigkill_at_random_points_loses_no_original() {
         cmd.arg("--config")
             .arg(&policy)
             .args(["run", "--metrics-listen", "127.0.0.1:0"])
-            .env("RUNTIME_DIRECTORY", &run);
+            .env("RUNTIME_DIRECTORY", &run)
+            .env("STATE_DIRECTORY", &run);
         spawn(&mut cmd, &log)
     };
     let restore = || {
         let mut cmd = Command::new(pptune_bin());
-        cmd.arg("restore").env("RUNTIME_DIRECTORY", &run);
+        cmd.arg("restore")
+            .env("RUNTIME_DIRECTORY", &run)
+            .env("STATE_DIRECTORY", &run);
         spawn(&mut cmd, &log)
     };
     let mut t = Tally {
@@ -258,6 +261,7 @@ async fn sigkill_at_random_points_loses_no_original() {
         let out = Command::new(pptune_bin())
             .arg("restore")
             .env("RUNTIME_DIRECTORY", &run)
+            .env("STATE_DIRECTORY", &run)
             .output()
             .unwrap();
         let ring = rx_ring(&c, &d).await;

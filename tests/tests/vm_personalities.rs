@@ -141,6 +141,7 @@ impl Daemon {
             .arg(&config)
             .arg("run")
             .env("RUNTIME_DIRECTORY", dir.join("run"))
+            .env("STATE_DIRECTORY", dir.join("run"))
             .env("PPTUNE_LOG", "info")
             .env_remove("NOTIFY_SOCKET")
             .env_remove("JOURNAL_STREAM")
