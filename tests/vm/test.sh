@@ -11,7 +11,7 @@
 # 4. boots each kernel once and runs those binaries inside
 #    (PPTUNE_IN_VM=1, PPTUNE_KERNEL=<version>, PPTUNE_PPSIM_KO=<module>).
 # Output streams; the exit status is non-zero if any suite failed.
-# PPTUNE_VM_TIMEOUT (seconds per kernel, default 900) bounds each VM.
+# PPTUNE_VM_TIMEOUT (seconds per kernel, default 1800) bounds each VM.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$PPTUNE_REPO"
@@ -108,7 +108,7 @@ for k in "${KERNELS[@]}"; do
     t=$SECONDS
     rc=0
     PPTUNE_PPSIM_KO="${PPSIM[$k]}" PPTUNE_VM_SKIP="$(skips_for "$k")" RUST_BACKTRACE=1 \
-        "$PPTUNE_VM_DIR/run.sh" --kernel "${KDIRS[$k]}" --timeout "${PPTUNE_VM_TIMEOUT:-900}" \
+        "$PPTUNE_VM_DIR/run.sh" --kernel "${KDIRS[$k]}" --timeout "${PPTUNE_VM_TIMEOUT:-1800}" \
         -- "$PPTUNE_VM_DIR/suite.sh" "${KBINS[@]}" || rc=$?
     if [ "$rc" -eq 0 ]; then
         log "=== kernel $k: passed ($((SECONDS - t)) s)"
