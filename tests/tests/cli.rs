@@ -102,7 +102,7 @@ fn version_names_the_git_revision() {
 fn run_two_seconds(extra: &str, pty: bool) -> String {
     let dir = tempfile::tempdir().unwrap();
     let inner = format!(
-        "RUNTIME_DIRECTORY={} unshare -n timeout --preserve-status -s INT 2 {} --config {} run --metrics-listen 127.0.0.1:0 {extra}",
+        "RUNTIME_DIRECTORY={0} STATE_DIRECTORY={0} unshare -n timeout --preserve-status -s INT 2 {1} --config {2} run --metrics-listen 127.0.0.1:0 {extra}",
         dir.path().display(),
         pptune_bin().display(),
         example()
