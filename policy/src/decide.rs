@@ -615,8 +615,8 @@ impl DeviceRun<'_> {
             .ring_probe
             .filter(|p| steps >= 1 && p.ring == l.cur)
             .and_then(|p| calibrate(&p, pool_now, excess));
-        let held = held_estimate(q, &self.info, l.cur, f64::from(pool_now) + excess);
-        let (burst, last_step) = burst_estimate(
+        let held = held_pages(q, &self.info, l.cur);
+        let (burst, basis) = burst_estimate(
             f64::from(pool_now) + excess,
             calibrated.filter(|_| step <= max_steps).map(|(b, _)| b),
             held,
@@ -627,7 +627,7 @@ impl DeviceRun<'_> {
             .info
             .ring_for_pool(to_u32(needed_pool))
             .unwrap_or(l.cur);
-        let target = if last_step {
+        let target = if basis == BurstBasis::Limit {
             l.hi
         } else {
             let needed = self.info.ring_for_pool(to_u32(burst)).unwrap_or(estimate);
@@ -692,23 +692,37 @@ impl DeviceRun<'_> {
             "{knob} {} is too small for return bursts: {miss:.1} % of returned pages on {} were freed because the pool ring was full (bursts ≈ {:.0} pages); set {knob} {} → {}",
             l.cur, q.key, burst, l.cur, target
         );
-        if last_step {
-            let _ = write!(
-                msg,
-                " (step {step} of {max_steps}: straight to the limit, {})",
-                l.bind.as_str()
-            );
-        } else if held.is_some_and(|h| h <= burst) {
-            let _ = write!(
-                msg,
-                " (step {step}: burst from the pages out at once beyond the posted ring (inflight peak {}), which ring_full undercounts)",
-                q.inflight_peak
-            );
-        } else if let Some((_, k)) = calibrated {
-            let _ = write!(
-                msg,
-                " (step {step}: from how far the last step moved the excess, the counters see about 1 in {k:.1} freed pages; burst calibrated)"
-            );
+        match basis {
+            BurstBasis::Limit => {
+                let _ = write!(
+                    msg,
+                    " (step {step} of {max_steps}: straight to the limit, {})",
+                    l.bind.as_str()
+                );
+            }
+            BurstBasis::Held => {
+                let _ = write!(
+                    msg,
+                    " (step {step}: burst from the pages out at once beyond the posted ring (inflight peak {}), which ring_full undercounts)",
+                    q.inflight_peak
+                );
+            }
+            BurstBasis::Confirmed => {
+                let _ = write!(
+                    msg,
+                    " (step {step}: the pages out at once beyond the posted ring (inflight peak {}) confirm ring_full's figure)",
+                    q.inflight_peak
+                );
+            }
+            BurstBasis::Calibrated => {
+                if let Some((_, k)) = calibrated {
+                    let _ = write!(
+                        msg,
+                        " (step {step}: from how far the last step moved the excess, the counters see about 1 in {k:.1} freed pages; burst calibrated)"
+                    );
+                }
+            }
+            BurstBasis::Lower => {}
         }
         if let Some(p) = self.info.pool_for_ring(target) {
             let _ = write!(
@@ -1147,34 +1161,59 @@ fn calibrate(p: &RingProbe, pool_now: u32, excess_now: f64) -> Option<(f64, f64)
     Some((f64::from(pool_now) + k * excess_now, k))
 }
 
-/// The burst estimate a growth step sizes the ring for, and whether the
-/// step goes to the limit instead. `lower`: pool + excess from ring_full, a
-/// lower bound (ring_full undercounts on bulk return paths); `fit`: the
-/// calibrated burst, when this step may use it; `held`: pages out at once
-/// beyond the posted ring ([`held_estimate`]), when that says more than
-/// `lower`. The tighter of the estimates that exist wins, never below the
-/// lower bound; the limit only on the last step with neither (nothing but
-/// the lower bound, which already failed to cover the burst).
-fn burst_estimate(lower: f64, fit: Option<f64>, held: Option<f64>, last: bool) -> (f64, bool) {
-    match (fit, held) {
-        (None, None) => (lower, last),
-        (Some(a), None) | (None, Some(a)) => (a.max(lower), false),
-        (Some(a), Some(b)) => (a.min(b).max(lower), false),
+/// Where a growth step's burst figure comes from ([`burst_estimate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BurstBasis {
+    /// ring_full's lower bound, with nothing to say more.
+    Lower,
+    /// The lower bound, which the pages out beyond the posted ring confirm
+    /// (they never exceeded it).
+    Confirmed,
+    /// The pages out at once beyond the posted ring ([`held_pages`]).
+    Held,
+    /// The burst calibrated from the last step ([`calibrate`]).
+    Calibrated,
+    /// The last step with nothing but the lower bound: the limit.
+    Limit,
+}
+
+/// The burst estimate a growth step sizes the ring for, and where it comes
+/// from. `lower`: pool + excess from ring_full, a lower bound (ring_full
+/// undercounts on bulk return paths); `fit`: the calibrated burst, when this
+/// step may use it; `held`: pages out at once beyond the posted ring
+/// ([`held_pages`]). Held pages above the lower bound are an estimate of
+/// their own; at or below it they confirm it. The tighter of the estimates
+/// wins, never below the lower bound; the limit only on the last step when
+/// the lower bound is all there is (it already failed to cover the burst,
+/// and nothing the kernel shows says by how much).
+fn burst_estimate(
+    lower: f64,
+    fit: Option<f64>,
+    held: Option<f64>,
+    last: bool,
+) -> (f64, BurstBasis) {
+    let above = held.filter(|h| *h > lower);
+    match (fit, above) {
+        (Some(a), Some(h)) if h < a => (h, BurstBasis::Held),
+        (Some(a), _) => (a.max(lower), BurstBasis::Calibrated),
+        (None, Some(h)) => (h, BurstBasis::Held),
+        (None, None) if held.is_some() => (lower, BurstBasis::Confirmed),
+        (None, None) if last => (lower, BurstBasis::Limit),
+        (None, None) => (lower, BurstBasis::Lower),
     }
 }
 
-/// A second, kernel-visible estimate of the return burst: the peak of the
+/// A second, kernel-visible view of the return burst: the peak of the
 /// queue's `inflight` over the window (page-pool-get) minus the buffers the
 /// device keeps posted at `ring`. The pages out beyond the posted ring
 /// include every page of a burst before it returns, whatever path it takes
-/// back, so this does not share ring_full's undercount. `None` unless it
-/// exceeds `lower` (the ring_full bound): a sample that missed the peak says
-/// nothing new.
-fn held_estimate(q: &QueueFacts, info: &DriverInfo, ring: u32, lower: f64) -> Option<f64> {
+/// back, so this does not share ring_full's undercount (though a sample
+/// can miss the peak). `None` when nothing is out beyond the posted ring.
+fn held_pages(q: &QueueFacts, info: &DriverInfo, ring: u32) -> Option<f64> {
     let posted =
         u64::from(posted_pages(info, ring)).saturating_mul(u64::from(info.pools_per_queue.max(1)));
-    let held = n64(q.inflight_peak.checked_sub(posted)?);
-    (held > lower).then_some(held)
+    let held = q.inflight_peak.checked_sub(posted).filter(|h| *h > 0)?;
+    Some(n64(held))
 }
 
 /// RX buffers a queue keeps posted per pool at `ring` (design.md): the pool

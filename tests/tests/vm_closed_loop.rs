@@ -758,7 +758,6 @@ async fn sigterm_restores_and_kill9_keeps_originals_for_restore() {
 /// whatever the consumer's timing (the estimate alone now covers a steady
 /// burst in one step, so an unchanged workload may have no step 2).
 #[tokio::test(flavor = "current_thread")]
-#[ignore = "known engine defect (issue 12 §3), found by this scenario on the final tree: with bursts grown from 1024 to 4096 pages, step 2 (the last of rings.max_steps_to_target: 2) went 1280 -> 16384 although inflight_peak (5301) gave a held estimate of 4021 pages; held_estimate drops it for not exceeding the ring_full bound (4026), so burst_estimate sees no second estimate and sends the last step to the limit. Un-ignore with the fix."]
 async fn restart_between_growth_steps_gives_a_calibrated_step() {
     let Some(k) = gate("restart_between_growth_steps_gives_a_calibrated_step") else {
         return;

@@ -316,9 +316,10 @@ fn host_budget_is_shared_between_devices_in_one_plan() {
 }
 
 /// The second growth step calibrates the counters' undercount from what the
-/// first step did to the excess (docs/decisions.md §4), instead of going
-/// straight to the limit; the limit stays the answer when there is nothing
-/// to calibrate from, and for any step past the last.
+/// first step did to the excess (docs/decisions.md §4), or takes the burst
+/// from the pages inflight shows out beyond the posted ring, instead of
+/// going straight to the limit; the limit stays the answer when neither
+/// exists, for the last step and any past it.
 #[test]
 fn second_step_calibrates_the_undercount() {
     struct Row {
@@ -381,6 +382,19 @@ fn second_step_calibrates_the_undercount() {
                 }
             }),
             want: &[512, 832, 3104],
+        },
+        Row {
+            name: "the first step did not shrink the excess, and inflight confirms ring_full's figure at the second (5 pages short of it): the second step goes to that figure, not to the limit",
+            burst: 3_000,
+            seen: |freed, pool| if pool <= 512 { freed / 16 } else { freed },
+            inflight: Some(|burst, pool| {
+                if pool <= 512 {
+                    u64::from(pool) + 300
+                } else {
+                    burst - 5 + u64::from(pool)
+                }
+            }),
+            want: &[512, 832, 3744],
         },
     ];
     for row in rows {
