@@ -476,48 +476,30 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 continue;
             };
             let verdict = ev.judge(&dev, now, threshold);
-            let outcome = match &verdict {
-                Verdict::Harmful(why) => {
-                    tracing::warn!(device = %dev.name, knob = %ev.knob, "change made harm worse ({why}): reverting {} -> {}", ev.to, ev.from);
-                    self.expected.insert((ev.key.clone(), ev.knob), ev.from);
-                    match set_knob(&*self.kernel, dev.ifindex, ev.knob, ev.from).await {
-                        Ok(Some(v)) => {
-                            self.expected.insert((ev.key.clone(), ev.knob), v);
-                            self.count_action(&dev.name, ev.knob, "revert", "applied");
-                        }
-                        other => {
-                            self.expected.insert((ev.key.clone(), ev.knob), ev.to);
-                            self.count_action(&dev.name, ev.knob, "revert", "failed");
-                            let msg = match other {
-                                Err(e) => e.to_string(),
-                                Ok(_) => "no read-back".to_owned(),
-                            };
-                            self.fail(&ev.key, &dev.name, format!("revert failed: {msg}"));
-                        }
+            let outcome = verdict.outcome();
+            if let Verdict::Harmful(why) = &verdict {
+                tracing::warn!(device = %dev.name, knob = %ev.knob, "change made harm worse ({why}): reverting {} -> {}", ev.to, ev.from);
+                self.expected.insert((ev.key.clone(), ev.knob), ev.from);
+                match set_knob(&*self.kernel, dev.ifindex, ev.knob, ev.from).await {
+                    Ok(Some(v)) => {
+                        self.expected.insert((ev.key.clone(), ev.knob), v);
+                        self.count_action(&dev.name, ev.knob, "revert", "applied");
                     }
-                    Outcome::Reverted
+                    other => {
+                        self.expected.insert((ev.key.clone(), ev.knob), ev.to);
+                        self.count_action(&dev.name, ev.knob, "revert", "failed");
+                        let msg = match other {
+                            Err(e) => e.to_string(),
+                            Ok(_) => "no read-back".to_owned(),
+                        };
+                        self.fail(&ev.key, &dev.name, format!("revert failed: {msg}"));
+                    }
                 }
-                Verdict::Ineffective(why) => {
-                    tracing::info!(device = %dev.name, knob = %ev.knob, "change {} -> {} was ineffective: {why}", ev.from, ev.to);
-                    Outcome::Ineffective
-                }
-                Verdict::Effective(why) => {
-                    tracing::info!(device = %dev.name, knob = %ev.knob, "change {} -> {} was effective: {why}", ev.from, ev.to);
-                    Outcome::Effective
-                }
-                Verdict::NoData(why) => {
-                    tracing::info!(device = %dev.name, knob = %ev.knob, "change {} -> {} could not be judged: {why}", ev.from, ev.to);
-                    Outcome::Inconclusive
-                }
-            };
-            let result = match outcome {
-                Outcome::Reverted => "reverted",
-                Outcome::Ineffective => "ineffective",
-                Outcome::Inconclusive => "inconclusive",
-                _ => "effective",
-            };
+            } else {
+                tracing::info!(device = %dev.name, knob = %ev.knob, "change {} -> {}: {outcome}: {}", ev.from, ev.to, verdict.why());
+            }
             let direction = if ev.to >= ev.from { "grow" } else { "shrink" };
-            self.count_action(&dev.name, ev.knob, direction, result);
+            self.count_action(&dev.name, ev.knob, direction, outcome.label());
             self.set_outcome(&ev.key, ev.knob, &outcome);
         }
         let _ = self.save_state();

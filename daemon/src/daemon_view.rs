@@ -5,7 +5,6 @@
 use std::fmt::Write as _;
 
 use policy::Mode;
-use policy::engine::Outcome;
 
 use crate::control::{
     ActionView, BackoffView, DaemonView, DecisionView, DeviceView, VIEW_SCHEMA_VERSION,
@@ -40,20 +39,6 @@ pub(crate) struct ViewInput<'a> {
     pub backoff: &'a BTreeMap<String, Backoff>,
     pub overrides: &'a BTreeMap<(String, Knob), DeviceId>,
     pub evaluations: &'a [Evaluation],
-}
-
-fn outcome_text(o: &Outcome) -> String {
-    match o {
-        Outcome::Pending => "pending (evaluating)".into(),
-        Outcome::Effective => "effective".into(),
-        Outcome::Ineffective => "ineffective".into(),
-        Outcome::Reverted => "reverted (made harm worse)".into(),
-        Outcome::Inconclusive => "inconclusive (a counter reset: no data)".into(),
-        Outcome::Refused { errno, message } => {
-            format!("refused by the kernel: {message} (errno {errno})")
-        }
-        Outcome::Failed { message } => format!("failed: {message}"),
-    }
 }
 
 pub(crate) fn build(d: &ViewInput<'_>) -> DaemonView {
@@ -111,7 +96,7 @@ pub(crate) fn build(d: &ViewInput<'_>) -> DaemonView {
                             knob: a.knob.to_string(),
                             from: a.from,
                             to: a.to,
-                            outcome: outcome_text(&a.outcome),
+                            outcome: a.outcome.to_string(),
                             reason: a.reason.clone(),
                             age_s: wall_ms.saturating_sub(a.at_unix_ms) / 1000,
                         })

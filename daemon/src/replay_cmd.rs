@@ -317,7 +317,7 @@ pub fn history(since: Option<u64>, interfaces: &[String], json: bool) -> anyhow:
             c.from,
             c.to,
             c.reason.as_deref().unwrap_or("-"),
-            outcome_text(&c.outcome)
+            c.outcome
         );
         if let Some(m) = &c.message {
             println!("    {m}");
@@ -333,19 +333,4 @@ pub fn history(since: Option<u64>, interfaces: &[String], json: bool) -> anyhow:
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn outcome_text(o: &policy::Outcome) -> String {
-    use policy::Outcome as O;
-    match o {
-        O::Pending => "pending (under evaluation)".into(),
-        O::Effective => "effective".into(),
-        O::Ineffective => "ineffective".into(),
-        O::Reverted => "reverted (made harm worse)".into(),
-        O::Inconclusive => "inconclusive".into(),
-        O::Refused { errno, message } => {
-            format!("refused by the kernel (errno {errno}: {message})")
-        }
-        O::Failed { message } => format!("failed: {message}"),
-    }
 }

@@ -44,6 +44,39 @@ pub enum Outcome {
     Failed { message: String },
 }
 
+impl Outcome {
+    /// A one-word label (the `result` of `pptune_actions_total`).
+    #[must_use]
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Effective => "effective",
+            Self::Ineffective => "ineffective",
+            Self::Reverted => "reverted",
+            Self::Inconclusive => "inconclusive",
+            Self::Refused { .. } => "refused",
+            Self::Failed { .. } => "failed",
+        }
+    }
+}
+
+/// The outcome as an operator reads it (`status`, `history`).
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Pending => f.write_str("pending (under evaluation)"),
+            Self::Effective => f.write_str("effective"),
+            Self::Ineffective => f.write_str("ineffective"),
+            Self::Reverted => f.write_str("reverted (made harm worse)"),
+            Self::Inconclusive => f.write_str("inconclusive (no data to judge by)"),
+            Self::Refused { errno, message } => {
+                write!(f, "refused by the kernel: {message} (errno {errno})")
+            }
+            Self::Failed { message } => write!(f, "failed: {message}"),
+        }
+    }
+}
+
 /// One change pptune made (or tried), as the engine needs to know it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ActionRecord {

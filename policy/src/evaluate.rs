@@ -97,6 +97,14 @@ impl Verdict {
             Self::NoData(_) => Outcome::Inconclusive,
         }
     }
+
+    /// Why, in words (the evidence behind the verdict).
+    #[must_use]
+    pub fn why(&self) -> &str {
+        match self {
+            Self::Harmful(w) | Self::Ineffective(w) | Self::Effective(w) | Self::NoData(w) => w,
+        }
+    }
 }
 
 /// Harm is "worse" when it grew by half and by a floor that keeps noise on
