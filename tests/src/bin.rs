@@ -45,6 +45,21 @@ pub fn in_netns(script: &str) -> Command {
     c
 }
 
+/// Where a daemon a test starts keeps its files: `RUNTIME_DIRECTORY` (the
+/// state record, the control socket) and `STATE_DIRECTORY` (the recording,
+/// the change journal), both `dir`, never the host's `/run/pptune` or
+/// `/var/lib/pptune`.
+pub trait DaemonDirs {
+    fn daemon_dirs(&mut self, dir: impl AsRef<std::ffi::OsStr>) -> &mut Self;
+}
+
+impl DaemonDirs for Command {
+    fn daemon_dirs(&mut self, dir: impl AsRef<std::ffi::OsStr>) -> &mut Self {
+        self.env("RUNTIME_DIRECTORY", dir.as_ref())
+            .env("STATE_DIRECTORY", dir.as_ref())
+    }
+}
+
 /// Whether this process runs as uid 0.
 #[must_use]
 pub fn is_root() -> bool {

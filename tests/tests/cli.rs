@@ -11,7 +11,7 @@ use std::os::unix::process::ExitStatusExt as _;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use pptune_tests::bin::{in_netns, pptune_bin, require_root};
+use pptune_tests::bin::{DaemonDirs, in_netns, pptune_bin, require_root};
 
 fn pptune(args: &[&str]) -> Output {
     Command::new(pptune_bin()).args(args).output().unwrap()
@@ -199,8 +199,7 @@ fn restore_of_an_unknown_interface_says_so() {
     require_root("a throwaway network namespace");
     let dir = tempfile::tempdir().unwrap();
     let out = in_netns("ip link add ppt0 type veth peer name ppt1 && \"$0\" restore -i nosuch0 ; echo \"status=$?\"; \"$0\" restore -i ppt0")
-        .env("RUNTIME_DIRECTORY", dir.path())
-.env("STATE_DIRECTORY", dir.path())
+        .daemon_dirs(dir.path())
         .output()
         .unwrap();
     let stdout = text(&out.stdout);

@@ -19,7 +19,7 @@ use pptune::metrics::Metrics;
 use pptune::notify::Notifier;
 use pptune::rollout::HostId;
 use pptune::run::{Options, PolicyEngine, PolicySource, run};
-use pptune_tests::bin::{in_netns, require_root};
+use pptune_tests::bin::{DaemonDirs, in_netns, require_root};
 use pptune_tests::fake::{self, FakeKernel};
 use tokio::sync::mpsc;
 
@@ -118,8 +118,7 @@ fn status_names_the_owners_and_run_defers_in_a_netns() {
         .arg(&policy)
         .arg(dir.path())
         .env("PPTUNE_COEXIST_ROOT", &root)
-        .env("RUNTIME_DIRECTORY", dir.path())
-.env("STATE_DIRECTORY", dir.path())
+        .daemon_dirs(dir.path())
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -174,8 +173,7 @@ fn export_installed_back_reproduces_the_values() {
              for f in systemd-link networkmanager tuned; do \"$0\" export --format $f; done; \
              \"$0\" status --json -i ppt0 > \"$1/status.json\"")
         .arg(&root)
-        .env("RUNTIME_DIRECTORY", dir.path())
-.env("STATE_DIRECTORY", dir.path())
+        .daemon_dirs(dir.path())
         .env("PPTUNE_COEXIST_ROOT", &root)
         .output()
         .unwrap();

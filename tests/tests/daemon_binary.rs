@@ -12,7 +12,7 @@ use std::os::unix::net::UnixDatagram;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use pptune_tests::bin::{in_netns, pptune_bin, require_root};
+use pptune_tests::bin::{DaemonDirs, in_netns, pptune_bin, require_root};
 use tokio::time::Instant;
 
 /// Datagrams received until `pred` matches one, or the deadline.
@@ -53,8 +53,7 @@ fn invalid_policy_exits_78_for_check_and_run() {
     for cmd in ["check", "run"] {
         let out = Command::new(pptune_bin())
             .args(["--config", bad.to_str().unwrap(), cmd])
-            .env("RUNTIME_DIRECTORY", dir.path())
-            .env("STATE_DIRECTORY", dir.path())
+            .daemon_dirs(dir.path())
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(78), "{cmd}: {out:?}");
@@ -88,8 +87,7 @@ fn systemd_notify_reload_device_appearance_and_sigterm_in_a_netns() {
     .arg(&cfg)
     .env("NOTIFY_SOCKET", &notify)
     .env("WATCHDOG_USEC", "2000000")
-    .env("RUNTIME_DIRECTORY", &run_dir)
-    .env("STATE_DIRECTORY", &run_dir)
+    .daemon_dirs(&run_dir)
     .env_remove("WATCHDOG_PID")
     .env_remove("JOURNAL_STREAM")
     .stdout(Stdio::null())
@@ -203,8 +201,7 @@ fn an_ethtool_change_by_hand_is_an_operator_override_on_the_real_kernel() {
     let mut child = in_netns("ip link set lo up && ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 && ip link set ppt0 up && ip link set ppt1 up && exec \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0")
         .arg(&policy)
         .env("NOTIFY_SOCKET", &notify)
-        .env("RUNTIME_DIRECTORY", &run_dir)
-.env("STATE_DIRECTORY", &run_dir)
+        .daemon_dirs(&run_dir)
         .env_remove("JOURNAL_STREAM")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.path().join("log")).unwrap())
@@ -290,8 +287,7 @@ fn restore_command_puts_a_recorded_original_back_on_the_real_kernel() {
     )
     .unwrap();
     let out = in_netns("ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 && ethtool -L ppt0 rx 2 && \"$0\" restore && ethtool -l ppt0")
-        .env("RUNTIME_DIRECTORY", dir.path())
-.env("STATE_DIRECTORY", dir.path())
+        .daemon_dirs(dir.path())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -328,8 +324,7 @@ fn plan_answers_at_once_when_nothing_can_be_judged_and_changes_nothing() {
     let t0 = Instant::now();
     let out = in_netns("ip link add ppt0 type veth peer name ppt1 && \"$0\" --config \"$1\" plan --json && ethtool -l ppt0 | tail -4")
         .arg(&policy)
-        .env("RUNTIME_DIRECTORY", dir.path())
-.env("STATE_DIRECTORY", dir.path())
+        .daemon_dirs(dir.path())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -7,7 +7,7 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use pptune_tests::bin::{in_netns, pptune_bin, require_root};
+use pptune_tests::bin::{DaemonDirs, in_netns, pptune_bin, require_root};
 
 #[test]
 fn a_second_daemon_in_the_same_netns_exits_with_a_clear_message() {
@@ -25,8 +25,7 @@ fn a_second_daemon_in_the_same_netns_exits_with_a_clear_message() {
             .arg(pptune_bin())
             .args(["--config", cfg.to_str().unwrap(), "run"])
             .args(["--metrics-listen", "127.0.0.1:0"])
-            .env("RUNTIME_DIRECTORY", dir.path().join(runtime))
-            .env("STATE_DIRECTORY", dir.path().join(runtime))
+            .daemon_dirs(dir.path().join(runtime))
             .env_remove("NOTIFY_SOCKET")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -37,8 +36,7 @@ fn a_second_daemon_in_the_same_netns_exits_with_a_clear_message() {
         "ip link set lo up && exec \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0",
     )
     .arg(&cfg)
-    .env("RUNTIME_DIRECTORY", dir.path().join("a"))
-    .env("STATE_DIRECTORY", dir.path().join("a"))
+    .daemon_dirs(dir.path().join("a"))
     .env_remove("NOTIFY_SOCKET")
     .stdout(Stdio::null())
     .stderr(Stdio::null())

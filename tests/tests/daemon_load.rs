@@ -28,7 +28,7 @@ use std::time::Duration;
 use netlink::netns::TempNetns;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use pptune_tests::bin::{pptune_bin, require_root};
+use pptune_tests::bin::{DaemonDirs, pptune_bin, require_root};
 use tokio::time::Instant;
 
 const METRICS: &str = "127.0.0.1:9864";
@@ -73,8 +73,7 @@ impl Daemon {
             .arg("--config")
             .arg(dir.join("policy.yaml"))
             .args(["run", "--metrics-listen", METRICS, "--log-format", "json"])
-            .env("RUNTIME_DIRECTORY", &run_dir)
-            .env("STATE_DIRECTORY", &run_dir)
+            .daemon_dirs(&run_dir)
             .env_remove("NOTIFY_SOCKET")
             .env_remove("JOURNAL_STREAM")
             .stdout(Stdio::null())

@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use pptune::state::read_boot_id;
-use pptune_tests::bin::{in_netns, pptune_bin, require_root};
+use pptune_tests::bin::{DaemonDirs, in_netns, pptune_bin, require_root};
 
 /// A record a newer pptune might write: schema 2, this boot, a field this
 /// one does not know (its originals would live there).
@@ -24,8 +24,7 @@ fn newer_record() -> String {
 fn restore(run_dir: &Path) -> Output {
     Command::new(pptune_bin())
         .arg("restore")
-        .env("RUNTIME_DIRECTORY", run_dir)
-        .env("STATE_DIRECTORY", run_dir)
+        .daemon_dirs(run_dir)
         .output()
         .unwrap()
 }
@@ -77,8 +76,7 @@ fn run_daemon(dir: &Path, until: &str) -> (String, Option<i32>) {
         "ip link set lo up && exec \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0",
     )
     .arg(&cfg)
-    .env("RUNTIME_DIRECTORY", dir)
-    .env("STATE_DIRECTORY", dir)
+    .daemon_dirs(dir)
     .env_remove("NOTIFY_SOCKET")
     .env_remove("JOURNAL_STREAM")
     .stdout(Stdio::null())

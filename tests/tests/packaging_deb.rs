@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use pptune_tests::bin::require_root;
+use pptune_tests::bin::{DaemonDirs, require_root};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -368,8 +368,7 @@ fn run_packaged_daemon(x: &Path) {
         .args(["netns", "exec", &ns.0])
         .arg(&bin)
         .arg("restore")
-        .env("RUNTIME_DIRECTORY", &rt)
-        .env("STATE_DIRECTORY", &rt));
+        .daemon_dirs(&rt));
     assert!(rt.join("state.lock").exists(), "restore took no lock");
 
     let sock_path = x.join("notify.sock");
@@ -387,8 +386,7 @@ fn run_packaged_daemon(x: &Path) {
         ])
         .arg(&bin)
         .args(["run", "--metrics-listen", "127.0.0.1:0"])
-        .env("RUNTIME_DIRECTORY", &rt)
-        .env("STATE_DIRECTORY", &rt)
+        .daemon_dirs(&rt)
         .env("CONFIGURATION_DIRECTORY", &conf)
         .env("NOTIFY_SOCKET", &sock_path)
         .stdout(Stdio::null())

@@ -10,7 +10,7 @@
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use pptune_tests::bin::{in_netns, require_root};
+use pptune_tests::bin::{DaemonDirs, in_netns, require_root};
 
 #[test]
 fn verify_after_a_change_an_operator_override_and_a_restore() {
@@ -29,11 +29,7 @@ fn verify_after_a_change_an_operator_override_and_a_restore() {
         "$0" verify; echo "status=$?"
         ethtool -l ppt0
     "#;
-    let out = in_netns(script)
-        .env("RUNTIME_DIRECTORY", dir.path())
-        .env("STATE_DIRECTORY", dir.path())
-        .output()
-        .unwrap();
+    let out = in_netns(script).daemon_dirs(dir.path()).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{out:?}");
@@ -85,8 +81,7 @@ fn plan_detailed_exitcode_is_0_when_everything_holds() {
     .unwrap();
     let out = in_netns("ip link add ppt0 type veth peer name ppt1 && \"$0\" plan --config \"$1\" --detailed-exitcode")
         .arg(&policy)
-        .env("RUNTIME_DIRECTORY", dir.path())
-.env("STATE_DIRECTORY", dir.path())
+        .daemon_dirs(dir.path())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

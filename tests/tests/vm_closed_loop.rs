@@ -21,6 +21,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 #![allow(clippy::cast_precision_loss)]
 
+use pptune_tests::bin::DaemonDirs;
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -218,8 +219,7 @@ impl Pptune {
                 "--metrics-listen",
                 &format!("127.0.0.1:{}", self.port),
             ])
-            .env("RUNTIME_DIRECTORY", self.dir.join("run"))
-            .env("STATE_DIRECTORY", self.dir.join("run"))
+            .daemon_dirs(self.dir.join("run"))
             .env("PPTUNE_LOG", "info")
             .env_remove("NOTIFY_SOCKET")
             .env_remove("JOURNAL_STREAM")
@@ -237,8 +237,7 @@ impl Pptune {
             c.arg("--config").arg(&self.config);
         }
         c.args(args)
-            .env("RUNTIME_DIRECTORY", self.dir.join("run"))
-            .env("STATE_DIRECTORY", self.dir.join("run"))
+            .daemon_dirs(self.dir.join("run"))
             .output()
             .unwrap()
     }

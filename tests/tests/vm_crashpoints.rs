@@ -17,7 +17,7 @@ use std::process::{Child, Command};
 use std::time::Duration;
 
 use netlink::Client;
-use pptune_tests::bin::pptune_bin;
+use pptune_tests::bin::{DaemonDirs, pptune_bin};
 use pptune_tests::ppsim::{CostPreset, Knobs, Ppsim, PpsimDev};
 use pptune_tests::vm::{repo_root, require_vm};
 use tokio::time::{Instant, sleep};
@@ -161,15 +161,12 @@ async fn sigkill_at_random_points_loses_no_original() {
         cmd.arg("--config")
             .arg(&policy)
             .args(["run", "--metrics-listen", "127.0.0.1:0"])
-            .env("RUNTIME_DIRECTORY", &run)
-            .env("STATE_DIRECTORY", &run);
+            .daemon_dirs(&run);
         spawn(&mut cmd, &log)
     };
     let restore = || {
         let mut cmd = Command::new(pptune_bin());
-        cmd.arg("restore")
-            .env("RUNTIME_DIRECTORY", &run)
-            .env("STATE_DIRECTORY", &run);
+        cmd.arg("restore").daemon_dirs(&run);
         spawn(&mut cmd, &log)
     };
     let mut t = Tally {
@@ -260,8 +257,7 @@ async fn sigkill_at_random_points_loses_no_original() {
         }
         let out = Command::new(pptune_bin())
             .arg("restore")
-            .env("RUNTIME_DIRECTORY", &run)
-            .env("STATE_DIRECTORY", &run)
+            .daemon_dirs(&run)
             .output()
             .unwrap();
         let ring = rx_ring(&c, &d).await;

@@ -20,6 +20,7 @@
 // Helpers outside #[test] fns fail the test the same way.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use pptune_tests::bin::DaemonDirs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -140,8 +141,7 @@ impl Daemon {
             .arg("--config")
             .arg(&config)
             .arg("run")
-            .env("RUNTIME_DIRECTORY", dir.join("run"))
-            .env("STATE_DIRECTORY", dir.join("run"))
+            .daemon_dirs(dir.join("run"))
             .env("PPTUNE_LOG", "info")
             .env_remove("NOTIFY_SOCKET")
             .env_remove("JOURNAL_STREAM")
