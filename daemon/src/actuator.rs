@@ -5,20 +5,27 @@
 //! backed off, never retried in a storm. A change pptune did not make
 //! (notification or sample differs from what it asked for) is an operator
 //! takeover of that knob until the policy is reloaded.
+//!
+//! [`Actuator`] owns what acting needs to remember (the history the gates
+//! read, backoff, open evaluations, overrides, the values it set); the loop
+//! lends it the kernel, the policy, the metrics and the state record for
+//! each call ([`Lent`]).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
+use policy::Policy;
 use policy::engine::{ActionRecord, Observation, Outcome};
+use policy::evaluate::{Evaluation, Rates, Verdict};
 use policy::gates::{self, Backoff};
 use policy::knobs::{self, Block};
 use policy::plan::{Decision, Knob, ReasonCode};
-use policy::snapshot::{Channels, Device, Rings, Snapshot};
+use policy::snapshot::{Channels, Device, DeviceId, Rings, Snapshot};
 
+use crate::clock::{Clock, local_time, now_unix, unix_ms};
 use crate::kernel::{Kernel, SetError};
-use crate::metrics::{ActionLabels, DevLabels, KnobLabels};
-use crate::run::{Daemon, Engine, unix_ms};
+use crate::metrics::{ActionLabels, DevLabels, KnobLabels, Metrics};
 use crate::state::{StateFile, StoredAction};
-use policy::evaluate::{Evaluation, Rates, Verdict};
 
 /// A knob's current value on a sampled device (`policy::knobs`).
 #[must_use]
@@ -121,56 +128,211 @@ pub async fn restore_originals<K: Kernel>(
     (lines, ok, done)
 }
 
-impl<K: Kernel, E: Engine> Daemon<K, E> {
-    fn device_by_key(&self, key: &str) -> Option<&Device> {
-        self.devices.values().find(|d| d.id.key() == key)
-    }
+/// The state record as the actuator uses it. The loop owns the file and
+/// writes it together with what else it keeps there (the engine's memory).
+pub(crate) trait Record: Send {
+    /// The record of originals and actions.
+    fn file(&mut self) -> &mut StateFile;
+    /// Writes the record; `false` (logged, counted) when it could not.
+    fn save(&mut self) -> bool;
+}
 
-    fn is_enforced(&self, key: &str) -> bool {
-        self.host_enforcing
-            && self
-                .last_decisions
-                .get(key)
-                .is_some_and(|(d, _)| d.mode == policy::Mode::Enforce)
-    }
+/// What the loop lends the actuator for one call; it keeps none of it.
+pub(crate) struct Lent<'a, K, R> {
+    pub kernel: &'a K,
+    pub policy: &'a Policy,
+    pub metrics: &'a Metrics,
+    pub clock: Clock,
+    pub record: R,
+}
 
-    pub(crate) fn check_override_rings(&mut self, ifindex: u32, rings: &Rings) {
-        for k in knobs::KNOBS.iter().filter(|k| k.block == Block::Rings) {
-            self.check_override(ifindex, k.knob, k.in_rings(rings));
+/// A block of knob values the kernel reported (notification or sample).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Seen<'a> {
+    Rings(&'a Rings),
+    Channels(&'a Channels),
+}
+
+/// What acting remembers between ticks.
+#[derive(Debug)]
+pub(crate) struct Actuator {
+    /// Recent changes, as the engine and the gates read them.
+    history: Vec<ActionRecord>,
+    /// (device key, knob) an operator took over, with the `DeviceId`.
+    overrides: BTreeMap<(String, Knob), DeviceId>,
+    /// What pptune last set (read back) per (device key, knob).
+    expected: BTreeMap<(String, Knob), u32>,
+    /// Failing devices, by key.
+    backoff: BTreeMap<String, Backoff>,
+    /// Open post-change windows.
+    evaluations: Vec<Evaluation>,
+    /// First backoff after a failure; doubles per failure up to an hour.
+    backoff_base: Duration,
+}
+
+fn count_action(metrics: &Metrics, device: &str, knob: Knob, direction: &str, result: &str) {
+    metrics
+        .actions
+        .get_or_create(&ActionLabels {
+            device: device.to_owned(),
+            knob: knob.to_string(),
+            direction: direction.to_owned(),
+            result: result.to_owned(),
+        })
+        .inc();
+}
+
+impl Actuator {
+    /// Starts from the state record a previous run left: its actions become
+    /// the history, stored wall times mapped onto this run's monotonic clock
+    /// (an action from before this run's origin gets `at` = 0, which keeps
+    /// its cooldown active for at least as long as it really is).
+    pub(crate) fn new(backoff_base: Duration, state: &StateFile, clock: Clock) -> Self {
+        let wall = now_unix();
+        let mono = clock.now();
+        let mut history: Vec<ActionRecord> = state
+            .devices
+            .values()
+            .flat_map(|r| {
+                // Older than the two hours the engine and budget look at:
+                // history, not input.
+                r.actions.iter().filter_map(move |a| {
+                    let ago = wall.saturating_sub(Duration::from_millis(a.at_unix_ms));
+                    (ago <= gates::HISTORY_KEEP).then(|| ActionRecord {
+                        device: r.id.clone(),
+                        knob: a.knob,
+                        from: a.from,
+                        to: a.to,
+                        at: mono.saturating_sub(ago),
+                        outcome: a.outcome.clone(),
+                    })
+                })
+            })
+            .collect();
+        history.sort_by_key(|a| a.at);
+        Self {
+            history,
+            overrides: BTreeMap::new(),
+            expected: BTreeMap::new(),
+            backoff: BTreeMap::new(),
+            evaluations: Vec::new(),
+            backoff_base,
         }
     }
 
-    pub(crate) fn check_override_channels(&mut self, ifindex: u32, ch: &Channels) {
-        for k in knobs::KNOBS.iter().filter(|k| k.block == Block::Channels) {
-            self.check_override(ifindex, k.knob, k.in_channels(ch));
-        }
+    pub(crate) fn history(&self) -> &[ActionRecord] {
+        &self.history
     }
 
-    /// Compares a knob's new value with what pptune asked for (or, for a
-    /// knob it has not set yet on an enforced device, with the value it last
-    /// saw). pptune receives its own notifications too: compare, don't assume.
-    fn check_override(&mut self, ifindex: u32, knob: Knob, seen: Option<u32>) {
-        let Some(seen) = seen else { return };
-        let Some(dev) = self.devices.get(&ifindex).cloned() else {
-            return;
-        };
+    pub(crate) fn backoff(&self) -> &BTreeMap<String, Backoff> {
+        &self.backoff
+    }
+
+    pub(crate) fn overrides(&self) -> &BTreeMap<(String, Knob), DeviceId> {
+        &self.overrides
+    }
+
+    pub(crate) fn evaluations(&self) -> &[Evaluation] {
+        &self.evaluations
+    }
+
+    /// Whether the device is backed off at `now`.
+    pub(crate) fn backed_off(&self, key: &str, now: Duration) -> bool {
+        self.backoff.get(key).is_some_and(|b| b.active(now))
+    }
+
+    /// How many devices are backed off at `now`.
+    pub(crate) fn backed_off_count(&self, now: Duration) -> usize {
+        self.backoff.values().filter(|b| b.active(now)).count()
+    }
+
+    /// The knobs operators took over, and those `deferred` to another
+    /// configuration that owns them, as the engine and the gates read them.
+    pub(crate) fn override_list(&self, deferred: &[(DeviceId, Knob)]) -> Vec<(DeviceId, Knob)> {
+        self.overrides
+            .iter()
+            .map(|((_, k), id)| (id.clone(), *k))
+            .chain(deferred.iter().cloned())
+            .collect()
+    }
+
+    /// Drops history older than what the gates and the engine read.
+    pub(crate) fn prune_history(&mut self, now: Duration) {
+        let keep = gates::HISTORY_KEEP;
+        self.history
+            .retain(|a| now.saturating_sub(a.at) <= keep || now < keep);
+    }
+
+    /// A device vanished: its open evaluations cannot be judged.
+    pub(crate) fn forget_device(&mut self, key: &str) {
+        self.evaluations.retain(|e| e.key != key);
+    }
+
+    /// After a reload: a changed policy clears the backoff; an operator's
+    /// takeover lasts until the policy is reloaded, changed or not.
+    pub(crate) fn policy_reloaded(&mut self, changed: bool) {
+        if changed {
+            self.backoff.clear();
+        }
+        if !self.overrides.is_empty() {
+            tracing::info!(
+                count = self.overrides.len(),
+                "policy reloaded: operator overrides cleared"
+            );
+        }
+        self.overrides.clear();
+    }
+
+    /// Compares the knobs of a reported block with what pptune set (or, for
+    /// a knob it has not set yet on an `enforced` device, with the value it
+    /// last saw in `dev`). Returns whether an operator took one over.
+    pub(crate) fn check_overrides<K, R: Record>(
+        &mut self,
+        dev: &Device,
+        enforced: bool,
+        seen: Seen<'_>,
+        io: &mut Lent<'_, K, R>,
+    ) -> bool {
+        let mut taken = false;
+        for k in knobs::KNOBS.iter() {
+            let value = match (seen, k.block) {
+                (Seen::Rings(r), Block::Rings) => k.in_rings(r),
+                (Seen::Channels(c), Block::Channels) => k.in_channels(c),
+                _ => continue,
+            };
+            taken |= self.check_override(dev, enforced, k.knob, value, io);
+        }
+        taken
+    }
+
+    /// One knob of [`Self::check_overrides`]. pptune receives its own
+    /// notifications too: compare, don't assume.
+    fn check_override<K, R: Record>(
+        &mut self,
+        dev: &Device,
+        enforced: bool,
+        knob: Knob,
+        seen: Option<u32>,
+        io: &mut Lent<'_, K, R>,
+    ) -> bool {
+        let Some(seen) = seen else { return false };
         let key = dev.id.key();
         if self.overrides.contains_key(&(key.clone(), knob)) {
-            return;
+            return false;
         }
         // A knob the policy does not manage (rings or channels disabled) is
         // the operator's anyway: only managed fields count.
-        let managed = (knobs::desc(knob).managed)(&self.policy);
+        let managed = (knobs::desc(knob).managed)(io.policy);
         let reference = match self.expected.get(&(key.clone(), knob)) {
             Some(v) => *v,
-            None if managed && self.is_enforced(&key) => match knob_value(&dev, knob) {
+            None if managed && enforced => match knob_value(dev, knob) {
                 Some(v) => v,
-                None => return,
+                None => return false,
             },
-            None => return,
+            None => return false,
         };
         if seen == reference {
-            return;
+            return false;
         }
         tracing::warn!(
             device = %dev.name,
@@ -186,32 +348,20 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             .retain(|e| !(e.key == key && e.knob == knob));
         // The operator owns the value now: restoring our recorded original
         // on stop would undo their change.
-        self.state.forget_original(&dev.id, knob);
-        self.metrics
+        io.record.file().forget_original(&dev.id, knob);
+        io.metrics
             .overrides
             .get_or_create(&KnobLabels {
                 device: dev.name.clone(),
                 knob: knob.to_string(),
             })
             .inc();
-        let _ = self.save_state();
-        self.update_view();
+        let _ = io.record.save();
+        true
     }
 
-    fn count_action(&self, device: &str, knob: Knob, direction: &str, result: &str) {
-        self.metrics
-            .actions
-            .get_or_create(&ActionLabels {
-                device: device.to_owned(),
-                knob: knob.to_string(),
-                direction: direction.to_owned(),
-                result: result.to_owned(),
-            })
-            .inc();
-    }
-
-    fn fail(&mut self, key: &str, device: &str, error: String) {
-        let now = self.now();
+    fn fail<K, R>(&mut self, key: &str, device: &str, error: String, io: &Lent<'_, K, R>) {
+        let now = io.clock.now();
         let b = Backoff::after_failure(self.backoff.get(key), now, self.backoff_base, error);
         let delay = b.until.saturating_sub(now);
         let (failures, error) = (b.failures, b.last_error.clone());
@@ -223,7 +373,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             error = %error,
             "device backed off"
         );
-        self.metrics
+        io.metrics
             .backoff
             .get_or_create(&DevLabels {
                 device: device.to_owned(),
@@ -233,34 +383,44 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
 
     /// Applies one decision, if the gates still admit it (the plan asked
     /// them too; an earlier change in this tick may have used up what this
-    /// one needed). `snap` is the sample the plan was made from.
-    pub(crate) async fn actuate(&mut self, dec: &Decision, snap: &Snapshot) {
+    /// one needed). `snap` is the sample the plan was made from, `prev` the
+    /// one before it (the baseline), `deferred` the knobs another
+    /// configuration owns. Returns whether the device vanished (the loop
+    /// drops it from its map).
+    pub(crate) async fn actuate<K: Kernel, R: Record>(
+        &mut self,
+        dec: &Decision,
+        snap: &Snapshot,
+        prev: Option<&(Snapshot, Duration)>,
+        deferred: &[(DeviceId, Knob)],
+        mut io: Lent<'_, K, R>,
+    ) -> bool {
         let (knob, from, to) = match dec.action {
-            policy::Action::Hold => return,
+            policy::Action::Hold => return false,
             policy::Action::SetRing { field, from, to } => (Knob::Ring(field), from, to),
             policy::Action::SetChannels { field, from, to } => (Knob::Channels(field), from, to),
         };
         let key = dec.device_id.key();
         let name = dec.device.clone();
         let direction = if to >= from { "grow" } else { "shrink" };
-        let now = self.now();
+        let now = io.clock.now();
         let Some(dev) = snap.devices.iter().find(|d| d.ifindex == dec.ifindex) else {
-            return;
+            return false;
         };
-        let overrides = self.override_list();
+        let overrides = self.override_list(deferred);
         let obs = Observation {
             previous: None,
             current: snap,
             elapsed: Duration::ZERO,
             now,
-            local_time: Some(crate::run::local_time()),
+            local_time: Some(local_time()),
             history: &self.history,
             overrides: &overrides,
             originals: &[],
             backoff: &self.backoff,
         };
         if let Err(held) = gates::admit(
-            &self.policy,
+            io.policy,
             &obs,
             dev,
             dec.mode,
@@ -276,51 +436,62 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 r => r.as_str(),
             };
             tracing::info!(device = %name, knob = %knob, reason = held.reason.as_str(), "not acting: {}", held.message);
-            self.count_action(&name, knob, direction, &format!("skipped_{what}"));
-            return;
+            count_action(
+                io.metrics,
+                &name,
+                knob,
+                direction,
+                &format!("skipped_{what}"),
+            );
+            return false;
         }
         // Sample right before: the pools and their counters are about to be
         // replaced, so this is the baseline's last word.
-        let pre = match self.kernel.sample_device(dec.ifindex).await {
+        let pre = match io.kernel.sample_device(dec.ifindex).await {
             Ok(Some(d)) => d,
             Ok(None) => {
                 tracing::info!(device = %name, "device vanished before the change");
-                self.devices.remove(&dec.ifindex);
-                return;
+                return true;
             }
             Err(e) => {
-                self.metrics.error("sample_device");
-                self.fail(&key, &name, format!("sampling before the change: {e}"));
-                return;
+                io.metrics.error("sample_device");
+                self.fail(&key, &name, format!("sampling before the change: {e}"), &io);
+                return false;
             }
         };
         let Some(live) = knob_value(&pre, knob) else {
-            return;
+            return false;
         };
         if live == to {
             self.expected.insert((key, knob), live);
-            return;
+            return false;
         }
         if live != from {
             // The world moved since the plan; the next tick plans afresh.
             tracing::info!(device = %name, knob = %knob, planned_from = from, live, "value changed since the plan; not acting");
-            return;
+            return false;
         }
-        let baseline = self.prev.as_ref().and_then(|(p, at)| {
+        let baseline = prev.and_then(|(p, at)| {
             let before = p.devices.iter().find(|d| d.id.key() == key)?;
             Rates::between(before, &pre, now.saturating_sub(*at))
         });
-        if self.state.record_original(&pre.id, &pre.name, knob, live) && !self.save_state() {
+        if io
+            .record
+            .file()
+            .record_original(&pre.id, &pre.name, knob, live)
+            && !io.record.save()
+        {
             // The original must be on disk before the knob moves: a full
             // or read-only state directory stops enforcing, not observing.
-            self.state.forget_original(&pre.id, knob);
+            io.record.file().forget_original(&pre.id, knob);
             tracing::error!(device = %name, knob = %knob, "not acting: the original could not be written to the state record");
-            return;
+            return false;
         }
         // Before sending: our own notification may arrive first.
         self.expected.insert((key.clone(), knob), to);
-        let result = set_knob(&*self.kernel, dec.ifindex, knob, to).await;
-        let at = self.now();
+        let result = set_knob(io.kernel, dec.ifindex, knob, to).await;
+        let at = io.clock.now();
+        let mut gone = false;
         let outcome = match result {
             Ok(Some(v)) if v != from => {
                 if v != to {
@@ -328,8 +499,8 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 }
                 self.expected.insert((key.clone(), knob), v);
                 self.backoff.remove(&key);
-                self.count_action(&name, knob, direction, "applied");
-                self.metrics
+                count_action(io.metrics, &name, knob, direction, "applied");
+                io.metrics
                     .last_action
                     .get_or_create(&DevLabels {
                         device: name.clone(),
@@ -343,7 +514,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                     recommendation = %dec.id,
                     "changed {knob} on {name}: {from} -> {v}"
                 );
-                let start = match self.kernel.sample_device(dec.ifindex).await {
+                let start = match io.kernel.sample_device(dec.ifindex).await {
                     Ok(Some(d)) => d,
                     _ => pre.clone(),
                 };
@@ -353,10 +524,10 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                     from,
                     to: v,
                     reason: dec.reason,
-                    ends: at.saturating_add(self.policy.timing.evaluation),
+                    ends: at.saturating_add(io.policy.timing.evaluation),
                     baseline,
                     start,
-                    start_at: self.now(),
+                    start_at: io.clock.now(),
                     settled: false,
                 });
                 Outcome::Pending
@@ -367,9 +538,9 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                     v.map_or_else(|| "nothing".to_owned(), |v| v.to_string())
                 );
                 self.expected.insert((key.clone(), knob), live);
-                self.metrics.error("verify");
-                self.count_action(&name, knob, direction, "failed");
-                self.fail(&key, &name, msg.clone());
+                io.metrics.error("verify");
+                count_action(io.metrics, &name, knob, direction, "failed");
+                self.fail(&key, &name, msg.clone(), &io);
                 Outcome::Failed { message: msg }
             }
             Err(SetError::Refused {
@@ -378,13 +549,18 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 attr,
             }) => {
                 self.expected.insert((key.clone(), knob), live);
-                self.count_action(&name, knob, direction, "refused");
+                count_action(io.metrics, &name, knob, direction, "refused");
                 let msg = match &attr {
                     Some(a) => format!("{message} (attribute {a})"),
                     None => message.clone(),
                 };
                 tracing::warn!(device = %name, knob = %knob, to, errno, "kernel refused: {msg}");
-                self.fail(&key, &name, format!("kernel refused {knob}={to}: {msg}"));
+                self.fail(
+                    &key,
+                    &name,
+                    format!("kernel refused {knob}={to}: {msg}"),
+                    &io,
+                );
                 Outcome::Refused {
                     errno,
                     message: msg,
@@ -392,17 +568,17 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             }
             Err(SetError::DeviceGone(_)) => {
                 self.expected.remove(&(key.clone(), knob));
-                self.devices.remove(&dec.ifindex);
-                self.count_action(&name, knob, direction, "failed");
+                gone = true;
+                count_action(io.metrics, &name, knob, direction, "failed");
                 Outcome::Failed {
                     message: "device vanished during the change".into(),
                 }
             }
             Err(e) => {
                 self.expected.insert((key.clone(), knob), live);
-                self.metrics.error("set");
-                self.count_action(&name, knob, direction, "failed");
-                self.fail(&key, &name, e.to_string());
+                io.metrics.error("set");
+                count_action(io.metrics, &name, knob, direction, "failed");
+                self.fail(&key, &name, e.to_string(), &io);
                 Outcome::Failed {
                     message: e.to_string(),
                 }
@@ -424,7 +600,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             at,
             outcome: outcome.clone(),
         });
-        self.state.push_action(
+        io.record.file().push_action(
             &dec.device_id,
             &name,
             StoredAction {
@@ -436,10 +612,12 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 outcome,
             },
         );
-        let _ = self.save_state();
+        let _ = io.record.save();
+        gone
     }
 
-    fn set_outcome(&mut self, key: &str, knob: Knob, outcome: &Outcome) {
+    fn set_outcome(&mut self, id: &DeviceId, knob: Knob, outcome: &Outcome, state: &mut StateFile) {
+        let key = id.key();
         if let Some(a) = self
             .history
             .iter_mut()
@@ -448,16 +626,20 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         {
             a.outcome = outcome.clone();
         }
-        if let Some(id) = self.device_by_key(key).map(|d| d.id.clone()) {
-            self.state.set_last_outcome(&id, knob, outcome.clone());
-        }
+        state.set_last_outcome(id, knob, outcome.clone());
     }
 
-    /// Closes the evaluation windows that are due.
-    pub(crate) async fn evaluate_due(&mut self, snap: &Snapshot, now: Duration) {
+    /// Closes the evaluation windows that are due on `snap` (taken at
+    /// `now`), reverting what policy judged harmful.
+    pub(crate) async fn evaluate_due<K: Kernel, R: Record>(
+        &mut self,
+        snap: &Snapshot,
+        now: Duration,
+        mut io: Lent<'_, K, R>,
+    ) {
         // Move fresh windows past the rebuild transient
         // (`Evaluation::settled`).
-        let evaluation = self.policy.timing.evaluation;
+        let evaluation = io.policy.timing.evaluation;
         for ev in &mut self.evaluations {
             if let Some(dev) = snap.devices.iter().find(|d| d.id.key() == ev.key) {
                 ev.settle(dev, now, evaluation);
@@ -465,12 +647,12 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         }
         let (due, open): (Vec<Evaluation>, Vec<Evaluation>) = std::mem::take(&mut self.evaluations)
             .into_iter()
-            .partition(|e| e.ends <= now);
+            .partition(|e| e.due(now));
         self.evaluations = open;
         if due.is_empty() {
             return;
         }
-        let threshold = self.policy.thresholds.grow_recycle_miss;
+        let threshold = io.policy.thresholds.grow_recycle_miss;
         for ev in due {
             let Some(dev) = snap.devices.iter().find(|d| d.id.key() == ev.key).cloned() else {
                 continue;
@@ -480,54 +662,59 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             if let Verdict::Harmful(why) = &verdict {
                 tracing::warn!(device = %dev.name, knob = %ev.knob, "change made harm worse ({why}): reverting {} -> {}", ev.to, ev.from);
                 self.expected.insert((ev.key.clone(), ev.knob), ev.from);
-                match set_knob(&*self.kernel, dev.ifindex, ev.knob, ev.from).await {
+                match set_knob(io.kernel, dev.ifindex, ev.knob, ev.from).await {
                     Ok(Some(v)) => {
                         self.expected.insert((ev.key.clone(), ev.knob), v);
-                        self.count_action(&dev.name, ev.knob, "revert", "applied");
+                        count_action(io.metrics, &dev.name, ev.knob, "revert", "applied");
                     }
                     other => {
                         self.expected.insert((ev.key.clone(), ev.knob), ev.to);
-                        self.count_action(&dev.name, ev.knob, "revert", "failed");
+                        count_action(io.metrics, &dev.name, ev.knob, "revert", "failed");
                         let msg = match other {
                             Err(e) => e.to_string(),
                             Ok(_) => "no read-back".to_owned(),
                         };
-                        self.fail(&ev.key, &dev.name, format!("revert failed: {msg}"));
+                        self.fail(&ev.key, &dev.name, format!("revert failed: {msg}"), &io);
                     }
                 }
             } else {
                 tracing::info!(device = %dev.name, knob = %ev.knob, "change {} -> {}: {outcome}: {}", ev.from, ev.to, verdict.why());
             }
             let direction = if ev.to >= ev.from { "grow" } else { "shrink" };
-            self.count_action(&dev.name, ev.knob, direction, outcome.label());
-            self.set_outcome(&ev.key, ev.knob, &outcome);
+            count_action(io.metrics, &dev.name, ev.knob, direction, outcome.label());
+            self.set_outcome(&dev.id, ev.knob, &outcome, io.record.file());
         }
-        let _ = self.save_state();
+        let _ = io.record.save();
     }
 
     /// Restores originals (all devices, or the named ones) from a fresh
-    /// sample, and forgets what was restored.
-    pub(crate) async fn restore(&mut self, interfaces: &[String]) -> (Vec<String>, bool) {
-        let devices: Vec<Device> = match self
+    /// sample (`known`, the loop's device map, when sampling fails), and
+    /// forgets what was restored.
+    pub(crate) async fn restore<K: Kernel, R: Record>(
+        &mut self,
+        interfaces: &[String],
+        known: &BTreeMap<u32, Device>,
+        mut io: Lent<'_, K, R>,
+    ) -> (Vec<String>, bool) {
+        let devices: Vec<Device> = match io
             .kernel
             .sample(&crate::kernel::SampleScope::default())
             .await
         {
             Ok(s) => s.devices,
-            Err(_) => self.devices.values().cloned().collect(),
+            Err(_) => known.values().cloned().collect(),
         };
         let (lines, ok, done) =
-            restore_originals(&*self.kernel, &mut self.state, &devices, interfaces).await;
+            restore_originals(io.kernel, io.record.file(), &devices, interfaces).await;
         for (key, knob, v) in done {
             self.expected.insert((key.clone(), knob), v);
             self.evaluations
                 .retain(|e| !(e.key == key && e.knob == knob));
             if let Some(d) = devices.iter().find(|d| d.id.key() == key) {
-                self.count_action(&d.name, knob, "restore", "applied");
+                count_action(io.metrics, &d.name, knob, "restore", "applied");
             }
         }
-        let _ = self.save_state();
-        self.update_view();
+        let _ = io.record.save();
         (lines, ok)
     }
 }

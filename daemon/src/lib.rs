@@ -1,6 +1,7 @@
 //! pptune, the daemon: CLI, run loop, actuator, state, metrics, systemd.
 //!
 //! # Layout
+//! - [`clock`]: the daemon's monotonic clock, wall and local time.
 //! - [`kernel`]: the seam to the kernel (`Kernel` trait); the netlink
 //!   implementation lives in `kernel_netlink`.
 //! - [`run`]: the service loop, generic over `Kernel`.
@@ -21,6 +22,7 @@
 #![forbid(unsafe_code)]
 pub mod actuator;
 pub mod cli;
+pub mod clock;
 pub mod coexist;
 pub mod commands;
 pub mod control;

@@ -379,7 +379,7 @@ impl Replayer<'_> {
                 continue;
             };
             e.ev.settle(dev, now, evaluation);
-            if e.ev.ends <= now {
+            if e.ev.due(now) {
                 done.push((i, e.ev.judge(dev, now, threshold)));
             }
         }

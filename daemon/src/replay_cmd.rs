@@ -67,7 +67,7 @@ pub async fn record(
                 unix_ms: unix_ms(),
                 now_ns: nanos(now),
                 elapsed_ns: nanos(elapsed),
-                local_time: Some(crate::run::local_time()).map(|t| (t.weekday, t.minute_of_day)),
+                local_time: Some(crate::clock::local_time()).map(|t| (t.weekday, t.minute_of_day)),
                 snapshot,
                 inputs: Inputs::default(),
                 decisions: Vec::new(),

@@ -9,20 +9,23 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use policy::engine::{ActionRecord, LocalTime, Observation, Original};
-use policy::plan::{Action, Decision, Knob, Plan};
-use policy::snapshot::{Device, DeviceId, Snapshot};
+use policy::engine::{Observation, Original};
+use policy::plan::{Action, Decision, Plan};
+use policy::snapshot::{Device, Snapshot};
 use policy::{Mode, OnStop, Policy};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::actuator::{self, Actuator, Lent, Seen};
+use crate::clock::{Clock, local_time, unix_ms};
 use crate::control::{self, DaemonView, RestoreRequest};
 use crate::kernel::{Kernel, KernelEvent, SampleScope};
 use crate::logging::DecisionLog;
 use crate::metrics::Metrics;
 use crate::notify::Notifier;
+use crate::record::live::LiveRecording;
 use crate::rollout;
 use crate::state::{StateFile, StateStore};
 
@@ -108,58 +111,88 @@ pub enum RunError {
     State(#[from] crate::state::StateError),
 }
 
-/// The daemon's state between ticks.
-pub(crate) struct Daemon<K: Kernel, E: Engine> {
-    pub kernel: Arc<K>,
-    pub engine: E,
-    pub policy: Policy,
-    pub source: Box<dyn PolicySource>,
-    pub policy_error: Option<String>,
-    pub metrics: Arc<Metrics>,
-    pub notifier: Notifier,
-    pub store: Option<StateStore>,
-    pub state: StateFile,
-    pub history: Vec<ActionRecord>,
-    /// (device key, knob) an operator took over, with the DeviceId.
-    pub overrides: BTreeMap<(String, Knob), DeviceId>,
-    /// What pptune last set (read back) per (device key, knob).
-    pub expected: BTreeMap<(String, Knob), u32>,
+/// The service loop's state between ticks: the policy and the engine, the
+/// device map and the samples (what the loop observes), the state record,
+/// and the parts it composes. Acting and its memory are the
+/// [`Actuator`]'s, the recording is [`LiveRecording`]'s, the control
+/// socket's view is built by `daemon_view` from parts lent to it.
+struct Daemon<K: Kernel, E: Engine> {
+    kernel: Arc<K>,
+    engine: E,
+    policy: Policy,
+    source: Box<dyn PolicySource>,
+    policy_error: Option<String>,
+    metrics: Arc<Metrics>,
+    notifier: Notifier,
+    store: Option<StateStore>,
+    state: StateFile,
+    actuator: Actuator,
     /// Latest sample of each device, by ifindex (the device map).
-    pub devices: BTreeMap<u32, Device>,
+    devices: BTreeMap<u32, Device>,
     /// The previous sample fed to the engine, and when it was taken.
-    pub prev: Option<(Snapshot, Duration)>,
-    pub backoff: BTreeMap<String, policy::gates::Backoff>,
-    pub evaluations: Vec<policy::evaluate::Evaluation>,
-    pub host_enforcing: bool,
-    pub host_id: rollout::HostId,
-    pub log: DecisionLog,
-    pub last_decisions: BTreeMap<String, (Decision, u64)>,
-    pub view: Arc<Mutex<DaemonView>>,
-    pub ready: bool,
-    pub origin: Instant,
-    pub backoff_base: Duration,
-    pub last_sample: Option<Duration>,
-    pub coexist: crate::coexist::Tracker,
-    pub recording: Option<crate::record::live::LiveRecording>,
+    prev: Option<(Snapshot, Duration)>,
+    host_enforcing: bool,
+    host_id: rollout::HostId,
+    log: DecisionLog,
+    last_decisions: BTreeMap<String, (Decision, u64)>,
+    view: Arc<Mutex<DaemonView>>,
+    ready: bool,
+    clock: Clock,
+    last_sample: Option<Duration>,
+    coexist: crate::coexist::Tracker,
+    recording: Option<LiveRecording>,
 }
 
-pub(crate) fn unix_ms() -> u64 {
-    u64::try_from(now_unix().as_millis()).unwrap_or(u64::MAX)
+/// The state record as the actuator writes it: with the engine's memory.
+struct Keep<'a, E> {
+    state: &'a mut StateFile,
+    store: Option<&'a StateStore>,
+    /// Only read; borrowed mutably so the record is `Send` for any engine.
+    engine: &'a mut E,
+    clock: Clock,
+    metrics: &'a Metrics,
 }
 
-fn now_unix() -> Duration {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default()
-}
-
-pub(crate) fn local_time() -> LocalTime {
-    use chrono::{Datelike, Timelike};
-    let t = chrono::Local::now();
-    LocalTime {
-        weekday: u8::try_from(t.weekday().num_days_from_monday()).unwrap_or(0),
-        minute_of_day: u16::try_from(t.hour() * 60 + t.minute()).unwrap_or(0),
+impl<E: Engine> actuator::Record for Keep<'_, E> {
+    fn file(&mut self) -> &mut StateFile {
+        self.state
     }
+
+    fn save(&mut self) -> bool {
+        self.state.prune();
+        self.state.engine = self
+            .engine
+            .saved_state()
+            .map(|s| crate::state::StoredEngine::new(s, self.clock.now(), unix_ms()));
+        if let Some(store) = self.store
+            && let Err(e) = store.save(self.state)
+        {
+            tracing::error!(error = %e, "writing the state record failed");
+            self.metrics.error("state_write");
+            return false;
+        }
+        true
+    }
+}
+
+/// What the actuator borrows from the loop `$d` for one call (a macro, so
+/// the loop's other fields stay borrowable next to it).
+macro_rules! lent {
+    ($d:ident) => {
+        Lent {
+            kernel: &*$d.kernel,
+            policy: &$d.policy,
+            metrics: &$d.metrics,
+            clock: $d.clock,
+            record: Keep {
+                state: &mut $d.state,
+                store: $d.store.as_ref(),
+                engine: &mut $d.engine,
+                clock: $d.clock,
+                metrics: &$d.metrics,
+            },
+        }
+    };
 }
 
 /// `now + d` for a timer, checked: a duration past `Instant`'s range (the
@@ -182,11 +215,36 @@ fn log_restore(lines: &[String], ok: bool) {
     }
 }
 
+/// Picks up the engine's memory from the state record, and closes the
+/// evaluations the previous run could not finish (`now`: the loop's clock).
+fn restore_engine<E: Engine>(state: &mut StateFile, engine: &mut E, now: Duration) {
+    let closed = state.close_pending();
+    if closed > 0 {
+        tracing::info!(
+            closed,
+            "changes still under evaluation when the last run stopped: recorded as inconclusive"
+        );
+    }
+    let Some(stored) = state.engine.take() else {
+        return;
+    };
+    match stored.restore(now, unix_ms()) {
+        Ok(restored) => {
+            tracing::info!(
+                devices = restored.devices.len(),
+                "engine state restored: open windows, streaks and ring probes continue"
+            );
+            engine.restore_state(restored);
+        }
+        Err(why) => tracing::info!("ignoring the stored engine state: {why}"),
+    }
+}
+
 /// Runs the service until `shutdown` resolves; then finishes the action in
 /// progress, keeps or restores per policy, writes state and returns.
 pub async fn run<K: Kernel, E: Engine>(
     kernel: Arc<K>,
-    engine: E,
+    mut engine: E,
     source: Box<dyn PolicySource>,
     policy: Policy,
     opts: Options,
@@ -206,7 +264,7 @@ pub async fn run<K: Kernel, E: Engine>(
     let recording = recording.map(|dir| {
         crate::record::live::LiveRecording::open(&dir, policy.daemon.recording_max_bytes, &policy)
     });
-    let state = match &store {
+    let mut state = match &store {
         // An unparsable record is moved aside (logged there); a newer
         // schema or an unreadable file stops the daemon rather than be
         // overwritten.
@@ -232,6 +290,8 @@ pub async fn run<K: Kernel, E: Engine>(
         }
         None => None,
     };
+    let clock = Clock::start();
+    restore_engine(&mut state, &mut engine, clock.now());
     let mut d = Daemon {
         kernel,
         engine,
@@ -242,27 +302,20 @@ pub async fn run<K: Kernel, E: Engine>(
         metrics,
         notifier,
         store,
-        history: Vec::new(),
-        overrides: BTreeMap::new(),
-        expected: BTreeMap::new(),
+        actuator: Actuator::new(backoff_base, &state, clock),
         devices: BTreeMap::new(),
         prev: None,
-        backoff: BTreeMap::new(),
-        evaluations: Vec::new(),
         host_id,
         log: DecisionLog::new(Duration::from_secs(3600)),
         last_decisions: BTreeMap::new(),
         view,
         ready: false,
-        origin: Instant::now(),
-        backoff_base,
+        clock,
         last_sample: None,
         coexist: crate::coexist::Tracker::new(coexist),
         recording,
         state,
     };
-    d.restore_engine();
-    d.history = d.history_from_state();
     d.metrics.health.set_interval(d.policy.timing.interval);
     d.metrics.set_queue_series(d.policy.daemon.queue_series);
     d.export_rollout();
@@ -284,8 +337,8 @@ pub async fn run<K: Kernel, E: Engine>(
 }
 
 impl<K: Kernel, E: Engine> Daemon<K, E> {
-    pub(crate) fn now(&self) -> Duration {
-        Instant::now().saturating_duration_since(self.origin)
+    fn now(&self) -> Duration {
+        self.clock.now()
     }
 
     /// Wake-up period: the policy interval, but at least twice per watchdog
@@ -368,14 +421,14 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
     fn on_event(&mut self, ev: KernelEvent) -> bool {
         match ev {
             KernelEvent::RingsChanged { ifindex, rings } => {
-                self.check_override_rings(ifindex, &rings);
+                self.check_overrides(ifindex, Seen::Rings(&rings));
                 if let Some(d) = self.devices.get_mut(&ifindex) {
                     d.rings = policy::snapshot::Availability::Available(rings);
                 }
                 false
             }
             KernelEvent::ChannelsChanged { ifindex, channels } => {
-                self.check_override_channels(ifindex, &channels);
+                self.check_overrides(ifindex, Seen::Channels(&channels));
                 if let Some(d) = self.devices.get_mut(&ifindex) {
                     d.channels = policy::snapshot::Availability::Available(channels);
                 }
@@ -388,8 +441,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             KernelEvent::LinkRemoved { ifindex } => {
                 if let Some(dev) = self.devices.remove(&ifindex) {
                     tracing::info!(device = %dev.name, "device vanished");
-                    let key = dev.id.key();
-                    self.evaluations.retain(|e| e.key != key);
+                    self.actuator.forget_device(&dev.id.key());
                 }
                 true
             }
@@ -439,8 +491,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         for i in gone {
             if let Some(d) = self.devices.get(&i) {
                 tracing::info!(device = %d.name, ifindex = i, "device vanished");
-                let key = d.id.key();
-                self.evaluations.retain(|e| e.key != key);
+                self.actuator.forget_device(&d.id.key());
             }
         }
         self.devices = new;
@@ -448,10 +499,10 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         let devs: Vec<Device> = self.devices.values().cloned().collect();
         for d in devs {
             if let Some(r) = d.rings.available() {
-                self.check_override_rings(d.ifindex, r);
+                self.check_overrides(d.ifindex, Seen::Rings(r));
             }
             if let Some(c) = d.channels.available() {
-                self.check_override_channels(d.ifindex, c);
+                self.check_overrides(d.ifindex, Seen::Channels(c));
             }
         }
         self.metrics.observe_snapshot(snap);
@@ -475,8 +526,13 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         let now = self.now();
         self.last_sample = Some(now);
         self.absorb(&snap);
-        self.evaluate_due(&snap, now).await;
-        let engine_before = self.engine_for_recording();
+        self.actuator.evaluate_due(&snap, now, lent!(self)).await;
+        let engine_before = self
+            .recording
+            .as_ref()
+            .is_some_and(LiveRecording::needs_engine)
+            .then(|| self.engine.saved_state())
+            .flatten();
         let (plan, asked) = {
             let elapsed = self
                 .prev
@@ -485,17 +541,21 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             // Operator overrides and, under `coexist: defer`, the knobs
             // another configuration owns.
             self.coexist.deferred(self.policy.coexist, &snap.devices);
-            let overrides = self.override_list();
+            let overrides = self.actuator.override_list(self.coexist.current());
             let originals = self.originals();
-            self.prune_history(now);
+            self.actuator.prune_history(now);
             let local = Some(local_time());
-            let asked = self.recording_wanted().then(|| crate::record::live::Asked {
+            let recording = self
+                .recording
+                .as_ref()
+                .is_some_and(LiveRecording::wants_inputs);
+            let asked = recording.then(|| crate::record::live::Asked {
                 engine_before,
                 inputs: crate::record::format::Inputs::of(
-                    &self.history,
+                    self.actuator.history(),
                     &overrides,
                     &originals,
-                    &self.backoff,
+                    self.actuator.backoff(),
                 ),
                 local_time: local,
                 elapsed,
@@ -507,10 +567,10 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 elapsed,
                 now,
                 local_time: local,
-                history: &self.history,
+                history: self.actuator.history(),
                 overrides: &overrides,
                 originals: &originals,
-                backoff: &self.backoff,
+                backoff: self.actuator.backoff(),
             };
             (self.engine.decide(&self.policy, &obs), asked)
         };
@@ -523,10 +583,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             self.metrics.set_mode(&dec.device, mode);
             // 0 for every selected device, so "backed off" is a value to
             // alert on, not a missing series.
-            let backed_off = self
-                .backoff
-                .get(&dec.device_id.key())
-                .is_some_and(|b| b.until > now);
+            let backed_off = self.actuator.backed_off(&dec.device_id.key(), now);
             self.metrics
                 .backoff
                 .get_or_create(&crate::metrics::DevLabels {
@@ -573,13 +630,29 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         for dec in &plan.decisions {
             let enforce = dec.mode == Mode::Enforce && self.host_enforcing && cap;
             if enforce && dec.action != Action::Hold {
-                self.actuate(dec, &snap).await;
+                let deferred = self.coexist.current();
+                let gone = self
+                    .actuator
+                    .actuate(dec, &snap, self.prev.as_ref(), deferred, lent!(self))
+                    .await;
+                if gone {
+                    self.devices.remove(&dec.ifindex);
+                }
             }
         }
         if !cap && !self.ready {
             tracing::warn!("no CAP_NET_ADMIN: every device is observed, none enforced");
         }
-        self.record_pass(asked, &snap, &plan);
+        if let Some(rec) = &mut self.recording {
+            rec.record_pass(
+                asked,
+                (&snap, self.prev.as_ref()),
+                &plan,
+                self.actuator.history(),
+                self.clock.now(),
+                &self.metrics,
+            );
+        }
         self.prev = Some((snap, now));
         if !self.ready {
             self.ready = true;
@@ -592,17 +665,8 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         self.update_view();
     }
 
-    /// The knobs operators took over, and those deferred to another
-    /// configuration that owns them, as the engine and the gates read them.
-    pub(crate) fn override_list(&self) -> Vec<(DeviceId, Knob)> {
-        self.overrides
-            .iter()
-            .map(|((_, k), id)| (id.clone(), *k))
-            .chain(self.coexist.current().iter().cloned())
-            .collect()
-    }
-
-    pub(crate) fn originals(&self) -> Vec<Original> {
+    /// The originals in the state record, as the engine reads them.
+    fn originals(&self) -> Vec<Original> {
         self.state
             .devices
             .values()
@@ -614,43 +678,6 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 })
             })
             .collect()
-    }
-
-    fn prune_history(&mut self, now: Duration) {
-        let keep = policy::gates::HISTORY_KEEP;
-        self.history
-            .retain(|a| now.saturating_sub(a.at) <= keep || now < keep);
-    }
-
-    /// History rebuilt from the state record after a restart: stored wall
-    /// times mapped onto this run's monotonic clock (an action from before
-    /// this run's origin gets `at` = 0, which keeps its cooldown active for
-    /// at least as long as it really is).
-    fn history_from_state(&self) -> Vec<ActionRecord> {
-        let wall = now_unix();
-        let mono = self.now();
-        let mut h: Vec<ActionRecord> = self
-            .state
-            .devices
-            .values()
-            .flat_map(|r| {
-                // Older than the two hours the engine and budget look at:
-                // history, not input.
-                r.actions.iter().filter_map(move |a| {
-                    let ago = wall.saturating_sub(Duration::from_millis(a.at_unix_ms));
-                    (ago <= policy::gates::HISTORY_KEEP).then(|| ActionRecord {
-                        device: r.id.clone(),
-                        knob: a.knob,
-                        from: a.from,
-                        to: a.to,
-                        at: mono.saturating_sub(ago),
-                        outcome: a.outcome.clone(),
-                    })
-                })
-            })
-            .collect();
-        h.sort_by_key(|a| a.at);
-        h
     }
 
     fn summary(&self) -> String {
@@ -674,18 +701,15 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             } else {
                 "; rollout: observe on this host"
             },
-            self.overrides.len(),
-            self.backoff
-                .values()
-                .filter(|b| b.until > self.now())
-                .count(),
+            self.actuator.overrides().len(),
+            self.actuator.backed_off_count(self.now()),
             self.policy_error.as_ref().map_or_else(String::new, |_| {
                 "; last reload INVALID, old policy in force".to_owned()
             }),
         )
     }
 
-    pub(crate) fn status(&self, s: &str) {
+    fn status(&self, s: &str) {
         self.notifier.status(s);
     }
 
@@ -714,18 +738,10 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 if changed {
                     self.engine.reset();
                     self.log.reset();
-                    self.backoff.clear();
                 } else {
                     tracing::info!("policy unchanged: findings in progress and backoff kept");
                 }
-                // An operator's takeover lasts until the policy is reloaded.
-                if !self.overrides.is_empty() {
-                    tracing::info!(
-                        count = self.overrides.len(),
-                        "policy reloaded: operator overrides cleared"
-                    );
-                }
-                self.overrides.clear();
+                self.actuator.policy_reloaded(changed);
                 self.host_enforcing =
                     rollout::enforcing(self.policy.rollout.as_ref(), &self.host_id.value);
                 self.export_rollout();
@@ -764,50 +780,42 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         tokio::task::yield_now().await;
     }
 
-    /// Picks up the engine's memory from the state record, and closes the
-    /// evaluations the previous run could not finish.
-    fn restore_engine(&mut self) {
-        let closed = self.state.close_pending();
-        if closed > 0 {
-            tracing::info!(
-                closed,
-                "changes still under evaluation when the last run stopped: recorded as inconclusive"
-            );
-        }
-        let Some(stored) = self.state.engine.take() else {
+    /// Writes the record; `false` (logged, counted) when it could not.
+    fn save_state(&mut self) -> bool {
+        actuator::Record::save(&mut lent!(self).record)
+    }
+
+    /// Compares a reported block of knob values with what pptune set;
+    /// an operator's takeover shows in the view at once.
+    fn check_overrides(&mut self, ifindex: u32, seen: Seen<'_>) {
+        let Some(dev) = self.devices.get(&ifindex) else {
             return;
         };
-        match stored.restore(self.now(), unix_ms()) {
-            Ok(state) => {
-                tracing::info!(
-                    devices = state.devices.len(),
-                    "engine state restored: open windows, streaks and ring probes continue"
-                );
-                self.engine.restore_state(state);
-            }
-            Err(why) => tracing::info!("ignoring the stored engine state: {why}"),
+        let enforced = self.host_enforcing
+            && self
+                .last_decisions
+                .get(&dev.id.key())
+                .is_some_and(|(d, _)| d.mode == Mode::Enforce);
+        if self
+            .actuator
+            .check_overrides(dev, enforced, seen, &mut lent!(self))
+        {
+            self.update_view();
         }
     }
 
-    /// Writes the record; `false` (logged, counted) when it could not.
-    pub(crate) fn save_state(&mut self) -> bool {
-        self.state.prune();
-        self.state.engine = self
-            .engine
-            .saved_state()
-            .map(|s| crate::state::StoredEngine::new(s, self.now(), unix_ms()));
-        if let Some(store) = &self.store
-            && let Err(e) = store.save(&self.state)
-        {
-            tracing::error!(error = %e, "writing the state record failed");
-            self.metrics.error("state_write");
-            return false;
-        }
-        true
+    /// Restores originals (all devices, or the named ones).
+    async fn restore(&mut self, interfaces: &[String]) -> (Vec<String>, bool) {
+        let done = self
+            .actuator
+            .restore(interfaces, &self.devices, lent!(self))
+            .await;
+        self.update_view();
+        done
     }
 
     /// Rebuilds the control socket's view.
-    pub(crate) fn update_view(&self) {
+    fn update_view(&self) {
         let view = crate::daemon_view::build(&crate::daemon_view::ViewInput {
             now: self.now(),
             devices: &self.devices,
@@ -818,9 +826,9 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             policy_error: self.policy_error.as_deref(),
             last_sample: self.last_sample,
             state: &self.state,
-            backoff: &self.backoff,
-            overrides: &self.overrides,
-            evaluations: &self.evaluations,
+            backoff: self.actuator.backoff(),
+            overrides: self.actuator.overrides(),
+            evaluations: self.actuator.evaluations(),
         });
         if let Ok(mut v) = self.view.lock() {
             *v = view;

@@ -233,6 +233,12 @@ impl Evaluation {
         }
     }
 
+    /// Whether the window has closed at `now` (then it is judged).
+    #[must_use]
+    pub fn due(&self, now: Duration) -> bool {
+        self.ends <= now
+    }
+
     /// The verdict on the window ending with `dev` at `now`.
     #[must_use]
     pub fn judge(&self, dev: &Device, now: Duration, grow_threshold: f64) -> Verdict {

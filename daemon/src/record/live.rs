@@ -5,14 +5,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use policy::Plan;
-use policy::engine::{EngineState, LocalTime};
+use policy::engine::{ActionRecord, EngineState, LocalTime};
 use policy::snapshot::Snapshot;
 
 use super::format::{ChangeRec, DecisionRec, Inputs, Pass, local_time_rec, nanos};
 use super::journal::Journal;
 use super::{Recorder, recording_dir, unix_ms};
-use crate::kernel::Kernel;
-use crate::run::{Daemon, Engine};
+use crate::metrics::Metrics;
 
 /// The daemon's recording and journal.
 #[derive(Debug)]
@@ -55,53 +54,42 @@ impl LiveRecording {
         self.recorder.as_ref().is_some_and(Recorder::needs_start)
     }
 
-    /// After a reload.
-    pub fn policy_reloaded(&mut self, p: &policy::Policy, changed: bool) {
-        if let Some(r) = &mut self.recorder {
-            r.policy_reloaded(p, changed);
-        }
+    /// Whether this pass should capture what the engine is asked.
+    #[must_use]
+    pub fn wants_inputs(&self) -> bool {
+        self.recorder.is_some()
     }
-}
 
-/// What the loop captured when it asked the engine.
-#[derive(Debug)]
-pub struct Asked {
-    pub engine_before: Option<EngineState>,
-    pub inputs: Inputs,
-    pub local_time: Option<LocalTime>,
-    pub elapsed: Duration,
-    pub now: Duration,
-}
-
-impl<K: Kernel, E: Engine> Daemon<K, E> {
-    /// Records one pass (after actuation, before `prev` moves on) and
-    /// journals the changes it made. Failures are logged and counted, never
+    /// Records one pass (after actuation, before the loop's previous sample
+    /// moves on) and journals the changes it made: `history` as it stands
+    /// now, `previous` the sample before `snap` and when it was taken,
+    /// `mono` the loop's clock. Failures are logged and counted, never
     /// fatal.
-    pub(crate) fn record_pass(&mut self, asked: Option<Asked>, snap: &Snapshot, plan: &Plan) {
-        let mono = self.now();
-        let Some(rec) = &mut self.recording else {
-            return;
-        };
+    pub fn record_pass(
+        &mut self,
+        asked: Option<Asked>,
+        (snap, previous): (&Snapshot, Option<&(Snapshot, Duration)>),
+        plan: &Plan,
+        history: &[ActionRecord],
+        mono: Duration,
+        metrics: &Metrics,
+    ) {
         let wall = unix_ms();
-        if let Err(e) = rec
-            .journal
-            .observe(&self.history, &plan.decisions, mono, wall)
-        {
+        if let Err(e) = self.journal.observe(history, &plan.decisions, mono, wall) {
             tracing::warn!(error = %e, "writing the change journal failed");
-            self.metrics.error("journal_write");
+            metrics.error("journal_write");
         }
-        let (Some(r), Some(asked)) = (&mut rec.recorder, asked) else {
+        let (Some(r), Some(asked)) = (&mut self.recorder, asked) else {
             return;
         };
-        let before = self.history.len().min(asked.inputs.history.len());
-        let changes: Vec<ChangeRec> = self
-            .history
+        let before = history.len().min(asked.inputs.history.len());
+        let changes: Vec<ChangeRec> = history
             .get(before..)
             .unwrap_or_default()
             .iter()
             .map(ChangeRec::of)
             .collect();
-        let previous = self.prev.as_ref().map(|(s, at)| (s, *at));
+        let previous = previous.map(|(s, at)| (s, *at));
         let Asked {
             engine_before,
             inputs,
@@ -126,30 +114,31 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         );
         if let Err(e) = res {
             tracing::warn!(error = %e, "writing the recording failed: this pass is not recorded");
-            self.metrics.error("recording_write");
+            metrics.error("recording_write");
         }
-        self.metrics
+        metrics
             .recording_bytes
             .set(i64::try_from(r.size_bytes()).unwrap_or(i64::MAX));
         #[allow(clippy::cast_precision_loss)]
-        self.metrics
+        metrics
             .recording_oldest
             .set(r.oldest_unix_ms().map_or(0.0, |ms| ms as f64 / 1000.0));
     }
 
-    /// Whether this pass should capture what the engine is asked.
-    pub(crate) fn recording_wanted(&self) -> bool {
-        self.recording
-            .as_ref()
-            .is_some_and(|r| r.recorder.is_some())
+    /// After a reload.
+    pub fn policy_reloaded(&mut self, p: &policy::Policy, changed: bool) {
+        if let Some(r) = &mut self.recorder {
+            r.policy_reloaded(p, changed);
+        }
     }
+}
 
-    /// The engine's memory before deciding, when a segment opens.
-    pub(crate) fn engine_for_recording(&self) -> Option<EngineState> {
-        self.recording
-            .as_ref()
-            .is_some_and(LiveRecording::needs_engine)
-            .then(|| self.engine.saved_state())
-            .flatten()
-    }
+/// What the loop captured when it asked the engine.
+#[derive(Debug)]
+pub struct Asked {
+    pub engine_before: Option<EngineState>,
+    pub inputs: Inputs,
+    pub local_time: Option<LocalTime>,
+    pub elapsed: Duration,
+    pub now: Duration,
 }

@@ -84,13 +84,7 @@ pub struct Recorder {
     sync: bool,
 }
 
-/// Wall-clock milliseconds since the epoch.
-#[must_use]
-pub fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
+pub use crate::clock::unix_ms;
 
 fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
