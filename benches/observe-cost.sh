@@ -106,34 +106,18 @@ fi
 # ---------------------------------------------------------------- on the host
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target-bench}"
 cd "$REPO"
-# One cargo invocation for every bench target (and the same one in
-# outcome.sh and run-all.sh): building a subset of packages unifies
-# features differently and rebuilds half the dependency tree.
-BENCH_PKGS=(-p pptune-netlink -p pptune-policy -p pptune)
-bench_exe() { # target name, from the build's JSON messages
-    python3 -c 'import json,sys
-for l in open(sys.argv[2]):
-    m = json.loads(l)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[1]:
-        print(m["executable"])' "$1" "$CARGO_TARGET_DIR/bench-build.json" | tail -1
-}
+. "$REPO/benches/lib.sh"
 BIN="$CARGO_TARGET_DIR/bench-bin"
 KDIR="$(tests/vm/kernel.sh 7.3)"
 if [ "$NO_BUILD" = 1 ]; then
     log "--no-build: using the binaries already in $BIN"
 else
 log "building bench binaries and release pptune"
-# The executables' paths come from this build's own messages: asking cargo
-# again after the release build below would rebuild the workspace (the
-# two builds unify features differently).
-mkdir -p "$CARGO_TARGET_DIR"
-cargo bench "${BENCH_PKGS[@]}" --no-run --message-format=json-render-diagnostics \
-    > "$CARGO_TARGET_DIR/bench-build.json"
-cargo build --release -p pptune --bin pptune >&2
+bench_build
 mkdir -p "$BIN"
-cp "$(bench_exe raw_floor)" "$BIN/raw_floor"
-cp "$(bench_exe observe_pass)" "$BIN/observe_pass"
-cp "$CARGO_TARGET_DIR/release/pptune" "$BIN/pptune"
+cp "$(bench_exe raw_floor bench)" "$BIN/raw_floor"
+cp "$(bench_exe observe_pass bench)" "$BIN/observe_pass"
+cp "$(bench_exe pptune bin)" "$BIN/pptune"
 
 "$REPO/benches/build-ynltool.sh" "$KDIR/linux" "$CARGO_TARGET_DIR/ynltree" >&2
 cp "$CARGO_TARGET_DIR/ynltree/tools/net/ynl/ynltool/ynltool" "$BIN/ynltool"

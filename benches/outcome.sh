@@ -53,24 +53,17 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target-bench}"
 cd "$REPO"
 
 log "building the outcome driver, release pptune, ppsim.ko"
-# One cargo invocation for every bench target (as in observe-cost.sh):
-# building a subset of packages unifies features differently and rebuilds.
-BENCH_PKGS=(-p pptune-netlink -p pptune-policy -p pptune)
-cargo bench "${BENCH_PKGS[@]}" --no-run >&2
-cargo build --release -p pptune --bin pptune >&2
-EXE=$(cargo bench "${BENCH_PKGS[@]}" --no-run --message-format=json 2>/dev/null |
-    python3 -c 'import json,sys
-for l in sys.stdin:
-    m = json.loads(l)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "outcome":
-        print(m["executable"])' | tail -1)
+. "$REPO/benches/lib.sh"
+bench_build
+EXE="$(bench_exe outcome bench)"
+PPTUNE="$(bench_exe pptune bin)"
 KO="$(tests/ppsim/build.sh 7.3)"
 export PPTUNE_PPSIM_KO="$KO"
-"$CARGO_TARGET_DIR/release/pptune" --config benches/outcome-policy.yaml check >&2
+"$PPTUNE" --config benches/outcome-policy.yaml check >&2
 
 VMOUT="$CARGO_TARGET_DIR/outcome-vm"
 rm -rf "$VMOUT"; mkdir -p "$VMOUT"
-args=(--pptune "$CARGO_TARGET_DIR/release/pptune" --policy "$REPO/benches/outcome-policy.yaml"
+args=(--pptune "$PPTUNE" --policy "$REPO/benches/outcome-policy.yaml"
       --preset "$PRESET" --static-secs "$STATIC" --enforce-secs "$ENFORCE" --sweep "$SWEEP"
       --rounds "$ROUNDS")
 [ -n "$WORKLOADS" ] && args+=(--workloads "$WORKLOADS")
@@ -81,5 +74,6 @@ tests/vm/run.sh --kernel 7.3 --mem 2048 --timeout 3500 --out "$VMOUT" -- \
 log "VM part took $(( $(date +%s) - START )) s"
 RES="$REPO/benches/results"
 [ "$SMOKE" = 1 ] && RES="$CARGO_TARGET_DIR/bench-smoke"
+mkdir -p "$RES"
 cp "$VMOUT/outcome.jsonl" "$RES/${NAME:-outcome-$PRESET}.jsonl"
 python3 "$REPO/benches/report.py" outcome "$VMOUT/outcome.jsonl" "$RES" "${NAME:-outcome-$PRESET}" "$REPO/benches/outcome-policy.yaml"

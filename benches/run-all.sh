@@ -33,10 +33,7 @@ RES="$REPO/benches/results"
 mkdir -p "$RES"
 failed=()
 
-# One cargo invocation for every bench target, as observe-cost.sh and
-# outcome.sh build them: a subset of packages unifies features differently
-# and rebuilds everything.
-BENCH_PKGS=(-p pptune-netlink -p pptune-policy -p pptune)
+. "$REPO/benches/lib.sh"
 smoke=()
 [ "$SMOKE" = 1 ] && smoke=(--smoke)
 if want observe; then

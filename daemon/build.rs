@@ -29,11 +29,22 @@ fn main() {
             if let Some(r) = git(&["symbolic-ref", "-q", "HEAD"])
                 && let Some(common) = git(&["rev-parse", "--git-common-dir"])
             {
-                let p = Path::new(&common).join(&r);
-                if p.exists() {
-                    println!("cargo:rerun-if-changed={}", p.display());
+                // A loose ref is the branch's truth; a packed one lives in
+                // packed-refs until a commit writes the loose file (watch
+                // its directory for that). Naming a path that does not
+                // exist would make Cargo rebuild the crate on every build.
+                let loose = Path::new(&common).join(&r);
+                let watched = if loose.exists() {
+                    vec![loose]
+                } else {
+                    let dir = loose.parent().map(Path::to_path_buf);
+                    dir.into_iter()
+                        .chain([Path::new(&common).join("packed-refs")])
+                        .collect()
+                };
+                for w in watched.iter().filter(|w| w.exists()) {
+                    println!("cargo:rerun-if-changed={}", w.display());
                 }
-                println!("cargo:rerun-if-changed={common}/packed-refs");
             }
             git(&["rev-parse", "--short=12", "HEAD"])
         })
