@@ -130,7 +130,14 @@ struct ppsim_lane {
 	struct ppsim_lane_stats st;
 	atomic64_t charged_ns;	/* time charged (stalls), both sides */
 	atomic64_t capped;	/* charges trimmed by the 50 % cap */
+	u32 ref_acc;		/* stack_ref_pct accumulator (ppsim_put) */
 	atomic64_t model_ns;	/* modelled busy time, both sides (ppsim_model) */
+	/* model_ns and packets as they were at the end of the last burst
+	 * return: whole receive-and-return cycles, what the modelled figure
+	 * is taken from (a window cut mid-burst would count a burst's cheap
+	 * first pages without its slow refills and release, or the reverse). */
+	atomic64_t model_done_ns;
+	atomic64_t model_done_pk;
 };
 
 struct ppsim_dev {
@@ -154,6 +161,8 @@ struct ppsim_dev {
 	u32 slow_cost_us;
 	u32 release_cost_us;
 	u32 contention_pct;
+	u32 stack_ref_pct;	/* returned pages the stack still references */
+	u32 line_pps;		/* the device's line rate in the model, 0 = none */
 	u32 producer_cpu;
 	u32 consumer_cpu;
 
@@ -236,7 +245,8 @@ static void ppsim_uncharge(void)
  * function of the lane's event counts, so it does not move with the host's
  * load or the guest's scheduling. Each delivered page costs
  * PPSIM_MODEL_PAGE_NS; each slow-path refill slow_cost_us and each release
- * bulk past a full ring release_cost_us, both scaled by contention:
+ * bulk past a full ring release_cost_us, both scaled by contention (the
+ * refills are counted as the pool needs them, see ppsim_release()):
  * (1 + contention_pct/100 x (queues - 1))^2, the cost of a lock every
  * queue's slow path takes (more waiters, each waiting longer on a bouncing
  * cache line). No cap applies (unlike the charged stalls).
@@ -402,7 +412,11 @@ static int ppsim_poll(struct napi_struct *napi, int budget)
 
 		lane->last_slow = slow;
 		WRITE_ONCE(lane->st.slow_events, lane->st.slow_events + events);
-		ppsim_model(lane, done, events, READ_ONCE(pd->slow_cost_us));
+		/* The model counts the refills from the pages the pool lost
+		 * (ppsim_release), not this counter: with several queues a
+		 * bulk allocation sometimes comes back short, which adds slow
+		 * events at random. */
+		ppsim_model(lane, done, 0, 0);
 		done_modelled = true;
 		if (cost_us) {
 			u64 c = min_t(u64, cost_us, PPSIM_MAX_COST_US) * NSEC_PER_USEC * events;
@@ -461,6 +475,31 @@ static u64 pool_ring_full(struct page_pool *pool)
 	return s.recycle_stats.ring_full;
 }
 
+/*
+ * Give one page back to its pool. stack_ref_pct of them (every
+ * 100/stack_ref_pct-th, deterministically) come back while "the stack"
+ * still holds a reference, as a socket or a cloned skb does: the pool
+ * cannot recycle such a page and releases it (recycle.released_refcnt),
+ * then the stack's reference frees it to the page allocator. The pool
+ * refills from the slow path instead, whatever its ring size: the
+ * untunable case.
+ */
+static bool ppsim_put(struct ppsim_lane *lane, struct ppsim_entry *e)
+{
+	u32 pct = min_t(u32, READ_ONCE(lane->pd->stack_ref_pct), 100);
+
+	lane->ref_acc += pct;
+	if (pct && lane->ref_acc >= 100) {
+		lane->ref_acc -= 100;
+		get_page(e->page);
+		page_pool_put_full_page(e->pool, e->page, false);
+		put_page(e->page);
+		return true;
+	}
+	page_pool_put_full_page(e->pool, e->page, false);
+	return false;
+}
+
 /* Return @n pages from the head of the held set to their pools, charging
  * the release cost for pages that found the recycle ring full. */
 static void ppsim_release(struct ppsim_lane *lane, unsigned long n)
@@ -468,7 +507,7 @@ static void ppsim_release(struct ppsim_lane *lane, unsigned long n)
 	struct ppsim_dev *pd = lane->pd;
 	unsigned long tail = lane->ho_tail, i;
 	struct ppsim_entry last;
-	u64 rf0, freed, bulks;
+	u64 rf0, freed, bulks, released = 0;
 	u32 cost_us;
 
 	if (!n)
@@ -482,15 +521,10 @@ static void ppsim_release(struct ppsim_lane *lane, unsigned long n)
 	/* The last page keeps its pool alive while we read its counters. */
 	last = lane->ho[(tail + n - 1) & (PPSIM_HANDOFF - 1)];
 	rf0 = pool_ring_full(last.pool);
-	for (i = 0; i < n - 1; i++) {
-		struct ppsim_entry *e = &lane->ho[(tail + i) & (PPSIM_HANDOFF - 1)];
-
-		page_pool_put_full_page(e->pool, e->page, false);
-	}
+	for (i = 0; i < n - 1; i++)
+		released += ppsim_put(lane, &lane->ho[(tail + i) & (PPSIM_HANDOFF - 1)]);
 	freed = pool_ring_full(last.pool) - rf0;
-	page_pool_put_full_page(last.pool, last.page, false);
-	smp_store_release(&lane->ho_tail, tail + n);
-	smp_store_release(&lane->returning, 0);
+	released += ppsim_put(lane, &last);
 
 	WRITE_ONCE(lane->st.returned, lane->st.returned + n);
 	WRITE_ONCE(lane->st.bursts, lane->st.bursts + 1);
@@ -500,6 +534,19 @@ static void ppsim_release(struct ppsim_lane *lane, unsigned long n)
 	bulks = DIV_ROUND_UP(freed, PPSIM_BULK);
 	WRITE_ONCE(lane->st.release_bulks, lane->st.release_bulks + bulks);
 	ppsim_model(lane, 0, bulks, cost_us);
+	/* Every page the pool lost (freed past a full ring, released while
+	 * referenced) is one it must allocate again from the page allocator:
+	 * one slow-path refill per 64 of them, the bulk the pool refills in.
+	 * Counted here, per burst, so the figure does not depend on how full
+	 * the allocator's per-CPU lists happened to be. */
+	ppsim_model(lane, 0, DIV_ROUND_UP(freed + released, PPSIM_BULK),
+		    READ_ONCE(pd->slow_cost_us));
+	/* The producer is held off: its pages and their cost are all in. */
+	atomic64_set(&lane->model_done_pk, READ_ONCE(lane->st.packets));
+	atomic64_set(&lane->model_done_ns, atomic64_read(&lane->model_ns));
+	smp_store_release(&lane->ho_tail, tail + n);
+	smp_store_release(&lane->returning, 0);
+
 	if (cost_us && bulks) {
 		u64 now = ktime_get_ns();
 		u64 until = ppsim_charge(lane, &lane->cap_consumer,
@@ -1142,6 +1189,7 @@ static int ppsim_goodput_show(struct seq_file *m, void *v)
 {
 	struct ppsim_dev *pd = m->private;
 	u64 pk = pd->base.packets, drops = lane_total(&pd->base), charged = 0, model = 0;
+	u64 done_ns = 0, done_pk = 0;
 	u64 now = ktime_get_ns(), el, dpk, dd;
 	unsigned int i;
 
@@ -1150,16 +1198,19 @@ static int ppsim_goodput_show(struct seq_file *m, void *v)
 		drops += lane_total(&pd->lanes[i].st);
 		charged += atomic64_read(&pd->lanes[i].charged_ns);
 		model += atomic64_read(&pd->lanes[i].model_ns);
+		done_ns += atomic64_read(&pd->lanes[i].model_done_ns);
+		done_pk += atomic64_read(&pd->lanes[i].model_done_pk);
 	}
 	el = pd->gp_start_ns ? now - pd->gp_start_ns : 0;
 	dpk = pk - pd->gp_base_packets;
 	dd = drops - pd->gp_base_drops;
 	seq_printf(m, "now_ns=%llu delivered=%llu dropped=%llu charged_ns=%llu "
 		   "window_ns=%llu window_delivered=%llu window_dropped=%llu goodput_pps=%llu "
-		   "model_ns=%llu queues=%u rate_pps=%u\n",
+		   "model_ns=%llu queues=%u rate_pps=%u line_pps=%u model_done_ns=%llu "
+		   "model_done_pk=%llu\n",
 		   now, pk, drops, charged, el, dpk, dd,
 		   el ? div64_u64(dpk * NSEC_PER_SEC, el) : 0, model, READ_ONCE(pd->nq),
-		   READ_ONCE(pd->rate_pps));
+		   READ_ONCE(pd->rate_pps), READ_ONCE(pd->line_pps), done_ns, done_pk);
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(ppsim_goodput);
@@ -1205,6 +1256,8 @@ static void ppsim_debugfs_init(struct ppsim_dev *pd)
 	debugfs_create_u32("slow_cost_us", 0600, pd->dir, &pd->slow_cost_us);
 	debugfs_create_u32("release_cost_us", 0600, pd->dir, &pd->release_cost_us);
 	debugfs_create_u32("contention_pct", 0600, pd->dir, &pd->contention_pct);
+	debugfs_create_u32("stack_ref_pct", 0600, pd->dir, &pd->stack_ref_pct);
+	debugfs_create_u32("line_pps", 0600, pd->dir, &pd->line_pps);
 	debugfs_create_u32("producer_cpu", 0600, pd->dir, &pd->producer_cpu);
 	debugfs_create_file("consumer_cpu", 0600, pd->dir, pd, &ppsim_consumer_cpu_fops);
 	debugfs_create_file("cost_preset", 0600, pd->dir, pd, &ppsim_preset_fops);

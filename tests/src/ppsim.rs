@@ -154,6 +154,11 @@ pub struct Knobs {
     pub release_cost_us: u32,
     /// Each other queue charged at the same moment adds this % to a cost.
     pub contention_pct: u32,
+    /// % of returned pages the stack still references (released by the
+    /// pool, not recycled: the untunable held-pages case).
+    pub stack_ref_pct: u32,
+    /// The device's line rate in the modelled figure, pages/s (0 = none).
+    pub line_pps: u32,
 }
 
 impl Default for Knobs {
@@ -165,6 +170,8 @@ impl Default for Knobs {
             slow_cost_us: 0,
             release_cost_us: 0,
             contention_pct: 0,
+            stack_ref_pct: 0,
+            line_pps: 0,
         }
     }
 }
@@ -208,6 +215,13 @@ pub struct Goodput {
     pub queues: u64,
     /// Arrival rate per queue (0 = unlimited).
     pub rate_pps: u64,
+    /// The device's line rate in the model, pages/s (0 = none).
+    pub line_pps: u64,
+    /// `model_ns` and `delivered` as they were at each queue's last burst
+    /// return (whole receive-and-return cycles), summed over the queues:
+    /// what the modelled figure is taken from.
+    pub model_done_ns: u64,
+    pub model_done_pk: u64,
 }
 
 impl Goodput {
@@ -224,24 +238,32 @@ impl Goodput {
 
     /// Modelled goodput between two readings: delivered pages per second of
     /// modelled time, the queues running in parallel (each queue's time is
-    /// the mean of theirs). With a fixed arrival rate a queue cannot run
-    /// ahead of its arrivals, so its time is at least the wall time. Does
-    /// not depend on the host's speed: the figure the outcome benchmark
-    /// decides on.
+    /// the mean of theirs), counted over the whole receive-and-return
+    /// cycles each queue completed in between. With a fixed arrival rate a queue cannot run
+    /// ahead of its arrivals, so its time is at least the wall time; and
+    /// the device delivers no faster than its line rate (`line_pps`, when
+    /// set). Does not depend on the host's speed: the figure the outcome
+    /// benchmark decides on.
     #[must_use]
     #[allow(clippy::cast_precision_loss)]
     pub fn modelled_pps_since(&self, earlier: &Goodput) -> f64 {
-        let model =
-            self.model_ns.saturating_sub(earlier.model_ns) as f64 / self.queues.max(1) as f64;
+        let model = self.model_done_ns.saturating_sub(earlier.model_done_ns) as f64
+            / self.queues.max(1) as f64;
         let t = if self.rate_pps > 0 {
             model.max(self.now_ns.saturating_sub(earlier.now_ns) as f64)
         } else {
             model
         };
+        let delivered = self.model_done_pk.saturating_sub(earlier.model_done_pk) as f64;
+        let t = if self.line_pps > 0 {
+            t.max(delivered * 1e9 / self.line_pps as f64)
+        } else {
+            t
+        };
         if t <= 0.0 {
             return 0.0;
         }
-        self.delivered.saturating_sub(earlier.delivered) as f64 * 1e9 / t
+        delivered * 1e9 / t
     }
 }
 
@@ -474,7 +496,9 @@ impl PpsimDev {
         self.knob("hold_us", k.hold_us)?;
         self.knob("slow_cost_us", k.slow_cost_us)?;
         self.knob("release_cost_us", k.release_cost_us)?;
-        self.knob("contention_pct", k.contention_pct)
+        self.knob("contention_pct", k.contention_pct)?;
+        self.knob("stack_ref_pct", k.stack_ref_pct)?;
+        self.knob("line_pps", k.line_pps)
     }
 
     /// Read the knobs back.
@@ -497,6 +521,8 @@ impl PpsimDev {
             slow_cost_us: get("slow_cost_us")?,
             release_cost_us: get("release_cost_us")?,
             contention_pct: get("contention_pct")?,
+            stack_ref_pct: get("stack_ref_pct")?,
+            line_pps: get("line_pps")?,
         })
     }
 
@@ -570,6 +596,9 @@ impl PpsimDev {
                 "model_ns" => g.model_ns = n,
                 "queues" => g.queues = n,
                 "rate_pps" => g.rate_pps = n,
+                "line_pps" => g.line_pps = n,
+                "model_done_ns" => g.model_done_ns = n,
+                "model_done_pk" => g.model_done_pk = n,
                 _ => return false,
             }
             true
