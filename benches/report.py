@@ -246,11 +246,13 @@ def fig(r):
 
 
 def static_points(rows):
-    """Per (workload, preset): {ring: [static rows, one per round]}."""
+    """Per (workload, preset): {(ring, queues): [static rows, one per
+    round]} (one queue count except on the queue workloads)."""
     out = {}
     for r in rows:
         if r.get("kind") == "static":
-            out.setdefault((r["workload"], r.get("preset")), {}).setdefault(r["ring_final"], []).append(r)
+            pt = (r["ring_final"], r.get("queues", 0))
+            out.setdefault((r["workload"], r.get("preset")), {}).setdefault(pt, []).append(r)
     return out
 
 
@@ -292,11 +294,12 @@ def rank_agreement(pts):
 
 def best_static(rows):
     """Per (workload, preset), from its interleaved, repeated sweep: the
-    mean of each ring's rounds; best static = the smallest ring whose mean
-    modelled goodput is within 5 % of the sweep's best (the outcome target's
-    own tolerance) and that drops at most 1 % of what arrived (for
-    rate-limited workloads every ring delivers about the offered rate).
-    Also the default (256) and maximum rings' means. Returns
+    mean of each (ring, queues) point's rounds; best static = the smallest
+    ring (then the fewest queues) whose mean modelled goodput is within 5 %
+    of the sweep's best (the outcome target's own tolerance) and that drops
+    at most 1 % of what arrived (for rate-limited workloads every ring
+    delivers about the offered rate). Also the default (256) and maximum
+    rings' means at the runs' starting queue count (the most swept). Returns
     {(workload, preset): {"default"|"max"|"best-static": row}} with the
     per-ring spread and the modelled/wall rank agreement."""
     out = {}
@@ -316,10 +319,12 @@ def best_static(rows):
         near = [m for m in means.values() if m["modelled_pps"] >= 0.95 * top]
         clean = [m for m in near
                  if m["dropped_pps"] <= 0.01 * (m["goodput_pps"] + m["dropped_pps"])]
-        pick = min(clean or near, key=lambda m: m["ring_final"])
+        pick = min(clean or near, key=lambda m: (m["ring_final"], m.get("queues", 0)))
+        start_q = max(q for _, q in means)
+        rings = [r for r, q in means if q == start_q]
         out[key] = {
-            "default": dict(means[min(means)], kind="static-mean", config="default"),
-            "max": dict(means[max(means)], kind="static-mean", config="max"),
+            "default": dict(means[(min(rings), start_q)], kind="static-mean", config="default"),
+            "max": dict(means[(max(rings), start_q)], kind="static-mean", config="max"),
             "best-static": dict(pick, kind="best_static", config="best-static", modelled_pps=top,
                                 ring_modelled_pps=pick["modelled_pps"]),
             "sweep": [dict(m, kind="static-mean") for _, m in sorted(means.items())],
@@ -330,6 +335,12 @@ def best_static(rows):
 
 def changes_in(tl):
     return sum(1 for a, b in zip(tl, tl[1:]) if b[1] != a[1])
+
+
+def queues_of(p):
+    """The queue count of a timeline point (runs before the queue
+    workloads logged none)."""
+    return p[4] if len(p) > 4 else None
 
 
 def verdicts(rows, stat, period_s):
@@ -365,6 +376,23 @@ def verdicts(rows, stat, period_s):
                     and fig(pp) >= 0.98 * fig(nv))
         else:
             v["no_change_ok"] = (pp.get("changes") or 0) == 0
+        if pp.get("stack_ref_pct"):
+            # Held pages: the slow path is not the ring's; it must not grow.
+            v["no_growth_ok"] = max([pp["ring_final"]] + [p[1] for p in pp.get("timeline") or []]) \
+                <= st["default"]["ring_final"]
+        if pp.get("queue_case"):
+            tl = pp.get("timeline") or []
+            v["best_static_queues"] = best.get("queues")
+            v["pptune_queues"] = pp.get("queues")
+            v["start_queues"] = pp.get("start_queues")
+            # Rings first: no queue change before the ring's last change.
+            ring_t = [b_[0] for a, b_ in zip(tl, tl[1:]) if b_[1] != a[1]]
+            q_t = [b_[0] for a, b_ in zip(tl, tl[1:]) if queues_of(b_) != queues_of(a)]
+            v["rings_first_ok"] = not q_t or not ring_t or min(q_t) > max(ring_t)
+            # Fewer queues only when the ring cannot help: a queue cut is
+            # wrong where the best static point keeps the starting count.
+            cut = (pp.get("queues") or 0) < (pp.get("start_queues") or 0)
+            v["fewer_queues_only_when_needed_ok"] = not cut or (best.get("queues") or 0) < (pp.get("start_queues") or 0)
         if b <= mx["ring_final"] / 4:
             v["not_at_limit_ok"] = pp["ring_final"] < mx["ring_final"]
         if b < mx["ring_final"] and mx.get("inflight_mem", 0) > 0:
@@ -477,8 +505,8 @@ def outcome(jsonl, res_dir, name="outcome", policy=None):
             runs[(r["workload"], r.get("preset"), r["kind"])] = r
     for (wl, preset), st in stat.items():
         print(f"\n{wl} ({preset}); modelled/wall rank agreement over the sweep: {st['rank_agreement']}\n")
-        print("| config | ring | modelled pps | / best | wall pps | ring_full share | inflight MiB | changes |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("| config | ring | queues | modelled pps | / best | wall pps | ring_full share | inflight MiB | changes |")
+        print("|---|---|---|---|---|---|---|---|---|")
         best = st["best-static"]["modelled_pps"] or 1
         show = [("default", st["default"]), ("max", st["max"]), ("best static", st["best-static"]),
                 ("naive tuner", runs.get((wl, preset, "naive"))), ("pptune", runs.get((wl, preset, "pptune")))]
@@ -492,7 +520,7 @@ def outcome(jsonl, res_dir, name="outcome", policy=None):
             else:
                 val = f"{fig(r):,.0f}"
                 ratio = fig(r) / best
-            print(f"| {label} | {ring} | {val} | {ratio:.3f} | {r.get('goodput_pps', 0):,.0f} "
+            print(f"| {label} | {ring} | {r.get('queues', '–')} | {val} | {ratio:.3f} | {r.get('goodput_pps', 0):,.0f} "
                   f"| {r.get('ring_full_share', 0):.3f} | {r.get('inflight_mem', 0) / 2**20:.1f} | {r.get('changes', '–')} |")
     if ver:
         def yn(v, k):
@@ -501,13 +529,23 @@ def outcome(jsonl, res_dir, name="outcome", policy=None):
             x = v[k]
             return "✓" if x is True else "✗" if x is False else str(x)
         print()
-        print("| workload | preset | best static | pptune ring (changes) | naive ring (changes) | goodput / best | ≥ 0.95 | within 2× of best | never the limit (best ≤ limit/4) | ≤ 2 changes | memory / max | ≤ 0.5 | fewer changes than naive, ≥ its goodput | no change where nothing to tune |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        print("| workload | preset | best static | pptune ring (changes) | naive ring (changes) | goodput / best | ≥ 0.95 | within 2× of best | never the limit (best ≤ limit/4) | ≤ 2 changes | memory / max | ≤ 0.5 | fewer changes than naive, ≥ its goodput | no change where nothing to tune | held pages: no growth |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for v in ver:
             print(f"| {v['workload']} | {v['preset']} | {v['best_static_ring']} | {v['pptune_ring']} ({v['pptune_changes']}) "
                   f"| {v['naive_ring']} ({v['naive_changes']}) | {yn(v, 'goodput_vs_best')} | {yn(v, 'goodput_ok')} "
                   f"| {yn(v, 'within_pow2')} | {yn(v, 'not_at_limit_ok')} | {yn(v, 'changes_ok')} | {yn(v, 'mem_vs_max')} "
-                  f"| {yn(v, 'mem_ok')} | {yn(v, 'fewer_changes_than_naive_ok')} | {yn(v, 'no_change_ok')} |")
+                  f"| {yn(v, 'mem_ok')} | {yn(v, 'fewer_changes_than_naive_ok')} | {yn(v, 'no_change_ok')} | {yn(v, 'no_growth_ok')} |")
+        qv = [v for v in ver if "rings_first_ok" in v]
+        if qv:
+            print()
+            print("| workload | best static (ring, queues) | pptune from (256, start) to (ring, queues) | goodput / best | ≥ 0.95 | rings first | fewer queues only when the ring cannot help |")
+            print("|---|---|---|---|---|---|---|")
+            for v in qv:
+                print(f"| {v['workload']} | ({v['best_static_ring']}, {v['best_static_queues']}) "
+                      f"| (256, {v['start_queues']}) → ({v['pptune_ring']}, {v['pptune_queues']}), {v['pptune_changes']} changes "
+                      f"| {yn(v, 'goodput_vs_best')} | {yn(v, 'goodput_ok')} | {yn(v, 'rings_first_ok')} "
+                      f"| {yn(v, 'fewer_queues_only_when_needed_ok')} |")
     plot = [r for r in rows if r.get("kind") in ("pptune", "naive") and r.get("timeline")]
     if plot:
         svg_convergence(plot, stat, os.path.join(res_dir, f"{name}-convergence.svg"),

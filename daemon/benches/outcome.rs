@@ -7,7 +7,13 @@
 //! outcome-<hash> --pptune PATH --policy FILE [--preset zonelock] [--queues 2]
 //!     [--static-secs 8] [--enforce-secs 100] [--rounds 2] [--window-secs 3]
 //!     [--sweep 256,512,1024,2048,4096,8192,16384] [--workloads bursty-1500,steady,...]
+//!     [--channels-policy FILE] [--warmup-secs 1] [--naive-secs S]
 //! ```
+//!
+//! The queue workloads (`queues-*`) sweep (ring, queues) pairs over their
+//! own rings and 1, 2, 4, 6, 8, 16 queues, and start the naive tuner and
+//! pptune from 16 queues at the default ring; pptune then runs with
+//! `--channels-policy` (the same policy with channel changes enabled).
 //!
 //! For each workload: a static sweep (a fresh ppsim device per ring size,
 //! measured after a warm-up; `--rounds` interleaved rounds over the sweep)
@@ -17,7 +23,7 @@
 //! whose ring_full share is at or above the policy's grow threshold, 5 %:
 //! the rule generic tuners use), and another under `pptune run` in enforce
 //! mode; both are watched every second (ring, goodput) until
-//! `--enforce-secs`, and their last `--static-secs` are measured like a
+//! `--enforce-secs` (the naive tuner until `--naive-secs`, default the same), and their last `--static-secs` are measured like a
 //! static point. Every window carries ppsim's modelled goodput beside the
 //! wall figure (tests/ppsim/README.md): the figure the targets are judged
 //! on. One JSON line per
@@ -56,7 +62,37 @@ struct Workload {
     rate_pps: u32,
     hold_us: u32,
     running: bool,
+    /// % of returned pages the stack still references (0: none).
+    stack_ref_pct: u32,
+    /// For the queue workloads: the cost model (slow and release cost,
+    /// µs, contention %, line rate) instead of the preset's, the rings
+    /// and queue counts swept; the runs start from the largest count.
+    queues: Option<QueueCase>,
 }
+
+#[derive(Debug, Clone, Copy)]
+struct QueueCase {
+    cost_us: u32,
+    contention_pct: u32,
+    line_pps: u32,
+    rings: &'static [u32],
+    counts: &'static [u32],
+}
+
+/// The queue-count anchor (tests/ppsim/README.md "Queue count"): the zone
+/// lock's uncontended cost per bulk (6 µs, the zonelock preset's own
+/// calibration before contention), 44 % more per other queue on the slow
+/// path (goodput at the default ring peaks at 6 queues and falls to 0.69
+/// of that at 16, the field report's 63.6 → 43.3 Gbit/s), and a line rate
+/// of 3.4 Mpps (the peak is 0.68 of it, as 63.6 is of 94 Gbit/s).
+const QUEUE_COUNTS: &[u32] = &[1, 2, 4, 6, 8, 16];
+const CONTENDED: QueueCase = QueueCase {
+    cost_us: 6,
+    contention_pct: 44,
+    line_pps: 3_400_000,
+    rings: &[256, 2048],
+    counts: QUEUE_COUNTS,
+};
 
 const fn bursty(name: &'static str, burst: u32) -> Workload {
     Workload {
@@ -65,6 +101,8 @@ const fn bursty(name: &'static str, burst: u32) -> Workload {
         rate_pps: 0,
         hold_us: 0,
         running: true,
+        stack_ref_pct: 0,
+        queues: None,
     }
 }
 
@@ -87,6 +125,57 @@ const WORKLOADS: &[Workload] = &[
         rate_pps: 100_000,
         hold_us: 1000,
         running: true,
+        stack_ref_pct: 0,
+        queues: None,
+    },
+    // Held pages (untunable): every returned page is still referenced by
+    // the stack, so the pool releases it and refills from the slow path
+    // whatever its ring size; no ring_full. Target: no ring growth.
+    Workload {
+        name: "held",
+        burst: 64,
+        rate_pps: 0,
+        hold_us: 0,
+        running: true,
+        stack_ref_pct: 100,
+        queues: None,
+    },
+    // The queue-count case: bursts past the default ring, the slow path
+    // contended. Fewer queues help at the default ring, a bigger ring
+    // helps more (line rate from 4 queues up).
+    Workload {
+        name: "queues-contended",
+        burst: 1500,
+        rate_pps: 0,
+        hold_us: 0,
+        running: true,
+        stack_ref_pct: 0,
+        queues: Some(CONTENDED),
+    },
+    // Held pages with the same contention: the ring cannot help, fewer
+    // queues do.
+    Workload {
+        name: "queues-held",
+        burst: 64,
+        rate_pps: 0,
+        hold_us: 0,
+        running: true,
+        stack_ref_pct: 100,
+        queues: Some(CONTENDED),
+    },
+    // Uncontended slow path (no line rate): fewer queues never help.
+    Workload {
+        name: "queues-uncontended",
+        burst: 1500,
+        rate_pps: 0,
+        hold_us: 0,
+        running: true,
+        stack_ref_pct: 0,
+        queues: Some(QueueCase {
+            contention_pct: 0,
+            line_pps: 0,
+            ..CONTENDED
+        }),
     },
     // Steady: pages come back one small bulk at a time; the default ring is enough.
     Workload {
@@ -95,6 +184,8 @@ const WORKLOADS: &[Workload] = &[
         rate_pps: 0,
         hold_us: 0,
         running: true,
+        stack_ref_pct: 0,
+        queues: None,
     },
     // Idle: no traffic at all.
     Workload {
@@ -103,6 +194,8 @@ const WORKLOADS: &[Workload] = &[
         rate_pps: 0,
         hold_us: 0,
         running: false,
+        stack_ref_pct: 0,
+        queues: None,
     },
 ];
 
@@ -120,6 +213,7 @@ struct Window {
     slow_share: f64,
     inflight_mem: u64,
     ring: u32,
+    queues: u64,
 }
 
 /// Measure `secs` of the device as it is (ring must not change meanwhile).
@@ -143,6 +237,7 @@ async fn window(c: &Client, d: &PpsimDev, secs: u64) -> Window {
         slow_share: slow_refill_share(&delta, false).unwrap_or(0.0),
         inflight_mem: mem,
         ring: rx_ring(c, ifx).await,
+        queues: g1.queues,
     }
 }
 
@@ -179,7 +274,7 @@ fn line(kind: &str, w: &Workload, config: &str, m: &Window, extra: &str) -> Stri
     format!(
         "{{\"kind\":\"{kind}\",\"workload\":\"{}\",\"burst_pages\":{},\"rate_pps\":{},\"hold_us\":{},\
          \"config\":\"{config}\",\"ring_final\":{},\"goodput_pps\":{:.0},\"modelled_pps\":{:.0},\"dropped_pps\":{:.0},\
-         \"ring_full_share\":{:.4},\"slow_share\":{:.4},\"inflight_mem\":{}{extra}}}",
+         \"ring_full_share\":{:.4},\"slow_share\":{:.4},\"inflight_mem\":{},\"queues\":{}{extra}}}",
         w.name,
         w.burst,
         w.rate_pps,
@@ -190,7 +285,8 @@ fn line(kind: &str, w: &Workload, config: &str, m: &Window, extra: &str) -> Stri
         m.dropped_pps,
         m.ring_full_share,
         m.slow_share,
-        m.inflight_mem
+        m.inflight_mem,
+        m.queues
     )
 }
 
@@ -256,11 +352,12 @@ async fn naive(
             tokio::time::sleep(Duration::from_secs(1)).await;
             let g = d.goodput().unwrap();
             timeline.push(format!(
-                "[{:.1},{},{:.0},{:.0}]",
+                "[{:.1},{},{:.0},{:.0},{}]",
                 t0.elapsed().as_secs_f64(),
                 rx_ring(c, ifx).await,
                 g.pps_since(&g_prev),
-                g.modelled_pps_since(&g_prev)
+                g.modelled_pps_since(&g_prev),
+                g.queues
             ));
             g_prev = g;
         }
@@ -304,11 +401,14 @@ async fn main() {
         "devmem" => CostPreset::Devmem,
         _ => CostPreset::ZoneLock,
     };
-    let queues: u32 = arg("--queues").map_or(2, |s| s.parse().unwrap());
+    let base_queues: u32 = arg("--queues").map_or(2, |s| s.parse().unwrap());
+    let channels_policy = arg("--channels-policy");
     let static_secs: u64 = arg("--static-secs").map_or(8, |s| s.parse().unwrap());
     let enforce_secs: u64 = arg("--enforce-secs").map_or(100, |s| s.parse().unwrap());
     let rounds: u32 = arg("--rounds").map_or(2, |s| s.parse().unwrap());
     let window_secs: u64 = arg("--window-secs").map_or(3, |s| s.parse().unwrap());
+    let warmup_secs: u64 = arg("--warmup-secs").map_or(1, |s| s.parse().unwrap());
+    let naive_secs: u64 = arg("--naive-secs").map_or(enforce_secs, |s| s.parse().unwrap());
     let sweep: Vec<u32> = arg("--sweep")
         .unwrap_or_else(|| "256,512,1024,2048,4096,8192,16384".into())
         .split(',')
@@ -328,30 +428,60 @@ async fn main() {
         {
             continue;
         }
-        let knobs = Knobs {
+        let mut knobs = Knobs {
             rate_pps: w.rate_pps,
             burst_pages: w.burst,
             hold_us: w.hold_us,
+            stack_ref_pct: w.stack_ref_pct,
             ..Knobs::default()
         }
         .with_preset(preset);
+        // (ring, queues) pairs of the static sweep; the runs start from
+        // `queues` at the default ring.
+        let (pairs, queues, policy): (Vec<(u32, u32)>, u32, &str) = match w.queues {
+            Some(q) => {
+                knobs.slow_cost_us = q.cost_us;
+                knobs.release_cost_us = q.cost_us;
+                knobs.contention_pct = q.contention_pct;
+                knobs.line_pps = q.line_pps;
+                let pairs = q
+                    .rings
+                    .iter()
+                    .flat_map(|&r| q.counts.iter().map(move |&n| (r, n)))
+                    .collect();
+                let start = *q.counts.iter().max().unwrap();
+                let pol = channels_policy
+                    .as_deref()
+                    .expect("--channels-policy FILE for the queue workloads");
+                (pairs, start, pol)
+            }
+            None => (
+                sweep.iter().map(|&r| (r, base_queues)).collect(),
+                base_queues,
+                policy.as_str(),
+            ),
+        };
         let params = format!(
-            ",\"preset\":\"{}\",\"slow_cost_us\":{},\"release_cost_us\":{},\"contention_pct\":{},\"queues\":{queues}",
+            ",\"preset\":\"{}\",\"slow_cost_us\":{},\"release_cost_us\":{},\"contention_pct\":{},\"stack_ref_pct\":{},\"line_pps\":{},\"start_queues\":{queues},\"queue_case\":{}",
             preset.name(),
             knobs.slow_cost_us,
             knobs.release_cost_us,
-            knobs.contention_pct
+            knobs.contention_pct,
+            knobs.stack_ref_pct,
+            knobs.line_pps,
+            w.queues.is_some()
         );
+        let max_ring = pairs.iter().map(|p| p.0).max().unwrap_or(max_ring);
         // ---- static sweep: interleaved rounds, so a drift of the host
         // does not fall on one ring only
-        for (round, &ring) in (0..rounds).flat_map(|r| sweep.iter().map(move |x| (r, x))) {
-            let d = device(&p, queues, w, &knobs);
+        for (round, &(ring, nq)) in (0..rounds).flat_map(|r| pairs.iter().map(move |x| (r, x))) {
+            let d = device(&p, nq, w, &knobs);
             set_ring(&c, &d, ring).await;
             d.set_up(true).unwrap();
             if w.running {
                 d.start().unwrap();
             }
-            tokio::time::sleep(Duration::from_secs(2)).await;
+            tokio::time::sleep(Duration::from_secs(warmup_secs)).await;
             let m = window(&c, &d, static_secs).await;
             retire(d, w);
             let cfg = match ring {
@@ -373,7 +503,7 @@ async fn main() {
             w,
             &knobs,
             &params,
-            enforce_secs,
+            naive_secs,
             static_secs,
             window_secs,
             max_ring,
@@ -405,7 +535,7 @@ async fn main() {
         });
         let daemon = Daemon(
             Command::new(&pptune)
-                .args(["--config", &policy, "run"])
+                .args(["--config", policy, "run"])
                 .env("RUNTIME_DIRECTORY", &rundir)
                 .env("STATE_DIRECTORY", &rundir)
                 .stdout(Stdio::null())
@@ -417,7 +547,8 @@ async fn main() {
         let mut timeline = Vec::new();
         // (t, goodput) per second, to average the settled part.
         let mut samples: Vec<(f64, f64)> = Vec::new();
-        let mut last_ring = rx_ring(&c, ifx).await;
+        // A change is a new ring or a new queue count.
+        let mut last = (rx_ring(&c, ifx).await, u64::from(queues));
         let mut changes = 0u32;
         let mut last_change_s = 0.0f64;
         let mut g_prev = d.goodput().unwrap();
@@ -427,21 +558,22 @@ async fn main() {
             let ring = rx_ring(&c, ifx).await;
             let g = d.goodput().unwrap();
             let t = t0.elapsed().as_secs_f64();
-            if ring != last_ring {
+            if (ring, g.queues) != last {
                 changes += 1;
                 last_change_s = t;
-                last_ring = ring;
+                last = (ring, g.queues);
             }
             timeline.push(format!(
-                "[{t:.1},{ring},{:.0},{:.0}]",
+                "[{t:.1},{ring},{:.0},{:.0},{}]",
                 g.pps_since(&g_prev),
-                g.modelled_pps_since(&g_prev)
+                g.modelled_pps_since(&g_prev),
+                g.queues
             ));
             samples.push((t, g.pps_since(&g_prev)));
             g_prev = g;
         }
         let m = window(&c, &d, static_secs).await;
-        if m.ring != last_ring {
+        if (m.ring, m.queues) != last {
             changes += 1;
             last_change_s = t0.elapsed().as_secs_f64();
         }
