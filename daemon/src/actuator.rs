@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use policy::Policy;
 use policy::engine::{ActionRecord, Observation, Outcome};
-use policy::evaluate::{Evaluation, Rates, Verdict};
+use policy::evaluate::{Applied, Evaluation, Rates, Verdict};
 use policy::gates::{self, Backoff};
 use policy::knobs::{self, Block};
 use policy::plan::{Decision, Knob, ReasonCode};
@@ -518,18 +518,14 @@ impl Actuator {
                     Ok(Some(d)) => d,
                     _ => pre.clone(),
                 };
-                self.evaluations.push(Evaluation {
-                    key: key.clone(),
+                let applied = Applied {
                     knob,
                     from,
                     to: v,
                     reason: dec.reason,
-                    ends: at.saturating_add(io.policy.timing.evaluation),
-                    baseline,
-                    start,
-                    start_at: io.clock.now(),
-                    settled: false,
-                });
+                };
+                self.evaluations
+                    .push(Evaluation::open(applied, baseline, start, at, io.policy));
                 Outcome::Pending
             }
             Ok(v) => {
@@ -637,27 +633,26 @@ impl Actuator {
         now: Duration,
         mut io: Lent<'_, K, R>,
     ) {
-        // Move fresh windows past the rebuild transient
-        // (`Evaluation::settled`).
-        let evaluation = io.policy.timing.evaluation;
-        for ev in &mut self.evaluations {
-            if let Some(dev) = snap.devices.iter().find(|d| d.id.key() == ev.key) {
-                ev.settle(dev, now, evaluation);
+        // Each window takes this sample (settling past the rebuild
+        // transient first); a closed one leaves with its verdict. A window
+        // whose device is gone when it closes ends unjudged.
+        let mut due = Vec::new();
+        self.evaluations.retain_mut(|ev| {
+            match snap.devices.iter().find(|d| d.id.key() == ev.key) {
+                Some(dev) => match ev.advance(dev, now, io.policy) {
+                    Some(verdict) => {
+                        due.push((ev.clone(), dev.clone(), verdict));
+                        false
+                    }
+                    None => true,
+                },
+                None => !ev.due(now),
             }
-        }
-        let (due, open): (Vec<Evaluation>, Vec<Evaluation>) = std::mem::take(&mut self.evaluations)
-            .into_iter()
-            .partition(|e| e.due(now));
-        self.evaluations = open;
+        });
         if due.is_empty() {
             return;
         }
-        let threshold = io.policy.thresholds.grow_recycle_miss;
-        for ev in due {
-            let Some(dev) = snap.devices.iter().find(|d| d.id.key() == ev.key).cloned() else {
-                continue;
-            };
-            let verdict = ev.judge(&dev, now, threshold);
+        for (ev, dev, verdict) in due {
             let outcome = verdict.outcome();
             if let Verdict::Harmful(why) = &verdict {
                 tracing::warn!(device = %dev.name, knob = %ev.knob, "change made harm worse ({why}): reverting {} -> {}", ev.to, ev.from);

@@ -30,7 +30,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use policy::engine::{ActionRecord, EngineState, Observation, Original, Outcome};
-use policy::evaluate::{Evaluation, Rates, Verdict};
+use policy::evaluate::{Applied, Evaluation, Rates, Verdict};
 use policy::plan::{Action, Decision, Knob, RingField};
 use policy::snapshot::{Availability, Device, PoolStats, Snapshot};
 use policy::{Mode, Policy};
@@ -352,35 +352,27 @@ impl Replayer<'_> {
             Rates::between(a, b, elapsed)
         });
         if let Some(start) = snap.devices.iter().find(|d| d.id == dec.device_id) {
+            let applied = Applied {
+                knob,
+                from,
+                to,
+                reason: dec.reason,
+            };
             self.evals.push(SimEval {
-                ev: Evaluation {
-                    key,
-                    knob,
-                    from,
-                    to,
-                    reason: dec.reason,
-                    ends: now.saturating_add(self.policy.timing.evaluation),
-                    baseline,
-                    start: start.clone(),
-                    start_at: now,
-                    settled: false,
-                },
+                ev: Evaluation::open(applied, baseline, start.clone(), now, self.policy),
             });
         }
     }
 
     /// Closes due simulated evaluations with the daemon's judgement.
     fn evaluate_due(&mut self, snap: &Snapshot, now: Duration) {
-        let evaluation = self.policy.timing.evaluation;
-        let threshold = self.policy.thresholds.grow_recycle_miss;
         let mut done = Vec::new();
         for (i, e) in self.evals.iter_mut().enumerate() {
             let Some(dev) = snap.devices.iter().find(|d| d.id.key() == e.ev.key) else {
                 continue;
             };
-            e.ev.settle(dev, now, evaluation);
-            if e.ev.due(now) {
-                done.push((i, e.ev.judge(dev, now, threshold)));
+            if let Some(verdict) = e.ev.advance(dev, now, self.policy) {
+                done.push((i, verdict));
             }
         }
         for (i, verdict) in done.into_iter().rev() {

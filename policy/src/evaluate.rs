@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::accounting::{HarmDelta, PoolLedger, device_delta};
 use crate::engine::Outcome;
 use crate::plan::{Knob, ReasonCode};
+use crate::policy::Policy;
 use crate::signals::{self, ratio};
 use crate::snapshot::{Device, PoolStats};
 
@@ -221,7 +222,53 @@ pub struct Evaluation {
     pub settled: bool,
 }
 
+/// A change the kernel took: `knob` went `from` → `to` (the value read
+/// back) for `reason`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Applied {
+    pub knob: Knob,
+    pub from: u32,
+    pub to: u32,
+    pub reason: ReasonCode,
+}
+
 impl Evaluation {
+    /// Opens the window on a change applied at `at` to the device `start`
+    /// (sampled right after it), to be judged against `baseline` over
+    /// `policy.timing.evaluation` from the first regular sample after the
+    /// change ([`Self::advance`]). The daemon and the replay open every
+    /// window here.
+    #[must_use]
+    pub fn open(
+        change: Applied,
+        baseline: Option<Rates>,
+        start: Device,
+        at: Duration,
+        policy: &Policy,
+    ) -> Self {
+        Self {
+            key: start.id.key(),
+            knob: change.knob,
+            from: change.from,
+            to: change.to,
+            reason: change.reason,
+            ends: at.saturating_add(policy.timing.evaluation),
+            baseline,
+            start,
+            start_at: at,
+            settled: false,
+        }
+    }
+
+    /// The window's step on each sample `dev` of its device at `now`:
+    /// settles a fresh window, and once it has closed, the verdict (judged
+    /// with the policy's growth threshold). `None`: still open.
+    pub fn advance(&mut self, dev: &Device, now: Duration, policy: &Policy) -> Option<Verdict> {
+        self.settle(dev, now, policy.timing.evaluation);
+        self.due(now)
+            .then(|| self.judge(dev, now, policy.thresholds.grow_recycle_miss))
+    }
+
     /// Moves a fresh window past the rebuild transient: it is judged over
     /// `evaluation` from the first regular sample after the change.
     pub fn settle(&mut self, dev: &Device, now: Duration, evaluation: Duration) {
@@ -326,5 +373,31 @@ mod tests {
         assert_eq!((r.harm, r.packets, r.reset), (7, 5, false));
         let back = Rates::between(&dev(5, 2, 7), &dev(0, 0, 0), Duration::from_secs(1));
         assert!(back.is_some_and(|r| r.reset));
+    }
+
+    /// The window opens at the change, restarts at the first sample after
+    /// it (the rebuild transient), stays open for `timing.evaluation` from
+    /// there and then gives one verdict.
+    #[test]
+    fn a_window_settles_on_its_first_sample_and_closes_after_the_evaluation() {
+        let policy = crate::policy::tests_support::policy();
+        let w = policy.timing.evaluation;
+        let dev = crate::tests::support::device(3, "mlx5_core", 1024, 8192, 2);
+        let change = Applied {
+            knob: Knob::Ring(crate::plan::RingField::Rx),
+            from: 512,
+            to: 1024,
+            reason: ReasonCode::RecycleMissHigh,
+        };
+        let t0 = Duration::from_secs(100);
+        let mut ev = Evaluation::open(change, None, dev.clone(), t0, &policy);
+        assert_eq!((ev.key.as_str(), ev.ends), (dev.id.key().as_str(), t0 + w));
+        let t1 = t0 + Duration::from_secs(2);
+        assert_eq!(ev.advance(&dev, t1, &policy), None);
+        assert!(ev.settled);
+        assert_eq!((ev.start_at, ev.ends), (t1, t1 + w));
+        // Still open where the unsettled window would have closed.
+        assert_eq!(ev.advance(&dev, t0 + w, &policy), None);
+        assert!(ev.advance(&dev, t1 + w, &policy).is_some());
     }
 }

@@ -27,7 +27,7 @@ pub mod state;
 pub mod window;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use engine::{
     ActionRecord, EngineState, LocalTime, Observation, Original, Outcome, decide, findings_needed,

@@ -5,4 +5,4 @@ mod overflow;
 mod props;
 mod replay;
 mod rules;
-mod support;
+pub(crate) mod support;
