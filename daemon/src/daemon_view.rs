@@ -43,10 +43,7 @@ pub(crate) struct ViewInput<'a> {
 
 pub(crate) fn build(d: &ViewInput<'_>) -> DaemonView {
     let now = d.now;
-    let wall_ms = std::time::SystemTime::now()
-        .duration_since(std::time::SystemTime::UNIX_EPOCH)
-        .map(|t| u64::try_from(t.as_millis()).unwrap_or(0))
-        .unwrap_or(0);
+    let wall_ms = crate::clock::unix_ms();
     let mut devices = Vec::new();
     for dev in d.devices.values() {
         let key = dev.id.key();

@@ -8,12 +8,13 @@ use anyhow::Context as _;
 use policy::Policy;
 use tokio::time::Instant;
 
+use crate::clock::unix_ms;
 use crate::kernel::{Kernel, SampleScope};
 use crate::kernel_netlink::NetlinkKernel;
 use crate::logging::action_text;
 use crate::record::format::{Inputs, Pass, nanos};
 use crate::record::journal::{self, HistoryRow};
-use crate::record::{Recorder, state_dir, unix_ms};
+use crate::record::{Recorder, state_dir};
 use crate::replay::{Basis, Report, replay};
 
 /// `pptune record`: samples every `interval` for `duration` (until ^C when

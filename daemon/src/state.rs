@@ -443,10 +443,7 @@ impl StateStore {
         match self.load() {
             Err(e @ StateError::Parse { .. }) => {
                 let path = self.path();
-                let ms = std::time::SystemTime::now()
-                    .duration_since(std::time::SystemTime::UNIX_EPOCH)
-                    .unwrap_or_default()
-                    .as_millis();
+                let ms = crate::clock::unix_ms();
                 let aside = self.dir.join(format!("{STATE_FILE}.unreadable-{ms}"));
                 fs::rename(&path, &aside).map_err(|source| StateError::Write {
                     path: aside.clone(),

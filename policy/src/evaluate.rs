@@ -271,7 +271,7 @@ impl Evaluation {
 
     /// Moves a fresh window past the rebuild transient: it is judged over
     /// `evaluation` from the first regular sample after the change.
-    pub fn settle(&mut self, dev: &Device, now: Duration, evaluation: Duration) {
+    fn settle(&mut self, dev: &Device, now: Duration, evaluation: Duration) {
         if !self.settled {
             self.start = dev.clone();
             self.start_at = now;
@@ -288,7 +288,7 @@ impl Evaluation {
 
     /// The verdict on the window ending with `dev` at `now`.
     #[must_use]
-    pub fn judge(&self, dev: &Device, now: Duration, grow_threshold: f64) -> Verdict {
+    fn judge(&self, dev: &Device, now: Duration, grow_threshold: f64) -> Verdict {
         let after = Rates::between(&self.start, dev, now.saturating_sub(self.start_at));
         judge(
             self.reason,

@@ -10,7 +10,8 @@ use policy::snapshot::Snapshot;
 
 use super::format::{ChangeRec, DecisionRec, Inputs, Pass, local_time_rec, nanos};
 use super::journal::Journal;
-use super::{Recorder, recording_dir, unix_ms};
+use super::{Recorder, recording_dir};
+use crate::clock::unix_ms;
 use crate::metrics::Metrics;
 
 /// The daemon's recording and journal.

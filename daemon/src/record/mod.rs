@@ -18,6 +18,8 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::clock::unix_ms;
+
 use policy::Policy;
 use policy::engine::{ENGINE_STATE_VERSION, EngineState};
 use policy::snapshot::Snapshot;
@@ -83,8 +85,6 @@ pub struct Recorder {
     seg_start_ms: u64,
     sync: bool,
 }
-
-pub use crate::clock::unix_ms;
 
 fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
