@@ -76,14 +76,13 @@ pub fn out_dir() -> Option<PathBuf> {
 /// Outside the test VM (`PPTUNE_IN_VM != 1`).
 #[must_use]
 #[allow(clippy::panic)] // the test's own failure
-pub fn require_vm(test: &str) -> Option<String> {
-    match kernel() {
-        Some(k) => Some(k),
-        None => panic!(
+pub fn require_vm(test: &str) -> String {
+    kernel().unwrap_or_else(|| {
+        panic!(
             "{test}: not inside the pptune test VM (PPTUNE_IN_VM != 1); \
              run tests/vm/test.sh to run it against real kernels"
-        ),
-    }
+        )
+    })
 }
 
 /// The repository root (this crate lives in `<root>/tests`).

@@ -39,8 +39,8 @@ const MISS_THRESHOLD: f64 = 0.05;
 /// `thresholds.grow_slow_refill`, also the "contended" level for channels.
 const SLOW_THRESHOLD: f64 = 0.25;
 
-fn gate(test: &str) -> Option<String> {
-    let k = require_vm(test)?;
+fn gate(test: &str) -> String {
+    let k = require_vm(test);
     // tests/vm/test.sh starts this suite on 7.3 only (suites_for): 6.1 has
     // no page-pool netlink, 6.12 runs the compatibility subset.
     assert!(
@@ -50,7 +50,7 @@ fn gate(test: &str) -> Option<String> {
     if std::env::var_os("PPTUNE_PPSIM_KO").is_none() {
         panic!("{test}: PPTUNE_PPSIM_KO is not set although the kernel is {k}");
     }
-    Some(k)
+    k
 }
 
 fn pptune_bin() -> PathBuf {
@@ -394,9 +394,7 @@ fn tmp() -> tempfile::TempDir {
 /// workload bring no further change.
 #[tokio::test(flavor = "current_thread")]
 async fn bursty_enforce_converges_then_holds_steady() {
-    let Some(k) = gate("bursty_enforce_converges_then_holds_steady") else {
-        return;
-    };
+    let k = gate("bursty_enforce_converges_then_holds_steady");
     let c = Client::connect().await.expect("client");
     let knobs = bursty();
     let d = device(1, &knobs);
@@ -497,9 +495,7 @@ async fn bursty_enforce_converges_then_holds_steady() {
 /// same on one vCPU and on two (consumer on the other CPU, `run.sh --smp 2`).
 #[tokio::test(flavor = "current_thread")]
 async fn non_power_of_two_bursts_converge_near_the_burst() {
-    let Some(k) = gate("non_power_of_two_bursts_converge_near_the_burst") else {
-        return;
-    };
+    let k = gate("non_power_of_two_bursts_converge_near_the_burst");
     let c = Client::connect().await.expect("client");
     let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     for (personality, burst) in [(Personality::Ppsim, 1500u32), (Personality::Pow2, 2500)] {
@@ -576,9 +572,7 @@ async fn non_power_of_two_bursts_converge_near_the_burst() {
 /// and target that `pptune plan --json` gives for the same device.
 #[tokio::test(flavor = "current_thread")]
 async fn observe_changes_nothing_and_exports_the_plan_recommendation() {
-    let Some(k) = gate("observe_changes_nothing_and_exports_the_plan_recommendation") else {
-        return;
-    };
+    let k = gate("observe_changes_nothing_and_exports_the_plan_recommendation");
     let c = Client::connect().await.expect("client");
     let d = device(1, &bursty());
     d.start().expect("start");
@@ -662,9 +656,7 @@ async fn observe_changes_nothing_and_exports_the_plan_recommendation() {
 /// and `pptune restore` puts it back.
 #[tokio::test(flavor = "current_thread")]
 async fn sigterm_restores_and_kill9_keeps_originals_for_restore() {
-    let Some(k) = gate("sigterm_restores_and_kill9_keeps_originals_for_restore") else {
-        return;
-    };
+    let k = gate("sigterm_restores_and_kill9_keeps_originals_for_restore");
     let c = Client::connect().await.expect("client");
     let d = device(1, &bursty());
     d.start().expect("start");
@@ -758,9 +750,7 @@ async fn sigterm_restores_and_kill9_keeps_originals_for_restore() {
 /// burst in one step, so an unchanged workload may have no step 2).
 #[tokio::test(flavor = "current_thread")]
 async fn restart_between_growth_steps_gives_a_calibrated_step() {
-    let Some(k) = gate("restart_between_growth_steps_gives_a_calibrated_step") else {
-        return;
-    };
+    let k = gate("restart_between_growth_steps_gives_a_calibrated_step");
     let c = Client::connect().await.expect("client");
     let knobs = Knobs {
         burst_pages: 1024,
@@ -860,9 +850,7 @@ async fn wait_ring_change(
 /// overflow it.
 #[tokio::test(flavor = "current_thread")]
 async fn ethtool_by_hand_is_an_operator_override() {
-    let Some(k) = gate("ethtool_by_hand_is_an_operator_override") else {
-        return;
-    };
+    let k = gate("ethtool_by_hand_is_an_operator_override");
     let c = Client::connect().await.expect("client");
     let d = device(1, &bursty());
     d.start().expect("start");
@@ -909,9 +897,7 @@ async fn ethtool_by_hand_is_an_operator_override() {
 /// as far as the budget allows and says `budget_exhausted`.
 #[tokio::test(flavor = "current_thread")]
 async fn memory_budget_stops_growth_and_says_so() {
-    let Some(k) = gate("memory_budget_stops_growth_and_says_so") else {
-        return;
-    };
+    let k = gate("memory_budget_stops_growth_and_says_so");
     let c = Client::connect().await.expect("client");
     let d = device(1, &bursty());
     d.start().expect("start");
@@ -985,9 +971,7 @@ impl Drop for RmemMax {
 /// what the kernel reports.
 #[tokio::test(flavor = "current_thread")]
 async fn lost_notifications_resync_to_the_kernels_state() {
-    let Some(k) = gate("lost_notifications_resync_to_the_kernels_state") else {
-        return;
-    };
+    let k = gate("lost_notifications_resync_to_the_kernels_state");
     let c = Client::connect().await.expect("client");
     let d = device(16, &Knobs::default());
     let rmem = RmemMax::set(4096);
@@ -1048,9 +1032,7 @@ async fn lost_notifications_resync_to_the_kernels_state() {
 /// record stays valid.
 #[tokio::test(flavor = "current_thread")]
 async fn device_deleted_mid_change_leaves_the_daemon_consistent() {
-    let Some(k) = gate("device_deleted_mid_change_leaves_the_daemon_consistent") else {
-        return;
-    };
+    let k = gate("device_deleted_mid_change_leaves_the_daemon_consistent");
     let c = Client::connect().await.expect("client");
     let d = device(1, &bursty());
     d.start().expect("start");
@@ -1104,9 +1086,7 @@ async fn device_deleted_mid_change_leaves_the_daemon_consistent() {
 /// the kernel's pool stats just before the change).
 #[tokio::test(flavor = "current_thread")]
 async fn channels_rings_first_and_no_queue_while_contended() {
-    let Some(k) = gate("channels_rings_first_and_no_queue_while_contended") else {
-        return;
-    };
+    let k = gate("channels_rings_first_and_no_queue_while_contended");
     let c = Client::connect().await.expect("client");
     // A fixed arrival rate above what the queues deliver, so RX drops give
     // the channel rule something to act on once recycling is healthy.

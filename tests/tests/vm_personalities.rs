@@ -36,10 +36,8 @@ use tokio::time::{Instant, sleep};
 /// `thresholds.grow_recycle_miss` of closed-loop-enforce.yaml.
 const MISS_THRESHOLD: f64 = 0.05;
 
-fn gate(test: &str) -> bool {
-    let Some(k) = require_vm(test) else {
-        return false;
-    };
+fn gate(test: &str) {
+    let k = require_vm(test);
     // tests/vm/test.sh starts this suite on 7.3 only (suites_for).
     assert!(
         k == "7.3",
@@ -49,7 +47,6 @@ fn gate(test: &str) -> bool {
         std::env::var_os("PPTUNE_PPSIM_KO").is_some(),
         "{test}: PPTUNE_PPSIM_KO is not set although the kernel is {k}"
     );
-    true
 }
 
 fn pptune_bin() -> PathBuf {
@@ -250,9 +247,7 @@ fn assert_changes_follow_the_driver(p: Personality, run: &Run) {
 /// driver name, pool = f(ring), rounding and refusals, and gve's stale pool.
 #[tokio::test(flavor = "current_thread")]
 async fn personalities_behave_like_their_drivers() {
-    if !gate("personalities_behave_like_their_drivers") {
-        return;
-    }
+    gate("personalities_behave_like_their_drivers");
     let c = Client::connect().await.expect("client");
     // (personality, default ring, pool at that ring)
     let cases = [
@@ -341,18 +336,14 @@ async fn personalities_behave_like_their_drivers() {
 /// overflow the pool.
 #[tokio::test(flavor = "current_thread")]
 async fn gve_ring_is_not_changed_for_the_pool() {
-    if !gate("gve_ring_is_not_changed_for_the_pool") {
-        return;
-    }
+    gate("gve_ring_is_not_changed_for_the_pool");
     hands_off(Personality::Gve, Some(512), 8192).await;
 }
 
 /// bnxt without aggregation rings: the pool is 1024 whatever the ring.
 #[tokio::test(flavor = "current_thread")]
 async fn bnxt_without_agg_ring_is_not_changed_for_the_pool() {
-    if !gate("bnxt_without_agg_ring_is_not_changed_for_the_pool") {
-        return;
-    }
+    gate("bnxt_without_agg_ring_is_not_changed_for_the_pool");
     hands_off(Personality::BnxtNoAgg, None, 4096).await;
 }
 
@@ -452,9 +443,7 @@ async fn grows_to_the_burst(p: Personality, burst: u32, max_refusals: usize, set
 /// as rx-jumbo) covers the burst; rx ≤ 2047.
 #[tokio::test(flavor = "current_thread")]
 async fn bnxt_with_agg_grows_rx_until_the_pool_covers_the_burst() {
-    if !gate("bnxt_with_agg_grows_rx_until_the_pool_covers_the_burst") {
-        return;
-    }
+    gate("bnxt_with_agg_grows_rx_until_the_pool_covers_the_burst");
     grows_to_the_burst(Personality::Bnxt, 4096, 0, Duration::from_secs(20)).await;
 }
 
@@ -462,9 +451,7 @@ async fn bnxt_with_agg_grows_rx_until_the_pool_covers_the_burst() {
 /// of two.
 #[tokio::test(flavor = "current_thread")]
 async fn mlx5_striding_grows_in_powers_of_two_with_half_a_page_per_entry() {
-    if !gate("mlx5_striding_grows_in_powers_of_two_with_half_a_page_per_entry") {
-        return;
-    }
+    gate("mlx5_striding_grows_in_powers_of_two_with_half_a_page_per_entry");
     grows_to_the_burst(Personality::Mlx5Striding, 2048, 0, Duration::from_secs(20)).await;
 }
 
@@ -472,9 +459,7 @@ async fn mlx5_striding_grows_in_powers_of_two_with_half_a_page_per_entry() {
 /// 2048, its cap); nothing beyond.
 #[tokio::test(flavor = "current_thread")]
 async fn octeontx2_asks_only_for_rings_that_grow_the_pool() {
-    if !gate("octeontx2_asks_only_for_rings_that_grow_the_pool") {
-        return;
-    }
+    gate("octeontx2_asks_only_for_rings_that_grow_the_pool");
     grows_to_the_burst(Personality::Octeontx2, 4096, 0, Duration::from_secs(20)).await;
 }
 
@@ -482,9 +467,7 @@ async fn octeontx2_asks_only_for_rings_that_grow_the_pool() {
 /// two, without words: one refusal teaches the rule.
 #[tokio::test(flavor = "current_thread")]
 async fn an_unknown_driver_refusing_non_powers_of_two_is_refused_once() {
-    if !gate("an_unknown_driver_refusing_non_powers_of_two_is_refused_once") {
-        return;
-    }
+    gate("an_unknown_driver_refusing_non_powers_of_two_is_refused_once");
     // The refusal backs the device off for 60 s (the actuator), then the
     // learned power of two is asked.
     grows_to_the_burst(Personality::Pow2, 2048, 1, Duration::from_secs(80)).await;

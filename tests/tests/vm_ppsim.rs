@@ -23,8 +23,8 @@ use pptune_tests::pools::{attached_pools, stats_of};
 use pptune_tests::ppsim::{CostPreset, Knobs, Ppsim, PpsimDev};
 use pptune_tests::vm::require_vm;
 
-fn gate(test: &str) -> Option<String> {
-    let k = require_vm(test)?;
+fn gate(test: &str) -> String {
+    let k = require_vm(test);
     // tests/vm/test.sh does not start this suite on 6.1 (no ppsim there).
     assert!(
         k != "6.1",
@@ -33,7 +33,7 @@ fn gate(test: &str) -> Option<String> {
     if std::env::var_os("PPTUNE_PPSIM_KO").is_none() {
         panic!("{test}: PPTUNE_PPSIM_KO is not set although the kernel is {k}");
     }
-    Some(k)
+    k
 }
 
 async fn set_ring(c: &Client, d: &PpsimDev, ring: u32) {
@@ -59,9 +59,7 @@ fn setup(queues: u32) -> PpsimDev {
 
 #[tokio::test(flavor = "current_thread")]
 async fn counters_move_under_traffic() {
-    let Some(k) = gate("counters_move_under_traffic") else {
-        return;
-    };
+    let k = gate("counters_move_under_traffic");
     let c = Client::connect().await.expect("client");
     let d = setup(2);
     let ifx = d.ifindex().expect("ifindex");
@@ -163,9 +161,7 @@ async fn counters_move_under_traffic() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn ring_change_gives_new_pools_and_old_counters_stop() {
-    let Some(k) = gate("ring_change_gives_new_pools_and_old_counters_stop") else {
-        return;
-    };
+    let k = gate("ring_change_gives_new_pools_and_old_counters_stop");
     let c = Client::connect().await.expect("client");
     let d = setup(2);
     let ifx = d.ifindex().expect("ifindex");
@@ -296,9 +292,7 @@ fn spread(xs: &[f64]) -> f64 {
 
 #[tokio::test(flavor = "current_thread")]
 async fn bursts_overflow_a_small_ring_not_a_large_one() {
-    let Some(k) = gate("bursts_overflow_a_small_ring_not_a_large_one") else {
-        return;
-    };
+    let k = gate("bursts_overflow_a_small_ring_not_a_large_one");
     let c = Client::connect().await.expect("client");
     let knobs = Knobs {
         burst_pages: 2048,
@@ -332,9 +326,7 @@ async fn bursts_overflow_a_small_ring_not_a_large_one() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn charged_slow_path_makes_the_large_ring_faster() {
-    let Some(k) = gate("charged_slow_path_makes_the_large_ring_faster") else {
-        return;
-    };
+    let k = gate("charged_slow_path_makes_the_large_ring_faster");
     let c = Client::connect().await.expect("client");
     let mut ratios = Vec::new();
     for preset in [CostPreset::Off, CostPreset::ZoneLock, CostPreset::Devmem] {
@@ -371,9 +363,7 @@ async fn charged_slow_path_makes_the_large_ring_faster() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn posted_ring_counts_in_inflight() {
-    let Some(k) = gate("posted_ring_counts_in_inflight") else {
-        return;
-    };
+    let k = gate("posted_ring_counts_in_inflight");
     let c = Client::connect().await.expect("client");
     let d = setup(2);
     let ifx = d.ifindex().expect("ifindex");
@@ -410,9 +400,7 @@ async fn posted_ring_counts_in_inflight() {
 /// rings as the wall figure does (a non-power-of-two burst, both presets).
 #[tokio::test(flavor = "current_thread")]
 async fn modelled_goodput_is_repeatable() {
-    let Some(k) = gate("modelled_goodput_is_repeatable") else {
-        return;
-    };
+    let k = gate("modelled_goodput_is_repeatable");
     let c = Client::connect().await.expect("client");
     for preset in [CostPreset::ZoneLock, CostPreset::Devmem] {
         let knobs = Knobs {
@@ -460,9 +448,7 @@ async fn modelled_goodput_is_repeatable() {
 /// line rate from 6 queues up.
 #[tokio::test(flavor = "current_thread")]
 async fn contended_queue_count_peaks_then_falls() {
-    let Some(k) = gate("contended_queue_count_peaks_then_falls") else {
-        return;
-    };
+    let k = gate("contended_queue_count_peaks_then_falls");
     let c = Client::connect().await.expect("client");
     let knobs = Knobs {
         burst_pages: 1500,
@@ -526,9 +512,7 @@ async fn contended_queue_count_peaks_then_falls() {
 /// figure at 2048 is within 2 % of 256's.
 #[tokio::test(flavor = "current_thread")]
 async fn held_pages_slow_path_does_not_depend_on_the_ring() {
-    let Some(k) = gate("held_pages_slow_path_does_not_depend_on_the_ring") else {
-        return;
-    };
+    let k = gate("held_pages_slow_path_does_not_depend_on_the_ring");
     let c = Client::connect().await.expect("client");
     let knobs = Knobs {
         burst_pages: 64,

@@ -110,8 +110,7 @@ fn json(out: &std::process::Output) -> serde_json::Value {
 
 #[tokio::test(flavor = "current_thread")]
 async fn an_observe_recording_replayed_with_enforce_predicts_the_live_enforce_run() {
-    let k = require_vm("an_observe_recording_replayed_with_enforce_predicts_the_live_enforce_run")
-        .unwrap();
+    let k = require_vm("an_observe_recording_replayed_with_enforce_predicts_the_live_enforce_run");
     assert_eq!(k, "7.3", "tests/vm/test.sh runs vm_replay on 7.3");
     let c = Client::connect().await.unwrap();
     let ppsim = Ppsim::load().expect("ppsim loads");
