@@ -163,6 +163,8 @@ struct ppsim_dev {
 	u32 contention_pct;
 	u32 stack_ref_pct;	/* returned pages the stack still references */
 	u32 line_pps;		/* the device's line rate in the model, 0 = none */
+	u32 refuse_sets;	/* refuse every ring/channel set (EBUSY, extack) */
+	u32 refused;		/* sets refused because of refuse_sets */
 	u32 producer_cpu;
 	u32 consumer_cpu;
 
@@ -877,6 +879,18 @@ static void ppsim_get_ringparam(struct net_device *dev, struct ethtool_ringparam
 				&ring->rx_jumbo_max_pending);
 }
 
+/* `refuse_sets`: a driver that refuses every change (a firmware that is
+ * busy, a device in recovery), with an extack message; counted in
+ * `refused` so a test reads the attempts from the kernel side. */
+static int ppsim_refusing(struct ppsim_dev *pd, struct netlink_ext_ack *extack)
+{
+	if (!READ_ONCE(pd->refuse_sets))
+		return 0;
+	pd->refused++;
+	NL_SET_ERR_MSG(extack, "ppsim: refuse_sets is on: every ring and channel change is refused");
+	return -EBUSY;
+}
+
 /* Rebuild the queues the way a real driver does on a ring or channel
  * change: tear everything down (pools destroyed, lingering while pages are
  * out), apply, build new queues with new pools. Called under RTNL. */
@@ -930,6 +944,9 @@ static int ppsim_set_ringparam(struct net_device *dev, struct ethtool_ringparam 
 	u32 rx;
 	int err;
 
+	err = ppsim_refusing(pd, extack);
+	if (err)
+		return err;
 	if (ring->rx_pending < pd->pers->ring_min) {
 		if (pd->pers == &ppsim_personalities[0])
 			NL_SET_ERR_MSG_FMT(extack, "ppsim: rx ring must be at least %u",
@@ -956,7 +973,11 @@ static void ppsim_get_channels(struct net_device *dev, struct ethtool_channels *
 static int ppsim_set_channels(struct net_device *dev, struct ethtool_channels *ch)
 {
 	struct ppsim_dev *pd = netdev_priv(dev);
+	int err;
 
+	err = ppsim_refusing(pd, NULL);
+	if (err)
+		return err;
 	if (ch->rx_count || ch->tx_count || !ch->combined_count)
 		return -EINVAL;
 	if (ch->combined_count == pd->nq)
@@ -1258,6 +1279,8 @@ static void ppsim_debugfs_init(struct ppsim_dev *pd)
 	debugfs_create_u32("contention_pct", 0600, pd->dir, &pd->contention_pct);
 	debugfs_create_u32("stack_ref_pct", 0600, pd->dir, &pd->stack_ref_pct);
 	debugfs_create_u32("line_pps", 0600, pd->dir, &pd->line_pps);
+	debugfs_create_u32("refuse_sets", 0600, pd->dir, &pd->refuse_sets);
+	debugfs_create_u32("refused", 0400, pd->dir, &pd->refused);
 	debugfs_create_u32("producer_cpu", 0600, pd->dir, &pd->producer_cpu);
 	debugfs_create_file("consumer_cpu", 0600, pd->dir, pd, &ppsim_consumer_cpu_fops);
 	debugfs_create_file("cost_preset", 0600, pd->dir, pd, &ppsim_preset_fops);

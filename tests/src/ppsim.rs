@@ -466,6 +466,18 @@ impl PpsimDev {
         .map(|_| ())
     }
 
+    /// `ip link set <dev> name <new>` (the device must be down). Its
+    /// debugfs directory keeps the name it was created with; deleting it
+    /// goes by the new one.
+    ///
+    /// # Errors
+    /// `ip` failed.
+    pub fn rename(&mut self, new: &str) -> Result<(), PpsimError> {
+        run("ip", &["link", "set", "dev", &self.name, "name", new])?;
+        new.clone_into(&mut self.name);
+        Ok(())
+    }
+
     /// `ethtool -G <dev> rx <n>` (for scripts; tests use pptune's client).
     ///
     /// # Errors
@@ -499,6 +511,29 @@ impl PpsimDev {
         self.knob("contention_pct", k.contention_pct)?;
         self.knob("stack_ref_pct", k.stack_ref_pct)?;
         self.knob("line_pps", k.line_pps)
+    }
+
+    /// `refuse_sets`: while on, the device refuses every ring and channel
+    /// set (EBUSY, with an extack message on ring sets).
+    ///
+    /// # Errors
+    /// The debugfs write failed.
+    pub fn set_refuse_sets(&self, on: bool) -> Result<(), PpsimError> {
+        self.knob("refuse_sets", u32::from(on))
+    }
+
+    /// How many sets the device refused because of `refuse_sets` (the
+    /// kernel side's count of attempts).
+    ///
+    /// # Errors
+    /// The debugfs read failed or did not parse.
+    pub fn refused_sets(&self) -> Result<u32, PpsimError> {
+        let p = self.dir.join("refused");
+        let s = read(&p)?;
+        s.trim().parse().map_err(|_| PpsimError::Parse {
+            path: p,
+            what: format!("{s:?}"),
+        })
     }
 
     /// Read the knobs back.

@@ -75,7 +75,7 @@ log "daemon binary: $PPTUNE_BIN"
 
 # Which suites a kernel runs is decided here, once: a suite started on a
 # kernel it cannot test fails (it never prints SKIP and passes).
-#   vm_closed_loop, vm_crashpoints, vm_personalities, vm_replay: 7.3 only (the
+#   vm_closed_loop, vm_crashpoints, vm_faults, vm_personalities, vm_replay: 7.3 only (the
 #     full-suite kernel; ppsim's closed loop);
 #   vm_ppsim: every kernel ppsim is built for (not 6.1);
 #   vm_netdevsim, vm_runner: every kernel.
@@ -84,7 +84,7 @@ suites_for() {
     for b in "${BINS[@]}"; do
         name="$(basename "$b")"
         case "$name" in
-            vm_closed_loop-*|vm_crashpoints-*|vm_personalities-*|vm_replay-*) [ "$k" = 7.3 ] || continue ;;
+            vm_closed_loop-*|vm_crashpoints-*|vm_faults-*|vm_personalities-*|vm_replay-*) [ "$k" = 7.3 ] || continue ;;
             vm_ppsim-*) [ -n "${PPSIM[$k]}" ] || continue ;;
         esac
         echo "$b"
