@@ -6,7 +6,7 @@
 //! to write it and the time to replay it (BENCHMARKS.md, "Replay").
 //!
 //! `cargo bench -p pptune --bench replay` (`REPLAY_HOURS=1` for a shorter
-//! run).
+//! run; `REPLAY_JSON=FILE` writes the replay's report there).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // bench binary
 #![allow(
     clippy::cast_precision_loss,
@@ -28,6 +28,13 @@ use tokio::time::Instant;
 const DEVICES: u32 = 16;
 const QUEUES: u32 = 128;
 const INTERVAL: Duration = Duration::from_secs(10);
+
+/// This thread's CPU time so far (`/proc/thread-self/schedstat`, ns): on a
+/// shared machine the wall clock also counts other jobs' time.
+fn cpu() -> Duration {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
+    Duration::from_nanos(s.split_whitespace().next().unwrap().parse().unwrap())
+}
 
 /// A small deterministic generator: varied deltas, as real traffic has.
 struct Lcg(u64);
@@ -125,6 +132,7 @@ fn main() {
     let mut rec = Recorder::single(&path);
     let mut prev: Option<(Snapshot, Duration)> = None;
     let t0 = Instant::now();
+    let c0 = cpu();
     for i in 0..passes {
         for (k, p) in pools.iter_mut().enumerate() {
             let dev = k / QUEUES as usize;
@@ -191,15 +199,37 @@ fn main() {
         prev = Some((snap, now));
     }
     let write = t0.elapsed();
+    let write_cpu = cpu() - c0;
     let size = std::fs::metadata(&path).unwrap().len();
     let mut policy = config::parse_str("default", config::DEFAULT_POLICY_YAML).unwrap();
     policy.mode = Mode::Enforce;
     for s in &mut policy.selectors {
         s.mode = Some(Mode::Enforce);
     }
+    // Reading alone (inflate, CBOR, the snapshot block into one reused
+    // buffer), to tell the format's share from the engine's.
     let t1 = Instant::now();
+    let c1 = cpu();
+    let mut reader = pptune::record::Recording::open(&path).unwrap();
+    let mut buf = Snapshot::default();
+    let mut read_passes = 0_u64;
+    while let Some(item) = reader.next_into(&mut buf) {
+        if matches!(item, pptune::record::Next::Pass(_)) {
+            read_passes += 1;
+        }
+    }
+    let read = t1.elapsed();
+    let read_cpu = cpu() - c1;
+    assert_eq!(read_passes, passes);
+    let t1 = Instant::now();
+    let c1 = cpu();
     let report = pptune::replay::replay(&path, &policy).unwrap();
     let replay = t1.elapsed();
+    let replay_cpu = cpu() - c1;
+    // The whole report, to compare two builds' replays of the same history.
+    if let Ok(out) = std::env::var("REPLAY_JSON") {
+        std::fs::write(out, serde_json::to_string_pretty(&report).unwrap()).unwrap();
+    }
     assert_eq!(report.passes, passes);
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
     let modelled = report
@@ -207,14 +237,22 @@ fn main() {
         .iter()
         .filter(|d| d.basis == pptune::replay::Basis::Modelled)
         .count();
+    let per = |d: Duration| d.as_secs_f64() * 1000.0 / passes as f64;
     println!(
-        "replay bench: {hours} h, {passes} passes x {} pools: recording {:.1} MiB ({:.0} bytes/pass), written in {:.2} s; replayed in {:.2} s ({:.2} ms/pass); {} changes ({modelled} modelled)",
-        n,
+        "replay bench: {hours} h, {passes} passes x {n} pools: recording {:.1} MiB ({:.0} bytes/pass); \
+         write {:.2} s ({:.3} ms/pass, CPU {:.3}); read alone {:.2} s ({:.3} ms/pass, CPU {:.3}); \
+         replay {:.2} s ({:.3} ms/pass, CPU {:.3} ms/pass); {} changes ({modelled} modelled)",
         size as f64 / f64::from(1 << 20),
         size as f64 / passes as f64,
         write.as_secs_f64(),
+        per(write),
+        per(write_cpu),
+        read.as_secs_f64(),
+        per(read),
+        per(read_cpu),
         replay.as_secs_f64(),
-        replay.as_secs_f64() * 1000.0 / passes as f64,
+        per(replay),
+        per(replay_cpu),
         report.decisions.len(),
     );
 }

@@ -37,7 +37,7 @@ use policy::{Mode, Policy};
 use serde::Serialize;
 
 use crate::record::format::{Pass, Start, local_time};
-use crate::record::{Item, RecordError, Recording};
+use crate::record::{Next, RecordError, Recording};
 
 /// Whether a decision rests on recorded counters or on the ring model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -112,9 +112,12 @@ struct Replayer<'p> {
     policy: &'p Policy,
     policy_json: Option<String>,
     state: EngineState,
+    /// The snapshot the engine saw last pass (modelled where modelled).
     prev: Option<(Snapshot, Duration)>,
-    /// Observed previous snapshot (the model's input).
-    prev_observed: Option<Snapshot>,
+    /// The recorded counters of this pass and the previous one, by pool
+    /// id, of the devices the replay changed a knob of (the model's input).
+    obs_now: HashMap<u64, PoolStats>,
+    obs_prev: HashMap<u64, PoolStats>,
     faithful: bool,
     run: Option<u64>,
     // Counterfactual memory:
@@ -140,7 +143,8 @@ pub fn replay(path: &Path, policy: &Policy) -> Result<Report, RecordError> {
         policy_json: serde_json::to_string(policy).ok(),
         state: EngineState::default(),
         prev: None,
-        prev_observed: None,
+        obs_now: HashMap::new(),
+        obs_prev: HashMap::new(),
         faithful: false,
         run: None,
         history: Vec::new(),
@@ -152,10 +156,12 @@ pub fn replay(path: &Path, policy: &Policy) -> Result<Report, RecordError> {
         totals: BTreeMap::new(),
     };
     let mut report = Report::default();
-    while let Some(item) = rec.next_item() {
+    // Each pass is decoded into the buffer the pass before last used.
+    let mut buf = Snapshot::default();
+    while let Some(item) = rec.next_into(&mut buf) {
         match item {
-            Item::Start { start, previous } => r.start(&start, previous),
-            Item::Pass { pass, snapshot } => r.pass(&pass, snapshot, &mut report),
+            Next::Start { start, previous } => r.start(&start, previous),
+            Next::Pass(pass) => r.pass(&pass, &mut buf, &mut report),
         }
     }
     for (key, s) in &r.totals {
@@ -187,8 +193,13 @@ impl Replayer<'_> {
             }
         }
         if faithful || new_run || self.prev.is_none() {
-            self.prev = previous.clone();
-            self.prev_observed = previous.map(|(s, _)| s);
+            self.obs_now = previous
+                .iter()
+                .flat_map(|(s, _)| s.devices.iter())
+                .flat_map(Device::pools)
+                .filter_map(|p| Some((p.id, p.stats?)))
+                .collect();
+            self.prev = previous;
         }
         if new_run && !faithful {
             // Another process, another clock: the simulated history is
@@ -202,20 +213,26 @@ impl Replayer<'_> {
         self.faithful = faithful;
     }
 
-    fn pass(&mut self, pass: &Pass, observed: Snapshot, report: &mut Report) {
+    /// One pass; `snap` holds the recorded snapshot and is left holding
+    /// the one before it (a buffer to decode the next pass into).
+    fn pass(&mut self, pass: &Pass, snap: &mut Snapshot, report: &mut Report) {
         report.passes += 1;
         report.first_unix_ms.get_or_insert(pass.unix_ms);
         report.last_unix_ms = Some(pass.unix_ms);
         let now = Duration::from_nanos(pass.now_ns);
-        let elapsed = Duration::from_nanos(pass.elapsed_ns);
-        let snap = if self.faithful {
-            observed.clone()
-        } else {
-            self.modelled(&observed)
-        };
+        self.remember_observed(snap);
         if !self.faithful {
-            self.evaluate_due(&snap, now);
+            self.modelled(snap);
+            self.evaluate_due(snap, now);
         }
+        self.decide_pass(pass, snap, report);
+        self.keep_previous(snap, now);
+    }
+
+    /// The engine on one pass, the report and the simulated changes.
+    fn decide_pass(&mut self, pass: &Pass, snap: &Snapshot, report: &mut Report) {
+        let now = Duration::from_nanos(pass.now_ns);
+        let elapsed = Duration::from_nanos(pass.elapsed_ns);
         let (history, originals, backoff) = if self.faithful {
             pass.inputs.engine_inputs()
         } else {
@@ -228,7 +245,7 @@ impl Replayer<'_> {
         let overrides = pass.inputs.overrides.clone();
         let obs = Observation {
             previous: self.prev.as_ref().map(|(s, _)| s),
-            current: &snap,
+            current: snap,
             elapsed,
             now,
             local_time: local_time(pass.local_time),
@@ -237,8 +254,7 @@ impl Replayer<'_> {
             originals: &originals,
             backoff: &backoff,
         };
-        let (plan, next) = policy::engine::decide(self.policy, &self.state, &obs);
-        self.state = next;
+        let plan = policy::engine::decide_in_place(self.policy, &mut self.state, &obs);
         if self.faithful {
             report.faithful_passes += 1;
             let same = plan.decisions.len() == pass.decisions.len()
@@ -296,7 +312,7 @@ impl Replayer<'_> {
                 recorded,
             });
             if !self.faithful && dec.mode == Mode::Enforce {
-                self.apply(dec, &snap, now, elapsed);
+                self.apply(dec, snap, now, elapsed);
             }
         }
         // The miss share over the replay, from what the engine saw.
@@ -314,8 +330,18 @@ impl Replayer<'_> {
                 }
             }
         }
-        self.prev = Some((snap, now));
-        self.prev_observed = Some(observed);
+    }
+
+    /// `snap` becomes the previous pass; its buffer is swapped with the
+    /// pass before, which the next pass is decoded into.
+    fn keep_previous(&mut self, snap: &mut Snapshot, now: Duration) {
+        match &mut self.prev {
+            Some((p, at)) => {
+                std::mem::swap(p, snap);
+                *at = now;
+            }
+            None => self.prev = Some((std::mem::take(snap), now)),
+        }
     }
 
     /// A simulated change: the knob takes the target, an evaluation opens.
@@ -338,6 +364,15 @@ impl Replayer<'_> {
             });
         }
         self.knobs.insert((key.clone(), knob), to);
+        // The model continues from the recorded counters of this pass (a
+        // device not modelled yet shows them as recorded).
+        if let Some(d) = snap.devices.iter().find(|d| d.id == dec.device_id) {
+            for p in d.pools() {
+                if let Some(s) = p.stats {
+                    self.obs_now.entry(p.id).or_insert(s);
+                }
+            }
+        }
         self.history.push(ActionRecord {
             device: dec.device_id.clone(),
             knob,
@@ -392,15 +427,32 @@ impl Replayer<'_> {
         }
     }
 
-    /// The observed snapshot with the replay's knob values, counters
-    /// continued by the ring model where the ring differs.
-    fn modelled(&mut self, observed: &Snapshot) -> Snapshot {
-        let mut snap = observed.clone();
+    /// Keeps this pass's recorded counters of the devices the replay
+    /// changed a knob of (the model's next input); the previous pass's move
+    /// to `obs_prev`.
+    fn remember_observed(&mut self, snap: &Snapshot) {
+        std::mem::swap(&mut self.obs_prev, &mut self.obs_now);
+        self.obs_now.clear();
+        if !self.knobs.is_empty() {
+            for d in &snap.devices {
+                let key = d.id.key();
+                if self.knobs.keys().any(|(k, _)| k == &key) {
+                    self.obs_now
+                        .extend(d.pools().filter_map(|p| Some((p.id, p.stats?))));
+                }
+            }
+        }
+    }
+
+    /// The recorded snapshot, in place, with the replay's knob values,
+    /// counters continued by the ring model where the ring differs.
+    fn modelled(&mut self, snap: &mut Snapshot) {
         let mut next_model = HashMap::new();
-        // The recorded counters of the previous pass, by pool id, built only
-        // when some device is modelled.
-        let mut prev_stats: Option<HashMap<u64, PoolStats>> = None;
         for d in &mut snap.devices {
+            if self.knobs.is_empty() {
+                // Nothing changed by the replay: all as recorded.
+                break;
+            }
             let key = d.id.key();
             let ring_k = self.ring_factor(d, &key);
             let chan = self.knobs.iter().find_map(|((k, knob), v)| {
@@ -425,26 +477,17 @@ impl Replayer<'_> {
             // deltas are as observed, on the modelled base.
             if self.diverged.get(&key).copied().unwrap_or(false) {
                 let k = ring_k.unwrap_or(1.0);
-                let prev = prev_stats.get_or_insert_with(|| {
-                    self.prev_observed
-                        .iter()
-                        .flat_map(|s| s.devices.iter())
-                        .flat_map(Device::pools)
-                        .filter_map(|p| Some((p.id, p.stats?)))
-                        .collect()
-                });
                 for p in d
                     .rx_queues
                     .iter_mut()
                     .flat_map(|q| q.pools.iter_mut())
                     .chain(d.unmapped_pools.iter_mut())
                 {
-                    self.model_pool(p, k, prev, &mut next_model);
+                    self.model_pool(p, k, &mut next_model);
                 }
             }
         }
         self.model = next_model;
-        snap
     }
 
     /// Sets the replay's ring on `d`; the pool scale `ring' / ring` when
@@ -478,7 +521,6 @@ impl Replayer<'_> {
         &self,
         p: &mut policy::snapshot::Pool,
         k: f64,
-        prev: &HashMap<u64, PoolStats>,
         next: &mut HashMap<u64, PoolStats>,
     ) {
         #[allow(
@@ -492,7 +534,7 @@ impl Replayer<'_> {
         let Some(cur) = p.stats else {
             return;
         };
-        let prev_obs = prev.get(&p.id).copied();
+        let prev_obs = self.obs_prev.get(&p.id).copied();
         let delta = prev_obs.and_then(|b| cur.delta(&b)).unwrap_or(cur);
         let base = self.model.get(&p.id).copied().or(prev_obs);
         let d = model_delta(&delta, k);

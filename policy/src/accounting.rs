@@ -14,7 +14,7 @@
 //! - pools of the same RX queue id are summed; pools with no RX queue go
 //!   to the device's [`QueueKey::Unmapped`] bucket.
 
-use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -103,6 +103,7 @@ pub enum PoolDelta {
 
 #[derive(Debug, Clone, Copy)]
 struct Entry {
+    id: u64,
     stats: Option<PoolStats>,
     seen: u64,
 }
@@ -112,17 +113,35 @@ struct Entry {
 /// Built from one sample ([`Self::of_snapshot`], [`Self::of_device`]) for a
 /// two-sample delta, or kept across samples ([`Self::record`] +
 /// [`Self::retire_unseen`]) by a reader that follows every sample (metrics).
-#[derive(Debug, Clone, Default)]
+///
+/// Kept as a vector sorted by pool id, not a hash map: a sample lists its
+/// pools in (nearly) ascending id order, so building one is appending, and
+/// the lookups of the next sample come in the same order: `cursor` (where
+/// the last lookup ended) finds the next pool without a search. Only the
+/// cost differs from a map; the answers are a map's.
+#[derive(Debug, Default)]
 pub struct PoolLedger {
     tick: u64,
-    pools: HashMap<u64, Entry>,
+    pools: Vec<Entry>,
+    cursor: AtomicUsize,
+}
+
+impl Clone for PoolLedger {
+    fn clone(&self) -> Self {
+        Self {
+            tick: self.tick,
+            pools: self.pools.clone(),
+            cursor: AtomicUsize::new(self.cursor.load(Ordering::Relaxed)),
+        }
+    }
 }
 
 impl PoolLedger {
     /// The pools of a whole sample: every device and the orphans.
     #[must_use]
     pub fn of_snapshot(s: &Snapshot) -> Self {
-        let mut l = Self::default();
+        let n = s.devices.iter().map(|d| d.pools().count()).sum::<usize>() + s.orphan_pools.len();
+        let mut l = Self::with_capacity(n);
         for p in s
             .devices
             .iter()
@@ -137,11 +156,32 @@ impl PoolLedger {
     /// The pools of one device.
     #[must_use]
     pub fn of_device(d: &Device) -> Self {
-        let mut l = Self::default();
+        let mut l = Self::with_capacity(d.pools().count());
         for p in d.pools() {
             l.record(p);
         }
         l
+    }
+
+    fn with_capacity(n: usize) -> Self {
+        Self {
+            pools: Vec::with_capacity(n),
+            ..Self::default()
+        }
+    }
+
+    /// Where `id` is (`Ok`) or would go (`Err`), trying the slot after the
+    /// last lookup first.
+    fn find(&self, id: u64) -> Result<usize, usize> {
+        let at = self.cursor.load(Ordering::Relaxed);
+        let found = match self.pools.get(at) {
+            Some(e) if e.id == id => Ok(at),
+            _ => self.pools.binary_search_by_key(&id, |e| e.id),
+        };
+        if let Ok(i) = found {
+            self.cursor.store(i + 1, Ordering::Relaxed);
+        }
+        found
     }
 
     /// `pool`'s counters since this ledger last saw it.
@@ -150,7 +190,7 @@ impl PoolLedger {
         let Some(now) = pool.stats else {
             return PoolDelta::NoStats;
         };
-        match self.pools.get(&pool.id) {
+        match self.find(pool.id).ok().and_then(|i| self.pools.get(i)) {
             None => PoolDelta::Counted(now),
             Some(Entry { stats: None, .. }) => PoolDelta::NoStats,
             Some(Entry {
@@ -165,13 +205,31 @@ impl PoolLedger {
     /// Remembers `pool`'s sample (a pool seen without stats keeps its last).
     pub fn record(&mut self, pool: &Pool) {
         let tick = self.tick;
-        let e = self.pools.entry(pool.id).or_insert(Entry {
-            stats: None,
-            seen: tick,
-        });
-        e.seen = tick;
-        if pool.stats.is_some() {
-            e.stats = pool.stats;
+        // Appending is the common case: a sample lists pools by rising id.
+        let at = match self.pools.last() {
+            Some(e) if e.id < pool.id => Err(self.pools.len()),
+            None => Err(0),
+            _ => self.find(pool.id),
+        };
+        let i = match at {
+            Ok(i) => i,
+            Err(i) => {
+                self.pools.insert(
+                    i,
+                    Entry {
+                        id: pool.id,
+                        stats: None,
+                        seen: tick,
+                    },
+                );
+                i
+            }
+        };
+        if let Some(e) = self.pools.get_mut(i) {
+            e.seen = tick;
+            if pool.stats.is_some() {
+                e.stats = pool.stats;
+            }
         }
     }
 
@@ -179,8 +237,9 @@ impl PoolLedger {
     /// they counted stays counted; nothing more is expected of them).
     pub fn retire_unseen(&mut self) {
         let tick = self.tick;
-        self.pools.retain(|_, e| e.seen == tick);
+        self.pools.retain(|e| e.seen == tick);
         self.tick = tick.wrapping_add(1);
+        *self.cursor.get_mut() = 0;
     }
 }
 
@@ -477,6 +536,78 @@ mod tests {
                 ..PoolStats::default()
             })
         );
+    }
+
+    /// The sorted ledger answers exactly as the plain map it replaced, for
+    /// samples in any order, with duplicates, stats that come and go, and
+    /// pools that retire.
+    #[test]
+    fn the_ledger_answers_as_a_map_does() {
+        use std::collections::HashMap;
+        #[derive(Default)]
+        struct Map {
+            tick: u64,
+            pools: HashMap<u64, (Option<PoolStats>, u64)>,
+        }
+        impl Map {
+            fn record(&mut self, p: &Pool) {
+                let e = self.pools.entry(p.id).or_insert((None, self.tick));
+                e.1 = self.tick;
+                if p.stats.is_some() {
+                    e.0 = p.stats;
+                }
+            }
+            fn retire_unseen(&mut self) {
+                let t = self.tick;
+                self.pools.retain(|_, e| e.1 == t);
+                self.tick += 1;
+            }
+            fn delta(&self, p: &Pool) -> PoolDelta {
+                let Some(now) = p.stats else {
+                    return PoolDelta::NoStats;
+                };
+                match self.pools.get(&p.id) {
+                    None => PoolDelta::Counted(now),
+                    Some((None, _)) => PoolDelta::NoStats,
+                    Some((Some(b), _)) => now.delta(b).map_or(PoolDelta::Reset, PoolDelta::Counted),
+                }
+            }
+        }
+        let mut x = 0x2545_f491_4f6c_dd1d_u64;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let mut running = PoolLedger::default();
+        let mut reference = Map::default();
+        let mut last: Vec<Pool> = Vec::new();
+        for _ in 0..300 {
+            let n = rnd(40);
+            let mut sample: Vec<Pool> = (0..n)
+                .map(|_| pool(rnd(60), (rnd(5) > 0).then(|| rnd(1000))))
+                .collect();
+            if rnd(2) == 0 {
+                sample.sort_by_key(|p| p.id);
+            }
+            let one = PoolLedger::of_device(&dev(vec![(0, last.clone())]));
+            let mut one_ref = Map::default();
+            for p in &last {
+                one_ref.record(p);
+            }
+            for p in &sample {
+                assert_eq!(one.delta(p), one_ref.delta(p));
+                assert_eq!(running.delta(p), reference.delta(p));
+            }
+            for p in &sample {
+                running.record(p);
+                reference.record(p);
+            }
+            running.retire_unseen();
+            reference.retire_unseen();
+            last = sample;
+        }
     }
 
     #[test]

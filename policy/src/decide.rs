@@ -25,27 +25,63 @@ use crate::window::QueueFacts;
 /// and the state to pass to the next call. Same input, same output.
 #[must_use]
 pub fn decide(policy: &Policy, state: &EngineState, obs: &Observation<'_>) -> (Plan, EngineState) {
+    let (plan, devices) = run(policy, obs, |key, _| {
+        state.devices.get(key).cloned().unwrap_or_default()
+    });
+    (plan, EngineState { devices })
+}
+
+/// [`decide`] with the state updated in place: the same plan and the same
+/// next state, without copying each device's memory first (a replay calls
+/// the engine thousands of times in a row).
+#[must_use]
+pub fn decide_in_place(policy: &Policy, state: &mut EngineState, obs: &Observation<'_>) -> Plan {
+    let mut before = std::mem::take(&mut state.devices);
+    let (plan, devices) = run(policy, obs, |key, shared| {
+        // A key two selected devices share: each starts from the memory
+        // before the plan, as `decide` does.
+        if shared {
+            before.get(key).cloned()
+        } else {
+            before.remove(key)
+        }
+        .unwrap_or_default()
+    });
+    state.devices = devices;
+    plan
+}
+
+/// The plan and the next per-device memory; `memory(key, shared)` gives a
+/// device's memory before the plan (`shared`: another selected device has
+/// the same key).
+fn run(
+    policy: &Policy,
+    obs: &Observation<'_>,
+    mut memory: impl FnMut(&str, bool) -> DeviceState,
+) -> (Plan, BTreeMap<String, DeviceState>) {
     let prev_pools = obs.previous.map(PoolLedger::of_snapshot);
     let mut devices: Vec<&Device> = obs.current.devices.iter().collect();
     devices.sort_by_key(|d| d.ifindex);
-    let selected: Vec<(&Device, Mode)> = devices
+    let selected: Vec<(&Device, Mode, String)> = devices
         .into_iter()
-        .filter_map(|d| policy.mode_for(d).map(|m| (d, m)))
+        .filter_map(|d| policy.mode_for(d).map(|m| (d, m, d.id.key())))
         .collect();
+    let mut keys: Vec<&str> = selected.iter().map(|(_, _, k)| k.as_str()).collect();
+    keys.sort_unstable();
+    let shared = |k: &str| keys.iter().filter(|x| **x == k).nth(1).is_some();
     let mut ctx = PlanCtx {
         // Saturating: a pool reporting inflight-mem near u64::MAX saturates
         // its device's figure, and two such devices must not wrap the sum.
         host_bytes: selected
             .iter()
-            .map(|(d, _)| current_bytes(d))
+            .map(|(d, _, _)| current_bytes(d))
             .fold(0, u64::saturating_add),
         ..PlanCtx::default()
     };
-    let mut next = EngineState::default();
+    let mut next = BTreeMap::new();
     let mut decisions = Vec::with_capacity(selected.len());
-    for (dev, mode) in selected {
-        let key = dev.id.key();
-        let mut ds = state.devices.get(&key).cloned().unwrap_or_default();
+    for (dev, mode, key) in &selected {
+        let mut ds = memory(key, shared(key));
         let d = DeviceRun {
             policy,
             obs,
@@ -53,8 +89,8 @@ pub fn decide(policy: &Policy, state: &EngineState, obs: &Observation<'_>) -> (P
             info: drivers::driver_info(dev),
             prev_pools: prev_pools.as_ref(),
         }
-        .run(mode, &mut ds, &mut ctx);
-        next.devices.insert(key, ds);
+        .run(*mode, &mut ds, &mut ctx);
+        next.insert(key.clone(), ds);
         decisions.push(d);
     }
     (Plan { decisions }, next)

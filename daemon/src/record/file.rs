@@ -1,6 +1,6 @@
 //! Segment files: a header, then frames `[length u32 LE][crc32 u32 LE]
-//! [payload]`, each payload one [`Record`] as CBOR compressed with raw
-//! deflate (docs/recording.md). A frame is written with one `write` and
+//! [payload]`, each payload one [`Record`] compressed with raw deflate:
+//! `[CBOR length u32 LE][CBOR][snapshot block]` (docs/recording.md). A frame is written with one `write` and
 //! synced, so a crash loses at most the pass being written; a torn or
 //! corrupt frame ends its segment with a warning and the reader goes on
 //! with the next segment.
@@ -13,7 +13,8 @@ use flate2::Compression;
 use flate2::read::DeflateDecoder;
 use flate2::write::DeflateEncoder;
 
-use super::format::{Coder, FORMAT_VERSION, Record};
+use super::coder::Coder;
+use super::format::{FORMAT_VERSION, Record};
 
 /// First bytes of every segment: magic, then the format version (u32 LE).
 pub const MAGIC: &[u8; 8] = b"PPTUNREC";
@@ -22,6 +23,8 @@ pub const EXTENSION: &str = "pptrec";
 /// A frame larger than this is corruption, not a pass (a 2048-pool keyframe
 /// is well under 1 MiB compressed).
 const MAX_FRAME: u32 = 256 << 20;
+/// The deflate level, chosen by measurement (BENCHMARKS.md §6).
+const COMPRESSION: Compression = Compression::fast();
 
 /// Why a recording cannot be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -34,7 +37,7 @@ pub enum RecordError {
     },
     #[error("{path} is not a pptune recording (no PPTUNREC header)")]
     NotRecording { path: PathBuf },
-    #[error("{path} is recording format {found}; this pptune reads format {FORMAT_VERSION}")]
+    #[error("{path} is recording format {found}; this pptune reads format {FORMAT_VERSION}{}", older(.found))]
     Version { path: PathBuf, found: u32 },
     #[error("{0}: no recording segments (*.pptrec) there")]
     Empty(PathBuf),
@@ -42,10 +45,28 @@ pub enum RecordError {
     Encode(String),
 }
 
+/// What to do with an older recording.
+fn older(found: &u32) -> &'static str {
+    if *found < FORMAT_VERSION {
+        " (format 1 was written by pptune before the columnar snapshot block; \
+         replay it with the pptune that wrote it)"
+    } else {
+        ""
+    }
+}
+
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> RecordError + '_ {
     move |source| RecordError::Io {
         path: path.to_owned(),
         source,
+    }
+}
+
+/// The snapshot block a record carries after its CBOR.
+fn block_of(rec: &Record) -> &[u8] {
+    match rec {
+        Record::Pass(p) => &p.snapshot.block,
+        Record::Start(s) => s.previous.as_ref().map_or(&[], |p| &p.snapshot.block),
     }
 }
 
@@ -56,12 +77,17 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> RecordError + '_ {
 pub fn frame(rec: &Record) -> Result<Vec<u8>, RecordError> {
     // Serialised first, compressed in one go: the serialiser's many small
     // writes straight into the compressor cost more than the compression.
-    let mut cbor = Vec::with_capacity(64 << 10);
-    ciborium::into_writer(rec, &mut cbor).map_err(|e| RecordError::Encode(e.to_string()))?;
-    let mut head = Vec::with_capacity(8 + cbor.len() / 2);
+    let block = block_of(rec);
+    let mut raw = Vec::with_capacity(4 + 1024 + block.len());
+    raw.extend_from_slice(&[0_u8; 4]);
+    ciborium::into_writer(rec, &mut raw).map_err(|e| RecordError::Encode(e.to_string()))?;
+    let cbor = u32::try_from(raw.len() - 4).map_err(|e| RecordError::Encode(e.to_string()))?;
+    raw[..4].copy_from_slice(&cbor.to_le_bytes());
+    raw.extend_from_slice(block);
+    let mut head = Vec::with_capacity(8 + raw.len() / 2);
     head.extend_from_slice(&[0_u8; 8]);
-    let mut enc = DeflateEncoder::new(head, Compression::fast());
-    enc.write_all(&cbor)
+    let mut enc = DeflateEncoder::new(head, COMPRESSION);
+    enc.write_all(&raw)
         .map_err(|e| RecordError::Encode(e.to_string()))?;
     let mut out = enc
         .finish()
@@ -104,7 +130,7 @@ impl SegmentWriter {
             file,
             size: head.len() as u64,
             sync,
-            coder: Coder::default(),
+            coder: Coder::writer(),
         })
     }
 
@@ -186,7 +212,9 @@ pub struct SegmentReader {
     done: bool,
     warning: Option<String>,
     buf: Vec<u8>,
-    cbor: Vec<u8>,
+    raw: Vec<u8>,
+    /// Where the last record's snapshot block sits in `raw`.
+    block_at: usize,
 }
 
 impl SegmentReader {
@@ -222,7 +250,8 @@ impl SegmentReader {
             done: false,
             warning: None,
             buf: Vec::new(),
-            cbor: Vec::new(),
+            raw: Vec::new(),
+            block_at: 0,
         })
     }
 
@@ -276,17 +305,31 @@ impl SegmentReader {
         if crc32fast::hash(&self.buf) != crc {
             return self.torn("frame checksum mismatch");
         }
-        self.cbor.clear();
-        if let Err(e) = DeflateDecoder::new(&self.buf[..]).read_to_end(&mut self.cbor) {
+        self.raw.clear();
+        if let Err(e) = DeflateDecoder::new(&self.buf[..]).read_to_end(&mut self.raw) {
             return self.torn(&format!("undecompressible record ({e})"));
         }
-        let rec: Result<Record, _> = ciborium::from_reader(&self.cbor[..]);
+        let cbor_len = self
+            .raw
+            .get(..4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+        let Some(cbor) = cbor_len.and_then(|n| self.raw.get(4..4 + n)) else {
+            return self.torn("record shorter than its CBOR length");
+        };
+        let rec: Result<Record, _> = ciborium::from_reader(cbor);
         match rec {
             Ok(r) => {
+                self.block_at = 4 + cbor.len();
                 self.offset += 8 + u64::from(len);
                 Some(r)
             }
             Err(e) => self.torn(&format!("undecodable record ({e})")),
         }
+    }
+
+    /// The snapshot block of the record [`Self::next_record`] last returned.
+    #[must_use]
+    pub fn block(&self) -> &[u8] {
+        self.raw.get(self.block_at..).unwrap_or_default()
     }
 }

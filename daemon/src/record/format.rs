@@ -1,29 +1,27 @@
 //! The recording's on-disk records (docs/recording.md): pptune's own,
-//! versioned structs, converted to and from the engine's types here and
-//! nowhere else, so a change of `policy::snapshot` changes this file (at
-//! compile time), never silently the format.
+//! versioned structs, converted to and from the engine's types here and in
+//! [`super::coder`] and nowhere else, so a change of `policy::snapshot`
+//! changes these files (at compile time), never silently the format.
 //!
-//! Pool counters are delta-coded against the same pool id in the previous
-//! pass of the same segment, and a device's slowly changing facts
-//! (identity, rings, channels, link state) are written only when they
-//! change: [`Coder`] holds that memory, identically on both sides.
+//! A device's slowly changing facts (identity, rings, channels, link
+//! state) are written only when they change; the pools' and queues' numbers
+//! are delta-coded in a binary block ([`super::coder::Coder`] holds that
+//! memory, identically on both sides).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use policy::counters::{COUNT, NAMES};
 use policy::engine::{ActionRecord, LocalTime, Original};
 use policy::gates::Backoff;
 use policy::plan::{Action, Decision, Knob};
 use policy::snapshot::{
-    Availability, Capabilities, Channels, Device, DeviceId, LinkStats, MemoryProvider, OperState,
-    Pool, PoolStats, QueueStats, Rings, RxQueue, Snapshot,
+    Availability, Capabilities, Channels, Device, DeviceId, OperState, Rings,
 };
 use serde::{Deserialize, Serialize};
 
 /// The format version in every segment header and `Start` record. Bumped on
 /// any incompatible change; a reader refuses other versions by name.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// One framed record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -148,14 +146,20 @@ pub struct DecisionRec {
     pub evidence: Option<BTreeMap<String, f64>>,
 }
 
-/// A snapshot, delta-coded against the previous one in the segment.
+/// A snapshot: what changes rarely, in CBOR; the layout of its queues and
+/// pools and all its numbers in the binary block after the record
+/// ([`super::coder`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SnapRec {
     pub taken_at_ms: u64,
     /// `None`: as in the previous pass.
     pub caps: Option<CapsRec>,
-    pub devices: Vec<DevRec>,
-    pub orphans: Vec<PoolRec>,
+    /// One per device, in the block's order: its description when it
+    /// differs from the previous pass's for the same ifindex.
+    pub metas: Vec<Option<Box<DevMeta>>>,
+    /// The binary block, written after the record's CBOR (not in it).
+    #[serde(skip)]
+    pub block: Vec<u8>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -164,19 +168,6 @@ pub struct CapsRec {
     /// netdev, page_pool_get, page_pool_stats, queue_get, napi_get,
     /// qstats_get, ethtool, cap_net_admin.
     pub flags: [bool; 8],
-}
-
-/// A device in one pass.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DevRec {
-    pub ifindex: u32,
-    /// `None`: as in the previous pass for this ifindex.
-    pub meta: Option<Box<DevMeta>>,
-    /// rx packets, bytes, dropped, missed errors, fifo errors.
-    pub link_stats: Option<[u64; 5]>,
-    pub qstats: Option<QStatsRec>,
-    pub queues: Vec<QueueRec>,
-    pub unmapped: Vec<PoolRec>,
 }
 
 /// What changes rarely: identity, link state, rings, channels.
@@ -204,351 +195,7 @@ pub struct RingsRec(pub [Option<u32>; 11], pub Option<u8>);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChannelsRec(pub [Option<u32>; 8]);
 
-/// rx packets, bytes, alloc fail, hw drops, hw drop overruns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QStatsRec(pub [Option<u64>; 5]);
-
-/// id, napi id, provider, qstats, pools.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QueueRec(
-    pub u32,
-    pub Option<u32>,
-    pub Option<ProviderRec>,
-    pub Option<QStatsRec>,
-    pub Vec<PoolRec>,
-);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ProviderRec {
-    Dmabuf(u32),
-    IoUring(Option<u64>),
-}
-
-/// id, ifindex, napi id, inflight, inflight_mem, detach time, provider,
-/// counters (in `Start::counters` order; wrapping difference from the same
-/// pool id in the previous pass of the segment, absolute for a pool the
-/// segment has not seen).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PoolRec(
-    pub u64,
-    pub Option<u32>,
-    pub Option<u64>,
-    pub Option<u64>,
-    pub Option<u64>,
-    pub Option<u64>,
-    pub Option<ProviderRec>,
-    pub Option<Vec<u64>>,
-);
-
-/// Why a record cannot be turned back into the engine's types.
-#[derive(Debug, thiserror::Error)]
-pub enum DecodeError {
-    #[error("device ifindex {0} has no description earlier in the segment")]
-    NoMeta(u32),
-    #[error("the segment's first pass does not say the kernel's capabilities")]
-    NoCaps,
-}
-
-/// The delta-coding memory of one segment. The writer and the reader each
-/// keep one and update it the same way, pass by pass.
-#[derive(Debug, Default)]
-pub struct Coder {
-    caps: Option<CapsRec>,
-    meta: HashMap<u32, DevMeta>,
-    pools: HashMap<u64, Vec<u64>>,
-    next_pools: HashMap<u64, Vec<u64>>,
-    /// Queue (ifindex, queue id) and device (ifindex, `u32::MAX`) qstats and
-    /// link stats (ifindex, `u32::MAX - 1`), as last seen: delta-coded too.
-    gauges: HashMap<(u32, u32), [Option<u64>; 5]>,
-    next_gauges: HashMap<(u32, u32), [Option<u64>; 5]>,
-    /// Reader side: the recorded counter index of each of this build's
-    /// counters (`None`: the recording does not have it).
-    map: Vec<Option<usize>>,
-}
-
-impl Coder {
-    /// A reader for a segment whose `Start` listed `counters`.
-    #[must_use]
-    pub fn for_counters(counters: &[String]) -> Self {
-        Self {
-            map: NAMES
-                .iter()
-                .map(|n| counters.iter().position(|c| c == n))
-                .collect(),
-            ..Self::default()
-        }
-    }
-
-    /// Whether a `Start` set this reader up.
-    #[must_use]
-    pub fn started(&self) -> bool {
-        !self.map.is_empty()
-    }
-
-    /// This build's counter names, for a `Start`.
-    #[must_use]
-    pub fn counter_names() -> Vec<String> {
-        NAMES.iter().map(|s| (*s).to_owned()).collect()
-    }
-
-    /// Encodes `s`, updating the memory.
-    pub fn encode(&mut self, s: &Snapshot) -> SnapRec {
-        let caps = caps_rec(&s.capabilities);
-        let caps = (self.caps.as_ref() != Some(&caps)).then(|| {
-            self.caps = Some(caps.clone());
-            caps
-        });
-        let devices = s
-            .devices
-            .iter()
-            .map(|d| {
-                let meta = dev_meta(d);
-                let meta = (self.meta.get(&d.ifindex) != Some(&meta)).then(|| {
-                    self.meta.insert(d.ifindex, meta.clone());
-                    Box::new(meta)
-                });
-                DevRec {
-                    ifindex: d.ifindex,
-                    meta,
-                    link_stats: d.link_stats.map(|l| {
-                        let v = [
-                            l.rx_packets,
-                            l.rx_bytes,
-                            l.rx_dropped,
-                            l.rx_missed_errors,
-                            l.rx_fifo_errors,
-                        ]
-                        .map(Some);
-                        self.counters_out((d.ifindex, LINK), v)
-                            .map(|x| x.unwrap_or(0))
-                    }),
-                    qstats: d.qstats.as_ref().map(|q| {
-                        QStatsRec(self.counters_out((d.ifindex, DEVICE), qstats_rec(q).0))
-                    }),
-                    queues: d
-                        .rx_queues
-                        .iter()
-                        .map(|q| {
-                            QueueRec(
-                                q.id,
-                                q.napi_id,
-                                q.provider.map(provider_rec),
-                                q.qstats.as_ref().map(|x| {
-                                    QStatsRec(self.counters_out((d.ifindex, q.id), qstats_rec(x).0))
-                                }),
-                                q.pools.iter().map(|p| self.pool_out(p)).collect(),
-                            )
-                        })
-                        .collect(),
-                    unmapped: d.unmapped_pools.iter().map(|p| self.pool_out(p)).collect(),
-                }
-            })
-            .collect();
-        let orphans = s.orphan_pools.iter().map(|p| self.pool_out(p)).collect();
-        self.end_pass();
-        SnapRec {
-            taken_at_ms: s.taken_at_ms,
-            caps,
-            devices,
-            orphans,
-        }
-    }
-
-    /// Decodes `r`, updating the memory.
-    ///
-    /// # Errors
-    /// A device or the capabilities refer to a description the segment
-    /// never gave (a corrupt or truncated-at-the-front segment).
-    pub fn decode(&mut self, r: &SnapRec) -> Result<Snapshot, DecodeError> {
-        if let Some(c) = &r.caps {
-            self.caps = Some(c.clone());
-        }
-        let caps = self.caps.as_ref().ok_or(DecodeError::NoCaps)?;
-        let capabilities = Capabilities {
-            kernel_release: caps.kernel_release.clone(),
-            netdev_family: caps.flags[0],
-            page_pool_get: caps.flags[1],
-            page_pool_stats: caps.flags[2],
-            queue_get: caps.flags[3],
-            napi_get: caps.flags[4],
-            qstats_get: caps.flags[5],
-            ethtool_family: caps.flags[6],
-            cap_net_admin: caps.flags[7],
-        };
-        let mut devices = Vec::with_capacity(r.devices.len());
-        for d in &r.devices {
-            if let Some(m) = &d.meta {
-                self.meta.insert(d.ifindex, (**m).clone());
-            }
-            let m = self
-                .meta
-                .get(&d.ifindex)
-                .ok_or(DecodeError::NoMeta(d.ifindex))?
-                .clone();
-            let rx_queues: Vec<RxQueue> = d
-                .queues
-                .iter()
-                .map(|q| RxQueue {
-                    id: q.0,
-                    napi_id: q.1,
-                    provider: q.2.map(provider),
-                    qstats: q
-                        .3
-                        .map(|x| qstats(QStatsRec(self.counters_in((d.ifindex, q.0), x.0)))),
-                    pools: q.4.iter().map(|p| self.pool_in(p)).collect(),
-                })
-                .collect();
-            let unmapped_pools = d.unmapped.iter().map(|p| self.pool_in(p)).collect();
-            devices.push(Device {
-                ifindex: d.ifindex,
-                name: m.name,
-                id: m.id,
-                driver: m.driver,
-                kind: m.kind,
-                oper_state: m.oper_state,
-                admin_up: m.admin_up,
-                master: m.master,
-                mtu: m.mtu,
-                num_rx_queues: m.num_rx_queues,
-                rings: match m.rings {
-                    Ok(r) => Availability::Available(rings(r)),
-                    Err(Some(why)) => Availability::Unavailable(why),
-                    Err(None) => Availability::NotSampled,
-                },
-                channels: match m.channels {
-                    Ok(c) => Availability::Available(channels(c)),
-                    Err(Some(why)) => Availability::Unavailable(why),
-                    Err(None) => Availability::NotSampled,
-                },
-                link_stats: d.link_stats.map(|l| {
-                    let l = self
-                        .counters_in((d.ifindex, LINK), l.map(Some))
-                        .map(|x| x.unwrap_or(0));
-                    LinkStats {
-                        rx_packets: l[0],
-                        rx_bytes: l[1],
-                        rx_dropped: l[2],
-                        rx_missed_errors: l[3],
-                        rx_fifo_errors: l[4],
-                    }
-                }),
-                qstats: d
-                    .qstats
-                    .map(|x| qstats(QStatsRec(self.counters_in((d.ifindex, DEVICE), x.0)))),
-                rx_queues,
-                unmapped_pools,
-            });
-        }
-        let orphan_pools = r.orphans.iter().map(|p| self.pool_in(p)).collect();
-        self.end_pass();
-        Ok(Snapshot {
-            taken_at_ms: r.taken_at_ms,
-            capabilities,
-            devices,
-            orphan_pools,
-        })
-    }
-
-    fn end_pass(&mut self) {
-        self.pools = std::mem::take(&mut self.next_pools);
-        self.gauges = std::mem::take(&mut self.next_gauges);
-    }
-
-    /// Cumulative counters out: the wrapping difference from the same key
-    /// in the previous pass (where both have a value), else as they are.
-    fn counters_out(&mut self, key: (u32, u32), v: [Option<u64>; 5]) -> [Option<u64>; 5] {
-        let prev = self.gauges.get(&key).copied();
-        self.next_gauges.insert(key, v);
-        match prev {
-            Some(p) => delta5(v, p, u64::wrapping_sub),
-            None => v,
-        }
-    }
-
-    /// The inverse of [`Coder::counters_out`].
-    fn counters_in(&mut self, key: (u32, u32), d: [Option<u64>; 5]) -> [Option<u64>; 5] {
-        let v = match self.gauges.get(&key) {
-            Some(p) => delta5(d, *p, u64::wrapping_add),
-            None => d,
-        };
-        self.next_gauges.insert(key, v);
-        v
-    }
-
-    fn pool_out(&mut self, p: &Pool) -> PoolRec {
-        let stats = p.stats.map(|s| {
-            let v = s.values().to_vec();
-            let out = match self.pools.get(&p.id) {
-                Some(prev) => v
-                    .iter()
-                    .zip(prev)
-                    .map(|(c, b)| c.wrapping_sub(*b))
-                    .collect(),
-                None => v.clone(),
-            };
-            self.next_pools.insert(p.id, v);
-            out
-        });
-        PoolRec(
-            p.id,
-            p.ifindex,
-            p.napi_id,
-            p.inflight,
-            p.inflight_mem,
-            p.detach_time,
-            p.provider.map(provider_rec),
-            stats,
-        )
-    }
-
-    fn pool_in(&mut self, r: &PoolRec) -> Pool {
-        let stats = r.7.as_ref().map(|d| {
-            let v: Vec<u64> = match self.pools.get(&r.0) {
-                Some(prev) if prev.len() == d.len() => d
-                    .iter()
-                    .zip(prev)
-                    .map(|(x, b)| b.wrapping_add(*x))
-                    .collect(),
-                _ => d.clone(),
-            };
-            let mut mine = [0_u64; COUNT];
-            for (slot, at) in mine.iter_mut().zip(&self.map) {
-                if let Some(i) = at {
-                    *slot = v.get(*i).copied().unwrap_or(0);
-                }
-            }
-            self.next_pools.insert(r.0, v);
-            PoolStats::from_values(mine)
-        });
-        Pool {
-            id: r.0,
-            ifindex: r.1,
-            napi_id: r.2,
-            inflight: r.3,
-            inflight_mem: r.4,
-            detach_time: r.5,
-            provider: r.6.map(provider),
-            stats,
-        }
-    }
-}
-
-/// Gauge-map keys of a device's own qstats and its link stats.
-const DEVICE: u32 = u32::MAX;
-const LINK: u32 = u32::MAX - 1;
-
-fn delta5(v: [Option<u64>; 5], p: [Option<u64>; 5], f: fn(u64, u64) -> u64) -> [Option<u64>; 5] {
-    let mut out = v;
-    for (o, b) in out.iter_mut().zip(p) {
-        if let (Some(x), Some(b)) = (*o, b) {
-            *o = Some(f(x, b));
-        }
-    }
-    out
-}
-
-fn caps_rec(c: &Capabilities) -> CapsRec {
+pub(super) fn caps_rec(c: &Capabilities) -> CapsRec {
     CapsRec {
         kernel_release: c.kernel_release.clone(),
         flags: [
@@ -564,7 +211,7 @@ fn caps_rec(c: &Capabilities) -> CapsRec {
     }
 }
 
-fn dev_meta(d: &Device) -> DevMeta {
+pub(super) fn dev_meta(d: &Device) -> DevMeta {
     DevMeta {
         name: d.name.clone(),
         id: d.id.clone(),
@@ -612,7 +259,7 @@ fn dev_meta(d: &Device) -> DevMeta {
     }
 }
 
-fn rings(r: RingsRec) -> Rings {
+pub(super) fn rings(r: RingsRec) -> Rings {
     let [
         rx,
         rx_max,
@@ -642,7 +289,7 @@ fn rings(r: RingsRec) -> Rings {
     }
 }
 
-fn channels(c: ChannelsRec) -> Channels {
+pub(super) fn channels(c: ChannelsRec) -> Channels {
     let [
         rx,
         rx_max,
@@ -662,47 +309,6 @@ fn channels(c: ChannelsRec) -> Channels {
         other_max,
         combined,
         combined_max,
-    }
-}
-
-fn qstats_rec(q: &QueueStats) -> QStatsRec {
-    QStatsRec([
-        q.rx_packets,
-        q.rx_bytes,
-        q.rx_alloc_fail,
-        q.rx_hw_drops,
-        q.rx_hw_drop_overruns,
-    ])
-}
-
-fn qstats(q: QStatsRec) -> QueueStats {
-    let [
-        rx_packets,
-        rx_bytes,
-        rx_alloc_fail,
-        rx_hw_drops,
-        rx_hw_drop_overruns,
-    ] = q.0;
-    QueueStats {
-        rx_packets,
-        rx_bytes,
-        rx_alloc_fail,
-        rx_hw_drops,
-        rx_hw_drop_overruns,
-    }
-}
-
-fn provider_rec(p: MemoryProvider) -> ProviderRec {
-    match p {
-        MemoryProvider::Dmabuf { id } => ProviderRec::Dmabuf(id),
-        MemoryProvider::IoUring { rx_buf_len } => ProviderRec::IoUring(rx_buf_len),
-    }
-}
-
-fn provider(p: ProviderRec) -> MemoryProvider {
-    match p {
-        ProviderRec::Dmabuf(id) => MemoryProvider::Dmabuf { id },
-        ProviderRec::IoUring(rx_buf_len) => MemoryProvider::IoUring { rx_buf_len },
     }
 }
 

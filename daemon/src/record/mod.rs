@@ -9,6 +9,7 @@
 //! - [`Recording`]: the reader `replay` and `history` use;
 //! - [`journal`]: one JSON line per change and per outcome.
 
+pub mod coder;
 pub mod file;
 pub mod format;
 pub mod journal;
@@ -26,9 +27,8 @@ use policy::snapshot::Snapshot;
 
 pub use file::RecordError;
 use file::{SegmentReader, SegmentWriter};
-use format::{
-    Coder, EngineBlob, FORMAT_VERSION, Pass, PrevPass, Record, SnapRec, Start, StartReason,
-};
+use coder::Coder;
+use format::{EngineBlob, FORMAT_VERSION, Pass, PrevPass, Record, SnapRec, Start, StartReason};
 
 /// The state directory: `$STATE_DIRECTORY` (systemd's `StateDirectory=`,
 /// first entry) or `/var/lib/pptune`.
@@ -308,6 +308,19 @@ pub enum Item {
     Pass { pass: Box<Pass>, snapshot: Snapshot },
 }
 
+/// One item of [`Recording::next_into`]: a pass's snapshot went into the
+/// caller's buffer.
+#[derive(Debug)]
+pub enum Next {
+    /// A segment began; `previous` is the sample before its first pass.
+    Start {
+        start: Box<Start>,
+        previous: Option<(Snapshot, Duration)>,
+    },
+    /// A pass; its snapshot is in the buffer.
+    Pass(Box<Pass>),
+}
+
 /// The reader: every segment in order, torn tails skipped with a warning.
 #[derive(Debug)]
 pub struct Recording {
@@ -336,8 +349,19 @@ impl Recording {
         })
     }
 
-    /// The next item, or `None` at the end.
+    /// The next item, or `None` at the end; each pass's snapshot in a
+    /// fresh buffer ([`Self::next_into`] reuses one).
     pub fn next_item(&mut self) -> Option<Item> {
+        let mut snapshot = Snapshot::default();
+        Some(match self.next_into(&mut snapshot)? {
+            Next::Start { start, previous } => Item::Start { start, previous },
+            Next::Pass(pass) => Item::Pass { pass, snapshot },
+        })
+    }
+
+    /// The next item, or `None` at the end. A pass's snapshot is decoded
+    /// into `snap`, reusing its vectors (whatever it held is overwritten).
+    pub fn next_into(&mut self, snap: &mut Snapshot) -> Option<Next> {
         loop {
             if self.current.is_none() {
                 let p = self.files.pop_front()?;
@@ -361,22 +385,26 @@ impl Recording {
                 Record::Start(start) => {
                     *coder = Coder::for_counters(&start.counters);
                     let previous = match &start.previous {
-                        Some(p) => match coder.decode(&p.snapshot) {
-                            Ok(s) => Some((s, Duration::from_nanos(p.now_ns))),
-                            Err(e) => {
-                                self.skip_segment(&e.to_string());
-                                continue;
+                        Some(p) => {
+                            let mut s = Snapshot::default();
+                            match coder.decode_into(&p.snapshot, reader.block(), &mut s) {
+                                Ok(()) => Some((s, Duration::from_nanos(p.now_ns))),
+                                Err(e) => {
+                                    self.skip_segment(&e.to_string());
+                                    continue;
+                                }
                             }
-                        },
+                        }
                         None => None,
                     };
-                    return Some(Item::Start { start, previous });
+                    return Some(Next::Start { start, previous });
                 }
                 Record::Pass(_) if !coder.started() => {
                     self.skip_segment("a pass before the segment's Start record");
                 }
-                Record::Pass(pass) => match coder.decode(&pass.snapshot) {
-                    Ok(snapshot) => return Some(Item::Pass { pass, snapshot }),
+                Record::Pass(pass) => match coder.decode_into(&pass.snapshot, reader.block(), snap)
+                {
+                    Ok(()) => return Some(Next::Pass(pass)),
                     Err(e) => self.skip_segment(&e.to_string()),
                 },
             }

@@ -7,8 +7,15 @@ use policy::snapshot::{
     Availability, Capabilities, Device, DeviceId, Pool, PoolStats, Rings, RxQueue, Snapshot,
 };
 
-use super::format::{Coder, Pass};
+use super::coder::Coder;
+use super::format::Pass;
 use super::*;
+
+/// Deterministic noise: counters that move by varied amounts, as real
+/// ones do (a recording of constant steps compresses to nothing).
+fn noise(pass: u64, q: u64) -> u64 {
+    (pass.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ q.wrapping_mul(0xc2b2_ae3d_27d4_eb4f)) >> 48
+}
 
 fn snap(pass: u64, pools: u64) -> Snapshot {
     let queue = |q: u64| RxQueue {
@@ -25,9 +32,9 @@ fn snap(pass: u64, pools: u64) -> Snapshot {
             detach_time: None,
             provider: None,
             stats: Some(PoolStats {
-                alloc_fast: 1000 * pass + q,
-                recycle_ring: 900 * pass,
-                recycle_ring_full: 7 * pass * (q % 3),
+                alloc_fast: 100_000 * pass + q + noise(pass, q),
+                recycle_ring: 90_000 * pass + noise(pass, q + 1),
+                recycle_ring_full: 7 * pass * (q % 3) + noise(pass, q + 2),
                 ..PoolStats::default()
             }),
         }],
@@ -85,14 +92,96 @@ fn passes(r: &mut Recording) -> Vec<Snapshot> {
 
 #[test]
 fn delta_coding_round_trips_exactly() {
-    let mut w = Coder::default();
+    let mut w = Coder::writer();
     let mut r = Coder::for_counters(&Coder::counter_names());
+    // One buffer for every pass, as replay reuses it: whatever it held is
+    // overwritten.
+    let mut out = Snapshot::default();
     for i in 0..6 {
         let s = snap(i, 8 + i % 2);
         let enc = w.encode(&s);
         assert_eq!(enc.caps.is_some(), i == 0);
-        assert_eq!(r.decode(&enc).unwrap(), s);
+        r.decode_into(&enc, &enc.block, &mut out).unwrap();
+        assert_eq!(out, s);
     }
+}
+
+/// Pools and queues that come and go, gauges that fall, counters that
+/// wrap or reset, options that appear: the layout changes and every number
+/// still comes back exactly, into a reused buffer.
+#[test]
+fn layout_changes_and_odd_numbers_round_trip() {
+    let mut w = Coder::writer();
+    let mut r = Coder::for_counters(&Coder::counter_names());
+    let mut out = snap(99, 3);
+    let mut sizes = Vec::new();
+    for i in 0..12_u64 {
+        let mut s = snap(i, [4, 4, 6, 2, 2, 5, 5, 5, 1, 4, 4, 4][i as usize]);
+        let d = &mut s.devices[0];
+        if i == 1 {
+            d.rx_queues.reverse();
+        }
+        if i == 4 {
+            // A counter reset and a wrap.
+            let st = d.rx_queues[0].pools[0].stats.as_mut().unwrap();
+            st.alloc_fast = 0;
+            st.recycle_ring = u64::MAX - 3;
+        }
+        if i >= 6 {
+            d.qstats = Some(policy::snapshot::QueueStats {
+                rx_packets: Some(100 * i),
+                rx_hw_drops: Some(u64::MAX - i),
+                ..Default::default()
+            });
+            d.link_stats = Some(policy::snapshot::LinkStats {
+                rx_packets: 7 * i,
+                ..Default::default()
+            });
+            d.rx_queues[0].provider = Some(policy::snapshot::MemoryProvider::IoUring {
+                rx_buf_len: Some(4096),
+            });
+            d.rx_queues[0].pools[0].stats = None;
+            d.rx_queues[0].pools[0].inflight = Some(3);
+            s.orphan_pools.push(Pool {
+                id: 900,
+                detach_time: Some(123),
+                inflight: Some(i),
+                provider: Some(policy::snapshot::MemoryProvider::Dmabuf { id: 7 }),
+                ..Pool::default()
+            });
+        }
+        if i == 9 {
+            d.unmapped_pools = d.rx_queues.pop().unwrap().pools;
+        }
+        let enc = w.encode(&s);
+        sizes.push(enc.block.len());
+        r.decode_into(&enc, &enc.block, &mut out).unwrap();
+        assert_eq!(out, s, "pass {i}");
+    }
+    // A steady pass writes no layout: pass 7 has pass 6's.
+    assert!(sizes[7] < sizes[6], "{sizes:?}");
+}
+
+#[test]
+fn a_malformed_block_is_an_error_not_a_panic() {
+    let mut w = Coder::writer();
+    let s = snap(1, 4);
+    let enc = w.encode(&s);
+    for cut in 0..enc.block.len() {
+        let mut r = Coder::for_counters(&Coder::counter_names());
+        let mut out = Snapshot::default();
+        assert!(
+            r.decode_into(&enc, &enc.block[..cut], &mut out).is_err(),
+            "cut at {cut}"
+        );
+    }
+    let mut r = Coder::for_counters(&Coder::counter_names());
+    let mut long = enc.block.clone();
+    long.push(0);
+    assert!(
+        r.decode_into(&enc, &long, &mut Snapshot::default())
+            .is_err()
+    );
 }
 
 #[test]
@@ -155,6 +244,17 @@ fn a_file_that_is_not_a_recording_is_refused_by_name() {
     std::fs::write(&p, head).unwrap();
     let e = Recording::open(&p).unwrap_err().to_string();
     assert!(e.contains("format 99"), "{e}");
+    // Format 1 (CBOR snapshots, before the columnar block) is refused by
+    // name, saying what to do with it.
+    let mut head = file::MAGIC.to_vec();
+    head.extend_from_slice(&1_u32.to_le_bytes());
+    std::fs::write(&p, head).unwrap();
+    let e = Recording::open(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("recording format 1; this pptune reads format 2")
+            && e.contains("replay it with the pptune that wrote it"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -290,6 +290,14 @@ impl World {
         };
         let (plan, state) = crate::engine::decide(&self.policy, &self.state, &obs);
         check_seam(&self.policy, &obs, &plan);
+        // The replay's in-place engine decides exactly as this one, and
+        // leaves exactly the same memory, on every tick of every scenario.
+        let mut in_place = self.state.clone();
+        assert_eq!(
+            crate::engine::decide_in_place(&self.policy, &mut in_place, &obs),
+            plan
+        );
+        assert_eq!(in_place, state);
         self.state = state;
         if self.apply {
             for d in plan.decisions.clone() {

@@ -1,0 +1,824 @@
+//! The snapshot coder of recording format 2 (docs/recording.md, "The
+//! snapshot block"): a device's rarely changing facts go into the record's
+//! CBOR ([`SnapRec`]); the layout of its queues and pools (the *shape*) and
+//! every number of the pass go into a binary block after it, as columns of
+//! zigzag LEB128 varints of the difference from the same slot in the
+//! previous pass. The shape is written only when it changed.
+//!
+//! [`Coder`] is the delta memory of one segment; writer and reader keep one
+//! each and update it the same way, pass by pass. The reader decodes into a
+//! caller's [`Snapshot`], reusing its vectors, and keeps its own numbers in
+//! place: a steady pass allocates nothing.
+
+use std::collections::HashMap;
+
+use policy::counters::{COUNT, NAMES};
+use policy::snapshot::{
+    Availability, Capabilities, Device, DeviceId, LinkStats, MemoryProvider, Pool, PoolStats,
+    QueueStats, Snapshot,
+};
+
+use super::format::{CapsRec, DevMeta, SnapRec, caps_rec, channels, dev_meta, rings};
+
+/// Why a record cannot be turned back into the engine's types.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("device ifindex {0} has no description earlier in the segment")]
+    NoMeta(u32),
+    #[error("the segment's first pass does not say the kernel's capabilities")]
+    NoCaps,
+    #[error("the pass's first snapshot block has no layout")]
+    NoShape,
+    #[error("snapshot block: {0}")]
+    Block(&'static str),
+}
+
+/// Numbers per device: link stats (rx packets, bytes, dropped, missed
+/// errors, fifo errors), then device qstats (rx packets, bytes, alloc
+/// fail, hw drops, hw drop overruns).
+const DEV_SLOTS: usize = 10;
+/// Numbers per RX queue: its qstats.
+const QUEUE_SLOTS: usize = 5;
+/// A pool's numbers before its counters: inflight, inflight_mem.
+const POOL_GAUGES: usize = 2;
+
+// Presence bits of the shape.
+const Q_SOME: u8 = 1 << 5;
+const P_INFLIGHT: u8 = 1;
+const P_INFLIGHT_MEM: u8 = 1 << 1;
+const P_STATS: u8 = 1 << 2;
+const P_IFINDEX: u8 = 1 << 3;
+const P_NAPI: u8 = 1 << 4;
+const P_DETACH: u8 = 1 << 5;
+
+/// One device's place in the shape.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct DevShape {
+    ifindex: u32,
+    link: bool,
+    qmask: u8,
+    queues: usize,
+    unmapped: usize,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct QueueShape {
+    id: u32,
+    napi: Option<u32>,
+    provider: Option<MemoryProvider>,
+    qmask: u8,
+    pools: usize,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct PoolShape {
+    id: u64,
+    flags: u8,
+    ifindex: u32,
+    napi: u64,
+    detach: u64,
+    provider: Option<MemoryProvider>,
+}
+
+/// The layout of a pass, parsed (reader side).
+#[derive(Debug, Clone, Default)]
+struct Shape {
+    devs: Vec<DevShape>,
+    queues: Vec<QueueShape>,
+    pools: Vec<PoolShape>,
+    orphans: usize,
+}
+
+/// What identifies each slot row, to carry a delta base across a change of
+/// layout: devices by ifindex, queues by (ifindex, id), pools by id.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Keys {
+    devs: Vec<u32>,
+    queues: Vec<(u32, u32)>,
+    pools: Vec<u64>,
+}
+
+/// The numbers of one pass, column by column (slot `c` of row `i` at
+/// `c * rows + i`), as they are written: devices, queues, pools.
+#[derive(Debug, Clone, Default)]
+struct Vals {
+    devs: Vec<u64>,
+    queues: Vec<u64>,
+    pools: Vec<u64>,
+}
+
+/// The delta-coding memory of one segment.
+#[derive(Debug, Default)]
+pub struct Coder {
+    caps: Option<CapsRec>,
+    meta: HashMap<u32, DevMeta>,
+    /// The previous pass's shape: as written (writer), parsed (reader).
+    shape_bytes: Vec<u8>,
+    shape: Option<Shape>,
+    keys: Keys,
+    /// The previous pass's numbers (absolute).
+    vals: Vals,
+    /// Counters per pool in this segment (the writer's: [`COUNT`]).
+    counters: usize,
+    /// Reader side: the recorded counter index of each of this build's
+    /// counters (`None`: the recording does not have it).
+    map: Vec<Option<usize>>,
+    // Writer scratch, kept to avoid allocating per pass.
+    scratch_shape: Vec<u8>,
+    scratch_vals: Vals,
+}
+
+impl Coder {
+    /// A writer for this build's counters.
+    #[must_use]
+    pub fn writer() -> Self {
+        Self {
+            counters: COUNT,
+            ..Self::default()
+        }
+    }
+
+    /// A reader for a segment whose `Start` listed `counters`.
+    #[must_use]
+    pub fn for_counters(counters: &[String]) -> Self {
+        Self {
+            counters: counters.len(),
+            map: NAMES
+                .iter()
+                .map(|n| counters.iter().position(|c| c == n))
+                .collect(),
+            ..Self::default()
+        }
+    }
+
+    /// Whether a `Start` set this reader up.
+    #[must_use]
+    pub fn started(&self) -> bool {
+        !self.map.is_empty()
+    }
+
+    /// This build's counter names, for a `Start`.
+    #[must_use]
+    pub fn counter_names() -> Vec<String> {
+        NAMES.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    fn pool_width(&self) -> usize {
+        POOL_GAUGES + self.counters
+    }
+
+    /// Encodes `s`, updating the memory.
+    pub fn encode(&mut self, s: &Snapshot) -> SnapRec {
+        let caps = caps_rec(&s.capabilities);
+        let caps = (self.caps.as_ref() != Some(&caps)).then(|| {
+            self.caps = Some(caps.clone());
+            caps
+        });
+        let metas = s
+            .devices
+            .iter()
+            .map(|d| {
+                let meta = dev_meta(d);
+                (self.meta.get(&d.ifindex) != Some(&meta)).then(|| {
+                    self.meta.insert(d.ifindex, meta.clone());
+                    Box::new(meta)
+                })
+            })
+            .collect();
+        let mut shape = std::mem::take(&mut self.scratch_shape);
+        shape.clear();
+        write_shape(&mut shape, s);
+        let mut cur = std::mem::take(&mut self.scratch_vals);
+        gather(s, &mut cur);
+        let same = shape == self.shape_bytes;
+        let mut block = Vec::with_capacity(cur.pools.len() * 3 + shape.len() + 16);
+        if same {
+            block.push(0);
+        } else {
+            let keys = keys_of(s);
+            realign(&mut self.vals, &self.keys, &keys, POOL_GAUGES + COUNT);
+            self.keys = keys;
+            block.push(1);
+            put(&mut block, shape.len() as u64);
+            block.extend_from_slice(&shape);
+        }
+        put_columns(&mut block, &cur.devs, &self.vals.devs);
+        put_columns(&mut block, &cur.queues, &self.vals.queues);
+        put_columns(&mut block, &cur.pools, &self.vals.pools);
+        self.scratch_vals = std::mem::replace(&mut self.vals, cur);
+        self.scratch_shape = std::mem::replace(&mut self.shape_bytes, shape);
+        SnapRec {
+            taken_at_ms: s.taken_at_ms,
+            caps,
+            metas,
+            block,
+        }
+    }
+
+    /// Decodes `r` (its CBOR part) and `block` (the binary block after it)
+    /// into `out`, reusing `out`'s vectors; updates the memory.
+    ///
+    /// # Errors
+    /// A device or the capabilities refer to a description the segment
+    /// never gave, or the block is malformed (a corrupt segment).
+    pub fn decode_into(
+        &mut self,
+        r: &SnapRec,
+        block: &[u8],
+        out: &mut Snapshot,
+    ) -> Result<(), DecodeError> {
+        if let Some(c) = &r.caps {
+            self.caps = Some(c.clone());
+        }
+        let caps = self.caps.as_ref().ok_or(DecodeError::NoCaps)?;
+        set_caps(&mut out.capabilities, caps);
+        out.taken_at_ms = r.taken_at_ms;
+        let mut rd = Reader(block);
+        match rd.byte()? {
+            0 => {}
+            1 => {
+                let len = usize::try_from(rd.varint()?).map_err(|_| DecodeError::Block("size"))?;
+                let shape = parse_shape(&mut Reader(rd.take(len)?))?;
+                let keys = keys_of_shape(&shape);
+                let width = self.pool_width();
+                realign(&mut self.vals, &self.keys, &keys, width);
+                self.keys = keys;
+                self.shape = Some(shape);
+            }
+            _ => return Err(DecodeError::Block("unknown layout flag")),
+        }
+        let shape = self.shape.as_ref().ok_or(DecodeError::NoShape)?;
+        if r.metas.len() != shape.devs.len() {
+            return Err(DecodeError::Block("device count differs from the layout"));
+        }
+        get_columns(&mut rd, &mut self.vals.devs)?;
+        get_columns(&mut rd, &mut self.vals.queues)?;
+        get_columns(&mut rd, &mut self.vals.pools)?;
+        if !rd.0.is_empty() {
+            return Err(DecodeError::Block("trailing bytes"));
+        }
+        for (ds, m) in shape.devs.iter().zip(&r.metas) {
+            if let Some(m) = m {
+                self.meta.insert(ds.ifindex, (**m).clone());
+            }
+        }
+        fill(self, out)
+    }
+}
+
+/// Writes `s` into `out` from the coder's shape and numbers.
+fn fill(c: &Coder, out: &mut Snapshot) -> Result<(), DecodeError> {
+    let Some(shape) = &c.shape else {
+        return Err(DecodeError::NoShape);
+    };
+    let width = c.pool_width();
+    let identity = c.counters == COUNT && c.map.iter().enumerate().all(|(i, m)| *m == Some(i));
+    let map = (!identity).then_some(c.map.as_slice());
+    let (mut qi, mut pi) = (0, 0);
+    let np = shape.pools.len();
+    if c.vals.pools.len() != np * width
+        || c.vals.queues.len() != shape.queues.len() * QUEUE_SLOTS
+        || c.vals.devs.len() != shape.devs.len() * DEV_SLOTS
+    {
+        return Err(DecodeError::Block("numbers do not match the layout"));
+    }
+    let mut row = vec![0_u64; width];
+    let mut fill_pools = |v: &mut Vec<Pool>, n: usize| -> Result<(), DecodeError> {
+        v.resize_with(n, Pool::default);
+        for p in v.iter_mut() {
+            let ps = shape.pools.get(pi).ok_or(DecodeError::Block("pool count"))?;
+            for (slot, col) in row.iter_mut().zip(c.vals.pools.chunks_exact(np)) {
+                *slot = col[pi];
+            }
+            fill_pool(p, ps, &row, map);
+            pi += 1;
+        }
+        Ok(())
+    };
+    out.devices.resize_with(shape.devs.len(), Device::default);
+    let nd = shape.devs.len();
+    let nq = shape.queues.len();
+    for (di, (d, ds)) in out.devices.iter_mut().zip(&shape.devs).enumerate() {
+        let row: [u64; DEV_SLOTS] = std::array::from_fn(|col| c.vals.devs[col * nd + di]);
+        let m = c.meta.get(&ds.ifindex).ok_or(DecodeError::NoMeta(ds.ifindex))?;
+        set_meta(d, ds.ifindex, m);
+        d.link_stats = ds.link.then(|| LinkStats {
+            rx_packets: row[0],
+            rx_bytes: row[1],
+            rx_dropped: row[2],
+            rx_missed_errors: row[3],
+            rx_fifo_errors: row[4],
+        });
+        d.qstats = qstats_of(ds.qmask, &row[5..]);
+        d.rx_queues.resize_with(ds.queues, Default::default);
+        for q in &mut d.rx_queues {
+            let qs = shape.queues.get(qi).ok_or(DecodeError::Block("queue count"))?;
+            let row: [u64; QUEUE_SLOTS] = std::array::from_fn(|col| c.vals.queues[col * nq + qi]);
+            qi += 1;
+            q.id = qs.id;
+            q.napi_id = qs.napi;
+            q.provider = qs.provider;
+            q.qstats = qstats_of(qs.qmask, &row);
+            fill_pools(&mut q.pools, qs.pools)?;
+        }
+        fill_pools(&mut d.unmapped_pools, ds.unmapped)?;
+    }
+    fill_pools(&mut out.orphan_pools, shape.orphans)?;
+    if pi != shape.pools.len() {
+        return Err(DecodeError::Block("pool count"));
+    }
+    Ok(())
+}
+
+/// `map`: where each of this build's counters is in `row` (`None`: in the
+/// same order, all there).
+fn fill_pool(p: &mut Pool, s: &PoolShape, row: &[u64], map: Option<&[Option<usize>]>) {
+    let has = |f: u8| s.flags & f != 0;
+    p.id = s.id;
+    p.ifindex = has(P_IFINDEX).then_some(s.ifindex);
+    p.napi_id = has(P_NAPI).then_some(s.napi);
+    p.detach_time = has(P_DETACH).then_some(s.detach);
+    p.provider = s.provider;
+    p.inflight = has(P_INFLIGHT).then_some(row[0]);
+    p.inflight_mem = has(P_INFLIGHT_MEM).then_some(row[1]);
+    p.stats = has(P_STATS).then(|| {
+        let counters = &row[POOL_GAUGES..];
+        let mine = match (map, <[u64; COUNT]>::try_from(counters)) {
+            // Written by a build with the same counters: as they are.
+            (None, Ok(same)) => same,
+            _ => {
+                let mut mine = [0_u64; COUNT];
+                for (slot, at) in mine.iter_mut().zip(map.unwrap_or_default()) {
+                    if let Some(i) = at {
+                        *slot = counters.get(*i).copied().unwrap_or(0);
+                    }
+                }
+                mine
+            }
+        };
+        PoolStats::from_values(mine)
+    });
+}
+
+fn set_caps(c: &mut Capabilities, r: &CapsRec) {
+    c.kernel_release.clone_from(&r.kernel_release);
+    [
+        c.netdev_family,
+        c.page_pool_get,
+        c.page_pool_stats,
+        c.queue_get,
+        c.napi_get,
+        c.qstats_get,
+        c.ethtool_family,
+        c.cap_net_admin,
+    ] = r.flags;
+}
+
+/// A device's described facts, reusing its strings.
+fn set_meta(d: &mut Device, ifindex: u32, m: &DevMeta) {
+    d.ifindex = ifindex;
+    d.name.clone_from(&m.name);
+    let DeviceId {
+        bus,
+        parent,
+        perm_addr,
+        name_fallback,
+    } = &mut d.id;
+    bus.clone_from(&m.id.bus);
+    parent.clone_from(&m.id.parent);
+    perm_addr.clone_from(&m.id.perm_addr);
+    name_fallback.clone_from(&m.id.name_fallback);
+    d.driver.clone_from(&m.driver);
+    d.kind.clone_from(&m.kind);
+    d.oper_state = m.oper_state;
+    d.admin_up = m.admin_up;
+    d.master = m.master;
+    d.mtu = m.mtu;
+    d.num_rx_queues = m.num_rx_queues;
+    d.rings = match &m.rings {
+        Ok(r) => Availability::Available(rings(*r)),
+        Err(Some(why)) => Availability::Unavailable(why.clone()),
+        Err(None) => Availability::NotSampled,
+    };
+    d.channels = match &m.channels {
+        Ok(c) => Availability::Available(channels(*c)),
+        Err(Some(why)) => Availability::Unavailable(why.clone()),
+        Err(None) => Availability::NotSampled,
+    };
+}
+
+fn qstats_mask(q: Option<&QueueStats>) -> u8 {
+    q.map_or(0, |q| {
+        [
+            q.rx_packets,
+            q.rx_bytes,
+            q.rx_alloc_fail,
+            q.rx_hw_drops,
+            q.rx_hw_drop_overruns,
+        ]
+        .iter()
+        .enumerate()
+        .fold(Q_SOME, |m, (i, v)| if v.is_some() { m | 1 << i } else { m })
+    })
+}
+
+fn qstats_vals(q: Option<&QueueStats>) -> [u64; 5] {
+    q.map_or([0; 5], |q| {
+        [
+            q.rx_packets,
+            q.rx_bytes,
+            q.rx_alloc_fail,
+            q.rx_hw_drops,
+            q.rx_hw_drop_overruns,
+        ]
+        .map(|v| v.unwrap_or(0))
+    })
+}
+
+fn qstats_of(mask: u8, v: &[u64]) -> Option<QueueStats> {
+    if mask & Q_SOME == 0 {
+        return None;
+    }
+    let f = |i: usize| (mask & (1 << i) != 0).then(|| v.get(i).copied().unwrap_or(0));
+    Some(QueueStats {
+        rx_packets: f(0),
+        rx_bytes: f(1),
+        rx_alloc_fail: f(2),
+        rx_hw_drops: f(3),
+        rx_hw_drop_overruns: f(4),
+    })
+}
+
+fn provider_tag(b: &mut Vec<u8>, p: Option<MemoryProvider>) {
+    match p {
+        None => put(b, 0),
+        Some(MemoryProvider::Dmabuf { id }) => {
+            put(b, 1);
+            put(b, u64::from(id));
+        }
+        Some(MemoryProvider::IoUring { rx_buf_len: None }) => put(b, 2),
+        Some(MemoryProvider::IoUring {
+            rx_buf_len: Some(l),
+        }) => {
+            put(b, 3);
+            put(b, l);
+        }
+    }
+}
+
+fn get_provider(r: &mut Reader<'_>) -> Result<Option<MemoryProvider>, DecodeError> {
+    Ok(match r.varint()? {
+        0 => None,
+        1 => Some(MemoryProvider::Dmabuf { id: r.u32()? }),
+        2 => Some(MemoryProvider::IoUring { rx_buf_len: None }),
+        3 => Some(MemoryProvider::IoUring {
+            rx_buf_len: Some(r.varint()?),
+        }),
+        _ => return Err(DecodeError::Block("unknown memory provider")),
+    })
+}
+
+fn opt_plus_one(v: Option<u64>) -> u64 {
+    v.map_or(0, |x| x.wrapping_add(1))
+}
+
+fn pool_shape(b: &mut Vec<u8>, p: &Pool) {
+    let mut flags = 0;
+    for (on, f) in [
+        (p.inflight.is_some(), P_INFLIGHT),
+        (p.inflight_mem.is_some(), P_INFLIGHT_MEM),
+        (p.stats.is_some(), P_STATS),
+        (p.ifindex.is_some(), P_IFINDEX),
+        (p.napi_id.is_some(), P_NAPI),
+        (p.detach_time.is_some(), P_DETACH),
+    ] {
+        if on {
+            flags |= f;
+        }
+    }
+    put(b, p.id);
+    b.push(flags);
+    if let Some(i) = p.ifindex {
+        put(b, u64::from(i));
+    }
+    if let Some(n) = p.napi_id {
+        put(b, n);
+    }
+    if let Some(t) = p.detach_time {
+        put(b, t);
+    }
+    provider_tag(b, p.provider);
+}
+
+/// The layout of `s`: devices, their queues and pools, the orphans.
+fn write_shape(b: &mut Vec<u8>, s: &Snapshot) {
+    put(b, s.devices.len() as u64);
+    for d in &s.devices {
+        put(b, u64::from(d.ifindex));
+        b.push(u8::from(d.link_stats.is_some()));
+        b.push(qstats_mask(d.qstats.as_ref()));
+        put(b, d.rx_queues.len() as u64);
+        for q in &d.rx_queues {
+            put(b, u64::from(q.id));
+            put(b, opt_plus_one(q.napi_id.map(u64::from)));
+            provider_tag(b, q.provider);
+            b.push(qstats_mask(q.qstats.as_ref()));
+            put(b, q.pools.len() as u64);
+            for p in &q.pools {
+                pool_shape(b, p);
+            }
+        }
+        put(b, d.unmapped_pools.len() as u64);
+        for p in &d.unmapped_pools {
+            pool_shape(b, p);
+        }
+    }
+    put(b, s.orphan_pools.len() as u64);
+    for p in &s.orphan_pools {
+        pool_shape(b, p);
+    }
+}
+
+fn parse_pool(r: &mut Reader<'_>) -> Result<PoolShape, DecodeError> {
+    let id = r.varint()?;
+    let flags = r.byte()?;
+    let has = |f: u8| flags & f != 0;
+    Ok(PoolShape {
+        id,
+        flags,
+        ifindex: if has(P_IFINDEX) { r.u32()? } else { 0 },
+        napi: if has(P_NAPI) { r.varint()? } else { 0 },
+        detach: if has(P_DETACH) { r.varint()? } else { 0 },
+        provider: get_provider(r)?,
+    })
+}
+
+fn parse_shape(r: &mut Reader<'_>) -> Result<Shape, DecodeError> {
+    let mut s = Shape::default();
+    let n = r.count()?;
+    for _ in 0..n {
+        let ifindex = r.u32()?;
+        let link = r.byte()? != 0;
+        let qmask = r.byte()?;
+        let nq = r.count()?;
+        for _ in 0..nq {
+            let id = r.u32()?;
+            let napi = match r.varint()? {
+                0 => None,
+                v => Some(u32::try_from(v - 1).map_err(|_| DecodeError::Block("napi id"))?),
+            };
+            let provider = get_provider(r)?;
+            let qmask = r.byte()?;
+            let np = r.count()?;
+            for _ in 0..np {
+                s.pools.push(parse_pool(r)?);
+            }
+            s.queues.push(QueueShape {
+                id,
+                napi,
+                provider,
+                qmask,
+                pools: np,
+            });
+        }
+        let nu = r.count()?;
+        for _ in 0..nu {
+            s.pools.push(parse_pool(r)?);
+        }
+        s.devs.push(DevShape {
+            ifindex,
+            link,
+            qmask,
+            queues: nq,
+            unmapped: nu,
+        });
+    }
+    s.orphans = r.count()?;
+    for _ in 0..s.orphans {
+        s.pools.push(parse_pool(r)?);
+    }
+    if !r.0.is_empty() {
+        return Err(DecodeError::Block("trailing layout bytes"));
+    }
+    Ok(s)
+}
+
+fn all_pools(s: &Snapshot) -> impl Iterator<Item = &Pool> {
+    s.devices
+        .iter()
+        .flat_map(Device::pools)
+        .chain(&s.orphan_pools)
+}
+
+fn keys_of(s: &Snapshot) -> Keys {
+    Keys {
+        devs: s.devices.iter().map(|d| d.ifindex).collect(),
+        queues: s
+            .devices
+            .iter()
+            .flat_map(|d| d.rx_queues.iter().map(|q| (d.ifindex, q.id)))
+            .collect(),
+        pools: all_pools(s).map(|p| p.id).collect(),
+    }
+}
+
+fn keys_of_shape(s: &Shape) -> Keys {
+    let mut queues = Vec::with_capacity(s.queues.len());
+    let mut q = s.queues.iter();
+    for d in &s.devs {
+        queues.extend(q.by_ref().take(d.queues).map(|x| (d.ifindex, x.id)));
+    }
+    Keys {
+        devs: s.devs.iter().map(|d| d.ifindex).collect(),
+        queues,
+        pools: s.pools.iter().map(|p| p.id).collect(),
+    }
+}
+
+/// The numbers of `s`, column by column, in layout order.
+fn gather(s: &Snapshot, v: &mut Vals) {
+    let nd = s.devices.len();
+    let nq: usize = s.devices.iter().map(|d| d.rx_queues.len()).sum();
+    let np = all_pools(s).count();
+    for (vals, n) in [
+        (&mut v.devs, nd * DEV_SLOTS),
+        (&mut v.queues, nq * QUEUE_SLOTS),
+        (&mut v.pools, np * (POOL_GAUGES + COUNT)),
+    ] {
+        vals.clear();
+        vals.resize(n, 0);
+    }
+    let mut qi = 0;
+    for (di, d) in s.devices.iter().enumerate() {
+        let l = d.link_stats.unwrap_or_default();
+        let row = [
+            l.rx_packets,
+            l.rx_bytes,
+            l.rx_dropped,
+            l.rx_missed_errors,
+            l.rx_fifo_errors,
+        ]
+        .into_iter()
+        .chain(qstats_vals(d.qstats.as_ref()));
+        for (col, x) in row.enumerate() {
+            v.devs[col * nd + di] = x;
+        }
+        for q in &d.rx_queues {
+            for (col, x) in qstats_vals(q.qstats.as_ref()).into_iter().enumerate() {
+                v.queues[col * nq + qi] = x;
+            }
+            qi += 1;
+        }
+    }
+    for (pi, p) in all_pools(s).enumerate() {
+        let stats = p.stats.map_or([0; COUNT], |s| s.values());
+        let row = [p.inflight.unwrap_or(0), p.inflight_mem.unwrap_or(0)]
+            .into_iter()
+            .chain(stats);
+        for (col, x) in row.enumerate() {
+            v.pools[col * np + pi] = x;
+        }
+    }
+}
+
+/// Moves the previous pass's rows to where the same keys sit in the new
+/// layout; a key the previous pass did not have starts from zero (its
+/// numbers are then written absolute).
+fn realign(v: &mut Vals, old: &Keys, new: &Keys, pool_width: usize) {
+    fn rows<K: std::hash::Hash + Eq + Copy>(
+        vals: &[u64],
+        old: &[K],
+        new: &[K],
+        width: usize,
+    ) -> Vec<u64> {
+        let mut at = HashMap::with_capacity(old.len());
+        for (i, k) in old.iter().enumerate() {
+            at.entry(*k).or_insert(i);
+        }
+        let (no, nn) = (old.len(), new.len());
+        let mut out = vec![0; nn * width];
+        if vals.len() != no * width {
+            return out;
+        }
+        for (j, k) in new.iter().enumerate() {
+            if let Some(&i) = at.get(k) {
+                for col in 0..width {
+                    out[col * nn + j] = vals[col * no + i];
+                }
+            }
+        }
+        out
+    }
+    v.devs = rows(&v.devs, &old.devs, &new.devs, DEV_SLOTS);
+    v.queues = rows(&v.queues, &old.queues, &new.queues, QUEUE_SLOTS);
+    v.pools = rows(&v.pools, &old.pools, &new.pools, pool_width);
+}
+
+fn zigzag(d: u64) -> u64 {
+    #[allow(clippy::cast_possible_wrap, clippy::cast_sign_loss)]
+    let z = ((d << 1) as i64 ^ ((d as i64) >> 63)) as u64;
+    z
+}
+
+fn unzigzag(z: u64) -> u64 {
+    (z >> 1) ^ (z & 1).wrapping_neg()
+}
+
+fn put(b: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        #[allow(clippy::cast_possible_truncation)]
+        b.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    #[allow(clippy::cast_possible_truncation)]
+    b.push(v as u8);
+}
+
+/// `cur - base` per slot, in order (both in the same layout).
+fn put_columns(b: &mut Vec<u8>, cur: &[u64], base: &[u64]) {
+    let base = base.iter().copied().chain(std::iter::repeat(0));
+    for (v, prev) in cur.iter().zip(base) {
+        put(b, zigzag(v.wrapping_sub(prev)));
+    }
+}
+
+/// The inverse of [`put_columns`], in place: `vals` holds the previous
+/// pass's numbers in this layout (realigned) and gets this pass's.
+fn get_columns(r: &mut Reader<'_>, vals: &mut [u64]) -> Result<(), DecodeError> {
+    for v in vals {
+        *v = v.wrapping_add(unzigzag(r.varint()?));
+    }
+    Ok(())
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn byte(&mut self) -> Result<u8, DecodeError> {
+        let (&b, rest) = self.0.split_first().ok_or(DecodeError::Block("truncated"))?;
+        self.0 = rest;
+        Ok(b)
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        if n > self.0.len() {
+            return Err(DecodeError::Block("truncated"));
+        }
+        let (a, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(a)
+    }
+
+    #[inline]
+    fn varint(&mut self) -> Result<u64, DecodeError> {
+        if let Some((&b, rest)) = self.0.split_first()
+            && b < 0x80
+        {
+            self.0 = rest;
+            return Ok(u64::from(b));
+        }
+        let mut v = 0_u64;
+        for (i, &b) in self.0.iter().enumerate().take(10) {
+            v |= u64::from(b & 0x7f) << (7 * i);
+            if b < 0x80 {
+                self.0 = &self.0[i + 1..];
+                return Ok(v);
+            }
+        }
+        Err(DecodeError::Block("truncated or overlong number"))
+    }
+
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        u32::try_from(self.varint()?).map_err(|_| DecodeError::Block("number out of range"))
+    }
+
+    /// A count of items, bounded by the bytes left (each takes at least one).
+    fn count(&mut self) -> Result<usize, DecodeError> {
+        let n = usize::try_from(self.varint()?).map_err(|_| DecodeError::Block("count"))?;
+        if n > self.0.len() {
+            return Err(DecodeError::Block("count larger than the block"));
+        }
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints_and_zigzag_round_trip() {
+        for v in [0, 1, 127, 128, 300, u64::MAX, u64::MAX - 1, 1 << 63] {
+            let mut b = Vec::new();
+            put(&mut b, zigzag(v));
+            let mut r = Reader(&b);
+            assert_eq!(unzigzag(r.varint().unwrap()), v);
+            assert!(r.0.is_empty());
+        }
+        // A small step back costs one byte, as a small step forward does.
+        let mut b = Vec::new();
+        put(&mut b, zigzag(5_u64.wrapping_sub(7)));
+        assert_eq!(b.len(), 1);
+        assert!(Reader(&[0x80; 11]).varint().is_err());
+    }
+}
