@@ -18,7 +18,7 @@ use policy::snapshot::{
     QueueStats, Snapshot,
 };
 
-use super::format::{CapsRec, DevMeta, SnapRec, caps_rec, channels, dev_meta, rings};
+use super::format::{CapsRec, DevMeta, SnapRec, caps_flags, caps_rec, channels, dev_meta, rings};
 
 /// Why a record cannot be turned back into the engine's types.
 #[derive(Debug, thiserror::Error)]
@@ -286,7 +286,10 @@ fn fill(c: &Coder, out: &mut Snapshot) -> Result<(), DecodeError> {
     let mut fill_pools = |v: &mut Vec<Pool>, n: usize| -> Result<(), DecodeError> {
         v.resize_with(n, Pool::default);
         for p in v.iter_mut() {
-            let ps = shape.pools.get(pi).ok_or(DecodeError::Block("pool count"))?;
+            let ps = shape
+                .pools
+                .get(pi)
+                .ok_or(DecodeError::Block("pool count"))?;
             for (slot, col) in row.iter_mut().zip(c.vals.pools.chunks_exact(np)) {
                 *slot = col[pi];
             }
@@ -300,7 +303,10 @@ fn fill(c: &Coder, out: &mut Snapshot) -> Result<(), DecodeError> {
     let nq = shape.queues.len();
     for (di, (d, ds)) in out.devices.iter_mut().zip(&shape.devs).enumerate() {
         let row: [u64; DEV_SLOTS] = std::array::from_fn(|col| c.vals.devs[col * nd + di]);
-        let m = c.meta.get(&ds.ifindex).ok_or(DecodeError::NoMeta(ds.ifindex))?;
+        let m = c
+            .meta
+            .get(&ds.ifindex)
+            .ok_or(DecodeError::NoMeta(ds.ifindex))?;
         set_meta(d, ds.ifindex, m);
         d.link_stats = ds.link.then(|| LinkStats {
             rx_packets: row[0],
@@ -312,7 +318,10 @@ fn fill(c: &Coder, out: &mut Snapshot) -> Result<(), DecodeError> {
         d.qstats = qstats_of(ds.qmask, &row[5..]);
         d.rx_queues.resize_with(ds.queues, Default::default);
         for q in &mut d.rx_queues {
-            let qs = shape.queues.get(qi).ok_or(DecodeError::Block("queue count"))?;
+            let qs = shape
+                .queues
+                .get(qi)
+                .ok_or(DecodeError::Block("queue count"))?;
             let row: [u64; QUEUE_SLOTS] = std::array::from_fn(|col| c.vals.queues[col * nq + qi]);
             qi += 1;
             q.id = qs.id;
@@ -362,16 +371,9 @@ fn fill_pool(p: &mut Pool, s: &PoolShape, row: &[u64], map: Option<&[Option<usiz
 
 fn set_caps(c: &mut Capabilities, r: &CapsRec) {
     c.kernel_release.clone_from(&r.kernel_release);
-    [
-        c.netdev_family,
-        c.page_pool_get,
-        c.page_pool_stats,
-        c.queue_get,
-        c.napi_get,
-        c.qstats_get,
-        c.ethtool_family,
-        c.cap_net_admin,
-    ] = r.flags;
+    for (f, v) in caps_flags(c).into_iter().zip(r.flags) {
+        *f = v;
+    }
 }
 
 /// A device's described facts, reusing its strings.
@@ -553,6 +555,15 @@ fn parse_pool(r: &mut Reader<'_>) -> Result<PoolShape, DecodeError> {
     })
 }
 
+/// A count of pools and the pools; returns the count.
+fn parse_pools(r: &mut Reader<'_>, pools: &mut Vec<PoolShape>) -> Result<usize, DecodeError> {
+    let n = r.count()?;
+    for _ in 0..n {
+        pools.push(parse_pool(r)?);
+    }
+    Ok(n)
+}
+
 fn parse_shape(r: &mut Reader<'_>) -> Result<Shape, DecodeError> {
     let mut s = Shape::default();
     let n = r.count()?;
@@ -569,10 +580,7 @@ fn parse_shape(r: &mut Reader<'_>) -> Result<Shape, DecodeError> {
             };
             let provider = get_provider(r)?;
             let qmask = r.byte()?;
-            let np = r.count()?;
-            for _ in 0..np {
-                s.pools.push(parse_pool(r)?);
-            }
+            let np = parse_pools(r, &mut s.pools)?;
             s.queues.push(QueueShape {
                 id,
                 napi,
@@ -581,10 +589,7 @@ fn parse_shape(r: &mut Reader<'_>) -> Result<Shape, DecodeError> {
                 pools: np,
             });
         }
-        let nu = r.count()?;
-        for _ in 0..nu {
-            s.pools.push(parse_pool(r)?);
-        }
+        let nu = parse_pools(r, &mut s.pools)?;
         s.devs.push(DevShape {
             ifindex,
             link,
@@ -593,10 +598,7 @@ fn parse_shape(r: &mut Reader<'_>) -> Result<Shape, DecodeError> {
             unmapped: nu,
         });
     }
-    s.orphans = r.count()?;
-    for _ in 0..s.orphans {
-        s.pools.push(parse_pool(r)?);
-    }
+    s.orphans = parse_pools(r, &mut s.pools)?;
     if !r.0.is_empty() {
         return Err(DecodeError::Block("trailing layout bytes"));
     }
@@ -755,7 +757,10 @@ struct Reader<'a>(&'a [u8]);
 
 impl<'a> Reader<'a> {
     fn byte(&mut self) -> Result<u8, DecodeError> {
-        let (&b, rest) = self.0.split_first().ok_or(DecodeError::Block("truncated"))?;
+        let (&b, rest) = self
+            .0
+            .split_first()
+            .ok_or(DecodeError::Block("truncated"))?;
         self.0 = rest;
         Ok(b)
     }

@@ -14,9 +14,7 @@ use std::time::Duration;
 use policy::engine::{ActionRecord, LocalTime, Original};
 use policy::gates::Backoff;
 use policy::plan::{Action, Decision, Knob};
-use policy::snapshot::{
-    Availability, Capabilities, Channels, Device, DeviceId, OperState, Rings,
-};
+use policy::snapshot::{Availability, Capabilities, Channels, Device, DeviceId, OperState, Rings};
 use serde::{Deserialize, Serialize};
 
 /// The format version in every segment header and `Start` record. Bumped on
@@ -195,19 +193,25 @@ pub struct RingsRec(pub [Option<u32>; 11], pub Option<u8>);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChannelsRec(pub [Option<u32>; 8]);
 
+/// The capability flags in [`CapsRec::flags`] order.
+pub(super) fn caps_flags(c: &mut Capabilities) -> [&mut bool; 8] {
+    [
+        &mut c.netdev_family,
+        &mut c.page_pool_get,
+        &mut c.page_pool_stats,
+        &mut c.queue_get,
+        &mut c.napi_get,
+        &mut c.qstats_get,
+        &mut c.ethtool_family,
+        &mut c.cap_net_admin,
+    ]
+}
+
 pub(super) fn caps_rec(c: &Capabilities) -> CapsRec {
+    let mut c = c.clone();
     CapsRec {
-        kernel_release: c.kernel_release.clone(),
-        flags: [
-            c.netdev_family,
-            c.page_pool_get,
-            c.page_pool_stats,
-            c.queue_get,
-            c.napi_get,
-            c.qstats_get,
-            c.ethtool_family,
-            c.cap_net_admin,
-        ],
+        flags: caps_flags(&mut c).map(|f| *f),
+        kernel_release: c.kernel_release,
     }
 }
 

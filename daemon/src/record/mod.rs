@@ -25,9 +25,9 @@ use policy::Policy;
 use policy::engine::{ENGINE_STATE_VERSION, EngineState};
 use policy::snapshot::Snapshot;
 
+use coder::Coder;
 pub use file::RecordError;
 use file::{SegmentReader, SegmentWriter};
-use coder::Coder;
 use format::{EngineBlob, FORMAT_VERSION, Pass, PrevPass, Record, SnapRec, Start, StartReason};
 
 /// The state directory: `$STATE_DIRECTORY` (systemd's `StateDirectory=`,

@@ -115,8 +115,9 @@ fn layout_changes_and_odd_numbers_round_trip() {
     let mut r = Coder::for_counters(&Coder::counter_names());
     let mut out = snap(99, 3);
     let mut sizes = Vec::new();
-    for i in 0..12_u64 {
-        let mut s = snap(i, [4, 4, 6, 2, 2, 5, 5, 5, 1, 4, 4, 4][i as usize]);
+    let sizes_q = [4, 4, 6, 2, 2, 5, 5, 5, 1, 4, 4, 4];
+    for (i, q) in (0_u64..).zip(sizes_q) {
+        let mut s = snap(i, q);
         let d = &mut s.devices[0];
         if i == 1 {
             d.rx_queues.reverse();
