@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::accounting::{HarmDelta, PoolLedger, QueueKey, queue_deltas};
+use crate::accounting::{HarmDelta, PoolLedger, QueueDelta, QueueKey, queue_deltas};
 use crate::signals::{self, ratio};
 use crate::snapshot::{Device, PoolStats};
 
@@ -58,16 +58,32 @@ impl WindowAcc {
     ) {
         self.elapsed = self.elapsed.saturating_add(elapsed);
         self.samples = self.samples.saturating_add(1);
+        let fold = |acc: &mut QueueAcc, q: &QueueDelta| {
+            acc.provider |= q.provider;
+            acc.stats = acc.stats.add(&q.stats);
+            acc.inflight_peak = acc.inflight_peak.max(q.inflight);
+        };
+        // `queue_deltas` gives each key once, in ascending order: the open
+        // window's queues are walked alongside instead of looked up one by
+        // one; a queue the window has not seen yet is added after the walk.
+        let mut open = self.queues.iter_mut().peekable();
+        let mut new = Vec::new();
+        let mut reset = false;
         queue_deltas(prev_pools, dev, |key, q| {
             if q.pools == 0 {
                 return;
             }
-            let acc = self.queues.entry(key).or_default();
-            acc.provider |= q.provider;
-            acc.stats = acc.stats.add(&q.stats);
-            acc.inflight_peak = acc.inflight_peak.max(q.inflight);
-            self.reset |= q.reset;
+            reset |= q.reset;
+            while open.next_if(|(k, _)| **k < key).is_some() {}
+            match open.next_if(|(k, _)| **k == key) {
+                Some((_, acc)) => fold(acc, q),
+                None => new.push((key, *q)),
+            }
         });
+        for (key, q) in &new {
+            fold(self.queues.entry(*key).or_default(), q);
+        }
+        self.reset |= reset;
         if let Some(prev) = prev_dev {
             let h = HarmDelta::between(prev, dev);
             self.reset |= h.reset;
