@@ -40,11 +40,10 @@ use std::alloc::System;
 use netlink::GenlPayload;
 use netlink::attr::{Attrs, Writer};
 use netlink::client::{
-    decode_genl, decode_links, decode_page_pool_stats, decode_page_pools, decode_qstats_where,
-    decode_queues_where,
+    decode_channels, decode_genl, decode_links_into, decode_page_pool_stats_into,
+    decode_page_pools_into, decode_qstats_into, decode_queues_into, decode_rings,
 };
 use netlink::ctrl::{CtrlMessage, Family};
-use netlink::ethtool::{EthtoolBody, EthtoolMessage};
 use netlink::frame::{self, NLM_F_MULTI, NLMSG_DONE};
 use netlink::netdev::{NetdevBody, NetdevMessage, QueueType};
 use netlink::rtnl::{Link, RTM_NEWLINK};
@@ -55,8 +54,8 @@ use policy::snapshot::{Availability, Capabilities, Snapshot};
 
 use policy::{Observation, decide};
 use pptune::kernel_netlink::{
-    Dumps, base_device, convert_caps, convert_channels, convert_rings, join, keep_dev_qstats,
-    keep_queue, keep_queue_qstats,
+    PassBuffers, convert_caps, convert_channels, convert_rings, keep_dev_qstats, keep_queue,
+    keep_queue_qstats,
 };
 use pptune::metrics::Metrics;
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
@@ -307,47 +306,36 @@ impl Input {
         }
     }
 
-    /// What one tick does after the sockets: decode, build, join.
-    fn snapshot(&self, caps: &Capabilities, taken_at_ms: u64) -> Snapshot {
-        let links = decode_links(&self.links).unwrap();
-        let pools = decode_page_pools(&self.pools).unwrap();
-        let stats = decode_page_pool_stats(&self.stats).unwrap();
-        let queues = decode_queues_where(&self.queues, keep_queue).unwrap();
-        let dev_qstats = decode_qstats_where(&self.dev_qstats, keep_dev_qstats).unwrap();
-        let queue_qstats = decode_qstats_where(&self.queue_qstats, keep_queue_qstats).unwrap();
-        let mut devices = Vec::with_capacity(links.len());
-        for link in links.iter().filter(|l| l.name != "lo") {
-            let mut dev = base_device(link, Some("netdevsim".to_owned()));
-            // One rings-get and one channels-get reply per device, as the
-            // pass asks for them.
-            for m in decode_genl::<EthtoolMessage>(&self.rings, "rings-get", None).unwrap() {
-                if let EthtoolBody::Rings(r) = m.body {
-                    dev.rings = Availability::Available(convert_rings(&r));
-                }
-            }
-            for m in decode_genl::<EthtoolMessage>(&self.channels, "channels-get", None).unwrap() {
-                if let EthtoolBody::Channels(c) = m.body {
-                    dev.channels = Availability::Available(convert_channels(&c));
-                }
-            }
-            devices.push(dev);
-        }
-        let orphan_pools = join(
-            &mut devices,
-            &Dumps {
-                pools: &pools,
-                stats: &stats,
-                queues: &queues,
-                dev_qstats: &dev_qstats,
-                queue_qstats: &queue_qstats,
+    /// What one tick does after the sockets: decode, build, join, into
+    /// the pass's reused buffers (as `NetlinkKernel`'s pass does).
+    fn snapshot(&self, b: &mut PassBuffers, caps: &Capabilities, taken_at_ms: u64) -> Snapshot {
+        decode_links_into(&self.links, &mut b.links).unwrap();
+        decode_page_pools_into(&self.pools, &mut b.pools).unwrap();
+        decode_page_pool_stats_into(&self.stats, &mut b.stats).unwrap();
+        decode_queues_into(&self.queues, keep_queue, &mut b.queues).unwrap();
+        decode_qstats_into(&self.dev_qstats, keep_dev_qstats, &mut b.dev_qstats).unwrap();
+        decode_qstats_into(&self.queue_qstats, keep_queue_qstats, &mut b.queue_qstats).unwrap();
+        let mut snap = b.begin(
+            caps,
+            |l| l.name != "lo",
+            |_, slot| {
+                let driver = slot.get_or_insert_default();
+                driver.clear();
+                driver.push_str("netdevsim");
             },
         );
-        Snapshot {
-            taken_at_ms,
-            capabilities: caps.clone(),
-            devices,
-            orphan_pools,
+        for dev in &mut snap.devices {
+            // One rings-get and one channels-get reply per device, as the
+            // pass asks for them.
+            dev.rings = Availability::Available(convert_rings(
+                &decode_rings(&self.rings, Some(&dev.name)).unwrap(),
+            ));
+            dev.channels = Availability::Available(convert_channels(
+                &decode_channels(&self.channels, Some(&dev.name)).unwrap(),
+            ));
         }
+        b.finish(&mut snap, taken_at_ms);
+        snap
     }
 
     /// The floor: every message of every exchange walked, nothing built.
@@ -400,7 +388,8 @@ fn main() {
     let interval = policy.timing.interval;
     let metrics = Metrics::new();
     let mut state = EngineState::default();
-    let mut prev = input.snapshot(&caps, 0);
+    let mut buffers = PassBuffers::default();
+    let mut prev = input.snapshot(&mut buffers, &caps, 0);
     assert_eq!(
         prev.devices
             .iter()
@@ -411,10 +400,15 @@ fn main() {
     metrics.observe_snapshot(&prev);
     // One warm-up tick, so the engine state and the metrics maps exist.
     let warm = |i: u64| interval * u32::try_from(i).unwrap();
-    let tick = |i: u64, prev: &mut Snapshot, state: &mut EngineState, parts: &mut [u128; 4]| {
-        let t0 = cpu_ns();
-        let snap = input.snapshot(&caps, i * 1000);
-        let t1 = cpu_ns();
+    let allocs = || GLOBAL.stats().allocations as u128;
+    let tick = |i: u64,
+                prev: &mut Snapshot,
+                b: &mut PassBuffers,
+                state: &mut EngineState,
+                parts: &mut [u128; 6]| {
+        let (t0, a0) = (cpu_ns(), allocs());
+        let snap = input.snapshot(b, &caps, i * 1000);
+        let (t1, a1) = (cpu_ns(), allocs());
         let obs = Observation {
             previous: Some(prev),
             current: &snap,
@@ -427,23 +421,26 @@ fn main() {
             backoff: &policy::engine::NO_BACKOFF,
         };
         let (plan, next) = decide(&policy, state, &obs);
-        let t2 = cpu_ns();
+        let (t2, a2) = (cpu_ns(), allocs());
         *state = next;
         metrics.observe_snapshot(&snap);
-        let t3 = cpu_ns();
+        let (t3, a3) = (cpu_ns(), allocs());
         parts[0] += t1 - t0;
         parts[1] += t2 - t1;
         parts[2] += t3 - t2;
-        *prev = snap;
+        parts[3] += a1 - a0;
+        parts[4] += a2 - a1;
+        parts[5] += a3 - a2;
+        b.recycle(std::mem::replace(prev, snap));
         plan.decisions.len()
     };
-    let mut parts = [0u128; 4];
-    tick(1, &mut prev, &mut state, &mut parts);
-    parts = [0; 4];
+    let mut parts = [0u128; 6];
+    tick(1, &mut prev, &mut buffers, &mut state, &mut parts);
+    parts = [0; 6];
     let m = meter::Meter::start(GLOBAL);
     let mut decisions = 0;
     for i in 2..passes + 2 {
-        decisions += tick(i, &mut prev, &mut state, &mut parts);
+        decisions += tick(i, &mut prev, &mut buffers, &mut state, &mut parts);
     }
     let r = m.stop(passes);
     let bytes: usize = input
@@ -462,10 +459,13 @@ fn main() {
     );
     let per = |ns: u128| ns as f64 / passes as f64 / 1e3;
     println!(
-        "{{\"tool\":\"replay-parts\",\"pools\":{pools},\"snapshot_us\":{:.1},\"decide_us\":{:.1},\"metrics_us\":{:.1}}}",
+        "{{\"tool\":\"replay-parts\",\"pools\":{pools},\"snapshot_us\":{:.1},\"decide_us\":{:.1},\"metrics_us\":{:.1},\"snapshot_allocs\":{:.1},\"decide_allocs\":{:.1},\"metrics_allocs\":{:.1}}}",
         per(parts[0]),
         per(parts[1]),
-        per(parts[2])
+        per(parts[2]),
+        per(parts[3] * 1000),
+        per(parts[4] * 1000),
+        per(parts[5] * 1000)
     );
     let m = meter::Meter::start(GLOBAL);
     let mut acc = 0u64;

@@ -86,6 +86,13 @@ pub trait Kernel: Send + Sync + 'static {
         scope: &SampleScope,
     ) -> impl Future<Output = Result<Snapshot, SampleError>> + Send;
 
+    /// Hand back a snapshot the caller is done with, so a later pass can
+    /// refill its allocations instead of making new ones. Optional: the
+    /// default drops it.
+    fn recycle(&self, snapshot: Snapshot) {
+        drop(snapshot);
+    }
+
     /// Sample one device right before changing it. `Ok(None)` if it is gone.
     fn sample_device(
         &self,

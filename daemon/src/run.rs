@@ -653,7 +653,9 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 &self.metrics,
             );
         }
-        self.prev = Some((snap, now));
+        if let Some((spent, _)) = self.prev.replace((snap, now)) {
+            self.kernel.recycle(spent);
+        }
         if !self.ready {
             self.ready = true;
             let s = self.summary();

@@ -91,14 +91,17 @@ impl<'a> Attr<'a> {
 
     /// `NLA_NUL_STRING` / `NLA_STRING`: trailing NULs are dropped.
     pub fn string(&self, name: &'static str) -> Result<String, CodecError> {
+        self.str(name).map(str::to_owned)
+    }
+
+    /// [`Attr::string`], borrowed from the message.
+    pub fn str(&self, name: &'static str) -> Result<&'a str, CodecError> {
         let end = self
             .value
             .iter()
             .position(|b| *b == 0)
             .unwrap_or(self.value.len());
-        std::str::from_utf8(&self.value[..end])
-            .map(str::to_owned)
-            .map_err(|_| CodecError::BadString { attr: name })
+        std::str::from_utf8(&self.value[..end]).map_err(|_| CodecError::BadString { attr: name })
     }
 
     /// The attributes nested in this one.

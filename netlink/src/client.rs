@@ -240,6 +240,18 @@ impl Client {
         genl_exchange(g, msg, dump).await
     }
 
+    /// A netdev dump into `ex` (its buffers reused). `payload` is the
+    /// request's genl payload, e.g. `NetdevMessage::page_pool_get(None)
+    /// .to_genl_bytes()`, encoded once by a caller that repeats the dump;
+    /// decode with the `decode_*_into` functions below.
+    pub async fn netdev_dump_into(&self, payload: &[u8], ex: &mut Exchange) -> Result<()> {
+        let g = self
+            .netdev
+            .as_ref()
+            .ok_or(Error::FamilyMissing(crate::netdev::FAMILY))?;
+        genl_exchange_into(g, payload, true, ex).await
+    }
+
     /// A netdev dump exchange (decoded by the `decode_*` functions below).
     async fn netdev_dump(&self, msg: &NetdevMessage) -> Result<Exchange> {
         let g = self
@@ -271,19 +283,20 @@ impl Client {
 
     /// RINGS_GET. `ifname` only labels errors.
     pub async fn rings(&self, ifindex: u32, ifname: Option<&str>) -> Result<Rings> {
-        let msgs = self
-            .ethtool_req(
-                &EthtoolMessage::rings_get(Header::ifindex(ifindex)),
-                "rings-get",
-                ifname,
-            )
-            .await?;
-        msgs.into_iter()
-            .find_map(|m| match m.body {
-                EthtoolBody::Rings(r) => Some(r),
-                _ => None,
-            })
-            .ok_or_else(|| no_reply("rings-get"))
+        self.rings_into(ifindex, ifname, &mut Exchange::default())
+            .await
+    }
+
+    /// [`Client::rings`] through `ex`, whose buffers are reused.
+    pub async fn rings_into(
+        &self,
+        ifindex: u32,
+        ifname: Option<&str>,
+        ex: &mut Exchange,
+    ) -> Result<Rings> {
+        let msg = EthtoolMessage::rings_get(Header::ifindex(ifindex));
+        self.ethtool_get_into(&msg, ex).await?;
+        decode_rings(ex, ifname)
     }
 
     /// RINGS_SET with ack; only the `Some` fields of `rings` are sent.
@@ -296,19 +309,29 @@ impl Client {
 
     /// CHANNELS_GET.
     pub async fn channels(&self, ifindex: u32, ifname: Option<&str>) -> Result<Channels> {
-        let msgs = self
-            .ethtool_req(
-                &EthtoolMessage::channels_get(Header::ifindex(ifindex)),
-                "channels-get",
-                ifname,
-            )
-            .await?;
-        msgs.into_iter()
-            .find_map(|m| match m.body {
-                EthtoolBody::Channels(c) => Some(c),
-                _ => None,
-            })
-            .ok_or_else(|| no_reply("channels-get"))
+        self.channels_into(ifindex, ifname, &mut Exchange::default())
+            .await
+    }
+
+    /// [`Client::channels`] through `ex`, whose buffers are reused.
+    pub async fn channels_into(
+        &self,
+        ifindex: u32,
+        ifname: Option<&str>,
+        ex: &mut Exchange,
+    ) -> Result<Channels> {
+        let msg = EthtoolMessage::channels_get(Header::ifindex(ifindex));
+        self.ethtool_get_into(&msg, ex).await?;
+        decode_channels(ex, ifname)
+    }
+
+    /// An ethtool get request into `ex` (its buffers reused).
+    async fn ethtool_get_into(&self, msg: &EthtoolMessage, ex: &mut Exchange) -> Result<()> {
+        let g = self
+            .ethtool
+            .as_ref()
+            .ok_or(Error::FamilyMissing(crate::ethtool::FAMILY))?;
+        genl_exchange_into(g, &msg.to_genl_bytes(), false, ex).await
     }
 
     /// CHANNELS_SET with ack; only the `Some` fields are sent.
@@ -356,14 +379,25 @@ impl Client {
     /// The raw `RTM_GETLINK` dump exchange, re-dumped (up to
     /// [`DUMP_ATTEMPTS`] times) while the kernel flags it inconsistent.
     pub async fn links_exchange(&self) -> Result<Exchange> {
+        let mut ex = Exchange::default();
+        self.links_into(&mut ex).await?;
+        Ok(ex)
+    }
+
+    /// [`Client::links_exchange`] into `ex`, whose buffers are reused.
+    pub async fn links_into(&self, ex: &mut Exchange) -> Result<()> {
         let mut attempt = 1;
         loop {
-            let ex = self
-                .route
-                .exchange(rtnl::RTM_GETLINK, NLM_F_DUMP, &rtnl::GETLINK_DUMP_PAYLOAD)
+            self.route
+                .exchange_into(
+                    rtnl::RTM_GETLINK,
+                    NLM_F_DUMP,
+                    &rtnl::GETLINK_DUMP_PAYLOAD,
+                    ex,
+                )
                 .await?;
             if !ex.interrupted() || attempt >= DUMP_ATTEMPTS {
-                return Ok(ex);
+                return Ok(());
             }
             attempt += 1;
         }
@@ -426,52 +460,143 @@ async fn resolve_on(ctrl: &RequestSocket, name: &'static str) -> Result<Option<F
 pub const DUMP_ATTEMPTS: u32 = 3;
 
 async fn genl_exchange<P: GenlPayload>(g: &GenlSock, msg: &P, dump: bool) -> Result<Exchange> {
+    let mut ex = Exchange::default();
+    genl_exchange_into(g, &msg.to_genl_bytes(), dump, &mut ex).await?;
+    Ok(ex)
+}
+
+/// One request of a genl family into `ex` (its buffers reused); a dump
+/// the kernel flags inconsistent is re-dumped up to [`DUMP_ATTEMPTS`]
+/// times and its last result kept.
+async fn genl_exchange_into(
+    g: &GenlSock,
+    payload: &[u8],
+    dump: bool,
+    ex: &mut Exchange,
+) -> Result<()> {
     let flags = if dump { NLM_F_DUMP } else { 0 };
-    let payload = msg.to_genl_bytes();
     let mut attempt = 1;
     loop {
-        let ex = g.sock.exchange(g.family.id, flags, &payload).await?;
+        g.sock
+            .exchange_into(g.family.id, flags, payload, ex)
+            .await?;
         if !dump || !ex.interrupted() || attempt >= DUMP_ATTEMPTS {
-            return Ok(ex);
+            return Ok(());
         }
         attempt += 1;
     }
 }
 
+/// The rings of a RINGS_GET exchange ([`Client::rings`]'s decode half).
+/// `ifname` only labels errors.
+pub fn decode_rings(ex: &Exchange, ifname: Option<&str>) -> Result<Rings> {
+    decode_ethtool_get(ex, "rings-get", ifname, |b| match b {
+        EthtoolBody::Rings(r) => Some(r),
+        _ => None,
+    })
+}
+
+/// The channels of a CHANNELS_GET exchange.
+pub fn decode_channels(ex: &Exchange, ifname: Option<&str>) -> Result<Channels> {
+    decode_ethtool_get(ex, "channels-get", ifname, |b| match b {
+        EthtoolBody::Channels(c) => Some(c),
+        _ => None,
+    })
+}
+
+/// The first reply of an ethtool get exchange that `pick` accepts (every
+/// reply up to it decoded; a malformed one fails the request), without
+/// collecting the replies.
+fn decode_ethtool_get<T>(
+    ex: &Exchange,
+    op: &'static str,
+    ifname: Option<&str>,
+    pick: fn(EthtoolBody) -> Option<T>,
+) -> Result<T> {
+    if let Some(source) = ex.refusal().map_err(|source| decode_err(op, source))? {
+        return Err(Error::Kernel {
+            op,
+            ifname: ifname.map(str::to_owned),
+            source: name_attr::<EthtoolMessage>(&ex.request, source),
+        });
+    }
+    for m in ex.replies() {
+        let m = m.and_then(|m| EthtoolMessage::from_genl_bytes(m.payload));
+        if let Some(t) = pick(m.map_err(|source| decode_err(op, source))?.body) {
+            return Ok(t);
+        }
+    }
+    Err(no_reply(op))
+}
+
 /// The links of an `RTM_GETLINK` dump exchange ([`Client::links`]'s
 /// decode half; benches replay recorded bytes through it).
 pub fn decode_links(ex: &Exchange) -> Result<Vec<Link>> {
-    match ex
-        .outcome()
-        .map_err(|source| decode_err("link-dump", source))?
-    {
-        Outcome::Refused(source) => Err(Error::Kernel {
-            op: "link-dump",
+    let mut out = Vec::new();
+    decode_links_into(ex, &mut out)?;
+    Ok(out)
+}
+
+/// [`decode_links`] into `out`, reusing the links (and their strings)
+/// already there; `out` holds exactly the dump's links afterwards.
+pub fn decode_links_into(ex: &Exchange, out: &mut Vec<Link>) -> Result<()> {
+    let op = "link-dump";
+    if let Some(source) = ex.refusal().map_err(|source| decode_err(op, source))? {
+        out.clear();
+        return Err(Error::Kernel {
+            op,
             ifname: None,
             source,
-        }),
-        Outcome::Replies(msgs) => msgs
-            .iter()
-            .filter(|m| m.header.kind == rtnl::RTM_NEWLINK)
-            .map(|m| Link::parse(m.payload).map_err(|source| decode_err("link-dump", source)))
-            .collect(),
+        });
     }
+    let mut n = 0;
+    for m in ex.replies() {
+        let m = m.map_err(|source| decode_err(op, source))?;
+        if m.header.kind != rtnl::RTM_NEWLINK {
+            continue;
+        }
+        let parsed = match out.get_mut(n) {
+            Some(slot) => slot.parse_into(m.payload),
+            None => Link::parse(m.payload).map(|l| out.push(l)),
+        };
+        if let Err(source) = parsed {
+            out.clear();
+            return Err(decode_err(op, source));
+        }
+        n += 1;
+    }
+    out.truncate(n);
+    Ok(())
 }
 
 /// The pools of a page-pool-get dump ([`Client::page_pools`]'s decode half;
 /// benches replay recorded bytes through these `decode_*` functions).
 pub fn decode_page_pools(ex: &Exchange) -> Result<Vec<PagePool>> {
+    let mut out = Vec::new();
+    decode_page_pools_into(ex, &mut out)?;
+    Ok(out)
+}
+
+/// [`decode_page_pools`] into `out` (cleared first; its capacity reused).
+pub fn decode_page_pools_into(ex: &Exchange, out: &mut Vec<PagePool>) -> Result<()> {
     let cmds = [
         cmd::PAGE_POOL_GET,
         cmd::PAGE_POOL_ADD_NTF,
         cmd::PAGE_POOL_DEL_NTF,
         cmd::PAGE_POOL_CHANGE_NTF,
     ];
-    decode_netdev_typed(ex, "page-pool-get", &cmds, PagePool::parse, |_| true)
+    decode_netdev_typed(ex, "page-pool-get", &cmds, PagePool::parse, |_| true, out)
 }
 
 /// The entries of a page-pool-stats-get dump.
 pub fn decode_page_pool_stats(ex: &Exchange) -> Result<Vec<PagePoolStats>> {
+    let mut out = Vec::new();
+    decode_page_pool_stats_into(ex, &mut out)?;
+    Ok(out)
+}
+
+/// [`decode_page_pool_stats`] into `out` (cleared first).
+pub fn decode_page_pool_stats_into(ex: &Exchange, out: &mut Vec<PagePoolStats>) -> Result<()> {
     let cmds = [cmd::PAGE_POOL_STATS_GET];
     decode_netdev_typed(
         ex,
@@ -479,12 +604,24 @@ pub fn decode_page_pool_stats(ex: &Exchange) -> Result<Vec<PagePoolStats>> {
         &cmds,
         PagePoolStats::parse,
         |_| true,
+        out,
     )
 }
 
 /// The queues of a queue-get dump that `keep` accepts.
 pub fn decode_queues_where(ex: &Exchange, keep: impl FnMut(&Queue) -> bool) -> Result<Vec<Queue>> {
-    decode_netdev_typed(ex, "queue-get", &[cmd::QUEUE_GET], Queue::parse, keep)
+    let mut out = Vec::new();
+    decode_queues_into(ex, keep, &mut out)?;
+    Ok(out)
+}
+
+/// [`decode_queues_where`] into `out` (cleared first).
+pub fn decode_queues_into(
+    ex: &Exchange,
+    keep: impl FnMut(&Queue) -> bool,
+    out: &mut Vec<Queue>,
+) -> Result<()> {
+    decode_netdev_typed(ex, "queue-get", &[cmd::QUEUE_GET], Queue::parse, keep, out)
 }
 
 /// The entries of a qstats-get dump that `keep` accepts.
@@ -492,46 +629,68 @@ pub fn decode_qstats_where(
     ex: &Exchange,
     keep: impl FnMut(&Qstats) -> bool,
 ) -> Result<Vec<Qstats>> {
-    decode_netdev_typed(ex, "qstats-get", &[cmd::QSTATS_GET], Qstats::parse, keep)
+    let mut out = Vec::new();
+    decode_qstats_into(ex, keep, &mut out)?;
+    Ok(out)
+}
+
+/// [`decode_qstats_where`] into `out` (cleared first).
+pub fn decode_qstats_into(
+    ex: &Exchange,
+    keep: impl FnMut(&Qstats) -> bool,
+    out: &mut Vec<Qstats>,
+) -> Result<()> {
+    decode_netdev_typed(
+        ex,
+        "qstats-get",
+        &[cmd::QSTATS_GET],
+        Qstats::parse,
+        keep,
+        out,
+    )
 }
 
 /// A netdev dump exchange's replies with a command in `cmds` parsed
 /// straight into `T` (no `NetdevMessage` in between: an enum the size of
 /// its largest variant, moved several times per reply, was a tenth of the
-/// pass at thousands of replies) and kept when `keep` accepts them.
-/// Replies with another command are decoded as [`decode_genl`] would (so a
-/// malformed one still fails the request) and dropped.
+/// pass at thousands of replies) and pushed to `out` (cleared first) when
+/// `keep` accepts them. Replies with another command are decoded as
+/// [`decode_genl`] would (so a malformed one still fails the request) and
+/// dropped. On an error `out` is left empty.
 fn decode_netdev_typed<T>(
     ex: &Exchange,
     op: &'static str,
     cmds: &[u8],
     parse: fn(&[u8]) -> std::result::Result<T, CodecError>,
     mut keep: impl FnMut(&T) -> bool,
-) -> Result<Vec<T>> {
-    match ex.outcome().map_err(|source| decode_err(op, source))? {
-        Outcome::Refused(source) => Err(Error::Kernel {
+    out: &mut Vec<T>,
+) -> Result<()> {
+    out.clear();
+    if let Some(source) = ex.refusal().map_err(|source| decode_err(op, source))? {
+        return Err(Error::Kernel {
             op,
             ifname: None,
             source: name_attr::<NetdevMessage>(&ex.request, source),
-        }),
-        Outcome::Replies(msgs) => {
-            let mut out = Vec::with_capacity(msgs.len());
-            for m in &msgs {
-                let (c, _, attrs) =
-                    frame::genl_split(m.payload).map_err(|source| decode_err(op, source))?;
-                if cmds.contains(&c) {
-                    let t = parse(attrs).map_err(|source| decode_err(op, source))?;
-                    if keep(&t) {
-                        out.push(t);
-                    }
-                } else {
-                    NetdevMessage::parse_attrs(c, attrs)
-                        .map_err(|source| decode_err(op, source))?;
-                }
-            }
-            Ok(out)
-        }
+        });
     }
+    let mut each = || -> std::result::Result<(), CodecError> {
+        for m in ex.replies() {
+            let (c, _, attrs) = frame::genl_split(m?.payload)?;
+            if cmds.contains(&c) {
+                let t = parse(attrs)?;
+                if keep(&t) {
+                    out.push(t);
+                }
+            } else {
+                NetdevMessage::parse_attrs(c, attrs)?;
+            }
+        }
+        Ok(())
+    };
+    each().map_err(|source| {
+        out.clear();
+        decode_err(op, source)
+    })
 }
 
 /// Decode an exchange's replies as family `P`, or turn a refusal into

@@ -77,8 +77,14 @@ pub struct Msg<'a> {
 /// header such as the genetlink one).
 #[must_use]
 pub fn request(kind: u16, flags: u16, seq: u32, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(NLMSG_HDRLEN + payload.len());
+    request_into(&mut out, kind, flags, seq, payload);
+    out
+}
+
+/// [`request`], appended to `out` (a buffer reused across requests).
+pub fn request_into(out: &mut Vec<u8>, kind: u16, flags: u16, seq: u32, payload: &[u8]) {
     let len = NLMSG_HDRLEN + payload.len();
-    let mut out = Vec::with_capacity(len);
     MsgHeader {
         len: u32::try_from(len).unwrap_or(u32::MAX),
         kind,
@@ -86,9 +92,8 @@ pub fn request(kind: u16, flags: u16, seq: u32, payload: &[u8]) -> Vec<u8> {
         seq,
         pid: 0,
     }
-    .emit(&mut out);
+    .emit(out);
     out.extend_from_slice(payload);
-    out
 }
 
 /// Build a genetlink payload: genl header + attributes.

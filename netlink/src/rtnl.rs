@@ -122,6 +122,15 @@ impl Link {
     /// or encoding is an error; attributes it does not keep are skipped
     /// unread.
     pub fn parse(payload: &[u8]) -> Result<Self, CodecError> {
+        let mut l = Self::default();
+        l.parse_into(payload)?;
+        Ok(l)
+    }
+
+    /// [`Link::parse`] into `self`, every field overwritten, reusing the
+    /// buffers of its strings (a pass decodes the same links every few
+    /// seconds). After an error `self` holds a partial decode.
+    pub fn parse_into(&mut self, payload: &[u8]) -> Result<(), CodecError> {
         let (hdr, attrs) =
             payload
                 .split_first_chunk::<IFINFOMSG_LEN>()
@@ -131,54 +140,105 @@ impl Link {
                     have: payload.len(),
                 })?;
         let word = |at: usize| u32::from_ne_bytes([hdr[at], hdr[at + 1], hdr[at + 2], hdr[at + 3]]);
-        let mut l = Self {
-            ifindex: word(4),
-            admin_up: word(8) & IFF_UP != 0,
-            ..Self::default()
-        };
+        self.ifindex = word(4);
+        self.admin_up = word(8) & IFF_UP != 0;
+        self.name.clear();
+        self.oper_state = OperState::Unknown;
+        self.master = None;
+        self.mtu = None;
+        self.num_rx_queues = None;
+        self.num_tx_queues = None;
+        self.stats64 = None;
+        let (mut kind, mut parent_dev, mut parent_bus, mut perm) = (false, false, false, false);
         for a in Attrs::new(attrs) {
             let a = a?;
             match a.kind {
-                IFLA_IFNAME => l.name = a.string("IFLA_IFNAME")?,
-                IFLA_MTU => l.mtu = Some(a.u32("IFLA_MTU")?),
-                IFLA_MASTER => l.master = Some(a.u32("IFLA_MASTER")?),
-                IFLA_OPERSTATE => l.oper_state = OperState::from_kernel(a.u8("IFLA_OPERSTATE")?),
+                IFLA_IFNAME => {
+                    let v = a.str("IFLA_IFNAME")?;
+                    self.name.clear();
+                    self.name.push_str(v);
+                }
+                IFLA_MTU => self.mtu = Some(a.u32("IFLA_MTU")?),
+                IFLA_MASTER => self.master = Some(a.u32("IFLA_MASTER")?),
+                IFLA_OPERSTATE => {
+                    self.oper_state = OperState::from_kernel(a.u8("IFLA_OPERSTATE")?);
+                }
                 IFLA_LINKINFO => {
                     for i in a.nested() {
                         let i = i?;
                         if i.kind == IFLA_INFO_KIND {
-                            l.kind = Some(i.string("IFLA_INFO_KIND")?);
+                            set_str(&mut self.kind, i.str("IFLA_INFO_KIND")?);
+                            kind = true;
                         }
                     }
                 }
-                IFLA_STATS64 => l.stats64 = Some(LinkStats64::parse(a.value)),
-                IFLA_NUM_TX_QUEUES => l.num_tx_queues = Some(a.u32("IFLA_NUM_TX_QUEUES")?),
-                IFLA_NUM_RX_QUEUES => l.num_rx_queues = Some(a.u32("IFLA_NUM_RX_QUEUES")?),
-                IFLA_PERM_ADDRESS => l.perm_addr = Some(a.value.to_vec()),
-                IFLA_PARENT_DEV_NAME => l.parent_dev = Some(a.string("IFLA_PARENT_DEV_NAME")?),
+                IFLA_STATS64 => self.stats64 = Some(LinkStats64::parse(a.value)),
+                IFLA_NUM_TX_QUEUES => self.num_tx_queues = Some(a.u32("IFLA_NUM_TX_QUEUES")?),
+                IFLA_NUM_RX_QUEUES => self.num_rx_queues = Some(a.u32("IFLA_NUM_RX_QUEUES")?),
+                IFLA_PERM_ADDRESS => {
+                    let v = self.perm_addr.get_or_insert_default();
+                    v.clear();
+                    v.extend_from_slice(a.value);
+                    perm = true;
+                }
+                IFLA_PARENT_DEV_NAME => {
+                    set_str(&mut self.parent_dev, a.str("IFLA_PARENT_DEV_NAME")?);
+                    parent_dev = true;
+                }
                 IFLA_PARENT_DEV_BUS_NAME => {
-                    l.parent_bus = Some(a.string("IFLA_PARENT_DEV_BUS_NAME")?);
+                    set_str(&mut self.parent_bus, a.str("IFLA_PARENT_DEV_BUS_NAME")?);
+                    parent_bus = true;
                 }
                 _ => {}
             }
         }
-        Ok(l)
+        for (seen, slot) in [
+            (kind, &mut self.kind),
+            (parent_dev, &mut self.parent_dev),
+            (parent_bus, &mut self.parent_bus),
+        ] {
+            if !seen {
+                *slot = None;
+            }
+        }
+        if !perm {
+            self.perm_addr = None;
+        }
+        Ok(())
     }
 
     /// The permanent MAC as lower-case hex with colons.
     #[must_use]
     pub fn perm_addr_string(&self) -> Option<String> {
-        let a = self.perm_addr.as_ref()?;
-        if a.is_empty() || a.iter().all(|b| *b == 0) {
-            return None;
-        }
-        Some(
-            a.iter()
-                .map(|b| format!("{b:02x}"))
-                .collect::<Vec<_>>()
-                .join(":"),
-        )
+        let mut s = String::new();
+        self.write_perm_addr(&mut s).then_some(s)
     }
+
+    /// [`Link::perm_addr_string`] written into `out` (cleared first,
+    /// its buffer reused); `false`, with `out` empty, when there is none.
+    pub fn write_perm_addr(&self, out: &mut String) -> bool {
+        use std::fmt::Write as _;
+        out.clear();
+        let Some(a) = self.perm_addr.as_ref() else {
+            return false;
+        };
+        if a.is_empty() || a.iter().all(|b| *b == 0) {
+            return false;
+        }
+        for (i, b) in a.iter().enumerate() {
+            let sep = if i == 0 { "" } else { ":" };
+            // Writing to a String cannot fail.
+            let _ = write!(out, "{sep}{b:02x}");
+        }
+        true
+    }
+}
+
+/// Set an optional string to `v`, reusing the buffer it holds.
+fn set_str(slot: &mut Option<String>, v: &str) {
+    let s = slot.get_or_insert_default();
+    s.clear();
+    s.push_str(v);
 }
 
 /// An `RTM_GETLINK` dump request payload: an all-zero `ifinfomsg`

@@ -38,7 +38,7 @@ pub const NETLINK_ROUTE: isize = 0;
 pub const NETLINK_GENERIC: isize = 16;
 
 /// Everything the kernel sent back for one request, verbatim.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Exchange {
     /// The request as sent.
     pub request: Vec<u8>,
@@ -63,27 +63,45 @@ pub enum Outcome<'a> {
 impl Exchange {
     /// Sort the messages into replies or a refusal.
     pub fn outcome(&self) -> Result<Outcome<'_>, CodecError> {
-        let mut replies = Vec::new();
+        if let Some(e) = self.refusal()? {
+            return Ok(Outcome::Refused(e));
+        }
+        Ok(Outcome::Replies(self.replies().collect::<Result<_, _>>()?))
+    }
+
+    /// The kernel's refusal, if the exchange holds one (an `NLMSG_ERROR`
+    /// with a non-zero error, or a `NLMSG_DONE` carrying one). Checks the
+    /// framing of every message on the way.
+    pub fn refusal(&self) -> Result<Option<KernelError>, CodecError> {
         for m in &self.messages {
             for msg in frame::split(m) {
                 let msg = msg?;
-                match msg.header.kind {
-                    NLMSG_ERROR => {
-                        if let Some(e) = frame::parse_error(&msg.header, msg.payload)? {
-                            return Ok(Outcome::Refused(e));
-                        }
-                    }
-                    NLMSG_DONE => {
-                        if let Some(e) = frame::parse_done(&msg.header, msg.payload)? {
-                            return Ok(Outcome::Refused(e));
-                        }
-                    }
-                    NLMSG_NOOP | NLMSG_OVERRUN => {}
-                    _ => replies.push(msg),
+                let e = match msg.header.kind {
+                    NLMSG_ERROR => frame::parse_error(&msg.header, msg.payload)?,
+                    NLMSG_DONE => frame::parse_done(&msg.header, msg.payload)?,
+                    _ => None,
+                };
+                if e.is_some() {
+                    return Ok(e);
                 }
             }
         }
-        Ok(Outcome::Replies(replies))
+        Ok(None)
+    }
+
+    /// The data messages (headers included), in order, without collecting
+    /// them: what [`Exchange::outcome`] lists as replies when
+    /// [`Exchange::refusal`] finds none.
+    pub fn replies(&self) -> impl Iterator<Item = Result<frame::Msg<'_>, CodecError>> {
+        self.messages
+            .iter()
+            .flat_map(|m| frame::split(m))
+            .filter(|m| {
+                !matches!(m, Ok(m) if matches!(
+                    m.header.kind,
+                    NLMSG_ERROR | NLMSG_DONE | NLMSG_NOOP | NLMSG_OVERRUN
+                ))
+            })
     }
 
     /// The kernel flagged the dump inconsistent (`NLM_F_DUMP_INTR`: the
@@ -192,38 +210,67 @@ impl RequestSocket {
     /// at `NLMSG_DONE`; anything else is sent with `NLM_F_ACK` and ends at
     /// the ack or error.
     pub async fn exchange(&self, kind: u16, flags: u16, payload: &[u8]) -> Result<Exchange, Error> {
+        let mut ex = Exchange::default();
+        self.exchange_into(kind, flags, payload, &mut ex).await?;
+        Ok(ex)
+    }
+
+    /// [`RequestSocket::exchange`] into `ex`, reusing its buffers: a pass
+    /// that makes the same requests every few seconds allocates nothing
+    /// for them once the buffers have grown to the largest answer. On an
+    /// error `ex` holds no reply.
+    pub async fn exchange_into(
+        &self,
+        kind: u16,
+        flags: u16,
+        payload: &[u8],
+        ex: &mut Exchange,
+    ) -> Result<(), Error> {
         let dump = flags & frame::NLM_F_DUMP == frame::NLM_F_DUMP;
         let flags = frame::NLM_F_REQUEST | flags | if dump { 0 } else { frame::NLM_F_ACK };
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-        let request = frame::request(kind, flags, seq, payload);
+        ex.request.clear();
+        frame::request_into(&mut ex.request, kind, flags, seq, payload);
+        // The reply stream's buffer, taken out and put back filled (or
+        // empty on an error), so its capacity carries over.
+        let mut out = ex.messages.pop().unwrap_or_default();
+        ex.messages.clear();
+        out.clear();
         let mut conn = self.conn.lock().await;
         let got = tokio::time::timeout(
             REQUEST_TIMEOUT,
-            collect(&mut conn, &request, seq, self.name),
+            collect(&mut conn, &ex.request, seq, self.name, &mut out),
         )
         .await
         .map_err(|_| Error::Io {
             family: self.name,
             source: std::io::Error::from(std::io::ErrorKind::TimedOut),
-        })??;
-        match got {
-            Collected::Whole(messages) => Ok(Exchange {
-                request,
-                messages: vec![messages],
-            }),
-            // Never expected (see RECV_BUF); should it happen, fail this
-            // request and make room so the next one fits.
-            Collected::Truncated => {
-                let need = conn.rx.capacity() * 2;
-                conn.rx = Vec::with_capacity(need);
-                Err(Error::Io {
-                    family: self.name,
-                    source: std::io::Error::other(
-                        "a reply datagram filled the receive buffer (may be cut short)",
-                    ),
-                })
+        })
+        .and_then(|r| r);
+        let whole = match got {
+            Ok(w) => w,
+            Err(e) => {
+                out.clear();
+                ex.messages.push(out);
+                return Err(e);
             }
+        };
+        if whole {
+            ex.messages.push(out);
+            return Ok(());
         }
+        out.clear();
+        ex.messages.push(out);
+        // Never expected (see RECV_BUF); should it happen, fail this
+        // request and make room so the next one fits.
+        let need = conn.rx.capacity() * 2;
+        conn.rx = Vec::with_capacity(need);
+        Err(Error::Io {
+            family: self.name,
+            source: std::io::Error::other(
+                "a reply datagram filled the receive buffer (may be cut short)",
+            ),
+        })
     }
 
     /// Make `mut` access for socket options (e.g. strict checking).
@@ -233,38 +280,30 @@ impl RequestSocket {
     }
 }
 
-/// What [`collect`] gathered.
-enum Collected {
-    /// Every message with our sequence number, up to and including the
-    /// terminating one, as one stream of whole, aligned messages.
-    Whole(Vec<u8>),
-    /// A datagram filled the receive buffer: it may have been cut short.
-    Truncated,
-}
-
 /// Send `request` and gather the messages with sequence number `seq` up to
-/// and including the terminating `NLMSG_DONE` / `NLMSG_ERROR`, receiving
-/// every datagram into the connection's one buffer and copying only our
-/// messages out (one growing stream per exchange, no allocation per
-/// datagram or per message).
+/// and including the terminating `NLMSG_DONE` / `NLMSG_ERROR` into `out`,
+/// as one stream of whole, 4-byte aligned messages, receiving every
+/// datagram into the connection's one buffer and copying only our
+/// messages out (no allocation per datagram or per message). `Ok(false)`:
+/// a datagram filled the receive buffer, so it may have been cut short.
 async fn collect(
     conn: &mut Conn,
     request: &[u8],
     seq: u32,
     name: &'static str,
-) -> Result<Collected, Error> {
+    out: &mut Vec<u8>,
+) -> Result<bool, Error> {
     let io_err = |source| Error::Io {
         family: name,
         source,
     };
     conn.sock.send(request).await.map_err(io_err)?;
-    let mut out: Vec<u8> = Vec::new();
     loop {
         let whole = recv_datagram(&conn.sock, &mut conn.rx)
             .await
             .map_err(io_err)?;
         if !whole {
-            return Ok(Collected::Truncated);
+            return Ok(false);
         }
         let buf = conn.rx.as_slice();
         let mut done = false;
@@ -288,7 +327,7 @@ async fn collect(
             }
         }
         if done {
-            return Ok(Collected::Whole(out));
+            return Ok(true);
         }
     }
 }

@@ -307,6 +307,39 @@ fn rtnl_link_decoder_matches_the_reference() {
     assert!(seen >= 6, "only {seen} links in the fixtures");
 }
 
+/// Decoding into links left from another dump (every link decoded over
+/// every other, and a dump decoded into a longer and a shorter vector)
+/// gives exactly what a fresh decode gives: nothing of the old link stays.
+#[test]
+fn rtnl_links_decoded_in_place_keep_nothing_stale() {
+    let names = [
+        "host-6.18-veth-rtnl-getlink-dump",
+        "vm-6.12-nsim-rtnl-getlink-dump",
+        "vm-7.3-nsim-rtnl-getlink-dump",
+    ];
+    let mut payloads = Vec::new();
+    for name in names {
+        let ex = load(name);
+        let Outcome::Replies(msgs) = ex.outcome().unwrap() else {
+            panic!("{name}: refused")
+        };
+        payloads.extend(msgs.iter().map(|m| m.payload.to_vec()));
+    }
+    for old in &payloads {
+        for new in &payloads {
+            let mut l = netlink::rtnl::Link::parse(old).unwrap();
+            l.parse_into(new).unwrap();
+            assert_eq!(l, netlink::rtnl::Link::parse(new).unwrap());
+        }
+    }
+    let fresh = |name| netlink::client::decode_links(&load(name)).unwrap();
+    for (into, from) in [(names[0], names[2]), (names[2], names[0])] {
+        let mut links = fresh(into);
+        netlink::client::decode_links_into(&load(from), &mut links).unwrap();
+        assert_eq!(links, fresh(from), "{from} decoded over {into}");
+    }
+}
+
 /// A kept link attribute of the wrong size or encoding, or an attribute
 /// header pointing past the message, fails the decode with the attribute
 /// named; an attribute the decoder does not keep is skipped.
