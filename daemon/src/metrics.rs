@@ -247,6 +247,32 @@ struct DevSeries {
     /// Tick of the last snapshot that had the device.
     seen: u64,
     queues: BTreeMap<QueueKey, QueueSeries>,
+    knobs: KnobGauges,
+}
+
+/// The `ring` label values, in [`KnobGauges::rings`] order.
+const RINGS: [&str; 4] = ["rx", "rx_mini", "rx_jumbo", "tx"];
+/// The `channel` label values, in [`KnobGauges::channels`] order.
+const CHANNELS: [&str; 4] = ["rx", "tx", "other", "combined"];
+/// The `capability` label values, in the order `observe_snapshot` sets them.
+const CAPABILITIES: [&str; 8] = [
+    "netdev_family",
+    "page_pool_get",
+    "page_pool_stats",
+    "queue_get",
+    "napi_get",
+    "qstats_get",
+    "ethtool_family",
+    "cap_net_admin",
+];
+
+/// Handles on a device's ring and channel series ([current, max] per
+/// [`RINGS`] / [`CHANNELS`] entry), made on first use; they go with the
+/// device's [`DevSeries`] when [`Metrics::forget_device`] drops the series.
+#[derive(Debug, Default)]
+struct KnobGauges {
+    rings: [[Option<Gauge>; 2]; 4],
+    channels: [[Option<Gauge>; 2]; 4],
 }
 
 /// The per-queue series and the ledger of the pools behind them.
@@ -257,6 +283,8 @@ struct Carry {
     devices: BTreeMap<Arc<str>, DevSeries>,
     /// Last stats seen per live pool id (`policy::accounting`).
     pools: PoolLedger,
+    /// Handles on the capability series, in [`CAPABILITIES`] order.
+    capabilities: Option<[Gauge; 8]>,
 }
 
 /// The registry and every family.
@@ -639,22 +667,31 @@ impl Metrics {
 
     /// Updates the per-device series from one snapshot.
     pub fn observe_snapshot(&self, snap: &Snapshot) {
+        let Ok(mut guard) = self.carry.lock() else {
+            return;
+        };
+        let carry = &mut *guard;
         let caps = &snap.capabilities;
-        for (name, v) in [
-            ("netdev_family", caps.netdev_family),
-            ("page_pool_get", caps.page_pool_get),
-            ("page_pool_stats", caps.page_pool_stats),
-            ("queue_get", caps.queue_get),
-            ("napi_get", caps.napi_get),
-            ("qstats_get", caps.qstats_get),
-            ("ethtool_family", caps.ethtool_family),
-            ("cap_net_admin", caps.cap_net_admin),
-        ] {
-            self.capability
-                .get_or_create(&CapLabels {
-                    capability: name.to_owned(),
-                })
-                .set(i64::from(v));
+        let gauges = carry.capabilities.get_or_insert_with(|| {
+            CAPABILITIES.map(|name| {
+                self.capability
+                    .get_or_create(&CapLabels {
+                        capability: name.to_owned(),
+                    })
+                    .clone()
+            })
+        });
+        for (g, v) in gauges.iter().zip([
+            caps.netdev_family,
+            caps.page_pool_get,
+            caps.page_pool_stats,
+            caps.queue_get,
+            caps.napi_get,
+            caps.qstats_get,
+            caps.ethtool_family,
+            caps.cap_net_admin,
+        ]) {
+            g.set(i64::from(v));
         }
         self.orphan_pools
             .set(i64::try_from(snap.orphan_pools.len()).unwrap_or(i64::MAX));
@@ -663,26 +700,23 @@ impl Metrics {
             .iter()
             .filter_map(|p| p.inflight)
             .sum::<u64>()));
-        let Ok(mut guard) = self.carry.lock() else {
-            return;
-        };
-        let carry = &mut *guard;
         carry.tick += 1;
         let tick = carry.tick;
         for dev in &snap.devices {
-            self.observe_rings_channels(dev);
-            carry.observe_device(dev, tick);
+            if let Some(d) = carry.observe_device(dev, tick) {
+                self.observe_rings_channels(dev, &mut d.knobs);
+            }
         }
         // Pools not seen any more retire: what they counted stays counted.
         carry.pools.retire_unseen();
         let devices = &mut carry.devices;
-        // Devices that vanished (had series last time, not in this
-        // snapshot): drop their ring/channel/mode series and carried totals.
-        // Queues that vanished: drop their series, so churning virtual
-        // devices do not leak series; a queue that comes back resumes from
-        // its carried total.
+        // Devices that vanished (not in this snapshot): drop their
+        // ring/channel/mode series and carried totals. Queues that
+        // vanished: drop their series, so churning virtual devices do not
+        // leak series; a queue that comes back resumes from its carried
+        // total.
         devices.retain(|name, d| {
-            let gone = d.seen != tick && d.queues.values().any(|q| q.exported);
+            let gone = d.seen != tick;
             for q in d.queues.values_mut() {
                 if q.exported && q.seen != tick {
                     q.forget();
@@ -695,42 +729,54 @@ impl Metrics {
         });
     }
 
-    fn observe_rings_channels(&self, dev: &Device) {
+    /// The device's ring and channel gauges, through the handles kept in
+    /// `knobs` (a label set is built once per series, not once per pass).
+    fn observe_rings_channels(&self, dev: &Device, knobs: &mut KnobGauges) {
         if let Some(r) = dev.rings.available() {
-            for (name, cur, max) in [
-                ("rx", r.rx, r.rx_max),
-                ("rx_mini", r.rx_mini, r.rx_mini_max),
-                ("rx_jumbo", r.rx_jumbo, r.rx_jumbo_max),
-                ("tx", r.tx, r.tx_max),
-            ] {
-                let l = RingLabels {
+            let values = [
+                (r.rx, r.rx_max),
+                (r.rx_mini, r.rx_mini_max),
+                (r.rx_jumbo, r.rx_jumbo_max),
+                (r.tx, r.tx_max),
+            ];
+            for ((name, (cur, max)), slot) in RINGS.iter().zip(values).zip(&mut knobs.rings) {
+                let l = || RingLabels {
                     device: dev.name.clone(),
-                    ring: name.to_owned(),
+                    ring: (*name).to_owned(),
                 };
                 if let Some(v) = cur {
-                    self.ring.get_or_create(&l).set(i64::from(v));
+                    slot[0]
+                        .get_or_insert_with(|| self.ring.get_or_create(&l()).clone())
+                        .set(i64::from(v));
                 }
                 if let Some(v) = max {
-                    self.ring_max.get_or_create(&l).set(i64::from(v));
+                    slot[1]
+                        .get_or_insert_with(|| self.ring_max.get_or_create(&l()).clone())
+                        .set(i64::from(v));
                 }
             }
         }
         if let Some(c) = dev.channels.available() {
-            for (name, cur, max) in [
-                ("rx", c.rx, c.rx_max),
-                ("tx", c.tx, c.tx_max),
-                ("other", c.other, c.other_max),
-                ("combined", c.combined, c.combined_max),
-            ] {
-                let l = ChannelLabels {
+            let values = [
+                (c.rx, c.rx_max),
+                (c.tx, c.tx_max),
+                (c.other, c.other_max),
+                (c.combined, c.combined_max),
+            ];
+            for ((name, (cur, max)), slot) in CHANNELS.iter().zip(values).zip(&mut knobs.channels) {
+                let l = || ChannelLabels {
                     device: dev.name.clone(),
-                    channel: name.to_owned(),
+                    channel: (*name).to_owned(),
                 };
                 if let Some(v) = cur {
-                    self.channels.get_or_create(&l).set(i64::from(v));
+                    slot[0]
+                        .get_or_insert_with(|| self.channels.get_or_create(&l()).clone())
+                        .set(i64::from(v));
                 }
                 if let Some(v) = max {
-                    self.channels_max.get_or_create(&l).set(i64::from(v));
+                    slot[1]
+                        .get_or_insert_with(|| self.channels_max.get_or_create(&l()).clone())
+                        .set(i64::from(v));
                 }
             }
         }
@@ -738,7 +784,7 @@ impl Metrics {
 
     /// Drops the ring/channel/mode series of a vanished device.
     fn forget_device(&self, device: &str) {
-        for ring in ["rx", "rx_mini", "rx_jumbo", "tx"] {
+        for ring in RINGS {
             let l = RingLabels {
                 device: device.to_owned(),
                 ring: ring.to_owned(),
@@ -746,7 +792,7 @@ impl Metrics {
             self.ring.remove(&l);
             self.ring_max.remove(&l);
         }
-        for ch in ["rx", "tx", "other", "combined"] {
+        for ch in CHANNELS {
             let l = ChannelLabels {
                 device: device.to_owned(),
                 channel: ch.to_owned(),
@@ -798,7 +844,9 @@ impl Metrics {
 impl Carry {
     /// One device's queues: the RX queues (pools merged per queue id),
     /// then the pools that map to no queue.
-    fn observe_device(&mut self, dev: &Device, tick: u64) {
+    /// The device's queue series and pool ledger brought up to `dev`;
+    /// returns its series.
+    fn observe_device(&mut self, dev: &Device, tick: u64) -> Option<&mut DevSeries> {
         let Self { devices, pools, .. } = self;
         let name = dev.name.as_str();
         if !devices.contains_key(name) {
@@ -809,17 +857,17 @@ impl Carry {
                     name,
                     seen: 0,
                     queues: BTreeMap::new(),
+                    knobs: KnobGauges::default(),
                 },
             );
         }
-        let Some(d) = devices.get_mut(name) else {
-            return;
-        };
+        let d = devices.get_mut(name)?;
         d.seen = tick;
         queue_deltas(pools, dev, |key, q| observe_queue(d, key, q, tick));
         for p in dev.pools() {
             pools.record(p);
         }
+        Some(d)
     }
 }
 
@@ -998,6 +1046,49 @@ mod tests {
     use super::*;
     use policy::snapshot::{Pool, RxQueue};
     use std::collections::BTreeSet;
+
+    /// A device with rings but no pools (so no per-queue series) that
+    /// vanishes takes its ring and channel series with it, and when it
+    /// comes back its series are live again (the kept handles went with
+    /// it). The first half failed before the handles were kept: only
+    /// devices with exported queue series were ever forgotten.
+    #[test]
+    fn a_vanished_device_without_pools_drops_its_knob_series() {
+        let m = Metrics::new();
+        let snap = |rx: u32| Snapshot {
+            devices: vec![Device {
+                ifindex: 9,
+                name: "veth9".to_owned(),
+                rings: policy::snapshot::Availability::Available(policy::snapshot::Rings {
+                    rx: Some(rx),
+                    rx_max: Some(4096),
+                    ..Default::default()
+                }),
+                channels: policy::snapshot::Availability::Available(policy::snapshot::Channels {
+                    combined: Some(2),
+                    ..Default::default()
+                }),
+                ..Device::default()
+            }],
+            ..Snapshot::default()
+        };
+        let text = |m: &Metrics| m.encode().unwrap();
+        m.observe_snapshot(&snap(256));
+        assert!(text(&m).contains("pptune_ring_entries{device=\"veth9\",ring=\"rx\"} 256"));
+        m.observe_snapshot(&Snapshot::default());
+        assert!(!text(&m).contains("veth9"), "{}", text(&m));
+        m.observe_snapshot(&snap(512));
+        m.observe_snapshot(&snap(1024));
+        let t = text(&m);
+        assert!(
+            t.contains("pptune_ring_entries{device=\"veth9\",ring=\"rx\"} 1024"),
+            "{t}"
+        );
+        assert!(
+            t.contains("pptune_channels{device=\"veth9\",channel=\"combined\"} 2"),
+            "{t}"
+        );
+    }
 
     /// The per-queue families as prometheus-client `Family`s, kept by a
     /// plain restatement of the accounting rules (per-pool-id deltas, new
