@@ -17,6 +17,7 @@ use policy::snapshot::{
     Rings, RxQueue, Snapshot,
 };
 use pptune::metrics::Metrics;
+use pptune::status::Report;
 
 const RECORDED: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -172,6 +173,22 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_with_input(BenchmarkId::new("observe", n), &second, |b, s| {
         b.iter(|| m.observe_snapshot(black_box(s)));
+    });
+    g.finish();
+
+    // What `pptune status --json` does after its sampling pass: build the
+    // report, serialize it.
+    let mut g = c.benchmark_group("status");
+    g.throughput(Throughput::Elements(n));
+    g.bench_with_input(BenchmarkId::new("build", n), &first, |b, s| {
+        b.iter(|| Report::build(black_box(s), Some(1_000), Vec::new()));
+    });
+    let report = Report::build(&first, Some(1_000), Vec::new());
+    g.bench_with_input(BenchmarkId::new("json", n), &report, |b, r| {
+        b.iter(|| serde_json::to_string_pretty(black_box(r)).unwrap());
+    });
+    g.bench_with_input(BenchmarkId::new("json-compact", n), &report, |b, r| {
+        b.iter(|| serde_json::to_string(black_box(r)).unwrap());
     });
     g.finish();
 

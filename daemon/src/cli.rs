@@ -82,7 +82,8 @@ pub enum Command {
         /// Only this interface (repeatable).
         #[arg(long = "interface", short = 'i', value_name = "NAME")]
         interfaces: Vec<String>,
-        /// JSON for scripts.
+        /// JSON for scripts: one line, or indented when stdout is a
+        /// terminal.
         #[arg(long)]
         json: bool,
     },

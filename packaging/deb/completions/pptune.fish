@@ -46,7 +46,7 @@ json\t'One JSON object per line'
 journald\t'Native journald fields (needs the journal socket)'"
 complete -c pptune -n "__fish_pptune_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c pptune -n "__fish_pptune_using_subcommand status" -s i -l interface -d 'Only this interface (repeatable)' -r
-complete -c pptune -n "__fish_pptune_using_subcommand status" -l json -d 'JSON for scripts'
+complete -c pptune -n "__fish_pptune_using_subcommand status" -l json -d 'JSON for scripts: one line, or indented when stdout is a terminal'
 complete -c pptune -n "__fish_pptune_using_subcommand status" -s h -l help -d 'Print help'
 complete -c pptune -n "__fish_pptune_using_subcommand plan" -l config -d 'Policy file or directory (default: $CONFIGURATION_DIRECTORY or /etc/pptune; the embedded default policy when none exists)' -r -F
 complete -c pptune -n "__fish_pptune_using_subcommand plan" -l json
