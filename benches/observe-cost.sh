@@ -18,6 +18,13 @@
 #   ynl-cli       the kernel's pyynl cli.py --dump page-pool-stats-get
 #   ynltool       ynltool page-pool stats                         (per run)
 #   baseline      `true` under the same process wrapper (its overhead)
+#   daemon-cpu    `pptune run` (embedded default policy: observe, 10 s
+#                 interval) at the largest size, its CPU over DAEMON_SECS
+#                 (default 600; --smoke: 20) after a 30 s start
+#   emulation     the host micro-bench (observe_replay, 2048 pools of
+#                 recorded-shape bytes, userspace only) run on the host and
+#                 in the VM: their CPU ratio is what the emulation inflates
+#                 userspace work by, to read daemon-cpu as native
 # Results: benches/results/observe-cost.json (+ .svg plot, and the 2048-pool
 # snapshot benches/results/vm-snapshot-2048.json for the render bench).
 # --smoke: 16 pools only, few passes, results to $CARGO_TARGET_DIR instead.
@@ -99,6 +106,35 @@ if [ "$IN_VM" = 1 ]; then
             --spec "$TREE/Documentation/netlink/specs/netdev.yaml" \
             --dump page-pool-stats-get
     done
+    # The daemon as shipped, at the last (largest) size.
+    if [ "$SMOKE" = 1 ]; then dsecs=${DAEMON_SECS:-20}; else dsecs=${DAEMON_SECS:-600}; fi
+    if [ "$dsecs" -gt 0 ]; then
+        ddir=$(mktemp -d)
+        RUNTIME_DIRECTORY="$ddir/run" STATE_DIRECTORY="$ddir/state" \
+            "$B/pptune" run --metrics-listen 127.0.0.1:0 >"$ddir/log" 2>&1 &
+        dpid=$!
+        sleep 30
+        kill -0 "$dpid" || { log "the daemon died:"; cat "$ddir/log" >&2; exit 1; }
+        ticks() { awk '{print $14 + $15}' "/proc/$dpid/stat"; }
+        t0=$(ticks); w0=$(date +%s.%N)
+        sleep "$dsecs"
+        t1=$(ticks); w1=$(date +%s.%N)
+        rss=$(awk '/VmHWM/ {print $2}' "/proc/$dpid/status")
+        kill "$dpid"; wait "$dpid" || true
+        hz=$(getconf CLK_TCK)
+        python3 - "$t0" "$t1" "$w0" "$w1" "$hz" "$have" "$rss" <<'PY' | tee -a "$OUT"
+import json, sys
+t0, t1, w0, w1, hz, pools, rss = sys.argv[1:]
+cpu = (int(t1) - int(t0)) / int(hz)
+wall = float(w1) - float(w0)
+print(json.dumps({"tool": "daemon-cpu", "pools": int(pools), "wall_s": round(wall, 1),
+                  "cpu_s": round(cpu, 2), "share_pct": round(100 * cpu / wall, 3),
+                  "maxrss_kib": int(rss)}))
+PY
+        rm -rf "$ddir"
+        "$B/observe_replay" --devices 16 --queues 128 --passes 20 | grep replay-pass \
+            | sed 's/"tool":"replay-pass"/"tool":"emulation-vm"/' | tee -a "$OUT"
+    fi
     del_all
     exit 0
 fi
@@ -117,6 +153,7 @@ bench_build
 mkdir -p "$BIN"
 cp "$(bench_exe raw_floor bench)" "$BIN/raw_floor"
 cp "$(bench_exe observe_pass bench)" "$BIN/observe_pass"
+cp "$(bench_exe observe_replay bench)" "$BIN/observe_replay"
 cp "$(bench_exe pptune bin)" "$BIN/pptune"
 
 "$REPO/benches/build-ynltool.sh" "$KDIR/linux" "$CARGO_TARGET_DIR/ynltree" >&2
@@ -125,12 +162,18 @@ fi
 
 VMOUT="$CARGO_TARGET_DIR/observe-cost-vm"
 rm -rf "$VMOUT"; mkdir -p "$VMOUT"
+# The same userspace work on the host, for the emulation ratio (the VM
+# part runs it again inside).
+"$BIN/observe_replay" --devices 16 --queues 128 --passes 20 | grep replay-pass \
+    | sed 's/"tool":"replay-pass"/"tool":"emulation-host"/' > "$VMOUT/emulation-host.jsonl"
 export PPTUNE_BENCH_BIN="$BIN"
 START=$(date +%s)
 log "running in the VM (sizes: $SIZES)"
 tests/vm/run.sh --kernel 7.3 --mem 2048 --timeout 3000 --out "$VMOUT" -- \
     "$REPO/benches/observe-cost.sh" --in-vm --sizes "$SIZES" $([ "$SMOKE" = 1 ] && echo --smoke)
 log "VM part took $(( $(date +%s) - START )) s"
+
+cat "$VMOUT/emulation-host.jsonl" >> "$VMOUT/observe-cost.jsonl"
 
 if [ -n "$RESULTS" ]; then
     RES="$RESULTS"

@@ -161,6 +161,21 @@ def observe_cost(jsonl, res_dir):
         "status_50x_cheaper_than_ynl_cli": every(big, lambda r: (r["ynl_cli_over_status_cpu"] or 0) >= 50),
         "at_pools": top.get("pools"),
     }
+    # The daemon as shipped at the largest size, and the emulation's
+    # inflation of userspace work (the same micro-bench, VM over host).
+    d = next(iter(by.get("daemon-cpu", {}).values()), None)
+    ev = next(iter(by.get("emulation-vm", {}).values()), None)
+    eh = next(iter(by.get("emulation-host", {}).values()), None)
+    if d:
+        targets["daemon_cpu_share_pct_vm"] = d["share_pct"]
+        targets["daemon_pools"] = d["pools"]
+        targets["daemon_maxrss_kib"] = d["maxrss_kib"]
+        if ev and eh and eh["cpu_us_per_pass"]:
+            inflation = ev["cpu_us_per_pass"] / eh["cpu_us_per_pass"]
+            targets["emulation_inflation"] = round(inflation, 1)
+            targets["daemon_cpu_share_pct_native_est"] = round(d["share_pct"] / inflation, 4)
+            targets["daemon_le_0.1pct_native_est"] = d["share_pct"] / inflation <= 0.1
+        targets["daemon_le_0.1pct_vm"] = d["share_pct"] <= 0.1
     # Linearity: per-pool cost between the two largest sizes vs the largest.
     if len(summary) >= 3:
         a, b = summary[-2], summary[-1]
