@@ -666,31 +666,40 @@ fn decode_netdev_typed<T>(
     out: &mut Vec<T>,
 ) -> Result<()> {
     out.clear();
-    if let Some(source) = ex.refusal().map_err(|source| decode_err(op, source))? {
-        return Err(Error::Kernel {
-            op,
-            ifname: None,
-            source: name_attr::<NetdevMessage>(&ex.request, source),
-        });
-    }
-    let mut each = || -> std::result::Result<(), CodecError> {
-        for m in ex.replies() {
-            let (c, _, attrs) = frame::genl_split(m?.payload)?;
-            if cmds.contains(&c) {
-                let t = parse(attrs)?;
-                if keep(&t) {
-                    out.push(t);
-                }
-            } else {
-                NetdevMessage::parse_attrs(c, attrs)?;
+    let refused = |source| Error::Kernel {
+        op,
+        ifname: None,
+        source: name_attr::<NetdevMessage>(&ex.request, source),
+    };
+    // One walk: decode as the replies come, and drop them if the exchange
+    // turns out refused.
+    let walked = ex.for_each_reply(|m| -> std::result::Result<(), CodecError> {
+        let (c, _, attrs) = frame::genl_split(m.payload)?;
+        if cmds.contains(&c) {
+            let t = parse(attrs)?;
+            if keep(&t) {
+                out.push(t);
             }
+        } else {
+            NetdevMessage::parse_attrs(c, attrs)?;
         }
         Ok(())
-    };
-    each().map_err(|source| {
-        out.clear();
-        decode_err(op, source)
-    })
+    });
+    match walked {
+        Ok(None) => Ok(()),
+        Ok(Some(source)) => {
+            out.clear();
+            Err(refused(source))
+        }
+        Err(source) => {
+            out.clear();
+            // A refusal after a malformed reply is the better report.
+            match ex.refusal() {
+                Ok(Some(r)) => Err(refused(r)),
+                _ => Err(decode_err(op, source)),
+            }
+        }
+    }
 }
 
 /// Decode an exchange's replies as family `P`, or turn a refusal into

@@ -89,6 +89,35 @@ impl Exchange {
         Ok(None)
     }
 
+    /// Every data message (headers included), in order, to `f`, in one
+    /// walk over the exchange. A refusal ends the walk: `Ok(Some(e))`,
+    /// after `f` has seen the replies before it (a caller that keeps
+    /// replies drops them). `f`'s first error, or a framing error, ends it
+    /// too.
+    pub fn for_each_reply<E: From<CodecError>>(
+        &self,
+        mut f: impl FnMut(frame::Msg<'_>) -> Result<(), E>,
+    ) -> Result<Option<KernelError>, E> {
+        for m in &self.messages {
+            for msg in frame::split(m) {
+                let msg = msg?;
+                let refused = match msg.header.kind {
+                    NLMSG_ERROR => frame::parse_error(&msg.header, msg.payload)?,
+                    NLMSG_DONE => frame::parse_done(&msg.header, msg.payload)?,
+                    NLMSG_NOOP | NLMSG_OVERRUN => None,
+                    _ => {
+                        f(msg)?;
+                        None
+                    }
+                };
+                if refused.is_some() {
+                    return Ok(refused);
+                }
+            }
+        }
+        Ok(None)
+    }
+
     /// The data messages (headers included), in order, without collecting
     /// them: what [`Exchange::outcome`] lists as replies when
     /// [`Exchange::refusal`] finds none.
