@@ -577,7 +577,7 @@ pub fn decode_page_pools(ex: &Exchange) -> Result<Vec<PagePool>> {
     Ok(out)
 }
 
-/// [`decode_page_pools`] into `out` (cleared first; its capacity reused).
+/// [`decode_page_pools`] into `out`, reusing the entries it holds.
 pub fn decode_page_pools_into(ex: &Exchange, out: &mut Vec<PagePool>) -> Result<()> {
     let cmds = [
         cmd::PAGE_POOL_GET,
@@ -585,7 +585,14 @@ pub fn decode_page_pools_into(ex: &Exchange, out: &mut Vec<PagePool>) -> Result<
         cmd::PAGE_POOL_DEL_NTF,
         cmd::PAGE_POOL_CHANGE_NTF,
     ];
-    decode_netdev_typed(ex, "page-pool-get", &cmds, PagePool::parse, |_| true, out)
+    decode_netdev_typed(
+        ex,
+        "page-pool-get",
+        &cmds,
+        PagePool::parse_into,
+        |_| true,
+        out,
+    )
 }
 
 /// The entries of a page-pool-stats-get dump.
@@ -595,14 +602,14 @@ pub fn decode_page_pool_stats(ex: &Exchange) -> Result<Vec<PagePoolStats>> {
     Ok(out)
 }
 
-/// [`decode_page_pool_stats`] into `out` (cleared first).
+/// [`decode_page_pool_stats`] into `out`, reusing the entries it holds.
 pub fn decode_page_pool_stats_into(ex: &Exchange, out: &mut Vec<PagePoolStats>) -> Result<()> {
     let cmds = [cmd::PAGE_POOL_STATS_GET];
     decode_netdev_typed(
         ex,
         "page-pool-stats-get",
         &cmds,
-        PagePoolStats::parse,
+        PagePoolStats::parse_into,
         |_| true,
         out,
     )
@@ -615,13 +622,20 @@ pub fn decode_queues_where(ex: &Exchange, keep: impl FnMut(&Queue) -> bool) -> R
     Ok(out)
 }
 
-/// [`decode_queues_where`] into `out` (cleared first).
+/// [`decode_queues_where`] into `out`, reusing the entries it holds.
 pub fn decode_queues_into(
     ex: &Exchange,
     keep: impl FnMut(&Queue) -> bool,
     out: &mut Vec<Queue>,
 ) -> Result<()> {
-    decode_netdev_typed(ex, "queue-get", &[cmd::QUEUE_GET], Queue::parse, keep, out)
+    decode_netdev_typed(
+        ex,
+        "queue-get",
+        &[cmd::QUEUE_GET],
+        Queue::parse_into,
+        keep,
+        out,
+    )
 }
 
 /// The entries of a qstats-get dump that `keep` accepts.
@@ -634,7 +648,7 @@ pub fn decode_qstats_where(
     Ok(out)
 }
 
-/// [`decode_qstats_where`] into `out` (cleared first).
+/// [`decode_qstats_where`] into `out`, reusing the entries it holds.
 pub fn decode_qstats_into(
     ex: &Exchange,
     keep: impl FnMut(&Qstats) -> bool,
@@ -644,7 +658,7 @@ pub fn decode_qstats_into(
         ex,
         "qstats-get",
         &[cmd::QSTATS_GET],
-        Qstats::parse,
+        Qstats::parse_into,
         keep,
         out,
     )
@@ -653,19 +667,23 @@ pub fn decode_qstats_into(
 /// A netdev dump exchange's replies with a command in `cmds` parsed
 /// straight into `T` (no `NetdevMessage` in between: an enum the size of
 /// its largest variant, moved several times per reply, was a tenth of the
-/// pass at thousands of replies) and pushed to `out` (cleared first) when
-/// `keep` accepts them. Replies with another command are decoded as
-/// [`decode_genl`] would (so a malformed one still fails the request) and
-/// dropped. On an error `out` is left empty.
-fn decode_netdev_typed<T>(
+/// pass at thousands of replies) and kept in `out` when `keep` accepts
+/// them. Replies with another command are decoded as [`decode_genl`]
+/// would (so a malformed one still fails the request) and dropped. Each
+/// reply is parsed in place into `out`'s next slot, reusing the entries a
+/// previous dump left there (a rejected one's slot takes the next reply),
+/// so a repeated dump neither moves entries nor frees and reallocates
+/// them; `out` holds exactly the kept entries afterwards, none on an
+/// error.
+fn decode_netdev_typed<T: Default>(
     ex: &Exchange,
     op: &'static str,
     cmds: &[u8],
-    parse: fn(&[u8]) -> std::result::Result<T, CodecError>,
+    parse_into: fn(&mut T, &[u8]) -> std::result::Result<(), CodecError>,
     mut keep: impl FnMut(&T) -> bool,
     out: &mut Vec<T>,
 ) -> Result<()> {
-    out.clear();
+    let mut n = 0;
     let refused = |source| Error::Kernel {
         op,
         ifname: None,
@@ -676,9 +694,13 @@ fn decode_netdev_typed<T>(
     let walked = ex.for_each_reply(|m| -> std::result::Result<(), CodecError> {
         let (c, _, attrs) = frame::genl_split(m.payload)?;
         if cmds.contains(&c) {
-            let t = parse(attrs)?;
-            if keep(&t) {
-                out.push(t);
+            if n == out.len() {
+                out.push(T::default());
+            }
+            let slot = &mut out[n];
+            parse_into(slot, attrs)?;
+            if keep(slot) {
+                n += 1;
             }
         } else {
             NetdevMessage::parse_attrs(c, attrs)?;
@@ -686,7 +708,10 @@ fn decode_netdev_typed<T>(
         Ok(())
     });
     match walked {
-        Ok(None) => Ok(()),
+        Ok(None) => {
+            out.truncate(n);
+            Ok(())
+        }
         Ok(Some(source)) => {
             out.clear();
             Err(refused(source))

@@ -782,3 +782,43 @@ fn vm_6_12_fixtures_round_trip() {
     let orphans = pools("vm-6.12-nsim-orphan-netdev-page-pool-get-dump");
     assert!(orphans.iter().all(|p| p.ifindex.is_none()));
 }
+
+/// A dump decoded into the entries a previous dump left (another dump of
+/// the same kind, another filter, a refused exchange) equals a fresh
+/// decode: slots are overwritten whole, rejected ones reused, the rest cut.
+#[test]
+fn netdev_dumps_decoded_in_place_keep_nothing_stale() {
+    use netlink::client as c;
+    use netlink::netdev::QueueType;
+    let pools = [
+        "vm-7.3-nsim-netdev-page-pool-get-dump",
+        "vm-7.3-nsim-orphan-netdev-page-pool-get-dump",
+    ];
+    for (a, b) in [(pools[0], pools[1]), (pools[1], pools[0])] {
+        let mut out = c::decode_page_pools(&load(a)).unwrap();
+        c::decode_page_pools_into(&load(b), &mut out).unwrap();
+        assert_eq!(out, c::decode_page_pools(&load(b)).unwrap(), "{b} over {a}");
+    }
+    let qs = load("vm-7.3-nsim-netdev-qstats-get-queue-dump");
+    let rx = |q: &netlink::netdev::Qstats| q.queue_type == Some(0);
+    let all = c::decode_qstats_where(&qs, |_| true).unwrap();
+    let only_rx = c::decode_qstats_where(&qs, rx).unwrap();
+    assert!(only_rx.len() < all.len() && !only_rx.is_empty());
+    let mut out = all.clone();
+    c::decode_qstats_into(&qs, rx, &mut out).unwrap();
+    assert_eq!(out, only_rx);
+    c::decode_qstats_into(&qs, |_| true, &mut out).unwrap();
+    assert_eq!(out, all);
+    let queues = load("vm-7.3-nsim-netdev-queue-get-dump");
+    let mut out = c::decode_queues_where(&queues, |_| true).unwrap();
+    c::decode_queues_into(&queues, |q| q.queue_type == Some(QueueType::Tx), &mut out).unwrap();
+    assert_eq!(
+        out,
+        c::decode_queues_where(&queues, |q| q.queue_type == Some(QueueType::Tx)).unwrap()
+    );
+    // A refused exchange leaves nothing behind.
+    let refused = load("vm-7.3-nsim-netdev-qstats-get-do-refused");
+    let mut left = all.clone();
+    assert!(c::decode_qstats_into(&refused, |_| true, &mut left).is_err());
+    assert!(left.is_empty());
+}

@@ -33,21 +33,36 @@ pub struct PagePool {
 impl PagePool {
     pub(crate) fn parse(attrs: &[u8]) -> Result<Self, CodecError> {
         let mut p = Self::default();
+        p.parse_into(attrs)?;
+        Ok(p)
+    }
+
+    /// [`PagePool::parse`] into `self`, every field overwritten (the
+    /// buffer of `other` reused): a dump decoded into the slots of the
+    /// last one moves and frees nothing. After an error `self` holds a
+    /// partial decode.
+    pub(crate) fn parse_into(&mut self, attrs: &[u8]) -> Result<(), CodecError> {
+        let mut other = std::mem::take(&mut self.other);
+        other.clear();
+        *self = Self {
+            other,
+            ..Self::default()
+        };
         for a in Attrs::new(attrs) {
             let a = a?;
             match a.kind {
-                1 => p.id = Some(a.uint("page-pool.id")?),
-                2 => p.ifindex = Some(a.u32("page-pool.ifindex")?),
-                3 => p.napi_id = Some(a.uint("page-pool.napi-id")?),
-                4 => p.inflight = Some(a.uint("page-pool.inflight")?),
-                5 => p.inflight_mem = Some(a.uint("page-pool.inflight-mem")?),
-                6 => p.detach_time = Some(a.uint("page-pool.detach-time")?),
-                7 => p.dmabuf = Some(a.u32("page-pool.dmabuf")?),
-                8 => p.io_uring = Some(parse_io_uring(&a)?),
-                _ => p.other.push(a.to_raw()),
+                1 => self.id = Some(a.uint("page-pool.id")?),
+                2 => self.ifindex = Some(a.u32("page-pool.ifindex")?),
+                3 => self.napi_id = Some(a.uint("page-pool.napi-id")?),
+                4 => self.inflight = Some(a.uint("page-pool.inflight")?),
+                5 => self.inflight_mem = Some(a.uint("page-pool.inflight-mem")?),
+                6 => self.detach_time = Some(a.uint("page-pool.detach-time")?),
+                7 => self.dmabuf = Some(a.u32("page-pool.dmabuf")?),
+                8 => self.io_uring = Some(parse_io_uring(&a)?),
+                _ => self.other.push(a.to_raw()),
             }
         }
-        Ok(p)
+        Ok(())
     }
 
     /// In the kernel's order (`page_pool_nl_fill`).
@@ -132,6 +147,21 @@ pub struct PagePoolStats {
 impl PagePoolStats {
     pub(crate) fn parse(attrs: &[u8]) -> Result<Self, CodecError> {
         let mut s = Self::default();
+        s.parse_into(attrs)?;
+        Ok(s)
+    }
+
+    /// [`PagePoolStats::parse`] into `self`, every field overwritten (the
+    /// buffer of `other` reused): a dump decoded into the slots of the
+    /// last one moves and frees nothing. After an error `self` holds a
+    /// partial decode.
+    pub(crate) fn parse_into(&mut self, attrs: &[u8]) -> Result<(), CodecError> {
+        let mut other = std::mem::take(&mut self.other);
+        other.clear();
+        *self = Self {
+            other,
+            ..Self::default()
+        };
         for a in Attrs::new(attrs) {
             let a = a?;
             if a.kind == 1 {
@@ -144,12 +174,12 @@ impl PagePoolStats {
                         _ => info.other.push(f.to_raw()),
                     }
                 }
-                s.info = Some(info);
-            } else if !s.counters.set(&a)? {
-                s.other.push(a.to_raw());
+                self.info = Some(info);
+            } else if !self.counters.set(&a)? {
+                self.other.push(a.to_raw());
             }
         }
-        Ok(s)
+        Ok(())
     }
 
     pub(crate) fn emit(&self, w: &mut Writer) {

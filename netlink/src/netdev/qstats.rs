@@ -56,21 +56,36 @@ pub struct Qstats {
 impl Qstats {
     pub(crate) fn parse(attrs: &[u8]) -> Result<Self, CodecError> {
         let mut q = Self::default();
+        q.parse_into(attrs)?;
+        Ok(q)
+    }
+
+    /// [`Qstats::parse`] into `self`, every field overwritten (the
+    /// buffer of `other` reused): a dump decoded into the slots of the
+    /// last one moves and frees nothing. After an error `self` holds a
+    /// partial decode.
+    pub(crate) fn parse_into(&mut self, attrs: &[u8]) -> Result<(), CodecError> {
+        let mut other = std::mem::take(&mut self.other);
+        other.clear();
+        *self = Self {
+            other,
+            ..Self::default()
+        };
         for a in Attrs::new(attrs) {
             let a = a?;
             match a.kind {
-                1 => q.ifindex = Some(a.u32("qstats.ifindex")?),
-                2 => q.queue_type = Some(a.u32("qstats.queue-type")?),
-                3 => q.queue_id = Some(a.u32("qstats.queue-id")?),
-                4 => q.scope = Some(a.uint("qstats.scope")?),
+                1 => self.ifindex = Some(a.u32("qstats.ifindex")?),
+                2 => self.queue_type = Some(a.u32("qstats.queue-type")?),
+                3 => self.queue_id = Some(a.u32("qstats.queue-id")?),
+                4 => self.scope = Some(a.uint("qstats.scope")?),
                 _ => {
-                    if !q.counters.set(&a)? {
-                        q.other.push(a.to_raw());
+                    if !self.counters.set(&a)? {
+                        self.other.push(a.to_raw());
                     }
                 }
             }
         }
-        Ok(q)
+        Ok(())
     }
 
     pub(crate) fn emit(&self, w: &mut Writer) {

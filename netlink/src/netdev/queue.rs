@@ -67,16 +67,31 @@ pub struct Queue {
 impl Queue {
     pub(crate) fn parse(attrs: &[u8]) -> Result<Self, CodecError> {
         let mut q = Self::default();
+        q.parse_into(attrs)?;
+        Ok(q)
+    }
+
+    /// [`Queue::parse`] into `self`, every field overwritten (the
+    /// buffer of `other` reused): a dump decoded into the slots of the
+    /// last one moves and frees nothing. After an error `self` holds a
+    /// partial decode.
+    pub(crate) fn parse_into(&mut self, attrs: &[u8]) -> Result<(), CodecError> {
+        let mut other = std::mem::take(&mut self.other);
+        other.clear();
+        *self = Self {
+            other,
+            ..Self::default()
+        };
         for a in Attrs::new(attrs) {
             let a = a?;
             match a.kind {
-                1 => q.id = Some(a.u32("queue.id")?),
-                2 => q.ifindex = Some(a.u32("queue.ifindex")?),
-                3 => q.queue_type = Some(a.u32("queue.type")?.into()),
-                4 => q.napi_id = Some(a.u32("queue.napi-id")?),
-                5 => q.dmabuf = Some(a.u32("queue.dmabuf")?),
-                6 => q.io_uring = Some(parse_io_uring(&a)?),
-                7 => q.xsk = true,
+                1 => self.id = Some(a.u32("queue.id")?),
+                2 => self.ifindex = Some(a.u32("queue.ifindex")?),
+                3 => self.queue_type = Some(a.u32("queue.type")?.into()),
+                4 => self.napi_id = Some(a.u32("queue.napi-id")?),
+                5 => self.dmabuf = Some(a.u32("queue.dmabuf")?),
+                6 => self.io_uring = Some(parse_io_uring(&a)?),
+                7 => self.xsk = true,
                 8 => {
                     let mut l = Lease::default();
                     for f in a.nested() {
@@ -101,12 +116,12 @@ impl Queue {
                             _ => l.other.push(f.to_raw()),
                         }
                     }
-                    q.lease = Some(l);
+                    self.lease = Some(l);
                 }
-                _ => q.other.push(a.to_raw()),
+                _ => self.other.push(a.to_raw()),
             }
         }
-        Ok(q)
+        Ok(())
     }
 
     /// In the kernel's order (`netdev_nl_queue_fill_one`): id, type, ifindex.
