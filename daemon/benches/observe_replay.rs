@@ -40,8 +40,8 @@ use std::alloc::System;
 use netlink::GenlPayload;
 use netlink::attr::{Attrs, Writer};
 use netlink::client::{
-    decode_channels, decode_genl, decode_links_into, decode_page_pool_stats_into,
-    decode_page_pools_into, decode_qstats_into, decode_queues_into, decode_rings,
+    decode_channels_into, decode_genl, decode_links_into, decode_page_pool_stats_into,
+    decode_page_pools_into, decode_qstats_into, decode_queues_into, decode_rings_into,
 };
 use netlink::ctrl::{CtrlMessage, Family};
 use netlink::frame::{self, NLM_F_MULTI, NLMSG_DONE};
@@ -327,12 +327,10 @@ impl Input {
         for dev in &mut snap.devices {
             // One rings-get and one channels-get reply per device, as the
             // pass asks for them.
-            dev.rings = Availability::Available(convert_rings(
-                &decode_rings(&self.rings, Some(&dev.name)).unwrap(),
-            ));
-            dev.channels = Availability::Available(convert_channels(
-                &decode_channels(&self.channels, Some(&dev.name)).unwrap(),
-            ));
+            decode_rings_into(&self.rings, Some(&dev.name), &mut b.rings).unwrap();
+            dev.rings = Availability::Available(convert_rings(&b.rings));
+            decode_channels_into(&self.channels, Some(&dev.name), &mut b.channels).unwrap();
+            dev.channels = Availability::Available(convert_channels(&b.channels));
         }
         b.finish(&mut snap, taken_at_ms);
         snap

@@ -82,6 +82,9 @@ pub struct PassBuffers {
     pub queues: Vec<Queue>,
     pub dev_qstats: Vec<Qstats>,
     pub queue_qstats: Vec<Qstats>,
+    /// The last device's rings and channels replies, decoded in place.
+    pub rings: netlink::ethtool::Rings,
+    pub channels: netlink::ethtool::Channels,
     join: JoinScratch,
     spare: Option<Snapshot>,
 }
@@ -425,20 +428,21 @@ impl NetlinkKernel {
         {
             if capabilities.ethtool_family {
                 let driver = dev.driver.as_deref();
+                let (name, ex) = (Some(link.name.as_str()), &mut b.ex);
                 dev.rings = match self
                     .client
-                    .rings_into(link.ifindex, Some(&link.name), &mut b.ex)
+                    .rings_into(link.ifindex, name, ex, &mut b.rings)
                     .await
                 {
-                    Ok(r) => Availability::Available(convert_rings(&r)),
+                    Ok(()) => Availability::Available(convert_rings(&b.rings)),
                     Err(e) => Availability::Unavailable(unavailable_reason(&e, driver)),
                 };
                 dev.channels = match self
                     .client
-                    .channels_into(link.ifindex, Some(&link.name), &mut b.ex)
+                    .channels_into(link.ifindex, name, ex, &mut b.channels)
                     .await
                 {
-                    Ok(c) => Availability::Available(convert_channels(&c)),
+                    Ok(()) => Availability::Available(convert_channels(&b.channels)),
                     Err(e) => Availability::Unavailable(unavailable_reason(&e, driver)),
                 };
             } else {

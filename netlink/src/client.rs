@@ -3,7 +3,7 @@
 use crate::caps::Capabilities;
 use crate::ctrl::{CtrlMessage, Family, GENL_ID_CTRL};
 use crate::error::{CodecError, Error, KernelError, Result};
-use crate::ethtool::{Channels, EthtoolBody, EthtoolMessage, Header, Rings};
+use crate::ethtool::{BodyKind, Channels, EthtoolMessage, Rings, body_kind};
 use crate::events::Notifications;
 use crate::frame::{self, NLM_F_DUMP};
 use crate::genl::GenlPayload;
@@ -283,20 +283,23 @@ impl Client {
 
     /// RINGS_GET. `ifname` only labels errors.
     pub async fn rings(&self, ifindex: u32, ifname: Option<&str>) -> Result<Rings> {
-        self.rings_into(ifindex, ifname, &mut Exchange::default())
-            .await
+        let mut out = Rings::default();
+        self.rings_into(ifindex, ifname, &mut Exchange::default(), &mut out)
+            .await?;
+        Ok(out)
     }
 
-    /// [`Client::rings`] through `ex`, whose buffers are reused.
+    /// [`Client::rings`] through `ex` into `out`, both reused.
     pub async fn rings_into(
         &self,
         ifindex: u32,
         ifname: Option<&str>,
         ex: &mut Exchange,
-    ) -> Result<Rings> {
-        let msg = EthtoolMessage::rings_get(Header::ifindex(ifindex));
-        self.ethtool_get_into(&msg, ex).await?;
-        decode_rings(ex, ifname)
+        out: &mut Rings,
+    ) -> Result<()> {
+        self.ethtool_get_into(crate::ethtool::req::RINGS_GET, ifindex, ex)
+            .await?;
+        decode_rings_into(ex, ifname, out)
     }
 
     /// RINGS_SET with ack; only the `Some` fields of `rings` are sent.
@@ -309,29 +312,32 @@ impl Client {
 
     /// CHANNELS_GET.
     pub async fn channels(&self, ifindex: u32, ifname: Option<&str>) -> Result<Channels> {
-        self.channels_into(ifindex, ifname, &mut Exchange::default())
-            .await
+        let mut out = Channels::default();
+        self.channels_into(ifindex, ifname, &mut Exchange::default(), &mut out)
+            .await?;
+        Ok(out)
     }
 
-    /// [`Client::channels`] through `ex`, whose buffers are reused.
+    /// [`Client::channels`] through `ex` into `out`, both reused.
     pub async fn channels_into(
         &self,
         ifindex: u32,
         ifname: Option<&str>,
         ex: &mut Exchange,
-    ) -> Result<Channels> {
-        let msg = EthtoolMessage::channels_get(Header::ifindex(ifindex));
-        self.ethtool_get_into(&msg, ex).await?;
-        decode_channels(ex, ifname)
+        out: &mut Channels,
+    ) -> Result<()> {
+        self.ethtool_get_into(crate::ethtool::req::CHANNELS_GET, ifindex, ex)
+            .await?;
+        decode_channels_into(ex, ifname, out)
     }
 
-    /// An ethtool get request into `ex` (its buffers reused).
-    async fn ethtool_get_into(&self, msg: &EthtoolMessage, ex: &mut Exchange) -> Result<()> {
+    /// A `*_GET` request for one device into `ex` (its buffers reused).
+    async fn ethtool_get_into(&self, cmd: u8, ifindex: u32, ex: &mut Exchange) -> Result<()> {
         let g = self
             .ethtool
             .as_ref()
             .ok_or(Error::FamilyMissing(crate::ethtool::FAMILY))?;
-        genl_exchange_into(g, &msg.to_genl_bytes(), false, ex).await
+        genl_exchange_into(g, &crate::ethtool::get_request(cmd, ifindex), false, ex).await
     }
 
     /// CHANNELS_SET with ack; only the `Some` fields are sent.
@@ -490,29 +496,42 @@ async fn genl_exchange_into(
 /// The rings of a RINGS_GET exchange ([`Client::rings`]'s decode half).
 /// `ifname` only labels errors.
 pub fn decode_rings(ex: &Exchange, ifname: Option<&str>) -> Result<Rings> {
-    decode_ethtool_get(ex, "rings-get", ifname, |b| match b {
-        EthtoolBody::Rings(r) => Some(r),
-        _ => None,
+    let mut out = Rings::default();
+    decode_rings_into(ex, ifname, &mut out)?;
+    Ok(out)
+}
+
+/// [`decode_rings`] into `out`, reusing its buffers.
+pub fn decode_rings_into(ex: &Exchange, ifname: Option<&str>, out: &mut Rings) -> Result<()> {
+    decode_ethtool_get(ex, "rings-get", ifname, BodyKind::Rings, |a| {
+        out.parse_into(a)
     })
 }
 
 /// The channels of a CHANNELS_GET exchange.
 pub fn decode_channels(ex: &Exchange, ifname: Option<&str>) -> Result<Channels> {
-    decode_ethtool_get(ex, "channels-get", ifname, |b| match b {
-        EthtoolBody::Channels(c) => Some(c),
-        _ => None,
+    let mut out = Channels::default();
+    decode_channels_into(ex, ifname, &mut out)?;
+    Ok(out)
+}
+
+/// [`decode_channels`] into `out`, reusing its buffers.
+pub fn decode_channels_into(ex: &Exchange, ifname: Option<&str>, out: &mut Channels) -> Result<()> {
+    decode_ethtool_get(ex, "channels-get", ifname, BodyKind::Channels, |a| {
+        out.parse_into(a)
     })
 }
 
-/// The first reply of an ethtool get exchange that `pick` accepts (every
-/// reply up to it decoded; a malformed one fails the request), without
-/// collecting the replies.
-fn decode_ethtool_get<T>(
+/// The first reply of an ethtool get exchange whose body is `want`,
+/// decoded by `parse`; replies before it are decoded as
+/// [`EthtoolMessage`]s (a malformed one fails the request) and dropped.
+fn decode_ethtool_get(
     ex: &Exchange,
     op: &'static str,
     ifname: Option<&str>,
-    pick: fn(EthtoolBody) -> Option<T>,
-) -> Result<T> {
+    want: BodyKind,
+    mut parse: impl FnMut(&[u8]) -> std::result::Result<(), CodecError>,
+) -> Result<()> {
     if let Some(source) = ex.refusal().map_err(|source| decode_err(op, source))? {
         return Err(Error::Kernel {
             op,
@@ -521,9 +540,16 @@ fn decode_ethtool_get<T>(
         });
     }
     for m in ex.replies() {
-        let m = m.and_then(|m| EthtoolMessage::from_genl_bytes(m.payload));
-        if let Some(t) = pick(m.map_err(|source| decode_err(op, source))?.body) {
-            return Ok(t);
+        let found = m.and_then(|m| {
+            let (cmd, _, attrs) = frame::genl_split(m.payload)?;
+            if body_kind(cmd) == want {
+                parse(attrs).map(|()| true)
+            } else {
+                EthtoolMessage::parse_attrs(cmd, attrs).map(|_| false)
+            }
+        });
+        if found.map_err(|source| decode_err(op, source))? {
+            return Ok(());
         }
     }
     Err(no_reply(op))

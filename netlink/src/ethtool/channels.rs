@@ -38,22 +38,42 @@ pub(super) fn attr_name(k: u16) -> Option<&'static str> {
 impl Channels {
     pub(crate) fn parse(attrs: &[u8]) -> Result<Self, CodecError> {
         let mut c = Self::default();
+        c.parse_into(attrs)?;
+        Ok(c)
+    }
+
+    /// [`Channels::parse`] into `self`, every field overwritten, reusing
+    /// its buffers (the header's device name, `other`): a pass that
+    /// reads every device's channels allocates nothing for them. After an
+    /// error `self` holds a partial decode.
+    pub fn parse_into(&mut self, attrs: &[u8]) -> Result<(), CodecError> {
+        let mut other = std::mem::take(&mut self.other);
+        other.clear();
+        let mut header = self.header.take();
+        *self = Self {
+            other,
+            ..Self::default()
+        };
         for a in Attrs::new(attrs) {
             let a = a?;
             match a.kind {
-                1 => c.header = Some(Header::parse(&a)?),
-                2 => c.rx_max = Some(a.u32("channels.rx-max")?),
-                3 => c.tx_max = Some(a.u32("channels.tx-max")?),
-                4 => c.other_max = Some(a.u32("channels.other-max")?),
-                5 => c.combined_max = Some(a.u32("channels.combined-max")?),
-                6 => c.rx_count = Some(a.u32("channels.rx-count")?),
-                7 => c.tx_count = Some(a.u32("channels.tx-count")?),
-                8 => c.other_count = Some(a.u32("channels.other-count")?),
-                9 => c.combined_count = Some(a.u32("channels.combined-count")?),
-                _ => c.other.push(a.to_raw()),
+                1 => {
+                    let mut h = header.take().unwrap_or_default();
+                    h.parse_into(&a)?;
+                    self.header = Some(h);
+                }
+                2 => self.rx_max = Some(a.u32("channels.rx-max")?),
+                3 => self.tx_max = Some(a.u32("channels.tx-max")?),
+                4 => self.other_max = Some(a.u32("channels.other-max")?),
+                5 => self.combined_max = Some(a.u32("channels.combined-max")?),
+                6 => self.rx_count = Some(a.u32("channels.rx-count")?),
+                7 => self.tx_count = Some(a.u32("channels.tx-count")?),
+                8 => self.other_count = Some(a.u32("channels.other-count")?),
+                9 => self.combined_count = Some(a.u32("channels.combined-count")?),
+                _ => self.other.push(a.to_raw()),
             }
         }
-        Ok(c)
+        Ok(())
     }
 
     /// In the kernel's order (`channels_fill_reply`): max, then count.

@@ -36,6 +36,44 @@ pub mod reply {
     pub const CHANNELS_NTF: u8 = 19;
 }
 
+/// What a message with a given command decodes to (kernel→user ids).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyKind {
+    Rings,
+    Channels,
+    Other,
+}
+
+/// The body a message with command `cmd` carries, as decoding reads it.
+#[must_use]
+pub fn body_kind(cmd: u8) -> BodyKind {
+    match cmd {
+        req::RINGS_GET | reply::RINGS_GET_REPLY | reply::RINGS_NTF => BodyKind::Rings,
+        reply::CHANNELS_GET_REPLY | reply::CHANNELS_NTF => BodyKind::Channels,
+        _ => BodyKind::Other,
+    }
+}
+
+/// The genl payload of a `*_GET` request for one device by ifindex (the
+/// header nest, attribute 1 of every ethtool request, holding only
+/// `DEV_INDEX`), built on the stack: the bytes [`EthtoolMessage`] encodes
+/// for `rings_get`/`channels_get` with [`Header::ifindex`] (test
+/// `get_request_is_the_encoders_bytes`), without its allocations — a pass
+/// asks this for every device.
+#[must_use]
+pub fn get_request(cmd: u8, ifindex: u32) -> [u8; 16] {
+    const NLA_F_NESTED: u16 = 1 << 15;
+    let mut b = [0u8; 16];
+    b[0] = cmd;
+    b[1] = <EthtoolMessage as GenlPayload>::VERSION;
+    b[4..6].copy_from_slice(&12u16.to_ne_bytes());
+    b[6..8].copy_from_slice(&(1 | NLA_F_NESTED).to_ne_bytes());
+    b[8..10].copy_from_slice(&8u16.to_ne_bytes());
+    b[10..12].copy_from_slice(&1u16.to_ne_bytes());
+    b[12..16].copy_from_slice(&ifindex.to_ne_bytes());
+    b
+}
+
 /// `ETHTOOL_A_HEADER_FLAGS` values.
 pub const FLAG_COMPACT_BITSETS: u32 = 1;
 pub const FLAG_OMIT_REPLY: u32 = 2;
@@ -69,19 +107,32 @@ impl Header {
         }
     }
 
-    pub(crate) fn parse(a: &crate::attr::Attr<'_>) -> Result<Self, CodecError> {
-        let mut h = Self::default();
+    /// [`Header::parse`] into `self`, every field overwritten, reusing the
+    /// device name's and `other`'s buffers.
+    pub(crate) fn parse_into(&mut self, a: &crate::attr::Attr<'_>) -> Result<(), CodecError> {
+        let mut other = std::mem::take(&mut self.other);
+        other.clear();
+        let mut name = self.dev_name.take();
+        *self = Self {
+            other,
+            ..Self::default()
+        };
         for f in a.nested() {
             let f = f?;
             match f.kind {
-                1 => h.dev_index = Some(f.u32("header.dev-index")?),
-                2 => h.dev_name = Some(f.string("header.dev-name")?),
-                3 => h.flags = Some(f.u32("header.flags")?),
-                4 => h.phy_index = Some(f.u32("header.phy-index")?),
-                _ => h.other.push(f.to_raw()),
+                1 => self.dev_index = Some(f.u32("header.dev-index")?),
+                2 => {
+                    let n = name.get_or_insert_default();
+                    n.clear();
+                    n.push_str(f.str("header.dev-name")?);
+                    self.dev_name = name.take();
+                }
+                3 => self.flags = Some(f.u32("header.flags")?),
+                4 => self.phy_index = Some(f.u32("header.phy-index")?),
+                _ => self.other.push(f.to_raw()),
             }
         }
-        Ok(h)
+        Ok(())
     }
 
     pub(crate) fn emit(&self, w: &mut Writer, kind: u16) {
@@ -174,14 +225,10 @@ impl GenlPayload for EthtoolMessage {
     }
 
     fn parse_attrs(cmd: u8, attrs: &[u8]) -> Result<Self, CodecError> {
-        let body = match cmd {
-            req::RINGS_GET | reply::RINGS_GET_REPLY | reply::RINGS_NTF => {
-                EthtoolBody::Rings(Rings::parse(attrs)?)
-            }
-            reply::CHANNELS_GET_REPLY | reply::CHANNELS_NTF => {
-                EthtoolBody::Channels(Channels::parse(attrs)?)
-            }
-            _ => EthtoolBody::Other(
+        let body = match body_kind(cmd) {
+            BodyKind::Rings => EthtoolBody::Rings(Rings::parse(attrs)?),
+            BodyKind::Channels => EthtoolBody::Channels(Channels::parse(attrs)?),
+            BodyKind::Other => EthtoolBody::Other(
                 Attrs::new(attrs)
                     .map(|a| a.map(|a| a.to_raw()))
                     .collect::<Result<_, _>>()?,
@@ -222,3 +269,92 @@ fn header_attr_name(k: u16) -> Option<&'static str> {
 }
 
 crate::genl::impl_genl_traits!(EthtoolMessage);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The stack-built request is byte for byte what the encoder makes.
+    #[test]
+    fn get_request_is_the_encoders_bytes() {
+        for ifindex in [0, 1, 2, 77, 0x0102_0304, u32::MAX] {
+            let h = || Header::ifindex(ifindex);
+            assert_eq!(
+                get_request(req::RINGS_GET, ifindex).to_vec(),
+                EthtoolMessage::rings_get(h()).to_genl_bytes()
+            );
+            assert_eq!(
+                get_request(req::CHANNELS_GET, ifindex).to_vec(),
+                EthtoolMessage::channels_get(h()).to_genl_bytes()
+            );
+        }
+    }
+
+    /// Rings and channels decoded over other ones (another device's reply,
+    /// a header with a longer name, unknown attributes) equal fresh decodes.
+    #[test]
+    fn parse_into_keeps_nothing_stale() {
+        let mut w = Writer::new();
+        Rings {
+            header: Some(Header {
+                dev_index: Some(9),
+                dev_name: Some("a-much-longer-device-name".to_owned()),
+                flags: Some(3),
+                phy_index: Some(1),
+                other: vec![RawAttr {
+                    kind: 9,
+                    value: vec![1, 2, 3, 4],
+                }],
+            }),
+            rx: Some(1),
+            rx_max: Some(2),
+            tcp_data_split: Some(2),
+            other: vec![RawAttr {
+                kind: 99,
+                value: vec![0; 4],
+            }],
+            ..Rings::default()
+        }
+        .emit(&mut w);
+        let old = w.into_bytes();
+        let mut w = Writer::new();
+        Rings {
+            header: Some(Header {
+                dev_index: Some(3),
+                dev_name: Some("eth0".to_owned()),
+                ..Header::default()
+            }),
+            rx: Some(512),
+            tx: Some(256),
+            ..Rings::default()
+        }
+        .emit(&mut w);
+        let new = w.into_bytes();
+        let mut r = Rings::parse(&old).unwrap();
+        r.parse_into(&new).unwrap();
+        assert_eq!(r, Rings::parse(&new).unwrap());
+
+        let mut w = Writer::new();
+        Channels {
+            header: Some(Header::name("x")),
+            combined_count: Some(4),
+            other: vec![RawAttr {
+                kind: 50,
+                value: vec![0; 4],
+            }],
+            ..Channels::default()
+        }
+        .emit(&mut w);
+        let old = w.into_bytes();
+        let mut w = Writer::new();
+        Channels {
+            rx_count: Some(2),
+            ..Channels::default()
+        }
+        .emit(&mut w);
+        let new = w.into_bytes();
+        let mut c = Channels::parse(&old).unwrap();
+        c.parse_into(&new).unwrap();
+        assert_eq!(c, Channels::parse(&new).unwrap());
+    }
+}

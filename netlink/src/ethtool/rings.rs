@@ -58,31 +58,51 @@ pub(super) fn attr_name(k: u16) -> Option<&'static str> {
 impl Rings {
     pub(crate) fn parse(attrs: &[u8]) -> Result<Self, CodecError> {
         let mut r = Self::default();
+        r.parse_into(attrs)?;
+        Ok(r)
+    }
+
+    /// [`Rings::parse`] into `self`, every field overwritten, reusing
+    /// its buffers (the header's device name, `other`): a pass that
+    /// reads every device's rings allocates nothing for them. After an
+    /// error `self` holds a partial decode.
+    pub fn parse_into(&mut self, attrs: &[u8]) -> Result<(), CodecError> {
+        let mut other = std::mem::take(&mut self.other);
+        other.clear();
+        let mut header = self.header.take();
+        *self = Self {
+            other,
+            ..Self::default()
+        };
         for a in Attrs::new(attrs) {
             let a = a?;
             match a.kind {
-                1 => r.header = Some(Header::parse(&a)?),
-                2 => r.rx_max = Some(a.u32("rings.rx-max")?),
-                3 => r.rx_mini_max = Some(a.u32("rings.rx-mini-max")?),
-                4 => r.rx_jumbo_max = Some(a.u32("rings.rx-jumbo-max")?),
-                5 => r.tx_max = Some(a.u32("rings.tx-max")?),
-                6 => r.rx = Some(a.u32("rings.rx")?),
-                7 => r.rx_mini = Some(a.u32("rings.rx-mini")?),
-                8 => r.rx_jumbo = Some(a.u32("rings.rx-jumbo")?),
-                9 => r.tx = Some(a.u32("rings.tx")?),
-                10 => r.rx_buf_len = Some(a.u32("rings.rx-buf-len")?),
-                11 => r.tcp_data_split = Some(a.u8("rings.tcp-data-split")?),
-                12 => r.cqe_size = Some(a.u32("rings.cqe-size")?),
-                13 => r.tx_push = Some(a.u8("rings.tx-push")?),
-                14 => r.rx_push = Some(a.u8("rings.rx-push")?),
-                15 => r.tx_push_buf_len = Some(a.u32("rings.tx-push-buf-len")?),
-                16 => r.tx_push_buf_len_max = Some(a.u32("rings.tx-push-buf-len-max")?),
-                17 => r.hds_thresh = Some(a.u32("rings.hds-thresh")?),
-                18 => r.hds_thresh_max = Some(a.u32("rings.hds-thresh-max")?),
-                _ => r.other.push(a.to_raw()),
+                1 => {
+                    let mut h = header.take().unwrap_or_default();
+                    h.parse_into(&a)?;
+                    self.header = Some(h);
+                }
+                2 => self.rx_max = Some(a.u32("rings.rx-max")?),
+                3 => self.rx_mini_max = Some(a.u32("rings.rx-mini-max")?),
+                4 => self.rx_jumbo_max = Some(a.u32("rings.rx-jumbo-max")?),
+                5 => self.tx_max = Some(a.u32("rings.tx-max")?),
+                6 => self.rx = Some(a.u32("rings.rx")?),
+                7 => self.rx_mini = Some(a.u32("rings.rx-mini")?),
+                8 => self.rx_jumbo = Some(a.u32("rings.rx-jumbo")?),
+                9 => self.tx = Some(a.u32("rings.tx")?),
+                10 => self.rx_buf_len = Some(a.u32("rings.rx-buf-len")?),
+                11 => self.tcp_data_split = Some(a.u8("rings.tcp-data-split")?),
+                12 => self.cqe_size = Some(a.u32("rings.cqe-size")?),
+                13 => self.tx_push = Some(a.u8("rings.tx-push")?),
+                14 => self.rx_push = Some(a.u8("rings.rx-push")?),
+                15 => self.tx_push_buf_len = Some(a.u32("rings.tx-push-buf-len")?),
+                16 => self.tx_push_buf_len_max = Some(a.u32("rings.tx-push-buf-len-max")?),
+                17 => self.hds_thresh = Some(a.u32("rings.hds-thresh")?),
+                18 => self.hds_thresh_max = Some(a.u32("rings.hds-thresh-max")?),
+                _ => self.other.push(a.to_raw()),
             }
         }
-        Ok(r)
+        Ok(())
     }
 
     /// In the kernel's order (`rings_fill_reply`): each max before its
