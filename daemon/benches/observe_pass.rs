@@ -25,8 +25,9 @@ mod meter;
 
 use std::alloc::System;
 
+use policy::Observation;
 use policy::engine::EngineState;
-use policy::{Observation, decide};
+use policy::engine::decide_in_place;
 use pptune::kernel::{Kernel, SampleScope};
 use pptune::kernel_netlink::NetlinkKernel;
 use pptune::metrics::Metrics;
@@ -54,8 +55,14 @@ fn main() {
         let interval = policy.timing.interval;
         let mut bytes = 0usize;
         let mut decisions = 0usize;
-        let m = meter::Meter::start(GLOBAL);
-        for i in 1..=passes {
+        // Tick 1 warms up (the engine's memory, the metrics' series and
+        // the pass's reused buffers, as after a daemon's first ticks);
+        // ticks 2..=passes+1 are measured.
+        let mut m = None;
+        for i in 1..=passes + 1 {
+            if i == 2 {
+                m = Some(meter::Meter::start(GLOBAL));
+            }
             let snap = kernel.sample(&scope).await.unwrap();
             let obs = Observation {
                 previous: Some(&prev),
@@ -68,12 +75,16 @@ fn main() {
                 originals: &[],
                 backoff: &policy::engine::NO_BACKOFF,
             };
-            let (plan, next) = decide(&policy, &state, &obs);
-            state = next;
-            decisions += plan.decisions.len();
+            // As the daemon's engine does (`PolicyEngine`).
+            let plan = decide_in_place(&policy, &mut state, &obs);
+            if i >= 2 {
+                decisions += plan.decisions.len();
+            }
             metrics.observe_snapshot(&snap);
-            prev = snap;
+            // As the run loop does with the snapshot it replaces.
+            kernel.recycle(std::mem::replace(&mut prev, snap));
         }
+        let m = m.unwrap();
         let r = m.stop(passes);
         let m = meter::Meter::start(GLOBAL);
         for _ in 0..passes {

@@ -52,7 +52,8 @@ use nix::time::{ClockId, clock_gettime};
 use policy::engine::EngineState;
 use policy::snapshot::{Availability, Capabilities, Snapshot};
 
-use policy::{Observation, decide};
+use policy::Observation;
+use policy::engine::decide_in_place;
 use pptune::kernel_netlink::{
     PassBuffers, convert_caps, convert_channels, convert_rings, keep_dev_qstats, keep_queue,
     keep_queue_qstats,
@@ -418,9 +419,9 @@ fn main() {
             originals: &[],
             backoff: &policy::engine::NO_BACKOFF,
         };
-        let (plan, next) = decide(&policy, state, &obs);
+        // As the daemon's engine does (`PolicyEngine`).
+        let plan = decide_in_place(&policy, state, &obs);
         let (t2, a2) = (cpu_ns(), allocs());
-        *state = next;
         metrics.observe_snapshot(&snap);
         let (t3, a3) = (cpu_ns(), allocs());
         parts[0] += t1 - t0;

@@ -211,17 +211,30 @@ pub struct RecommendationId(pub String);
 
 impl RecommendationId {
     /// FNV-1a 64 over `key \0 knob \0 reason`: dependency-free and stable
-    /// across Rust versions (unlike `DefaultHasher`).
+    /// across Rust versions (unlike `DefaultHasher`). The text is hashed as
+    /// it is written, never built.
     #[must_use]
     pub fn new(device: &DeviceId, knob: Option<Knob>, reason: ReasonCode) -> Self {
-        let knob = knob.map_or_else(|| "none".to_owned(), |k| k.to_string());
-        let text = format!("{}\0{}\0{}", device.key(), knob, reason.as_str());
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in text.bytes() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        use fmt::Write as _;
+        /// FNV-1a 64 as a `fmt::Write` sink.
+        struct Fnv(u64);
+        impl fmt::Write for Fnv {
+            fn write_str(&mut self, s: &str) -> fmt::Result {
+                for b in s.bytes() {
+                    self.0 ^= u64::from(b);
+                    self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+                }
+                Ok(())
+            }
         }
-        Self(format!("{:012x}", h >> 16))
+        let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+        // Hashing cannot fail.
+        let _ = device.write_key(&mut h);
+        let _ = match knob {
+            Some(k) => write!(h, "\0{k}\0{}", reason.as_str()),
+            None => write!(h, "\0none\0{}", reason.as_str()),
+        };
+        Self(format!("{:012x}", h.0 >> 16))
     }
 }
 

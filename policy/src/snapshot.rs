@@ -66,10 +66,22 @@ impl DeviceId {
     /// A stable, human-readable key, e.g. `pci/0000:3b:00.0/0c:42:a1:00:00:01`.
     #[must_use]
     pub fn key(&self) -> String {
-        let part = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".to_owned());
+        let mut s = String::new();
+        // Writing to a String cannot fail.
+        let _ = self.write_key(&mut s);
+        s
+    }
+
+    /// [`DeviceId::key`], written to `out` (no string of its own: the
+    /// engine hashes it into every recommendation id, every tick).
+    pub fn write_key(&self, out: &mut impl std::fmt::Write) -> std::fmt::Result {
+        fn part(v: &Option<String>) -> &str {
+            v.as_deref().unwrap_or("-")
+        }
         match (&self.bus, &self.parent, &self.perm_addr) {
-            (None, None, None) => format!("name/{}", self.name_fallback.as_deref().unwrap_or("-")),
-            _ => format!(
+            (None, None, None) => write!(out, "name/{}", part(&self.name_fallback)),
+            _ => write!(
+                out,
                 "{}/{}/{}",
                 part(&self.bus),
                 part(&self.parent),
