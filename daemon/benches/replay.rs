@@ -29,11 +29,16 @@ const DEVICES: u32 = 16;
 const QUEUES: u32 = 128;
 const INTERVAL: Duration = Duration::from_secs(10);
 
-/// This thread's CPU time so far (`/proc/thread-self/schedstat`, ns): on a
-/// shared machine the wall clock also counts other jobs' time.
+/// The process's CPU time so far (user + system, every thread: the replay
+/// reads on a second thread): on a shared machine the wall clock also
+/// counts other jobs' time.
 fn cpu() -> Duration {
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
-    Duration::from_nanos(s.split_whitespace().next().unwrap().parse().unwrap())
+    use nix::sys::resource::{UsageWho, getrusage};
+    let u = getrusage(UsageWho::RUSAGE_SELF).unwrap();
+    let d = |t: nix::sys::time::TimeVal| {
+        Duration::from_secs(t.tv_sec() as u64) + Duration::from_micros(t.tv_usec() as u64)
+    };
+    d(u.user_time()) + d(u.system_time())
 }
 
 /// A small deterministic generator: varied deltas, as real traffic has.
