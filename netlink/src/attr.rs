@@ -287,6 +287,31 @@ impl Writer {
     }
 }
 
+/// An attribute set decoded in place: every field overwritten, the
+/// buffers it holds reused — a pass decodes the same replies every few
+/// seconds, into the entries of the last pass.
+pub trait DecodeInPlace: Default {
+    /// Decode `attrs` into `self`. After an error `self` holds a partial
+    /// decode.
+    fn parse_into(&mut self, attrs: &[u8]) -> Result<(), CodecError>;
+
+    /// A fresh decode.
+    fn parse(attrs: &[u8]) -> Result<Self, CodecError> {
+        let mut v = Self::default();
+        v.parse_into(attrs)?;
+        Ok(v)
+    }
+}
+
+/// `*v` back to its default, keeping the buffer of the attributes it did
+/// not know (`other`, cleared), for [`DecodeInPlace::parse_into`].
+pub(crate) fn reset_keeping_other<T: Default>(v: &mut T, other: fn(&mut T) -> &mut Vec<RawAttr>) {
+    let mut kept = std::mem::take(other(v));
+    kept.clear();
+    *v = T::default();
+    *other(v) = kept;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

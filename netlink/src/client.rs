@@ -1,5 +1,6 @@
 //! The async client: one request socket per family, notifications apart.
 
+use crate::attr::DecodeInPlace;
 use crate::caps::Capabilities;
 use crate::ctrl::{CtrlMessage, Family, GENL_ID_CTRL};
 use crate::error::{CodecError, Error, KernelError, Result};

@@ -1,7 +1,7 @@
 //! `ETHTOOL_A_CHANNELS_*`.
 
 use super::Header;
-use crate::attr::{Attrs, RawAttr, Writer};
+use crate::attr::{Attrs, DecodeInPlace, RawAttr, Writer, reset_keeping_other};
 use crate::error::CodecError;
 
 /// Channel state (reply / notification) or a CHANNELS_SET request (only
@@ -35,25 +35,10 @@ pub(super) fn attr_name(k: u16) -> Option<&'static str> {
     })
 }
 
-impl Channels {
-    pub(crate) fn parse(attrs: &[u8]) -> Result<Self, CodecError> {
-        let mut c = Self::default();
-        c.parse_into(attrs)?;
-        Ok(c)
-    }
-
-    /// [`Channels::parse`] into `self`, every field overwritten, reusing
-    /// its buffers (the header's device name, `other`): a pass that
-    /// reads every device's channels allocates nothing for them. After an
-    /// error `self` holds a partial decode.
-    pub fn parse_into(&mut self, attrs: &[u8]) -> Result<(), CodecError> {
-        let mut other = std::mem::take(&mut self.other);
-        other.clear();
+impl DecodeInPlace for Channels {
+    fn parse_into(&mut self, attrs: &[u8]) -> Result<(), CodecError> {
         let mut header = self.header.take();
-        *self = Self {
-            other,
-            ..Self::default()
-        };
+        reset_keeping_other(self, |v| &mut v.other);
         for a in Attrs::new(attrs) {
             let a = a?;
             match a.kind {
@@ -75,7 +60,9 @@ impl Channels {
         }
         Ok(())
     }
+}
 
+impl Channels {
     /// In the kernel's order (`channels_fill_reply`): max, then count.
     pub(crate) fn emit(&self, w: &mut Writer) {
         if let Some(h) = &self.header {

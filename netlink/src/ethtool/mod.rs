@@ -12,7 +12,7 @@ mod rings;
 pub use channels::Channels;
 pub use rings::Rings;
 
-use crate::attr::{Attrs, RawAttr, Writer};
+use crate::attr::{Attrs, DecodeInPlace as _, RawAttr, Writer};
 use crate::error::CodecError;
 use crate::genl::GenlPayload;
 

@@ -1,7 +1,7 @@
 //! `ETHTOOL_A_RINGS_*`.
 
 use super::Header;
-use crate::attr::{Attrs, RawAttr, Writer};
+use crate::attr::{Attrs, DecodeInPlace, RawAttr, Writer, reset_keeping_other};
 use crate::error::CodecError;
 
 /// Ring state (reply / notification) or a RINGS_SET request (only `Some`
@@ -55,25 +55,10 @@ pub(super) fn attr_name(k: u16) -> Option<&'static str> {
     })
 }
 
-impl Rings {
-    pub(crate) fn parse(attrs: &[u8]) -> Result<Self, CodecError> {
-        let mut r = Self::default();
-        r.parse_into(attrs)?;
-        Ok(r)
-    }
-
-    /// [`Rings::parse`] into `self`, every field overwritten, reusing
-    /// its buffers (the header's device name, `other`): a pass that
-    /// reads every device's rings allocates nothing for them. After an
-    /// error `self` holds a partial decode.
-    pub fn parse_into(&mut self, attrs: &[u8]) -> Result<(), CodecError> {
-        let mut other = std::mem::take(&mut self.other);
-        other.clear();
+impl DecodeInPlace for Rings {
+    fn parse_into(&mut self, attrs: &[u8]) -> Result<(), CodecError> {
         let mut header = self.header.take();
-        *self = Self {
-            other,
-            ..Self::default()
-        };
+        reset_keeping_other(self, |v| &mut v.other);
         for a in Attrs::new(attrs) {
             let a = a?;
             match a.kind {
@@ -104,7 +89,9 @@ impl Rings {
         }
         Ok(())
     }
+}
 
+impl Rings {
     /// In the kernel's order (`rings_fill_reply`): each max before its
     /// current value.
     pub(crate) fn emit(&self, w: &mut Writer) {

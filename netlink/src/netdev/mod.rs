@@ -14,7 +14,7 @@ pub use page_pool::{IoUringProviderInfo, PagePool, PagePoolInfo, PagePoolStats, 
 pub use qstats::{QSTATS_SCOPE_QUEUE, Qstats, QstatsCounters};
 pub use queue::{Lease, LeaseQueue, Napi, Queue, QueueType};
 
-use crate::attr::{Attrs, RawAttr, Writer};
+use crate::attr::{Attrs, DecodeInPlace as _, RawAttr, Writer};
 use crate::error::CodecError;
 use crate::genl::GenlPayload;
 

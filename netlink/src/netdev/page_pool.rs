@@ -1,7 +1,7 @@
 //! `page-pool` and `page-pool-stats` attribute sets.
 
 use super::{emit_io_uring, parse_io_uring};
-use crate::attr::{Attrs, RawAttr, Writer};
+use crate::attr::{Attrs, DecodeInPlace, RawAttr, Writer, reset_keeping_other};
 use crate::error::CodecError;
 
 /// `io-uring-provider-info` nest. Present (possibly empty) when an io_uring
@@ -30,24 +30,9 @@ pub struct PagePool {
     pub other: Vec<RawAttr>,
 }
 
-impl PagePool {
-    pub(crate) fn parse(attrs: &[u8]) -> Result<Self, CodecError> {
-        let mut p = Self::default();
-        p.parse_into(attrs)?;
-        Ok(p)
-    }
-
-    /// [`PagePool::parse`] into `self`, every field overwritten (the
-    /// buffer of `other` reused): a dump decoded into the slots of the
-    /// last one moves and frees nothing. After an error `self` holds a
-    /// partial decode.
-    pub(crate) fn parse_into(&mut self, attrs: &[u8]) -> Result<(), CodecError> {
-        let mut other = std::mem::take(&mut self.other);
-        other.clear();
-        *self = Self {
-            other,
-            ..Self::default()
-        };
+impl DecodeInPlace for PagePool {
+    fn parse_into(&mut self, attrs: &[u8]) -> Result<(), CodecError> {
+        reset_keeping_other(self, |v| &mut v.other);
         for a in Attrs::new(attrs) {
             let a = a?;
             match a.kind {
@@ -64,7 +49,9 @@ impl PagePool {
         }
         Ok(())
     }
+}
 
+impl PagePool {
     /// In the kernel's order (`page_pool_nl_fill`).
     pub(crate) fn emit(&self, w: &mut Writer) {
         w.opt_uint(1, self.id);
@@ -144,24 +131,9 @@ pub struct PagePoolStats {
     pub other: Vec<RawAttr>,
 }
 
-impl PagePoolStats {
-    pub(crate) fn parse(attrs: &[u8]) -> Result<Self, CodecError> {
-        let mut s = Self::default();
-        s.parse_into(attrs)?;
-        Ok(s)
-    }
-
-    /// [`PagePoolStats::parse`] into `self`, every field overwritten (the
-    /// buffer of `other` reused): a dump decoded into the slots of the
-    /// last one moves and frees nothing. After an error `self` holds a
-    /// partial decode.
-    pub(crate) fn parse_into(&mut self, attrs: &[u8]) -> Result<(), CodecError> {
-        let mut other = std::mem::take(&mut self.other);
-        other.clear();
-        *self = Self {
-            other,
-            ..Self::default()
-        };
+impl DecodeInPlace for PagePoolStats {
+    fn parse_into(&mut self, attrs: &[u8]) -> Result<(), CodecError> {
+        reset_keeping_other(self, |v| &mut v.other);
         for a in Attrs::new(attrs) {
             let a = a?;
             if a.kind == 1 {
@@ -181,7 +153,9 @@ impl PagePoolStats {
         }
         Ok(())
     }
+}
 
+impl PagePoolStats {
     pub(crate) fn emit(&self, w: &mut Writer) {
         if let Some(info) = &self.info {
             let mut n = Writer::new();

@@ -1,7 +1,7 @@
 //! `qstats` attribute set.
 
 use super::page_pool::counters;
-use crate::attr::{Attrs, RawAttr, Writer};
+use crate::attr::{Attrs, DecodeInPlace, RawAttr, Writer, reset_keeping_other};
 use crate::error::CodecError;
 
 /// `scope` flag for per-queue stats.
@@ -53,24 +53,9 @@ pub struct Qstats {
     pub other: Vec<RawAttr>,
 }
 
-impl Qstats {
-    pub(crate) fn parse(attrs: &[u8]) -> Result<Self, CodecError> {
-        let mut q = Self::default();
-        q.parse_into(attrs)?;
-        Ok(q)
-    }
-
-    /// [`Qstats::parse`] into `self`, every field overwritten (the
-    /// buffer of `other` reused): a dump decoded into the slots of the
-    /// last one moves and frees nothing. After an error `self` holds a
-    /// partial decode.
-    pub(crate) fn parse_into(&mut self, attrs: &[u8]) -> Result<(), CodecError> {
-        let mut other = std::mem::take(&mut self.other);
-        other.clear();
-        *self = Self {
-            other,
-            ..Self::default()
-        };
+impl DecodeInPlace for Qstats {
+    fn parse_into(&mut self, attrs: &[u8]) -> Result<(), CodecError> {
+        reset_keeping_other(self, |v| &mut v.other);
         for a in Attrs::new(attrs) {
             let a = a?;
             match a.kind {
@@ -87,7 +72,9 @@ impl Qstats {
         }
         Ok(())
     }
+}
 
+impl Qstats {
     pub(crate) fn emit(&self, w: &mut Writer) {
         w.opt_u32(1, self.ifindex);
         w.opt_u32(2, self.queue_type);

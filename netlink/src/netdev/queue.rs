@@ -1,7 +1,7 @@
 //! `queue` and `napi` attribute sets.
 
 use super::{emit_io_uring, parse_io_uring};
-use crate::attr::{Attrs, RawAttr, Writer};
+use crate::attr::{Attrs, DecodeInPlace, RawAttr, Writer, reset_keeping_other};
 use crate::error::CodecError;
 use crate::netdev::IoUringProviderInfo;
 
@@ -64,24 +64,9 @@ pub struct Queue {
     pub other: Vec<RawAttr>,
 }
 
-impl Queue {
-    pub(crate) fn parse(attrs: &[u8]) -> Result<Self, CodecError> {
-        let mut q = Self::default();
-        q.parse_into(attrs)?;
-        Ok(q)
-    }
-
-    /// [`Queue::parse`] into `self`, every field overwritten (the
-    /// buffer of `other` reused): a dump decoded into the slots of the
-    /// last one moves and frees nothing. After an error `self` holds a
-    /// partial decode.
-    pub(crate) fn parse_into(&mut self, attrs: &[u8]) -> Result<(), CodecError> {
-        let mut other = std::mem::take(&mut self.other);
-        other.clear();
-        *self = Self {
-            other,
-            ..Self::default()
-        };
+impl DecodeInPlace for Queue {
+    fn parse_into(&mut self, attrs: &[u8]) -> Result<(), CodecError> {
+        reset_keeping_other(self, |v| &mut v.other);
         for a in Attrs::new(attrs) {
             let a = a?;
             match a.kind {
@@ -123,7 +108,9 @@ impl Queue {
         }
         Ok(())
     }
+}
 
+impl Queue {
     /// In the kernel's order (`netdev_nl_queue_fill_one`): id, type, ifindex.
     pub(crate) fn emit(&self, w: &mut Writer) {
         w.opt_u32(1, self.id);
