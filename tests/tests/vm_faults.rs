@@ -119,9 +119,16 @@ struct Daemon {
 }
 
 impl Daemon {
-    /// `policy` from tests/policies with `"ppsim*"` narrowed to `device`
-    /// (or left to select every ppsim device).
-    fn start(dir: &Path, policy: &str, device: Option<&str>, run: PathBuf, port: u16) -> Self {
+    /// Starts `policy` from tests/policies with `"ppsim*"` narrowed to
+    /// `device` (or left to select every ppsim device), its runtime
+    /// directory `run` (default `dir/run`), and waits for its first sample.
+    async fn start(
+        dir: &Path,
+        policy: &str,
+        device: Option<&str>,
+        run: Option<PathBuf>,
+        port: u16,
+    ) -> Self {
         let text =
             std::fs::read_to_string(repo_root().join("tests/policies").join(policy)).unwrap();
         let text = match device {
@@ -133,12 +140,13 @@ impl Daemon {
         let mut d = Self {
             child: None,
             config,
-            run,
+            run: run.unwrap_or_else(|| dir.join("run")),
             state: dir.join("state"),
             log: dir.join("pptune.log"),
             addr: format!("127.0.0.1:{port}"),
         };
         d.respawn();
+        d.ready().await;
         d
     }
 
@@ -240,6 +248,16 @@ impl Daemon {
         );
     }
 
+    /// Fails the test with `failures` and the log's tail unless empty.
+    fn assert_none(&self, failures: &[String]) {
+        assert!(
+            failures.is_empty(),
+            "{}\n--- log:\n{}",
+            failures.join("\n"),
+            self.tail(60)
+        );
+    }
+
     /// `pptune restore` on the daemon's runtime directory.
     fn restore(&self) -> std::process::Output {
         Command::new(pptune_bin())
@@ -257,6 +275,22 @@ impl Drop for Daemon {
             let _ = c.wait();
         }
     }
+}
+
+/// One bursty device, its traffic started after `prepare` ran on it, and a
+/// ready daemon whose `policy` selects only that device.
+async fn daemon_on_one_device(
+    policy: &str,
+    port: u16,
+    prepare: impl FnOnce(&PpsimDev),
+) -> (PpsimDev, tempfile::TempDir, Daemon) {
+    let ppsim = Ppsim::load().expect("ppsim loads");
+    let d = device(&ppsim, 1, None);
+    prepare(&d);
+    d.start().expect("start");
+    let dir = tempfile::tempdir().unwrap();
+    let p = Daemon::start(dir.path(), policy, Some(d.name()), None, port).await;
+    (d, dir, p)
 }
 
 /// Polls until `f` holds (every 200 ms) or `limit` passes; whether it held.
@@ -319,14 +353,7 @@ async fn devices_deleted_at_random_points_of_changes() {
     let ppsim = Ppsim::load().expect("ppsim loads");
     let bystander = device(&ppsim, 1, None);
     let dir = tempfile::tempdir().unwrap();
-    let mut p = Daemon::start(
-        dir.path(),
-        "faults.yaml",
-        None,
-        dir.path().join("run"),
-        19891,
-    );
-    p.ready().await;
+    let mut p = Daemon::start(dir.path(), "faults.yaml", None, None, 19891).await;
     let (mut after_change, mut crashes, mut stuck) = (0u64, 0u64, 0u64);
     let mut failures = Vec::new();
     let t0 = Instant::now();
@@ -408,12 +435,7 @@ async fn devices_deleted_at_random_points_of_changes() {
     );
     bystander.stop().ok();
     bystander.delete().ok();
-    assert!(
-        failures.is_empty(),
-        "{}\n--- log:\n{}",
-        failures.join("\n"),
-        p.tail(60)
-    );
+    p.assert_none(&failures);
     assert!(
         alive && term == Some(0),
         "daemon alive {alive}, exit {term:?}:\n{}",
@@ -460,14 +482,7 @@ async fn module_unloaded_with_pools_held() {
     d.start().expect("start");
     let name = d.name().to_owned();
     let dir = tempfile::tempdir().unwrap();
-    let mut p = Daemon::start(
-        dir.path(),
-        "faults.yaml",
-        None,
-        dir.path().join("run"),
-        19892,
-    );
-    p.ready().await;
+    let mut p = Daemon::start(dir.path(), "faults.yaml", None, None, 19892).await;
     let held: u64 = d.queues().expect("queues").iter().map(|q| q.held).sum();
     let seen = wait_for(Duration::from_secs(10), || async {
         p.view()
@@ -557,20 +572,11 @@ async fn a_kernel_that_refuses_every_set() {
     let secs = count("PPTUNE_FAULT_REFUSE_SECS", 30);
     let budget = 1u64;
     let c = Client::connect().await.expect("client");
-    let ppsim = Ppsim::load().expect("ppsim loads");
-    let d = device(&ppsim, 1, None);
-    d.set_refuse_sets(true).expect("refuse_sets");
-    d.start().expect("start");
+    let (d, _dir, mut p) = daemon_on_one_device("faults-budget.yaml", 19893, |d| {
+        d.set_refuse_sets(true).expect("refuse_sets");
+    })
+    .await;
     let name = d.name().to_owned();
-    let dir = tempfile::tempdir().unwrap();
-    let mut p = Daemon::start(
-        dir.path(),
-        "faults-budget.yaml",
-        Some(&name),
-        dir.path().join("run"),
-        19893,
-    );
-    p.ready().await;
     let t0 = Instant::now();
     let mut worst_hour = 0u64;
     let mut hour_start = (Instant::now(), 0u64);
@@ -651,10 +657,10 @@ async fn notification_overflow_at_high_rebuild_rates_resyncs() {
         dir.path(),
         "closed-loop-observe.yaml",
         Some(&name),
-        dir.path().join("run"),
+        None,
         19894,
-    );
-    p.ready().await;
+    )
+    .await;
     drop(rmem);
     let dev_label = format!("device=\"{name}\"");
     let r0 = p.metric("pptune_resyncs_total", &[]);
@@ -757,8 +763,7 @@ async fn state_directory_read_only_or_full_stops_enforcing_until_writable() {
     let d2 = device(&ppsim, 1, None);
     let dir = tempfile::tempdir().unwrap();
     let fs = Tmpfs::mount(&dir.path().join("run"), "512k");
-    let mut p = Daemon::start(dir.path(), "faults.yaml", None, fs.0.clone(), 19895);
-    p.ready().await;
+    let mut p = Daemon::start(dir.path(), "faults.yaml", None, Some(fs.0.clone()), 19895).await;
     let mut report = Vec::new();
     let mut failures = Vec::new();
     for (phase, dev) in [("read_only", &d1), ("full", &d2)] {
@@ -821,12 +826,7 @@ async fn state_directory_read_only_or_full_stops_enforcing_until_writable() {
     d1.delete().ok();
     d2.delete().ok();
     assert!(alive, "the daemon died:\n{}", p.tail(60));
-    assert!(
-        failures.is_empty(),
-        "{}\n--- log:\n{}",
-        failures.join("\n"),
-        p.tail(60)
-    );
+    p.assert_none(&failures);
     assert!(
         restore.status.success(),
         "restore after the faults: {}{}",
@@ -881,19 +881,8 @@ async fn clock_jumps_keep_the_change_budget() {
     let k = gate("clock_jumps_keep_the_change_budget");
     let stop_secs = count("PPTUNE_FAULT_STOP_SECS", 10);
     let c = Client::connect().await.expect("client");
-    let ppsim = Ppsim::load().expect("ppsim loads");
-    let d = device(&ppsim, 1, None);
-    d.start().expect("start");
+    let (d, _dir, mut p) = daemon_on_one_device("faults-budget.yaml", 19896, |_| ()).await;
     let name = d.name().to_owned();
-    let dir = tempfile::tempdir().unwrap();
-    let mut p = Daemon::start(
-        dir.path(),
-        "faults-budget.yaml",
-        Some(&name),
-        dir.path().join("run"),
-        19896,
-    );
-    p.ready().await;
     let clock = WallClock::new();
     let t_start = Instant::now();
     let mut changes: Vec<(f64, u32)> = Vec::new();
