@@ -94,7 +94,9 @@ impl Held {
 }
 
 /// Whether a change touched the device: everything but a kernel refusal.
-/// These count for cooldown and the hourly budget.
+/// These count for cooldown; the hourly budget counts every attempt,
+/// refusals too (a driver that refuses every set is asked no more often
+/// than the budget allows).
 #[must_use]
 pub fn touched(r: &ActionRecord) -> bool {
     !matches!(r.outcome, Outcome::Refused { .. })
@@ -196,7 +198,7 @@ pub fn admit(
     let recent = obs
         .history
         .iter()
-        .filter(|r| touched(r) && within(r.at, HOUR, now))
+        .filter(|r| within(r.at, HOUR, now))
         .count();
     let used = u32::try_from(recent)
         .unwrap_or(u32::MAX)

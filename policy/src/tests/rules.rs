@@ -460,6 +460,32 @@ fn record(w: &World, secs_ago: u64, outcome: Outcome) -> ActionRecord {
     }
 }
 
+/// A refused SET is an attempt: a driver that refuses every set must not
+/// get more attempts an hour than the budget allows (issue 14's faults;
+/// before, refusals did not count and the backoff alone let a refusing
+/// device be asked 6 times in the hour at a budget of 1,
+/// RELIABILITY.md §5b).
+#[test]
+fn refused_attempts_count_for_the_hourly_budget() {
+    gated(
+        |w| {
+            let mut other = record(
+                w,
+                1000,
+                Outcome::Refused {
+                    errno: 16,
+                    message: "busy".into(),
+                },
+            );
+            other.device.parent = Some("other".into());
+            for _ in 0..6 {
+                w.history.push(other.clone());
+            }
+        },
+        ReasonCode::ChangeBudgetExhausted,
+    );
+}
+
 #[test]
 fn safety_gates() {
     gated(
