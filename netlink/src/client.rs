@@ -10,7 +10,7 @@ use crate::frame::{self, NLM_F_DUMP};
 use crate::genl::GenlPayload;
 use crate::netdev::{Napi, NetdevBody, NetdevMessage, PagePool, PagePoolStats, Qstats, Queue, cmd};
 use crate::rtnl::{self, Link};
-use crate::socket::{Exchange, NETLINK_GENERIC, NETLINK_ROUTE, Outcome, RequestSocket};
+use crate::socket::{Exchange, NETLINK_GENERIC, NETLINK_ROUTE, RequestSocket};
 
 /// A resolved generic netlink family and its request socket.
 #[derive(Debug)]
@@ -524,8 +524,8 @@ pub fn decode_channels_into(ex: &Exchange, ifname: Option<&str>, out: &mut Chann
 }
 
 /// The first reply of an ethtool get exchange whose body is `want`,
-/// decoded by `parse`; replies before it are decoded as
-/// [`EthtoolMessage`]s (a malformed one fails the request) and dropped.
+/// decoded by `parse`; every other reply is decoded as an
+/// [`EthtoolMessage`] (a malformed one fails the request) and dropped.
 fn decode_ethtool_get(
     ex: &Exchange,
     op: &'static str,
@@ -533,27 +533,45 @@ fn decode_ethtool_get(
     want: BodyKind,
     mut parse: impl FnMut(&[u8]) -> std::result::Result<(), CodecError>,
 ) -> Result<()> {
-    if let Some(source) = ex.refusal().map_err(|source| decode_err(op, source))? {
-        return Err(Error::Kernel {
-            op,
-            ifname: ifname.map(str::to_owned),
-            source: name_attr::<EthtoolMessage>(&ex.request, source),
-        });
-    }
-    for m in ex.replies() {
-        let found = m.and_then(|m| {
-            let (cmd, _, attrs) = frame::genl_split(m.payload)?;
-            if body_kind(cmd) == want {
-                parse(attrs).map(|()| true)
-            } else {
-                EthtoolMessage::parse_attrs(cmd, attrs).map(|_| false)
-            }
-        });
-        if found.map_err(|source| decode_err(op, source))? {
-            return Ok(());
+    let mut found = false;
+    walk_replies(ex, op, ifname, name_attr::<EthtoolMessage>, |m| {
+        let (cmd, _, attrs) = frame::genl_split(m.payload)?;
+        if !found && body_kind(cmd) == want {
+            found = true;
+            parse(attrs)
+        } else {
+            EthtoolMessage::parse_attrs(cmd, attrs).map(drop)
         }
+    })?;
+    if found { Ok(()) } else { Err(no_reply(op)) }
+}
+
+/// Every data reply of `ex` to `f`, in one walk over the exchange. A
+/// refusal becomes [`Error::Kernel`] (its attribute named by `name` from
+/// the request); a framing error or one of `f`'s becomes
+/// [`Error::Decode`] — unless the exchange also holds a refusal, the
+/// better report. The one place the decoders below turn an exchange into
+/// a result.
+fn walk_replies<'a>(
+    ex: &'a Exchange,
+    op: &'static str,
+    ifname: Option<&str>,
+    name: fn(&[u8], KernelError) -> KernelError,
+    f: impl FnMut(frame::Msg<'a>) -> std::result::Result<(), CodecError>,
+) -> Result<()> {
+    let refused = |source| Error::Kernel {
+        op,
+        ifname: ifname.map(str::to_owned),
+        source: name(&ex.request, source),
+    };
+    match ex.for_each_reply(f) {
+        Ok(None) => Ok(()),
+        Ok(Some(source)) => Err(refused(source)),
+        Err(source) => match ex.refusal() {
+            Ok(Some(r)) => Err(refused(r)),
+            _ => Err(decode_err(op, source)),
+        },
     }
-    Err(no_reply(op))
 }
 
 /// The links of an `RTM_GETLINK` dump exchange ([`Client::links`]'s
@@ -567,33 +585,26 @@ pub fn decode_links(ex: &Exchange) -> Result<Vec<Link>> {
 /// [`decode_links`] into `out`, reusing the links (and their strings)
 /// already there; `out` holds exactly the dump's links afterwards.
 pub fn decode_links_into(ex: &Exchange, out: &mut Vec<Link>) -> Result<()> {
-    let op = "link-dump";
-    if let Some(source) = ex.refusal().map_err(|source| decode_err(op, source))? {
-        out.clear();
-        return Err(Error::Kernel {
-            op,
-            ifname: None,
-            source,
-        });
-    }
     let mut n = 0;
-    for m in ex.replies() {
-        let m = m.map_err(|source| decode_err(op, source))?;
-        if m.header.kind != rtnl::RTM_NEWLINK {
-            continue;
-        }
-        let parsed = match out.get_mut(n) {
-            Some(slot) => slot.parse_into(m.payload),
-            None => Link::parse(m.payload).map(|l| out.push(l)),
-        };
-        if let Err(source) = parsed {
-            out.clear();
-            return Err(decode_err(op, source));
-        }
-        n += 1;
-    }
-    out.truncate(n);
-    Ok(())
+    let walked = walk_replies(
+        ex,
+        "link-dump",
+        None,
+        |_, e| e,
+        |m| {
+            if m.header.kind != rtnl::RTM_NEWLINK {
+                return Ok(());
+            }
+            match out.get_mut(n) {
+                Some(slot) => slot.parse_into(m.payload)?,
+                None => out.push(Link::parse(m.payload)?),
+            }
+            n += 1;
+            Ok(())
+        },
+    );
+    out.truncate(if walked.is_ok() { n } else { 0 });
+    walked
 }
 
 /// The pools of a page-pool-get dump ([`Client::page_pools`]'s decode half;
@@ -711,14 +722,8 @@ fn decode_netdev_typed<T: Default>(
     out: &mut Vec<T>,
 ) -> Result<()> {
     let mut n = 0;
-    let refused = |source| Error::Kernel {
-        op,
-        ifname: None,
-        source: name_attr::<NetdevMessage>(&ex.request, source),
-    };
-    // One walk: decode as the replies come, and drop them if the exchange
-    // turns out refused.
-    let walked = ex.for_each_reply(|m| -> std::result::Result<(), CodecError> {
+    // One walk: decode as the replies come; a refused exchange keeps none.
+    let walked = walk_replies(ex, op, None, name_attr::<NetdevMessage>, |m| {
         let (c, _, attrs) = frame::genl_split(m.payload)?;
         if cmds.contains(&c) {
             if n == out.len() {
@@ -734,24 +739,8 @@ fn decode_netdev_typed<T: Default>(
         }
         Ok(())
     });
-    match walked {
-        Ok(None) => {
-            out.truncate(n);
-            Ok(())
-        }
-        Ok(Some(source)) => {
-            out.clear();
-            Err(refused(source))
-        }
-        Err(source) => {
-            out.clear();
-            // A refusal after a malformed reply is the better report.
-            match ex.refusal() {
-                Ok(Some(r)) => Err(refused(r)),
-                _ => Err(decode_err(op, source)),
-            }
-        }
-    }
+    out.truncate(if walked.is_ok() { n } else { 0 });
+    walked
 }
 
 /// Decode an exchange's replies as family `P`, or turn a refusal into
@@ -772,21 +761,12 @@ pub fn decode_genl_with<P: GenlPayload, T>(
     ifname: Option<&str>,
     mut keep: impl FnMut(P) -> Option<T>,
 ) -> Result<Vec<T>> {
-    match ex.outcome().map_err(|source| decode_err(op, source))? {
-        Outcome::Refused(source) => Err(Error::Kernel {
-            op,
-            ifname: ifname.map(str::to_owned),
-            source: name_attr::<P>(&ex.request, source),
-        }),
-        Outcome::Replies(msgs) => {
-            let mut out = Vec::with_capacity(msgs.len());
-            for m in &msgs {
-                let p = P::from_genl_bytes(m.payload).map_err(|source| decode_err(op, source))?;
-                out.extend(keep(p));
-            }
-            Ok(out)
-        }
-    }
+    let mut out = Vec::new();
+    walk_replies(ex, op, ifname, name_attr::<P>, |m| {
+        out.extend(keep(P::from_genl_bytes(m.payload)?));
+        Ok(())
+    })?;
+    Ok(out)
 }
 
 fn name_attr<P: GenlPayload>(request: &[u8], mut e: KernelError) -> KernelError {

@@ -63,30 +63,23 @@ pub enum Outcome<'a> {
 impl Exchange {
     /// Sort the messages into replies or a refusal.
     pub fn outcome(&self) -> Result<Outcome<'_>, CodecError> {
-        if let Some(e) = self.refusal()? {
-            return Ok(Outcome::Refused(e));
-        }
-        Ok(Outcome::Replies(self.replies().collect::<Result<_, _>>()?))
+        let mut replies = Vec::new();
+        Ok(
+            match self.for_each_reply(|m| {
+                replies.push(m);
+                Ok::<_, CodecError>(())
+            })? {
+                Some(e) => Outcome::Refused(e),
+                None => Outcome::Replies(replies),
+            },
+        )
     }
 
     /// The kernel's refusal, if the exchange holds one (an `NLMSG_ERROR`
     /// with a non-zero error, or a `NLMSG_DONE` carrying one). Checks the
     /// framing of every message on the way.
     pub fn refusal(&self) -> Result<Option<KernelError>, CodecError> {
-        for m in &self.messages {
-            for msg in frame::split(m) {
-                let msg = msg?;
-                let e = match msg.header.kind {
-                    NLMSG_ERROR => frame::parse_error(&msg.header, msg.payload)?,
-                    NLMSG_DONE => frame::parse_done(&msg.header, msg.payload)?,
-                    _ => None,
-                };
-                if e.is_some() {
-                    return Ok(e);
-                }
-            }
-        }
-        Ok(None)
+        self.for_each_reply(|_| Ok::<_, CodecError>(()))
     }
 
     /// Every data message (headers included), in order, to `f`, in one
@@ -94,9 +87,9 @@ impl Exchange {
     /// after `f` has seen the replies before it (a caller that keeps
     /// replies drops them). `f`'s first error, or a framing error, ends it
     /// too.
-    pub fn for_each_reply<E: From<CodecError>>(
-        &self,
-        mut f: impl FnMut(frame::Msg<'_>) -> Result<(), E>,
+    pub fn for_each_reply<'a, E: From<CodecError>>(
+        &'a self,
+        mut f: impl FnMut(frame::Msg<'a>) -> Result<(), E>,
     ) -> Result<Option<KernelError>, E> {
         for m in &self.messages {
             for msg in frame::split(m) {
@@ -116,21 +109,6 @@ impl Exchange {
             }
         }
         Ok(None)
-    }
-
-    /// The data messages (headers included), in order, without collecting
-    /// them: what [`Exchange::outcome`] lists as replies when
-    /// [`Exchange::refusal`] finds none.
-    pub fn replies(&self) -> impl Iterator<Item = Result<frame::Msg<'_>, CodecError>> {
-        self.messages
-            .iter()
-            .flat_map(|m| frame::split(m))
-            .filter(|m| {
-                !matches!(m, Ok(m) if matches!(
-                    m.header.kind,
-                    NLMSG_ERROR | NLMSG_DONE | NLMSG_NOOP | NLMSG_OVERRUN
-                ))
-            })
     }
 
     /// The kernel flagged the dump inconsistent (`NLM_F_DUMP_INTR`: the
