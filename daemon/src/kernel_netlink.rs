@@ -354,20 +354,29 @@ impl NetlinkKernel {
             });
         }
 
+        use netlink::client as c;
         let r = &self.requests;
         b.pools.clear();
         if capabilities.page_pool_get {
-            self.dump(&r.page_pools, &mut b.ex, "dumping page pools")
-                .await?;
-            netlink::client::decode_page_pools_into(&b.ex, &mut b.pools)
-                .map_err(|e| sample_err("dumping page pools", e))?;
+            self.dump(
+                &r.page_pools,
+                &mut b.ex,
+                &mut b.pools,
+                c::decode_page_pools_into,
+            )
+            .await
+            .map_err(|e| sample_err("dumping page pools", e))?;
         }
         b.stats.clear();
         if capabilities.page_pool_stats {
-            self.dump(&r.page_pool_stats, &mut b.ex, "dumping page pool stats")
-                .await?;
-            netlink::client::decode_page_pool_stats_into(&b.ex, &mut b.stats)
-                .map_err(|e| sample_err("dumping page pool stats", e))?;
+            self.dump(
+                &r.page_pool_stats,
+                &mut b.ex,
+                &mut b.stats,
+                c::decode_page_pool_stats_into,
+            )
+            .await
+            .map_err(|e| sample_err("dumping page pool stats", e))?;
         }
         // Only what `join` reads is kept of each dump (RX queues, device
         // totals, RX queue stats): at 2048 queues the TX halves alone were
@@ -384,12 +393,10 @@ impl NetlinkKernel {
                 Filter::Names(_) => &r.queues,
             };
             let got = self
-                .client
-                .netdev_dump_into(payload, &mut b.ex)
-                .await
-                .and_then(|()| {
-                    netlink::client::decode_queues_into(&b.ex, keep_queue, &mut b.queues)
-                });
+                .dump(payload, &mut b.ex, &mut b.queues, |ex, out| {
+                    c::decode_queues_into(ex, keep_queue, out)
+                })
+                .await;
             match got {
                 // The filtered device vanished since the link dump.
                 Err(e) if e.kernel().is_some_and(netlink::KernelError::is_no_device) => {}
@@ -410,10 +417,10 @@ impl NetlinkKernel {
                 (&r.queue_qstats, &mut b.queue_qstats, keep_queue_qstats),
             ] {
                 let got = self
-                    .client
-                    .netdev_dump_into(payload, &mut b.ex)
-                    .await
-                    .and_then(|()| netlink::client::decode_qstats_into(&b.ex, keep, out));
+                    .dump(payload, &mut b.ex, out, |ex, out| {
+                        c::decode_qstats_into(ex, keep, out)
+                    })
+                    .await;
                 if let Err(e) = got {
                     tracing::debug!(error = %e, "qstats dump failed");
                 }
@@ -455,24 +462,17 @@ impl NetlinkKernel {
         Ok(snap)
     }
 
-    /// One of the pass's netdev dumps into `ex`.
-    async fn dump(
+    /// One of the pass's netdev dumps through `ex`, decoded into `out`
+    /// by its kind's `decode_*_into`.
+    async fn dump<T>(
         &self,
         payload: &[u8],
         ex: &mut netlink::socket::Exchange,
-        context: &str,
-    ) -> Result<(), SampleError> {
-        self.client
-            .netdev_dump_into(payload, ex)
-            .await
-            .map_err(|e| sample_err(context, e))
-    }
-
-    /// Hand a spent snapshot back for the next pass to refill.
-    fn recycle_snapshot(&self, s: Snapshot) {
-        if let Ok(mut b) = self.buffers.lock() {
-            b.recycle(s);
-        }
+        out: &mut Vec<T>,
+        decode: impl FnOnce(&netlink::socket::Exchange, &mut Vec<T>) -> netlink::Result<()>,
+    ) -> netlink::Result<()> {
+        self.client.netdev_dump_into(payload, ex).await?;
+        decode(ex, out)
     }
 
     fn elapsed_ms(&self) -> u64 {
@@ -917,7 +917,9 @@ impl Kernel for NetlinkKernel {
     }
 
     fn recycle(&self, snapshot: Snapshot) {
-        self.recycle_snapshot(snapshot);
+        if let Ok(mut b) = self.buffers.lock() {
+            b.recycle(snapshot);
+        }
     }
 
     async fn sample_device(&self, ifindex: u32) -> Result<Option<Device>, SampleError> {
