@@ -229,6 +229,27 @@ impl QueueSeries {
     }
 }
 
+/// A device's [current, max] gauge pair of each named knob set from
+/// `values`, through the handles in `slots`: a handle is made from its
+/// family with `labels(name)` the first time a value is there, then kept.
+fn set_knob_gauges<L: Clone + std::hash::Hash + Eq>(
+    families: [&Family<L, Gauge>; 2],
+    names: &[&str; 4],
+    values: [(Option<u32>, Option<u32>); 4],
+    slots: &mut [[Option<Gauge>; 2]; 4],
+    labels: impl Fn(&str) -> L,
+) {
+    for ((name, (cur, max)), slot) in names.iter().zip(values).zip(slots) {
+        for ((value, family), gauge) in [cur, max].into_iter().zip(families).zip(slot) {
+            if let Some(v) = value {
+                gauge
+                    .get_or_insert_with(|| family.get_or_create(&labels(name)).clone())
+                    .set(i64::from(v));
+            }
+        }
+    }
+}
+
 /// A label value as prometheus-client's text encoder writes it.
 fn push_label_value(out: &mut String, v: &str) {
     for c in v.chars() {
@@ -739,22 +760,16 @@ impl Metrics {
                 (r.rx_jumbo, r.rx_jumbo_max),
                 (r.tx, r.tx_max),
             ];
-            for ((name, (cur, max)), slot) in RINGS.iter().zip(values).zip(&mut knobs.rings) {
-                let l = || RingLabels {
+            set_knob_gauges(
+                [&self.ring, &self.ring_max],
+                &RINGS,
+                values,
+                &mut knobs.rings,
+                |n| RingLabels {
                     device: dev.name.clone(),
-                    ring: (*name).to_owned(),
-                };
-                if let Some(v) = cur {
-                    slot[0]
-                        .get_or_insert_with(|| self.ring.get_or_create(&l()).clone())
-                        .set(i64::from(v));
-                }
-                if let Some(v) = max {
-                    slot[1]
-                        .get_or_insert_with(|| self.ring_max.get_or_create(&l()).clone())
-                        .set(i64::from(v));
-                }
-            }
+                    ring: n.to_owned(),
+                },
+            );
         }
         if let Some(c) = dev.channels.available() {
             let values = [
@@ -763,22 +778,13 @@ impl Metrics {
                 (c.other, c.other_max),
                 (c.combined, c.combined_max),
             ];
-            for ((name, (cur, max)), slot) in CHANNELS.iter().zip(values).zip(&mut knobs.channels) {
-                let l = || ChannelLabels {
+            let families = [&self.channels, &self.channels_max];
+            set_knob_gauges(families, &CHANNELS, values, &mut knobs.channels, |n| {
+                ChannelLabels {
                     device: dev.name.clone(),
-                    channel: (*name).to_owned(),
-                };
-                if let Some(v) = cur {
-                    slot[0]
-                        .get_or_insert_with(|| self.channels.get_or_create(&l()).clone())
-                        .set(i64::from(v));
+                    channel: n.to_owned(),
                 }
-                if let Some(v) = max {
-                    slot[1]
-                        .get_or_insert_with(|| self.channels_max.get_or_create(&l()).clone())
-                        .set(i64::from(v));
-                }
-            }
+            });
         }
     }
 
