@@ -1017,7 +1017,7 @@ mod tests {
     use super::*;
     use netlink::netns::TempNetns;
 
-    fn veth_netns(tag: &str) -> Option<TempNetns> {
+    fn veth_netns(tag: &str) -> TempNetns {
         assert!(
             netlink::netns::is_root(),
             "{tag}: needs root to create a network namespace"
@@ -1037,7 +1037,7 @@ mod tests {
         ])
         .unwrap();
         ns.ip(&["link", "set", "veth0", "up"]).unwrap();
-        Some(ns)
+        ns
     }
 
     const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../netlink/tests/fixtures/");
@@ -1339,7 +1339,7 @@ mod tests {
     #[test]
     #[ignore = "needs root: creates a network namespace (run with --include-ignored as root)"]
     fn kernel_trait_on_veth() {
-        let Some(ns) = veth_netns("kern") else { return };
+        let ns = veth_netns("kern");
         ns.run(|| async {
             let k = NetlinkKernel::connect().await.unwrap();
             let snap = k
