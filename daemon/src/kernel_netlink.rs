@@ -264,15 +264,15 @@ impl NetlinkKernel {
 
     /// The capability flags, probed on first use (a failed probe is
     /// retried on the next pass).
-    fn capabilities(&self) -> Result<Capabilities, SampleError> {
+    fn capabilities(&self) -> Result<&Capabilities, SampleError> {
         if let Some(c) = self.caps.get() {
-            return Ok(c.clone());
+            return Ok(c);
         }
         let caps = self
             .client
             .capabilities()
             .map_err(|e| sample_err("probing kernel capabilities", e))?;
-        Ok(self.caps.get_or_init(|| convert_caps(&caps)).clone())
+        Ok(self.caps.get_or_init(|| convert_caps(&caps)))
     }
 
     /// The driver of `link` into `slot` (its buffer reused), from the
@@ -348,7 +348,7 @@ impl NetlinkKernel {
             // would only answer ENODEV).
             return Ok(Snapshot {
                 taken_at_ms: self.elapsed_ms(),
-                capabilities,
+                capabilities: capabilities.clone(),
                 devices: Vec::new(),
                 orphan_pools: Vec::new(),
             });
@@ -427,7 +427,7 @@ impl NetlinkKernel {
             }
         }
 
-        let mut snap = b.begin(&capabilities, select, |l, slot| self.driver_into(l, slot));
+        let mut snap = b.begin(capabilities, select, |l, slot| self.driver_into(l, slot));
         for (dev, link) in snap
             .devices
             .iter_mut()
