@@ -224,7 +224,7 @@ pub struct DaemonSettings {
     pub recording_max_bytes: u64,
 }
 
-/// `daemon.recording_max_bytes` when the policy does not say (about 2.6 h
+/// `daemon.recording_max_bytes` when the policy does not say (about 6 h
 /// of a host whose 2048 pools are all busy, at a 10 s interval;
 /// docs/recording.md, "Size").
 pub const DEFAULT_RECORDING_MAX_BYTES: u64 = 64 << 20;
