@@ -395,6 +395,28 @@ pub fn schema_json() -> String {
     s
 }
 
+/// The schema every document is checked against. Generated once per
+/// process: it depends only on [`raw::RawPolicy`], and generating it was a
+/// tenth of a small file's load (RELIABILITY.md §1, the `policy` target).
+fn checking_schema() -> &'static serde_json::Value {
+    static SCHEMA: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    SCHEMA.get_or_init(|| schema::generate(None))
+}
+
+/// The embedded default policy as a spanned tree, the base every load
+/// merges onto. Parsed once per process (it is a constant, and parsing its
+/// commented text was most of a small file's load), handed out as a copy.
+/// A parse error is not kept: it cannot happen for the shipped text (the
+/// tests load it) and, if it did, every call would report it afresh.
+fn default_tree() -> Result<tree::Node, serde_saphyr::Error> {
+    static TREE: std::sync::OnceLock<tree::Node> = std::sync::OnceLock::new();
+    if let Some(t) = TREE.get() {
+        return Ok(t.clone());
+    }
+    let t = tree::parse(DEFAULT_POLICY_YAML, 0)?;
+    Ok(TREE.get_or_init(|| t).clone())
+}
+
 /// The pipeline: parse → schema check per file → merge → convert.
 fn build(docs: &[(String, String)]) -> Result<policy::Policy, Errors> {
     let mut names = vec![DEFAULT_SOURCE_NAME.to_owned()];
@@ -404,8 +426,8 @@ fn build(docs: &[(String, String)]) -> Result<policy::Policy, Errors> {
         format!("{file}:{}:{}", loc.line, loc.column)
     };
     let mut errors = Errors::default();
-    let schema = schema::generate(None);
-    let mut base = match tree::parse(DEFAULT_POLICY_YAML, 0) {
+    let schema = checking_schema();
+    let mut base = match default_tree() {
         Ok(t) => t,
         Err(e) => {
             errors.errors.push(parse_error(DEFAULT_SOURCE_NAME, e));
@@ -421,8 +443,8 @@ fn build(docs: &[(String, String)]) -> Result<policy::Policy, Errors> {
                 continue;
             }
         };
-        let mut v = schema::Validator::new(&schema);
-        v.check(&schema, &doc, "");
+        let mut v = schema::Validator::new(schema);
+        v.check(schema, &doc, "");
         // Leave invalid entries out so the semantic pass still runs on
         // the rest (every problem in one run).
         for issue in &v.issues {
@@ -444,8 +466,8 @@ fn build(docs: &[(String, String)]) -> Result<policy::Policy, Errors> {
     // Removing an invalid entry can leave its parent incomplete (a rollout
     // without `fraction`): drop such parents too, a few rounds at most.
     for _ in 0..8 {
-        let mut v = schema::Validator::new(&schema);
-        v.check(&schema, &base, "");
+        let mut v = schema::Validator::new(schema);
+        v.check(schema, &base, "");
         if v.issues.is_empty() {
             break;
         }
