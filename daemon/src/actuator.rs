@@ -24,7 +24,7 @@ use policy::snapshot::{Channels, Device, DeviceId, Rings, Snapshot};
 
 use crate::clock::{Clock, local_time, now_unix, unix_ms};
 use crate::kernel::{Kernel, SetError};
-use crate::metrics::{ActionLabels, DevLabels, KnobLabels, Metrics};
+use crate::metrics::{ActionLabels, KnobLabels, Metrics};
 use crate::state::{StateFile, StoredAction};
 
 /// A knob's current value on a sampled device (`policy::knobs`).
@@ -171,15 +171,12 @@ pub(crate) struct Actuator {
 }
 
 fn count_action(metrics: &Metrics, device: &str, knob: Knob, direction: &str, result: &str) {
-    metrics
-        .actions
-        .get_or_create(&ActionLabels {
-            device: device.to_owned(),
-            knob: knob.to_string(),
-            direction: direction.to_owned(),
-            result: result.to_owned(),
-        })
-        .inc();
+    metrics.count_action(ActionLabels {
+        device: device.to_owned(),
+        knob: knob.to_string(),
+        direction: direction.to_owned(),
+        result: result.to_owned(),
+    });
 }
 
 impl Actuator {
@@ -349,13 +346,10 @@ impl Actuator {
         // The operator owns the value now: restoring our recorded original
         // on stop would undo their change.
         io.record.file().forget_original(&dev.id, knob);
-        io.metrics
-            .overrides
-            .get_or_create(&KnobLabels {
-                device: dev.name.clone(),
-                knob: knob.to_string(),
-            })
-            .inc();
+        io.metrics.count_override(KnobLabels {
+            device: dev.name.clone(),
+            knob: knob.to_string(),
+        });
         let _ = io.record.save();
         true
     }
@@ -373,12 +367,7 @@ impl Actuator {
             error = %error,
             "device backed off"
         );
-        io.metrics
-            .backoff
-            .get_or_create(&DevLabels {
-                device: device.to_owned(),
-            })
-            .set(1);
+        io.metrics.set_backoff(device, true);
     }
 
     /// Applies one decision, if the gates still admit it (the plan asked
@@ -501,11 +490,7 @@ impl Actuator {
                 self.backoff.remove(&key);
                 count_action(io.metrics, &name, knob, direction, "applied");
                 io.metrics
-                    .last_action
-                    .get_or_create(&DevLabels {
-                        device: name.clone(),
-                    })
-                    .set(i64::try_from(unix_ms() / 1000).unwrap_or(0));
+                    .set_last_action(&name, i64::try_from(unix_ms() / 1000).unwrap_or(0));
                 tracing::warn!(
                     target: "pptune::action",
                     device = %name,

@@ -19,7 +19,7 @@
 //! label-set lookup per series per tick and a generic per-series encode per
 //! scrape, and the label strings were built and compared per queue.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -67,7 +67,7 @@ pub struct ChannelLabels {
     pub channel: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct DecisionLabels {
     pub device: String,
     /// `hold`, `set_ring`, `set_channels`.
@@ -77,7 +77,7 @@ pub struct DecisionLabels {
     pub mode: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct ActionLabels {
     pub device: String,
     /// `ring.rx`, `channels.combined` …
@@ -98,7 +98,7 @@ pub struct RecLabels {
     pub reason: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct KnobLabels {
     pub device: String,
     pub knob: String,
@@ -308,6 +308,14 @@ struct Carry {
     capabilities: Option<[Gauge; 8]>,
 }
 
+/// One device's counter label sets (see [`Metrics::counted`]).
+#[derive(Debug, Default)]
+struct CountedSeries {
+    decisions: BTreeSet<DecisionLabels>,
+    actions: BTreeSet<ActionLabels>,
+    overrides: BTreeSet<KnobLabels>,
+}
+
 /// The registry and every family.
 #[derive(Debug)]
 pub struct Metrics {
@@ -326,6 +334,10 @@ pub struct Metrics {
     pub recommendation: Family<RecLabels, Gauge>,
     /// The recommendation series currently exported per device.
     rec_current: Mutex<BTreeMap<String, RecLabels>>,
+    /// The label sets of the per-device counters, by device, so a device
+    /// that vanishes takes them with it (a `Family` cannot be searched by
+    /// one label).
+    counted: Mutex<BTreeMap<String, CountedSeries>>,
     pub backoff: Family<DevLabels, Gauge>,
     pub errors: Family<KindLabels, Counter>,
     pub capability: Family<CapLabels, Gauge>,
@@ -498,6 +510,7 @@ impl Metrics {
                 Family::default()
             ),
             rec_current: Mutex::new(BTreeMap::new()),
+            counted: Mutex::new(BTreeMap::new()),
             backoff: reg!(
                 "pptune_device_backoff",
                 "1 while the device is backed off after repeated failures",
@@ -788,8 +801,90 @@ impl Metrics {
         }
     }
 
-    /// Drops the ring/channel/mode series of a vanished device.
+    /// Counts a decision (`pptune_decisions_total`).
+    pub fn count_decision(&self, labels: DecisionLabels) {
+        self.decisions.get_or_create(&labels).inc();
+        self.remember(|c| &mut c.decisions, labels.device.as_str(), &labels);
+    }
+
+    /// Counts an action's outcome (`pptune_actions_total`).
+    pub fn count_action(&self, labels: ActionLabels) {
+        self.actions.get_or_create(&labels).inc();
+        self.remember(|c| &mut c.actions, labels.device.as_str(), &labels);
+    }
+
+    /// Counts an operator override (`pptune_operator_overrides_total`).
+    pub fn count_override(&self, labels: KnobLabels) {
+        self.overrides.get_or_create(&labels).inc();
+        self.remember(|c| &mut c.overrides, labels.device.as_str(), &labels);
+    }
+
+    /// `pptune_last_action_timestamp_seconds` of `device`.
+    pub fn set_last_action(&self, device: &str, unix_s: i64) {
+        self.last_action
+            .get_or_create(&DevLabels {
+                device: device.to_owned(),
+            })
+            .set(unix_s);
+    }
+
+    /// `pptune_device_backoff` of `device`.
+    pub fn set_backoff(&self, device: &str, backed_off: bool) {
+        self.backoff
+            .get_or_create(&DevLabels {
+                device: device.to_owned(),
+            })
+            .set(i64::from(backed_off));
+    }
+
+    /// Keeps `labels` under `device` for [`Metrics::forget_device`].
+    fn remember<L: Ord + Clone>(
+        &self,
+        set: impl FnOnce(&mut CountedSeries) -> &mut BTreeSet<L>,
+        device: &str,
+        labels: &L,
+    ) {
+        let Ok(mut counted) = self.counted.lock() else {
+            return;
+        };
+        let entry = match counted.get_mut(device) {
+            Some(c) => c,
+            None => counted.entry(device.to_owned()).or_default(),
+        };
+        let set = set(entry);
+        if !set.contains(labels) {
+            set.insert(labels.clone());
+        }
+    }
+
+    /// Drops every series of a vanished device: ring, channel and mode
+    /// gauges, decision, action and override counters, the last-action
+    /// time, the backoff flag and the recommendation. A device that comes
+    /// back starts its counters from zero (Prometheus' `rate` and
+    /// `increase` read that as a reset).
     fn forget_device(&self, device: &str) {
+        if let Some(c) = self
+            .counted
+            .lock()
+            .ok()
+            .and_then(|mut counted| counted.remove(device))
+        {
+            for l in &c.decisions {
+                self.decisions.remove(l);
+            }
+            for l in &c.actions {
+                self.actions.remove(l);
+            }
+            for l in &c.overrides {
+                self.overrides.remove(l);
+            }
+        }
+        let dev = DevLabels {
+            device: device.to_owned(),
+        };
+        self.last_action.remove(&dev);
+        self.backoff.remove(&dev);
+        self.set_recommendation(device, None);
         for ring in RINGS {
             let l = RingLabels {
                 device: device.to_owned(),
@@ -1092,6 +1187,79 @@ mod tests {
         );
         assert!(
             t.contains("pptune_channels{device=\"veth9\",channel=\"combined\"} 2"),
+            "{t}"
+        );
+    }
+
+    /// A device that vanishes takes every per-device series with it: the
+    /// decision, action and override counters, the last-action time, the
+    /// backoff flag and the recommendation, as well as its ring and channel
+    /// gauges. Found by the soak (tests/tests/vm_faults.rs): a device
+    /// replaced every few minutes under a new name left its counters and
+    /// gauges behind, one set of series per name for the daemon's life.
+    #[test]
+    fn a_vanished_device_drops_its_counters_and_flags() {
+        let m = Metrics::new();
+        let dev = |name: &str| Device {
+            ifindex: 9,
+            name: name.to_owned(),
+            ..Device::default()
+        };
+        let snap = |names: &[&str]| Snapshot {
+            devices: names.iter().map(|n| dev(n)).collect(),
+            ..Snapshot::default()
+        };
+        let text = |m: &Metrics| m.encode().unwrap();
+        m.observe_snapshot(&snap(&["soakb0", "keep0"]));
+        for device in ["soakb0", "keep0"] {
+            m.count_decision(DecisionLabels {
+                device: device.to_owned(),
+                action: "set_ring".to_owned(),
+                reason: "recycle_miss_high".to_owned(),
+                mode: "enforce".to_owned(),
+            });
+            m.count_action(ActionLabels {
+                device: device.to_owned(),
+                knob: "ring.rx".to_owned(),
+                direction: "grow".to_owned(),
+                result: "applied".to_owned(),
+            });
+            m.count_override(KnobLabels {
+                device: device.to_owned(),
+                knob: "ring.rx".to_owned(),
+            });
+            m.set_last_action(device, 1_796_091_744);
+            m.set_backoff(device, true);
+            m.set_recommendation(
+                device,
+                Some((
+                    RecLabels {
+                        device: device.to_owned(),
+                        recommendation: "0a1f51615c09".to_owned(),
+                        knob: "ring.rx".to_owned(),
+                        reason: "recycle_miss_high".to_owned(),
+                    },
+                    2048,
+                )),
+            );
+        }
+        let t = text(&m);
+        assert_eq!(t.matches("device=\"soakb0\"").count(), 6, "{t}");
+        m.observe_snapshot(&snap(&["keep0"]));
+        let t = text(&m);
+        assert!(!t.contains("soakb0"), "{t}");
+        assert_eq!(t.matches("device=\"keep0\"").count(), 6, "{t}");
+        // Back under the same name: counted from zero.
+        m.observe_snapshot(&snap(&["soakb0", "keep0"]));
+        m.count_action(ActionLabels {
+            device: "soakb0".to_owned(),
+            knob: "ring.rx".to_owned(),
+            direction: "grow".to_owned(),
+            result: "applied".to_owned(),
+        });
+        let t = text(&m);
+        assert!(
+            t.contains("pptune_actions_total{device=\"soakb0\",knob=\"ring.rx\",direction=\"grow\",result=\"applied\"} 1"),
             "{t}"
         );
     }

@@ -584,21 +584,13 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             // 0 for every selected device, so "backed off" is a value to
             // alert on, not a missing series.
             let backed_off = self.actuator.backed_off(&dec.device_id.key(), now);
-            self.metrics
-                .backoff
-                .get_or_create(&crate::metrics::DevLabels {
-                    device: dec.device.clone(),
-                })
-                .set(i64::from(backed_off));
-            self.metrics
-                .decisions
-                .get_or_create(&crate::metrics::DecisionLabels {
-                    device: dec.device.clone(),
-                    action: crate::logging::action_kind(&dec.action).to_owned(),
-                    reason: dec.reason.as_str().to_owned(),
-                    mode: mode.to_owned(),
-                })
-                .inc();
+            self.metrics.set_backoff(&dec.device, backed_off);
+            self.metrics.count_decision(crate::metrics::DecisionLabels {
+                device: dec.device.clone(),
+                action: crate::logging::action_kind(&dec.action).to_owned(),
+                reason: dec.reason.as_str().to_owned(),
+                mode: mode.to_owned(),
+            });
             self.log.log(dec, mode, now);
             let rec = match dec.action {
                 Action::Hold => None,

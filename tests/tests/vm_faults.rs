@@ -1118,7 +1118,7 @@ impl Drop for WatchdogListener {
 /// `PPTUNE_SOAK_SECS` (CI 80 s; campaign 7200 s), the workload of a
 /// 4-queue device changing every `PPTUNE_SOAK_CHANGE_SECS` (CI 10 s;
 /// campaign 180 s) through [`soak_phase`], and a 1-queue device on another
-/// phase replaced by a new one (a new name) every fourth change.
+/// phase replaced by a new one (renamed `soakbN`) every fourth change.
 ///
 /// Sampled from /proc every few seconds: resident set and descriptors; from
 /// the control view: the sample age. **Promise:** the daemon stays up, no
@@ -1136,8 +1136,11 @@ async fn soak_of_changing_workloads_stays_flat() {
     let every = Duration::from_secs((secs / 720).clamp(1, 10));
     let watchdog = Duration::from_secs(30);
     let ppsim = Ppsim::load().expect("ppsim loads");
-    let mut a = ppsim.new_device(4).expect("device");
-    a.rename("soaka").expect("rename");
+    // The 4-queue device keeps ppsim's name: ppsim names a new device
+    // after the lowest free `ppsimN` and keys its debugfs directory by it,
+    // so only the replaced device is renamed (its name is free again, with
+    // its debugfs directory, once it is deleted).
+    let a = ppsim.new_device(4).expect("device");
     a.set_up(true).expect("up");
     let new_b = |n: u64| {
         let mut b = ppsim.new_device(1).expect("device");
@@ -1246,7 +1249,15 @@ async fn soak_of_changing_workloads_stays_flat() {
         failures.push(format!("descriptors grew: {fd_start} → {fd_end}"));
     }
     if !stale.is_empty() {
-        failures.push(format!("deleted devices still in /metrics: {stale:?}"));
+        let m = p.get("/metrics");
+        let lines: Vec<&str> = m
+            .lines()
+            .filter(|l| stale.iter().any(|n| l.contains(&format!("device=\"{n}\""))))
+            .collect();
+        failures.push(format!(
+            "deleted devices still in /metrics: {stale:?}:\n{}",
+            lines.join("\n")
+        ));
     }
     if applied < 1.0 {
         failures.push("no change was applied: the soak never exercised the change path".into());
