@@ -114,3 +114,40 @@ pub fn write_channels_record(dir: &std::path::Path, name: &str, from: u32, to: u
     );
     std::fs::write(dir.join("state.json"), serde_json::to_string(&rec).unwrap()).unwrap();
 }
+
+/// The resident set of process `pid` in KiB (`VmRSS` of `/proc/PID/status`).
+///
+/// # Panics
+/// When the process is gone or the field is missing.
+#[must_use]
+#[allow(clippy::expect_used)]
+pub fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .expect("/proc/PID/status")
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .expect("VmRSS in /proc/PID/status")
+}
+
+/// Open descriptors of process `pid`: the fewest of ten looks 50 ms apart,
+/// since the daemon opens and closes some within a pass (ethtool ioctl,
+/// /proc), so one look can catch a pass in the middle.
+///
+/// # Panics
+/// When the process is gone.
+#[must_use]
+#[allow(clippy::expect_used)]
+pub fn open_fds(pid: u32) -> usize {
+    (0..10)
+        .map(|i| {
+            if i > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            std::fs::read_dir(format!("/proc/{pid}/fd"))
+                .expect("/proc/PID/fd")
+                .count()
+        })
+        .min()
+        .unwrap_or(0)
+}

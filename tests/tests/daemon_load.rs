@@ -133,27 +133,11 @@ impl Daemon {
     }
 
     fn rss_kib(&self) -> u64 {
-        let s = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
-        s.lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap()
+        pptune_tests::bin::rss_kib(self.pid())
     }
 
-    /// Open descriptors: the fewest of ten looks 50 ms apart, since the
-    /// loop opens and closes some within a pass (ethtool ioctl, /proc).
     fn fds(&self) -> usize {
-        (0..10)
-            .map(|i| {
-                if i > 0 {
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
-                    .unwrap()
-                    .count()
-            })
-            .min()
-            .unwrap_or(0)
+        pptune_tests::bin::open_fds(self.pid())
     }
 }
 

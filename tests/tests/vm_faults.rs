@@ -1020,20 +1020,6 @@ fn soak_apply(d: &PpsimDev, i: u64) {
     }
 }
 
-/// A process's resident set (KiB) and open descriptors, from /proc.
-fn rss_and_fds(pid: i32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let rss = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/PID/status");
-    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .unwrap()
-        .count() as u64;
-    (rss, fds)
-}
-
 /// Least-squares slope of `ys` over `xs`, per unit of `xs`.
 fn slope(xs: &[f64], ys: &[f64]) -> f64 {
     let n = xs.len() as f64;
@@ -1191,7 +1177,11 @@ async fn soak_of_changing_workloads_stays_flat() {
             }
             soak_apply(&b, phase + 3);
         }
-        let (r, f) = rss_and_fds(p.pid());
+        let pid = u32::try_from(p.pid()).unwrap();
+        let (r, f) = (
+            pptune_tests::bin::rss_kib(pid),
+            pptune_tests::bin::open_fds(pid) as u64,
+        );
         ts.push(t0.elapsed().as_secs_f64() / 3600.0);
         rss.push(r as f64);
         fds.push(f);
