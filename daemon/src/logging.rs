@@ -433,7 +433,7 @@ mod tests {
             action,
             reason,
             message: "m".into(),
-            evidence: BTreeMap::from([("recycle_miss_share".to_owned(), 0.5)]),
+            evidence: [("recycle_miss_share", 0.5)].into_iter().collect(),
         }
     }
 
@@ -568,7 +568,7 @@ mod tests {
         assert!(log.log(&grow, "observe", Duration::from_secs(0)));
         let mut again = grow.clone();
         // Evidence moves every tick; the finding is the same.
-        again.evidence.insert("recycle_miss_share".into(), 0.51);
+        again.evidence.insert("recycle_miss_share", 0.51);
         assert!(!log.log(&again, "observe", Duration::from_secs(10)));
         assert!(!log.log(&again, "observe", Duration::from_secs(20)));
         // A different finding is logged at once…

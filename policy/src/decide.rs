@@ -13,7 +13,9 @@ use crate::drivers::{
 };
 use crate::engine::{ActionRecord, Observation, Outcome};
 use crate::gates::{self, Held, Spent};
-use crate::plan::{Action, ChannelField, Decision, Knob, Plan, ReasonCode, RecommendationId};
+use crate::plan::{
+    Action, ChannelField, Decision, Evidence, Knob, Plan, ReasonCode, RecommendationId,
+};
 use crate::policy::{Mode, Policy};
 use crate::snapshot::{Device, Pool};
 use crate::state::{DeviceState, EngineState, RingProbe};
@@ -178,7 +180,7 @@ struct Findings {
 
 impl DeviceRun<'_> {
     fn run(&self, mode: Mode, ds: &mut DeviceState, ctx: &mut PlanCtx) -> Decision {
-        let mut evidence = BTreeMap::new();
+        let mut evidence = Evidence::default();
         let proposal = self.propose(ds, ctx, &mut evidence);
         self.finish(mode, proposal, evidence, ds, ctx)
     }
@@ -187,12 +189,7 @@ impl DeviceRun<'_> {
         Knob::Ring(self.info.field)
     }
 
-    fn propose(
-        &self,
-        ds: &mut DeviceState,
-        ctx: &PlanCtx,
-        ev: &mut BTreeMap<String, f64>,
-    ) -> Proposal {
+    fn propose(&self, ds: &mut DeviceState, ctx: &PlanCtx, ev: &mut Evidence) -> Proposal {
         let (policy, obs, dev) = (self.policy, self.obs, self.dev);
         if dev.pools().next().is_none() {
             ds.window = Default::default();
@@ -235,7 +232,7 @@ impl DeviceRun<'_> {
         }
         let acc = std::mem::take(&mut ds.window);
         ds.windows_closed = ds.windows_closed.saturating_add(1);
-        ev.insert("window_seconds".into(), acc.elapsed.as_secs_f64());
+        ev.insert("window_seconds", acc.elapsed.as_secs_f64());
         if acc.reset {
             // No data: neither extend nor break a streak.
             return Proposal::hold(
@@ -310,35 +307,30 @@ impl DeviceRun<'_> {
         f
     }
 
-    fn evidence(
-        &self,
-        f: &Findings,
-        acc: &crate::window::WindowAcc,
-        ev: &mut BTreeMap<String, f64>,
-    ) {
+    fn evidence(&self, f: &Findings, acc: &crate::window::WindowAcc, ev: &mut Evidence) {
         #[allow(clippy::cast_precision_loss)]
         let n = |v: u64| v as f64;
-        ev.insert("queues_judged".into(), n(f.judged.len() as u64));
-        ev.insert("rx_alloc_fail".into(), n(acc.alloc_fail));
-        ev.insert("harm_drops".into(), n(acc.drops));
-        ev.insert("rx_packets".into(), n(acc.packets));
+        ev.insert("queues_judged", n(f.judged.len() as u64));
+        ev.insert("rx_alloc_fail", n(acc.alloc_fail));
+        ev.insert("harm_drops", n(acc.drops));
+        ev.insert("rx_packets", n(acc.packets));
         if let Some(q) = &f.worst_miss {
-            ev.insert("recycle_miss_share".into(), q.recycle_miss.unwrap_or(0.0));
-            ev.insert("ring_full".into(), n(q.stats.recycle_ring_full));
-            ev.insert("recycle_ring".into(), n(q.stats.recycle_ring));
-            ev.insert("recycle_cached".into(), n(q.stats.recycle_cached));
-            ev.insert("released_refcnt".into(), n(q.stats.recycle_released_refcnt));
-            ev.insert("alloc_waive".into(), n(q.stats.alloc_waive));
+            ev.insert("recycle_miss_share", q.recycle_miss.unwrap_or(0.0));
+            ev.insert("ring_full", n(q.stats.recycle_ring_full));
+            ev.insert("recycle_ring", n(q.stats.recycle_ring));
+            ev.insert("recycle_cached", n(q.stats.recycle_cached));
+            ev.insert("released_refcnt", n(q.stats.recycle_released_refcnt));
+            ev.insert("alloc_waive", n(q.stats.alloc_waive));
             if let Some(p) = q.recycling_pct {
-                ev.insert("recycling_pct".into(), p);
+                ev.insert("recycling_pct", p);
             }
             if let crate::accounting::QueueKey::Id(id) = q.key {
-                ev.insert("worst_queue".into(), f64::from(id));
+                ev.insert("worst_queue", f64::from(id));
             }
         }
         if let Some(q) = &f.worst_slow {
-            ev.insert("slow_refill_share".into(), q.slow_refill.unwrap_or(0.0));
-            ev.insert("memory_provider".into(), if q.provider { 1.0 } else { 0.0 });
+            ev.insert("slow_refill_share", q.slow_refill.unwrap_or(0.0));
+            ev.insert("memory_provider", if q.provider { 1.0 } else { 0.0 });
         }
     }
 
@@ -361,7 +353,7 @@ impl DeviceRun<'_> {
         ds: &mut DeviceState,
         f: &Findings,
         ctx: &PlanCtx,
-        ev: &mut BTreeMap<String, f64>,
+        ev: &mut Evidence,
     ) -> Proposal {
         let n = self.policy.timing.windows_for_finding.max(1);
         let ring = self.ring_knob();
@@ -614,7 +606,7 @@ impl DeviceRun<'_> {
         ds: &DeviceState,
         f: &Findings,
         ctx: &PlanCtx,
-        ev: &mut BTreeMap<String, f64>,
+        ev: &mut Evidence,
     ) -> Proposal {
         let knob = self.ring_knob();
         let l = match self.ring_limits(ctx) {
@@ -680,31 +672,28 @@ impl DeviceRun<'_> {
         } else {
             l.cur
         };
-        ev.insert("ring_current".into(), f64::from(l.cur));
-        ev.insert("ring_limit".into(), f64::from(l.hi));
-        ev.insert("pool_now".into(), f64::from(pool_now));
-        ev.insert("burst_estimate_pages".into(), burst);
-        ev.insert("excess_pages".into(), excess);
+        ev.insert("ring_current", f64::from(l.cur));
+        ev.insert("ring_limit", f64::from(l.hi));
+        ev.insert("pool_now", f64::from(pool_now));
+        ev.insert("burst_estimate_pages", burst);
+        ev.insert("excess_pages", excess);
         if let Some((_, k)) = calibrated {
-            ev.insert("undercount_factor".into(), k);
+            ev.insert("undercount_factor", k);
         }
         // 1 = the engine remembers what the last growth step saw (the probe
         // for the ring the device has now): the step can be calibrated, if
         // that step shrank the excess.
         let probe_known = ds.ring_probe.is_some_and(|p| steps >= 1 && p.ring == l.cur);
-        ev.insert(
-            "ring_probe_known".into(),
-            if probe_known { 1.0 } else { 0.0 },
-        );
-        ev.insert("pool_factor".into(), self.info.factor());
+        ev.insert("ring_probe_known", if probe_known { 1.0 } else { 0.0 });
+        ev.insert("pool_factor", self.info.factor());
         // 0 = the driver's ring-to-pool mapping is unknown (1x assumed).
         let known = !matches!(self.info.mapping, PoolMapping::Unknown) && self.info.mode_known;
-        ev.insert("pool_mapping_known".into(), if known { 1.0 } else { 0.0 });
-        ev.insert("inflight_peak".into(), n64(q.inflight_peak));
+        ev.insert("pool_mapping_known", if known { 1.0 } else { 0.0 });
+        ev.insert("inflight_peak", n64(q.inflight_peak));
         if let Some(h) = held {
-            ev.insert("held_pages_estimate".into(), h);
+            ev.insert("held_pages_estimate", h);
         }
-        ev.insert("grow_step".into(), f64::from(step));
+        ev.insert("grow_step", f64::from(step));
         let miss = q.recycle_miss.unwrap_or(0.0) * 100.0;
         if target <= l.cur {
             let reason = if l.bind == Limit::Budget {
@@ -723,7 +712,7 @@ impl DeviceRun<'_> {
                 ),
             );
         }
-        ev.insert("ring_target".into(), f64::from(target));
+        ev.insert("ring_target", f64::from(target));
         let mut msg = format!(
             "{knob} {} is too small for return bursts: {miss:.1} % of returned pages on {} were freed because the pool ring was full (bursts ≈ {:.0} pages); set {knob} {} → {}",
             l.cur, q.key, burst, l.cur, target
@@ -827,7 +816,7 @@ impl DeviceRun<'_> {
         ))
     }
 
-    fn calm_shrink(&self, ds: &DeviceState, ev: &mut BTreeMap<String, f64>) -> Option<Proposal> {
+    fn calm_shrink(&self, ds: &DeviceState, ev: &mut Evidence) -> Option<Proposal> {
         let since = ds.calm_since?;
         if !self.policy.rings.enabled || !self.policy.rings.shrink_when_calm {
             return None;
@@ -855,9 +844,9 @@ impl DeviceRun<'_> {
         if target >= cur {
             return None;
         }
-        ev.insert("ring_current".into(), f64::from(cur));
-        ev.insert("ring_target".into(), f64::from(target));
-        ev.insert("calm_seconds".into(), calm_for.as_secs_f64());
+        ev.insert("ring_current", f64::from(cur));
+        ev.insert("ring_target", f64::from(target));
+        ev.insert("calm_seconds", calm_for.as_secs_f64());
         Some(Proposal {
             probe: None,
             action: Action::SetRing {
@@ -889,7 +878,7 @@ impl DeviceRun<'_> {
     fn shrink_channels(
         &self,
         f: &Findings,
-        ev: &mut BTreeMap<String, f64>,
+        ev: &mut Evidence,
         ring_hold: &Proposal,
     ) -> Option<Proposal> {
         let cp = &self.policy.channels;
@@ -917,8 +906,8 @@ impl DeviceRun<'_> {
                 ),
             ));
         }
-        ev.insert("channels_current".into(), f64::from(cur));
-        ev.insert("channels_target".into(), f64::from(to));
+        ev.insert("channels_current", f64::from(cur));
+        ev.insert("channels_target", f64::from(to));
         Some(Proposal {
             probe: None,
             action: Action::SetChannels {
@@ -935,7 +924,7 @@ impl DeviceRun<'_> {
         })
     }
 
-    fn grow_channels(&self, ev: &mut BTreeMap<String, f64>, ctx: &PlanCtx) -> Proposal {
+    fn grow_channels(&self, ev: &mut Evidence, ctx: &PlanCtx) -> Proposal {
         let cp = &self.policy.channels;
         let Some((field, cur, max)) = self.channel_field() else {
             return Proposal::hold(
@@ -995,8 +984,8 @@ impl DeviceRun<'_> {
                 ),
             );
         }
-        ev.insert("channels_current".into(), f64::from(cur));
-        ev.insert("channels_target".into(), f64::from(to));
+        ev.insert("channels_current", f64::from(cur));
+        ev.insert("channels_target", f64::from(to));
         Proposal {
             probe: None,
             action: Action::SetChannels {
@@ -1024,7 +1013,7 @@ impl DeviceRun<'_> {
         &self,
         mode: Mode,
         p: Proposal,
-        mut evidence: BTreeMap<String, f64>,
+        mut evidence: Evidence,
         ds: &mut DeviceState,
         ctx: &mut PlanCtx,
     ) -> Decision {
@@ -1040,7 +1029,7 @@ impl DeviceRun<'_> {
                 message: why,
             }) => {
                 if let Action::SetRing { to, .. } | Action::SetChannels { to, .. } = p.action {
-                    evidence.insert("held_target".into(), f64::from(to));
+                    evidence.insert("held_target", f64::from(to));
                 }
                 (
                     Action::Hold,

@@ -33,7 +33,7 @@ pub use engine::{
     ActionRecord, EngineState, LocalTime, Observation, Original, Outcome, decide, findings_needed,
 };
 pub use plan::{
-    Action, ChannelField, Decision, Knob, Plan, ReasonCode, RecommendationId, RingField,
+    Action, ChannelField, Decision, Evidence, Knob, Plan, ReasonCode, RecommendationId, RingField,
 };
 pub use policy::{Coexist, Mode, OnStop, Policy};
 pub use snapshot::Snapshot;

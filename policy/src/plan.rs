@@ -1,6 +1,7 @@
 //! What the engine decided: a plan of absolute targets, each with its reason,
 //! a sentence a person understands, the evidence, and a stable id.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -31,9 +32,94 @@ pub struct Decision {
     /// of returned pages were freed because the pool ring was full".
     pub message: String,
     /// The numbers behind the decision, by name (stable keys).
-    pub evidence: BTreeMap<String, f64>,
+    pub evidence: Evidence,
     /// Stable recommendation id: a hash of device identity, knob and reason.
     pub id: RecommendationId,
+}
+
+/// The numbers behind a decision, by stable name, in name order; read and
+/// written as a map (`{"ring_current": 256, …}`).
+///
+/// A sorted vector of `'static` names, not a `BTreeMap<String, _>`: a
+/// device's evidence is one or two dozen entries written every pass, and
+/// the map spent an allocation per name and per node on it (issue 16).
+/// Cleared, it keeps its capacity, so a decision refilled in place
+/// allocates nothing.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Evidence(Vec<(Cow<'static, str>, f64)>);
+
+impl Evidence {
+    /// Sets `name` to `value`; the value it replaces, if any.
+    pub fn insert(&mut self, name: impl Into<Cow<'static, str>>, value: f64) -> Option<f64> {
+        let name = name.into();
+        match self
+            .0
+            .binary_search_by(|(k, _)| k.as_ref().cmp(name.as_ref()))
+        {
+            Ok(i) => Some(std::mem::replace(&mut self.0[i].1, value)),
+            Err(i) => {
+                self.0.insert(i, (name, value));
+                None
+            }
+        }
+    }
+
+    #[must_use]
+    pub fn get(&self, name: &str) -> Option<f64> {
+        self.0
+            .binary_search_by(|(k, _)| k.as_ref().cmp(name))
+            .ok()
+            .map(|i| self.0[i].1)
+    }
+
+    /// Entries in name order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, f64)> {
+        self.0.iter().map(|(k, v)| (k.as_ref(), *v))
+    }
+
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Empties it, keeping the capacity.
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    /// A copy with owned names, for a record that outlives the engine.
+    #[must_use]
+    pub fn to_map(&self) -> BTreeMap<String, f64> {
+        self.iter().map(|(k, v)| (k.to_owned(), v)).collect()
+    }
+}
+
+impl<K: Into<Cow<'static, str>>> FromIterator<(K, f64)> for Evidence {
+    fn from_iter<I: IntoIterator<Item = (K, f64)>>(iter: I) -> Self {
+        let mut e = Self::default();
+        for (k, v) in iter {
+            e.insert(k, v);
+        }
+        e
+    }
+}
+
+impl Serialize for Evidence {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for Evidence {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let map = BTreeMap::<String, f64>::deserialize(d)?;
+        Ok(map.into_iter().collect())
+    }
 }
 
 /// An absolute target, so re-applying it is harmless.
@@ -275,5 +361,37 @@ mod tests {
             a,
             RecommendationId::new(&d, Some(Knob::Ring(RingField::Rx)), ReasonCode::CalmShrink)
         );
+    }
+
+    /// Evidence reads and writes as the map it replaced: names in order,
+    /// a name set twice keeps the last value, the JSON is an object, and a
+    /// cleared one keeps its capacity (a decision refilled in place).
+    #[test]
+    fn evidence_behaves_as_a_map() {
+        let mut e = Evidence::default();
+        assert_eq!(e.insert("ring_target", 512.0), None);
+        e.insert("burst_estimate_pages", 2500.0);
+        e.insert("ring_current", 256.0);
+        assert_eq!(e.insert("ring_target", 1024.0), Some(512.0));
+        let names: Vec<&str> = e.iter().map(|(k, _)| k).collect();
+        assert_eq!(
+            names,
+            ["burst_estimate_pages", "ring_current", "ring_target"]
+        );
+        assert_eq!(e.get("ring_target"), Some(1024.0));
+        assert_eq!(e.get("ring"), None);
+        let json = serde_json::to_string(&e).unwrap();
+        assert_eq!(
+            json,
+            r#"{"burst_estimate_pages":2500.0,"ring_current":256.0,"ring_target":1024.0}"#
+        );
+        let back: Evidence = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, e);
+        let old: BTreeMap<String, f64> = serde_json::from_str(&json).unwrap();
+        assert_eq!(old, e.to_map());
+        let cap = e.0.capacity();
+        e.clear();
+        assert!(e.is_empty());
+        assert_eq!(e.0.capacity(), cap);
     }
 }

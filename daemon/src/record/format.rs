@@ -417,7 +417,7 @@ impl DecisionRec {
             reason: d.reason.as_str().to_owned(),
             id: d.id.to_string(),
             message: change.then(|| d.message.clone()),
-            evidence: change.then(|| d.evidence.clone()),
+            evidence: change.then(|| d.evidence.to_map()),
         }
     }
 }

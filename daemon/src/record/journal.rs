@@ -161,7 +161,7 @@ impl Journal {
                         id: dec.map(|d| d.id.to_string()),
                         reason: dec.map(|d| d.reason.as_str().to_owned()),
                         message: dec.map(|d| d.message.clone()),
-                        evidence: dec.map(|d| d.evidence.clone()),
+                        evidence: dec.map(|d| d.evidence.to_map()),
                         outcome: a.outcome.clone(),
                     })));
                     self.known.push((ident.clone(), seq, a.outcome.clone()));
