@@ -3,7 +3,7 @@
 //! the checks below follows it.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
 use std::time::Duration;
 
 use crate::accounting::PoolLedger;
@@ -13,9 +13,7 @@ use crate::drivers::{
 };
 use crate::engine::{ActionRecord, Observation, Outcome};
 use crate::gates::{self, Held, Spent};
-use crate::plan::{
-    Action, ChannelField, Decision, Evidence, Knob, Plan, ReasonCode, RecommendationId,
-};
+use crate::plan::{Action, ChannelField, Decision, Evidence, Knob, Plan, ReasonCode};
 use crate::policy::{Mode, Policy};
 use crate::snapshot::{Device, Pool};
 use crate::state::{DeviceState, EngineState, RingProbe};
@@ -27,9 +25,9 @@ use crate::window::QueueFacts;
 /// and the state to pass to the next call. Same input, same output.
 #[must_use]
 pub fn decide(policy: &Policy, state: &EngineState, obs: &Observation<'_>) -> (Plan, EngineState) {
-    let (plan, devices) = run(policy, obs, |key, _| {
-        state.devices.get(key).cloned().unwrap_or_default()
-    });
+    let mut devices = state.devices.clone();
+    let mut plan = Plan::default();
+    run_into(policy, obs, &mut devices, &mut plan);
     (plan, EngineState { devices })
 }
 
@@ -38,39 +36,59 @@ pub fn decide(policy: &Policy, state: &EngineState, obs: &Observation<'_>) -> (P
 /// the engine thousands of times in a row).
 #[must_use]
 pub fn decide_in_place(policy: &Policy, state: &mut EngineState, obs: &Observation<'_>) -> Plan {
-    let mut before = std::mem::take(&mut state.devices);
-    let (plan, devices) = run(policy, obs, |key, shared| {
-        // A key two selected devices share: each starts from the memory
-        // before the plan, as `decide` does.
-        if shared {
-            before.get(key).cloned()
-        } else {
-            before.remove(key)
-        }
-        .unwrap_or_default()
-    });
-    state.devices = devices;
+    let mut plan = Plan::default();
+    run_into(policy, obs, &mut state.devices, &mut plan);
     plan
 }
 
-/// The plan and the next per-device memory; `memory(key, shared)` gives a
-/// device's memory before the plan (`shared`: another selected device has
-/// the same key).
-fn run(
+/// [`decide_in_place`] into the last plan: `plan` is overwritten with the
+/// same plan [`decide`] would return, reusing its decisions' buffers (names,
+/// identities, messages, evidence), so a steady pass allocates nothing per
+/// device for its decisions (issue 16).
+pub fn decide_into(
+    policy: &Policy,
+    state: &mut EngineState,
+    obs: &Observation<'_>,
+    plan: &mut Plan,
+) {
+    run_into(policy, obs, &mut state.devices, plan);
+}
+
+/// Fills `plan` and leaves in `states` the next memory of exactly the
+/// selected devices. A device's memory is updated where it lies; a key two
+/// selected devices share (no bus address, no permanent MAC and one name
+/// reused) makes each of them start from the memory before the plan, the
+/// later one's result kept, as [`decide`] always did.
+fn run_into(
     policy: &Policy,
     obs: &Observation<'_>,
-    mut memory: impl FnMut(&str, bool) -> DeviceState,
-) -> (Plan, BTreeMap<String, DeviceState>) {
+    states: &mut BTreeMap<String, DeviceState>,
+    plan: &mut Plan,
+) {
     let prev_pools = obs.previous.map(PoolLedger::of_snapshot);
     let mut devices: Vec<&Device> = obs.current.devices.iter().collect();
     devices.sort_by_key(|d| d.ifindex);
-    let selected: Vec<(&Device, Mode, String)> = devices
-        .into_iter()
-        .filter_map(|d| policy.mode_for(d).map(|m| (d, m, d.id.key())))
+    // Every selected device's key, written into one buffer.
+    let mut keys = String::new();
+    let mut selected: Vec<(&Device, Mode, std::ops::Range<usize>)> =
+        Vec::with_capacity(devices.len());
+    for d in devices {
+        if let Some(m) = policy.mode_for(d) {
+            let start = keys.len();
+            // Writing to a String cannot fail.
+            let _ = d.id.write_key(&mut keys);
+            selected.push((d, m, start..keys.len()));
+        }
+    }
+    let key = |r: &std::ops::Range<usize>| &keys[r.clone()];
+    let mut sorted: Vec<&str> = selected.iter().map(|(_, _, r)| key(r)).collect();
+    sorted.sort_unstable();
+    states.retain(|k, _| sorted.binary_search(&k.as_str()).is_ok());
+    let shared: BTreeMap<&str, DeviceState> = sorted
+        .windows(2)
+        .filter(|w| w[0] == w[1])
+        .map(|w| (w[0], states.get(w[0]).cloned().unwrap_or_default()))
         .collect();
-    let mut keys: Vec<&str> = selected.iter().map(|(_, _, k)| k.as_str()).collect();
-    keys.sort_unstable();
-    let shared = |k: &str| keys.iter().filter(|x| **x == k).nth(1).is_some();
     let mut ctx = PlanCtx {
         // Saturating: a pool reporting inflight-mem near u64::MAX saturates
         // its device's figure, and two such devices must not wrap the sum.
@@ -80,22 +98,33 @@ fn run(
             .fold(0, u64::saturating_add),
         ..PlanCtx::default()
     };
-    let mut next = BTreeMap::new();
-    let mut decisions = Vec::with_capacity(selected.len());
-    for (dev, mode, key) in &selected {
-        let mut ds = memory(key, shared(key));
-        let d = DeviceRun {
+    plan.decisions.truncate(selected.len());
+    for (i, (dev, mode, r)) in selected.iter().enumerate() {
+        let k = key(r);
+        if i == plan.decisions.len() {
+            plan.decisions.push(Decision::blank());
+        }
+        let out = &mut plan.decisions[i];
+        let run = DeviceRun {
             policy,
             obs,
             dev,
             info: drivers::driver_info(dev),
             prev_pools: prev_pools.as_ref(),
+            scratch: std::cell::Cell::new(std::mem::take(&mut out.message)),
+        };
+        if let Some(before) = shared.get(k) {
+            let mut ds = before.clone();
+            run.run_into(*mode, &mut ds, &mut ctx, out);
+            states.insert(k.to_owned(), ds);
+        } else if let Some(ds) = states.get_mut(k) {
+            run.run_into(*mode, ds, &mut ctx, out);
+        } else {
+            let mut ds = DeviceState::default();
+            run.run_into(*mode, &mut ds, &mut ctx, out);
+            states.insert(k.to_owned(), ds);
         }
-        .run(*mode, &mut ds, &mut ctx);
-        next.insert(key.clone(), ds);
-        decisions.push(d);
     }
-    (Plan { decisions }, next)
 }
 
 /// How many samples and how much time `pptune plan` needs for a finding:
@@ -137,6 +166,9 @@ struct DeviceRun<'a> {
     dev: &'a Device,
     info: DriverInfo,
     prev_pools: Option<&'a PoolLedger>,
+    /// Where the proposal's message is written: the message buffer of the
+    /// decision this run overwrites, so a steady pass allocates none.
+    scratch: std::cell::Cell<String>,
 }
 
 /// A decision before the safety gates.
@@ -147,18 +179,6 @@ struct Proposal {
     message: String,
     /// For a ring growth: what to calibrate the next step against.
     probe: Option<RingProbe>,
-}
-
-impl Proposal {
-    fn hold(reason: ReasonCode, knob: Option<Knob>, message: impl Into<String>) -> Self {
-        Self {
-            action: Action::Hold,
-            reason,
-            knob,
-            message: message.into(),
-            probe: None,
-        }
-    }
 }
 
 /// The per-window findings of one device.
@@ -179,10 +199,32 @@ struct Findings {
 }
 
 impl DeviceRun<'_> {
-    fn run(&self, mode: Mode, ds: &mut DeviceState, ctx: &mut PlanCtx) -> Decision {
-        let mut evidence = Evidence::default();
+    /// Decides for the device into `out`, the decision it overwrites.
+    fn run_into(&self, mode: Mode, ds: &mut DeviceState, ctx: &mut PlanCtx, out: &mut Decision) {
+        let mut evidence = std::mem::take(&mut out.evidence);
+        evidence.clear();
         let proposal = self.propose(ds, ctx, &mut evidence);
-        self.finish(mode, proposal, evidence, ds, ctx)
+        self.finish(mode, proposal, evidence, ds, ctx, out);
+    }
+
+    /// A hold proposal saying `message`.
+    fn hold(&self, reason: ReasonCode, knob: Option<Knob>, message: impl fmt::Display) -> Proposal {
+        Proposal {
+            action: Action::Hold,
+            reason,
+            knob,
+            message: self.text(message),
+            probe: None,
+        }
+    }
+
+    /// `message` as text, in the scratch buffer if it is still free.
+    fn text(&self, message: impl fmt::Display) -> String {
+        let mut s = self.scratch.take();
+        s.clear();
+        // Writing to a String cannot fail.
+        let _ = write!(s, "{message}");
+        s
     }
 
     fn ring_knob(&self) -> Knob {
@@ -193,24 +235,24 @@ impl DeviceRun<'_> {
         let (policy, obs, dev) = (self.policy, self.obs, self.dev);
         if dev.pools().next().is_none() {
             ds.window = Default::default();
-            return Proposal::hold(
+            return self.hold(
                 ReasonCode::NoPools,
                 None,
-                format!(
+                format_args!(
                     "{} exposes no page pools to netlink: nothing to observe",
                     dev.name
                 ),
             );
         }
         if !obs.current.capabilities.page_pool_stats && dev.pools().all(|p| p.stats.is_none()) {
-            return Proposal::hold(
+            return self.hold(
                 ReasonCode::NoStats,
                 None,
                 "the kernel reports no page_pool stats (CONFIG_PAGE_POOL_STATS off): no signal",
             );
         }
         let (Some(prev), Some(prev_pools)) = (obs.previous, self.prev_pools) else {
-            return Proposal::hold(
+            return self.hold(
                 ReasonCode::Gathering,
                 None,
                 "first sample: counters need a second sample to become rates",
@@ -220,10 +262,10 @@ impl DeviceRun<'_> {
         ds.window.add_tick(prev_pools, prev_dev, dev, obs.elapsed);
         let t = &policy.timing;
         if ds.window.elapsed.saturating_add(t.interval / 2) < t.window {
-            return Proposal::hold(
+            return self.hold(
                 ReasonCode::Gathering,
                 None,
-                format!(
+                format_args!(
                     "window {:.0} s of {:.0} s collected",
                     ds.window.elapsed.as_secs_f64(),
                     t.window.as_secs_f64()
@@ -235,7 +277,7 @@ impl DeviceRun<'_> {
         ev.insert("window_seconds", acc.elapsed.as_secs_f64());
         if acc.reset {
             // No data: neither extend nor break a streak.
-            return Proposal::hold(
+            return self.hold(
                 ReasonCode::CounterReset,
                 None,
                 "a counter went backwards inside the window: no data, no action",
@@ -358,7 +400,7 @@ impl DeviceRun<'_> {
         let n = self.policy.timing.windows_for_finding.max(1);
         let ring = self.ring_knob();
         if f.pressure && (f.grow || ds.grow_windows > 0) {
-            return Proposal::hold(
+            return self.hold(
                 ReasonCode::MemoryPressure,
                 Some(ring),
                 "rx-alloc-fail rose: memory is short, a bigger ring would make it worse",
@@ -377,13 +419,13 @@ impl DeviceRun<'_> {
         if ds.contended_windows >= n {
             let at_limit = self.ring_at_limit(ctx);
             if let Some(why) = at_limit {
-                let hold = Proposal::hold(ReasonCode::AtLimit, Some(ring), why);
+                let hold = self.hold(ReasonCode::AtLimit, Some(ring), why);
                 if let Some(c) = self.shrink_channels(f, ev, &hold) {
                     return c;
                 }
             }
             if let Some(u) = &f.untunable {
-                return Proposal::hold(ReasonCode::UntunableCause, Some(ring), u.clone());
+                return self.hold(ReasonCode::UntunableCause, Some(ring), u);
             }
         }
         if self.policy.channels.enabled
@@ -401,7 +443,7 @@ impl DeviceRun<'_> {
             && !f.pressure
             && let Some(u) = &f.untunable
         {
-            return Proposal::hold(ReasonCode::UntunableCause, Some(ring), u.clone());
+            return self.hold(ReasonCode::UntunableCause, Some(ring), u);
         }
         let channel_streak = if self.policy.channels.enabled {
             ds.contended_windows.max(ds.drop_windows)
@@ -410,27 +452,27 @@ impl DeviceRun<'_> {
         };
         if ds.grow_windows > 0 || channel_streak > 0 {
             let have = ds.grow_windows.max(channel_streak);
-            return Proposal::hold(
+            return self.hold(
                 ReasonCode::Gathering,
                 Some(ring),
-                format!("finding in {have} of {n} consecutive windows"),
+                format_args!("finding in {have} of {n} consecutive windows"),
             );
         }
         if f.pressure {
-            return Proposal::hold(
+            return self.hold(
                 ReasonCode::MemoryPressure,
                 Some(ring),
                 "rx-alloc-fail rose: memory is short (reported, nothing to grow)",
             );
         }
         if let Some(u) = &f.untunable {
-            return Proposal::hold(ReasonCode::UntunableCause, Some(ring), u.clone());
+            return self.hold(ReasonCode::UntunableCause, Some(ring), u);
         }
         if f.judged.is_empty() {
-            return Proposal::hold(
+            return self.hold(
                 ReasonCode::LowTraffic,
                 None,
-                format!(
+                format_args!(
                     "fewer than {} pages per queue in the window: too little traffic to judge",
                     self.policy.thresholds.min_pages_per_window
                 ),
@@ -441,10 +483,10 @@ impl DeviceRun<'_> {
             .as_ref()
             .and_then(|q| q.recycle_miss)
             .unwrap_or(0.0);
-        Proposal::hold(
+        self.hold(
             ReasonCode::Healthy,
             None,
-            format!(
+            format_args!(
                 "signals within thresholds (worst recycle-miss share {:.2} %)",
                 miss * 100.0
             ),
@@ -456,7 +498,7 @@ impl DeviceRun<'_> {
     fn ring_limits(&self, ctx: &PlanCtx) -> Result<RingLimits, Proposal> {
         let knob = Some(self.ring_knob());
         if !self.policy.rings.enabled {
-            return Err(Proposal::hold(
+            return Err(self.hold(
                 ReasonCode::NotManaged,
                 knob,
                 "ring management is disabled by the policy",
@@ -467,33 +509,33 @@ impl DeviceRun<'_> {
                 crate::snapshot::Availability::Unavailable(s) => s.clone(),
                 _ => "not sampled".to_owned(),
             };
-            return Err(Proposal::hold(
+            return Err(self.hold(
                 ReasonCode::RingsUnavailable,
                 knob,
-                format!("ring sizes unavailable: {why}"),
+                format_args!("ring sizes unavailable: {why}"),
             ));
         };
         if let Some(why) = self.info.ring_does_not_resize_pool() {
-            return Err(Proposal::hold(
+            return Err(self.hold(
                 ReasonCode::RingDoesNotSizePool,
                 knob,
-                format!("{}: {why}", self.info.note),
+                format_args!("{}: {why}", self.info.note),
             ));
         }
         let (cur, max) = drivers::ring_value(rings, self.info.field);
         let Some(cur) = cur else {
-            return Err(Proposal::hold(
+            return Err(self.hold(
                 ReasonCode::RingsUnavailable,
                 knob,
-                format!("the driver does not report ring {}", self.ring_knob()),
+                format_args!("the driver does not report ring {}", self.ring_knob()),
             ));
         };
         let learned = self.learned();
         if learned.not_settable {
-            return Err(Proposal::hold(
+            return Err(self.hold(
                 ReasonCode::AtLimit,
                 knob,
-                format!(
+                format_args!(
                     "the kernel refused to change {}: not settable on this device",
                     self.ring_knob()
                 ),
@@ -617,7 +659,7 @@ impl DeviceRun<'_> {
             return hold;
         }
         let Some(q) = &f.worst_miss else {
-            return Proposal::hold(ReasonCode::Healthy, Some(knob), "no queue to judge");
+            return self.hold(ReasonCode::Healthy, Some(knob), "no queue to judge");
         };
         let pool_now = self
             .info
@@ -701,10 +743,10 @@ impl DeviceRun<'_> {
             } else {
                 ReasonCode::AtLimit
             };
-            return Proposal::hold(
+            return self.hold(
                 reason,
                 Some(knob),
-                format!(
+                format_args!(
                     "{knob} {} is too small for return bursts ({miss:.1} % of returned pages freed on {}), but it is at its limit ({})",
                     l.cur,
                     q.key,
@@ -806,10 +848,10 @@ impl DeviceRun<'_> {
             Knob::Ring(_) => format!(": {}", self.info.note),
             Knob::Channels(_) => String::new(),
         };
-        Some(Proposal::hold(
+        Some(self.hold(
             ReasonCode::PreviousChangeIneffective,
             Some(knob),
-            format!(
+            format_args!(
                 "the last {verb} {knob} {}→{} {what}; not repeated{note}",
                 r.from, r.to
             ),
@@ -856,11 +898,11 @@ impl DeviceRun<'_> {
             },
             reason: ReasonCode::CalmShrink,
             knob: Some(knob),
-            message: format!(
+            message: self.text(format_args!(
                 "the pool has been calm for {:.0} min (recycle-miss share below {:.2} %): give memory back, {knob} {cur} → {target} (the original)",
                 calm_for.as_secs_f64() / 60.0,
                 self.policy.thresholds.shrink_recycle_miss * 100.0
-            ),
+            )),
         })
     }
 
@@ -898,10 +940,10 @@ impl DeviceRun<'_> {
             .unwrap_or(0.0)
             * 100.0;
         if to >= cur {
-            return Some(Proposal::hold(
+            return Some(self.hold(
                 ReasonCode::AtLimit,
                 Some(knob),
-                format!(
+                format_args!(
                     "slow path contended ({slow:.1} % of refills) with the ring at its limit, and {knob} is already at the policy minimum {cur}"
                 ),
             ));
@@ -917,17 +959,17 @@ impl DeviceRun<'_> {
             },
             reason: ReasonCode::ChannelsShrinkContended,
             knob: Some(knob),
-            message: format!(
+            message: self.text(format_args!(
                 "{slow:.1} % of refills reach the page allocator and the ring cannot help ({}): fewer queues contend less, {knob} {cur} → {to}",
                 ring_hold.message
-            ),
+            )),
         })
     }
 
     fn grow_channels(&self, ev: &mut Evidence, ctx: &PlanCtx) -> Proposal {
         let cp = &self.policy.channels;
         let Some((field, cur, max)) = self.channel_field() else {
-            return Proposal::hold(
+            return self.hold(
                 ReasonCode::NotManaged,
                 None,
                 "channel counts unavailable for this device",
@@ -940,7 +982,7 @@ impl DeviceRun<'_> {
         if let Some(r) = last_record(self.obs.history, &self.dev.id, self.ring_knob())
             && r.outcome == Outcome::Pending
         {
-            return Proposal::hold(
+            return self.hold(
                 ReasonCode::Cooldown,
                 Some(knob),
                 "rings first: the last ring change is still being evaluated",
@@ -972,14 +1014,14 @@ impl DeviceRun<'_> {
             to -= 1;
         }
         if to <= cur {
-            return Proposal::hold(
+            return self.hold(
                 if to < hi {
                     ReasonCode::BudgetExhausted
                 } else {
                     ReasonCode::AtLimit
                 },
                 Some(knob),
-                format!(
+                format_args!(
                     "drops persist with healthy recycling, but {knob} {cur} cannot grow (limit {hi} or memory budget)"
                 ),
             );
@@ -995,9 +1037,9 @@ impl DeviceRun<'_> {
             },
             reason: ReasonCode::ChannelsGrowHealthy,
             knob: Some(knob),
-            message: format!(
+            message: self.text(format_args!(
                 "packets are dropped while recycling is healthy and rings are settled: more queues spread the load, {knob} {cur} → {to}"
-            ),
+            )),
         }
     }
 
@@ -1016,7 +1058,8 @@ impl DeviceRun<'_> {
         mut evidence: Evidence,
         ds: &mut DeviceState,
         ctx: &mut PlanCtx,
-    ) -> Decision {
+        out: &mut Decision,
+    ) {
         let dev = self.dev;
         let mut eff_mode = mode;
         if mode == Mode::Enforce && !dev.has_harm_signal() {
@@ -1034,7 +1077,10 @@ impl DeviceRun<'_> {
                 (
                     Action::Hold,
                     reason,
-                    format!("would act ({}): {}; held: {why}", p.reason, p.message),
+                    self.text(format_args!(
+                        "would act ({}): {}; held: {why}",
+                        p.reason, p.message
+                    )),
                 )
             }
             Ok(()) => (p.action, p.reason, p.message),
@@ -1065,17 +1111,15 @@ impl DeviceRun<'_> {
             }
         }
         let knob = action.knob().or(p.knob);
-        Decision {
-            ifindex: dev.ifindex,
-            device: dev.name.clone(),
-            device_id: dev.id.clone(),
-            mode: eff_mode,
-            action,
-            reason,
-            message,
-            evidence,
-            id: RecommendationId::new(&dev.id, knob, reason),
-        }
+        out.ifindex = dev.ifindex;
+        out.device.clone_from(&dev.name);
+        out.device_id.clone_from(&dev.id);
+        out.mode = eff_mode;
+        out.action = action;
+        out.reason = reason;
+        out.message = message;
+        out.evidence = evidence;
+        out.id.set(&dev.id, knob, reason);
     }
 }
 

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::plan::Knob;
 use crate::snapshot::{DeviceId, Snapshot};
 
-pub use crate::decide::{decide, decide_in_place, device_bytes, findings_needed};
+pub use crate::decide::{decide, decide_in_place, decide_into, device_bytes, findings_needed};
 pub use crate::gates::Backoff;
 pub use crate::state::{DeviceState, ENGINE_STATE_VERSION, EngineState, RingProbe};
 

@@ -122,6 +122,23 @@ impl<'de> Deserialize<'de> for Evidence {
     }
 }
 
+impl Decision {
+    /// An empty slot for the engine to fill (`decide_into`).
+    pub(crate) fn blank() -> Self {
+        Self {
+            ifindex: 0,
+            device: String::new(),
+            device_id: DeviceId::default(),
+            mode: Mode::default(),
+            action: Action::Hold,
+            reason: ReasonCode::Gathering,
+            message: String::new(),
+            evidence: Evidence::default(),
+            id: RecommendationId(String::new()),
+        }
+    }
+}
+
 /// An absolute target, so re-applying it is harmless.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
@@ -301,6 +318,14 @@ impl RecommendationId {
     /// it is written, never built.
     #[must_use]
     pub fn new(device: &DeviceId, knob: Option<Knob>, reason: ReasonCode) -> Self {
+        let mut id = Self(String::new());
+        id.set(device, knob, reason);
+        id
+    }
+
+    /// Overwrites the id with [`RecommendationId::new`]'s, in its own
+    /// buffer (a decision refilled in place allocates nothing for it).
+    pub fn set(&mut self, device: &DeviceId, knob: Option<Knob>, reason: ReasonCode) {
         use fmt::Write as _;
         /// FNV-1a 64 as a `fmt::Write` sink.
         struct Fnv(u64);
@@ -320,7 +345,8 @@ impl RecommendationId {
             Some(k) => write!(h, "\0{k}\0{}", reason.as_str()),
             None => write!(h, "\0none\0{}", reason.as_str()),
         };
-        Self(format!("{:012x}", h.0 >> 16))
+        self.0.clear();
+        let _ = write!(self.0, "{:012x}", h.0 >> 16);
     }
 }
 

@@ -50,7 +50,7 @@ pub struct Capabilities {
 
 /// A device's identity across renames and driver reloads: its parent bus
 /// address and permanent MAC, never its ifindex or name.
-#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct DeviceId {
     /// `IFLA_PARENT_DEV_BUS_NAME`, e.g. `pci`, `netdevsim`, `virtio`.
     pub bus: Option<String>,
@@ -60,6 +60,27 @@ pub struct DeviceId {
     pub perm_addr: Option<String>,
     /// Fallback when neither bus nor MAC is known (virtual devices): the name.
     pub name_fallback: Option<String>,
+}
+
+/// Written out for `clone_from`, which the derive does not specialise: the
+/// engine refills each decision's identity in place every pass, and
+/// `Option<String>::clone_from` keeps the strings' buffers.
+impl Clone for DeviceId {
+    fn clone(&self) -> Self {
+        Self {
+            bus: self.bus.clone(),
+            parent: self.parent.clone(),
+            perm_addr: self.perm_addr.clone(),
+            name_fallback: self.name_fallback.clone(),
+        }
+    }
+
+    fn clone_from(&mut self, source: &Self) {
+        self.bus.clone_from(&source.bus);
+        self.parent.clone_from(&source.parent);
+        self.perm_addr.clone_from(&source.perm_addr);
+        self.name_fallback.clone_from(&source.name_fallback);
+    }
 }
 
 impl DeviceId {

@@ -204,6 +204,9 @@ pub(crate) struct World {
     pub local_time: Option<LocalTime>,
     pub apply: bool,
     started: bool,
+    /// The plan the in-place engine filled last tick, handed back to it as
+    /// the daemon does (`decide_into`).
+    reused: crate::plan::Plan,
     next_pool: u32,
 }
 
@@ -222,6 +225,7 @@ impl World {
             local_time: None,
             apply: true,
             started: false,
+            reused: crate::plan::Plan::default(),
             next_pool: 50_000,
         }
     }
@@ -298,6 +302,12 @@ impl World {
             plan
         );
         assert_eq!(in_place, state);
+        // So does the engine that refills last tick's plan in place (other
+        // devices, other messages and evidence in its slots).
+        let mut reused_state = self.state.clone();
+        crate::engine::decide_into(&self.policy, &mut reused_state, &obs, &mut self.reused);
+        assert_eq!(self.reused, plan);
+        assert_eq!(reused_state, state);
         self.state = state;
         if self.apply {
             for d in plan.decisions.clone() {
