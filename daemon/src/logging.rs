@@ -340,8 +340,29 @@ pub fn action_text(a: &Action) -> String {
 /// count of suppressed repeats.
 #[derive(Debug)]
 pub struct DecisionLog {
-    last: BTreeMap<String, (String, Duration, u64)>,
+    /// By device key: what its last line said.
+    last: BTreeMap<String, Logged>,
     remind: Duration,
+    /// The device key of the decision at hand, written in place.
+    key: String,
+}
+
+/// What a device's last decision line said, and when; a repeat is the same
+/// action, reason, id and mode (the message's numbers may differ).
+#[derive(Debug)]
+struct Logged {
+    action: Action,
+    reason: policy::plan::ReasonCode,
+    id: String,
+    mode: String,
+    at: Duration,
+    suppressed: u64,
+}
+
+impl Logged {
+    fn repeats(&self, d: &Decision, mode: &str) -> bool {
+        self.action == d.action && self.reason == d.reason && self.id == d.id.0 && self.mode == mode
+    }
 }
 
 impl DecisionLog {
@@ -350,31 +371,26 @@ impl DecisionLog {
         Self {
             last: BTreeMap::new(),
             remind,
+            key: String::new(),
         }
     }
 
     /// Logs the decision unless it repeats the last one for the device.
-    /// Returns whether a line was written.
+    /// Returns whether a line was written. A repeat allocates nothing.
     pub fn log(&mut self, d: &Decision, effective_mode: &str, now: Duration) -> bool {
-        let key = format!(
-            "{}|{}|{}|{}",
-            action_text(&d.action),
-            d.reason,
-            d.id,
-            effective_mode
-        );
-        if let Some((k, at, n)) = self.last.get_mut(&d.device_id.key())
-            && *k == key
-            && now.saturating_sub(*at) < self.remind
-        {
-            *n += 1;
-            return false;
-        }
-        let suppressed = self
-            .last
-            .get(&d.device_id.key())
-            .filter(|(k, _, _)| *k == key)
-            .map_or(0, |(_, _, n)| *n);
+        self.key.clear();
+        // Writing to a String cannot fail.
+        let _ = d.device_id.write_key(&mut self.key);
+        let suppressed = match self.last.get_mut(self.key.as_str()) {
+            Some(l) if l.repeats(d, effective_mode) => {
+                if now.saturating_sub(l.at) < self.remind {
+                    l.suppressed += 1;
+                    return false;
+                }
+                l.suppressed
+            }
+            _ => 0,
+        };
         let evidence = serde_json::to_string(&d.evidence).unwrap_or_default();
         let mid = message_id(d.reason);
         macro_rules! decision_event {
@@ -402,7 +418,29 @@ impl DecisionLog {
         } else {
             decision_event!(Level::INFO);
         }
-        self.last.insert(d.device_id.key(), (key, now, 0));
+        match self.last.get_mut(self.key.as_str()) {
+            Some(l) => {
+                l.action = d.action;
+                l.reason = d.reason;
+                l.id.clone_from(&d.id.0);
+                effective_mode.clone_into(&mut l.mode);
+                l.at = now;
+                l.suppressed = 0;
+            }
+            None => {
+                self.last.insert(
+                    self.key.clone(),
+                    Logged {
+                        action: d.action,
+                        reason: d.reason,
+                        id: d.id.0.clone(),
+                        mode: effective_mode.to_owned(),
+                        at: now,
+                        suppressed: 0,
+                    },
+                );
+            }
+        }
         true
     }
 

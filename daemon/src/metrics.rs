@@ -308,12 +308,21 @@ struct Carry {
     capabilities: Option<[Gauge; 8]>,
 }
 
+/// The values of `pptune_device_mode`'s `mode` label.
+const MODES: [&str; 3] = ["observe", "enforce", "unmanaged"];
+
 /// One device's counter label sets (see [`Metrics::counted`]).
 #[derive(Debug, Default)]
 struct CountedSeries {
-    decisions: BTreeSet<DecisionLabels>,
+    /// Decision counters by (action, reason, mode): set every pass, so
+    /// through a kept handle (no label set built per pass).
+    decisions: BTreeMap<(&'static str, &'static str, &'static str), Counter>,
     actions: BTreeSet<ActionLabels>,
     overrides: BTreeSet<KnobLabels>,
+    /// The backoff flag's handle (set every pass).
+    backoff: Option<Gauge>,
+    /// The mode series exported, and its handle (set every pass).
+    mode: Option<(&'static str, Gauge)>,
 }
 
 /// The registry and every family.
@@ -802,9 +811,26 @@ impl Metrics {
     }
 
     /// Counts a decision (`pptune_decisions_total`).
-    pub fn count_decision(&self, labels: DecisionLabels) {
-        self.decisions.get_or_create(&labels).inc();
-        self.remember(|c| &mut c.decisions, labels.device.as_str(), &labels);
+    pub fn count_decision(
+        &self,
+        device: &str,
+        action: &'static str,
+        reason: &'static str,
+        mode: &'static str,
+    ) {
+        self.with_counted(device, |c| {
+            c.decisions
+                .entry((action, reason, mode))
+                .or_insert_with(|| {
+                    self.decisions.get_or_create_owned(&DecisionLabels {
+                        device: device.to_owned(),
+                        action: action.to_owned(),
+                        reason: reason.to_owned(),
+                        mode: mode.to_owned(),
+                    })
+                })
+                .inc();
+        });
     }
 
     /// Counts an action's outcome (`pptune_actions_total`).
@@ -830,11 +856,58 @@ impl Metrics {
 
     /// `pptune_device_backoff` of `device`.
     pub fn set_backoff(&self, device: &str, backed_off: bool) {
-        self.backoff
-            .get_or_create(&DevLabels {
-                device: device.to_owned(),
-            })
-            .set(i64::from(backed_off));
+        self.with_counted(device, |c| {
+            c.backoff
+                .get_or_insert_with(|| {
+                    self.backoff.get_or_create_owned(&DevLabels {
+                        device: device.to_owned(),
+                    })
+                })
+                .set(i64::from(backed_off));
+        });
+    }
+
+    /// Exports `mode` (`observe`, `enforce`, `unmanaged`) as the device's
+    /// one `pptune_device_mode` series.
+    pub fn set_mode(&self, device: &str, mode: &'static str) {
+        let label = |m: &str| ModeLabels {
+            device: device.to_owned(),
+            mode: m.to_owned(),
+        };
+        self.with_counted(device, |c| match &c.mode {
+            Some((m, g)) if *m == mode => {
+                g.set(1);
+            }
+            Some((m, _)) => {
+                self.device_mode.remove(&label(m));
+                c.mode = Some((mode, self.device_mode.get_or_create_owned(&label(mode))));
+                if let Some((_, g)) = &c.mode {
+                    g.set(1);
+                }
+            }
+            None => {
+                for m in MODES {
+                    if m != mode {
+                        self.device_mode.remove(&label(m));
+                    }
+                }
+                let g = self.device_mode.get_or_create_owned(&label(mode));
+                g.set(1);
+                c.mode = Some((mode, g));
+            }
+        });
+    }
+
+    /// Runs `f` on `device`'s kept series (created on first use).
+    fn with_counted(&self, device: &str, f: impl FnOnce(&mut CountedSeries)) {
+        let Ok(mut counted) = self.counted.lock() else {
+            return;
+        };
+        let entry = match counted.get_mut(device) {
+            Some(c) => c,
+            None => counted.entry(device.to_owned()).or_default(),
+        };
+        f(entry);
     }
 
     /// Keeps `labels` under `device` for [`Metrics::forget_device`].
@@ -844,17 +917,12 @@ impl Metrics {
         device: &str,
         labels: &L,
     ) {
-        let Ok(mut counted) = self.counted.lock() else {
-            return;
-        };
-        let entry = match counted.get_mut(device) {
-            Some(c) => c,
-            None => counted.entry(device.to_owned()).or_default(),
-        };
-        let set = set(entry);
-        if !set.contains(labels) {
-            set.insert(labels.clone());
-        }
+        self.with_counted(device, |c| {
+            let set = set(c);
+            if !set.contains(labels) {
+                set.insert(labels.clone());
+            }
+        });
     }
 
     /// Drops every series of a vanished device: ring, channel and mode
@@ -869,8 +937,13 @@ impl Metrics {
             .ok()
             .and_then(|mut counted| counted.remove(device))
         {
-            for l in &c.decisions {
-                self.decisions.remove(l);
+            for &(action, reason, mode) in c.decisions.keys() {
+                self.decisions.remove(&DecisionLabels {
+                    device: device.to_owned(),
+                    action: action.to_owned(),
+                    reason: reason.to_owned(),
+                    mode: mode.to_owned(),
+                });
             }
             for l in &c.actions {
                 self.actions.remove(l);
@@ -901,7 +974,7 @@ impl Metrics {
             self.channels.remove(&l);
             self.channels_max.remove(&l);
         }
-        for mode in ["observe", "enforce", "unmanaged"] {
+        for mode in MODES {
             self.device_mode.remove(&ModeLabels {
                 device: device.to_owned(),
                 mode: mode.to_owned(),
@@ -923,21 +996,6 @@ impl Metrics {
         if let Some((l, target)) = rec {
             self.recommendation.get_or_create(&l).set(i64::from(target));
             cur.insert(device.to_owned(), l);
-        }
-    }
-
-    /// Sets the device's mode series (one of them 1, the others removed).
-    pub fn set_mode(&self, device: &str, mode: &str) {
-        for m in ["observe", "enforce", "unmanaged"] {
-            let l = ModeLabels {
-                device: device.to_owned(),
-                mode: m.to_owned(),
-            };
-            if m == mode {
-                self.device_mode.get_or_create(&l).set(1);
-            } else {
-                self.device_mode.remove(&l);
-            }
         }
     }
 }
@@ -1212,12 +1270,8 @@ mod tests {
         let text = |m: &Metrics| m.encode().unwrap();
         m.observe_snapshot(&snap(&["soakb0", "keep0"]));
         for device in ["soakb0", "keep0"] {
-            m.count_decision(DecisionLabels {
-                device: device.to_owned(),
-                action: "set_ring".to_owned(),
-                reason: "recycle_miss_high".to_owned(),
-                mode: "enforce".to_owned(),
-            });
+            m.count_decision(device, "set_ring", "recycle_miss_high", "enforce");
+            m.set_mode(device, "enforce");
             m.count_action(ActionLabels {
                 device: device.to_owned(),
                 knob: "ring.rx".to_owned(),
@@ -1244,11 +1298,11 @@ mod tests {
             );
         }
         let t = text(&m);
-        assert_eq!(t.matches("device=\"soakb0\"").count(), 6, "{t}");
+        assert_eq!(t.matches("device=\"soakb0\"").count(), 7, "{t}");
         m.observe_snapshot(&snap(&["keep0"]));
         let t = text(&m);
         assert!(!t.contains("soakb0"), "{t}");
-        assert_eq!(t.matches("device=\"keep0\"").count(), 6, "{t}");
+        assert_eq!(t.matches("device=\"keep0\"").count(), 7, "{t}");
         // Back under the same name: counted from zero.
         m.observe_snapshot(&snap(&["soakb0", "keep0"]));
         m.count_action(ActionLabels {

@@ -5,7 +5,7 @@
 //! Generic over [`Kernel`] so the loop logic is tested against a fake; the
 //! binary hands it the netlink implementation.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -34,6 +34,10 @@ use crate::state::{StateFile, StateStore};
 /// loop mechanics may script plans.
 pub trait Engine: Send {
     fn decide(&mut self, policy: &Policy, obs: &Observation<'_>) -> Plan;
+    /// [`Engine::decide`] into last pass's plan, which it may reuse.
+    fn decide_into(&mut self, policy: &Policy, obs: &Observation<'_>, plan: &mut Plan) {
+        *plan = self.decide(policy, obs);
+    }
     /// Forget accumulated windows (after a reload).
     fn reset(&mut self);
     /// The memory to persist in the state file (`None`: nothing to keep).
@@ -55,6 +59,10 @@ impl Engine for PolicyEngine {
         // The same plan and next state as `decide`, without first copying
         // every device's memory each tick.
         policy::engine::decide_in_place(policy, &mut self.state, obs)
+    }
+
+    fn decide_into(&mut self, policy: &Policy, obs: &Observation<'_>, plan: &mut Plan) {
+        policy::engine::decide_into(policy, &mut self.state, obs, plan);
     }
 
     fn reset(&mut self) {
@@ -135,6 +143,10 @@ struct Daemon<K: Kernel, E: Engine> {
     host_id: rollout::HostId,
     log: DecisionLog,
     last_decisions: BTreeMap<String, (Decision, u64)>,
+    /// A device key, written in place (no String per device per pass).
+    key: String,
+    /// Last pass's plan, handed back to the engine to refill.
+    plan: Plan,
     view: Arc<Mutex<DaemonView>>,
     ready: bool,
     clock: Clock,
@@ -308,6 +320,8 @@ pub async fn run<K: Kernel, E: Engine>(
         host_id,
         log: DecisionLog::new(Duration::from_secs(3600)),
         last_decisions: BTreeMap::new(),
+        key: String::new(),
+        plan: Plan::default(),
         view,
         ready: false,
         clock,
@@ -572,25 +586,30 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 originals: &originals,
                 backoff: self.actuator.backoff(),
             };
-            (self.engine.decide(&self.policy, &obs), asked)
+            let mut plan = std::mem::take(&mut self.plan);
+            self.engine.decide_into(&self.policy, &obs, &mut plan);
+            (plan, asked)
         };
         let cap = snap.capabilities.cap_net_admin;
-        let mut managed = BTreeSet::new();
+        let mut managed = Vec::with_capacity(plan.decisions.len());
         for dec in &plan.decisions {
-            managed.insert(dec.ifindex);
+            managed.push(dec.ifindex);
+            // The device's key, written into the loop's buffer.
+            self.key.clear();
+            let _ = dec.device_id.write_key(&mut self.key);
             let enforce = dec.mode == Mode::Enforce && self.host_enforcing && cap;
             let mode = if enforce { "enforce" } else { "observe" };
             self.metrics.set_mode(&dec.device, mode);
             // 0 for every selected device, so "backed off" is a value to
             // alert on, not a missing series.
-            let backed_off = self.actuator.backed_off(&dec.device_id.key(), now);
+            let backed_off = self.actuator.backed_off(&self.key, now);
             self.metrics.set_backoff(&dec.device, backed_off);
-            self.metrics.count_decision(crate::metrics::DecisionLabels {
-                device: dec.device.clone(),
-                action: crate::logging::action_kind(&dec.action).to_owned(),
-                reason: dec.reason.as_str().to_owned(),
-                mode: mode.to_owned(),
-            });
+            self.metrics.count_decision(
+                &dec.device,
+                crate::logging::action_kind(&dec.action),
+                dec.reason.as_str(),
+                mode,
+            );
             self.log.log(dec, mode, now);
             let rec = match dec.action {
                 Action::Hold => None,
@@ -605,13 +624,26 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 )),
             };
             self.metrics.set_recommendation(&dec.device, rec);
-            let key = dec.device_id.key();
-            let repeats = match self.last_decisions.get(&key) {
-                Some((p, n)) if p.id == dec.id && p.action == dec.action => n + 1,
-                _ => 1,
-            };
-            self.last_decisions.insert(key, (dec.clone(), repeats));
+            // The last decision per device, overwritten in place.
+            match self.last_decisions.get_mut(self.key.as_str()) {
+                Some((last, n)) => {
+                    *n = if last.id == dec.id && last.action == dec.action {
+                        *n + 1
+                    } else {
+                        1
+                    };
+                    last.clone_from(dec);
+                }
+                None => {
+                    self.last_decisions
+                        .insert(self.key.clone(), (dec.clone(), 1));
+                }
+            }
         }
+        // Devices no longer selected (gone, or a reload deselected them)
+        // leave the last decisions: the view, the status line's counts.
+        self.last_decisions
+            .retain(|_, (last, _)| plan.decisions.iter().any(|d| d.device_id == last.device_id));
         for d in self.devices.values() {
             if !managed.contains(&d.ifindex) {
                 self.metrics.set_mode(&d.name, "unmanaged");
@@ -645,6 +677,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 &self.metrics,
             );
         }
+        self.plan = plan;
         if let Some((spent, _)) = self.prev.replace((snap, now)) {
             self.kernel.recycle(spent);
         }

@@ -18,7 +18,7 @@ pub struct Plan {
 }
 
 /// The decision for one device.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
     pub ifindex: u32,
     pub device: String,
@@ -119,6 +119,37 @@ impl<'de> Deserialize<'de> for Evidence {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let map = BTreeMap::<String, f64>::deserialize(d)?;
         Ok(map.into_iter().collect())
+    }
+}
+
+/// Written out for `clone_from`, which the derive does not specialise: the
+/// daemon keeps each device's last decision and overwrites it every pass,
+/// and field by field the strings and the evidence keep their buffers.
+impl Clone for Decision {
+    fn clone(&self) -> Self {
+        Self {
+            ifindex: self.ifindex,
+            device: self.device.clone(),
+            device_id: self.device_id.clone(),
+            mode: self.mode,
+            action: self.action,
+            reason: self.reason,
+            message: self.message.clone(),
+            evidence: self.evidence.clone(),
+            id: RecommendationId(self.id.0.clone()),
+        }
+    }
+
+    fn clone_from(&mut self, source: &Self) {
+        self.ifindex = source.ifindex;
+        self.device.clone_from(&source.device);
+        self.device_id.clone_from(&source.device_id);
+        self.mode = source.mode;
+        self.action = source.action;
+        self.reason = source.reason;
+        self.message.clone_from(&source.message);
+        self.evidence.0.clone_from(&source.evidence.0);
+        self.id.0.clone_from(&source.id.0);
     }
 }
 

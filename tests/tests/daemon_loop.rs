@@ -423,3 +423,49 @@ async fn a_notification_flood_starves_neither_samples_nor_the_watchdog() {
     assert!(pings >= 5, "{pings} watchdog pings in 10 s");
     assert!(metric(&h.metrics, "pptune_samples_total") >= 9.0);
 }
+
+/// A device that vanishes leaves the daemon's last decisions: the status
+/// line (systemd's STATUS=, `systemctl status`) counts the devices selected
+/// now, not every device ever selected. Failed before: the last decision
+/// per device was never dropped, so "1 selected" stayed after the device
+/// was gone, and a host whose devices come and go under new names grew the
+/// map (and the count) for the daemon's life.
+#[tokio::test(start_paused = true)]
+async fn a_vanished_device_leaves_the_status_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock_path = dir.path().join("notify.sock");
+    let sock = UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_nonblocking(true).unwrap();
+    let k = Arc::new(FakeKernel::bursty());
+    let p = fake::test_policy(Mode::Observe);
+    let notifier = Notifier::to_path(sock_path, None);
+    let (opts, _h) = options(None, notifier);
+    let gone = Arc::clone(&k);
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        gone.state.lock().unwrap().gone = true;
+    });
+    run_for(&k, &p, source(&p), opts, 10).await;
+    let mut statuses = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = sock.recv(&mut buf) {
+        let m = String::from_utf8_lossy(&buf[..n]).into_owned();
+        statuses.extend(
+            m.lines()
+                .filter_map(|l| l.strip_prefix("STATUS="))
+                .map(str::to_owned),
+        );
+    }
+    assert!(
+        statuses
+            .iter()
+            .any(|s| s.starts_with("1 devices, 1 selected")),
+        "{statuses:?}"
+    );
+    let last = statuses
+        .iter()
+        .rev()
+        .find(|s| s.as_bytes()[0].is_ascii_digit())
+        .unwrap();
+    assert!(last.starts_with("0 devices, 0 selected"), "{statuses:?}");
+}
