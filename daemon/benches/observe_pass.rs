@@ -26,11 +26,10 @@ mod meter;
 use std::alloc::System;
 
 use policy::Observation;
-use policy::engine::EngineState;
-use policy::engine::decide_in_place;
 use pptune::kernel::{Kernel, SampleScope};
 use pptune::kernel_netlink::NetlinkKernel;
 use pptune::metrics::Metrics;
+use pptune::run::{Engine, PolicyEngine};
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 
 #[global_allocator]
@@ -48,7 +47,7 @@ fn main() {
         let kernel = NetlinkKernel::connect().await.unwrap();
         let metrics = Metrics::new();
         let scope = SampleScope::default();
-        let mut state = EngineState::default();
+        let (mut engine, mut plan) = (PolicyEngine::default(), policy::Plan::default());
         let mut prev = kernel.sample(&scope).await.unwrap();
         let pools: usize = prev.devices.iter().map(|d| d.pools().count()).sum();
         metrics.observe_snapshot(&prev);
@@ -75,8 +74,8 @@ fn main() {
                 originals: &[],
                 backoff: &policy::engine::NO_BACKOFF,
             };
-            // As the daemon's engine does (`PolicyEngine`).
-            let plan = decide_in_place(&policy, &mut state, &obs);
+            // The daemon's engine, refilling the plan it kept (`run::tick`).
+            engine.decide_into(&policy, &obs, &mut plan);
             if i >= 2 {
                 decisions += plan.decisions.len();
             }

@@ -49,16 +49,15 @@ use netlink::netdev::{NetdevBody, NetdevMessage, QueueType};
 use netlink::rtnl::{Link, RTM_NEWLINK};
 use netlink::socket::{Exchange, Outcome};
 use nix::time::{ClockId, clock_gettime};
-use policy::engine::EngineState;
 use policy::snapshot::{Availability, Capabilities, Snapshot};
 
 use policy::Observation;
-use policy::engine::decide_in_place;
 use pptune::kernel_netlink::{
     PassBuffers, convert_caps, convert_channels, convert_rings, keep_dev_qstats, keep_queue,
     keep_queue_qstats,
 };
 use pptune::metrics::Metrics;
+use pptune::run::{Engine, PolicyEngine};
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 
 #[global_allocator]
@@ -386,7 +385,7 @@ fn main() {
     let policy = config::default_policy().unwrap();
     let interval = policy.timing.interval;
     let metrics = Metrics::new();
-    let mut state = EngineState::default();
+    let mut engine = (PolicyEngine::default(), policy::Plan::default());
     let mut buffers = PassBuffers::default();
     let mut prev = input.snapshot(&mut buffers, &caps, 0);
     assert_eq!(
@@ -403,7 +402,7 @@ fn main() {
     let tick = |i: u64,
                 prev: &mut Snapshot,
                 b: &mut PassBuffers,
-                state: &mut EngineState,
+                engine: &mut (PolicyEngine, policy::Plan),
                 parts: &mut [u128; 6]| {
         let (t0, a0) = (cpu_ns(), allocs());
         let snap = input.snapshot(b, &caps, i * 1000);
@@ -419,8 +418,9 @@ fn main() {
             originals: &[],
             backoff: &policy::engine::NO_BACKOFF,
         };
-        // As the daemon's engine does (`PolicyEngine`).
-        let plan = decide_in_place(&policy, state, &obs);
+        // The daemon's engine, refilling the plan it kept (`run::tick`).
+        let (engine, plan) = engine;
+        engine.decide_into(&policy, &obs, plan);
         let (t2, a2) = (cpu_ns(), allocs());
         metrics.observe_snapshot(&snap);
         let (t3, a3) = (cpu_ns(), allocs());
@@ -434,12 +434,12 @@ fn main() {
         plan.decisions.len()
     };
     let mut parts = [0u128; 6];
-    tick(1, &mut prev, &mut buffers, &mut state, &mut parts);
+    tick(1, &mut prev, &mut buffers, &mut engine, &mut parts);
     parts = [0; 6];
     let m = meter::Meter::start(GLOBAL);
     let mut decisions = 0;
     for i in 2..passes + 2 {
-        decisions += tick(i, &mut prev, &mut buffers, &mut state, &mut parts);
+        decisions += tick(i, &mut prev, &mut buffers, &mut engine, &mut parts);
     }
     let r = m.stop(passes);
     let bytes: usize = input
