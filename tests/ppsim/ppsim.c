@@ -56,6 +56,10 @@
 /* Modelled time: what one delivered page costs on the fast path (a page
  * from the pool's cache or ring, plus handing it up), see ppsim_model(). */
 #define PPSIM_MODEL_PAGE_NS	1000
+/* Paced delivery (pace_scale): how far a lane's wall clock may fall behind
+ * its paced schedule before the lag is written off (counted in
+ * pace_behind_ns), so a lane that was held up does not then run unpaced. */
+#define PPSIM_PACE_SLACK_NS	(20 * NSEC_PER_MSEC)
 
 struct ppsim_dev;
 
@@ -138,6 +142,12 @@ struct ppsim_lane {
 	 * first pages without its slow refills and release, or the reverse). */
 	atomic64_t model_done_ns;
 	atomic64_t model_done_pk;
+	/* Paced delivery (pace_scale, see ppsim_pace()): wall time and
+	 * model_ns when the schedule started, and the lag written off. */
+	u64 pace_t0;
+	u64 pace_m0;
+	u64 pace_pk0;
+	atomic64_t pace_behind_ns;
 };
 
 struct ppsim_dev {
@@ -163,6 +173,7 @@ struct ppsim_dev {
 	u32 contention_pct;
 	u32 stack_ref_pct;	/* returned pages the stack still references */
 	u32 line_pps;		/* the device's line rate in the model, 0 = none */
+	u32 pace_scale;		/* deliver at the modelled rate / this, 0 = off */
 	u32 refuse_sets;	/* refuse every ring/channel set (EBUSY, extack) */
 	u32 refused;		/* sets refused because of refuse_sets */
 	u32 producer_cpu;
@@ -269,6 +280,49 @@ static void ppsim_model(struct ppsim_lane *lane, u64 pages, u64 events, u32 cost
 		atomic64_add(c, &lane->model_ns);
 }
 
+/*
+ * Paced delivery: with pace_scale = S > 0 a lane delivers no faster than
+ * its modelled time, stretched S times, allows: the wall time since the
+ * schedule started is at least S x the modelled time the lane has gone
+ * through since then (and S x its pages at its share of line_pps). The
+ * kernel-visible rx-packets rate then follows the model (the modelled
+ * rate / S) as long as the emulated CPU keeps up; the lag it cannot make up
+ * is written off past PPSIM_PACE_SLACK_NS and counted in pace_behind_ns, so
+ * a test can check that it stayed small. The charged stalls are off while
+ * pacing: the model is the cost. Returns the ns to wait, 0 = go.
+ */
+static void ppsim_pace_start(struct ppsim_lane *lane, u64 now)
+{
+	lane->pace_t0 = now;
+	lane->pace_m0 = atomic64_read(&lane->model_ns);
+	lane->pace_pk0 = READ_ONCE(lane->st.packets);
+}
+
+static u64 ppsim_pace(struct ppsim_lane *lane, u64 now, u32 scale)
+{
+	struct ppsim_dev *pd = lane->pd;
+	u64 model = atomic64_read(&lane->model_ns) - lane->pace_m0, due;
+	u32 line = READ_ONCE(pd->line_pps);
+
+	if (line) {
+		/* the lane's share of the line rate, as the modelled figure caps */
+		u64 pk = READ_ONCE(lane->st.packets) - lane->pace_pk0;
+		u64 floor = div_u64(pk * READ_ONCE(pd->nq) * NSEC_PER_SEC, line);
+
+		model = max(model, floor);
+	}
+	due = lane->pace_t0 + model * scale;
+	if (now < due)
+		return due - now;
+	if (now - due > PPSIM_PACE_SLACK_NS) {
+		u64 lag = now - due - PPSIM_PACE_SLACK_NS;
+
+		lane->pace_t0 += lag;
+		atomic64_add(lag, &lane->pace_behind_ns);
+	}
+	return 0;
+}
+
 /* ---- producer: NAPI ---------------------------------------------------- */
 
 static enum hrtimer_restart ppsim_timer_fn(struct hrtimer *t)
@@ -312,7 +366,7 @@ static int ppsim_poll(struct napi_struct *napi, int budget)
 {
 	struct ppsim_lane *lane = container_of(napi, struct ppsim_lane, napi);
 	struct ppsim_dev *pd = lane->pd;
-	u32 rate = READ_ONCE(pd->rate_pps);
+	u32 rate = READ_ONCE(pd->rate_pps), pace = READ_ONCE(pd->pace_scale);
 	u64 now = ktime_get_ns(), slow, n, i;
 	bool done_modelled = false;
 	int done = 0;
@@ -332,6 +386,18 @@ static int ppsim_poll(struct napi_struct *napi, int budget)
 	if (!READ_ONCE(pd->running) || !budget) {
 		napi_complete_done(napi, 0);
 		return 0;
+	}
+
+	if (pace) {
+		u64 wait = ppsim_pace(lane, now, pace);
+
+		if (wait) {
+			if (rate)
+				ppsim_arrivals(lane, now, rate);
+			napi_complete_done(napi, 0);
+			ppsim_arm(lane, wait);
+			return 0;
+		}
 	}
 
 	if (rate) {
@@ -420,7 +486,7 @@ static int ppsim_poll(struct napi_struct *napi, int budget)
 		 * events at random. */
 		ppsim_model(lane, done, 0, 0);
 		done_modelled = true;
-		if (cost_us) {
+		if (cost_us && !pace) {
 			u64 c = min_t(u64, cost_us, PPSIM_MAX_COST_US) * NSEC_PER_USEC * events;
 
 			lane->stall_until = ppsim_charge(lane, &lane->cap_producer, c, now);
@@ -463,6 +529,7 @@ static void ppsim_kick(struct ppsim_dev *pd)
 		cpu = cpumask_first(cpu_online_mask);
 	for (i = 0; i < pd->nq; i++) {
 		pd->lanes[i].last_ns = ktime_get_ns();
+		ppsim_pace_start(&pd->lanes[i], pd->lanes[i].last_ns);
 		smp_call_function_single(cpu, ppsim_kick_fn, &pd->lanes[i], 1);
 	}
 }
@@ -549,7 +616,7 @@ static void ppsim_release(struct ppsim_lane *lane, unsigned long n)
 	smp_store_release(&lane->ho_tail, tail + n);
 	smp_store_release(&lane->returning, 0);
 
-	if (cost_us && bulks) {
+	if (cost_us && bulks && !READ_ONCE(pd->pace_scale)) {
 		u64 now = ktime_get_ns();
 		u64 until = ppsim_charge(lane, &lane->cap_consumer,
 			min_t(u64, cost_us, PPSIM_MAX_COST_US) * NSEC_PER_USEC * bulks, now);
@@ -1250,7 +1317,7 @@ static int ppsim_qstate_show(struct seq_file *m, void *v)
 			   "held=%lu packets=%llu bytes=%llu alloc_fail=%llu drops_ring=%llu drops_backlog=%llu "
 			   "returned=%llu bursts=%llu slow_events=%llu ring_full_pages=%llu "
 			   "charged_ns=%llu capped=%llu pool_size=%d posted=%u release_bulks=%llu "
-			   "model_ns=%lld\n",
+			   "model_ns=%lld pace_behind_ns=%lld\n",
 			   i, pd->rx_ring, l->pool ? l->pool->user.id : 0,
 			   l->napi_added ? l->napi.napi_id : 0, READ_ONCE(l->napi_cpu),
 			   READ_ONCE(l->polls), ho_count(l),
@@ -1260,7 +1327,8 @@ static int ppsim_qstate_show(struct seq_file *m, void *v)
 			   READ_ONCE(st->bursts), READ_ONCE(st->slow_events),
 			   READ_ONCE(st->ring_full_pages), atomic64_read(&l->charged_ns),
 			   atomic64_read(&l->capped), l->pool ? l->pool->ring.size : 0,
-			   l->nposted, READ_ONCE(st->release_bulks), atomic64_read(&l->model_ns));
+			   l->nposted, READ_ONCE(st->release_bulks), atomic64_read(&l->model_ns),
+			   atomic64_read(&l->pace_behind_ns));
 	}
 	rtnl_unlock();
 	return 0;
@@ -1279,6 +1347,7 @@ static void ppsim_debugfs_init(struct ppsim_dev *pd)
 	debugfs_create_u32("contention_pct", 0600, pd->dir, &pd->contention_pct);
 	debugfs_create_u32("stack_ref_pct", 0600, pd->dir, &pd->stack_ref_pct);
 	debugfs_create_u32("line_pps", 0600, pd->dir, &pd->line_pps);
+	debugfs_create_u32("pace_scale", 0600, pd->dir, &pd->pace_scale);
 	debugfs_create_u32("refuse_sets", 0600, pd->dir, &pd->refuse_sets);
 	debugfs_create_u32("refused", 0400, pd->dir, &pd->refused);
 	debugfs_create_u32("producer_cpu", 0600, pd->dir, &pd->producer_cpu);

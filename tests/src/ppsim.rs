@@ -159,6 +159,10 @@ pub struct Knobs {
     pub stack_ref_pct: u32,
     /// The device's line rate in the modelled figure, pages/s (0 = none).
     pub line_pps: u32,
+    /// Paced delivery: each queue delivers at its modelled rate divided by
+    /// this, so the kernel's rx-packets rate follows the model (0 = off,
+    /// the charged stalls apply instead). Applies from the next start.
+    pub pace_scale: u32,
 }
 
 impl Default for Knobs {
@@ -172,6 +176,7 @@ impl Default for Knobs {
             contention_pct: 0,
             stack_ref_pct: 0,
             line_pps: 0,
+            pace_scale: 0,
         }
     }
 }
@@ -295,6 +300,9 @@ pub struct QueueState {
     pub release_bulks: u64,
     /// This queue's modelled busy time, ns.
     pub model_ns: u64,
+    /// Paced delivery: wall-clock lag the queue could not make up and
+    /// wrote off (the emulated CPU did not keep up), ns.
+    pub pace_behind_ns: u64,
 }
 
 /// The loaded ppsim module.
@@ -510,7 +518,8 @@ impl PpsimDev {
         self.knob("release_cost_us", k.release_cost_us)?;
         self.knob("contention_pct", k.contention_pct)?;
         self.knob("stack_ref_pct", k.stack_ref_pct)?;
-        self.knob("line_pps", k.line_pps)
+        self.knob("line_pps", k.line_pps)?;
+        self.knob("pace_scale", k.pace_scale)
     }
 
     /// `refuse_sets`: while on, the device refuses every ring and channel
@@ -558,6 +567,7 @@ impl PpsimDev {
             contention_pct: get("contention_pct")?,
             stack_ref_pct: get("stack_ref_pct")?,
             line_pps: get("line_pps")?,
+            pace_scale: get("pace_scale")?,
         })
     }
 
@@ -689,6 +699,7 @@ impl PpsimDev {
                     "posted" => q.posted = n,
                     "release_bulks" => q.release_bulks = n,
                     "model_ns" => q.model_ns = n,
+                    "pace_behind_ns" => q.pace_behind_ns = n,
                     _ => return false,
                 }
                 true
