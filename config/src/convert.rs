@@ -201,6 +201,7 @@ pub(crate) fn convert(raw: &RawPolicy, tree: &Node) -> Result<p::Policy, Vec<Iss
         shrink_when_contended: c.shrink_when_contended,
         step: c.step,
         grow_drop_share: c.grow_drop_share,
+        trial_gain: c.trial_gain,
     };
 
     let per_device = cx.bytes(

@@ -197,11 +197,17 @@ pub struct RawChannels {
     pub step: u32,
     /// Add queues when drops persist while recycling is healthy.
     pub grow_on_drops_when_healthy: bool,
-    /// Remove queues when the slow path stays high with rings at their limit.
+    /// Remove queues when the slow path stays high with rings at their limit,
+    /// or, as a trial judged on the delivered rate, when the ring cannot help.
     pub shrink_when_contended: bool,
     /// Drops per received packet at or above which more queues are considered.
     #[schemars(range(min = 0.0, max = 1.0))]
     pub grow_drop_share: f64,
+    /// A trial queue cut on a contended slow path the ring cannot fix is kept
+    /// only when the delivered rate (qstats rx-packets/s) rose by more than
+    /// this share over equal windows before and after; else it is put back.
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub trial_gain: f64,
 }
 
 /// A byte count: an integer, or a string with a binary unit (`512MiB`, `2GiB`).

@@ -64,6 +64,7 @@ fn policy() -> Policy {
             shrink_when_contended: true,
             step: 2,
             grow_drop_share: 0.001,
+            trial_gain: 0.05,
         },
         budget: MemoryBudget {
             per_device_bytes: None,

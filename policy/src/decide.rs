@@ -192,6 +192,10 @@ struct Findings {
     healthy_drops: bool,
     pressure: bool,
     untunable: Option<String>,
+    /// The untunable cause is held pages (released_refcnt, or slow refills
+    /// with ring_full flat): no ring fixes it, fewer queues contending for
+    /// the allocator may ([`Shed::Held`]).
+    held: bool,
     /// Worst queue by recycle-miss share.
     worst_miss: Option<QueueFacts>,
     /// Worst queue by slow-refill share.
@@ -317,6 +321,7 @@ impl DeviceRun<'_> {
                 let rel = facts.released_share.unwrap_or(0.0);
                 let waive = facts.waive_share.unwrap_or(0.0);
                 if rel >= th.grow_recycle_miss {
+                    f.held = true;
                     f.untunable = Some(format!(
                         "{}: {:.1} % of returned pages were still referenced (released_refcnt); a bigger ring cannot fix that",
                         facts.key,
@@ -329,6 +334,7 @@ impl DeviceRun<'_> {
                         waive * 100.0
                     ));
                 } else if slow >= th.grow_slow_refill {
+                    f.held = true;
                     f.untunable = Some(format!(
                         "{}: {:.1} % of refills went to the slow path while ring_full stayed flat: pages are held (sockets, driver ring), not overflowing the pool ring",
                         facts.key,
@@ -410,7 +416,7 @@ impl DeviceRun<'_> {
             let p = self.grow_ring(ds, f, ctx, ev);
             if p.action == Action::Hold
                 && ds.contended_windows >= n
-                && let Some(c) = self.shrink_channels(f, ev, &p)
+                && let Some(c) = self.shrink_channels(f, ev, Shed::RingAtLimit(&p))
             {
                 return c;
             }
@@ -420,11 +426,19 @@ impl DeviceRun<'_> {
             let at_limit = self.ring_at_limit(ctx);
             if let Some(why) = at_limit {
                 let hold = self.hold(ReasonCode::AtLimit, Some(ring), why);
-                if let Some(c) = self.shrink_channels(f, ev, &hold) {
+                if let Some(c) = self.shrink_channels(f, ev, Shed::RingAtLimit(&hold)) {
                     return c;
                 }
             }
             if let Some(u) = &f.untunable {
+                // Rings first: no grow finding in this window or building.
+                if f.held
+                    && !f.grow
+                    && ds.grow_windows == 0
+                    && let Some(c) = self.shrink_channels(f, ev, Shed::Held(u))
+                {
+                    return c;
+                }
                 return self.hold(ReasonCode::UntunableCause, Some(ring), u);
             }
         }
@@ -833,6 +847,9 @@ impl DeviceRun<'_> {
                 Direction::Shrink => r.to < r.from,
             })?;
         let what = match (&r.outcome, dir) {
+            (Outcome::Reverted, Direction::Shrink) if matches!(knob, Knob::Channels(_)) => {
+                "was put back (harm rose, or the delivered rate did not rise by more than channels.trial_gain)"
+            }
             (Outcome::Reverted, _) => "made harm worse and was reverted",
             (Outcome::Ineffective, Direction::Grow) if matches!(knob, Knob::Ring(_)) => {
                 "did not move the recycle-miss share"
@@ -915,14 +932,13 @@ impl DeviceRun<'_> {
         }
     }
 
-    /// Fewer queues: only when the slow path stays high with rings at their
-    /// limit (`ring_hold` says why the ring cannot help).
-    fn shrink_channels(
-        &self,
-        f: &Findings,
-        ev: &mut Evidence,
-        ring_hold: &Proposal,
-    ) -> Option<Proposal> {
+    /// Fewer queues, `channels.step` at a time, while the slow path stays
+    /// contended and the ring cannot help: with the ring at its limit
+    /// (judged on the slow-refill share), or, for held pages, as a trial
+    /// judged on the delivered rate (`evaluate::judge`), kept while the
+    /// rate rises by more than `channels.trial_gain` and put back, for
+    /// good, when it does not. `None`: the rule does not apply.
+    fn shrink_channels(&self, f: &Findings, ev: &mut Evidence, why: Shed<'_>) -> Option<Proposal> {
         let cp = &self.policy.channels;
         if !cp.enabled || !cp.shrink_when_contended {
             return None;
@@ -932,6 +948,20 @@ impl DeviceRun<'_> {
         if let Some(hold) = self.failed_before(knob, Direction::Shrink) {
             return Some(hold);
         }
+        if let Shed::Held(_) = why {
+            // One trial at a time, and never while a ring change is judged.
+            for k in [knob, self.ring_knob()] {
+                if last_record(self.obs.history, &self.dev.id, k)
+                    .is_some_and(|r| r.outcome == Outcome::Pending)
+                {
+                    return Some(self.hold(
+                        ReasonCode::Cooldown,
+                        Some(knob),
+                        format_args!("the last {k} change is still being evaluated"),
+                    ));
+                }
+            }
+        }
         let to = cur.saturating_sub(cp.step.max(1)).max(cp.min.max(1));
         let slow = f
             .worst_slow
@@ -940,16 +970,35 @@ impl DeviceRun<'_> {
             .unwrap_or(0.0)
             * 100.0;
         if to >= cur {
-            return Some(self.hold(
-                ReasonCode::AtLimit,
-                Some(knob),
-                format_args!(
-                    "slow path contended ({slow:.1} % of refills) with the ring at its limit, and {knob} is already at the policy minimum {cur}"
-                ),
-            ));
+            return match why {
+                Shed::RingAtLimit(_) => Some(self.hold(
+                    ReasonCode::AtLimit,
+                    Some(knob),
+                    format_args!(
+                        "slow path contended ({slow:.1} % of refills) with the ring at its limit, and {knob} is already at the policy minimum {cur}"
+                    ),
+                )),
+                Shed::Held(_) => None,
+            };
         }
         ev.insert("channels_current", f64::from(cur));
         ev.insert("channels_target", f64::from(to));
+        let (reason, message) = match why {
+            Shed::RingAtLimit(hold) => (
+                ReasonCode::ChannelsShrinkContended,
+                self.text(format_args!(
+                    "{slow:.1} % of refills reach the page allocator and the ring cannot help ({}): fewer queues contend less, {knob} {cur} → {to}",
+                    hold.message
+                )),
+            ),
+            Shed::Held(cause) => (
+                ReasonCode::ChannelsShrinkTrial,
+                self.text(format_args!(
+                    "{slow:.1} % of refills reach the page allocator and no ring can fix it ({cause}): try fewer queues, {knob} {cur} → {to}, kept only if the delivered rate rises by more than {:.1} %",
+                    cp.trial_gain * 100.0
+                )),
+            ),
+        };
         Some(Proposal {
             probe: None,
             action: Action::SetChannels {
@@ -957,12 +1006,9 @@ impl DeviceRun<'_> {
                 from: cur,
                 to,
             },
-            reason: ReasonCode::ChannelsShrinkContended,
+            reason,
             knob: Some(knob),
-            message: self.text(format_args!(
-                "{slow:.1} % of refills reach the page allocator and the ring cannot help ({}): fewer queues contend less, {knob} {cur} → {to}",
-                ring_hold.message
-            )),
+            message,
         })
     }
 
@@ -1121,6 +1167,15 @@ impl DeviceRun<'_> {
         out.evidence = evidence;
         out.id.set(&dev.id, knob, reason);
     }
+}
+
+/// Why fewer queues are considered ([`DeviceRun::shrink_channels`]).
+#[derive(Clone, Copy)]
+enum Shed<'a> {
+    /// The ring is at its limit: the hold that says why.
+    RingAtLimit(&'a Proposal),
+    /// Held pages, which no ring fixes: the cause, in words.
+    Held(&'a str),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -66,6 +66,14 @@ impl Rates {
         signals::slow_refill_share(&self.pools, self.provider)
     }
 
+    /// Received packets per second (qstats rx-packets, or the link's):
+    /// the delivered rate a trial queue cut is judged on.
+    #[must_use]
+    #[allow(clippy::cast_precision_loss)]
+    pub fn delivered_rate(&self) -> f64 {
+        self.packets as f64 / self.secs
+    }
+
     /// Harm per received packet when packets were counted, else per second.
     #[must_use]
     #[allow(clippy::cast_precision_loss)]
@@ -122,14 +130,19 @@ const HARM_FLOOR_PER_SEC: f64 = 1.0;
 const MOVE_FACTOR: f64 = 0.9;
 
 /// Compares the window after a change with the baseline before it
-/// (`None`: no baseline, judged against zero harm).
+/// (`None`: no baseline, judged against zero harm). A ring change is judged
+/// on the signal it was made for, with `policy.thresholds.grow_recycle_miss`
+/// as the bar; a trial queue cut ([`ReasonCode::ChannelsShrinkTrial`]) on
+/// the delivered rate, which must rise by more than
+/// `policy.channels.trial_gain` or the cut is put back.
 #[must_use]
 pub fn judge(
     reason: ReasonCode,
     before: Option<&Rates>,
     after: Option<&Rates>,
-    grow_threshold: f64,
+    policy: &Policy,
 ) -> Verdict {
+    let grow_threshold = policy.thresholds.grow_recycle_miss;
     let Some(after) = after else {
         return Verdict::Ineffective("empty evaluation window".into());
     };
@@ -180,6 +193,31 @@ pub fn judge(
             "slow-refill share",
             None,
         ),
+        // A cut the slow-path share cannot judge (held pages keep it at
+        // 100 % whatever the queue count): the rate decides. Flat or lower
+        // is put back: the cut cost a rebuild and bought nothing.
+        ReasonCode::ChannelsShrinkTrial => {
+            let gain = policy.channels.trial_gain;
+            let (b, a) = (before.delivered_rate(), after.delivered_rate());
+            if before.packets == 0 || after.packets == 0 {
+                return Verdict::Harmful(format!(
+                    "no delivered rate to compare ({b:.0} -> {a:.0} packets/s): the trial cut is put back"
+                ));
+            }
+            let rise = a / b - 1.0;
+            if rise > gain {
+                Verdict::Effective(format!(
+                    "delivered rate {b:.0} -> {a:.0} packets/s ({:+.1} %)",
+                    rise * 100.0
+                ))
+            } else {
+                Verdict::Harmful(format!(
+                    "delivered rate {b:.0} -> {a:.0} packets/s ({:+.1} %, not above the {:.1} % trial margin): the trial cut is put back",
+                    rise * 100.0,
+                    gain * 100.0
+                ))
+            }
+        }
         ReasonCode::ChannelsGrowHealthy => moved(
             Some(before.harm_level()),
             Some(after.harm_level()),
@@ -264,18 +302,27 @@ impl Evaluation {
     /// settles a fresh window, and once it has closed, the verdict (judged
     /// with the policy's growth threshold). `None`: still open.
     pub fn advance(&mut self, dev: &Device, now: Duration, policy: &Policy) -> Option<Verdict> {
-        self.settle(dev, now, policy.timing.evaluation);
-        self.due(now)
-            .then(|| self.judge(dev, now, policy.thresholds.grow_recycle_miss))
+        self.settle(dev, now, policy);
+        self.due(now).then(|| self.judge(dev, now, policy))
     }
 
     /// Moves a fresh window past the rebuild transient: it is judged over
-    /// `evaluation` from the first regular sample after the change.
-    fn settle(&mut self, dev: &Device, now: Duration, evaluation: Duration) {
+    /// `timing.evaluation` from the first regular sample after the change,
+    /// or, for a trial queue cut, over a window as long as its baseline
+    /// (equal windows before and after: the delivered rate is compared;
+    /// it closes on the sample nearest that length).
+    fn settle(&mut self, dev: &Device, now: Duration, policy: &Policy) {
         if !self.settled {
+            let len = match (&self.reason, &self.baseline) {
+                (ReasonCode::ChannelsShrinkTrial, Some(b)) if b.secs > 0.0 => {
+                    let base = Duration::from_secs_f64(b.secs);
+                    base.saturating_sub((policy.timing.interval / 2).min(base / 2))
+                }
+                _ => policy.timing.evaluation,
+            };
             self.start = dev.clone();
             self.start_at = now;
-            self.ends = now.saturating_add(evaluation);
+            self.ends = now.saturating_add(len);
             self.settled = true;
         }
     }
@@ -288,14 +335,9 @@ impl Evaluation {
 
     /// The verdict on the window ending with `dev` at `now`.
     #[must_use]
-    fn judge(&self, dev: &Device, now: Duration, grow_threshold: f64) -> Verdict {
+    fn judge(&self, dev: &Device, now: Duration, policy: &Policy) -> Verdict {
         let after = Rates::between(&self.start, dev, now.saturating_sub(self.start_at));
-        judge(
-            self.reason,
-            self.baseline.as_ref(),
-            after.as_ref(),
-            grow_threshold,
-        )
+        judge(self.reason, self.baseline.as_ref(), after.as_ref(), policy)
     }
 }
 
@@ -321,12 +363,13 @@ mod tests {
     #[test]
     fn verdicts() {
         let before = r((500, 500), 10, 1_000_000);
+        let policy = crate::policy::tests_support::policy();
         let j = |after: &Rates| {
             judge(
                 ReasonCode::RecycleMissHigh,
                 Some(&before),
                 Some(after),
-                0.05,
+                &policy,
             )
         };
         assert!(matches!(
@@ -373,6 +416,94 @@ mod tests {
         assert_eq!((r.harm, r.packets, r.reset), (7, 5, false));
         let back = Rates::between(&dev(5, 2, 7), &dev(0, 0, 0), Duration::from_secs(1));
         assert!(back.is_some_and(|r| r.reset));
+    }
+
+    /// A trial queue cut is judged on the delivered rate alone: kept when
+    /// it rose by more than `channels.trial_gain`, put back (the daemon
+    /// reverts what is harmful) when it rose less, stayed flat or fell, or
+    /// when there is no rate to compare. Harm still comes first.
+    #[test]
+    fn a_trial_cut_is_judged_on_the_delivered_rate() {
+        let policy = crate::policy::tests_support::policy();
+        assert!((policy.channels.trial_gain - 0.05).abs() < 1e-12);
+        let rate = |packets: u64, harm: u64| Rates {
+            // held pages: the slow path is 100 % whatever the queue count
+            pools: PoolStats {
+                alloc_slow: 1000,
+                recycle_released_refcnt: 64_000,
+                ..PoolStats::default()
+            },
+            ..r((0, 0), harm, packets)
+        };
+        let before = rate(2_494_154, 0);
+        let j = |after: &Rates| {
+            judge(
+                ReasonCode::ChannelsShrinkTrial,
+                Some(&before),
+                Some(after),
+                &policy,
+            )
+        };
+        // 16 → 14 queues in ppsim's model: +7.3 %.
+        let kept = j(&rate(2_675_000, 0));
+        assert!(matches!(kept, Verdict::Effective(_)), "{kept:?}");
+        assert!(kept.why().contains("+7.3 %"), "{kept:?}");
+        for (after, why) in [
+            (2_580_000, "+3.4 %"), // a rise inside the margin
+            (2_494_154, "+0.0 %"), // flat
+            (2_450_000, "-1.8 %"), // fell
+        ] {
+            let v = j(&rate(after, 0));
+            assert!(matches!(v, Verdict::Harmful(_)), "{after}: {v:?}");
+            assert_eq!(v.outcome(), Outcome::Reverted);
+            assert!(
+                v.why().contains(why) && v.why().contains("put back"),
+                "{v:?}"
+            );
+        }
+        // More delivered, but drops rose: harm decides first.
+        let v = j(&rate(3_000_000, 50_000));
+        assert!(v.why().starts_with("harm rose"), "{v:?}");
+        // No baseline: nothing shows a gain, the cut is put back.
+        let v = judge(
+            ReasonCode::ChannelsShrinkTrial,
+            None,
+            Some(&rate(3_000_000, 0)),
+            &policy,
+        );
+        assert!(matches!(v, Verdict::Harmful(_)), "{v:?}");
+    }
+
+    /// A trial cut's window is as long as its baseline (equal windows
+    /// before and after), from the first sample after the rebuild; other
+    /// changes keep `timing.evaluation`.
+    #[test]
+    fn a_trial_window_is_as_long_as_its_baseline() {
+        let policy = crate::policy::tests_support::policy();
+        let dev = crate::tests::support::device(3, "ice", 256, 8160, 16);
+        let change = Applied {
+            knob: Knob::Channels(crate::plan::ChannelField::Combined),
+            from: 16,
+            to: 14,
+            reason: ReasonCode::ChannelsShrinkTrial,
+        };
+        let base = Rates {
+            secs: 10.3,
+            ..r((0, 0), 0, 1_000_000)
+        };
+        let t0 = Duration::from_secs(100);
+        let mut ev = Evaluation::open(change, Some(base), dev.clone(), t0, &policy);
+        let t1 = t0 + Duration::from_secs(1);
+        assert_eq!(ev.advance(&dev, t1, &policy), None);
+        // Closes on the sample nearest the baseline's length (within half
+        // an interval): the next 10 s sample, 10 s against 10.3 s.
+        assert_eq!(ev.ends, t1 + Duration::from_millis(5300));
+        assert_eq!(ev.advance(&dev, t1 + Duration::from_secs(5), &policy), None);
+        assert!(
+            ev.advance(&dev, t1 + Duration::from_secs(10), &policy)
+                .is_some()
+        );
+        assert!(policy.timing.evaluation > Duration::from_secs(20));
     }
 
     /// The window opens at the change, restarts at the first sample after

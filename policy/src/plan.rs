@@ -243,6 +243,9 @@ pub enum ReasonCode {
     ChannelsGrowHealthy,
     /// Slow path stays high with rings at their limit: fewer queues.
     ChannelsShrinkContended,
+    /// Slow path contended by a cause a ring cannot fix (held pages):
+    /// fewer queues as a trial, kept only if the delivered rate rises.
+    ChannelsShrinkTrial,
     // --- holds ---
     /// Nothing to do: signals within thresholds.
     Healthy,
@@ -303,6 +306,7 @@ impl ReasonCode {
             Self::CalmShrink => "calm_shrink",
             Self::ChannelsGrowHealthy => "channels_grow_healthy",
             Self::ChannelsShrinkContended => "channels_shrink_contended",
+            Self::ChannelsShrinkTrial => "channels_shrink_trial",
             Self::Healthy => "healthy",
             Self::Gathering => "gathering",
             Self::UntunableCause => "untunable_cause",

@@ -153,6 +153,17 @@ pub struct ChannelPolicy {
     /// Harm (drops / received packets over a window) at or above which
     /// more queues are considered while recycling is healthy.
     pub grow_drop_share: f64,
+    /// A trial queue cut (the ring cannot help a contended slow path) is
+    /// kept only when the device's delivered rate (qstats rx-packets per
+    /// second) rose by more than this share over equal windows; otherwise
+    /// it is put back and not tried again.
+    #[serde(default = "default_trial_gain")]
+    pub trial_gain: f64,
+}
+
+/// `channels.trial_gain` when a recorded policy predates it.
+fn default_trial_gain() -> f64 {
+    0.05
 }
 
 /// Memory budgets in bytes (computed as in design.md: (posted buffers +
@@ -288,6 +299,7 @@ pub(crate) mod tests_support {
                 shrink_when_contended: true,
                 step: 2,
                 grow_drop_share: 0.001,
+                trial_gain: 0.05,
             },
             budget: MemoryBudget {
                 per_device_bytes: None,

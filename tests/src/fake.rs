@@ -48,6 +48,11 @@ pub struct FakeState {
     /// While set, every sample blocks (a wedged netlink socket); it
     /// completes once cleared.
     pub hang_sampling: bool,
+    /// Held pages (ppsim's `queues-held`): instead of bursts, every page
+    /// comes back still referenced (released_refcnt) and is refilled from
+    /// the slow path whatever the ring; the device delivers
+    /// `held(combined)` pages per sample in all, split over its queues.
+    pub held: Option<fn(u32) -> u64>,
 }
 
 /// The fake kernel.
@@ -97,10 +102,30 @@ impl FakeKernel {
                 vanish_on_set: false,
                 gone: false,
                 hang_sampling: false,
+                held: None,
             }),
             tx,
             rx: tokio::sync::Mutex::new(rx),
         }
+    }
+
+    /// A device with `queues` queues whose pages are all held (see
+    /// [`FakeState::held`]): it delivers `rate(queues)` pages per sample.
+    #[must_use]
+    pub fn held(queues: u32, rate: fn(u32) -> u64) -> Self {
+        let k = Self::bursty();
+        if let Ok(mut s) = k.state.lock() {
+            s.combined = queues;
+            s.held = Some(rate);
+            rebuild(&mut s);
+        }
+        k
+    }
+
+    /// The current combined channel count.
+    #[must_use]
+    pub fn channels(&self) -> u32 {
+        self.state.lock().map(|s| s.combined).unwrap_or(0)
     }
 
     /// The current rx ring.
@@ -140,6 +165,18 @@ impl FakeKernel {
 
     fn advance(s: &mut FakeState) {
         s.samples += 1;
+        if let Some(rate) = s.held {
+            let total = rate(s.combined);
+            let per_q = total / s.pools.len().max(1) as u64;
+            for p in &mut s.pools {
+                p.alloc_fast += per_q;
+                p.alloc_slow += per_q.div_ceil(64);
+                p.recycle_released_refcnt += per_q;
+            }
+            s.link.rx_packets += per_q * s.pools.len() as u64;
+            s.link.rx_bytes += per_q * 1500 * s.pools.len() as u64;
+            return;
+        }
         let ring = u64::from(s.ring);
         let returned = s.returned;
         let miss = returned * s.burst.saturating_sub(ring) / s.burst.max(1);
@@ -400,6 +437,7 @@ pub fn test_policy(mode: policy::Mode) -> policy::Policy {
             shrink_when_contended: false,
             step: 1,
             grow_drop_share: 0.01,
+            trial_gain: 0.05,
         },
         budget: MemoryBudget {
             per_device_bytes: None,

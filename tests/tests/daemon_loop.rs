@@ -469,3 +469,89 @@ async fn a_vanished_device_leaves_the_status_line() {
         .unwrap();
     assert!(last.starts_with("0 devices, 0 selected"), "{statuses:?}");
 }
+
+/// ppsim's `queues-held` curve (tests/ppsim/README.md "Queue count"): the
+/// modelled pages per second at n queues when every page is held and the
+/// allocator's lock is contended, n / (1 + 0.09375 (1 + 0.44 (n − 1))²),
+/// ×10⁵ per 1 s sample: 16 → 2.49, 14 → 2.68, 12 → 2.86, 10 → 3.03,
+/// 8 → 3.12 (the peak), 6 → 3.06.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+fn held_curve(n: u32) -> u64 {
+    let n = f64::from(n);
+    let f = 1.0 + 0.44 * (n - 1.0);
+    (n / (1.0 + 0.093_75 * f * f) * 1e5) as u64
+}
+
+fn shedding_policy(trial_gain: f64) -> Policy {
+    let mut p = fake::test_policy(Mode::Enforce);
+    p.channels.enabled = true;
+    p.channels.shrink_when_contended = true;
+    p.channels.step = 2;
+    p.channels.trial_gain = trial_gain;
+    p
+}
+
+/// Held pages on a contended slow path: the ring cannot help, so the
+/// daemon cuts queues as trials, each judged on the delivered rate (qstats
+/// rx-packets) over equal windows: kept while it rises, and the first cut
+/// that does not raise it (8 → 6, −2 %) is put back, after which nothing
+/// changes any more (no flapping). The ring never moves.
+#[tokio::test(start_paused = true)]
+async fn held_pages_shed_queues_while_the_rate_rises_then_revert_and_stop() {
+    let k = Arc::new(FakeKernel::held(16, held_curve));
+    let p = shedding_policy(0.02);
+    let (opts, h) = options(None, Notifier::off());
+    run_for(&k, &p, source(&p), opts, 400).await;
+    let sets: Vec<u32> = k.sets().iter().map(|(_, v)| *v).collect();
+    assert!(
+        k.sets()
+            .iter()
+            .all(|(knob, _)| knob.starts_with("channels")),
+        "{:?}",
+        k.sets()
+    );
+    // Four kept cuts, the fifth put back.
+    assert_eq!(sets, [14, 12, 10, 8, 6, 8], "{:?}", k.sets());
+    assert_eq!((k.channels(), k.ring()), (8, 256));
+    let m = |result: &str| {
+        metric(
+            &h.metrics,
+            &format!(
+                "pptune_actions_total{{device=\"eth0\",knob=\"channels.combined\",direction=\"shrink\",result=\"{result}\"}}"
+            ),
+        )
+    };
+    assert_eq!(
+        (m("effective"), m("reverted")),
+        (4.0, 1.0),
+        "{}",
+        h.metrics.encode().unwrap()
+    );
+    assert!(
+        metric(
+            &h.metrics,
+            "pptune_decisions_total{device=\"eth0\",action=\"set_channels\",reason=\"channels_shrink_trial\",mode=\"enforce\"}"
+        ) >= 5.0,
+        "{}",
+        h.metrics.encode().unwrap()
+    );
+}
+
+/// Where fewer queues do not deliver more (the rate does not depend on the
+/// count), the first trial cut is put back and the device is left alone:
+/// one cut, one revert, in 400 s.
+#[tokio::test(start_paused = true)]
+async fn a_trial_cut_that_does_not_raise_the_rate_is_put_back_once() {
+    let k = Arc::new(FakeKernel::held(16, |_| 250_000));
+    let p = shedding_policy(0.05);
+    let (opts, _h) = options(None, Notifier::off());
+    run_for(&k, &p, source(&p), opts, 400).await;
+    assert_eq!(
+        k.sets(),
+        [
+            ("channels.Combined".to_owned(), 14),
+            ("channels.Combined".to_owned(), 16)
+        ]
+    );
+    assert_eq!(k.channels(), 16);
+}

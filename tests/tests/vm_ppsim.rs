@@ -557,9 +557,7 @@ async fn held_pages_slow_path_does_not_depend_on_the_ring() {
 /// counters of queues a channel change removed stay in it).
 async fn qstats_rx_packets(c: &Client, ifx: u32) -> u64 {
     let qs = c.qstats(Some(ifx), 0).await.expect("qstats-get");
-    qs.iter()
-        .filter_map(|q| q.counters.rx_packets)
-        .sum::<u64>()
+    qs.iter().filter_map(|q| q.counters.rx_packets).sum::<u64>()
 }
 
 /// Paced delivery (tests/ppsim/README.md "Paced delivery"; the knobs of

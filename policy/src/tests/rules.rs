@@ -1161,3 +1161,148 @@ fn devices_sharing_an_identity_decide_alike_in_every_engine() {
     }
     assert_eq!(w.state.devices.len(), 2);
 }
+
+/// Held pages on a contended slow path (ppsim's `queues-held`): every
+/// returned page is released (released_refcnt), the slow path is taken for
+/// all of them at any ring, no ring_full.
+fn held(_: &World, _: usize) -> Traffic {
+    Traffic {
+        pool: PoolStats {
+            alloc_fast: 100_000,
+            alloc_slow: 1_500,
+            alloc_refill: 50,
+            recycle_released_refcnt: 100_000,
+            ..PoolStats::default()
+        },
+        packets: 100_000,
+        ..Traffic::default()
+    }
+}
+
+fn shedding_world() -> World {
+    let mut p = policy();
+    p.channels.enabled = true;
+    World::new(p, vec![device(1, "ice", 256, 8160, 16)])
+}
+
+/// Held pages, contended: the ring cannot help, so queues are cut as a
+/// trial, `channels.step` at a time, while the trials are kept; the ring
+/// never grows. The cut is judged by the daemon (`evaluate::judge`); here
+/// every change is recorded effective, so the cuts continue to the
+/// policy's minimum and stop there (no hold at the minimum other than the
+/// untunable cause).
+#[test]
+fn held_contended_device_sheds_queues_as_trials() {
+    let mut w = shedding_world();
+    let mut cuts = vec![];
+    // 10 s ticks; a 300 s cooldown after each change.
+    for _ in 0..500 {
+        let d = only(&w.tick(held)).clone();
+        if let Action::SetChannels { from, to, .. } = d.action {
+            assert_eq!(d.reason, ReasonCode::ChannelsShrinkTrial, "{d:#?}");
+            assert!(
+                d.message.contains("kept only if the delivered rate rises"),
+                "{d:#?}"
+            );
+            cuts.push((from, to));
+        }
+        assert!(!matches!(d.action, Action::SetRing { .. }), "{d:#?}");
+    }
+    assert_eq!(
+        cuts,
+        [
+            (16, 14),
+            (14, 12),
+            (12, 10),
+            (10, 8),
+            (8, 6),
+            (6, 4),
+            (4, 2),
+            (2, 1)
+        ]
+    );
+    assert_eq!(w.ring(0), 256);
+    assert_eq!(only(&w.tick(held)).reason, ReasonCode::UntunableCause);
+}
+
+/// A trial the daemon put back (the delivered rate did not rise) stops the
+/// shedding for good: no new cut, no flapping between two counts.
+#[test]
+fn a_reverted_trial_stops_the_shedding() {
+    let mut w = shedding_world();
+    let mut first = None;
+    for _ in 0..40 {
+        let d = only(&w.tick(held)).clone();
+        if let Action::SetChannels { .. } = d.action {
+            first = Some(d);
+            break;
+        }
+    }
+    assert!(first.is_some(), "no trial cut");
+    // The daemon's evaluation: flat rate, put back 14 → 16.
+    w.history.last_mut().unwrap().outcome = Outcome::Reverted;
+    w.apply = false;
+    w.snap.devices[0] = {
+        let mut d = w.snap.devices[0].clone();
+        if let crate::snapshot::Availability::Available(c) = &mut d.channels {
+            c.combined = Some(16);
+        }
+        d
+    };
+    w.apply = true;
+    let ds: Vec<_> = (0..200).map(|_| only(&w.tick(held)).clone()).collect();
+    assert!(
+        ds.iter().all(|d| d.action == Action::Hold),
+        "{:#?}",
+        ds.iter().find(|d| d.action != Action::Hold)
+    );
+    let stop = ds
+        .iter()
+        .find(|d| d.reason == ReasonCode::PreviousChangeIneffective)
+        .expect("the hold says why");
+    assert!(stop.message.contains("was put back"), "{stop:#?}");
+    assert_eq!(w.channels(0), 16);
+}
+
+/// Rings first: when the slow path follows from ring_full (the ring can
+/// help), the ring grows and no queue is cut, channels enabled or not.
+#[test]
+fn no_trial_cut_while_the_ring_can_help() {
+    let mut p = policy();
+    p.channels.enabled = true;
+    let mut w = World::new(p, vec![device(1, "ice", 256, 8160, 16)]);
+    for _ in 0..30 {
+        let d = only(&w.tick(contended)).clone();
+        assert!(!matches!(d.action, Action::SetChannels { .. }), "{d:#?}");
+    }
+    assert!(w.ring(0) > 256);
+    assert_eq!(w.channels(0), 16);
+}
+
+/// One trial at a time: while the last queue cut (or a ring change) is
+/// still being evaluated, no further cut is made.
+#[test]
+fn no_trial_cut_while_a_change_is_pending() {
+    for knob in [
+        Knob::Channels(ChannelField::Combined),
+        Knob::Ring(RingField::Rx),
+    ] {
+        let mut w = shedding_world();
+        w.history.push(ActionRecord {
+            device: w.snap.devices[0].id.clone(),
+            knob,
+            from: 18,
+            to: 16,
+            at: Duration::ZERO,
+            outcome: Outcome::Pending,
+        });
+        w.now = Duration::from_secs(4000);
+        let r = reasons(&mut w, 6, held);
+        assert!(
+            r.iter().all(|&c| c != ReasonCode::ChannelsShrinkTrial),
+            "{knob}: {r:?}"
+        );
+        assert!(r.contains(&ReasonCode::Cooldown), "{knob}: {r:?}");
+        assert_eq!(w.channels(0), 16);
+    }
+}
