@@ -289,7 +289,7 @@ static void ppsim_model(struct ppsim_lane *lane, u64 pages, u64 events, u32 cost
  * rate / S) as long as the emulated CPU keeps up; the lag it cannot make up
  * is written off past PPSIM_PACE_SLACK_NS and counted in pace_behind_ns, so
  * a test can check that it stayed small. The charged stalls are off while
- * pacing: the model is the cost. Returns the ns to wait, 0 = go.
+ * pacing: the model is the cost.
  */
 static void ppsim_pace_start(struct ppsim_lane *lane, u64 now)
 {
@@ -298,6 +298,7 @@ static void ppsim_pace_start(struct ppsim_lane *lane, u64 now)
 	lane->pace_pk0 = READ_ONCE(lane->st.packets);
 }
 
+/* The ns @lane must wait before its next delivery, 0 = go. */
 static u64 ppsim_pace(struct ppsim_lane *lane, u64 now, u32 scale)
 {
 	struct ppsim_dev *pd = lane->pd;
