@@ -596,7 +596,7 @@ async fn paced_qstats_rate_follows_the_model() {
         let (g0, q0, t0) = (
             d.goodput().expect("goodput"),
             qstats_rx_packets(&c, ifx).await,
-            std::time::Instant::now(),
+            tokio::time::Instant::now(),
         );
         tokio::time::sleep(Duration::from_secs(secs)).await;
         let (g1, q1, wall) = (
