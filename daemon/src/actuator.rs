@@ -448,6 +448,9 @@ impl Actuator {
                 return false;
             }
         };
+        // Stamped after the read, as the loop stamps its samples: the
+        // baseline's rates span exactly the two reads.
+        let pre_at = io.clock.now();
         let Some(live) = knob_value(&pre, knob) else {
             return false;
         };
@@ -462,7 +465,7 @@ impl Actuator {
         }
         let baseline = prev.and_then(|(p, at)| {
             let before = p.devices.iter().find(|d| d.id.key() == key)?;
-            Rates::between(before, &pre, now.saturating_sub(*at))
+            Rates::between(before, &pre, pre_at.saturating_sub(*at))
         });
         if io
             .record

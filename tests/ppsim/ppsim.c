@@ -264,9 +264,8 @@ static void ppsim_uncharge(void)
  * queue's slow path takes (more waiters, each waiting longer on a bouncing
  * cache line). No cap applies (unlike the charged stalls).
  */
-static void ppsim_model(struct ppsim_lane *lane, u64 pages, u64 events, u32 cost_us)
+static u64 ppsim_model_ns(struct ppsim_dev *pd, u64 pages, u64 events, u32 cost_us)
 {
-	struct ppsim_dev *pd = lane->pd;
 	u64 c = pages * PPSIM_MODEL_PAGE_NS;
 
 	if (events && cost_us) {
@@ -276,6 +275,13 @@ static void ppsim_model(struct ppsim_lane *lane, u64 pages, u64 events, u32 cost
 
 		c += div_u64(div_u64(e * f, 100) * f, 100);
 	}
+	return c;
+}
+
+static void ppsim_model(struct ppsim_lane *lane, u64 pages, u64 events, u32 cost_us)
+{
+	u64 c = ppsim_model_ns(lane->pd, pages, events, cost_us);
+
 	if (c)
 		atomic64_add(c, &lane->model_ns);
 }
@@ -293,7 +299,19 @@ static void ppsim_model(struct ppsim_lane *lane, u64 pages, u64 events, u32 cost
  */
 static void ppsim_pace_start(struct ppsim_lane *lane, u64 now)
 {
-	lane->pace_t0 = now;
+	struct ppsim_dev *pd = lane->pd;
+	u32 scale = READ_ONCE(pd->pace_scale);
+	u64 burst = clamp_t(u32, READ_ONCE(pd->burst_pages), 1, PPSIM_BURST_MAX);
+	u64 lost = DIV_ROUND_UP(burst * min_t(u32, READ_ONCE(pd->stack_ref_pct), 100), 100);
+	/* The queues start staggered over one paced burst cycle (as a NIC's
+	 * queues are not in lockstep), so the device's count over a window
+	 * does not jump by a burst per queue with the window's phase. The
+	 * cycle is estimated from the pages the stack holds back; a wrong
+	 * estimate only spreads the phases less evenly. */
+	u64 cycle = ppsim_model_ns(pd, burst, DIV_ROUND_UP(lost, PPSIM_BULK),
+				   READ_ONCE(pd->slow_cost_us));
+
+	lane->pace_t0 = now + div_u64(cycle * scale * lane->idx, max_t(u32, READ_ONCE(pd->nq), 1));
 	lane->pace_m0 = atomic64_read(&lane->model_ns);
 	lane->pace_pk0 = READ_ONCE(lane->st.packets);
 }
