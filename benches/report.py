@@ -382,6 +382,10 @@ def verdicts(rows, stat, period_s):
             if nv:
                 v["naive_goodput_vs_best"] = round(fig(nv) / best["modelled_pps"], 3)
         tunable = b > st["default"]["ring_final"]
+        # The queue case: a best pair at another queue count than the start
+        # is something to tune too (pptune's trial queue cuts), not "nothing
+        # to tune"; the ring's own targets still apply (held pages: no growth).
+        queues_tunable = bool(pp.get("queue_case")) and best.get("queues") != pp.get("start_queues")
         if tunable:
             v["within_pow2"] = b / 2 <= pp["ring_final"] <= 2 * b
             v["changes_ok"] = (pp.get("changes") or 0) <= 2
@@ -389,7 +393,7 @@ def verdicts(rows, stat, period_s):
                 v["fewer_changes_than_naive_ok"] = (
                     (pp.get("changes") or 0) < (nv.get("changes") or 0)
                     and fig(pp) >= 0.98 * fig(nv))
-        else:
+        elif not queues_tunable:
             v["no_change_ok"] = (pp.get("changes") or 0) == 0
         if pp.get("stack_ref_pct"):
             # Held pages: the slow path is not the ring's; it must not grow.

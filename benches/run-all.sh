@@ -80,7 +80,7 @@ if want outcome; then
         OW=bursty-300,bursty-1500,bursty-2500,bursty-6000,bursty-10000,steady,idle,bursty-1k-100kpps,held
         benches/outcome.sh --preset zonelock --workloads "$OW" || failed+=(outcome-zonelock)
         benches/outcome.sh --preset zonelock --workloads queues-contended,queues-held,queues-uncontended \
-            --enforce-secs 50 --name outcome-queues || failed+=(outcome-queues)
+            --enforce-secs 180 --naive-secs 50 --name outcome-queues || failed+=(outcome-queues)
         benches/outcome.sh --preset devmem --workloads bursty-1500,bursty-2500,bursty-10000,held \
             || failed+=(outcome-devmem)
         benches/outcome.sh --preset zonelock --workloads bursty-2500 --enforce-secs 660 --naive-secs 30 \
