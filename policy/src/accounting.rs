@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use crate::snapshot::{Device, LinkStats, Pool, PoolStats, QueueStats, Snapshot};
+use crate::snapshot::{Device, LinkStats, Pool, PoolStats, QueueStats, RxQueue, Snapshot};
 
 /// Where a pool's counters are summed within its device.
 ///
@@ -265,25 +265,28 @@ pub struct QueueDelta {
 /// no queue, the unmapped bucket: the deltas against `ledger`, pools of the
 /// same queue id summed, in queue order, the unmapped bucket last.
 pub fn queue_deltas(ledger: &PoolLedger, dev: &Device, mut f: impl FnMut(QueueKey, &QueueDelta)) {
-    let mut order: Vec<(u32, usize)> = dev
-        .rx_queues
-        .iter()
-        .enumerate()
-        .map(|(at, q)| (q.id, at))
-        .collect();
-    order.sort_unstable();
-    let mut rest = order.as_slice();
-    while let Some(&(id, _)) = rest.first() {
-        let n = rest.iter().take_while(|(k, _)| *k == id).count();
-        let (same, next) = rest.split_at(n);
-        rest = next;
-        let mut q = QueueDelta::default();
-        for rxq in same.iter().filter_map(|(_, at)| dev.rx_queues.get(*at)) {
-            for p in &rxq.pools {
-                add_pool(&mut q, ledger, p, rxq.provider.is_some());
-            }
+    let rxqs = &dev.rx_queues;
+    if rxqs.is_sorted_by(|a, b| a.id < b.id) {
+        // What the kernel's queue dump and the join give: ascending, each
+        // id once. Nothing to group, nothing to allocate.
+        for rxq in rxqs {
+            f(
+                QueueKey::Id(rxq.id),
+                &rx_delta(ledger, std::slice::from_ref(rxq).iter()),
+            );
         }
-        f(QueueKey::Id(id), &q);
+    } else {
+        let mut order: Vec<(u32, usize)> =
+            rxqs.iter().enumerate().map(|(at, q)| (q.id, at)).collect();
+        order.sort_unstable();
+        let mut rest = order.as_slice();
+        while let Some(&(id, _)) = rest.first() {
+            let n = rest.iter().take_while(|(k, _)| *k == id).count();
+            let (same, next) = rest.split_at(n);
+            rest = next;
+            let q = rx_delta(ledger, same.iter().filter_map(|(_, at)| rxqs.get(*at)));
+            f(QueueKey::Id(id), &q);
+        }
     }
     if !dev.unmapped_pools.is_empty() {
         let mut q = QueueDelta::default();
@@ -292,6 +295,17 @@ pub fn queue_deltas(ledger: &PoolLedger, dev: &Device, mut f: impl FnMut(QueueKe
         }
         f(QueueKey::Unmapped, &q);
     }
+}
+
+/// The delta of the RX queue entries that share one id.
+fn rx_delta<'a>(ledger: &PoolLedger, same: impl Iterator<Item = &'a RxQueue>) -> QueueDelta {
+    let mut q = QueueDelta::default();
+    for rxq in same {
+        for p in &rxq.pools {
+            add_pool(&mut q, ledger, p, rxq.provider.is_some());
+        }
+    }
+    q
 }
 
 fn add_pool(q: &mut QueueDelta, ledger: &PoolLedger, p: &Pool, queue_provider: bool) {
@@ -513,6 +527,16 @@ mod tests {
             sums(&l, &b),
             vec![(QueueKey::Id(0), 35, false), (QueueKey::Id(1), 7, false)]
         );
+        // The sorted form (the kernel's order, no grouping pass) sums the
+        // same as the same queues out of order.
+        let sorted = dev(vec![
+            (0, vec![pool(1, Some(130)), pool(4, Some(5))]),
+            (1, vec![pool(3, Some(7))]),
+        ]);
+        let mut reversed = sorted.clone();
+        reversed.rx_queues.reverse();
+        assert_eq!(sums(&l, &sorted), sums(&l, &b));
+        assert_eq!(sums(&l, &reversed), sums(&l, &b));
         // A counter that went backwards: the queue is no data.
         let c = dev(vec![(0, vec![pool(1, Some(10))])]);
         assert_eq!(sums(&l, &c), vec![(QueueKey::Id(0), 0, true)]);

@@ -185,7 +185,7 @@ struct Proposal {
 #[derive(Debug, Default)]
 struct Findings {
     /// Queues with enough traffic to judge.
-    judged: Vec<QueueFacts>,
+    judged: usize,
     grow: bool,
     contended: bool,
     calm: bool,
@@ -238,7 +238,7 @@ impl DeviceRun<'_> {
     fn propose(&self, ds: &mut DeviceState, ctx: &PlanCtx, ev: &mut Evidence) -> Proposal {
         let (policy, obs, dev) = (self.policy, self.obs, self.dev);
         if dev.pools().next().is_none() {
-            ds.window = Default::default();
+            ds.window.clear();
             return self.hold(
                 ReasonCode::NoPools,
                 None,
@@ -276,10 +276,12 @@ impl DeviceRun<'_> {
                 ),
             );
         }
-        let acc = std::mem::take(&mut ds.window);
+        // The window closes: judged here, then emptied for the next one
+        // (its storage kept).
         ds.windows_closed = ds.windows_closed.saturating_add(1);
-        ev.insert("window_seconds", acc.elapsed.as_secs_f64());
-        if acc.reset {
+        ev.insert("window_seconds", ds.window.elapsed.as_secs_f64());
+        if ds.window.reset {
+            ds.window.clear();
             // No data: neither extend nor break a streak.
             return self.hold(
                 ReasonCode::CounterReset,
@@ -287,8 +289,9 @@ impl DeviceRun<'_> {
                 "a counter went backwards inside the window: no data, no action",
             );
         }
-        let f = self.findings(&acc);
-        self.evidence(&f, &acc, ev);
+        let f = self.findings(&ds.window);
+        self.evidence(&f, &ds.window, ev);
+        ds.window.clear();
         self.update_streaks(ds, &f);
         self.choose(ds, &f, ctx, ev)
     }
@@ -342,14 +345,14 @@ impl DeviceRun<'_> {
                     ));
                 }
             }
-            f.judged.push(facts);
+            f.judged += 1;
+            keep_worst(&mut f.worst_miss, &facts, |q| q.recycle_miss);
+            keep_worst(&mut f.worst_slow, &facts, |q| q.slow_refill);
         }
-        f.worst_miss = max_by(&f.judged, |q| q.recycle_miss);
-        f.worst_slow = max_by(&f.judged, |q| q.slow_refill);
         let drop_share = crate::signals::ratio(acc.drops, acc.packets).unwrap_or(0.0);
         f.healthy_drops = !f.grow
             && !f.contended
-            && !f.judged.is_empty()
+            && f.judged > 0
             && acc.drops > 0
             && drop_share >= self.policy.channels.grow_drop_share;
         f
@@ -358,7 +361,7 @@ impl DeviceRun<'_> {
     fn evidence(&self, f: &Findings, acc: &crate::window::WindowAcc, ev: &mut Evidence) {
         #[allow(clippy::cast_precision_loss)]
         let n = |v: u64| v as f64;
-        ev.insert("queues_judged", n(f.judged.len() as u64));
+        ev.insert("queues_judged", n(f.judged as u64));
         ev.insert("rx_alloc_fail", n(acc.alloc_fail));
         ev.insert("harm_drops", n(acc.drops));
         ev.insert("rx_packets", n(acc.packets));
@@ -482,7 +485,7 @@ impl DeviceRun<'_> {
         if let Some(u) = &f.untunable {
             return self.hold(ReasonCode::UntunableCause, Some(ring), u);
         }
-        if f.judged.is_empty() {
+        if f.judged == 0 {
             return self.hold(
                 ReasonCode::LowTraffic,
                 None,
@@ -1210,11 +1213,21 @@ struct RingLimits {
     rounding: DriverRounding,
 }
 
-fn max_by(qs: &[QueueFacts], key: impl Fn(&QueueFacts) -> Option<f64>) -> Option<QueueFacts> {
-    qs.iter()
-        .filter(|q| key(q).is_some())
-        .max_by(|a, b| key(a).unwrap_or(0.0).total_cmp(&key(b).unwrap_or(0.0)))
-        .cloned()
+/// Keeps in `worst` the queue with the largest `key` of those that have
+/// one; of equal ones, the later (queues come in key order).
+fn keep_worst(
+    worst: &mut Option<QueueFacts>,
+    q: &QueueFacts,
+    key: impl Fn(&QueueFacts) -> Option<f64>,
+) {
+    let Some(v) = key(q) else { return };
+    if worst
+        .as_ref()
+        .and_then(&key)
+        .is_none_or(|w| v.total_cmp(&w).is_ge())
+    {
+        *worst = Some(q.clone());
+    }
 }
 
 /// Which way a change goes.

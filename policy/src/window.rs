@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::accounting::{HarmDelta, PoolLedger, QueueDelta, QueueKey, queue_deltas};
 use crate::signals::{self, ratio};
@@ -33,9 +33,13 @@ pub struct WindowAcc {
     pub elapsed: Duration,
     /// A counter went backwards: the window is no data.
     pub reset: bool,
-    /// Per RX queue and the [`QueueKey::Unmapped`] bucket (written `rx-<id>` and
-    /// `unmapped` in the state file, as before the key was an integer).
-    pub queues: BTreeMap<QueueKey, QueueAcc>,
+    /// Per RX queue and the [`QueueKey::Unmapped`] bucket, ascending by
+    /// key, each key once. A vector rather than a map so that a closed
+    /// window hands its storage to the next one ([`WindowAcc::clear`]): a
+    /// steady tick allocates nothing. Written as a map keyed `rx-<id>` /
+    /// `unmapped` in the state file, as when it was a `BTreeMap`.
+    #[serde(serialize_with = "queues_as_map", deserialize_with = "queues_from_map")]
+    pub queues: Vec<(QueueKey, QueueAcc)>,
     /// qstats `rx-alloc-fail` (queue-level when present, else device-level).
     pub alloc_fail: u64,
     /// Harm: hardware drops (qstats) or link drop counters.
@@ -47,6 +51,16 @@ pub struct WindowAcc {
 }
 
 impl WindowAcc {
+    /// Empties the window for the next one, keeping its storage.
+    pub(crate) fn clear(&mut self) {
+        let mut queues = std::mem::take(&mut self.queues);
+        queues.clear();
+        *self = Self {
+            queues,
+            ..Self::default()
+        };
+    }
+
     /// Fold one sample interval of `dev` into the window (`prev_pools`:
     /// the previous sample's pools, [`crate::accounting`]).
     pub(crate) fn add_tick(
@@ -63,26 +77,27 @@ impl WindowAcc {
             acc.stats = acc.stats.add(&q.stats);
             acc.inflight_peak = acc.inflight_peak.max(q.inflight);
         };
-        // `queue_deltas` gives each key once, in ascending order: the open
-        // window's queues are walked alongside instead of looked up one by
-        // one; a queue the window has not seen yet is added after the walk.
-        let mut open = self.queues.iter_mut().peekable();
-        let mut new = Vec::new();
+        // `queue_deltas` gives each key once, in ascending order, and the
+        // open window's queues are kept in the same order: one merge walk.
+        // A queue the window has not seen yet is inserted where it sorts
+        // (at the end, in a window's first tick).
+        let queues = &mut self.queues;
+        let mut at = 0;
         let mut reset = false;
         queue_deltas(prev_pools, dev, |key, q| {
             if q.pools == 0 {
                 return;
             }
             reset |= q.reset;
-            while open.next_if(|(k, _)| **k < key).is_some() {}
-            match open.next_if(|(k, _)| **k == key) {
-                Some((_, acc)) => fold(acc, q),
-                None => new.push((key, *q)),
+            while queues.get(at).is_some_and(|(k, _)| *k < key) {
+                at += 1;
             }
+            if queues.get(at).is_none_or(|(k, _)| *k != key) {
+                queues.insert(at, (key, QueueAcc::default()));
+            }
+            fold(&mut queues[at].1, q);
+            at += 1;
         });
-        for (key, q) in &new {
-            fold(self.queues.entry(*key).or_default(), q);
-        }
         self.reset |= reset;
         if let Some(prev) = prev_dev {
             let h = HarmDelta::between(prev, dev);
@@ -92,6 +107,17 @@ impl WindowAcc {
             self.packets = self.packets.saturating_add(h.packets);
         }
     }
+}
+
+fn queues_as_map<S: Serializer>(q: &[(QueueKey, QueueAcc)], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_map(q.iter().map(|(k, v)| (k, v)))
+}
+
+fn queues_from_map<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(QueueKey, QueueAcc)>, D::Error> {
+    // A map gives each key once; the BTreeMap sorts them.
+    Ok(BTreeMap::<QueueKey, QueueAcc>::deserialize(d)?
+        .into_iter()
+        .collect())
 }
 
 /// The signals of one queue over a closed window.
@@ -137,5 +163,61 @@ impl QueueFacts {
             waive_share: ratio(s.alloc_waive, s.alloc_refill.saturating_add(s.alloc_waive)),
             inflight_peak: acc.inflight_peak,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn acc(fast: u64) -> QueueAcc {
+        QueueAcc {
+            stats: PoolStats {
+                alloc_fast: fast,
+                ..PoolStats::default()
+            },
+            ..QueueAcc::default()
+        }
+    }
+
+    #[test]
+    fn queues_are_written_as_the_map_they_were() {
+        let w = WindowAcc {
+            queues: vec![(QueueKey::Id(2), acc(5)), (QueueKey::Unmapped, acc(7))],
+            samples: 3,
+            ..WindowAcc::default()
+        };
+        let v = serde_json::to_value(&w).unwrap();
+        let q = v["queues"].as_object().unwrap();
+        assert_eq!(q.keys().collect::<Vec<_>>(), ["rx-2", "unmapped"]);
+        assert_eq!(q["rx-2"]["stats"]["alloc_fast"], 5);
+        // Read back in key order whatever order the file has.
+        let mut text = serde_json::to_string(&w).unwrap();
+        let nine = serde_json::to_string(&acc(1)).unwrap();
+        text = text.replace(
+            r#""queues":{"rx-2""#,
+            &format!(r#""queues":{{"rx-9":{nine},"rx-2""#),
+        );
+        let back: WindowAcc = serde_json::from_str(&text).unwrap();
+        let keys: Vec<_> = back.queues.iter().map(|(k, _)| *k).collect();
+        assert_eq!(keys, [QueueKey::Id(2), QueueKey::Id(9), QueueKey::Unmapped]);
+        assert!(serde_json::from_str::<WindowAcc>(&text.replace("rx-9", "rx-x")).is_err());
+    }
+
+    #[test]
+    fn a_cleared_window_is_empty_and_keeps_its_storage() {
+        let mut w = WindowAcc {
+            queues: vec![(QueueKey::Id(0), acc(1)), (QueueKey::Id(1), acc(2))],
+            reset: true,
+            drops: 4,
+            samples: 2,
+            elapsed: Duration::from_secs(3),
+            ..WindowAcc::default()
+        };
+        let cap = w.queues.capacity();
+        w.clear();
+        assert_eq!(w, WindowAcc::default());
+        assert_eq!(w.queues.capacity(), cap);
     }
 }
