@@ -722,17 +722,26 @@ fn decode_netdev_typed<T: Default>(
     out: &mut Vec<T>,
 ) -> Result<()> {
     let mut n = 0;
+    // Past the entries a previous dump left, a reply is parsed into `spare`
+    // and moved in only when kept: a rejected reply never takes a slot of
+    // `out`, so its capacity follows the kept count (2048 kept RX queues
+    // among 4096 replies stay in 2048 slots, not 4096).
+    let mut spare = T::default();
     // One walk: decode as the replies come; a refused exchange keeps none.
     let walked = walk_replies(ex, op, None, name_attr::<NetdevMessage>, |m| {
         let (c, _, attrs) = frame::genl_split(m.payload)?;
         if cmds.contains(&c) {
-            if n == out.len() {
-                out.push(T::default());
-            }
-            let slot = &mut out[n];
-            parse_into(slot, attrs)?;
-            if keep(slot) {
-                n += 1;
+            if let Some(slot) = out.get_mut(n) {
+                parse_into(slot, attrs)?;
+                if keep(slot) {
+                    n += 1;
+                }
+            } else {
+                parse_into(&mut spare, attrs)?;
+                if keep(&spare) {
+                    out.push(std::mem::take(&mut spare));
+                    n += 1;
+                }
             }
         } else {
             NetdevMessage::parse_attrs(c, attrs)?;

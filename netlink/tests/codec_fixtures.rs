@@ -809,6 +809,14 @@ fn netdev_dumps_decoded_in_place_keep_nothing_stale() {
     assert_eq!(out, only_rx);
     c::decode_qstats_into(&qs, |_| true, &mut out).unwrap();
     assert_eq!(out, all);
+    // From empty, a rejected reply takes no slot: the vector grows with
+    // the kept entries only (as a pushed copy of them would).
+    let mut fresh = Vec::new();
+    c::decode_qstats_into(&qs, rx, &mut fresh).unwrap();
+    assert_eq!(fresh, only_rx);
+    let mut pushed = Vec::new();
+    only_rx.iter().for_each(|q| pushed.push(q.clone()));
+    assert_eq!(fresh.capacity(), pushed.capacity());
     let queues = load("vm-7.3-nsim-netdev-queue-get-dump");
     let mut out = c::decode_queues_where(&queues, |_| true).unwrap();
     c::decode_queues_into(&queues, |q| q.queue_type == Some(QueueType::Tx), &mut out).unwrap();
