@@ -42,6 +42,22 @@ pub struct PerPass {
     pub allocs: f64,
     pub alloc_bytes: f64,
     pub maxrss_kib: i64,
+    /// Resident now: anonymous (heap, stacks) and file-backed (the
+    /// binary's and libraries' pages), KiB, from /proc/self/status.
+    pub rss_anon_kib: i64,
+    pub rss_file_kib: i64,
+}
+
+/// A `Name:   N kB` line of /proc/self/status, KiB (0 if absent).
+fn status_kib(name: &str) -> i64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 impl<'a> Meter<'a> {
@@ -67,6 +83,8 @@ impl<'a> Meter<'a> {
             allocs: s.allocations as f64 / n,
             alloc_bytes: s.bytes_allocated as f64 / n,
             maxrss_kib: maxrss_kib(),
+            rss_anon_kib: status_kib("RssAnon"),
+            rss_file_kib: status_kib("RssFile"),
         }
     }
 }
@@ -77,13 +95,15 @@ impl PerPass {
         format!(
             "{{\"tool\":\"{tool}\",\"pools\":{pools},\"passes\":{},\"cpu_us_per_pass\":{:.1},\
              \"wall_us_per_pass\":{:.1},\"allocs_per_pass\":{:.1},\"alloc_bytes_per_pass\":{:.0},\
-             \"maxrss_kib\":{}{extra}}}",
+             \"maxrss_kib\":{},\"rss_anon_kib\":{},\"rss_file_kib\":{}{extra}}}",
             self.passes,
             self.cpu_ns / 1e3,
             self.wall_ns / 1e3,
             self.allocs,
             self.alloc_bytes,
-            self.maxrss_kib
+            self.maxrss_kib,
+            self.rss_anon_kib,
+            self.rss_file_kib
         )
     }
 }
