@@ -671,7 +671,15 @@ pub fn join_into(
                 .and_then(|n| by_napi.get(&n).copied())
                 .and_then(|at| dev.rx_queues.get_mut(at));
             match slot {
-                Some(q) => q.pools.push(pool),
+                Some(q) => {
+                    // A queue almost always has one pool: its first one
+                    // takes one slot, not the four of Vec's first growth
+                    // (2048 queues x 3 idle 192-byte slots per snapshot).
+                    if q.pools.capacity() == 0 {
+                        q.pools.reserve_exact(1);
+                    }
+                    q.pools.push(pool);
+                }
                 None => dev.unmapped_pools.push(pool),
             }
         }
@@ -1109,6 +1117,7 @@ mod tests {
         assert_eq!(d.rx_queues.len(), 4);
         for q in &d.rx_queues {
             assert_eq!(q.pools.len(), 1, "queue {}", q.id);
+            assert_eq!(q.pools.capacity(), 1, "queue {}: no idle pool slots", q.id);
             assert_eq!(q.pools[0].napi_id, q.napi_id.map(u64::from));
             assert!(q.pools[0].stats.is_some());
             assert_eq!(q.qstats.and_then(|s| s.rx_packets), Some(0));
