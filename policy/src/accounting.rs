@@ -140,17 +140,26 @@ impl PoolLedger {
     /// The pools of a whole sample: every device and the orphans.
     #[must_use]
     pub fn of_snapshot(s: &Snapshot) -> Self {
+        let mut l = Self::default();
+        l.refill(s);
+        l
+    }
+
+    /// Becomes [`Self::of_snapshot`]`(s)`, in the storage it has.
+    pub fn refill(&mut self, s: &Snapshot) {
         let n = s.devices.iter().map(|d| d.pools().count()).sum::<usize>() + s.orphan_pools.len();
-        let mut l = Self::with_capacity(n);
+        self.tick = 0;
+        self.pools.clear();
+        self.pools.reserve(n);
+        *self.cursor.get_mut() = 0;
         for p in s
             .devices
             .iter()
             .flat_map(Device::pools)
             .chain(s.orphan_pools.iter())
         {
-            l.record(p);
+            self.record(p);
         }
-        l
     }
 
     /// The pools of one device.

@@ -25,10 +25,50 @@ use crate::window::QueueFacts;
 /// and the state to pass to the next call. Same input, same output.
 #[must_use]
 pub fn decide(policy: &Policy, state: &EngineState, obs: &Observation<'_>) -> (Plan, EngineState) {
-    let mut devices = state.devices.clone();
+    let mut next = EngineState {
+        devices: state.devices.clone(),
+        ..EngineState::default()
+    };
     let mut plan = Plan::default();
-    run_into(policy, obs, &mut devices, &mut plan);
-    (plan, EngineState { devices })
+    run_into(policy, obs, &mut next.devices, &mut plan, &mut next.scratch);
+    (plan, next)
+}
+
+/// The buffers of one pass, kept in [`EngineState`] so that the next pass
+/// refills them instead of allocating: the previous sample's pool ledger,
+/// the selected devices and their identity keys. Nothing in them outlives
+/// a pass but capacity, so they are neither persisted nor compared.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    ledger: PoolLedger,
+    /// The devices of the observation, by position, in ifindex order.
+    order: Vec<usize>,
+    /// Every selected device's identity key, one after another.
+    keys: String,
+    /// (position, mode, its key in `keys`), in ifindex order.
+    selected: Vec<(usize, Mode, std::ops::Range<usize>)>,
+    /// The keys of `selected`, sorted.
+    sorted: Vec<std::ops::Range<usize>>,
+}
+
+impl Clone for Scratch {
+    /// Buffers, not state: a copy starts empty.
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl PartialEq for Scratch {
+    /// Buffers, not state: any two are equal.
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl fmt::Debug for Scratch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Scratch")
+    }
 }
 
 /// [`decide`] with the state updated in place: the same plan and the same
@@ -37,7 +77,13 @@ pub fn decide(policy: &Policy, state: &EngineState, obs: &Observation<'_>) -> (P
 #[must_use]
 pub fn decide_in_place(policy: &Policy, state: &mut EngineState, obs: &Observation<'_>) -> Plan {
     let mut plan = Plan::default();
-    run_into(policy, obs, &mut state.devices, &mut plan);
+    run_into(
+        policy,
+        obs,
+        &mut state.devices,
+        &mut plan,
+        &mut state.scratch,
+    );
     plan
 }
 
@@ -51,7 +97,7 @@ pub fn decide_into(
     obs: &Observation<'_>,
     plan: &mut Plan,
 ) {
-    run_into(policy, obs, &mut state.devices, plan);
+    run_into(policy, obs, &mut state.devices, plan, &mut state.scratch);
 }
 
 /// Fills `plan` and leaves in `states` the next memory of exactly the
@@ -64,42 +110,62 @@ fn run_into(
     obs: &Observation<'_>,
     states: &mut BTreeMap<String, DeviceState>,
     plan: &mut Plan,
+    scratch: &mut Scratch,
 ) {
-    let prev_pools = obs.previous.map(PoolLedger::of_snapshot);
-    let mut devices: Vec<&Device> = obs.current.devices.iter().collect();
-    devices.sort_by_key(|d| d.ifindex);
+    let Scratch {
+        ledger,
+        order,
+        keys,
+        selected,
+        sorted,
+    } = scratch;
+    let prev_pools = obs.previous.map(|s| {
+        ledger.refill(s);
+        &*ledger
+    });
+    let devs = &obs.current.devices;
+    order.clear();
+    order.extend(0..devs.len());
+    // By ifindex, ties in snapshot order (what a stable sort gives,
+    // without its buffer).
+    order.sort_unstable_by_key(|&i| (devs[i].ifindex, i));
     // Every selected device's key, written into one buffer.
-    let mut keys = String::new();
-    let mut selected: Vec<(&Device, Mode, std::ops::Range<usize>)> =
-        Vec::with_capacity(devices.len());
-    for d in devices {
-        if let Some(m) = policy.mode_for(d) {
+    keys.clear();
+    selected.clear();
+    for &i in order.iter() {
+        if let Some(m) = policy.mode_for(&devs[i]) {
             let start = keys.len();
             // Writing to a String cannot fail.
-            let _ = d.id.write_key(&mut keys);
-            selected.push((d, m, start..keys.len()));
+            let _ = devs[i].id.write_key(keys);
+            selected.push((i, m, start..keys.len()));
         }
     }
+    let keys = &*keys;
     let key = |r: &std::ops::Range<usize>| &keys[r.clone()];
-    let mut sorted: Vec<&str> = selected.iter().map(|(_, _, r)| key(r)).collect();
-    sorted.sort_unstable();
-    states.retain(|k, _| sorted.binary_search(&k.as_str()).is_ok());
+    sorted.clear();
+    sorted.extend(selected.iter().map(|(_, _, r)| r.clone()));
+    sorted.sort_unstable_by(|a, b| key(a).cmp(key(b)));
+    states.retain(|k, _| sorted.binary_search_by(|r| key(r).cmp(k)).is_ok());
     let shared: BTreeMap<&str, DeviceState> = sorted
         .windows(2)
-        .filter(|w| w[0] == w[1])
-        .map(|w| (w[0], states.get(w[0]).cloned().unwrap_or_default()))
+        .filter(|w| key(&w[0]) == key(&w[1]))
+        .map(|w| {
+            let k = key(&w[0]);
+            (k, states.get(k).cloned().unwrap_or_default())
+        })
         .collect();
     let mut ctx = PlanCtx {
         // Saturating: a pool reporting inflight-mem near u64::MAX saturates
         // its device's figure, and two such devices must not wrap the sum.
         host_bytes: selected
             .iter()
-            .map(|(d, _, _)| current_bytes(d))
+            .map(|(i, _, _)| current_bytes(&devs[*i]))
             .fold(0, u64::saturating_add),
         ..PlanCtx::default()
     };
     plan.decisions.truncate(selected.len());
-    for (i, (dev, mode, r)) in selected.iter().enumerate() {
+    for (i, (at, mode, r)) in selected.iter().enumerate() {
+        let dev = &devs[*at];
         let k = key(r);
         if i == plan.decisions.len() {
             plan.decisions.push(Decision::blank());
@@ -110,7 +176,7 @@ fn run_into(
             obs,
             dev,
             info: drivers::driver_info(dev),
-            prev_pools: prev_pools.as_ref(),
+            prev_pools,
             scratch: std::cell::Cell::new(std::mem::take(&mut out.message)),
         };
         if let Some(before) = shared.get(k) {
