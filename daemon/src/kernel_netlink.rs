@@ -523,16 +523,16 @@ pub struct Dumps<'a> {
 #[derive(Debug, Default)]
 pub struct JoinScratch {
     /// Pool id -> position in the stats dump (first entry wins).
-    stats: HashMap<u64, usize>,
+    stats: foldhash::HashMap<u64, usize>,
     /// (ifindex, RX queue id) -> position in the queue-scope qstats dump.
-    rx_qstats: HashMap<(u32, u32), usize>,
+    rx_qstats: foldhash::HashMap<(u32, u32), usize>,
     /// (ifindex, position in the pool dump), sorted: a device's pools are
     /// one run, in dump order.
     pools_by_dev: Vec<(u32, usize)>,
     /// (ifindex, position in the queue dump) of RX queues, sorted likewise.
     rx_by_dev: Vec<(u32, usize)>,
     /// NAPI id -> position of the first queue with it, per device.
-    by_napi: HashMap<u64, usize>,
+    by_napi: foldhash::HashMap<u64, usize>,
 }
 
 /// The entries of a sorted `(ifindex, position)` index for one device.
