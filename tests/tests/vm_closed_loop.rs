@@ -1199,25 +1199,6 @@ async fn channels_rings_first_and_no_queue_while_contended() {
     d.delete().unwrap();
 }
 
-/// ppsim's `queues-held` knobs (benches' outcome run; tests/ppsim/README.md
-/// "Queue count", "Paced delivery"): every page held by the stack
-/// (released, refilled from the slow path at any ring), the zone lock's
-/// 6 µs per bulk, 44 % more per other queue, a 3.4 Mpps line rate, and
-/// delivery paced to the model at 1/50, so the kernel's rx-packets rate
-/// follows the modelled figure.
-fn queues_held() -> Knobs {
-    Knobs {
-        burst_pages: 64,
-        slow_cost_us: 6,
-        release_cost_us: 6,
-        contention_pct: 44,
-        line_pps: 3_400_000,
-        stack_ref_pct: 100,
-        pace_scale: 50,
-        ..Knobs::default()
-    }
-}
-
 /// The held-pages queue case: from 16 queues at ring 256 the ring cannot
 /// help (released_refcnt, no ring_full) but fewer queues contend less.
 /// pptune cuts queues as trials (`channels_shrink_trial`), each judged on
@@ -1230,7 +1211,7 @@ fn queues_held() -> Knobs {
 async fn held_pages_shed_queues_while_the_rate_rises() {
     let k = gate("held_pages_shed_queues_while_the_rate_rises");
     let c = Client::connect().await.expect("client");
-    let knobs = queues_held();
+    let knobs = Knobs::queues_held();
     let d = device(16, &knobs);
     d.start().expect("start");
     let dir = tmp();

@@ -450,14 +450,7 @@ async fn modelled_goodput_is_repeatable() {
 async fn contended_queue_count_peaks_then_falls() {
     let k = gate("contended_queue_count_peaks_then_falls");
     let c = Client::connect().await.expect("client");
-    let knobs = Knobs {
-        burst_pages: 1500,
-        slow_cost_us: 6,
-        release_cost_us: 6,
-        contention_pct: 44,
-        line_pps: 3_400_000,
-        ..Knobs::default()
-    };
+    let knobs = Knobs::queue_anchor(1500);
     let line = f64::from(knobs.line_pps);
     let mut at = std::collections::BTreeMap::new();
     for (ring, queues, runs) in [
@@ -573,16 +566,7 @@ async fn qstats_rx_packets(c: &Client, ifx: u32) -> u64 {
 async fn paced_qstats_rate_follows_the_model() {
     let k = gate("paced_qstats_rate_follows_the_model");
     let c = Client::connect().await.expect("client");
-    let knobs = Knobs {
-        burst_pages: 64,
-        slow_cost_us: 6,
-        release_cost_us: 6,
-        contention_pct: 44,
-        line_pps: 3_400_000,
-        stack_ref_pct: 100,
-        pace_scale: 50,
-        ..Knobs::default()
-    };
+    let knobs = Knobs::queues_held();
     let secs = 3u64;
     let mut rows = Vec::new();
     for queues in [1u32, 4, 6, 8, 16] {
