@@ -271,7 +271,7 @@ impl Pptune {
     /// Sum of the samples of `family` whose label set contains every `labels`
     /// entry (`key="value"`).
     fn metric(&self, family: &str, labels: &[&str]) -> f64 {
-        metric_in(&self.metrics(), family, labels)
+        pptune_tests::http::sample_sum(&self.metrics(), family, labels)
     }
 
     async fn view(&self) -> Option<pptune::control::DaemonView> {
@@ -334,18 +334,6 @@ impl Drop for Pptune {
     fn drop(&mut self) {
         self.kill9();
     }
-}
-
-fn metric_in(text: &str, family: &str, labels: &[&str]) -> f64 {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter(|l| {
-            l.strip_prefix(family)
-                .is_some_and(|r| r.starts_with('{') || r.starts_with(' '))
-        })
-        .filter(|l| labels.iter().all(|want| l.contains(want)))
-        .filter_map(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()))
-        .sum()
 }
 
 /// Kernel-observed ring values over time: polls until the ring has been
@@ -996,9 +984,10 @@ async fn lost_notifications_resync_to_the_kernels_state() {
         sleep(Duration::from_secs(1)).await;
         assert!(p.alive(), "pptune died:\n{}", p.log());
         let m = p.metrics();
-        ring_m = metric_in(&m, "pptune_ring_entries", &[&dev_label, "ring=\"rx\""]);
-        pools_m = metric_in(&m, "pptune_pools", &[&dev_label]);
-        resyncs = metric_in(&m, "pptune_resyncs_total", &[]) - r0;
+        ring_m =
+            pptune_tests::http::sample_sum(&m, "pptune_ring_entries", &[&dev_label, "ring=\"rx\""]);
+        pools_m = pptune_tests::http::sample_sum(&m, "pptune_pools", &[&dev_label]);
+        resyncs = pptune_tests::http::sample_sum(&m, "pptune_resyncs_total", &[]) - r0;
         if resyncs > 0.0 && ring_m == 2048.0 && pools_m == kernel_pools as f64 {
             break;
         }

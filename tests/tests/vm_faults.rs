@@ -90,20 +90,6 @@ async fn rx_ring(c: &Client, d: &PpsimDev) -> Option<u32> {
     c.rings(ifx, Some(d.name())).await.ok()?.rx
 }
 
-/// Sum of the samples of `family` whose labels contain every `labels`
-/// entry (`key="value"`) in a text exposition.
-fn sample_sum(text: &str, family: &str, labels: &[&str]) -> f64 {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter(|l| {
-            l.strip_prefix(family)
-                .is_some_and(|r| r.starts_with('{') || r.starts_with(' '))
-        })
-        .filter(|l| labels.iter().all(|want| l.contains(want)))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 /// One `pptune run` under test: its policy, runtime directory, log and
 /// metrics port. Killed on drop; [`Daemon::respawn`] starts it again on
 /// the same files (after a crash the campaign counts).
@@ -220,7 +206,7 @@ impl Daemon {
     }
 
     fn metric(&self, family: &str, labels: &[&str]) -> f64 {
-        sample_sum(
+        pptune_tests::http::sample_sum(
             pptune_tests::http::body(&self.get("/metrics")),
             family,
             labels,
@@ -704,9 +690,14 @@ async fn notification_overflow_at_high_rebuild_rates_resyncs() {
         let ok = wait_for(Duration::from_secs(20), || async {
             let m = p.get("/metrics");
             let m = pptune_tests::http::body(&m);
-            sample_sum(m, "pptune_ring_entries", &[&dev_label, "ring=\"rx\""]) == f64::from(ring)
-                && sample_sum(m, "pptune_channels", &[&dev_label, "channel=\"combined\""]) == 16.0
-                && sample_sum(m, "pptune_pools", &[&dev_label]) == pools
+            pptune_tests::http::sample_sum(m, "pptune_ring_entries", &[&dev_label, "ring=\"rx\""])
+                == f64::from(ring)
+                && pptune_tests::http::sample_sum(
+                    m,
+                    "pptune_channels",
+                    &[&dev_label, "channel=\"combined\""],
+                ) == 16.0
+                && pptune_tests::http::sample_sum(m, "pptune_pools", &[&dev_label]) == pools
         })
         .await;
         worst_s = worst_s.max(t0.elapsed().as_secs_f64());
