@@ -486,6 +486,11 @@ async fn non_power_of_two_bursts_converge_near_the_burst() {
     let k = gate("non_power_of_two_bursts_converge_near_the_burst");
     let c = Client::connect().await.expect("client");
     let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    // tests/vm/test.sh's two-vCPU run says how many it booted: a VM that
+    // came up with fewer must not pass as the two-CPU case.
+    if let Ok(want) = std::env::var("PPTUNE_VM_EXPECT_CPUS") {
+        assert_eq!(cpus.to_string(), want, "vCPUs in this VM");
+    }
     for (personality, burst) in [(Personality::Ppsim, 1500u32), (Personality::Pow2, 2500)] {
         let knobs = Knobs {
             burst_pages: burst,
