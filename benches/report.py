@@ -427,7 +427,17 @@ def verdicts(rows, stat, period_s):
         # two, over the rest of the run (settling).
         tl = pp.get("timeline") or []
         last = max((t for (a, (t, ring, *_)) in zip(tl, tl[1:]) if ring != a[1]), default=None)
-        v["watched_after_last_change_s"] = round((pp.get("enforce_secs") or 0) - (last or 0), 1)
+        # How long the run was watched (runs ended by --quiet-secs: less
+        # than enforce_secs).
+        watched = pp.get("daemon_run_s") or pp.get("enforce_secs") or 0
+        v["watched_after_last_change_s"] = round(watched - (last or 0), 1)
+        # The static windows' repeatability in this run: the largest spread
+        # of the modelled figure between rounds at one sweep point (§3.1's
+        # bound for a decidable 5 % target: 2 %).
+        sp = [m["modelled_spread"] for m in st["sweep"] if m.get("modelled_spread") is not None]
+        if sp:
+            v["sweep_spread_max"] = round(max(sp), 4)
+            v["sweep_spread_ok"] = max(sp) <= 0.02
         out.append(v)
     return out
 
@@ -529,7 +539,10 @@ def outcome(jsonl, res_dir, name="outcome", policy=None):
         if r.get("kind") in ("pptune", "naive"):
             runs[(r["workload"], r.get("preset"), r["kind"])] = r
     for (wl, preset), st in stat.items():
-        print(f"\n{wl} ({preset}); modelled/wall rank agreement over the sweep: {st['rank_agreement']}\n")
+        sp = [m["modelled_spread"] for m in st["sweep"] if m.get("modelled_spread") is not None]
+        print(f"\n{wl} ({preset}); modelled/wall rank agreement over the sweep: {st['rank_agreement']}; "
+              f"modelled spread between rounds, largest over the sweep: "
+              f"{f'{max(sp):.2%}' if sp else '–'}\n")
         print("| config | ring | queues | modelled pps | / best | wall pps | ring_full share | inflight MiB | changes |")
         print("|---|---|---|---|---|---|---|---|---|")
         best = st["best-static"]["modelled_pps"] or 1

@@ -7,8 +7,10 @@
 //! outcome-<hash> --pptune PATH --policy FILE [--preset zonelock] [--queues 2]
 //!     [--static-secs 8] [--enforce-secs 100] [--rounds 2] [--window-secs 3]
 //!     [--sweep 256,512,1024,2048,4096,8192,16384] [--workloads bursty-1500,steady,...]
-//!     [--channels-policy FILE] [--warmup-secs 1] [--naive-secs S]
+//!     [--channels-policy FILE] [--warmup-secs 1] [--naive-secs S] [--quiet-secs Q]
 //! ```
+//!
+//! `--static-secs` and `--warmup-secs` take fractions of a second.
 //!
 //! The queue workloads (`queues-*`) sweep (ring, queues) pairs over their
 //! own rings and 1, 2, 4, 6, 8, 16 queues, and start the naive tuner and
@@ -24,7 +26,13 @@
 //! the rule generic tuners use), and another under `pptune run` in enforce
 //! mode; both are watched every second (ring, goodput) until
 //! `--enforce-secs` (the naive tuner until `--naive-secs`, default the same), and their last `--static-secs` are measured like a
-//! static point. Every window carries ppsim's modelled goodput beside the
+//! static point. With `--quiet-secs Q` the pptune run ends earlier, once
+//! it has made no change for Q seconds (counted from its last change, or
+//! from the start when it made none), and is then measured: Q is chosen
+//! to cover everything pptune does about its own change (the bench
+//! policy's cooldown + evaluation), and for the settle check it is the
+//! ten minutes the target asks for. The line carries `daemon_run_s`, how
+//! long the run was watched in all. Every window carries ppsim's modelled goodput beside the
 //! wall figure (tests/ppsim/README.md): the figure the targets are judged
 //! on. One JSON line per
 //! measurement on stdout. ppsim is driven with the testbed's own helper
@@ -49,10 +57,12 @@ use policy::signals::{recycle_miss_share, slow_refill_share};
 use pools::{attached_inflight_mem, attached_pools, stats_of};
 use ppsim::{CostPreset, Knobs, Ppsim, PpsimDev};
 
+/// The value of the last `name VALUE` on the command line (so a part's own
+/// options override the common ones before them).
 fn arg(name: &str) -> Option<String> {
-    let mut it = std::env::args().skip_while(|a| a != name);
-    it.next()?;
-    it.next()
+    let args: Vec<String> = std::env::args().collect();
+    let at = args.iter().rposition(|a| a == name)?;
+    args.get(at + 1).cloned()
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -228,12 +238,12 @@ struct Window {
 
 /// Measure `secs` of the device as it is (ring must not change meanwhile).
 #[allow(clippy::cast_precision_loss)] // rates from counters far below 2^52
-async fn window(c: &Client, d: &PpsimDev, secs: u64) -> Window {
+async fn window(c: &Client, d: &PpsimDev, secs: f64) -> Window {
     let ifx = d.ifindex().unwrap();
     let ids = attached_pools(c, ifx).await.unwrap();
     let s0 = stats_of(c, &ids).await.unwrap();
     let g0 = d.goodput().unwrap();
-    tokio::time::sleep(Duration::from_secs(secs)).await;
+    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
     let s1 = stats_of(c, &ids).await.unwrap();
     let g1 = d.goodput().unwrap();
     let mem = attached_inflight_mem(c, ifx).await.unwrap();
@@ -338,7 +348,7 @@ async fn naive(
     knobs: &Knobs,
     params: &str,
     enforce_secs: u64,
-    static_secs: u64,
+    static_secs: f64,
     window_secs: u64,
     max_ring: u32,
 ) {
@@ -353,7 +363,7 @@ async fn naive(
     let mut timeline = Vec::new();
     let mut changes = 0u32;
     let mut last_change_s = 0.0f64;
-    let measure_from = Duration::from_secs(enforce_secs.saturating_sub(static_secs));
+    let measure_from = Duration::from_secs_f64((enforce_secs as f64 - static_secs).max(0.0));
     while t0.elapsed() + Duration::from_secs(window_secs) <= measure_from {
         let ids = attached_pools(c, ifx).await.unwrap();
         let s0 = stats_of(c, &ids).await.unwrap();
@@ -413,11 +423,12 @@ async fn main() {
     };
     let base_queues: u32 = arg("--queues").map_or(2, |s| s.parse().unwrap());
     let channels_policy = arg("--channels-policy");
-    let static_secs: u64 = arg("--static-secs").map_or(8, |s| s.parse().unwrap());
+    let static_secs: f64 = arg("--static-secs").map_or(8.0, |s| s.parse().unwrap());
     let enforce_secs: u64 = arg("--enforce-secs").map_or(100, |s| s.parse().unwrap());
     let rounds: u32 = arg("--rounds").map_or(2, |s| s.parse().unwrap());
     let window_secs: u64 = arg("--window-secs").map_or(3, |s| s.parse().unwrap());
-    let warmup_secs: u64 = arg("--warmup-secs").map_or(1, |s| s.parse().unwrap());
+    let warmup_secs: f64 = arg("--warmup-secs").map_or(1.0, |s| s.parse().unwrap());
+    let quiet_secs: Option<f64> = arg("--quiet-secs").map(|s| s.parse().unwrap());
     let naive_secs: u64 = arg("--naive-secs").map_or(enforce_secs, |s| s.parse().unwrap());
     let sweep: Vec<u32> = arg("--sweep")
         .unwrap_or_else(|| "256,512,1024,2048,4096,8192,16384".into())
@@ -493,7 +504,7 @@ async fn main() {
             if w.running {
                 d.start().unwrap();
             }
-            tokio::time::sleep(Duration::from_secs(warmup_secs)).await;
+            tokio::time::sleep(Duration::from_secs_f64(warmup_secs)).await;
             let m = window(&c, &d, static_secs).await;
             retire(d, w);
             let cfg = match ring {
@@ -564,8 +575,12 @@ async fn main() {
         let mut changes = 0u32;
         let mut last_change_s = 0.0f64;
         let mut g_prev = d.goodput().unwrap();
-        let measure_from = enforce_secs.saturating_sub(static_secs);
-        while t0.elapsed() < Duration::from_secs(measure_from) {
+        let measure_from = (enforce_secs as f64 - static_secs).max(0.0);
+        loop {
+            let t = t0.elapsed().as_secs_f64();
+            if t >= measure_from || quiet_secs.is_some_and(|q| t >= last_change_s + q) {
+                break;
+            }
             tokio::time::sleep(Duration::from_secs(1)).await;
             let ring = rx_ring(&c, ifx).await;
             let g = d.goodput().unwrap();
@@ -604,9 +619,8 @@ async fn main() {
             .filter(|(t, _)| *t > settled_from)
             .map(|(_, g)| *g)
             .collect();
-        let settled_secs = tail.len() as u64 + static_secs;
-        let settled = (tail.iter().sum::<f64>() + m.goodput_pps * static_secs as f64)
-            / (tail.len() as f64 + static_secs as f64);
+        let settled_secs = tail.len() as f64 + static_secs;
+        let settled = (tail.iter().sum::<f64>() + m.goodput_pps * static_secs) / settled_secs;
         retire(d, w);
         println!(
             "{}",
@@ -616,12 +630,13 @@ async fn main() {
                 "pptune-enforce",
                 &m,
                 &format!(
-                    "{params},\"changes\":{changes},\"converge_s\":{},\"enforce_secs\":{enforce_secs},\"goodput_settled_pps\":{settled:.0},\"settled_secs\":{settled_secs},\"daemon_cpu_s\":{daemon_cpu:.2},\"daemon_run_s\":{run_secs:.1},\"timeline\":[{}]",
+                    "{params},\"changes\":{changes},\"converge_s\":{},\"enforce_secs\":{enforce_secs},\"goodput_settled_pps\":{settled:.0},\"settled_secs\":{settled_secs:.1},\"quiet_secs\":{},\"daemon_cpu_s\":{daemon_cpu:.2},\"daemon_run_s\":{run_secs:.1},\"timeline\":[{}]",
                     if changes == 0 {
                         "0".to_owned()
                     } else {
                         format!("{last_change_s:.1}")
                     },
+                    quiet_secs.map_or_else(|| "null".to_owned(), |q| format!("{q}")),
                     timeline.join(",")
                 )
             )
