@@ -9,7 +9,8 @@
 #    (and vm-snapshot-2048.json, the render micro-bench's recorded input)
 # 2. host criterion micro-benchmarks (decode, decide, /metrics render)
 #    -> benches/results/micro.json (+ micro-render.log: the render CPU-time line)
-# 3. tuning outcome, in the VM   -> benches/results/outcome-{zonelock,queues,devmem,settle}.json
+# 3. tuning outcome, in the VM   -> benches/results/outcome-{zonelock,devmem,queues,settle}.json
+#    (+ outcome-run.json: each part's VM time; under an hour)
 # The VM parts need root, qemu and the cached test kernel (tests/vm/kernel.sh
 # builds it on first use). --smoke writes under $CARGO_TARGET_DIR/bench-smoke
 # and leaves benches/results alone.
@@ -72,19 +73,12 @@ if want outcome; then
     if [ "$SMOKE" = 1 ]; then
         benches/outcome.sh --smoke || failed+=(outcome)
     else
-        # The shipped presets (tests/ppsim/README.md): zonelock on the
+        # The whole §3.0 run in one VM boot: zonelock and devmem on the
         # non-power-of-two bursts, steady, idle, the rate-limited and the
-        # held-pages workloads; the queue-count case; devmem on the
-        # workloads whose slow path it prices; then one 11-minute enforce
-        # run for "0 changes in 10 minutes after convergence" (BENCHMARKS.md §3.0).
-        OW=bursty-300,bursty-1500,bursty-2500,bursty-6000,bursty-10000,steady,idle,bursty-1k-100kpps,held
-        benches/outcome.sh --preset zonelock --workloads "$OW" || failed+=(outcome-zonelock)
-        benches/outcome.sh --preset zonelock --workloads queues-contended,queues-held,queues-uncontended \
-            --enforce-secs 180 --naive-secs 50 --name outcome-queues || failed+=(outcome-queues)
-        benches/outcome.sh --preset devmem --workloads bursty-1500,bursty-2500,bursty-10000,held \
-            || failed+=(outcome-devmem)
-        benches/outcome.sh --preset zonelock --workloads bursty-2500 --enforce-secs 660 --naive-secs 30 \
-            --rounds 1 --sweep 256,4096 --name outcome-settle || failed+=(outcome-settle)
+        # held-pages workloads; the queue-count case; the settle run ("0
+        # changes in 10 minutes after convergence"). Prints each part's VM
+        # time and the total (BENCHMARKS.md §3.0).
+        benches/outcome.sh || failed+=(outcome)
     fi
 fi
 
