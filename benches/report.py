@@ -525,6 +525,35 @@ def svg_convergence(runs, stat, path, title):
     print(f"wrote {png}", file=sys.stderr)
 
 
+def preset_table(stat, runs):
+    """One table for the whole preset (BENCHMARKS.md §3.2's form): per
+    workload the default, max and best static rings, the naive tuner and
+    pptune; ring with the queue count on the queue workloads."""
+    print("\n| workload | config | ring | modelled pps | / best | wall pps | ring_full share | pool MiB | changes |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for (wl, preset), st in stat.items():
+        best = st["best-static"]["modelled_pps"] or 1
+        show = [("default", st["default"]), ("max", st["max"]), ("best static", st["best-static"]),
+                ("naive tuner", runs.get((wl, preset, "naive"))), ("**pptune**", runs.get((wl, preset, "pptune")))]
+        first = True
+        for label, r in show:
+            if not r:
+                continue
+            ring = r["ring_final"]
+            if r.get("queue_case"):
+                ring = f"({ring}, {r.get('queues')})"
+            val = fig(r) if label != "best static" else r["ring_modelled_pps"]
+            ch = r.get("changes")
+            if ch is None:
+                ch = "–"
+            elif ch:
+                ch = f"{ch} ({r.get('converge_s')} s)" if label == "**pptune**" else str(ch)
+            print(f"| {wl if first else ''} | {label} | {ring} | {val:,.0f} | {val / best:.3f} | "
+                  f"{r.get('goodput_pps', 0):,.0f} | {r.get('ring_full_share', 0):.3f} | "
+                  f"{r.get('inflight_mem', 0) / 2**20:.1f} | {ch} |")
+            first = False
+
+
 def outcome(jsonl, res_dir, name="outcome", policy=None):
     rows = [json.loads(l) for l in open(jsonl) if l.strip().startswith("{")]
     rows = [r for r in rows if r.get("kind") not in ("best_static", "static-mean")]
@@ -566,6 +595,7 @@ def outcome(jsonl, res_dir, name="outcome", policy=None):
                 ratio = fig(r) / best
             print(f"| {label} | {ring} | {r.get('queues', '–')} | {val} | {ratio:.3f} | {r.get('goodput_pps', 0):,.0f} "
                   f"| {r.get('ring_full_share', 0):.3f} | {r.get('inflight_mem', 0) / 2**20:.1f} | {r.get('changes', '–')} |")
+    preset_table(stat, runs)
     if ver:
         def yn(v, k):
             if k not in v:
