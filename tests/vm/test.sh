@@ -104,20 +104,30 @@ skips_for() {
 }
 
 failed=()
+# boot LABEL KERNEL_VERSION [run.sh options] -- SUITE BINARIES...: boots the
+# kernel, runs the suites inside, logs the outcome and records a failure
+# under LABEL. The caller's environment (PPTUNE_*) goes in with it.
+boot() {
+    local label="$1" k="$2" t=$SECONDS rc=0
+    shift 2
+    local opts=()
+    while [ "$1" != -- ]; do opts+=("$1"); shift; done
+    shift
+    PPTUNE_PPSIM_KO="${PPSIM[$k]}" RUST_BACKTRACE=1 \
+        "$PPTUNE_VM_DIR/run.sh" --kernel "${KDIRS[$k]}" "${opts[@]}" \
+        --timeout "${PPTUNE_VM_TIMEOUT:-1800}" -- "$PPTUNE_VM_DIR/suite.sh" "$@" || rc=$?
+    if [ "$rc" -eq 0 ]; then
+        log "=== $label: passed ($((SECONDS - t)) s)"
+    else
+        log "=== $label: FAILED with status $rc ($((SECONDS - t)) s)"
+        failed+=("$label")
+    fi
+}
+
 for k in "${KERNELS[@]}"; do
     mapfile -t KBINS < <(suites_for "$k")
     log "=== kernel $k: booting and running ${#KBINS[@]} suite(s)"
-    t=$SECONDS
-    rc=0
-    PPTUNE_PPSIM_KO="${PPSIM[$k]}" PPTUNE_VM_SKIP="$(skips_for "$k")" RUST_BACKTRACE=1 \
-        "$PPTUNE_VM_DIR/run.sh" --kernel "${KDIRS[$k]}" --timeout "${PPTUNE_VM_TIMEOUT:-1800}" \
-        -- "$PPTUNE_VM_DIR/suite.sh" "${KBINS[@]}" || rc=$?
-    if [ "$rc" -eq 0 ]; then
-        log "=== kernel $k: passed ($((SECONDS - t)) s)"
-    else
-        log "=== kernel $k: FAILED with status $rc ($((SECONDS - t)) s)"
-        failed+=("$k")
-    fi
+    PPTUNE_VM_SKIP="$(skips_for "$k")" boot "kernel $k" "$k" -- "${KBINS[@]}"
 done
 # The field pattern has the consumer on another CPU than the producer:
 # the non-power-of-two burst scenario runs again on two vCPUs (issue 12;
@@ -128,17 +138,7 @@ if [ -n "${KDIRS[7.3]:-}" ] && { [ -z "${PPTUNE_VM_FILTER:-}" ] || [[ " $PPTUNE_
     mapfile -t CL < <(printf '%s\n' "${BINS[@]}" | grep '/vm_closed_loop-')
     [ ${#CL[@]} -eq 1 ] || die "no vm_closed_loop binary for the two-vCPU run"
     log "=== kernel 7.3, 2 vCPUs: $NP2"
-    t=$SECONDS
-    rc=0
-    PPTUNE_PPSIM_KO="${PPSIM[7.3]}" PPTUNE_VM_FILTER="$NP2" PPTUNE_VM_EXPECT_CPUS=2 RUST_BACKTRACE=1 \
-        "$PPTUNE_VM_DIR/run.sh" --kernel "${KDIRS[7.3]}" --smp 2 --timeout "${PPTUNE_VM_TIMEOUT:-1800}" \
-        -- "$PPTUNE_VM_DIR/suite.sh" "${CL[@]}" || rc=$?
-    if [ "$rc" -eq 0 ]; then
-        log "=== kernel 7.3, 2 vCPUs: passed ($((SECONDS - t)) s)"
-    else
-        log "=== kernel 7.3, 2 vCPUs: FAILED with status $rc ($((SECONDS - t)) s)"
-        failed+=("7.3 (2 vCPUs)")
-    fi
+    PPTUNE_VM_FILTER="$NP2" PPTUNE_VM_EXPECT_CPUS=2 boot "kernel 7.3, 2 vCPUs" 7.3 --smp 2 -- "${CL[@]}"
 fi
 log "VM suites done in $((SECONDS - T0)) s"
 if [ ${#failed[@]} -gt 0 ]; then
