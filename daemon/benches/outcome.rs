@@ -228,6 +228,8 @@ struct Window {
     goodput_pps: f64,
     /// ppsim's modelled goodput over the same window.
     modelled_pps: f64,
+    /// ppsim's modelled capacity (no arrival-rate bound) over the window.
+    capacity_pps: f64,
     dropped_pps: f64,
     ring_full_share: f64,
     slow_share: f64,
@@ -252,6 +254,7 @@ async fn window(c: &Client, d: &PpsimDev, secs: f64) -> Window {
     Window {
         goodput_pps: g1.pps_since(&g0),
         modelled_pps: g1.modelled_pps_since(&g0),
+        capacity_pps: g1.capacity_pps_since(&g0),
         dropped_pps: g1.dropped.saturating_sub(g0.dropped) as f64 / dt.max(1e-9),
         ring_full_share: recycle_miss_share(&delta).unwrap_or(0.0),
         slow_share: slow_refill_share(&delta, false).unwrap_or(0.0),
@@ -293,7 +296,7 @@ async fn set_ring(c: &Client, d: &PpsimDev, ring: u32) {
 fn line(kind: &str, w: &Workload, config: &str, m: &Window, extra: &str) -> String {
     format!(
         "{{\"kind\":\"{kind}\",\"workload\":\"{}\",\"burst_pages\":{},\"rate_pps\":{},\"hold_us\":{},\
-         \"config\":\"{config}\",\"ring_final\":{},\"goodput_pps\":{:.0},\"modelled_pps\":{:.0},\"dropped_pps\":{:.0},\
+         \"config\":\"{config}\",\"ring_final\":{},\"goodput_pps\":{:.0},\"modelled_pps\":{:.0},\"capacity_pps\":{:.0},\"dropped_pps\":{:.0},\
          \"ring_full_share\":{:.4},\"slow_share\":{:.4},\"inflight_mem\":{},\"queues\":{}{extra}}}",
         w.name,
         w.burst,
@@ -302,6 +305,7 @@ fn line(kind: &str, w: &Workload, config: &str, m: &Window, extra: &str) -> Stri
         m.ring,
         m.goodput_pps,
         m.modelled_pps,
+        m.capacity_pps,
         m.dropped_pps,
         m.ring_full_share,
         m.slow_share,

@@ -282,11 +282,28 @@ impl Goodput {
     /// set). Does not depend on the host's speed: the figure the outcome
     /// benchmark decides on.
     #[must_use]
-    #[allow(clippy::cast_precision_loss)]
     pub fn modelled_pps_since(&self, earlier: &Goodput) -> f64 {
+        self.modelled_since(earlier, self.rate_pps > 0)
+    }
+
+    /// The modelled **capacity** between two readings: as
+    /// [`Goodput::modelled_pps_since`] without the arrival rate's bound,
+    /// i.e. the pages per second the queues' modelled busy time would give
+    /// (line rate still applies). Equal to the modelled goodput when the
+    /// rate is unlimited. With a fixed arrival rate every ring whose
+    /// capacity exceeds it delivers that rate, so goodput cannot rank the
+    /// rings; capacity (the inverse of the modelled CPU cost per page)
+    /// still does, and does not depend on whether the emulated CPU kept up.
+    #[must_use]
+    pub fn capacity_pps_since(&self, earlier: &Goodput) -> f64 {
+        self.modelled_since(earlier, false)
+    }
+
+    #[allow(clippy::cast_precision_loss)]
+    fn modelled_since(&self, earlier: &Goodput, bounded_by_arrivals: bool) -> f64 {
         let model = self.model_done_ns.saturating_sub(earlier.model_done_ns) as f64
             / self.queues.max(1) as f64;
-        let t = if self.rate_pps > 0 {
+        let t = if bounded_by_arrivals {
             model.max(self.now_ns.saturating_sub(earlier.now_ns) as f64)
         } else {
             model
