@@ -472,11 +472,16 @@ def svg_convergence(runs, stat, path, title):
     dashed line in its colour."""
     import math
     W, H, ML, MR, MT, MB = 520, 360, 78, 16, 50, 46
-    colors = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+    # Ten colours: one per workload of a part (nine in the presets' parts).
+    colors = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+              "#7f7f7f", "#bcbd22"]
     wls = sorted({r["workload"] for r in runs}, key=lambda w: (len(w), w))
     col = {w: colors[i % len(colors)] for i, w in enumerate(wls)}
     tmax = max((p[0] for r in runs for p in r.get("timeline") or []), default=1) or 1
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * W}" height="{H + 24 * ((len(wls) + 3) // 4) + 20}" '
+    # Time ticks at a round step, at most six.
+    tstep = next((s_ for s_ in (5, 10, 15, 20, 30, 60, 120, 300, 600) if tmax / s_ <= 6), 1200)
+    rows = (len(wls) + 3) // 4
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * W}" height="{H + 20 * rows + 36}" '
            'font-family="sans-serif" font-size="11">',
            f'<rect width="100%" height="100%" fill="white"/>',
            f'<text x="10" y="18" font-size="13" font-weight="bold">{title}</text>']
@@ -494,9 +499,10 @@ def svg_convergence(runs, stat, path, title):
         for yv in ys:
             out.append(f'<line x1="{X(0)}" y1="{Y(yv):.1f}" x2="{X(tmax)}" y2="{Y(yv):.1f}" stroke="#e4e4e4"/>')
             out.append(f'<text x="{X(0) - 5}" y="{Y(yv) + 4:.1f}" text-anchor="end">{yfmt(yv)}</text>')
-        for k in range(6):
-            tv = tmax * k / 5
-            out.append(f'<text x="{X(tv):.1f}" y="{H - MB + 15}" text-anchor="middle">{tv:.0f}</text>')
+        for k in range(int(tmax // tstep) + 1):
+            tv = k * tstep
+            out.append(f'<line x1="{X(tv):.1f}" y1="{H - MB}" x2="{X(tv):.1f}" y2="{H - MB + 4}" stroke="black"/>')
+            out.append(f'<text x="{X(tv):.1f}" y="{H - MB + 15}" text-anchor="middle">{tv}</text>')
         out.append(f'<text x="{X(tmax / 2):.1f}" y="{H - 12}" text-anchor="middle">seconds since start (ring 256)</text>')
         out.append(f'<text transform="translate({ox + 14},{(MT + H - MB) / 2}) rotate(-90)" text-anchor="middle">{ylab}</text>')
         for w, y in refs:
@@ -531,7 +537,7 @@ def svg_convergence(runs, stat, path, title):
         x, y = 10 + (i % 4) * 250, y0 + 20 * (i // 4)
         out.append(f'<line x1="{x}" y1="{y}" x2="{x + 24}" y2="{y}" stroke="{col[w]}" stroke-width="2"/>')
         out.append(f'<text x="{x + 30}" y="{y + 4}">{w}</text>')
-    out.append(f'<text x="{2 * W - 10}" y="{y0 + 4}" text-anchor="end">solid: pptune · dotted: naive tuner (+25 %/window) · dashed: best static ring</text>')
+    out.append(f'<text x="10" y="{y0 + 20 * rows + 4}">solid: pptune · dotted: naive tuner (+25 %/window) · dashed: best static ring</text>')
     write_svg(path, out)
     try:
         import cairosvg
