@@ -446,14 +446,12 @@ def verdicts(rows, stat, period_s):
         # The static windows' repeatability in this run: the largest spread
         # of the modelled figure between rounds at one sweep point (§3.1's
         # bound for a decidable 5 % target: 2 %).
-        # The points the best static is decided on are the sweep's best and
-        # the picked ring; a rate-limited workload's lossy small rings
-        # spread more (their drops follow the emulated CPU's speed).
+        # The points that decide: the goodput reference (the sweep's best
+        # modelled goodput) and the ring reference (capacity at the picked
+        # ring and at the sweep's best capacity); a rate-limited workload's
+        # lossy small rings spread more and decide nothing.
         sp = [m["modelled_spread"] for m in st["sweep"] if m.get("modelled_spread") is not None]
         if sp:
-            # The goodput reference (the sweep's best modelled goodput) and
-            # the ring reference (capacity at the picked ring and at the
-            # sweep's best capacity).
             top = max(st["sweep"], key=lambda m: m["modelled_pps"])
             top_cap = max(st["sweep"], key=lambda m: m.get("capacity_pps", 0))
             deciding = [x for x in (top.get("modelled_spread"), best.get("capacity_spread"),

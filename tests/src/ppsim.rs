@@ -769,3 +769,43 @@ impl PpsimDev {
         write(&self.del, &self.name)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Goodput;
+
+    /// Two readings 1 s apart over which 2 queues went through 0.25 s of
+    /// modelled time each and completed 100,000 pages.
+    fn readings(rate_pps: u64, line_pps: u64) -> (Goodput, Goodput) {
+        let g0 = Goodput {
+            queues: 2,
+            rate_pps,
+            line_pps,
+            ..Goodput::default()
+        };
+        let g1 = Goodput {
+            now_ns: 1_000_000_000,
+            model_done_ns: 500_000_000,
+            model_done_pk: 100_000,
+            ..g0
+        };
+        (g0, g1)
+    }
+
+    #[test]
+    fn capacity_ignores_the_arrival_rate_and_goodput_does_not() {
+        let (g0, g1) = readings(50_000, 0);
+        // Goodput: bounded by the 1 s of wall time the arrivals took.
+        assert!((g1.modelled_pps_since(&g0) - 100_000.0).abs() < 1e-6);
+        // Capacity: 100,000 pages in 0.25 s of modelled time.
+        assert!((g1.capacity_pps_since(&g0) - 400_000.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn without_a_rate_capacity_is_the_goodput_and_both_keep_the_line_rate() {
+        let (g0, g1) = readings(0, 0);
+        assert_eq!(g1.capacity_pps_since(&g0), g1.modelled_pps_since(&g0));
+        let (g0, g1) = readings(50_000, 200_000);
+        assert!((g1.capacity_pps_since(&g0) - 200_000.0).abs() < 1e-6);
+    }
+}
