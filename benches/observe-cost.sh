@@ -14,6 +14,8 @@
 #                 policy::decide, metrics observe + encode       (per pass)
 #   raw-floor     the same netlink requests, netlink-sys + hand-built
 #                 messages, one reused buffer                    (per pass)
+#                 (pass and floor alternate over 5 rounds; each line
+#                 carries its "round")
 #   pptune-status `pptune status --json` as a whole process       (per run)
 #   ynl-cli       the kernel's pyynl cli.py --dump page-pool-stats-get
 #   ynltool       ynltool page-pool stats                         (per run)
@@ -90,15 +92,28 @@ if [ "$IN_VM" = 1 ]; then
             while [ "$have" -lt "$n" ]; do add_device 128; have=$((have + 128)); done
         fi
         # Passes and runs scale down with size so each row takes seconds.
-        if [ "$SMOKE" = 1 ]; then passes=3; runs=2; yruns=1
+        if [ "$SMOKE" = 1 ]; then passes=3; runs=2; yruns=1; rounds=2
         else passes=$(( 4096 / n )); [ "$passes" -lt 5 ] && passes=5
-             runs=$(( n <= 128 ? 10 : 5 )); yruns=3
+             runs=$(( n <= 128 ? 10 : 5 )); yruns=3; rounds=5
         fi
-        log "$n pools wanted ($(ls -d /sys/bus/netdevsim/devices/netdevsim* | wc -l) devices): $passes passes, $runs runs"
+        log "$n pools wanted ($(ls -d /sys/bus/netdevsim/devices/netdevsim* | wc -l) devices): $rounds rounds of $passes passes, $runs runs"
         save=()
         [ "$n" = 2048 ] && save=(--save-snapshot "$PPTUNE_VM_OUT/vm-snapshot-2048.json")
-        "$B/observe_pass" --passes "$passes" "${save[@]}" | tee -a "$OUT"
-        "$B/raw_floor" --passes "$passes" | tee -a "$OUT"
+        # Pass and floor alternate over $rounds rounds (the order flips
+        # each round): the host is shared and TCG's guest CPU clock counts
+        # host stalls, so a ratio of two blocks timed minutes apart moved
+        # between 1.2 and 1.9 with the host's load. report.py takes the
+        # ratio within each round, and its median and spread.
+        for r in $(seq "$rounds"); do
+            tag() { sed "s/^{/{\"round\":$r,/" | tee -a "$OUT"; }
+            if [ $((r % 2)) = 1 ]; then
+                "$B/observe_pass" --passes "$passes" "${save[@]}" | tag
+                "$B/raw_floor" --passes "$passes" | tag
+            else
+                "$B/raw_floor" --passes "$passes" | tag
+                "$B/observe_pass" --passes "$passes" | tag
+            fi
+        done
         run_proc --label pptune-status --pools "$n" --runs "$runs" -- "$B/pptune" status --json
         run_proc --label ynltool --pools "$n" --runs "$runs" -- "$B/ynltool" page-pool stats
         run_proc --label ynl-cli --pools "$n" --runs "$yruns" -- python3 \
