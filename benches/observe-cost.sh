@@ -27,6 +27,12 @@
 #                 recorded-shape bytes, userspace only) run on the host and
 #                 in the VM: their CPU ratio is what the emulation inflates
 #                 userspace work by, to read daemon-cpu as native
+# The VM runs with qemu's -icount (tests/vm/run.sh --icount): the guest's
+# clock counts its instructions, one nanosecond each, so every CPU time read
+# inside (pass, floor, processes, the daemon) is an instruction count,
+# repeatable whatever the shared host is doing; TCG's own clock counted host
+# stalls and moved a pass/floor ratio between 1.2 and 1.9 with the host's
+# load. Instructions are not seconds on a real CPU: see BENCHMARKS.md §2e.
 # Results: benches/results/observe-cost.json (+ .svg plot, and the 2048-pool
 # snapshot benches/results/vm-snapshot-2048.json for the render bench).
 # --smoke: 16 pools only, few passes, results to $CARGO_TARGET_DIR instead.
@@ -48,7 +54,7 @@ while [ $# -gt 0 ]; do
         --in-vm) IN_VM=1; shift ;;
         --no-build) NO_BUILD=1; shift ;;
         --results) RESULTS="$2"; shift 2 ;;
-        -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "observe-cost: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -81,7 +87,9 @@ if [ "$IN_VM" = 1 ]; then
             echo "${d##*netdevsim}" > /sys/bus/netdevsim/del_device
         done
     }
-    log "kernel $(uname -r), $(nproc) vCPU, $(awk '/MemTotal/ {print $2}' /proc/meminfo) KiB"
+    log "kernel $(uname -r), $(nproc) vCPU, $(awk '/MemTotal/ {print $2}' /proc/meminfo) KiB, clock ${PPTUNE_VM_CLOCK:-tcg}"
+    printf '{"tool":"vm","kernel":"%s","vcpus":%d,"mem_kib":%d,"clock":"%s"}\n' "$(uname -r)" "$(nproc)" \
+        "$(awk '/MemTotal/ {print $2}' /proc/meminfo)" "${PPTUNE_VM_CLOCK:-tcg}" | tee -a "$OUT"
     run_proc --label baseline --runs 5 -- true
     have=0
     for n in $SIZES; do
@@ -100,10 +108,10 @@ if [ "$IN_VM" = 1 ]; then
         save=()
         [ "$n" = 2048 ] && save=(--save-snapshot "$PPTUNE_VM_OUT/vm-snapshot-2048.json")
         # Pass and floor alternate over $rounds rounds (the order flips
-        # each round): the host is shared and TCG's guest CPU clock counts
-        # host stalls, so a ratio of two blocks timed minutes apart moved
-        # between 1.2 and 1.9 with the host's load. report.py takes the
-        # ratio within each round, and its median and spread.
+        # each round), and report.py takes the ratio within each round and
+        # its median and spread: under -icount the rounds agree within
+        # 0.2 %, and the spread shows it (without it, on TCG's clock, two
+        # blocks timed minutes apart gave 1.2-1.9).
         for r in $(seq "$rounds"); do
             tag() { sed "s/^{/{\"round\":$r,/" | tee -a "$OUT"; }
             if [ $((r % 2)) = 1 ]; then
@@ -184,7 +192,7 @@ rm -rf "$VMOUT"; mkdir -p "$VMOUT"
 export PPTUNE_BENCH_BIN="$BIN"
 START=$(date +%s)
 log "running in the VM (sizes: $SIZES)"
-tests/vm/run.sh --kernel 7.3 --mem 2048 --timeout 3000 --out "$VMOUT" -- \
+tests/vm/run.sh --kernel 7.3 --icount --mem 2048 --timeout 3000 --out "$VMOUT" -- \
     "$REPO/benches/observe-cost.sh" --in-vm --sizes "$SIZES" $([ "$SMOKE" = 1 ] && echo --smoke)
 log "VM part took $(( $(date +%s) - START )) s"
 

@@ -107,6 +107,9 @@ def observe_cost(jsonl, res_dir):
     rows = [json.loads(l) for l in open(jsonl) if l.strip().startswith("{")]
     errors = [r for r in rows if "error" in r]
     by, rounds = {}, {}
+    # The VM's own line (observe-cost.sh): its kernel, vCPUs and clock.
+    vm = next((r for r in rows if r.get("tool") == "vm"), {})
+    rows = [r for r in rows if r.get("tool") != "vm"]
     for r in rows:
         by.setdefault(r["tool"], {})[r["pools"]] = r
         if "round" in r:
@@ -203,7 +206,12 @@ def observe_cost(jsonl, res_dir):
         targets["pass_cpu_us_per_extra_pool"] = round(slope, 2)
         per_pool = [round(r["pass_cpu_us"] / r["pools"], 2) for r in summary]
         targets["pass_cpu_us_per_pool_by_size"] = per_pool
-    res = {"meta": meta(), "vm": "qemu TCG (emulated), kernel 7.3, 1 vCPU, 2048 MiB; ratios from one run, pass and floor alternating over rounds",
+    clock = ("-icount shift=0: guest CPU times are instruction counts, 1 ns per instruction"
+             if vm.get("clock") == "icount" else "TCG's host-timed clock")
+    res = {"meta": meta(),
+           "vm": f"qemu TCG (emulated), kernel {vm.get('kernel', '7.3')}, {vm.get('vcpus', 1)} vCPU, 2048 MiB, {clock}; "
+                 "ratios from one run, pass and floor alternating over rounds",
+           "clock": vm.get("clock", "tcg"),
            "baseline_process": base, "summary": summary, "targets": targets,
            "errors": errors, "rows": rows}
     write(res_dir, "observe-cost.json", res)
@@ -231,7 +239,8 @@ def observe_cost(jsonl, res_dir):
             "ynltool page-pool stats": [(r["pools"], r["ynltool_cpu_ms"]) for r in summary if r["ynltool_cpu_ms"]],
             "ynl CLI (pyynl)": [(r["pools"], r["ynl_cli_cpu_ms"]) for r in summary if r["ynl_cli_cpu_ms"]],
         }),
-    ], os.path.join(res_dir, "observe-cost.svg"), "Cost of one observe pass vs page pools (VM, TCG)")
+    ], os.path.join(res_dir, "observe-cost.svg"), "Cost of one observe pass vs page pools (VM, TCG"
+             + (", -icount: instructions at 1 ns" if vm.get("clock") == "icount" else "") + ")")
     return 1 if errors else 0
 
 

@@ -2,13 +2,14 @@
 # Run one command inside a pptune test VM and return its exit status.
 #
 #   tests/vm/run.sh [--kernel 7.3|6.12|6.1|DIR] [--timeout SECS] [--mem MB]
-#                   [--smp N] [--out DIR] -- CMD ARGS...
+#                   [--smp N] [--icount] [--out DIR] -- CMD ARGS...
 #
 # Boots the cached test kernel (tests/vm/kernel.sh builds it on first use) in
 # qemu TCG with the host's root filesystem read-only over 9p. CMD runs as root
 # in the same working directory with PATH, HOME, RUST_*, CARGO_*, PPTUNE_* and
 # a few other variables passed through, plus PPTUNE_IN_VM=1,
-# PPTUNE_KERNEL=<version>, PPTUNE_KERNEL_DIR=<cached kernel dir> and
+# PPTUNE_KERNEL=<version>, PPTUNE_KERNEL_DIR=<cached kernel dir>,
+# PPTUNE_VM_CLOCK=<tcg|icount> (see --icount below) and
 # PPTUNE_VM_OUT=<a writable directory shared with the host>. The share is the
 # --out directory (default: a temporary directory removed afterwards) and is
 # mounted at the same absolute path inside the VM.
@@ -39,6 +40,7 @@ MEM=1024
 # the closed-loop and ppsim suites' thresholds failed. Deterministic suites
 # first; `--smp 2` is there for measurements that want the second CPU.
 SMP=1
+ICOUNT=0
 OUTDIR=""
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -46,6 +48,7 @@ while [ $# -gt 0 ]; do
         --timeout) TIMEOUT="$2"; shift 2 ;;
         --mem) MEM="$2"; shift 2 ;;
         --smp) SMP="$2"; shift 2 ;;
+        --icount) ICOUNT=1; shift ;;
         --out) OUTDIR="$2"; shift 2 ;;
         --) shift; break ;;
         -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -113,12 +116,13 @@ done
     echo "cd $(printf '%q' "$PWD") || exit 125"
     for name in $(compgen -e); do
         case "$name" in
-            PPTUNE_IN_VM|PPTUNE_KERNEL|PPTUNE_KERNEL_DIR|PPTUNE_VM_OUT) ;;
+            PPTUNE_IN_VM|PPTUNE_KERNEL|PPTUNE_KERNEL_DIR|PPTUNE_VM_OUT|PPTUNE_VM_CLOCK) ;;
             PATH|HOME|USER|LOGNAME|LANG|LC_ALL|TERM|NO_COLOR|RUST_*|CARGO_*|PPTUNE_*)
                 printf 'export %s=%q\n' "$name" "${!name}" ;;
         esac
     done
-    printf 'export PPTUNE_IN_VM=1 PPTUNE_KERNEL=%q PPTUNE_KERNEL_DIR=%q PPTUNE_VM_OUT=%q\n' "$KVER" "$KDIR" "$OUTDIR"
+    printf 'export PPTUNE_IN_VM=1 PPTUNE_KERNEL=%q PPTUNE_KERNEL_DIR=%q PPTUNE_VM_OUT=%q PPTUNE_VM_CLOCK=%q\n' \
+        "$KVER" "$KDIR" "$OUTDIR" "$([ "$ICOUNT" = 1 ] && echo icount || echo tcg)"
     printf 'exec'
     printf ' %q' "$@"
     printf '\n'
@@ -159,13 +163,25 @@ fi
 # one processor per socket: a plain "-smp 2" (one socket, two cores) boots a
 # single CPU. One socket per CPU gives the guest all of them (ppsim's
 # consumer must run on another CPU than the producer).
+# --icount: the guest's clock counts its instructions (qemu -icount
+# shift=0: one nanosecond per instruction, whatever the host is doing), so
+# a CPU time read in the guest is an instruction count, repeatable where
+# TCG's host-timed clock moved with the host's load. It needs the
+# single-threaded TCG, and the TSC then ticks once per virtual ns.
+ACCEL="tcg,thread=multi"
+ICOUNT_ARGS=()
+if [ "$ICOUNT" = 1 ]; then
+    ACCEL="tcg,thread=single"
+    ICOUNT_ARGS=(-icount shift=0,sleep=on)
+    TSC_ARGS="tsc_early_khz=1000000"
+fi
 if [[ "$SMP" =~ ^[0-9]+$ ]]; then
     SMP_ARGS="$SMP,sockets=$SMP,cores=1,threads=1"
 else
     SMP_ARGS="$SMP"
 fi
 setsid setpriv --pdeathsig KILL \
-    qemu-system-x86_64 -accel tcg,thread=multi -cpu max -machine pc \
+    qemu-system-x86_64 -accel "$ACCEL" "${ICOUNT_ARGS[@]}" -cpu max -machine pc \
     -m "$MEM" -smp "$SMP_ARGS" -nodefaults -display none -no-user-config \
     -serial stdio -no-reboot \
     -kernel "$KDIR/bzImage" \
