@@ -1,4 +1,5 @@
-# Shared by the bench scripts (sourced; needs CARGO_TARGET_DIR).
+# Shared by the bench scripts (sourced; bench_build and bench_exe need
+# CARGO_TARGET_DIR, the nsim_* functions run in the VM).
 #
 # One cargo invocation builds every bench target and the pptune binary: a
 # subset of packages, or a separate `cargo build --release`, unifies
@@ -26,4 +27,42 @@ found = [m["executable"] for m in map(json.loads, open(path))
 if not found:
     sys.exit(f"bench_exe: no {kind} {name} in {path}")
 print(found[-1])' "$1" "$2" "$CARGO_TARGET_DIR/bench-build.json"
+}
+
+# netdevsim devices for the VM benches (observe-cost.sh, observe-ab.sh),
+# one pool per RX queue, links up. nsim_up_to N brings the pool count to N:
+# one device of N queues for N <= 16, else devices of 128 queues added to
+# what is there (every device is replaced when fewer than 128 are up).
+# NSIM_POOLS holds the count.
+NSIM_NEXT_ID=1
+NSIM_POOLS=0
+nsim_add() { # queues
+    local id=$NSIM_NEXT_ID dev=""
+    NSIM_NEXT_ID=$((NSIM_NEXT_ID + 1))
+    echo "$id 1 $1" > /sys/bus/netdevsim/new_device
+    for _ in $(seq 50); do
+        dev=$(ls "/sys/bus/netdevsim/devices/netdevsim$id/net/" 2>/dev/null | head -1)
+        [ -n "$dev" ] && break
+        sleep 0.1
+    done
+    [ -n "$dev" ] || { echo "netdevsim$id has no netdev" >&2; return 1; }
+    ip link set "$dev" up
+    NSIM_POOLS=$((NSIM_POOLS + $1))
+}
+nsim_del_all() {
+    local d
+    for d in /sys/bus/netdevsim/devices/netdevsim*; do
+        [ -e "$d" ] || continue
+        echo "${d##*netdevsim}" > /sys/bus/netdevsim/del_device
+    done
+    NSIM_POOLS=0
+}
+nsim_up_to() { # pools
+    if [ "$1" -le 16 ]; then
+        nsim_del_all
+        nsim_add "$1"
+        return
+    fi
+    [ "$NSIM_POOLS" -ge 128 ] || nsim_del_all
+    while [ "$NSIM_POOLS" -lt "$1" ]; do nsim_add 128; done
 }

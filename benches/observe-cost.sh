@@ -59,6 +59,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 log() { printf '[observe-cost] %s\n' "$*" >&2; }
+. "$REPO/benches/lib.sh"
 
 # ---------------------------------------------------------------- in the VM
 if [ "$IN_VM" = 1 ]; then
@@ -67,38 +68,12 @@ if [ "$IN_VM" = 1 ]; then
     TREE="$PPTUNE_KERNEL_DIR/linux"
     B="$PPTUNE_BENCH_BIN"   # directory with raw_floor, observe_pass, pptune, ynltool
     run_proc() { python3 "$REPO/benches/proc_cost.py" "$@" | tee -a "$OUT"; }
-    next_id=1
-    add_device() { # queues
-        local id=$next_id
-        next_id=$((next_id + 1))
-        echo "$id 1 $1" > /sys/bus/netdevsim/new_device
-        local dev=""
-        for _ in $(seq 50); do
-            dev=$(ls "/sys/bus/netdevsim/devices/netdevsim$id/net/" 2>/dev/null | head -1)
-            [ -n "$dev" ] && break
-            sleep 0.1
-        done
-        [ -n "$dev" ] || { log "netdevsim$id has no netdev"; exit 1; }
-        ip link set "$dev" up
-    }
-    del_all() {
-        for d in /sys/bus/netdevsim/devices/netdevsim*; do
-            [ -e "$d" ] || continue
-            echo "${d##*netdevsim}" > /sys/bus/netdevsim/del_device
-        done
-    }
     log "kernel $(uname -r), $(nproc) vCPU, $(awk '/MemTotal/ {print $2}' /proc/meminfo) KiB, clock ${PPTUNE_VM_CLOCK:-tcg}"
     printf '{"tool":"vm","kernel":"%s","vcpus":%d,"mem_kib":%d,"clock":"%s"}\n' "$(uname -r)" "$(nproc)" \
         "$(awk '/MemTotal/ {print $2}' /proc/meminfo)" "${PPTUNE_VM_CLOCK:-tcg}" | tee -a "$OUT"
     run_proc --label baseline --runs 5 -- true
-    have=0
     for n in $SIZES; do
-        if [ "$n" -le 16 ]; then
-            del_all; have=0; add_device "$n"; have=$n
-        else
-            if [ "$have" -lt 128 ]; then del_all; have=0; fi
-            while [ "$have" -lt "$n" ]; do add_device 128; have=$((have + 128)); done
-        fi
+        nsim_up_to "$n"
         # Passes and runs scale down with size so each row takes seconds.
         if [ "$SMOKE" = 1 ]; then passes=3; runs=2; yruns=1; rounds=2
         else passes=$(( 4096 / n )); [ "$passes" -lt 5 ] && passes=5
@@ -145,7 +120,7 @@ if [ "$IN_VM" = 1 ]; then
         rss=$(awk '/VmHWM/ {print $2}' "/proc/$dpid/status")
         kill "$dpid"; wait "$dpid" || true
         hz=$(getconf CLK_TCK)
-        python3 - "$t0" "$t1" "$w0" "$w1" "$hz" "$have" "$rss" <<'PY' | tee -a "$OUT"
+        python3 - "$t0" "$t1" "$w0" "$w1" "$hz" "$NSIM_POOLS" "$rss" <<'PY' | tee -a "$OUT"
 import json, sys
 t0, t1, w0, w1, hz, pools, rss = sys.argv[1:]
 cpu = (int(t1) - int(t0)) / int(hz)
@@ -158,14 +133,13 @@ PY
         "$B/observe_replay" --devices 16 --queues 128 --passes 20 | grep replay-pass \
             | sed 's/"tool":"replay-pass"/"tool":"emulation-vm"/' | tee -a "$OUT"
     fi
-    del_all
+    nsim_del_all
     exit 0
 fi
 
 # ---------------------------------------------------------------- on the host
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target-bench}"
 cd "$REPO"
-. "$REPO/benches/lib.sh"
 BIN="$CARGO_TARGET_DIR/bench-bin"
 KDIR="$(tests/vm/kernel.sh 7.3)"
 if [ "$NO_BUILD" = 1 ]; then

@@ -103,6 +103,15 @@ def svg_plot(panels, path, title, xlabel="page pools", xticks=True):
 
 
 # ------------------------------------------------------------------ observe-cost
+def within_rounds(groups, num, den):
+    """The CPU-per-pass ratio num/den within each round, sorted, as
+    [(ratio, round)]: `groups` maps a round to its rows by name; rounds
+    lacking either are left out. The pass/floor and A/B rows alternate
+    within rounds, so a ratio is never taken across two rounds."""
+    return sorted((g[num]["cpu_us_per_pass"] / g[den]["cpu_us_per_pass"], k)
+                  for k, g in groups.items() if num in g and den in g)
+
+
 def observe_cost(jsonl, res_dir):
     rows = [json.loads(l) for l in open(jsonl) if l.strip().startswith("{")]
     errors = [r for r in rows if "error" in r]
@@ -121,10 +130,8 @@ def observe_cost(jsonl, res_dir):
         # Pass and floor alternate over rounds (observe-cost.sh): the
         # ratio is taken within each round, and the row gives the median
         # round's figures and the spread of the ratios.
-        within = sorted(
-            (g["pptune-pass"]["cpu_us_per_pass"] / g["raw-floor"]["cpu_us_per_pass"], k)
-            for (pools, k), g in rounds.items()
-            if pools == n and "pptune-pass" in g and "raw-floor" in g)
+        within = within_rounds({k: g for (pools, k), g in rounds.items() if pools == n},
+                               "pptune-pass", "raw-floor")
         if within:
             _, mid = within[len(within) // 2]
             p, f = rounds[(n, mid)]["pptune-pass"], rounds[(n, mid)]["raw-floor"]
@@ -680,6 +687,47 @@ def outcome(jsonl, res_dir, name="outcome", policy=None):
     return 0
 
 
+# ------------------------------------------------------------------ A/B
+def ab(jsonl, res_dir, a_dir, b_dir, same_pct=None):
+    """benches/observe-ab.sh: B/A, A/floor and B/floor within each round,
+    their median and min-max. With `same_pct`, 1 unless the median B/A is
+    within that many per cent of 1."""
+    rows = [json.loads(l) for l in open(jsonl) if l.strip().startswith("{")]
+    groups = {}
+    for r in rows:
+        if r.get("tool") in ("pptune-pass", "raw-floor"):
+            groups.setdefault(r["round"], {})[r["side"]] = r
+    pairs = {"B/A": ("B", "A"), "A/floor": ("A", "floor"), "B/floor": ("B", "floor")}
+    summary = {}
+    for name, (num, den) in pairs.items():
+        w = [round(x, 4) for x, _ in within_rounds(groups, num, den)]
+        summary[name] = {"median": w[len(w) // 2] if w else None, "by_round": w}
+    pools = next((r["pools"] for r in rows if "pools" in r), None)
+    print(f"| round | A µs | B µs | floor µs | B/A | A/floor | B/floor |  ({pools} pools)")
+    print("|---|---|---|---|---|---|---|")
+    for k in sorted(groups):
+        g = groups[k]
+        cpu = {s: g[s]["cpu_us_per_pass"] for s in ("A", "B", "floor") if s in g}
+        q = lambda n, d: f"{cpu[n] / cpu[d]:.4f}" if n in cpu and d in cpu else "-"
+        print(f"| {k} | {cpu.get('A', '-')} | {cpu.get('B', '-')} | {cpu.get('floor', '-')} "
+              f"| {q('B', 'A')} | {q('A', 'floor')} | {q('B', 'floor')} |")
+    for name, v in summary.items():
+        span = f" ({min(v['by_round'])}–{max(v['by_round'])})" if v["by_round"] else ""
+        print(f"{name}: {v['median']}{span}")
+    verdict = None
+    if same_pct is not None:
+        m = summary["B/A"]["median"]
+        verdict = m is not None and abs(m - 1) * 100 <= float(same_pct)
+        print(f"B/A within {same_pct} % of 1: {'yes' if verdict else 'NO'}")
+    write(res_dir, "ab.json", {"meta": meta(), "a": a_dir, "b": b_dir, "pools": pools,
+                               "summary": summary, "expect_same_pct": same_pct,
+                               "same": verdict, "rows": rows})
+    if not groups:
+        print("no A/B rows", file=sys.stderr)
+        return 1
+    return 0 if verdict in (None, True) else 1
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "observe-cost":
@@ -688,4 +736,6 @@ if __name__ == "__main__":
         sys.exit(micro(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None))
     if mode == "outcome":
         sys.exit(outcome(sys.argv[2], sys.argv[3], *sys.argv[4:6]))
+    if mode == "ab":
+        sys.exit(ab(*sys.argv[2:7]))
     sys.exit(f"unknown mode {mode}")

@@ -6,7 +6,9 @@
 #   benches/run-all.sh --only micro|observe|outcome
 #
 # 1. cost of observing, in the VM -> benches/results/observe-cost.json/.svg
-#    (and vm-snapshot-2048.json, the render micro-bench's recorded input)
+#    (and vm-snapshot-2048.json, the render micro-bench's recorded input);
+#    --smoke also runs the A/B tool (benches/observe-ab.sh) on one build
+#    against itself
 # 2. host criterion micro-benchmarks (decode, decide, /metrics render)
 #    -> benches/results/micro.json (+ micro-render.log: the render CPU-time line)
 # 3. tuning outcome, in the VM   -> benches/results/outcome-{zonelock,devmem,queues,settle}.json
@@ -40,6 +42,13 @@ smoke=()
 if want observe; then
     echo "== cost of observing (VM)"
     benches/observe-cost.sh "${smoke[@]}" || failed+=(observe)
+    if [ "$SMOKE" = 1 ]; then
+        # The A/B tool on one build against itself: proves it runs, and
+        # that the instruction-counted VM repeats a pass within 0.5 %.
+        benches/observe-ab.sh --pools 128 --rounds 2 --expect-same 0.5 \
+            --results "$RES/observe-ab" "$CARGO_TARGET_DIR/bench-bin" "$CARGO_TARGET_DIR/bench-bin" ||
+            failed+=(observe-ab)
+    fi
 fi
 if want micro; then
     echo "== micro-benchmarks (criterion)"

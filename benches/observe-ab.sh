@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# A/B of two builds of the observe pass, in the instruction-counted VM.
+#
+#   benches/observe-ab.sh [--pools N] [--rounds R] [--passes P]
+#                         [--expect-same PCT] [--results DIR] A_DIR B_DIR
+#
+# A_DIR and B_DIR each hold an `observe_pass` bench binary (as staged in
+# $CARGO_TARGET_DIR/bench-bin by benches/observe-cost.sh; build the other
+# side from a git worktree of the commit to compare). B_DIR also gives the
+# raw floor (`raw_floor`). One 7.3 VM boot with `tests/vm/run.sh --icount`
+# (the guest clock counts instructions, BENCHMARKS.md §2e), netdevsim
+# devices with 128 queues each up to N pools (default 2048), then R rounds
+# (default 3) of A, B and the floor, the order rotated each round, P passes
+# each (default 4096 / N, at least 5). Prints, per round and as the median
+# (min-max) over rounds: B/A, A/floor and B/floor; writes ab.json and the
+# raw ab.jsonl to DIR (default $CARGO_TARGET_DIR/observe-ab).
+# --expect-same PCT: exit 1 unless the median B/A is within PCT % of 1
+# (A and B the same binary: the VM's determinism, checked by the CI smoke).
+set -euo pipefail
+
+REPO="$(cd "$(dirname "$0")/.." && pwd)"
+POOLS=2048
+ROUNDS=3
+PASSES=""
+SAME=""
+RESULTS=""
+IN_VM=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --pools) POOLS="$2"; shift 2 ;;
+        --rounds) ROUNDS="$2"; shift 2 ;;
+        --passes) PASSES="$2"; shift 2 ;;
+        --expect-same) SAME="$2"; shift 2 ;;
+        --results) RESULTS="$2"; shift 2 ;;
+        --in-vm) IN_VM=1; shift ;;
+        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -*) echo "observe-ab: unknown option $1" >&2; exit 2 ;;
+        *) break ;;
+    esac
+done
+[ $# = 2 ] || { echo "observe-ab: want A_DIR and B_DIR (see --help)" >&2; exit 2; }
+for d in "$1" "$2"; do
+    [ -d "$d" ] || { echo "observe-ab: no directory $d" >&2; exit 2; }
+done
+A="$(cd "$1" && pwd)"
+B="$(cd "$2" && pwd)"
+for f in "$A/observe_pass" "$B/observe_pass" "$B/raw_floor"; do
+    [ -x "$f" ] || { echo "observe-ab: no executable $f" >&2; exit 2; }
+done
+[[ "$POOLS" =~ ^[0-9]+$ && "$ROUNDS" =~ ^[0-9]+$ ]] || { echo "observe-ab: --pools and --rounds take whole numbers" >&2; exit 2; }
+[ -n "$PASSES" ] || { PASSES=$(( 4096 / POOLS )); [ "$PASSES" -lt 5 ] && PASSES=5; }
+log() { printf '[observe-ab] %s\n' "$*" >&2; }
+. "$REPO/benches/lib.sh"
+
+# ---------------------------------------------------------------- in the VM
+if [ "$IN_VM" = 1 ]; then
+    OUT="$PPTUNE_VM_OUT/ab.jsonl"
+    : > "$OUT"
+    [ "${PPTUNE_VM_CLOCK:-}" = icount ] || log "warning: the VM clock is ${PPTUNE_VM_CLOCK:-tcg}, not icount"
+    nsim_up_to "$POOLS"
+    log "kernel $(uname -r), clock ${PPTUNE_VM_CLOCK:-tcg}, $NSIM_POOLS pools: $ROUNDS rounds of $PASSES passes"
+    run() { # side
+        case "$1" in
+            A) "$A/observe_pass" --passes "$PASSES" ;;
+            B) "$B/observe_pass" --passes "$PASSES" ;;
+            floor) "$B/raw_floor" --passes "$PASSES" ;;
+        esac | sed "s/^{/{\"round\":$r,\"side\":\"$1\",/" | tee -a "$OUT"
+    }
+    sides=(A B floor)
+    for r in $(seq "$ROUNDS"); do
+        for i in 0 1 2; do run "${sides[$(( (i + r - 1) % 3 ))]}"; done
+    done
+    nsim_del_all
+    exit 0
+fi
+
+# ---------------------------------------------------------------- on the host
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target-bench}"
+RES="${RESULTS:-$CARGO_TARGET_DIR/observe-ab}"
+VMOUT="$CARGO_TARGET_DIR/observe-ab-vm"
+rm -rf "$VMOUT"; mkdir -p "$VMOUT" "$RES"
+"$REPO/tests/vm/kernel.sh" 7.3 >/dev/null
+log "A=$A B=$B, $POOLS pools"
+"$REPO/tests/vm/run.sh" --kernel 7.3 --icount --mem 2048 --timeout 1800 --out "$VMOUT" -- \
+    "$REPO/benches/observe-ab.sh" --in-vm --pools "$POOLS" --rounds "$ROUNDS" --passes "$PASSES" "$A" "$B"
+cp "$VMOUT/ab.jsonl" "$RES/"
+python3 "$REPO/benches/report.py" ab "$RES/ab.jsonl" "$RES" "$A" "$B" ${SAME:+"$SAME"}
