@@ -29,6 +29,13 @@ if not found:
 print(found[-1])' "$1" "$2" "$CARGO_TARGET_DIR/bench-build.json"
 }
 
+# bench_passes POOLS: passes per measurement at that pool count, so each
+# takes about the same time (4096 pool-passes, at least 5 passes).
+bench_passes() {
+    local p=$(( 4096 / $1 ))
+    echo $(( p < 5 ? 5 : p ))
+}
+
 # netdevsim devices for the VM benches (observe-cost.sh, observe-ab.sh),
 # one pool per RX queue, links up. nsim_up_to N brings the pool count to N:
 # one device of N queues for N <= 16, else devices of 128 queues added to

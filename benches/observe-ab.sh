@@ -11,10 +11,10 @@
 # (the guest clock counts instructions, BENCHMARKS.md §2e), netdevsim
 # devices with 128 queues each up to N pools (default 2048), then R rounds
 # (default 3) of A, B and the floor, the order rotated each round, P passes
-# each (default 4096 / N, at least 5). Prints, per round and as the median
+# each (default: benches/lib.sh bench_passes). Prints, per round and as the median
 # (min-max) over rounds: B/A, A/floor and B/floor; writes ab.json and the
 # raw ab.jsonl to DIR (default $CARGO_TARGET_DIR/observe-ab).
-# --expect-same PCT: exit 1 unless the median B/A is within PCT % of 1
+# --expect-same PCT: exit 1 unless B/A is within PCT % of 1 in every round
 # (A and B the same binary: the VM's determinism, checked by the CI smoke).
 set -euo pipefail
 
@@ -48,17 +48,16 @@ for f in "$A/observe_pass" "$B/observe_pass" "$B/raw_floor"; do
     [ -x "$f" ] || { echo "observe-ab: no executable $f" >&2; exit 2; }
 done
 [[ "$POOLS" =~ ^[0-9]+$ && "$ROUNDS" =~ ^[0-9]+$ ]] || { echo "observe-ab: --pools and --rounds take whole numbers" >&2; exit 2; }
-[ -n "$PASSES" ] || { PASSES=$(( 4096 / POOLS )); [ "$PASSES" -lt 5 ] && PASSES=5; }
 log() { printf '[observe-ab] %s\n' "$*" >&2; }
 . "$REPO/benches/lib.sh"
+[ -n "$PASSES" ] || PASSES=$(bench_passes "$POOLS")
 
 # ---------------------------------------------------------------- in the VM
 if [ "$IN_VM" = 1 ]; then
     OUT="$PPTUNE_VM_OUT/ab.jsonl"
     : > "$OUT"
-    [ "${PPTUNE_VM_CLOCK:-}" = icount ] || log "warning: the VM clock is ${PPTUNE_VM_CLOCK:-tcg}, not icount"
     nsim_up_to "$POOLS"
-    log "kernel $(uname -r), clock ${PPTUNE_VM_CLOCK:-tcg}, $NSIM_POOLS pools: $ROUNDS rounds of $PASSES passes"
+    log "kernel $(uname -r), clock $PPTUNE_VM_CLOCK, $NSIM_POOLS pools: $ROUNDS rounds of $PASSES passes"
     run() { # side
         case "$1" in
             A) "$A/observe_pass" --passes "$PASSES" ;;
@@ -79,7 +78,6 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target-bench}"
 RES="${RESULTS:-$CARGO_TARGET_DIR/observe-ab}"
 VMOUT="$CARGO_TARGET_DIR/observe-ab-vm"
 rm -rf "$VMOUT"; mkdir -p "$VMOUT" "$RES"
-"$REPO/tests/vm/kernel.sh" 7.3 >/dev/null
 log "A=$A B=$B, $POOLS pools"
 "$REPO/tests/vm/run.sh" --kernel 7.3 --icount --mem 2048 --timeout 1800 --out "$VMOUT" -- \
     "$REPO/benches/observe-ab.sh" --in-vm --pools "$POOLS" --rounds "$ROUNDS" --passes "$PASSES" "$A" "$B"

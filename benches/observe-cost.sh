@@ -76,7 +76,7 @@ if [ "$IN_VM" = 1 ]; then
         nsim_up_to "$n"
         # Passes and runs scale down with size so each row takes seconds.
         if [ "$SMOKE" = 1 ]; then passes=3; runs=2; yruns=1; rounds=2
-        else passes=$(( 4096 / n )); [ "$passes" -lt 5 ] && passes=5
+        else passes=$(bench_passes "$n")
              runs=$(( n <= 128 ? 10 : 5 )); yruns=3; rounds=5
         fi
         log "$n pools wanted ($(ls -d /sys/bus/netdevsim/devices/netdevsim* | wc -l) devices): $rounds rounds of $passes passes, $runs runs"
@@ -85,7 +85,7 @@ if [ "$IN_VM" = 1 ]; then
         # Pass and floor alternate over $rounds rounds (the order flips
         # each round), and report.py takes the ratio within each round and
         # its median and spread: under -icount the rounds agree within
-        # 0.2 %, and the spread shows it (without it, on TCG's clock, two
+        # 0.5 %, and the spread shows it (without it, on TCG's clock, two
         # blocks timed minutes apart gave 1.2-1.9).
         for r in $(seq "$rounds"); do
             tag() { sed "s/^{/{\"round\":$r,/" | tee -a "$OUT"; }

@@ -690,8 +690,8 @@ def outcome(jsonl, res_dir, name="outcome", policy=None):
 # ------------------------------------------------------------------ A/B
 def ab(jsonl, res_dir, a_dir, b_dir, same_pct=None):
     """benches/observe-ab.sh: B/A, A/floor and B/floor within each round,
-    their median and min-max. With `same_pct`, 1 unless the median B/A is
-    within that many per cent of 1."""
+    their median and min-max. With `same_pct`, 1 unless B/A is within that
+    many per cent of 1 in every round."""
     rows = [json.loads(l) for l in open(jsonl) if l.strip().startswith("{")]
     groups = {}
     for r in rows:
@@ -716,9 +716,9 @@ def ab(jsonl, res_dir, a_dir, b_dir, same_pct=None):
         print(f"{name}: {v['median']}{span}")
     verdict = None
     if same_pct is not None:
-        m = summary["B/A"]["median"]
-        verdict = m is not None and abs(m - 1) * 100 <= float(same_pct)
-        print(f"B/A within {same_pct} % of 1: {'yes' if verdict else 'NO'}")
+        w = summary["B/A"]["by_round"]
+        verdict = bool(w) and all(abs(x - 1) * 100 <= float(same_pct) for x in w)
+        print(f"B/A within {same_pct} % of 1 in every round: {'yes' if verdict else 'NO'}")
     write(res_dir, "ab.json", {"meta": meta(), "a": a_dir, "b": b_dir, "pools": pools,
                                "summary": summary, "expect_same_pct": same_pct,
                                "same": verdict, "rows": rows})

@@ -40,7 +40,7 @@ MEM=1024
 # the closed-loop and ppsim suites' thresholds failed. Deterministic suites
 # first; `--smp 2` is there for measurements that want the second CPU.
 SMP=1
-ICOUNT=0
+CLOCK=tcg   # --icount: icount (the guest sees it as PPTUNE_VM_CLOCK)
 OUTDIR=""
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -48,7 +48,7 @@ while [ $# -gt 0 ]; do
         --timeout) TIMEOUT="$2"; shift 2 ;;
         --mem) MEM="$2"; shift 2 ;;
         --smp) SMP="$2"; shift 2 ;;
-        --icount) ICOUNT=1; shift ;;
+        --icount) CLOCK=icount; shift ;;
         --out) OUTDIR="$2"; shift 2 ;;
         --) shift; break ;;
         -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -122,7 +122,7 @@ done
         esac
     done
     printf 'export PPTUNE_IN_VM=1 PPTUNE_KERNEL=%q PPTUNE_KERNEL_DIR=%q PPTUNE_VM_OUT=%q PPTUNE_VM_CLOCK=%q\n' \
-        "$KVER" "$KDIR" "$OUTDIR" "$([ "$ICOUNT" = 1 ] && echo icount || echo tcg)"
+        "$KVER" "$KDIR" "$OUTDIR" "$CLOCK"
     printf 'exec'
     printf ' %q' "$@"
     printf '\n'
@@ -154,27 +154,26 @@ ROOTFLAGS="trans=virtio,version=9p2000.L,msize=262144,cache=loose"
 # falls back to jiffies: no high-resolution timers, every short sleep becomes
 # a 4 ms tick. Telling it the host's TSC rate gives it the TSC clocksource
 # and the TSC-deadline APIC timer.
+# --icount: the guest's clock counts its instructions (qemu -icount
+# shift=0: one nanosecond per instruction, whatever the host is doing), so
+# a CPU time read in the guest is an instruction count, repeatable where
+# TCG's host-timed clock moved with the host's load. It needs the
+# single-threaded TCG, and the TSC then ticks once per virtual ns.
 TSC_ARGS=""
+ACCEL="tcg,thread=multi"
+ICOUNT_ARGS=()
 host_mhz=$(awk -F': ' '/^cpu MHz/ {print $2; exit}' /proc/cpuinfo 2>/dev/null || true)
-if [[ "$host_mhz" =~ ^[0-9]+(\.[0-9]+)?$ ]] && grep -qw constant_tsc /proc/cpuinfo; then
+if [ "$CLOCK" = icount ]; then
+    ACCEL="tcg,thread=single"
+    ICOUNT_ARGS=(-icount shift=0,sleep=on)
+    TSC_ARGS="tsc_early_khz=1000000"
+elif [[ "$host_mhz" =~ ^[0-9]+(\.[0-9]+)?$ ]] && grep -qw constant_tsc /proc/cpuinfo; then
     TSC_ARGS="tsc_early_khz=$(awk -v m="$host_mhz" 'BEGIN {printf "%d", m * 1000}')"
 fi
 # Without ACPI the guest finds its CPUs in SeaBIOS's MP table, which lists
 # one processor per socket: a plain "-smp 2" (one socket, two cores) boots a
 # single CPU. One socket per CPU gives the guest all of them (ppsim's
 # consumer must run on another CPU than the producer).
-# --icount: the guest's clock counts its instructions (qemu -icount
-# shift=0: one nanosecond per instruction, whatever the host is doing), so
-# a CPU time read in the guest is an instruction count, repeatable where
-# TCG's host-timed clock moved with the host's load. It needs the
-# single-threaded TCG, and the TSC then ticks once per virtual ns.
-ACCEL="tcg,thread=multi"
-ICOUNT_ARGS=()
-if [ "$ICOUNT" = 1 ]; then
-    ACCEL="tcg,thread=single"
-    ICOUNT_ARGS=(-icount shift=0,sleep=on)
-    TSC_ARGS="tsc_early_khz=1000000"
-fi
 if [[ "$SMP" =~ ^[0-9]+$ ]]; then
     SMP_ARGS="$SMP,sockets=$SMP,cores=1,threads=1"
 else
