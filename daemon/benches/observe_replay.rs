@@ -41,7 +41,7 @@ use netlink::GenlPayload;
 use netlink::attr::{Attrs, Writer};
 use netlink::client::{
     decode_channels_into, decode_genl, decode_links_into, decode_page_pool_stats_into,
-    decode_page_pools_into, decode_qstats_into, decode_queues_into, decode_rings_into,
+    decode_page_pools_into, decode_rings_into,
 };
 use netlink::ctrl::{CtrlMessage, Family};
 use netlink::frame::{self, NLM_F_MULTI, NLMSG_DONE};
@@ -53,8 +53,8 @@ use policy::snapshot::{Availability, Capabilities, Snapshot};
 
 use policy::Observation;
 use pptune::kernel_netlink::{
-    PassBuffers, convert_caps, convert_channels, convert_rings, keep_dev_qstats, keep_queue,
-    keep_queue_qstats,
+    PassBuffers, convert_caps, convert_channels, convert_rings, decode_pass_dev_qstats,
+    decode_pass_queue_qstats, decode_pass_queues,
 };
 use pptune::metrics::Metrics;
 use pptune::run::{Engine, PolicyEngine};
@@ -312,9 +312,9 @@ impl Input {
         decode_links_into(&self.links, &mut b.links).unwrap();
         decode_page_pools_into(&self.pools, &mut b.pools).unwrap();
         decode_page_pool_stats_into(&self.stats, &mut b.stats).unwrap();
-        decode_queues_into(&self.queues, keep_queue, &mut b.queues).unwrap();
-        decode_qstats_into(&self.dev_qstats, keep_dev_qstats, &mut b.dev_qstats).unwrap();
-        decode_qstats_into(&self.queue_qstats, keep_queue_qstats, &mut b.queue_qstats).unwrap();
+        decode_pass_queues(&self.queues, &mut b.queues).unwrap();
+        decode_pass_dev_qstats(&self.dev_qstats, &mut b.dev_qstats).unwrap();
+        decode_pass_queue_qstats(&self.queue_qstats, &mut b.queue_qstats).unwrap();
         let mut snap = b.begin(
             caps,
             |l| l.name != "lo",

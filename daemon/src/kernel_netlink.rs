@@ -393,9 +393,7 @@ impl NetlinkKernel {
                 Filter::Names(_) => &r.queues,
             };
             let got = self
-                .dump(payload, &mut b.ex, &mut b.queues, |ex, out| {
-                    c::decode_queues_into(ex, keep_queue, out)
-                })
+                .dump(payload, &mut b.ex, &mut b.queues, decode_pass_queues)
                 .await;
             match got {
                 // The filtered device vanished since the link dump.
@@ -408,19 +406,20 @@ impl NetlinkKernel {
         b.dev_qstats.clear();
         b.queue_qstats.clear();
         if capabilities.qstats_get {
-            for (payload, out, keep) in [
+            type Decode = fn(&netlink::socket::Exchange, &mut Vec<Qstats>) -> netlink::Result<()>;
+            for (payload, out, decode) in [
                 (
                     &r.dev_qstats,
                     &mut b.dev_qstats,
-                    keep_dev_qstats as fn(&Qstats) -> bool,
+                    decode_pass_dev_qstats as Decode,
                 ),
-                (&r.queue_qstats, &mut b.queue_qstats, keep_queue_qstats),
+                (
+                    &r.queue_qstats,
+                    &mut b.queue_qstats,
+                    decode_pass_queue_qstats,
+                ),
             ] {
-                let got = self
-                    .dump(payload, &mut b.ex, out, |ex, out| {
-                        c::decode_qstats_into(ex, keep, out)
-                    })
-                    .await;
+                let got = self.dump(payload, &mut b.ex, out, decode).await;
                 if let Err(e) = got {
                     tracing::debug!(error = %e, "qstats dump failed");
                 }
@@ -488,22 +487,40 @@ impl NetlinkKernel {
     }
 }
 
-/// The queue-get entries a pass keeps: RX queues of a device.
-#[must_use]
-pub fn keep_queue(q: &Queue) -> bool {
-    q.ifindex.is_some() && q.queue_type == Some(QueueType::Rx)
+/// The one queue type a pass keeps of the queue-get and queue-scope
+/// qstats-get dumps. The decoders drop the other type's replies at their
+/// type attribute, unread past it (the TX halves are half the replies).
+pub const PASS_QUEUE_TYPE: QueueType = QueueType::Rx;
+
+/// A pass's decode of a queue-get dump: the device queues of
+/// [`PASS_QUEUE_TYPE`]. The pass and the replay bench both call it.
+pub fn decode_pass_queues(
+    ex: &netlink::socket::Exchange,
+    out: &mut Vec<Queue>,
+) -> netlink::Result<()> {
+    netlink::client::decode_queues_into(ex, Some(PASS_QUEUE_TYPE), |q| q.ifindex.is_some(), out)
 }
 
-/// The device-scope qstats entries a pass keeps.
-#[must_use]
-pub fn keep_dev_qstats(q: &Qstats) -> bool {
-    q.queue_id.is_none()
+/// A pass's decode of a device-scope qstats-get dump: the device totals.
+pub fn decode_pass_dev_qstats(
+    ex: &netlink::socket::Exchange,
+    out: &mut Vec<Qstats>,
+) -> netlink::Result<()> {
+    netlink::client::decode_qstats_into(ex, None, |q| q.queue_id.is_none(), out)
 }
 
-/// The queue-scope qstats entries a pass keeps: RX queues of a device.
-#[must_use]
-pub fn keep_queue_qstats(q: &Qstats) -> bool {
-    q.ifindex.is_some() && q.queue_type == Some(0) && q.queue_id.is_some()
+/// A pass's decode of a queue-scope qstats-get dump: the device queues of
+/// [`PASS_QUEUE_TYPE`].
+pub fn decode_pass_queue_qstats(
+    ex: &netlink::socket::Exchange,
+    out: &mut Vec<Qstats>,
+) -> netlink::Result<()> {
+    netlink::client::decode_qstats_into(
+        ex,
+        Some(PASS_QUEUE_TYPE),
+        |q| q.ifindex.is_some() && q.queue_id.is_some(),
+        out,
+    )
 }
 
 /// The netdev dumps of one sampling pass, as the kernel gave them.
@@ -1280,21 +1297,14 @@ mod tests {
                 &mut b.stats,
             )
             .unwrap();
-            c::decode_queues_into(
-                &ex("vm-7.3-nsim-netdev-queue-get-dump"),
-                keep_queue,
-                &mut b.queues,
-            )
-            .unwrap();
-            c::decode_qstats_into(
+            decode_pass_queues(&ex("vm-7.3-nsim-netdev-queue-get-dump"), &mut b.queues).unwrap();
+            decode_pass_dev_qstats(
                 &ex("vm-7.3-nsim-netdev-qstats-get-dev-dump"),
-                keep_dev_qstats,
                 &mut b.dev_qstats,
             )
             .unwrap();
-            c::decode_qstats_into(
+            decode_pass_queue_qstats(
                 &ex("vm-7.3-nsim-netdev-qstats-get-queue-dump"),
-                keep_queue_qstats,
                 &mut b.queue_qstats,
             )
             .unwrap();

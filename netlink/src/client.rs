@@ -8,7 +8,9 @@ use crate::ethtool::{BodyKind, Channels, EthtoolMessage, Rings, body_kind};
 use crate::events::Notifications;
 use crate::frame::{self, NLM_F_DUMP};
 use crate::genl::GenlPayload;
-use crate::netdev::{Napi, NetdevBody, NetdevMessage, PagePool, PagePoolStats, Qstats, Queue, cmd};
+use crate::netdev::{
+    Napi, NetdevBody, NetdevMessage, PagePool, PagePoolStats, Qstats, Queue, QueueType, cmd,
+};
 use crate::rtnl::{self, Link};
 use crate::socket::{Exchange, NETLINK_GENERIC, NETLINK_ROUTE, RequestSocket};
 
@@ -181,6 +183,7 @@ impl Client {
     ) -> Result<Vec<Queue>> {
         decode_queues_where(
             &self.netdev_dump(&NetdevMessage::queue_get(ifindex)).await?,
+            None,
             keep,
         )
     }
@@ -227,6 +230,7 @@ impl Client {
             &self
                 .netdev_dump(&NetdevMessage::qstats_get(ifindex, scope))
                 .await?,
+            None,
             keep,
         )
     }
@@ -627,6 +631,7 @@ pub fn decode_page_pools_into(ex: &Exchange, out: &mut Vec<PagePool>) -> Result<
         ex,
         "page-pool-get",
         &cmds,
+        None,
         PagePool::parse_into,
         |_| true,
         out,
@@ -647,22 +652,29 @@ pub fn decode_page_pool_stats_into(ex: &Exchange, out: &mut Vec<PagePoolStats>) 
         ex,
         "page-pool-stats-get",
         &cmds,
+        None,
         PagePoolStats::parse_into,
         |_| true,
         out,
     )
 }
 
-/// The queues of a queue-get dump that `keep` accepts.
-pub fn decode_queues_where(ex: &Exchange, keep: impl FnMut(&Queue) -> bool) -> Result<Vec<Queue>> {
+/// The queues of a queue-get dump of type `of_type` (any type for
+/// `None`) that `keep` accepts.
+pub fn decode_queues_where(
+    ex: &Exchange,
+    of_type: Option<QueueType>,
+    keep: impl FnMut(&Queue) -> bool,
+) -> Result<Vec<Queue>> {
     let mut out = Vec::new();
-    decode_queues_into(ex, keep, &mut out)?;
+    decode_queues_into(ex, of_type, keep, &mut out)?;
     Ok(out)
 }
 
 /// [`decode_queues_where`] into `out`, reusing the entries it holds.
 pub fn decode_queues_into(
     ex: &Exchange,
+    of_type: Option<QueueType>,
     keep: impl FnMut(&Queue) -> bool,
     out: &mut Vec<Queue>,
 ) -> Result<()> {
@@ -670,25 +682,33 @@ pub fn decode_queues_into(
         ex,
         "queue-get",
         &[cmd::QUEUE_GET],
+        of_type.map(|t| TypeFilter {
+            attr: Queue::TYPE_ATTR,
+            name: Queue::TYPE_NAME,
+            want: t.into(),
+        }),
         Queue::parse_into,
         keep,
         out,
     )
 }
 
-/// The entries of a qstats-get dump that `keep` accepts.
+/// The entries of a qstats-get dump of queue type `of_type` (any entry,
+/// device totals included, for `None`) that `keep` accepts.
 pub fn decode_qstats_where(
     ex: &Exchange,
+    of_type: Option<QueueType>,
     keep: impl FnMut(&Qstats) -> bool,
 ) -> Result<Vec<Qstats>> {
     let mut out = Vec::new();
-    decode_qstats_into(ex, keep, &mut out)?;
+    decode_qstats_into(ex, of_type, keep, &mut out)?;
     Ok(out)
 }
 
 /// [`decode_qstats_where`] into `out`, reusing the entries it holds.
 pub fn decode_qstats_into(
     ex: &Exchange,
+    of_type: Option<QueueType>,
     keep: impl FnMut(&Qstats) -> bool,
     out: &mut Vec<Qstats>,
 ) -> Result<()> {
@@ -696,17 +716,46 @@ pub fn decode_qstats_into(
         ex,
         "qstats-get",
         &[cmd::QSTATS_GET],
+        of_type.map(|t| TypeFilter {
+            attr: Qstats::TYPE_ATTR,
+            name: Qstats::TYPE_NAME,
+            want: t.into(),
+        }),
         Qstats::parse_into,
         keep,
         out,
     )
 }
 
+/// A reply filter read before the decode: a reply is decoded only when its
+/// u32 attribute `attr` is present and `want`. The attributes are walked
+/// (their framing checked) up to that one; a reply it drops is not read
+/// past it, which at 2048 queues is half the queue and qstats replies, the
+/// TX halves, left undecoded.
+#[derive(Debug, Clone, Copy)]
+struct TypeFilter {
+    attr: u16,
+    name: &'static str,
+    want: u32,
+}
+
+impl TypeFilter {
+    fn admits(self, attrs: &[u8]) -> std::result::Result<bool, CodecError> {
+        for a in crate::attr::Attrs::new(attrs) {
+            let a = a?;
+            if a.kind == self.attr {
+                return Ok(a.u32(self.name)? == self.want);
+            }
+        }
+        Ok(false)
+    }
+}
+
 /// A netdev dump exchange's replies with a command in `cmds` parsed
 /// straight into `T` (no `NetdevMessage` in between: an enum the size of
 /// its largest variant, moved several times per reply, was a tenth of the
-/// pass at thousands of replies) and kept in `out` when `keep` accepts
-/// them. Replies with another command are decoded as [`decode_genl`]
+/// pass at thousands of replies) and kept in `out` when `only` (if given)
+/// admits them and `keep` accepts them. Replies with another command are decoded as [`decode_genl`]
 /// would (so a malformed one still fails the request) and dropped. Each
 /// reply is parsed in place into `out`'s next slot, reusing the entries a
 /// previous dump left there (a rejected one's slot takes the next reply),
@@ -717,6 +766,7 @@ fn decode_netdev_typed<T: Default>(
     ex: &Exchange,
     op: &'static str,
     cmds: &[u8],
+    only: Option<TypeFilter>,
     parse_into: fn(&mut T, &[u8]) -> std::result::Result<(), CodecError>,
     mut keep: impl FnMut(&T) -> bool,
     out: &mut Vec<T>,
@@ -731,6 +781,11 @@ fn decode_netdev_typed<T: Default>(
     let walked = walk_replies(ex, op, None, name_attr::<NetdevMessage>, |m| {
         let (c, _, attrs) = frame::genl_split(m.payload)?;
         if cmds.contains(&c) {
+            if let Some(f) = only
+                && !f.admits(attrs)?
+            {
+                return Ok(());
+            }
             if let Some(slot) = out.get_mut(n) {
                 parse_into(slot, attrs)?;
                 if keep(slot) {

@@ -801,32 +801,140 @@ fn netdev_dumps_decoded_in_place_keep_nothing_stale() {
     }
     let qs = load("vm-7.3-nsim-netdev-qstats-get-queue-dump");
     let rx = |q: &netlink::netdev::Qstats| q.queue_type == Some(0);
-    let all = c::decode_qstats_where(&qs, |_| true).unwrap();
-    let only_rx = c::decode_qstats_where(&qs, rx).unwrap();
+    let all = c::decode_qstats_where(&qs, None, |_| true).unwrap();
+    let only_rx = c::decode_qstats_where(&qs, None, rx).unwrap();
     assert!(only_rx.len() < all.len() && !only_rx.is_empty());
     let mut out = all.clone();
-    c::decode_qstats_into(&qs, rx, &mut out).unwrap();
+    c::decode_qstats_into(&qs, None, rx, &mut out).unwrap();
     assert_eq!(out, only_rx);
-    c::decode_qstats_into(&qs, |_| true, &mut out).unwrap();
+    c::decode_qstats_into(&qs, None, |_| true, &mut out).unwrap();
     assert_eq!(out, all);
     // From empty, a rejected reply takes no slot: the vector grows with
     // the kept entries only (as a pushed copy of them would).
     let mut fresh = Vec::new();
-    c::decode_qstats_into(&qs, rx, &mut fresh).unwrap();
+    c::decode_qstats_into(&qs, None, rx, &mut fresh).unwrap();
     assert_eq!(fresh, only_rx);
     let mut pushed = Vec::new();
     only_rx.iter().for_each(|q| pushed.push(q.clone()));
     assert_eq!(fresh.capacity(), pushed.capacity());
     let queues = load("vm-7.3-nsim-netdev-queue-get-dump");
-    let mut out = c::decode_queues_where(&queues, |_| true).unwrap();
-    c::decode_queues_into(&queues, |q| q.queue_type == Some(QueueType::Tx), &mut out).unwrap();
-    assert_eq!(
-        out,
-        c::decode_queues_where(&queues, |q| q.queue_type == Some(QueueType::Tx)).unwrap()
-    );
+    let tx = |q: &netlink::netdev::Queue| q.queue_type == Some(QueueType::Tx);
+    let mut out = c::decode_queues_where(&queues, None, |_| true).unwrap();
+    c::decode_queues_into(&queues, None, tx, &mut out).unwrap();
+    assert_eq!(out, c::decode_queues_where(&queues, None, tx).unwrap());
     // A refused exchange leaves nothing behind.
     let refused = load("vm-7.3-nsim-netdev-qstats-get-do-refused");
     let mut left = all.clone();
-    assert!(c::decode_qstats_into(&refused, |_| true, &mut left).is_err());
+    assert!(c::decode_qstats_into(&refused, None, |_| true, &mut left).is_err());
     assert!(left.is_empty());
+}
+
+/// The decoders' queue-type filter keeps what decoding everything and
+/// keeping that type keeps, on real dumps (both types present).
+#[test]
+fn queue_type_filter_equals_decoding_all_and_keeping_the_type() {
+    use netlink::client as c;
+    let qs = load("vm-7.3-nsim-netdev-qstats-get-queue-dump");
+    let queues = load("vm-7.3-nsim-netdev-queue-get-dump");
+    for t in [QueueType::Rx, QueueType::Tx] {
+        let raw = u32::from(t);
+        let by_filter = c::decode_qstats_where(&qs, Some(t), |_| true).unwrap();
+        let by_keep = c::decode_qstats_where(&qs, None, |q| q.queue_type == Some(raw)).unwrap();
+        assert!(!by_filter.is_empty(), "{t:?}");
+        assert_eq!(by_filter, by_keep, "{t:?}");
+        let by_filter = c::decode_queues_where(&queues, Some(t), |_| true).unwrap();
+        let by_keep = c::decode_queues_where(&queues, None, |q| q.queue_type == Some(t)).unwrap();
+        assert!(!by_filter.is_empty(), "{t:?}");
+        assert_eq!(by_filter, by_keep, "{t:?}");
+        // Into a vector a previous dump filled: only the filtered entries.
+        let mut out = c::decode_queues_where(&queues, None, |_| true).unwrap();
+        c::decode_queues_into(&queues, Some(t), |_| true, &mut out).unwrap();
+        assert_eq!(out, by_filter, "{t:?}");
+    }
+}
+
+/// Where the type filter reads and where it stops, on replies built by hand
+/// (framed like the recorded qstats dump: its family id, NLM_F_MULTI, DONE):
+/// a reply without the type attribute is dropped; the attributes before
+/// the type are framing-checked and the type's own length is; a dropped
+/// reply is not read past its type (a broken attribute there fails only
+/// the unfiltered decode).
+#[test]
+fn queue_type_filter_reads_up_to_the_type_attribute() {
+    use netlink::attr::Writer;
+    use netlink::client as c;
+    use netlink::frame;
+    let recorded = load("vm-7.3-nsim-netdev-qstats-get-queue-dump");
+    let family = u16::from_ne_bytes([recorded.messages[0][4], recorded.messages[0][5]]);
+    let dump = |replies: &[Vec<u8>]| {
+        let mut bytes = Vec::new();
+        for attrs in replies {
+            let payload = frame::genl_payload(cmd::QSTATS_GET, 1, attrs);
+            bytes.extend(frame::request(family, frame::NLM_F_MULTI, 1, &payload));
+        }
+        bytes.extend(frame::request(
+            frame::NLMSG_DONE,
+            frame::NLM_F_MULTI,
+            1,
+            &0i32.to_ne_bytes(),
+        ));
+        Exchange::from_reply_bytes(Vec::new(), &bytes).unwrap()
+    };
+    let entry = |typ: Option<u32>, id: u32| {
+        let mut w = Writer::new();
+        w.u32(1, 2);
+        w.opt_u32(2, typ);
+        w.u32(3, id);
+        w.uint(8, 5);
+        w.into_bytes()
+    };
+    // 1 is kept under Some(Rx); 2 has no type; 3 is TX with a broken
+    // attribute after its type.
+    let mut broken_tail = entry(Some(1), 3);
+    broken_tail.extend([0xff, 0x00, 0x08, 0x00]);
+    let ex = dump(&[entry(Some(0), 1), entry(None, 2), broken_tail]);
+    let rx = c::decode_qstats_where(&ex, Some(QueueType::Rx), |_| true).unwrap();
+    assert_eq!(rx.len(), 1);
+    assert_eq!((rx[0].queue_id, rx[0].queue_type), (Some(1), Some(0)));
+    assert_eq!(rx[0].counters.rx_packets, Some(5));
+    let e = c::decode_qstats_where(&ex, None, |_| true).unwrap_err();
+    assert!(e.to_string().contains("qstats-get"), "{e}");
+    let e = c::decode_qstats_where(&ex, Some(QueueType::Tx), |_| true).unwrap_err();
+    assert!(e.to_string().contains("qstats-get"), "{e}");
+    // Without the broken reply, the untyped one is kept unfiltered only.
+    let ex = dump(&[entry(Some(0), 1), entry(None, 2)]);
+    assert_eq!(
+        c::decode_qstats_where(&ex, None, |_| true).unwrap().len(),
+        2
+    );
+    assert!(
+        c::decode_qstats_where(&ex, Some(QueueType::Tx), |_| true)
+            .unwrap()
+            .is_empty()
+    );
+    // A type of the wrong size fails by its name, whatever the filter.
+    let mut w = Writer::new();
+    w.u32(1, 2);
+    w.put(2, &[0, 0]);
+    let ex = dump(&[w.into_bytes()]);
+    for only in [None, Some(QueueType::Rx)] {
+        let e = c::decode_qstats_where(&ex, only, |_| true).unwrap_err();
+        let cause = std::error::Error::source(&e).map(ToString::to_string);
+        assert!(
+            cause
+                .as_deref()
+                .is_some_and(|c| c.contains("qstats.queue-type")),
+            "{only:?}: {e}: {cause:?}"
+        );
+    }
+    // A broken attribute before the type fails, whatever the filter.
+    let mut bytes = vec![0xff, 0x00, 0x01, 0x00];
+    bytes.extend(entry(Some(1), 4));
+    let ex = dump(&[bytes]);
+    for only in [None, Some(QueueType::Rx)] {
+        assert!(
+            c::decode_qstats_where(&ex, only, |_| true).is_err(),
+            "{only:?}"
+        );
+    }
 }

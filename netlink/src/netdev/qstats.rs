@@ -53,6 +53,13 @@ pub struct Qstats {
     pub other: Vec<RawAttr>,
 }
 
+impl Qstats {
+    /// The `queue-type` attribute's id and name (the decoders' type filter
+    /// reads it before the rest of a reply).
+    pub(crate) const TYPE_ATTR: u16 = 2;
+    pub(crate) const TYPE_NAME: &'static str = "qstats.queue-type";
+}
+
 impl DecodeInPlace for Qstats {
     fn parse_into(&mut self, attrs: &[u8]) -> Result<(), CodecError> {
         reset_keeping_other(self, |v| &mut v.other);
@@ -60,7 +67,7 @@ impl DecodeInPlace for Qstats {
             let a = a?;
             match a.kind {
                 1 => self.ifindex = Some(a.u32("qstats.ifindex")?),
-                2 => self.queue_type = Some(a.u32("qstats.queue-type")?),
+                Self::TYPE_ATTR => self.queue_type = Some(a.u32(Self::TYPE_NAME)?),
                 3 => self.queue_id = Some(a.u32("qstats.queue-id")?),
                 4 => self.scope = Some(a.uint("qstats.scope")?),
                 _ => {
@@ -77,7 +84,7 @@ impl DecodeInPlace for Qstats {
 impl Qstats {
     pub(crate) fn emit(&self, w: &mut Writer) {
         w.opt_u32(1, self.ifindex);
-        w.opt_u32(2, self.queue_type);
+        w.opt_u32(Self::TYPE_ATTR, self.queue_type);
         w.opt_u32(3, self.queue_id);
         w.opt_uint(4, self.scope);
         self.counters.emit(w);

@@ -64,6 +64,13 @@ pub struct Queue {
     pub other: Vec<RawAttr>,
 }
 
+impl Queue {
+    /// The `type` attribute's id and name (the decoders' type filter reads
+    /// it before the rest of a reply).
+    pub(crate) const TYPE_ATTR: u16 = 3;
+    pub(crate) const TYPE_NAME: &'static str = "queue.type";
+}
+
 impl DecodeInPlace for Queue {
     fn parse_into(&mut self, attrs: &[u8]) -> Result<(), CodecError> {
         reset_keeping_other(self, |v| &mut v.other);
@@ -72,7 +79,7 @@ impl DecodeInPlace for Queue {
             match a.kind {
                 1 => self.id = Some(a.u32("queue.id")?),
                 2 => self.ifindex = Some(a.u32("queue.ifindex")?),
-                3 => self.queue_type = Some(a.u32("queue.type")?.into()),
+                Self::TYPE_ATTR => self.queue_type = Some(a.u32(Self::TYPE_NAME)?.into()),
                 4 => self.napi_id = Some(a.u32("queue.napi-id")?),
                 5 => self.dmabuf = Some(a.u32("queue.dmabuf")?),
                 6 => self.io_uring = Some(parse_io_uring(&a)?),
@@ -114,7 +121,7 @@ impl Queue {
     /// In the kernel's order (`netdev_nl_queue_fill_one`): id, type, ifindex.
     pub(crate) fn emit(&self, w: &mut Writer) {
         w.opt_u32(1, self.id);
-        w.opt_u32(3, self.queue_type.map(u32::from));
+        w.opt_u32(Self::TYPE_ATTR, self.queue_type.map(u32::from));
         w.opt_u32(2, self.ifindex);
         w.opt_u32(4, self.napi_id);
         w.opt_u32(5, self.dmabuf);
