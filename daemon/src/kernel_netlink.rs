@@ -539,17 +539,86 @@ pub struct Dumps<'a> {
 /// reused (positions into the pass's dumps, never references).
 #[derive(Debug, Default)]
 pub struct JoinScratch {
-    /// Pool id -> position in the stats dump (first entry wins).
-    stats: foldhash::HashMap<u64, usize>,
+    /// Pool id -> position in the stats dump.
+    stats: DumpIndex<u64>,
     /// (ifindex, RX queue id) -> position in the queue-scope qstats dump.
-    rx_qstats: foldhash::HashMap<(u32, u32), usize>,
+    rx_qstats: DumpIndex<(u32, u32)>,
     /// (ifindex, position in the pool dump), sorted: a device's pools are
     /// one run, in dump order.
     pools_by_dev: Vec<(u32, usize)>,
     /// (ifindex, position in the queue dump) of RX queues, sorted likewise.
     rx_by_dev: Vec<(u32, usize)>,
-    /// NAPI id -> position of the first queue with it, per device.
-    by_napi: foldhash::HashMap<u64, usize>,
+    /// (NAPI id, queue position) of one device's queues, sorted.
+    by_napi: Vec<(u32, usize)>,
+}
+
+/// Key -> position in one dump, for lookups that come mostly in the dump's
+/// own order (the kernel walks the same devices, pools and queues for the
+/// pool and stats dumps, and for the queue and qstats dumps): the entry
+/// after the last one found is tried first, and a hash index of the whole
+/// dump is built only at the first lookup that misses it (a device the
+/// other dump skipped, a reordered dump). A key the dump repeats (the
+/// kernel does not) resolves to the entry the walk reached, else the first.
+#[derive(Debug, Default)]
+struct DumpIndex<K> {
+    next: usize,
+    built: bool,
+    map: foldhash::HashMap<K, usize>,
+}
+
+impl<K: std::hash::Hash + Eq + Copy> DumpIndex<K> {
+    /// Starts a pass over a new dump (the index, if built, is stale).
+    fn reset(&mut self) {
+        self.next = 0;
+        self.built = false;
+    }
+
+    fn find<T>(
+        &mut self,
+        entries: &[T],
+        key_of: impl Fn(&T) -> Option<K>,
+        key: K,
+    ) -> Option<usize> {
+        let at = match entries.get(self.next) {
+            Some(e) if key_of(e) == Some(key) => self.next,
+            _ => {
+                if !self.built {
+                    self.map.clear();
+                    self.map.reserve(entries.len());
+                    for (at, e) in entries.iter().enumerate() {
+                        if let Some(k) = key_of(e) {
+                            self.map.entry(k).or_insert(at);
+                        }
+                    }
+                    self.built = true;
+                }
+                *self.map.get(&key)?
+            }
+        };
+        self.next = at + 1;
+        Some(at)
+    }
+}
+
+/// The position of the first queue of `by_napi` (sorted (NAPI id,
+/// position) pairs) with NAPI id `napi`. `hint` is where the last lookup
+/// ended in `by_napi`: a device's pools come in queue order or its
+/// reverse (the kernel lists a device's pools newest first), so the entry
+/// beside it is tried before a binary search.
+fn queue_of_napi(by_napi: &[(u32, usize)], napi: u32, hint: &mut usize) -> Option<usize> {
+    let first_with = |i: usize| {
+        by_napi.get(i).is_some_and(|&(n, _)| n == napi)
+            && (i == 0 || by_napi.get(i - 1).is_some_and(|&(n, _)| n != napi))
+    };
+    let i = [hint.wrapping_sub(1), *hint]
+        .into_iter()
+        .find(|&i| first_with(i))
+        .or_else(|| {
+            let i = by_napi.partition_point(|&(n, _)| n < napi);
+            first_with(i).then_some(i)
+        })?;
+    *hint = i + 1;
+    by_napi.get(i).map(|&(_, at)| at)
 }
 
 /// The entries of a sorted `(ifindex, position)` index for one device.
@@ -589,31 +658,21 @@ pub fn join_into(
         rx_by_dev,
         by_napi,
     } = scratch;
-    // Indexes built once per pass, so the join stays linear in the number
-    // of pools and queues (a per-queue scan of every queue's qstats was
-    // quadratic: ~4M comparisons at 2048 queues). Where the dumps repeat
-    // a key, the first entry wins, as a linear `find` would have chosen.
-    stats.clear();
-    stats.reserve(d.stats.len());
-    for (at, s) in d.stats.iter().enumerate() {
-        if let Some(id) = s.info.as_ref().and_then(|i| i.id) {
-            stats.entry(id).or_insert(at);
-        }
-    }
-    let pool_of = |p: &PagePool| {
-        convert_pool(
-            p,
-            p.id.and_then(|id| stats.get(&id))
-                .and_then(|&at| d.stats.get(at)),
-        )
+    // The join stays linear in the number of pools and queues (a per-queue
+    // scan of every queue's qstats was quadratic: ~4M comparisons at 2048
+    // queues): stats and qstats are found where the dump walk expects
+    // them, through an index only when not (`DumpIndex`).
+    stats.reset();
+    let stats_key = |s: &PagePoolStats| s.info.as_ref().and_then(|i| i.id);
+    let mut pool_of = |p: &PagePool| {
+        let s =
+            p.id.and_then(|id| stats.find(d.stats, stats_key, id))
+                .and_then(|at| d.stats.get(at));
+        convert_pool(p, s)
     };
-    rx_qstats.clear();
-    rx_qstats.reserve(d.queue_qstats.len());
-    for (at, s) in d.queue_qstats.iter().enumerate() {
-        if let (Some(i), Some(0), Some(q)) = (s.ifindex, s.queue_type, s.queue_id) {
-            rx_qstats.entry((i, q)).or_insert(at);
-        }
-    }
+    rx_qstats.reset();
+    let rx_type = Some(u32::from(PASS_QUEUE_TYPE));
+    let qstats_key = |s: &Qstats| (s.queue_type == rx_type).then_some((s.ifindex?, s.queue_id?));
     // Sorting (ifindex, position) pairs keeps each device's entries in
     // dump order without a stable sort's scratch allocation.
     pools_by_dev.clear();
@@ -625,9 +684,11 @@ pub fn join_into(
     );
     pools_by_dev.sort_unstable();
     rx_by_dev.clear();
-    rx_by_dev.extend(d.queues.iter().enumerate().filter_map(|(at, q)| {
-        matches!(q.queue_type, Some(QueueType::Rx)).then_some((q.ifindex?, at))
-    }));
+    rx_by_dev.extend(
+        d.queues.iter().enumerate().filter_map(|(at, q)| {
+            (q.queue_type == Some(PASS_QUEUE_TYPE)).then_some((q.ifindex?, at))
+        }),
+    );
     rx_by_dev.sort_unstable();
     for dev in devices.iter_mut() {
         let ifindex = dev.ifindex;
@@ -647,8 +708,8 @@ pub fn join_into(
                 napi_id: q.napi_id,
                 provider: provider(q.dmabuf, q.io_uring.as_ref()),
                 qstats: rx_qstats
-                    .get(&(ifindex, id))
-                    .and_then(|&at| d.queue_qstats.get(at))
+                    .find(d.queue_qstats, qstats_key, (ifindex, id))
+                    .and_then(|at| d.queue_qstats.get(at))
                     .map(convert_qstats),
                 pools: Vec::new(),
             };
@@ -672,11 +733,16 @@ pub fn join_into(
         // NAPI id -> position of the first queue with it (after the sort,
         // as the scan below used to find it).
         by_napi.clear();
-        for (at, q) in dev.rx_queues.iter().enumerate() {
-            if let Some(n) = q.napi_id {
-                by_napi.entry(u64::from(n)).or_insert(at);
-            }
+        by_napi.extend(
+            dev.rx_queues
+                .iter()
+                .enumerate()
+                .filter_map(|(at, q)| Some((q.napi_id?, at))),
+        );
+        if !by_napi.is_sorted() {
+            by_napi.sort_unstable();
         }
+        let mut hint = 0;
         dev.unmapped_pools.clear();
         for p in run_of(pools_by_dev, ifindex)
             .iter()
@@ -685,7 +751,7 @@ pub fn join_into(
             let pool = pool_of(p);
             let slot = pool
                 .napi_id
-                .and_then(|n| by_napi.get(&n).copied())
+                .and_then(|n| queue_of_napi(by_napi, u32::try_from(n).ok()?, &mut hint))
                 .and_then(|at| dev.rx_queues.get_mut(at));
             match slot {
                 Some(q) => {
@@ -1168,6 +1234,97 @@ mod tests {
         assert_eq!(o.len(), 1);
         assert_eq!(o[0].ifindex, None);
         assert_eq!(devices[0].pools().count(), 0);
+    }
+
+    /// The join finds stats, qstats and a pool's queue wherever the dumps
+    /// list them. Built from the real 7.3 dumps (four queues, five pools):
+    /// the stats and qstats dumps reversed or rotated (the walk's guess
+    /// misses and the index is built, at the first lookup or midway), and
+    /// the pools reversed (the NAPI lookup walks the other way), join to
+    /// the same device as the kernel's order.
+    #[test]
+    fn join_does_not_depend_on_dump_order() {
+        use netlink::netdev::NetdevBody as B;
+        let all = |n| decode(n);
+        let pools: Vec<_> = all("vm-7.3-nsim-netdev-page-pool-get-dump")
+            .into_iter()
+            .filter_map(|b| {
+                if let B::PagePool(p) = b {
+                    Some(p)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        let stats: Vec<_> = all("vm-7.3-nsim-netdev-page-pool-stats-get-dump")
+            .into_iter()
+            .filter_map(|b| {
+                if let B::PagePoolStats(p) = b {
+                    Some(p)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        let queues: Vec<_> = all("vm-7.3-nsim-netdev-queue-get-dump")
+            .into_iter()
+            .filter_map(|b| if let B::Queue(q) = b { Some(q) } else { None })
+            .collect();
+        let queue_q: Vec<_> = all("vm-7.3-nsim-netdev-qstats-get-queue-dump")
+            .into_iter()
+            .filter_map(|b| if let B::Qstats(q) = b { Some(q) } else { None })
+            .collect();
+        let joined = |pools: &[PagePool], stats: &[PagePoolStats], queue_q: &[Qstats]| {
+            let mut devices = vec![Device {
+                ifindex: 3,
+                name: "eth0".to_owned(),
+                ..Device::default()
+            }];
+            let dumps = Dumps {
+                pools,
+                stats,
+                queues: &queues,
+                dev_qstats: &[],
+                queue_qstats: queue_q,
+            };
+            assert!(join(&mut devices, &dumps).is_empty());
+            devices
+        };
+        let kernel = joined(&pools, &stats, &queue_q);
+        let d = &kernel[0];
+        assert_eq!(d.rx_queues.len(), 4);
+        assert!(
+            d.rx_queues
+                .iter()
+                .all(|q| q.qstats.is_some() && q.pools.len() == 1)
+        );
+        assert!(d.pools().all(|p| p.stats.is_some()));
+        fn reversed<T: Clone>(v: &[T]) -> Vec<T> {
+            v.iter().rev().cloned().collect()
+        }
+        fn rotated<T: Clone>(v: &[T], by: usize) -> Vec<T> {
+            let mut v = v.to_vec();
+            v.rotate_left(by);
+            v
+        }
+        for by in 0..stats.len() {
+            assert_eq!(
+                joined(&pools, &rotated(&stats, by), &queue_q),
+                kernel,
+                "stats rotated {by}"
+            );
+        }
+        for by in 0..queue_q.len() {
+            assert_eq!(
+                joined(&pools, &stats, &rotated(&queue_q, by)),
+                kernel,
+                "qstats rotated {by}"
+            );
+        }
+        assert_eq!(
+            joined(&reversed(&pools), &reversed(&stats), &reversed(&queue_q)),
+            kernel
+        );
     }
 
     /// Hand-made from the real queue dump: two RX queues sharing one NAPI
