@@ -147,17 +147,32 @@ impl PoolLedger {
 
     /// Becomes [`Self::of_snapshot`]`(s)`, in the storage it has.
     pub fn refill(&mut self, s: &Snapshot) {
-        let n = s.devices.iter().map(|d| d.pools().count()).sum::<usize>() + s.orphan_pools.len();
+        // Loops, not `Device::pools`' nested iterator adapters (the same
+        // order): the decide pass refills this for every pool of the
+        // previous sample.
+        let n = s
+            .devices
+            .iter()
+            .map(|d| {
+                d.rx_queues.iter().map(|q| q.pools.len()).sum::<usize>() + d.unmapped_pools.len()
+            })
+            .sum::<usize>()
+            + s.orphan_pools.len();
         self.tick = 0;
         self.pools.clear();
         self.pools.reserve(n);
         *self.cursor.get_mut() = 0;
-        for p in s
-            .devices
-            .iter()
-            .flat_map(Device::pools)
-            .chain(s.orphan_pools.iter())
-        {
+        for d in &s.devices {
+            for q in &d.rx_queues {
+                for p in &q.pools {
+                    self.record(p);
+                }
+            }
+            for p in &d.unmapped_pools {
+                self.record(p);
+            }
+        }
+        for p in &s.orphan_pools {
             self.record(p);
         }
     }
@@ -420,19 +435,29 @@ impl HarmDelta {
 
 /// Sum of queue-level qstats, `None` when no queue reports any.
 fn queue_stats_sum(dev: &Device) -> Option<QueueStats> {
-    let mut it = dev.rx_queues.iter().filter_map(|q| q.qstats).peekable();
+    let mut it = dev
+        .rx_queues
+        .iter()
+        .filter_map(|q| q.qstats.as_ref())
+        .peekable();
     it.peek()?;
-    let add = |a: Option<u64>, b: Option<u64>| match (a, b) {
-        (None, None) => None,
-        (x, y) => Some(x.unwrap_or(0).saturating_add(y.unwrap_or(0))),
+    // Per field: the saturating sum of the queues that report it, `None`
+    // when none does; added in place (a `QueueStats` built per queue was
+    // most of the harm delta's cost at 2048 queues).
+    let add = |t: &mut Option<u64>, v: Option<u64>| {
+        if let Some(v) = v {
+            *t = Some(t.unwrap_or(0).saturating_add(v));
+        }
     };
-    Some(it.fold(QueueStats::default(), |acc, q| QueueStats {
-        rx_packets: add(acc.rx_packets, q.rx_packets),
-        rx_bytes: add(acc.rx_bytes, q.rx_bytes),
-        rx_alloc_fail: add(acc.rx_alloc_fail, q.rx_alloc_fail),
-        rx_hw_drops: add(acc.rx_hw_drops, q.rx_hw_drops),
-        rx_hw_drop_overruns: add(acc.rx_hw_drop_overruns, q.rx_hw_drop_overruns),
-    }))
+    let mut t = QueueStats::default();
+    for s in it {
+        add(&mut t.rx_packets, s.rx_packets);
+        add(&mut t.rx_bytes, s.rx_bytes);
+        add(&mut t.rx_alloc_fail, s.rx_alloc_fail);
+        add(&mut t.rx_hw_drops, s.rx_hw_drops);
+        add(&mut t.rx_hw_drop_overruns, s.rx_hw_drop_overruns);
+    }
+    Some(t)
 }
 
 /// (alloc_fail, drops, packets, drops-known) deltas; `None` on a reset.
@@ -640,6 +665,61 @@ mod tests {
             running.retire_unseen();
             reference.retire_unseen();
             last = sample;
+        }
+    }
+
+    /// The queues' qstats sum, per field: the saturating sum of the
+    /// queues that report it, `None` when none does or no queue has qstats
+    /// (a plain `Option` fold as the reference).
+    #[test]
+    fn queue_stats_sum_adds_what_the_queues_report() {
+        let mut x = 0x2545_f491_4f6c_dd1d_u64;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for _ in 0..300 {
+            let v = |r: &mut dyn FnMut(u64) -> u64| match r(4) {
+                0 => None,
+                1 => Some(u64::MAX - r(3)),
+                _ => Some(r(1000)),
+            };
+            let queues: Vec<RxQueue> = (0..rnd(5))
+                .map(|id| RxQueue {
+                    id: u32::try_from(id).unwrap(),
+                    qstats: (rnd(4) > 0).then(|| QueueStats {
+                        rx_packets: v(&mut rnd),
+                        rx_bytes: v(&mut rnd),
+                        rx_alloc_fail: v(&mut rnd),
+                        rx_hw_drops: v(&mut rnd),
+                        rx_hw_drop_overruns: v(&mut rnd),
+                    }),
+                    ..RxQueue::default()
+                })
+                .collect();
+            let add = |a: Option<u64>, b: Option<u64>| match (a, b) {
+                (None, None) => None,
+                (x, y) => Some(x.unwrap_or(0).saturating_add(y.unwrap_or(0))),
+            };
+            let reported: Vec<QueueStats> = queues.iter().filter_map(|q| q.qstats).collect();
+            let want = (!reported.is_empty()).then(|| {
+                reported
+                    .iter()
+                    .fold(QueueStats::default(), |a, q| QueueStats {
+                        rx_packets: add(a.rx_packets, q.rx_packets),
+                        rx_bytes: add(a.rx_bytes, q.rx_bytes),
+                        rx_alloc_fail: add(a.rx_alloc_fail, q.rx_alloc_fail),
+                        rx_hw_drops: add(a.rx_hw_drops, q.rx_hw_drops),
+                        rx_hw_drop_overruns: add(a.rx_hw_drop_overruns, q.rx_hw_drop_overruns),
+                    })
+            });
+            let d = Device {
+                rx_queues: queues,
+                ..Device::default()
+            };
+            assert_eq!(queue_stats_sum(&d), want);
         }
     }
 
