@@ -601,10 +601,10 @@ impl<K: std::hash::Hash + Eq + Copy> DumpIndex<K> {
 }
 
 /// The position of the first queue of `by_napi` (sorted (NAPI id,
-/// position) pairs) with NAPI id `napi`. `hint` is where the last lookup
-/// ended in `by_napi`: a device's pools come in queue order or its
-/// reverse (the kernel lists a device's pools newest first), so the entry
-/// beside it is tried before a binary search.
+/// position) pairs) with NAPI id `napi`. `hint` is one past the last
+/// lookup's entry in `by_napi`: the entry there (pools in queue order)
+/// and the last one itself (several pools on one queue) are tried before
+/// a binary search.
 fn queue_of_napi(by_napi: &[(u32, usize)], napi: u32, hint: &mut usize) -> Option<usize> {
     let first_with = |i: usize| {
         by_napi.get(i).is_some_and(|&(n, _)| n == napi)
