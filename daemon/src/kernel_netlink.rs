@@ -1144,44 +1144,53 @@ mod tests {
             .collect()
     }
 
+    /// A recorded netdev dump's replies of one kind.
+    fn fixture<T>(name: &str, pick: fn(netlink::netdev::NetdevBody) -> Option<T>) -> Vec<T> {
+        decode(name).into_iter().filter_map(pick).collect()
+    }
+
+    fn fixture_pools(name: &str) -> Vec<PagePool> {
+        use netlink::netdev::NetdevBody as B;
+        fixture(name, |b| {
+            if let B::PagePool(p) = b {
+                Some(p)
+            } else {
+                None
+            }
+        })
+    }
+
+    fn fixture_stats(name: &str) -> Vec<PagePoolStats> {
+        use netlink::netdev::NetdevBody as B;
+        fixture(name, |b| {
+            if let B::PagePoolStats(p) = b {
+                Some(p)
+            } else {
+                None
+            }
+        })
+    }
+
+    fn fixture_queues(name: &str) -> Vec<Queue> {
+        use netlink::netdev::NetdevBody as B;
+        fixture(name, |b| if let B::Queue(q) = b { Some(q) } else { None })
+    }
+
+    fn fixture_qstats(name: &str) -> Vec<Qstats> {
+        use netlink::netdev::NetdevBody as B;
+        fixture(name, |b| if let B::Qstats(q) = b { Some(q) } else { None })
+    }
+
     /// The join on real Linux 7.3 replies (netdevsim, VM testbed): four
     /// live pools onto four RX queues by NAPI id, the detached pool (no
     /// NAPI id any more) to the device bucket with its stats.
     #[test]
     fn join_real_netdevsim_dumps() {
-        use netlink::netdev::NetdevBody as B;
-        let pools: Vec<_> = decode("vm-7.3-nsim-netdev-page-pool-get-dump")
-            .into_iter()
-            .filter_map(|b| {
-                if let B::PagePool(p) = b {
-                    Some(p)
-                } else {
-                    None
-                }
-            })
-            .collect();
-        let stats: Vec<_> = decode("vm-7.3-nsim-netdev-page-pool-stats-get-dump")
-            .into_iter()
-            .filter_map(|b| {
-                if let B::PagePoolStats(p) = b {
-                    Some(p)
-                } else {
-                    None
-                }
-            })
-            .collect();
-        let queues: Vec<_> = decode("vm-7.3-nsim-netdev-queue-get-dump")
-            .into_iter()
-            .filter_map(|b| if let B::Queue(q) = b { Some(q) } else { None })
-            .collect();
-        let qstats = |n| -> Vec<_> {
-            decode(n)
-                .into_iter()
-                .filter_map(|b| if let B::Qstats(q) = b { Some(q) } else { None })
-                .collect()
-        };
-        let dev_q = qstats("vm-7.3-nsim-netdev-qstats-get-dev-dump");
-        let queue_q = qstats("vm-7.3-nsim-netdev-qstats-get-queue-dump");
+        let pools = fixture_pools("vm-7.3-nsim-netdev-page-pool-get-dump");
+        let stats = fixture_stats("vm-7.3-nsim-netdev-page-pool-stats-get-dump");
+        let queues = fixture_queues("vm-7.3-nsim-netdev-queue-get-dump");
+        let dev_q = fixture_qstats("vm-7.3-nsim-netdev-qstats-get-dev-dump");
+        let queue_q = fixture_qstats("vm-7.3-nsim-netdev-qstats-get-queue-dump");
         let mut devices = vec![Device {
             ifindex: 3,
             name: "eth0".to_owned(),
@@ -1214,16 +1223,7 @@ mod tests {
         assert_eq!(d.pools().count(), 5);
 
         // The orphaned pool from the later dump: no ifindex, own bucket.
-        let orphan: Vec<_> = decode("vm-7.3-nsim-orphan-netdev-page-pool-get-dump")
-            .into_iter()
-            .filter_map(|b| {
-                if let B::PagePool(p) = b {
-                    Some(p)
-                } else {
-                    None
-                }
-            })
-            .collect();
+        let orphan = fixture_pools("vm-7.3-nsim-orphan-netdev-page-pool-get-dump");
         let o = join(
             &mut devices,
             &Dumps {
@@ -1244,36 +1244,10 @@ mod tests {
     /// the same device as the kernel's order.
     #[test]
     fn join_does_not_depend_on_dump_order() {
-        use netlink::netdev::NetdevBody as B;
-        let all = |n| decode(n);
-        let pools: Vec<_> = all("vm-7.3-nsim-netdev-page-pool-get-dump")
-            .into_iter()
-            .filter_map(|b| {
-                if let B::PagePool(p) = b {
-                    Some(p)
-                } else {
-                    None
-                }
-            })
-            .collect();
-        let stats: Vec<_> = all("vm-7.3-nsim-netdev-page-pool-stats-get-dump")
-            .into_iter()
-            .filter_map(|b| {
-                if let B::PagePoolStats(p) = b {
-                    Some(p)
-                } else {
-                    None
-                }
-            })
-            .collect();
-        let queues: Vec<_> = all("vm-7.3-nsim-netdev-queue-get-dump")
-            .into_iter()
-            .filter_map(|b| if let B::Queue(q) = b { Some(q) } else { None })
-            .collect();
-        let queue_q: Vec<_> = all("vm-7.3-nsim-netdev-qstats-get-queue-dump")
-            .into_iter()
-            .filter_map(|b| if let B::Qstats(q) = b { Some(q) } else { None })
-            .collect();
+        let pools = fixture_pools("vm-7.3-nsim-netdev-page-pool-get-dump");
+        let stats = fixture_stats("vm-7.3-nsim-netdev-page-pool-stats-get-dump");
+        let queues = fixture_queues("vm-7.3-nsim-netdev-queue-get-dump");
+        let queue_q = fixture_qstats("vm-7.3-nsim-netdev-qstats-get-queue-dump");
         let joined = |pools: &[PagePool], stats: &[PagePoolStats], queue_q: &[Qstats]| {
             let mut devices = vec![Device {
                 ifindex: 3,
@@ -1332,11 +1306,7 @@ mod tests {
     /// queue; a pool whose NAPI no queue reports goes to the device bucket.
     #[test]
     fn handmade_shared_napi_and_unknown_napi() {
-        use netlink::netdev::NetdevBody as B;
-        let mut queues: Vec<_> = decode("vm-7.3-nsim-netdev-queue-get-dump")
-            .into_iter()
-            .filter_map(|b| if let B::Queue(q) = b { Some(q) } else { None })
-            .collect();
+        let mut queues = fixture_queues("vm-7.3-nsim-netdev-queue-get-dump");
         for q in &mut queues {
             if q.queue_type == Some(QueueType::Rx) {
                 q.napi_id = Some(100);

@@ -599,6 +599,16 @@ mod tests {
     /// The sorted ledger answers exactly as the plain map it replaced, for
     /// samples in any order, with duplicates, stats that come and go, and
     /// pools that retire.
+    /// A seeded xorshift: `rnd(n)` in `0..n`, the same sequence every run.
+    fn xorshift(mut x: u64) -> impl FnMut(u64) -> u64 {
+        move |n| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        }
+    }
+
     #[test]
     fn the_ledger_answers_as_a_map_does() {
         use std::collections::HashMap;
@@ -631,13 +641,7 @@ mod tests {
                 }
             }
         }
-        let mut x = 0x2545_f491_4f6c_dd1d_u64;
-        let mut rnd = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rnd = xorshift(0x2545_f491_4f6c_dd1d);
         let mut running = PoolLedger::default();
         let mut reference = Map::default();
         let mut last: Vec<Pool> = Vec::new();
@@ -673,13 +677,7 @@ mod tests {
     /// (a plain `Option` fold as the reference).
     #[test]
     fn queue_stats_sum_adds_what_the_queues_report() {
-        let mut x = 0x2545_f491_4f6c_dd1d_u64;
-        let mut rnd = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rnd = xorshift(0x2545_f491_4f6c_dd1d);
         for _ in 0..300 {
             let v = |r: &mut dyn FnMut(u64) -> u64| match r(4) {
                 0 => None,
