@@ -228,11 +228,11 @@ def observe_cost(jsonl, res_dir):
            "| status CPU ms | status RSS KiB | ynltool CPU ms | status/ynltool | ynl CLI CPU ms | ynl/status |")
     print(hdr)
     print("|" + "---|" * (hdr.count("|") - 1))
+    def f3(x):
+        return "–" if x is None else f"{x:.3f}"
     for r in summary:
         by_round = r["pass_over_floor_cpu_by_round"]
         span = f" ({min(by_round):.3f}–{max(by_round):.3f})" if by_round else ""
-        def f3(x):
-            return "–" if x is None else f"{x:.3f}"
         print(f"| {r['pools']} | {r['pass_cpu_us']:.0f} | {r['floor_cpu_us'] or 0:.0f} | {f3(r['pass_over_floor_cpu'])}{span} "
               f"| {r['pass_allocs']:.0f} | {r['pass_maxrss_kib']} | {r['encode_cpu_us']} "
               f"| {r['status_cpu_ms']} | {r['status_maxrss_kib']} "

@@ -1133,52 +1133,28 @@ mod tests {
 
     const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../netlink/tests/fixtures/");
 
-    fn decode(name: &str) -> Vec<netlink::netdev::NetdevBody> {
+    /// A recorded exchange (request and replies) from the codec fixtures.
+    fn exchange(name: &str) -> netlink::socket::Exchange {
         let req = std::fs::read(format!("{FIXTURES}{name}.req.bin")).unwrap();
         let bytes = std::fs::read(format!("{FIXTURES}{name}.bin")).unwrap();
-        let ex = netlink::socket::Exchange::from_reply_bytes(req, &bytes).unwrap();
-        netlink::client::decode_genl::<netlink::netdev::NetdevMessage>(&ex, "fixture", None)
-            .unwrap()
-            .into_iter()
-            .map(|m| m.body)
-            .collect()
+        netlink::socket::Exchange::from_reply_bytes(req, &bytes).unwrap()
     }
 
-    /// A recorded netdev dump's replies of one kind.
-    fn fixture<T>(name: &str, pick: fn(netlink::netdev::NetdevBody) -> Option<T>) -> Vec<T> {
-        decode(name).into_iter().filter_map(pick).collect()
-    }
-
+    // The recorded dumps, every entry, through the client's own decoders.
     fn fixture_pools(name: &str) -> Vec<PagePool> {
-        use netlink::netdev::NetdevBody as B;
-        fixture(name, |b| {
-            if let B::PagePool(p) = b {
-                Some(p)
-            } else {
-                None
-            }
-        })
+        netlink::client::decode_page_pools(&exchange(name)).unwrap()
     }
 
     fn fixture_stats(name: &str) -> Vec<PagePoolStats> {
-        use netlink::netdev::NetdevBody as B;
-        fixture(name, |b| {
-            if let B::PagePoolStats(p) = b {
-                Some(p)
-            } else {
-                None
-            }
-        })
+        netlink::client::decode_page_pool_stats(&exchange(name)).unwrap()
     }
 
     fn fixture_queues(name: &str) -> Vec<Queue> {
-        use netlink::netdev::NetdevBody as B;
-        fixture(name, |b| if let B::Queue(q) = b { Some(q) } else { None })
+        netlink::client::decode_queues_where(&exchange(name), None, |_| true).unwrap()
     }
 
     fn fixture_qstats(name: &str) -> Vec<Qstats> {
-        use netlink::netdev::NetdevBody as B;
-        fixture(name, |b| if let B::Qstats(q) = b { Some(q) } else { None })
+        netlink::client::decode_qstats_where(&exchange(name), None, |_| true).unwrap()
     }
 
     /// The join on real Linux 7.3 replies (netdevsim, VM testbed): four
@@ -1404,11 +1380,7 @@ mod tests {
     /// result.
     #[test]
     fn a_pass_on_reused_buffers_equals_a_fresh_one() {
-        let ex = |name: &str| {
-            let req = std::fs::read(format!("{FIXTURES}{name}.req.bin")).unwrap();
-            let bytes = std::fs::read(format!("{FIXTURES}{name}.bin")).unwrap();
-            netlink::socket::Exchange::from_reply_bytes(req, &bytes).unwrap()
-        };
+        let ex = exchange;
         let caps = Capabilities {
             kernel_release: "7.3.0".to_owned(),
             page_pool_get: true,

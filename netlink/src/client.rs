@@ -755,8 +755,9 @@ impl TypeFilter {
 /// straight into `T` (no `NetdevMessage` in between: an enum the size of
 /// its largest variant, moved several times per reply, was a tenth of the
 /// pass at thousands of replies) and kept in `out` when `only` (if given)
-/// admits them and `keep` accepts them. Replies with another command are decoded as [`decode_genl`]
-/// would (so a malformed one still fails the request) and dropped. Each
+/// admits them and `keep` accepts them. Replies with another command are
+/// decoded as [`decode_genl`] would (so a malformed one still fails the
+/// request) and dropped. Each
 /// reply is parsed in place into `out`'s next slot, reusing the entries a
 /// previous dump left there (a rejected one's slot takes the next reply),
 /// so a repeated dump neither moves entries nor frees and reallocates

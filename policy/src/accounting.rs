@@ -596,9 +596,6 @@ mod tests {
         );
     }
 
-    /// The sorted ledger answers exactly as the plain map it replaced, for
-    /// samples in any order, with duplicates, stats that come and go, and
-    /// pools that retire.
     /// A seeded xorshift: `rnd(n)` in `0..n`, the same sequence every run.
     fn xorshift(mut x: u64) -> impl FnMut(u64) -> u64 {
         move |n| {
@@ -609,6 +606,9 @@ mod tests {
         }
     }
 
+    /// The sorted ledger answers exactly as the plain map it replaced, for
+    /// samples in any order, with duplicates, stats that come and go, and
+    /// pools that retire.
     #[test]
     fn the_ledger_answers_as_a_map_does() {
         use std::collections::HashMap;

@@ -162,13 +162,15 @@ ROOTFLAGS="trans=virtio,version=9p2000.L,msize=262144,cache=loose"
 TSC_ARGS=""
 ACCEL="tcg,thread=multi"
 ICOUNT_ARGS=()
-host_mhz=$(awk -F': ' '/^cpu MHz/ {print $2; exit}' /proc/cpuinfo 2>/dev/null || true)
 if [ "$CLOCK" = icount ]; then
     ACCEL="tcg,thread=single"
     ICOUNT_ARGS=(-icount shift=0,sleep=on)
     TSC_ARGS="tsc_early_khz=1000000"
-elif [[ "$host_mhz" =~ ^[0-9]+(\.[0-9]+)?$ ]] && grep -qw constant_tsc /proc/cpuinfo; then
-    TSC_ARGS="tsc_early_khz=$(awk -v m="$host_mhz" 'BEGIN {printf "%d", m * 1000}')"
+else
+    host_mhz=$(awk -F': ' '/^cpu MHz/ {print $2; exit}' /proc/cpuinfo 2>/dev/null || true)
+    if [[ "$host_mhz" =~ ^[0-9]+(\.[0-9]+)?$ ]] && grep -qw constant_tsc /proc/cpuinfo; then
+        TSC_ARGS="tsc_early_khz=$(awk -v m="$host_mhz" 'BEGIN {printf "%d", m * 1000}')"
+    fi
 fi
 # Without ACPI the guest finds its CPUs in SeaBIOS's MP table, which lists
 # one processor per socket: a plain "-smp 2" (one socket, two cores) boots a
