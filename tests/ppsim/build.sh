@@ -3,9 +3,11 @@
 #
 #   tests/ppsim/build.sh [7.3|6.12|KERNEL_DIR]      (default 7.3)
 #
-# The sources are copied next to the kernel tree (the repository stays clean)
-# and the result is cached by the hash of the sources: a rebuild happens only
-# when ppsim.c, ppsim_personality.h or Kbuild change. Same compiler as the kernel (the host gcc).
+# The sources are copied next to the kernel (the repository stays clean) and
+# the result is cached by the hash of the sources: a rebuild happens only
+# when ppsim.c, ppsim_personality.h or Kbuild change. Same compiler as the
+# kernel: the host gcc for a source-built kernel; for a packaged (Debian-built)
+# one, its own release's gcc and kbuild in the build root kernel.sh made.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 . "$HERE/../vm/lib.sh"
@@ -16,7 +18,8 @@ if [ -d "$K" ] && [ -f "$K/bzImage" ]; then
 else
     KDIR="$("$HERE/../vm/kernel.sh" "$K")"
 fi
-[ -f "$KDIR/linux/Module.symvers" ] || die "$KDIR has no built kernel tree (run tests/vm/kernel.sh)"
+[ -f "$KDIR/linux/Module.symvers" ] || [ -f "$KDIR/recipe" ] \
+    || die "$KDIR has no built kernel tree and no packaged-kernel build root (run tests/vm/kernel.sh)"
 
 HASH=$(cat "$HERE/ppsim.c" "$HERE/ppsim_personality.h" "$HERE/Kbuild" | sha256sum | cut -c1-12)
 OUT="$KDIR/ppsim/$HASH"
@@ -31,7 +34,20 @@ if [ ! -f "$OUT/ppsim.ko" ]; then
     mkdir -p "$OUT.tmp"
     cp "$HERE/ppsim.c" "$HERE/ppsim_personality.h" "$HERE/Kbuild" "$OUT.tmp/"
     log "building ppsim against $KDIR"
-    if ! make -C "$KDIR/linux" M="$OUT.tmp" modules >"$OUT.tmp/build.log" 2>&1; then
+    if [ -f "$KDIR/recipe" ]; then
+        # shellcheck disable=SC1091 # written by kernel.sh: ROOT, HEADERS
+        . "$KDIR/recipe"
+        rm -rf "$ROOT/build/ppsim"
+        mkdir -p "$ROOT/build/ppsim"
+        cp "$OUT.tmp/"* "$ROOT/build/ppsim/"
+        if in_build_root "$KDIR" make -C "$HEADERS" M=/build/ppsim modules >"$OUT.tmp/build.log" 2>&1; then
+            cp "$ROOT/build/ppsim/ppsim.ko" "$OUT.tmp/"
+            rm -rf "$ROOT/build/ppsim"
+        else
+            cat "$OUT.tmp/build.log" >&2
+            die "ppsim build failed against $KDIR"
+        fi
+    elif ! make -C "$KDIR/linux" M="$OUT.tmp" modules >"$OUT.tmp/build.log" 2>&1; then
         cat "$OUT.tmp/build.log" >&2
         die "ppsim build failed against $KDIR"
     fi

@@ -25,11 +25,13 @@ mount -t tmpfs -o mode=755 tmpfs /var/tmp 2>/dev/null
 stty -onlcr -echo </dev/console 2>/dev/null
 
 out=""
+modprobe=""
 shares=()
 for arg in $(cat /proc/cmdline); do
     case "$arg" in
         pptune_out=*) out="${arg#pptune_out=}" ;;
         pptune_share[0-9]*=*) shares+=("$arg") ;;
+        pptune_modprobe=*) modprobe="${arg#pptune_modprobe=}" ;;
     esac
 done
 
@@ -58,6 +60,18 @@ mkdir -p "$out"
 if ! mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 pptune_out "$out"; then
     echo "pptune-vm: cannot mount the scratch share at $out" >/dev/console
     finish 125
+fi
+
+# A packaged kernel's modules live in the kernel's cache directory, not in
+# the host's /lib/modules: the kernel's usermode modprobe (module
+# auto-loading) goes through kernel.sh's wrapper that points kmod there, and
+# netdevsim, built in on a source-built test kernel, is loaded up front.
+if [ -n "$modprobe" ]; then
+    echo "$modprobe" > /proc/sys/kernel/modprobe
+    if ! "$modprobe" netdevsim; then
+        echo "pptune-vm: cannot load netdevsim through $modprobe" >/dev/console
+        finish 125
+    fi
 fi
 
 hostname pptune-vm 2>/dev/null

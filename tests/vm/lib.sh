@@ -18,7 +18,10 @@ ensure_packages() {
     command -v bc >/dev/null || missing+=(bc)
     [ -e /usr/include/gelf.h ] || missing+=(libelf-dev)
     command -v cpio >/dev/null || missing+=(cpio)
-    command -v insmod >/dev/null || missing+=(kmod)
+    { command -v insmod >/dev/null && command -v depmod >/dev/null; } || missing+=(kmod)
+    command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
+    # The packaged kernels' initramfs runs /bin/busybox: the static build.
+    dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || missing+=(busybox-static)
     { command -v gcc >/dev/null && command -v make >/dev/null; } || missing+=(build-essential)
     command -v ethtool >/dev/null || missing+=(ethtool)
     command -v ip >/dev/null || missing+=(iproute2)
@@ -35,7 +38,20 @@ ensure_packages() {
     log "installing missing packages: ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -q >&2 || die "apt-get update failed"
-    for pkg in "${missing[@]}"; do :; done
     apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 \
         || die "apt-get install ${missing[*]} failed"
+}
+
+# in_build_root KDIR CMD ARGS...: runs CMD in the module build root of a
+# packaged test kernel (KDIR/recipe names it: the kernel's own Debian
+# release with its gcc, headers and kbuild), with /proc mounted in a private
+# mount namespace that ends with the command. Root only.
+in_build_root() {
+    local kdir="$1" ROOT="" HEADERS="" KVER=""
+    shift
+    # shellcheck disable=SC1091 # written by kernel.sh
+    . "$kdir/recipe"
+    [ -d "$ROOT" ] || die "$kdir/recipe: no build root at $ROOT"
+    unshare --mount --propagation private -- sh -c \
+        'r="$1"; shift; mount -t proc proc "$r/proc" && exec chroot "$r" "$@"' sh "$ROOT" "$@"
 }

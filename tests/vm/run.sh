@@ -181,17 +181,30 @@ if [[ "$SMP" =~ ^[0-9]+$ ]]; then
 else
     SMP_ARGS="$SMP"
 fi
+# A packaged (Debian-built) kernel boots through its initramfs, which loads
+# the 9p modules and mounts the root; the guest's modprobe then reads the
+# kernel's own modules tree (kernel.sh writes both).
+INITRD_ARGS=()
+MODPROBE_CMDLINE=""
+if [ -f "$KDIR/initrd.img" ]; then
+    INITRD_ARGS=(-initrd "$KDIR/initrd.img")
+    MODPROBE_CMDLINE=" pptune_modprobe=$KDIR/modprobe"
+    # The options that bring a distribution kernel's behaviour near the
+    # source-built test kernel's (kernel.sh says which and why).
+    [ -f "$KDIR/cmdline" ] && MODPROBE_CMDLINE="$MODPROBE_CMDLINE $(cat "$KDIR/cmdline")"
+fi
 setsid setpriv --pdeathsig KILL \
     qemu-system-x86_64 -accel "$ACCEL" "${ICOUNT_ARGS[@]}" -cpu max -machine pc \
     -m "$MEM" -smp "$SMP_ARGS" -nodefaults -display none -no-user-config \
     -serial stdio -no-reboot \
     -kernel "$KDIR/bzImage" \
+    "${INITRD_ARGS[@]}" \
     -fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap \
     -device virtio-9p-pci,fsdev=root,mount_tag=root \
     -fsdev "local,id=out,path=$OUTDIR,security_model=none,multidevs=remap" \
     -device virtio-9p-pci,fsdev=out,mount_tag=pptune_out \
     "${SHARE_ARGS[@]}" \
-    -append "console=ttyS0 root=root rootfstype=9p rootflags=$ROOTFLAGS ro init=$PPTUNE_VM_DIR/init.sh quiet loglevel=4 panic=-1 tsc=reliable $TSC_ARGS pptune_out=$OUTDIR$SHARE_CMDLINE" \
+    -append "console=ttyS0 root=root rootfstype=9p rootflags=$ROOTFLAGS ro init=$PPTUNE_VM_DIR/init.sh quiet loglevel=4 panic=-1 tsc=reliable $TSC_ARGS pptune_out=$OUTDIR$SHARE_CMDLINE$MODPROBE_CMDLINE" \
     </dev/null &
 QPID=$!
 
