@@ -45,29 +45,41 @@ step() {
 
 # bg NAME CMD...: the step in the background, its output to $LOGS/NAME.log;
 # join NAME waits for it, prints that log and returns its status.
-declare -A BG_PID
+# BG_PID and BG_NAME are keyed by the step's slug (its name with only
+# [A-Za-z0-9._-]), which is also its log file's name.
+declare -A BG_PID BG_NAME
+slug() { printf '%s' "${1//[^A-Za-z0-9._-]/_}"; }
 bg() {
-  local name="$1"
+  local name="$1" key
   shift
-  log "$name: started in the background (log: $LOGS/$name.log)"
-  step "$name" "$@" > "$LOGS/$name.log" 2>&1 &
-  BG_PID[$name]=$!
+  key="$(slug "$name")"
+  log "$name: started in the background (log: $LOGS/$key.log)"
+  step "$name" "$@" > "$LOGS/$key.log" 2>&1 &
+  BG_PID[$key]=$!
+  BG_NAME[$key]="$name"
 }
 join() {
-  local name="$1" rc=0
-  wait "${BG_PID[$name]}" || rc=$?
-  unset "BG_PID[$name]"
-  log "$name: output"
-  cat "$LOGS/$name.log" >&2
+  local key rc=0
+  key="$(slug "$1")"
+  wait "${BG_PID[$key]}" || rc=$?
+  unset "BG_PID[$key]"
+  log "$1: output"
+  cat "$LOGS/$key.log" >&2
   return "$rc"
 }
 
+kill_tree() {
+  local c
+  for c in $(pgrep -P "$1" 2>/dev/null); do kill_tree "$c"; done
+  kill -TERM "$1" 2>/dev/null || true
+}
 report() {
   local rc=$?
   # A step still in the background when the script stops is stopped too.
-  for name in "${!BG_PID[@]}"; do
-    kill -- "${BG_PID[$name]}" 2>/dev/null || true
-    printf '%s\t%d\t%d\t%s\n' "$name" 0 0 "stopped (the run ended first)" >> "$STEPS"
+  local key
+  for key in "${!BG_PID[@]}"; do
+    kill_tree "${BG_PID[$key]}"
+    printf '%s\t%d\t%d\t%s\n' "${BG_NAME[$key]}" $((SECONDS - T0)) 0 "stopped (the run ended first)" >> "$STEPS"
   done
   printf '\n==> steps (start, duration, result)\n' >&2
   sort -t$'\t' -k2,2n "$STEPS" | while IFS=$'\t' read -r name start secs result; do
