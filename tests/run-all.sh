@@ -11,8 +11,11 @@
 #
 # The VM suites are the long pole and run on one vCPU, so they run in the
 # background as soon as their inputs exist (the kernels, the test binaries),
-# while the host steps use the other core at a lower priority (nice 10): a
-# guest's timing is not traded for host work. Their output goes to a log
+# while the host steps use the other core at the lowest priority (nice 19):
+# a guest's timing is not traded for host work (at nice 10, a paced
+# closed-loop scenario fell behind its model while the fuzz smoke ran and
+# judged a queue trial ineffective). tests/vm/test.sh runs the paced suites
+# last in each boot, when the host steps are usually done. Their output goes to a log
 # under $CARGO_TARGET_DIR/run-all/ and is printed when they end. Every step
 # prints its duration; the table at the end (also on failure) gives each
 # step's start, duration and result, and the total.
@@ -25,6 +28,7 @@ mkdir -p "$LOGS"
 STEPS="$LOGS/steps.tsv"
 : > "$STEPS"
 T0=$SECONDS
+HOST_NICE=19
 VM=1
 [[ "${PPTUNE_SKIP_VM:-0}" == 1 ]] && VM=0
 
@@ -78,6 +82,8 @@ report() {
   # A step still in the background when the script stops is stopped too.
   local key
   for key in "${!BG_PID[@]}"; do
+    # Ended but not joined: its own line is in the table already.
+    kill -0 "${BG_PID[$key]}" 2>/dev/null || continue
     kill_tree "${BG_PID[$key]}"
     printf '%s\t%d\t%d\t%s\n' "${BG_NAME[$key]}" $((SECONDS - T0)) 0 "stopped (the run ended first)" >> "$STEPS"
   done
@@ -155,7 +161,7 @@ fi
 # One clippy pass over the superset of features: the VM-guest suites exist
 # only with pptune-tests/vm, which adds files and changes no other code.
 step "cargo clippy -D warnings (all targets, pptune-tests/vm)" \
-  nice -n 10 cargo clippy --workspace --all-targets --features pptune-tests/vm --locked -- -D warnings
+  nice -n "$HOST_NICE" cargo clippy --workspace --all-targets --features pptune-tests/vm --locked -- -D warnings
 
 # Tests that need root, a tool or the cached test kernel are #[ignore]d for a
 # plain `cargo test`; here they run, and a missing prerequisite fails them.
@@ -165,12 +171,12 @@ if ((!VM)); then
   skips+=(--skip exit_status_and_environment_come_back --skip timeout_stops_the_vm_and_leaves_no_qemu)
 fi
 step "cargo test (host: codec fixtures, policy, config, daemon logic, netns live tests, packaging)" \
-  nice -n 10 cargo test --workspace --locked -- --include-ignored "${skips[@]}"
+  nice -n "$HOST_NICE" cargo test --workspace --locked -- --include-ignored "${skips[@]}"
 
 # Coverage-guided fuzzing of every kernel-bytes decoder and the policy
 # loader (RELIABILITY.md §1); a crash or hang fails. The smoke proves each
 # target builds and runs on its corpus; the campaign counts are by flag.
-step "fuzz smoke (fuzz/run.sh --smoke)" nice -n 10 fuzz/run.sh --smoke
+step "fuzz smoke (fuzz/run.sh --smoke)" nice -n "$HOST_NICE" fuzz/run.sh --smoke
 
 if ((VM)); then
   # The benches' release build, while the VM suites still run, in the
@@ -179,7 +185,7 @@ if ((VM)); then
   # does not depend on LTO, and the dependencies compile once.
   export BENCH_SMOKE_TARGET="$CARGO_TARGET_DIR/packaging-deb"
   step "build: benches (release, LTO off)" env CARGO_TARGET_DIR="$BENCH_SMOKE_TARGET" CARGO_PROFILE_RELEASE_LTO=off \
-    nice -n 10 bash -c '. benches/lib.sh && bench_build >/dev/null'
+    nice -n "$HOST_NICE" bash -c '. benches/lib.sh && bench_build >/dev/null'
   step "VM suites: waiting" join "VM suites (tests/vm/test.sh: 7.3, 7.3 on 2 vCPUs, 6.1, 6.12)"
   join "kernel 6.12 (from source, nice 19)" >/dev/null 2>&1 || true
   # Benchmarks are not tests: this only checks that every bench still

@@ -86,9 +86,13 @@ log "daemon binary: $PPTUNE_BIN"
 #     full-suite kernel; ppsim's closed loop);
 #   vm_ppsim: every kernel ppsim is built for (not 6.1);
 #   vm_netdevsim, vm_runner: every kernel.
+# The paced suites (vm_ppsim, vm_closed_loop: ppsim's modelled rate against
+# the guest's clock) run last, after the functional ones, so the host steps
+# tests/run-all.sh runs beside the VM are usually done by then.
 suites_for() {
     local k="$1" b name
-    for b in "${BINS[@]}"; do
+    for b in $(printf '%s\n' "${BINS[@]}" | grep -v -e '/vm_ppsim-' -e '/vm_closed_loop-') \
+             $(printf '%s\n' "${BINS[@]}" | grep -e '/vm_ppsim-' -e '/vm_closed_loop-'); do
         name="$(basename "$b")"
         case "$name" in
             vm_closed_loop-*|vm_crashpoints-*|vm_faults-*|vm_personalities-*|vm_replay-*) [ "$k" = 7.3 ] || continue ;;
