@@ -293,7 +293,8 @@ pub async fn plan(
         ExitCode::SUCCESS
     };
     let host = rollout::host_id(Path::new("/"));
-    let enforcing = rollout::enforcing(policy.rollout.as_ref(), &host.value);
+    let standing = rollout::Standing::for_host(&policy, &host.value);
+    let enforcing = standing.enforcing();
     if json {
         let v = serde_json::json!({
             "schema_version": 1,
@@ -307,7 +308,8 @@ pub async fn plan(
     }
     if !enforcing {
         println!(
-            "rollout: this host only observes (host id from {})",
+            "rollout: {} (host id from {})",
+            standing.describe(),
             host.source
         );
     }

@@ -48,8 +48,14 @@ pub struct DaemonView {
     pub version: String,
     /// Seconds since the daemon started.
     pub uptime_s: u64,
-    /// Whether this host enforces under the policy's rollout.
+    /// Whether this host enforces: in the rollout fraction *and* some
+    /// selector enforces (`rollout::Standing`, as the log and
+    /// `pptune_rollout_enforcing` say).
     pub host_enforcing: bool,
+    /// The same standing in one sentence (`rollout::Standing::describe`);
+    /// empty from a daemon older than the field.
+    #[serde(default)]
+    pub rollout: String,
     pub rollout_fraction: Option<f64>,
     /// Where the host identity came from (`/etc/machine-id`, `NODE_NAME`…).
     pub host_id_source: String,

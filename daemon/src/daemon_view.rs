@@ -18,7 +18,7 @@ use policy::plan::{Decision, Knob};
 use policy::snapshot::{Device, DeviceId};
 
 use crate::logging::action_text;
-use crate::rollout::HostId;
+use crate::rollout::{HostId, Standing};
 use crate::state::StateFile;
 
 /// What the view is built from: the service loop lends its parts (the view
@@ -30,7 +30,9 @@ pub(crate) struct ViewInput<'a> {
     pub devices: &'a BTreeMap<u32, Device>,
     /// Last decision per device key, and how often it repeated.
     pub last_decisions: &'a BTreeMap<String, (Decision, u64)>,
-    pub host_enforcing: bool,
+    /// Whether the host is in the rollout fraction and the policy enforces:
+    /// the one answer the log and the metrics give too.
+    pub standing: Standing,
     pub rollout_fraction: Option<f64>,
     pub host_id: &'a HostId,
     pub policy_error: Option<&'a str>,
@@ -50,7 +52,7 @@ pub(crate) fn build(d: &ViewInput<'_>) -> DaemonView {
         let last = d.last_decisions.get(&key);
         let mode = match last {
             None => "unmanaged",
-            Some((dec, _)) if dec.mode == Mode::Enforce && d.host_enforcing => "enforce",
+            Some((dec, _)) if dec.mode == Mode::Enforce && d.standing.host_selected => "enforce",
             Some(_) => "observe",
         };
         let rec = d.state.devices.get(&key);
@@ -119,7 +121,8 @@ pub(crate) fn build(d: &ViewInput<'_>) -> DaemonView {
         pid: std::process::id(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
         uptime_s: now.as_secs(),
-        host_enforcing: d.host_enforcing,
+        host_enforcing: d.standing.enforcing(),
+        rollout: d.standing.describe().to_owned(),
         rollout_fraction: d.rollout_fraction,
         host_id_source: d.host_id.source.to_owned(),
         policy_error: d.policy_error.map(str::to_owned),
@@ -139,16 +142,18 @@ pub fn render(view: Option<&DaemonView>, interfaces: &[String]) -> String {
     };
     let _ = writeln!(
         s,
-        "daemon: pid {} v{}, up {}s, last sample {} ago; this host {}{}",
+        "daemon: pid {} v{}, up {}s, last sample {} ago; {}{}",
         v.pid,
         v.version,
         v.uptime_s,
         v.last_sample_age_s
             .map_or_else(|| "never".to_owned(), |a| format!("{a}s")),
-        if v.host_enforcing {
-            "enforces"
+        if !v.rollout.is_empty() {
+            v.rollout.as_str()
+        } else if v.host_enforcing {
+            "this host enforces"
         } else {
-            "observes only"
+            "this host observes only"
         },
         v.rollout_fraction.map_or_else(String::new, |f| format!(
             " (rollout {:.0} %, host id from {})",

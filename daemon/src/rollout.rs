@@ -84,9 +84,11 @@ pub fn position(salt: &str, host: &str) -> f64 {
     x
 }
 
-/// Whether this host enforces (`true`) or only observes.
+/// Whether this host falls in the rollout fraction. It enforces only where a
+/// selector enforces too: [`Standing`] says whether it does, and everything
+/// that tells an operator (log, metrics, `status`, `plan`) asks it.
 #[must_use]
-pub fn enforcing(rollout: Option<&Rollout>, host: &str) -> bool {
+pub fn host_selected(rollout: Option<&Rollout>, host: &str) -> bool {
     rollout.is_none_or(|r| position(&r.salt, host) < r.fraction)
 }
 
@@ -111,7 +113,13 @@ pub fn policy_enforces(policy: &Policy) -> bool {
 }
 
 impl Standing {
-    /// `host_selected` as [`enforcing`] computed it for this host.
+    /// This host's standing under `policy`.
+    #[must_use]
+    pub fn for_host(policy: &Policy, host: &str) -> Self {
+        Self::of(policy, host_selected(policy.rollout.as_ref(), host))
+    }
+
+    /// `host_selected` as [`host_selected`] computed it for this host.
     #[must_use]
     pub fn of(policy: &Policy, host_selected: bool) -> Self {
         Self {
@@ -178,7 +186,7 @@ mod tests {
             };
             hosts
                 .iter()
-                .filter(|h| enforcing(Some(&r), h))
+                .filter(|h| host_selected(Some(&r), h))
                 .cloned()
                 .collect::<Vec<_>>()
         };
@@ -188,7 +196,7 @@ mod tests {
         assert!(ten.iter().all(|h| twenty.contains(h)));
         assert!(at(0.0).is_empty());
         assert_eq!(at(1.0).len(), hosts.len());
-        assert!(enforcing(None, "x"));
+        assert!(host_selected(None, "x"));
     }
 
     #[test]

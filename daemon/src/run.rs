@@ -139,7 +139,7 @@ struct Daemon<K: Kernel, E: Engine> {
     devices: BTreeMap<u32, Device>,
     /// The previous sample fed to the engine, and when it was taken.
     prev: Option<(Snapshot, Duration)>,
-    host_enforcing: bool,
+    host_selected: bool,
     host_id: rollout::HostId,
     log: DecisionLog,
     last_decisions: BTreeMap<String, (Decision, u64)>,
@@ -307,7 +307,7 @@ pub async fn run<K: Kernel, E: Engine>(
     let mut d = Daemon {
         kernel,
         engine,
-        host_enforcing: rollout::enforcing(policy.rollout.as_ref(), &host_id.value),
+        host_selected: rollout::host_selected(policy.rollout.as_ref(), &host_id.value),
         policy,
         source,
         policy_error: None,
@@ -597,7 +597,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             // The device's key, written into the loop's buffer.
             self.key.clear();
             let _ = dec.device_id.write_key(&mut self.key);
-            let enforce = dec.mode == Mode::Enforce && self.host_enforcing && cap;
+            let enforce = dec.mode == Mode::Enforce && self.host_selected && cap;
             let mode = if enforce { "enforce" } else { "observe" };
             self.metrics.set_mode(&dec.device, mode);
             // 0 for every selected device, so "backed off" is a value to
@@ -652,7 +652,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         // Serial actuation: one device at a time, each change finished
         // (set, read back, window opened) before the next.
         for dec in &plan.decisions {
-            let enforce = dec.mode == Mode::Enforce && self.host_enforcing && cap;
+            let enforce = dec.mode == Mode::Enforce && self.host_selected && cap;
             if enforce && dec.action != Action::Hold {
                 let deferred = self.coexist.current();
                 let gone = self
@@ -722,8 +722,8 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         format!(
             "{} devices, {managed} selected ({} enforce{}), {acting} recommendation(s), {} override(s), {} backed off{}",
             self.devices.len(),
-            if self.host_enforcing { enforcing } else { 0 },
-            if self.host_enforcing {
+            if self.host_selected { enforcing } else { 0 },
+            if self.host_selected {
                 ""
             } else {
                 "; rollout: observe on this host"
@@ -741,7 +741,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
     }
 
     fn export_rollout(&self) {
-        rollout::Standing::of(&self.policy, self.host_enforcing).report(
+        rollout::Standing::of(&self.policy, self.host_selected).report(
             &self.policy,
             &self.host_id,
             &self.metrics,
@@ -769,8 +769,8 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                     tracing::info!("policy unchanged: findings in progress and backoff kept");
                 }
                 self.actuator.policy_reloaded(changed);
-                self.host_enforcing =
-                    rollout::enforcing(self.policy.rollout.as_ref(), &self.host_id.value);
+                self.host_selected =
+                    rollout::host_selected(self.policy.rollout.as_ref(), &self.host_id.value);
                 self.export_rollout();
                 self.metrics
                     .reloads
@@ -818,7 +818,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         let Some(dev) = self.devices.get(&ifindex) else {
             return;
         };
-        let enforced = self.host_enforcing
+        let enforced = self.host_selected
             && self
                 .last_decisions
                 .get(&dev.id.key())
@@ -847,7 +847,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             now: self.now(),
             devices: &self.devices,
             last_decisions: &self.last_decisions,
-            host_enforcing: self.host_enforcing,
+            standing: rollout::Standing::of(&self.policy, self.host_selected),
             rollout_fraction: self.policy.rollout.as_ref().map(|r| r.fraction),
             host_id: &self.host_id,
             policy_error: self.policy_error.as_deref(),

@@ -105,3 +105,68 @@ async fn status_view_and_restore_through_the_running_daemon() {
     assert!(control::query(&sock).await.is_none());
     assert!(pptune::daemon_view::render(None, &[]).contains("not running"));
 }
+
+/// What `pptune status` says of the host comes from the same standing as
+/// the log line and `pptune_rollout_enforcing` (`rollout::Standing`): a host
+/// in the rollout fraction under an observe-only policy, or outside the
+/// fraction under an enforcing one, never reads as enforcing — not in the
+/// view's JSON, the rendered text, or the metric — and an enforcing host
+/// reads as enforcing in all three.
+#[tokio::test(flavor = "current_thread")]
+async fn an_observe_only_host_never_reads_as_enforcing() {
+    let outside = policy::policy::Rollout {
+        fraction: 0.0,
+        salt: "s".into(),
+    };
+    for (label, mode, rollout, enforcing, sentence) in [
+        (
+            "observe policy",
+            Mode::Observe,
+            None,
+            false,
+            "no selector enforces: observing only",
+        ),
+        (
+            "outside the rollout",
+            Mode::Enforce,
+            Some(outside),
+            false,
+            "observes only (outside the rollout fraction)",
+        ),
+        ("enforcing", Mode::Enforce, None, true, "this host enforces"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = control::socket_path(dir.path());
+        let k = Arc::new(FakeKernel::bursty());
+        let mut p = fake::test_policy(mode);
+        p.rollout = rollout;
+        p.timing.interval = Duration::from_millis(200);
+        p.timing.window = Duration::from_millis(200);
+        let d = pptune_tests::daemon::start(&k, p, None, Some(sock.clone()));
+        let mut view = None;
+        for _ in 0..100 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            view = control::query(&sock).await;
+            if view.as_ref().is_some_and(|v| !v.devices.is_empty()) {
+                break;
+            }
+        }
+        let view = view.unwrap_or_else(|| panic!("{label}: no daemon view"));
+        let json = serde_json::to_value(&view).unwrap();
+        assert_eq!(json["host_enforcing"], enforcing, "{label}: {json}");
+        assert!(view.rollout.contains(sentence), "{label}: {}", view.rollout);
+        let text = pptune::daemon_view::render(Some(&view), &[]);
+        assert_eq!(
+            text.contains("this host enforces"),
+            enforcing,
+            "{label}: {text}"
+        );
+        let metrics = d.metrics.encode().unwrap();
+        let want = format!("pptune_rollout_enforcing {}\n", i64::from(enforcing));
+        assert!(
+            metrics.contains(&want),
+            "{label}: no {want:?} in the metrics"
+        );
+        d.stop().await.unwrap();
+    }
+}
