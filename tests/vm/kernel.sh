@@ -82,30 +82,52 @@ if [ -z "$DEB" ]; then
 fi
 SRC_VERSION=$(dpkg-deb -f "$DEB" Version)
 
+# The cache directory's life, the same for both recipes:
+# use_cached OUT FILE prints OUT and ends here when OUT is complete (.done,
+# bzImage and FILE); begin_build OUT WHAT starts it afresh with its
+# build.log (LOG); fail_build STEP ends with the log's tail; end_build WHAT
+# marks it complete and prints it.
+use_cached() {
+    if [ -f "$1/.done" ] && [ -f "$1/bzImage" ] && [ -f "$1/$2" ]; then
+        echo "$1"
+        exit 0
+    fi
+}
+begin_build() {
+    OUT="$1"
+    log "$2 into $OUT (log: $OUT/build.log)"
+    START=$(date +%s)
+    rm -rf "$OUT"
+    mkdir -p "$OUT"
+    LOG="$OUT/build.log"
+    : > "$LOG"
+}
+fail_build() {
+    log "failed: $1; last lines of $LOG:"
+    tail -n 40 "$LOG" >&2 || true
+    exit 1
+}
+end_build() {
+    local end
+    end=$(date +%s)
+    echo "$PKG $SRC_VERSION" > "$OUT/source-version"
+    echo "$((end - START))" > "$OUT/build-seconds"
+    touch "$OUT/.done"
+    log "$1 in $((end - START)) s"
+    echo "$OUT"
+    exit 0
+}
+
 # --- packaged: Debian's built kernel, plus netdevsim built against it ------
 if [ "$RECIPE" = packaged ]; then
     # The key: the source version and the recipe itself (this script, the
     # initramfs init), so a changed recipe sets the kernel up anew.
     KEY=$( { echo "packaged $PKG $SRC_VERSION"; cat "$PPTUNE_VM_DIR/kernel.sh" "$PPTUNE_VM_DIR/initramfs-init.sh"; } \
            | sha256sum | cut -c1-12)
-    OUT="$PPTUNE_CACHE/kernels/$VERSION-$KEY"
-    if [ -f "$OUT/.done" ] && [ -f "$OUT/bzImage" ] && [ -f "$OUT/initrd.img" ]; then
-        echo "$OUT"
-        exit 0
-    fi
+    use_cached "$PPTUNE_CACHE/kernels/$VERSION-$KEY" initrd.img
     [ "$(id -u)" -eq 0 ] || die "setting up the packaged $VERSION kernel needs root (mmdebstrap and chroot for the module build root)"
     command -v mmdebstrap >/dev/null || die "mmdebstrap not found"
-    log "setting up Debian's $VERSION kernel ($SRC_VERSION) in $OUT (log: $OUT/build.log)"
-    START=$(date +%s)
-    rm -rf "$OUT"
-    mkdir -p "$OUT"
-    LOG="$OUT/build.log"
-    : > "$LOG"
-    fail_build() {
-        log "setup failed: $1; last lines of $LOG:"
-        tail -n 40 "$LOG" >&2 || true
-        exit 1
-    }
+    begin_build "$PPTUNE_CACHE/kernels/$VERSION-$KEY" "setting up Debian's $VERSION kernel ($SRC_VERSION)"
 
     # The binary packages built from the same source version. 7.3 splits
     # the image into linux-binary/-modules/-base; 6.1 has one linux-image.
@@ -229,37 +251,15 @@ if [ "$RECIPE" = packaged ]; then
     # random kernel stack offset and page-allocator shuffling.
     echo "mitigations=off preempt=none init_on_alloc=0 kfence.sample_interval=0 randomize_kstack_offset=off page_alloc.shuffle=0" \
         > "$OUT/cmdline"
-    echo "$PKG $SRC_VERSION" > "$OUT/source-version"
-    END=$(date +%s)
-    echo "$((END - START))" > "$OUT/build-seconds"
-    touch "$OUT/.done"
-    log "Debian's $KVER set up in $((END - START)) s"
-    echo "$OUT"
-    exit 0
+    end_build "Debian's $KVER set up"
 fi
 
 # --- source: build a minimal kernel ----------------------------------------
 # --- cache key
 KEY=$( { cat "$PPTUNE_VM_DIR/kernel.config"; echo "$PKG $SRC_VERSION"; gcc --version | head -n1; echo "recipe 1"; } \
        | sha256sum | cut -c1-12)
-OUT="$PPTUNE_CACHE/kernels/$VERSION-$KEY"
-if [ -f "$OUT/.done" ] && [ -f "$OUT/bzImage" ] && [ -f "$OUT/linux/Module.symvers" ]; then
-    echo "$OUT"
-    exit 0
-fi
-
-log "building $PKG $SRC_VERSION into $OUT (log: $OUT/build.log)"
-START=$(date +%s)
-rm -rf "$OUT"
-mkdir -p "$OUT"
-LOG="$OUT/build.log"
-: > "$LOG"
-
-fail_build() {
-    log "build failed: $1; last lines of $LOG:"
-    tail -n 40 "$LOG" >&2 || true
-    exit 1
-}
+use_cached "$PPTUNE_CACHE/kernels/$VERSION-$KEY" linux/Module.symvers
+begin_build "$PPTUNE_CACHE/kernels/$VERSION-$KEY" "building $PKG $SRC_VERSION"
 
 # --- unpack -----------------------------------------------------------------
 TMP="$OUT/unpack"
@@ -310,9 +310,4 @@ make -j"$JOBS" bzImage >>"$LOG" 2>&1 || fail_build "make bzImage"
 make -j"$JOBS" modules >>"$LOG" 2>&1 || fail_build "make modules"
 [ -f Module.symvers ] || fail_build "no Module.symvers after make modules"
 cp arch/x86/boot/bzImage "$OUT/bzImage"
-echo "$PKG $SRC_VERSION" > "$OUT/source-version"
-END=$(date +%s)
-echo "$((END - START))" > "$OUT/build-seconds"
-touch "$OUT/.done"
-log "built $PKG $SRC_VERSION in $((END - START)) s"
-echo "$OUT"
+end_build "built $PKG $SRC_VERSION"
