@@ -2,10 +2,11 @@
 //! exercised from the host: exit status and environment reach the caller,
 //! and a timeout stops the VM with no qemu left behind.
 //!
-//! Runs on the host only (there is no VM inside the VM) and needs the 7.3
-//! test kernel cached (`tests/vm/kernel.sh 7.3`, which `tests/run-all.sh`
-//! runs first): the tests are `#[ignore]`d for a plain `cargo test`, and
-//! run with `--include-ignored` they fail when the kernel is missing.
+//! Runs on the host only (there is no VM inside the VM) and boots the 7.3
+//! test kernel that `tests/vm/kernel.sh 7.3` names (`tests/run-all.sh` sets
+//! it up first): the tests are `#[ignore]`d for a plain `cargo test`; run
+//! with `--include-ignored` they set the kernel up if it is missing, and
+//! fail if that fails.
 
 // Helpers outside #[test] fns fail the test the same way.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -15,34 +16,38 @@ use std::time::Duration;
 
 use pptune_tests::vm::{Vm, VmError, in_vm};
 
-fn cached_kernel(test: &str) -> Option<PathBuf> {
+/// The directory of the current 7.3 test kernel, as `tests/vm/kernel.sh`
+/// names it (the key of today's recipe; on a cache hit it only looks it up,
+/// otherwise it sets the kernel up). Not a scan of the cache: a machine
+/// that ran older recipes holds several `7.3-*` directories, and any of
+/// them could be picked.
+fn test_kernel(test: &str) -> PathBuf {
     assert!(!in_vm(), "{test} runs on the host (it boots VMs itself)");
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .expect("XDG_CACHE_HOME or HOME")
-        .join("pptune/kernels");
-    let found = std::fs::read_dir(&cache).ok().and_then(|rd| {
-        rd.filter_map(Result::ok).map(|e| e.path()).find(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("7.3-"))
-                && p.join(".done").exists()
-        })
-    });
+    let script = pptune_tests::vm::repo_root().join("tests/vm/kernel.sh");
+    let out = std::process::Command::new(&script)
+        .arg("7.3")
+        .output()
+        .unwrap_or_else(|e| panic!("{test}: running {}: {e}", script.display()));
     assert!(
-        found.is_some(),
-        "{test}: no cached 7.3 test kernel under {} (tests/vm/kernel.sh 7.3 builds it)",
-        cache.display()
+        out.status.success(),
+        "{test}: {} 7.3 failed ({}): {}",
+        script.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
     );
-    found
+    let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    assert!(
+        dir.join("bzImage").is_file(),
+        "{test}: kernel.sh named {} but it holds no bzImage",
+        dir.display()
+    );
+    dir
 }
 
 #[test]
-#[ignore = "boots the test VM: needs a cached 7.3 kernel (tests/vm/kernel.sh 7.3)"]
+#[ignore = "boots the test VM: needs the 7.3 test kernel (tests/vm/kernel.sh 7.3)"]
 fn exit_status_and_environment_come_back() {
-    let Some(k) = cached_kernel("exit_status_and_environment_come_back") else {
-        return;
-    };
+    let k = test_kernel("exit_status_and_environment_come_back");
     let out = Vm::new(&k.to_string_lossy())
         .timeout(Duration::from_secs(120))
         .env("PPTUNE_RUNNER_PROBE", "x y")
@@ -65,11 +70,9 @@ fn exit_status_and_environment_come_back() {
 }
 
 #[test]
-#[ignore = "boots the test VM: needs a cached 7.3 kernel (tests/vm/kernel.sh 7.3)"]
+#[ignore = "boots the test VM: needs the 7.3 test kernel (tests/vm/kernel.sh 7.3)"]
 fn timeout_stops_the_vm_and_leaves_no_qemu() {
-    let Some(k) = cached_kernel("timeout_stops_the_vm_and_leaves_no_qemu") else {
-        return;
-    };
+    let k = test_kernel("timeout_stops_the_vm_and_leaves_no_qemu");
     let dir = tempfile::tempdir().expect("tempdir");
     let err = Vm::new(&k.to_string_lossy())
         .timeout(Duration::from_secs(20))
@@ -93,12 +96,10 @@ fn timeout_stops_the_vm_and_leaves_no_qemu() {
 }
 
 #[test]
+#[ignore = "boots the test VM: needs the 7.3 test kernel (tests/vm/kernel.sh 7.3)"]
 fn a_checkout_under_tmp_and_a_target_dir_under_var_tmp_are_visible_in_the_vm() {
-    let Some(k) =
-        cached_kernel("a_checkout_under_tmp_and_a_target_dir_under_var_tmp_are_visible_in_the_vm")
-    else {
-        return;
-    };
+    let k =
+        test_kernel("a_checkout_under_tmp_and_a_target_dir_under_var_tmp_are_visible_in_the_vm");
     // A "checkout" under /tmp (the runner scripts and a file), a target
     // directory under /var/tmp: the guest mounts fresh tmpfs over both.
     let checkout = tempfile::Builder::new()

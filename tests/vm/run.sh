@@ -140,8 +140,13 @@ kill_qemu() {
         wait "$QPID" 2>/dev/null || true
     fi
 }
+# The serial console also goes to this file, so that a guest that dies
+# (oops, panic) can be reported by its first lines, not only its last ones
+# (a CI log shows the tail, after the register dump).
+CONSOLE_LOG="$(mktemp "${TMPDIR:-/tmp}/pptune-console.XXXXXX")"
 cleanup() {
     kill_qemu
+    rm -f "$CONSOLE_LOG"
     if [ "$CLEAN_OUT" = 1 ]; then rm -rf "$OUTDIR"; fi
 }
 trap cleanup EXIT
@@ -196,7 +201,7 @@ fi
 setsid setpriv --pdeathsig KILL \
     qemu-system-x86_64 -accel "$ACCEL" "${ICOUNT_ARGS[@]}" -cpu max -machine pc \
     -m "$MEM" -smp "$SMP_ARGS" -nodefaults -display none -no-user-config \
-    -serial stdio -no-reboot \
+    -chardev "stdio,id=console,logfile=$CONSOLE_LOG,logappend=off" -serial chardev:console -no-reboot \
     -kernel "$KDIR/bzImage" \
     "${INITRD_ARGS[@]}" \
     -fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap \
@@ -231,4 +236,12 @@ if [ -f "$OUTDIR/.pptune-exit-status" ]; then
     exit "$rc"
 fi
 log "the VM stopped without reporting an exit status (kernel panic or crash?)"
+# The first report of the failure, from its headline to the end of its
+# call trace (or 40 lines), on stderr where a test's failure shows it.
+first=$(grep -n -m1 -E 'BUG:|Oops|general protection fault|WARNING: CPU|Kernel panic|watchdog: .*(lockup|stuck)|RIP: ' "$CONSOLE_LOG" | cut -d: -f1 || true)
+if [ -n "$first" ]; then
+    from=$((first > 3 ? first - 3 : 1))
+    log "the guest's first failure report (console lines $from-):"
+    sed -n "${from},\$p" "$CONSOLE_LOG" | tr -d '\r' | awk '{print} /---\[ end trace|Kernel panic/ {exit} NR >= 60 {exit}' >&2
+fi
 exit 125
