@@ -9,16 +9,21 @@
 # Debian packages for the VM testbed and the scrape test, and the test
 # kernels (cached under ${XDG_CACHE_HOME:-~/.cache}/pptune).
 #
-# The VM suites are the long pole and run on one vCPU, so they run in the
-# background as soon as their inputs exist (the kernels, the test binaries),
-# while the host steps use the other core at the lowest priority (nice 19):
-# a guest's timing is not traded for host work (at nice 10, a paced
-# closed-loop scenario fell behind its model while the fuzz smoke ran and
-# judged a queue trial ineffective). tests/vm/test.sh runs the paced suites
-# last in each boot, when the host steps are usually done. Their output goes to a log
-# under $CARGO_TARGET_DIR/run-all/ and is printed when they end. Every step
-# prints its duration; the table at the end (also on failure) gives each
-# step's start, duration and result, and the total.
+# The VM suites are the long pole; each VM runs on one vCPU, and the two
+# cores are shared so that no paced guest competes for its core:
+#   - the functional VM suites (tests/vm/test.sh --part functional) start in
+#     the background as soon as their inputs exist (kernels, test binaries),
+#     beside the host steps, which run at the lowest priority (nice 19);
+#   - the paced suites (--part paced: ppsim's modelled rate against the
+#     guest's clock) start when the host steps are done, in a second VM
+#     beside the first: at nice 10, a paced closed-loop scenario fell behind
+#     its model while the fuzz smoke ran and judged a queue trial
+#     ineffective;
+#   - the benchmark smoke (it boots VMs too) follows the functional suites.
+# Background output goes to a log under $CARGO_TARGET_DIR/run-all/ and is
+# printed when the step is joined. Every step prints its duration; the table
+# at the end (also on failure) gives each step's start, duration and
+# result, and the total.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO="$PWD"
@@ -29,6 +34,8 @@ STEPS="$LOGS/steps.tsv"
 : > "$STEPS"
 T0=$SECONDS
 HOST_NICE=19
+VM_FUNCTIONAL="VM suites, functional (7.3, 6.1, 6.12)"
+VM_PACED="VM suites, paced (7.3, 7.3 on 2 vCPUs, 6.12)"
 VM=1
 [[ "${PPTUNE_SKIP_VM:-0}" == 1 ]] && VM=0
 
@@ -154,7 +161,7 @@ if ((VM)); then
   step "build: host tests and VM test binaries (debug)" sh -c \
     'cargo test --workspace --locked --no-run && cargo test -p pptune-tests --features vm --locked --no-run'
   join "kernels 7.3, 6.1 (Debian's)"
-  bg "VM suites (tests/vm/test.sh: 7.3, 7.3 on 2 vCPUs, 6.1, 6.12)" tests/vm/test.sh
+  bg "$VM_FUNCTIONAL" tests/vm/test.sh --part functional
 fi
 
 # --- host steps, beside the VM ------------------------------------------------
@@ -186,12 +193,15 @@ if ((VM)); then
   export BENCH_SMOKE_TARGET="$CARGO_TARGET_DIR/packaging-deb"
   step "build: benches (release, LTO off)" env CARGO_TARGET_DIR="$BENCH_SMOKE_TARGET" CARGO_PROFILE_RELEASE_LTO=off \
     nice -n "$HOST_NICE" bash -c '. benches/lib.sh && bench_build >/dev/null'
-  step "VM suites: waiting" join "VM suites (tests/vm/test.sh: 7.3, 7.3 on 2 vCPUs, 6.1, 6.12)"
+  # The host steps are done: the paced suites get a core of their own.
+  bg "$VM_PACED" tests/vm/test.sh --part paced
+  step "VM suites, functional: waiting" join "$VM_FUNCTIONAL"
   join "kernel 6.12 (from source, nice 19)" >/dev/null 2>&1 || true
   # Benchmarks are not tests: this only checks that every bench still
   # builds and runs (16 pools, criterion --test, one short outcome run).
   step "benchmark smoke run (benches/run-all.sh --smoke)" \
     env CARGO_TARGET_DIR="$BENCH_SMOKE_TARGET" CARGO_PROFILE_RELEASE_LTO=off benches/run-all.sh --smoke
+  step "VM suites, paced: waiting" join "$VM_PACED"
 else
   log "PPTUNE_SKIP_VM=1: VM suites skipped"
 fi

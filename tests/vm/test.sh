@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
 # The VM test suites, against every test kernel: the one command for them.
 #
-#   tests/vm/test.sh [KERNEL...]        (default: 7.3 6.1 6.12)
+#   tests/vm/test.sh [--part functional|paced] [KERNEL...]
+#                                       (default: both parts; 7.3 6.1 6.12)
+#
+# The suites fall in two parts, which tests/run-all.sh runs in two VMs at
+# once (one per core): `functional` (every suite but the paced ones) and
+# `paced` (vm_ppsim and vm_closed_loop, whose scenarios pace ppsim's
+# modelled rate against the guest's clock, and the two-vCPU run). A part
+# runs its suites on each kernel that has any.
 #
 # 1. builds the Rust test binaries on the host
 #    (cargo test -p pptune-tests --no-run) and picks the tests/vm_*.rs ones,
@@ -19,6 +26,15 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$PPTUNE_REPO"
 
+PART=all
+if [ "${1:-}" = --part ]; then
+    PART="${2:-}"
+    shift 2 || true
+fi
+case "$PART" in
+    all|functional|paced) ;;
+    *) die "--part takes functional or paced, not '$PART'" ;;
+esac
 KERNELS=("$@")
 # 6.12 last by default: it is the one kernel built from source (kernel.sh),
 # which tests/run-all.sh builds in the background meanwhile.
@@ -33,14 +49,18 @@ command -v cargo >/dev/null || die "cargo not found (install the Rust toolchain 
 # source kernel in the background; kernel.sh's lock makes this wait for it)
 # holds up only its own boot.
 declare -A KDIRS PPSIM
+has_ppsim() { [ "$1" != 6.1 ]; }
 prepare_kernel() {
     local k="$1" t=$SECONDS
     KDIRS[$k]="$("$PPTUNE_VM_DIR/kernel.sh" "$k")"
     log "kernel $k: ${KDIRS[$k]} ($((SECONDS - t)) s)"
-    case "$k" in
-        6.1) PPSIM[$k]="" ; log "ppsim: not built for 6.1 (no page-pool netlink, no queue/NAPI linking)" ;;
-        *) PPSIM[$k]="$("$PPTUNE_REPO/tests/ppsim/build.sh" "${KDIRS[$k]}")"; log "ppsim for $k: ${PPSIM[$k]}" ;;
-    esac
+    if has_ppsim "$k"; then
+        PPSIM[$k]="$("$PPTUNE_REPO/tests/ppsim/build.sh" "${KDIRS[$k]}")"
+        log "ppsim for $k: ${PPSIM[$k]}"
+    else
+        PPSIM[$k]=""
+        log "ppsim: not built for $k (no page-pool netlink, no queue/NAPI linking)"
+    fi
 }
 
 log "building the VM test binaries on the host"
@@ -86,17 +106,23 @@ log "daemon binary: $PPTUNE_BIN"
 #     full-suite kernel; ppsim's closed loop);
 #   vm_ppsim: every kernel ppsim is built for (not 6.1);
 #   vm_netdevsim, vm_runner: every kernel.
-# The paced suites (vm_ppsim, vm_closed_loop: ppsim's modelled rate against
-# the guest's clock) run last, after the functional ones, so the host steps
-# tests/run-all.sh runs beside the VM are usually done by then.
+# --part picks the functional or the paced suites (is_paced); with both,
+# the paced ones run last in the boot.
+is_paced() { case "$(basename "$1")" in vm_ppsim-*|vm_closed_loop-*) return 0 ;; esac; return 1; }
 suites_for() {
-    local k="$1" b name
-    for b in $(printf '%s\n' "${BINS[@]}" | grep -v -e '/vm_ppsim-' -e '/vm_closed_loop-') \
-             $(printf '%s\n' "${BINS[@]}" | grep -e '/vm_ppsim-' -e '/vm_closed_loop-'); do
+    local k="$1" b name functional=() paced=()
+    for b in "${BINS[@]}"; do
+        if is_paced "$b"; then paced+=("$b"); else functional+=("$b"); fi
+    done
+    case "$PART" in
+        functional) paced=() ;;
+        paced) functional=() ;;
+    esac
+    for b in "${functional[@]}" "${paced[@]}"; do
         name="$(basename "$b")"
         case "$name" in
             vm_closed_loop-*|vm_crashpoints-*|vm_faults-*|vm_personalities-*|vm_replay-*) [ "$k" = 7.3 ] || continue ;;
-            vm_ppsim-*) [ -n "${PPSIM[$k]}" ] || continue ;;
+            vm_ppsim-*) has_ppsim "$k" || continue ;;
         esac
         echo "$b"
     done
@@ -139,18 +165,23 @@ boot() {
 # filter that leaves it out was given.
 NP2=non_power_of_two_bursts_converge_near_the_burst
 for k in "${KERNELS[@]}"; do
-    prepare_kernel "$k"
     mapfile -t KBINS < <(suites_for "$k")
-    log "=== kernel $k: booting and running ${#KBINS[@]} suite(s)"
-    PPTUNE_VM_SKIP="$(skips_for "$k")" boot "kernel $k" "$k" -- "${KBINS[@]}"
-    if [ "$k" = 7.3 ] && { [ -z "${PPTUNE_VM_FILTER:-}" ] || [[ " $PPTUNE_VM_FILTER " == *" $NP2 "* ]]; }; then
+    if [ ${#KBINS[@]} -eq 0 ]; then
+        log "=== kernel $k: no $PART suites"
+        continue
+    fi
+    prepare_kernel "$k"
+    log "=== kernel $k: booting and running ${#KBINS[@]} $PART suite(s)"
+    PPTUNE_VM_SKIP="$(skips_for "$k")" boot "kernel $k ($PART)" "$k" -- "${KBINS[@]}"
+    if [ "$k" = 7.3 ] && [ "$PART" != functional ] \
+        && { [ -z "${PPTUNE_VM_FILTER:-}" ] || [[ " $PPTUNE_VM_FILTER " == *" $NP2 "* ]]; }; then
         mapfile -t CL < <(printf '%s\n' "${BINS[@]}" | grep '/vm_closed_loop-')
         [ ${#CL[@]} -eq 1 ] || die "no vm_closed_loop binary for the two-vCPU run"
         log "=== kernel 7.3, 2 vCPUs: $NP2"
         PPTUNE_VM_FILTER="$NP2" PPTUNE_VM_EXPECT_CPUS=2 boot "kernel 7.3, 2 vCPUs" 7.3 --smp 2 -- "${CL[@]}"
     fi
 done
-log "VM suites done in $((SECONDS - T0)) s"
+log "VM suites ($PART) done in $((SECONDS - T0)) s"
 if [ ${#failed[@]} -gt 0 ]; then
     die "VM suites failed on: ${failed[*]}"
 fi
