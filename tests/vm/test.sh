@@ -1,27 +1,18 @@
 #!/usr/bin/env bash
 # The VM test suites, against every test kernel: the one command for them.
 #
-#   tests/vm/test.sh [--part functional|paced] [KERNEL...]
-#                                       (default: both parts; 7.3 6.1 6.12)
+#   tests/vm/test.sh [--part PART] [KERNEL...]
+#                                       (default: every part; 7.3 6.1 6.12)
 #
-# The suites fall in two parts, which tests/run-all.sh runs in two VMs at
-# once (one per core): `functional` (every suite but the paced ones) and
-# `paced` (vm_ppsim and vm_closed_loop, whose scenarios pace ppsim's
-# modelled rate against the guest's clock, and the two-vCPU run). A part
-# runs its suites on each kernel that has any.
+# The suites fall in parts, which tests/run-all.sh runs in separate VMs so
+# that both cores work and no paced guest shares its core with host work:
+#   functional   every suite but the paced ones;
+#   closed-loop  vm_closed_loop (the daemon against ppsim, paced);
+#   ppsim        vm_ppsim (ppsim's model against the guest's clock, paced);
+#   two-vcpu     the non-power-of-two closed-loop scenario on two vCPUs;
+#   paced        closed-loop, ppsim and two-vcpu in one run.
+# A part runs its suites on each kernel that has any.
 #
-# 1. builds the Rust test binaries on the host
-#    (cargo test -p pptune-tests --no-run) and picks the tests/vm_*.rs ones,
-#    and the pptune binary (PPTUNE_BIN) for the closed-loop suites,
-# 2. for each kernel in turn: fetches or builds it (kernel.sh, cached) and
-#    ppsim against it (7.3 and 6.12; 6.1 lacks the APIs), boots it once and
-#    runs those binaries inside (PPTUNE_IN_VM=1, PPTUNE_KERNEL=<version>,
-#    PPTUNE_PPSIM_KO=<module>),
-# 3. after 7.3, boots it again with two vCPUs for the closed-loop
-#    non-power-of-two burst scenario (consumer and producer on different
-#    CPUs).
-# Output streams; the exit status is non-zero if any suite failed.
-# PPTUNE_VM_TIMEOUT (seconds per kernel, default 1800) bounds each VM.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$PPTUNE_REPO"
@@ -32,8 +23,8 @@ if [ "${1:-}" = --part ]; then
     shift 2 || true
 fi
 case "$PART" in
-    all|functional|paced) ;;
-    *) die "--part takes functional or paced, not '$PART'" ;;
+    all|functional|closed-loop|ppsim|two-vcpu|paced) ;;
+    *) die "--part takes functional, closed-loop, ppsim, two-vcpu or paced, not '$PART'" ;;
 esac
 KERNELS=("$@")
 # 6.12 last by default: it is the one kernel built from source (kernel.sh),
@@ -106,18 +97,27 @@ log "daemon binary: $PPTUNE_BIN"
 #     full-suite kernel; ppsim's closed loop);
 #   vm_ppsim: every kernel ppsim is built for (not 6.1);
 #   vm_netdevsim, vm_runner: every kernel.
-# --part picks the functional or the paced suites (is_paced); with both,
-# the paced ones run last in the boot.
+# --part picks the suites (in_part); in one boot the paced ones run last.
+# in_part BINARY: whether --part runs it (two-vcpu runs no whole binary).
+in_part() {
+    local name
+    name="$(basename "$1")"
+    case "$PART:$name" in
+        all:*) return 0 ;;
+        functional:vm_ppsim-*|functional:vm_closed_loop-*) return 1 ;;
+        functional:*) return 0 ;;
+        closed-loop:vm_closed_loop-*|ppsim:vm_ppsim-*) return 0 ;;
+        paced:vm_closed_loop-*|paced:vm_ppsim-*) return 0 ;;
+    esac
+    return 1
+}
 is_paced() { case "$(basename "$1")" in vm_ppsim-*|vm_closed_loop-*) return 0 ;; esac; return 1; }
 suites_for() {
     local k="$1" b name functional=() paced=()
     for b in "${BINS[@]}"; do
+        in_part "$b" || continue
         if is_paced "$b"; then paced+=("$b"); else functional+=("$b"); fi
     done
-    case "$PART" in
-        functional) paced=() ;;
-        paced) functional=() ;;
-    esac
     for b in "${functional[@]}" "${paced[@]}"; do
         name="$(basename "$b")"
         case "$name" in
@@ -164,17 +164,24 @@ boot() {
 # vCPUs (issue 12; the test checks it got them). Part of the suite unless a
 # filter that leaves it out was given.
 NP2=non_power_of_two_bursts_converge_near_the_burst
+two_vcpu_wanted() {
+    case "$PART" in all|paced|two-vcpu) ;; *) return 1 ;; esac
+    [ -z "${PPTUNE_VM_FILTER:-}" ] || [[ " $PPTUNE_VM_FILTER " == *" $NP2 "* ]]
+}
 for k in "${KERNELS[@]}"; do
     mapfile -t KBINS < <(suites_for "$k")
-    if [ ${#KBINS[@]} -eq 0 ]; then
+    np2=0
+    [ "$k" = 7.3 ] && two_vcpu_wanted && np2=1
+    if [ ${#KBINS[@]} -eq 0 ] && [ "$np2" = 0 ]; then
         log "=== kernel $k: no $PART suites"
         continue
     fi
     prepare_kernel "$k"
-    log "=== kernel $k: booting and running ${#KBINS[@]} $PART suite(s)"
-    PPTUNE_VM_SKIP="$(skips_for "$k")" boot "kernel $k ($PART)" "$k" -- "${KBINS[@]}"
-    if [ "$k" = 7.3 ] && [ "$PART" != functional ] \
-        && { [ -z "${PPTUNE_VM_FILTER:-}" ] || [[ " $PPTUNE_VM_FILTER " == *" $NP2 "* ]]; }; then
+    if [ ${#KBINS[@]} -gt 0 ]; then
+        log "=== kernel $k: booting and running ${#KBINS[@]} $PART suite(s)"
+        PPTUNE_VM_SKIP="$(skips_for "$k")" boot "kernel $k ($PART)" "$k" -- "${KBINS[@]}"
+    fi
+    if [ "$np2" = 1 ]; then
         mapfile -t CL < <(printf '%s\n' "${BINS[@]}" | grep '/vm_closed_loop-')
         [ ${#CL[@]} -eq 1 ] || die "no vm_closed_loop binary for the two-vCPU run"
         log "=== kernel 7.3, 2 vCPUs: $NP2"
