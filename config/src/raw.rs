@@ -329,7 +329,7 @@ pub struct RawQueueMetrics {
 impl Default for RawQueueMetrics {
     fn default() -> Self {
         Self {
-            series: RawQueueSeries::All,
+            series: RawQueueSeries::Worst,
             worst: 4,
         }
     }

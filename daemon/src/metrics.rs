@@ -109,6 +109,17 @@ pub struct KindLabels {
     pub kind: String,
 }
 
+/// `pptune_device_info`'s labels: what a fleet filters and joins by.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct InfoLabels {
+    pub device: String,
+    /// The driver (`ethtool -i`'s), empty when the kernel does not say.
+    pub driver: String,
+    /// The rtnetlink link kind (`veth`, `netdevsim`, …), empty for a
+    /// physical NIC.
+    pub kind: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ModeLabels {
     pub device: String,
@@ -326,6 +337,8 @@ struct CountedSeries {
     backoff: Option<Gauge>,
     /// The mode series exported, and its handle (set every pass).
     mode: Option<(&'static str, Gauge)>,
+    /// The `pptune_device_info` label set exported.
+    info: Option<InfoLabels>,
 }
 
 /// The registry and every family.
@@ -354,6 +367,7 @@ pub struct Metrics {
     pub errors: Family<KindLabels, Counter>,
     pub capability: Family<CapLabels, Gauge>,
     pub device_mode: Family<ModeLabels, Gauge>,
+    pub device_info: Family<InfoLabels, Gauge>,
     pub rollout_enforcing: Gauge,
     pub rollout_host_selected: Gauge,
     pub policy_enforcing: Gauge,
@@ -410,6 +424,7 @@ pub fn family_names() -> Vec<String> {
             "pptune_errors_total",
             "pptune_capability",
             "pptune_device_mode",
+            "pptune_device_info",
             "pptune_build_info",
             "pptune_rollout_enforcing",
             "pptune_rollout_host_selected",
@@ -537,6 +552,11 @@ impl Metrics {
             device_mode: reg!(
                 "pptune_device_mode",
                 "1 for the mode the device is in (after rollout)",
+                Family::default()
+            ),
+            device_info: reg!(
+                "pptune_device_info",
+                "1 per device, labelled with its driver and link kind",
                 Family::default()
             ),
             rollout_enforcing: reg!(
@@ -752,6 +772,7 @@ impl Metrics {
             if let Some(d) = carry.observe_device(dev, tick) {
                 self.observe_rings_channels(dev, &mut d.knobs);
             }
+            self.observe_info(dev);
         }
         // Pools not seen any more retire: what they counted stays counted.
         carry.pools.retire_unseen();
@@ -772,6 +793,31 @@ impl Metrics {
                 self.forget_device(name);
             }
             !gone
+        });
+    }
+
+    /// The device's `pptune_device_info` series; a new label set (the
+    /// driver or kind changed) replaces the old one. Allocates only then.
+    fn observe_info(&self, dev: &Device) {
+        let driver = dev.driver.as_deref().unwrap_or("");
+        let kind = dev.kind.as_deref().unwrap_or("");
+        self.with_counted(&dev.name, |c| {
+            if c.info
+                .as_ref()
+                .is_some_and(|l| l.device == dev.name && l.driver == driver && l.kind == kind)
+            {
+                return;
+            }
+            if let Some(old) = c.info.take() {
+                self.device_info.remove(&old);
+            }
+            let l = InfoLabels {
+                device: dev.name.clone(),
+                driver: driver.to_owned(),
+                kind: kind.to_owned(),
+            };
+            self.device_info.get_or_create(&l).set(1);
+            c.info = Some(l);
         });
     }
 
@@ -953,6 +999,9 @@ impl Metrics {
             }
             for l in &c.overrides {
                 self.overrides.remove(l);
+            }
+            if let Some(l) = &c.info {
+                self.device_info.remove(l);
             }
         }
         let dev = DevLabels {
@@ -1315,11 +1364,11 @@ mod tests {
             );
         }
         let t = text(&m);
-        assert_eq!(t.matches("device=\"soakb0\"").count(), 7, "{t}");
+        assert_eq!(t.matches("device=\"soakb0\"").count(), 8, "{t}");
         m.observe_snapshot(&snap(&["keep0"]));
         let t = text(&m);
         assert!(!t.contains("soakb0"), "{t}");
-        assert_eq!(t.matches("device=\"keep0\"").count(), 7, "{t}");
+        assert_eq!(t.matches("device=\"keep0\"").count(), 8, "{t}");
         // Back under the same name: counted from zero.
         m.observe_snapshot(&snap(&["soakb0", "keep0"]));
         m.count_action(ActionLabels {

@@ -322,6 +322,52 @@ fn dashboard_metrics_exist_and_are_documented() {
     assert_names_exist("the dashboard", &names);
 }
 
+/// The per-queue families (`pptune_queue_*`, `pptune_pool_*`, `pptune_pools`)
+/// are bounded or absent under `daemon.queue_metrics: worst` and `none`;
+/// with `none` the slow-path alert never fired and five dashboard panels
+/// were empty. Every alert and panel reads the per-device sums and gauges,
+/// which every setting exports (the promtool cases feed them only those).
+#[test]
+fn alerts_and_dashboard_read_no_per_queue_family() {
+    let per_queue = |n: &str| {
+        n.starts_with("pptune_queue_") || n.starts_with("pptune_pool_") || n == "pptune_pools"
+    };
+    for (what, exprs) in [
+        ("dashboard", dashboard_exprs(&dashboard())),
+        (
+            "alerts",
+            alert_exprs(&alert_rules())
+                .into_iter()
+                .map(|(_, e)| e)
+                .collect(),
+        ),
+    ] {
+        for e in exprs {
+            let bad: Vec<String> = pptune_names(&e)
+                .into_iter()
+                .filter(|n| per_queue(n))
+                .collect();
+            assert!(bad.is_empty(), "{what} reads per-queue {bad:?}: {e}");
+        }
+    }
+}
+
+/// Every alert has its runbook: a section of docs/troubleshooting.md whose
+/// heading names it (5 of 8 alerts appeared nowhere there).
+#[test]
+fn every_alert_has_a_troubleshooting_section() {
+    let doc = read("docs/troubleshooting.md");
+    let headings: Vec<&str> = doc.lines().filter(|l| l.starts_with("## ")).collect();
+    for (name, _) in alert_exprs(&alert_rules()) {
+        assert!(
+            headings
+                .iter()
+                .any(|h| h.contains(&format!("(alert `{name}`)"))),
+            "no docs/troubleshooting.md section headed \"… (alert `{name}`)\""
+        );
+    }
+}
+
 #[test]
 fn alert_metrics_exist_and_are_documented() {
     let names: BTreeSet<String> = alert_exprs(&alert_rules())
