@@ -9,7 +9,10 @@ import struct
 root = pathlib.Path(__file__).resolve().parent.parent
 fx = root / "netlink/tests/fixtures"
 out = root / "fuzz/seeds"
-shutil.rmtree(out, ignore_errors=True)
+# Only the targets built here: seeds/recording holds recordings written by
+# `pptune record` (fuzz/README.md), not derived from the fixtures.
+for t in ("netdev", "ethtool", "ctrl", "rtnetlink", "extack", "notifications", "policy"):
+    shutil.rmtree(out / t, ignore_errors=True)
 
 
 def put(target, name, data):

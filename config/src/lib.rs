@@ -38,6 +38,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 mod convert;
+pub mod file;
 mod merge;
 pub mod raw;
 mod schema;
@@ -59,6 +60,10 @@ pub const DEFAULT_SOURCE_NAME: &str = "<embedded default policy>";
 /// The largest policy file read: the YAML parser's own input budget. A
 /// longer file is refused from its length, before any byte is read.
 pub const MAX_POLICY_FILE_BYTES: u64 = 1 << 20;
+/// The most bytes all policy files of one load may have together (every
+/// reload reads them all): four files at the largest size. Checked from
+/// each file's length before it is read.
+pub const MAX_POLICY_TOTAL_BYTES: u64 = 4 * MAX_POLICY_FILE_BYTES;
 
 /// The default configuration directory when systemd does not pass one.
 pub const DEFAULT_CONFIG_DIR: &str = "/etc/pptune";
@@ -93,6 +98,10 @@ pub enum Error {
     /// A file larger than a policy file can be; checked before reading.
     #[error("{}: {size} bytes, more than the {MAX_POLICY_FILE_BYTES} a policy file may have", path.display())]
     TooLarge { path: PathBuf, size: u64 },
+    /// The files before this one and this one together are larger than
+    /// all policy files may be; it and the files after it are not read.
+    #[error("{}: with the policy files before it, {total} bytes, more than the {MAX_POLICY_TOTAL_BYTES} all policy files together may have; it and the files after it were not read", path.display())]
+    TooMuchPolicy { path: PathBuf, total: u64 },
     /// Bytes that are not UTF-8, at the first bad byte.
     #[error("{location}: not UTF-8 text")]
     NotUtf8 { location: String },
@@ -130,7 +139,9 @@ impl Error {
             Self::NotAFile { .. } => {
                 Some("replace it with a regular YAML file, or remove it to use the defaults")
             }
-            Self::TooLarge { .. } => Some("a policy is a few kilobytes of YAML"),
+            Self::TooLarge { .. } | Self::TooMuchPolicy { .. } => {
+                Some("a policy is a few kilobytes of YAML")
+            }
             _ => None,
         }
     }
@@ -215,11 +226,8 @@ pub fn load_with_config_dir(
             }
         },
         None => {
-            // systemd passes a colon-separated list; the first is ours.
-            let dir = configuration_directory
-                .and_then(|v| v.to_str())
-                .and_then(|v| v.split(':').find(|s| !s.is_empty()))
-                .map_or_else(|| PathBuf::from(DEFAULT_CONFIG_DIR), PathBuf::from);
+            let dir = systemd_directory(configuration_directory)
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_DIR));
             if dir.is_dir() {
                 dir_files(&dir, &mut errors)
             } else {
@@ -228,10 +236,20 @@ pub fn load_with_config_dir(
         }
     };
     let mut docs = Vec::new();
+    let mut read = 0_u64;
     for f in &files {
-        match read_policy_file(f) {
-            Ok(text) => docs.push((f.display().to_string(), text)),
-            Err(e) => errors.errors.push(e),
+        match read_policy_file(f, read) {
+            Ok(text) => {
+                read = read.saturating_add(u64::try_from(text.len()).unwrap_or(u64::MAX));
+                docs.push((f.display().to_string(), text));
+            }
+            Err(e) => {
+                let spent = matches!(e, Error::TooMuchPolicy { .. });
+                errors.errors.push(e);
+                if spent {
+                    break;
+                }
+            }
         }
     }
     let built = build(&docs);
@@ -247,6 +265,21 @@ pub fn load_with_config_dir(
             Err(errors)
         }
     }
+}
+
+/// The directory a systemd `*Directory=` variable names
+/// (`$CONFIGURATION_DIRECTORY`, `$RUNTIME_DIRECTORY`, `$STATE_DIRECTORY`):
+/// systemd passes a colon-separated list and the first entry is ours.
+/// Taken as bytes: a path that is not UTF-8 is still that path (it fell
+/// back to the host's real directory before). `None` when unset or empty.
+#[must_use]
+pub fn systemd_directory(value: Option<&OsStr>) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt as _;
+    value?
+        .as_bytes()
+        .split(|&b| b == b':')
+        .find(|s| !s.is_empty())
+        .map(|s| PathBuf::from(OsStr::from_bytes(s)))
 }
 
 /// `DIR/policy.yaml` then `DIR/policy.d/*.yaml` in lexical order (hidden
@@ -294,16 +327,11 @@ fn dir_files(dir: &Path, errors: &mut Errors) -> Vec<PathBuf> {
 /// what it is. Looks at the inode only: a FIFO is never opened (that would
 /// block).
 fn policy_file(path: &Path) -> Result<(), Error> {
-    use std::os::unix::fs::FileTypeExt as _;
     let what = match std::fs::metadata(path) {
-        Ok(m) if m.is_file() => return Ok(()),
-        Ok(m) if m.is_dir() => "a directory",
-        Ok(m) if m.file_type().is_fifo() => "a FIFO",
-        Ok(m) if m.file_type().is_socket() => "a socket",
-        Ok(m) if m.file_type().is_char_device() || m.file_type().is_block_device() => {
-            "a device node"
-        }
-        Ok(_) => "not a regular file",
+        Ok(m) => match file::not_regular(&m) {
+            None => return Ok(()),
+            Some(what) => what,
+        },
         Err(e) if e.kind() == io::ErrorKind::NotFound => "a symlink to a missing file",
         Err(source) => {
             return Err(Error::ReadFile {
@@ -318,34 +346,46 @@ fn policy_file(path: &Path) -> Result<(), Error> {
     })
 }
 
-/// Reads a policy file of at most [`MAX_POLICY_FILE_BYTES`]: the length is
-/// checked first and the read is bounded too (a file that grows, or a
-/// pseudo-file reporting no length, cannot make it read more).
-fn read_policy_file(path: &Path) -> Result<String, Error> {
-    use std::io::Read as _;
-    let read_err = |source| Error::ReadFile {
-        path: path.to_owned(),
-        source,
+/// Reads a policy file of at most [`MAX_POLICY_FILE_BYTES`] and at most
+/// `budget` (what [`MAX_POLICY_TOTAL_BYTES`] leaves after the files read
+/// before it), through [`file::read_regular`]: regular files only, the
+/// length checked first and the read bounded too.
+fn read_policy_file(path: &Path, read_before: u64) -> Result<String, Error> {
+    let budget = MAX_POLICY_TOTAL_BYTES.saturating_sub(read_before);
+    let bytes = match file::read_regular(path, MAX_POLICY_FILE_BYTES.min(budget)) {
+        Ok(b) => b,
+        Err(file::ReadError::TooLarge { size, .. }) if size > MAX_POLICY_FILE_BYTES => {
+            return Err(Error::TooLarge {
+                path: path.to_owned(),
+                size,
+            });
+        }
+        Err(file::ReadError::TooLarge { size, .. }) => {
+            return Err(Error::TooMuchPolicy {
+                path: path.to_owned(),
+                total: read_before.saturating_add(size),
+            });
+        }
+        Err(file::ReadError::NotAFile { what, .. }) => {
+            return Err(Error::NotAFile {
+                path: path.to_owned(),
+                what,
+            });
+        }
+        Err(file::ReadError::Io { source, .. }) => {
+            return Err(Error::ReadFile {
+                path: path.to_owned(),
+                source,
+            });
+        }
+        // read_regular judges no ownership.
+        Err(e @ file::ReadError::Untrusted { .. }) => {
+            return Err(Error::ReadFile {
+                path: path.to_owned(),
+                source: io::Error::other(e.to_string()),
+            });
+        }
     };
-    let file = std::fs::File::open(path).map_err(read_err)?;
-    let size = file.metadata().map_err(read_err)?.len();
-    if size > MAX_POLICY_FILE_BYTES {
-        return Err(Error::TooLarge {
-            path: path.to_owned(),
-            size,
-        });
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_POLICY_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(read_err)?;
-    let read = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
-    if read > MAX_POLICY_FILE_BYTES {
-        return Err(Error::TooLarge {
-            path: path.to_owned(),
-            size: read,
-        });
-    }
     String::from_utf8(bytes).map_err(|e| {
         let good = e
             .as_bytes()

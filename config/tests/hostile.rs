@@ -10,7 +10,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use pptune_config::{
-    Error, Errors, MAX_DURATION, MAX_POLICY_FILE_BYTES, load_with_config_dir, parse_str, render,
+    Error, Errors, MAX_DURATION, MAX_POLICY_FILE_BYTES, MAX_POLICY_TOTAL_BYTES,
+    load_with_config_dir, parse_str, render,
 };
 
 fn load(p: &Path) -> Result<pptune_config::Loaded, Errors> {
@@ -66,6 +67,51 @@ fn oversized_file_is_refused_by_its_length() {
     let e = load(dir.path()).unwrap_err();
     assert!(
         matches!(e.errors.as_slice(), [Error::TooLarge { .. }]),
+        "{e}"
+    );
+}
+
+/// Each drop-in within the per-file bound, but 2,000 of them (sparse,
+/// 1 MiB each) were all read on every load and reload: 2.07 GB. The total
+/// is bounded from the lengths: the file that passes the bound is named,
+/// and neither it nor any file after it is read.
+#[test]
+#[allow(clippy::disallowed_types)] // no tokio here: a wall-time bound
+fn the_drop_ins_together_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("policy.d");
+    fs::create_dir(&d).unwrap();
+    for i in 0..2000 {
+        let file = fs::File::create(d.join(format!("{i:04}.yaml"))).unwrap();
+        file.set_len(MAX_POLICY_FILE_BYTES).unwrap();
+    }
+    let t = std::time::Instant::now();
+    let e = load(dir.path()).unwrap_err();
+    let over = MAX_POLICY_TOTAL_BYTES / MAX_POLICY_FILE_BYTES;
+    let name = format!("{over:04}.yaml");
+    assert!(
+        e.errors.iter().any(|e| matches!(e,
+            Error::TooMuchPolicy { path, total }
+                if path.ends_with(&name) && *total == MAX_POLICY_TOTAL_BYTES + MAX_POLICY_FILE_BYTES)),
+        "{e}"
+    );
+    // The files before it were read (and are not YAML); none after it was.
+    assert!(
+        !render(&e).contains(&format!("{:04}.yaml", over + 1)),
+        "{}",
+        render(&e)
+    );
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    // Within the total, the same files are read (and refused as NUL bytes,
+    // not for their size).
+    for i in over..2000 {
+        fs::remove_file(d.join(format!("{i:04}.yaml"))).unwrap();
+    }
+    let e = load(dir.path()).unwrap_err();
+    assert!(
+        !e.errors
+            .iter()
+            .any(|e| matches!(e, Error::TooMuchPolicy { .. } | Error::TooLarge { .. })),
         "{e}"
     );
 }
@@ -171,4 +217,26 @@ fn out_of_range_integers_print_as_written() {
     let text = render(&e);
     assert!(text.contains("123456789012 is out of range"), "{text}");
     assert!(!text.contains("e+") && !text.contains("552000"), "{text}");
+}
+
+/// A `RUNTIME_DIRECTORY`/`STATE_DIRECTORY` that is not UTF-8 fell back to
+/// the host's real `/run/pptune` and `/var/lib/pptune`: the daemon under
+/// test then wrote the host's state. It is the path it names.
+#[test]
+fn a_systemd_directory_that_is_not_utf8_is_still_that_directory() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt as _;
+    let odd = OsStr::from_bytes(b"/tmp/pp\xfftune:/other");
+    assert_eq!(
+        pptune_config::systemd_directory(Some(odd))
+            .unwrap()
+            .as_os_str(),
+        OsStr::from_bytes(b"/tmp/pp\xfftune")
+    );
+    assert_eq!(pptune_config::systemd_directory(Some(OsStr::new(""))), None);
+    assert_eq!(pptune_config::systemd_directory(None), None);
+    assert_eq!(
+        pptune_config::systemd_directory(Some(OsStr::new(":/run/x"))).unwrap(),
+        Path::new("/run/x")
+    );
 }

@@ -196,7 +196,7 @@ impl Sources {
             return Self::default();
         }
         let read = |p: &Path| {
-            std::fs::read_to_string(p)
+            config::file::read_regular_text(p, MAX_FOREIGN_FILE_BYTES)
                 .ok()
                 .map(|t| (display(roots, p), ini(&t)))
         };
@@ -252,6 +252,11 @@ fn ini(text: &str) -> Vec<(String, String, String)> {
 }
 
 // ---- systemd .link ---------------------------------------------------------
+
+/// The largest file of another tool's read (a `.link` file, a TuneD
+/// profile): such files are a few hundred bytes; a FIFO or a huge file
+/// there is skipped as unreadable (config::file::read_regular).
+const MAX_FOREIGN_FILE_BYTES: u64 = 1 << 20;
 
 const LINK_DIRS: [&str; 5] = [
     "/etc/systemd/network",
@@ -479,7 +484,9 @@ const TUNED_DIRS: [&str; 3] = ["/etc/tuned", "/usr/lib/tuned/profiles", "/usr/li
 fn tuned_profile(roots: &Roots, name: &str) -> Option<(PathBuf, String)> {
     TUNED_DIRS.iter().find_map(|d| {
         let p = roots.path(d).join(name).join("tuned.conf");
-        std::fs::read_to_string(&p).ok().map(|t| (p, t))
+        config::file::read_regular_text(&p, MAX_FOREIGN_FILE_BYTES)
+            .ok()
+            .map(|t| (p, t))
     })
 }
 
@@ -500,7 +507,10 @@ fn ethtool_args(kind: &str, args: &str) -> Vec<(Knob, Option<u32>)> {
 /// The files of the active profile(s) (`/etc/tuned/active_profile`,
 /// several separated by spaces) and of every profile they include.
 fn tuned_files(roots: &Roots) -> Vec<PathBuf> {
-    let Ok(active) = std::fs::read_to_string(roots.path("/etc/tuned/active_profile")) else {
+    let Ok(active) = config::file::read_regular_text(
+        &roots.path("/etc/tuned/active_profile"),
+        MAX_FOREIGN_FILE_BYTES,
+    ) else {
         return Vec::new();
     };
     let mut out = Vec::new();

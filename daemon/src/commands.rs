@@ -2,7 +2,7 @@
 //! here and in `main`).
 
 use std::io::IsTerminal as _;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -25,12 +25,6 @@ use crate::notify::Notifier;
 use crate::rollout;
 use crate::run::{Engine, Options, PolicyEngine, PolicySource};
 use crate::state::{self, StateError, StateFile, StateStore};
-
-/// The default Prometheus listen address: loopback, a fixed port (9864 is
-/// not in the Prometheus default-port allocations' taken list for exporters
-/// we know of on NIC hosts; a fleet sets `daemon.metrics_listen`).
-pub const DEFAULT_METRICS_LISTEN: SocketAddr =
-    SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 9864);
 
 fn ex_config() -> ExitCode {
     ExitCode::from(u8::try_from(config::EX_CONFIG).unwrap_or(78))
@@ -95,14 +89,26 @@ pub async fn run(path: Option<&Path>, listen: Option<SocketAddr>) -> anyhow::Res
         )
     })?;
     let metrics = Arc::new(Metrics::new());
-    let addr = listen
-        .or(policy.daemon.metrics_listen)
-        .unwrap_or(DEFAULT_METRICS_LISTEN);
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("binding the metrics listener on {addr}"))?;
-    tracing::info!(%addr, "serving metrics at /metrics");
-    let http = tokio::spawn(crate::http::serve(listener, Arc::clone(&metrics)));
+    // The policy always has an address (the embedded default gives one)
+    // unless a file set `daemon.metrics_listen: null`: no endpoint at all.
+    let http = match listen.or(policy.daemon.metrics_listen) {
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding the metrics listener on {addr}"))?;
+            tracing::info!(%addr, "serving metrics at /metrics");
+            Some(tokio::spawn(crate::http::serve(
+                listener,
+                Arc::clone(&metrics),
+            )))
+        }
+        None => {
+            tracing::info!(
+                "no metrics endpoint (daemon.metrics_listen: null): /metrics, /healthz and /readyz are not served"
+            );
+            None
+        }
+    };
     let (reload_tx, reload_rx) = mpsc::unbounded_channel();
     let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
     tokio::spawn(async move {
@@ -142,7 +148,9 @@ pub async fn run(path: Option<&Path>, listen: Option<SocketAddr>) -> anyhow::Res
         shutdown,
     )
     .await;
-    http.abort();
+    if let Some(http) = http {
+        http.abort();
+    }
     result?;
     Ok(ExitCode::SUCCESS)
 }
@@ -166,11 +174,23 @@ pub async fn status(interfaces: Vec<String>, json: bool) -> anyhow::Result<ExitC
 }
 
 /// The record, read without the lock (the daemon writes it by rename, so a
-/// reader never sees half a file), for `plan`.
-fn read_record() -> Option<StateFile> {
-    let text = std::fs::read_to_string(state::runtime_dir().join("state.json")).ok()?;
-    let rec: StateFile = serde_json::from_str(&text).ok()?;
-    (state::read_boot_id().ok()? == rec.boot_id).then_some(rec)
+/// reader never sees half a file), for `plan`, `verify`, `export` and
+/// `restore -i`. `None` when there is none or it is from another boot
+/// (nothing pptune set is live then).
+///
+/// # Errors
+/// A record is there but cannot be read or parsed: `verify` said every
+/// knob held (exit 0) over a record it could not read.
+fn read_record() -> anyhow::Result<Option<StateFile>> {
+    let path = state::runtime_dir().join("state.json");
+    let text = match config::file::read_regular_text(&path, state::MAX_STATE_BYTES) {
+        Ok(t) => t,
+        Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => return Ok(None),
+        Err(e) => return Err(anyhow::Error::new(e).context("reading pptune's state record")),
+    };
+    let rec: StateFile = serde_json::from_str(&text)
+        .with_context(|| format!("parsing pptune's state record {}", path.display()))?;
+    Ok((state::read_boot_id()? == rec.boot_id).then_some(rec))
 }
 
 /// Reasons that more samples cannot change: the device cannot be judged at
@@ -184,8 +204,8 @@ fn unjudgeable(reason: policy::ReasonCode) -> bool {
 }
 
 /// The originals in pptune's record, for the engine.
-fn recorded_originals() -> Vec<Original> {
-    read_record()
+fn recorded_originals() -> anyhow::Result<Vec<Original>> {
+    Ok(read_record()?
         .map(|r| {
             r.devices
                 .values()
@@ -198,7 +218,7 @@ fn recorded_originals() -> Vec<Original> {
                 })
                 .collect()
         })
-        .unwrap_or_default()
+        .unwrap_or_default())
 }
 
 /// `pptune plan`. With `detailed_exitcode`, exit 2 when the plan
@@ -226,7 +246,7 @@ pub async fn plan(
         );
     }
     let kernel = NetlinkKernel::connect().await?;
-    let originals = recorded_originals();
+    let originals = recorded_originals()?;
     let mut engine = PolicyEngine::default();
     let origin = Instant::now();
     let mut prev: Option<(Snapshot, Duration)> = None;
@@ -347,7 +367,7 @@ pub async fn plan(
 pub async fn verify(interfaces: &[String], json: bool) -> anyhow::Result<ExitCode> {
     let kernel = NetlinkKernel::connect().await?;
     let devices = kernel.sample(&SampleScope::default()).await?.devices;
-    let rec = read_record();
+    let rec = read_record()?;
     let names: Vec<String> = devices.iter().map(|d| d.name.clone()).collect();
     require_known(interfaces, &names, rec.as_ref())?;
     let checks = crate::verify::verify(rec.as_ref(), &devices, interfaces);
@@ -383,7 +403,7 @@ pub async fn export(
 ) -> anyhow::Result<ExitCode> {
     let kernel = NetlinkKernel::connect().await?;
     let devices = kernel.sample(&SampleScope::default()).await?.devices;
-    let rec = read_record();
+    let rec = read_record()?;
     let names: Vec<String> = devices.iter().map(|d| d.name.clone()).collect();
     require_known(interfaces, &names, rec.as_ref())?;
     let mut out = String::new();
@@ -449,7 +469,7 @@ pub async fn restore(interfaces: Vec<String>) -> anyhow::Result<ExitCode> {
             .into_iter()
             .map(|d| d.name)
             .collect();
-        require_known(&interfaces, &names, read_record().as_ref())?;
+        require_known(&interfaces, &names, read_record()?.as_ref())?;
     }
     let (lines, ok) = match StateStore::open(&dir, state::read_boot_id()?) {
         Err(StateError::Locked { .. }) => {

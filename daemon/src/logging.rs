@@ -73,11 +73,32 @@ pub fn resolve(format: LogFormat) -> Format {
     }
 }
 
-/// Installs the subscriber once, in the binary. `PPTUNE_LOG` filters
-/// (`info` by default). Journald that cannot be reached falls back to JSON
-/// on stderr, saying so.
-pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_env("PPTUNE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+/// The log filter: `PPTUNE_LOG` (an `EnvFilter` directive list, e.g.
+/// `debug` or `pptune=debug,info`), `info` when it is unset or empty.
+///
+/// # Errors
+/// `PPTUNE_LOG` is set but not a filter (it silently became `info`, so a
+/// `PPTUNE_LOG=pptune=verbose` while chasing a problem showed nothing new), or not
+/// UTF-8.
+pub fn filter_from_env() -> Result<EnvFilter, String> {
+    match std::env::var("PPTUNE_LOG") {
+        Err(std::env::VarError::NotPresent) => Ok(EnvFilter::new("info")),
+        Err(std::env::VarError::NotUnicode(v)) => {
+            Err(format!("PPTUNE_LOG is not UTF-8 ({})", v.to_string_lossy()))
+        }
+        Ok(v) if v.trim().is_empty() => Ok(EnvFilter::new("info")),
+        Ok(v) => EnvFilter::builder().parse(&v).map_err(|e| {
+            format!(
+                "PPTUNE_LOG=`{v}` is not a log filter: {e} (e.g. info, debug, pptune=debug,warn)"
+            )
+        }),
+    }
+}
+
+/// Installs the subscriber once, in the binary, with `filter`
+/// ([`filter_from_env`]). Journald that cannot be reached falls back to
+/// JSON on stderr, saying so.
+pub fn init(format: LogFormat, filter: EnvFilter) {
     let mut format = resolve(format);
     let mut journal = None;
     let mut fallback = None;

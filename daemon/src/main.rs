@@ -35,7 +35,13 @@ fn main() -> ExitCode {
     };
     // The daemon logs; the one-shot commands print for a person.
     if let Command::Run { log_format, .. } = &cli.command {
-        pptune::logging::init(*log_format);
+        match pptune::logging::filter_from_env() {
+            Ok(filter) => pptune::logging::init(*log_format, filter),
+            Err(e) => {
+                eprintln!("pptune: {e}");
+                return ExitCode::from(2);
+            }
+        }
     }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

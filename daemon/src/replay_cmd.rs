@@ -108,6 +108,19 @@ pub fn replay_cmd(
     for w in &a.warnings {
         eprintln!("pptune replay: warning: {w}");
     }
+    // No pass read is no evidence: it said "the policy holds every device
+    // over the whole recording" and exited 0.
+    if a.passes == 0 {
+        anyhow::bail!(
+            "{}: no pass could be read{}; nothing was replayed",
+            path.display(),
+            if a.warnings.is_empty() {
+                " (the recording has none)"
+            } else {
+                " (the warnings above say why)"
+            }
+        );
+    }
     let b = against.map(|p| replay_one(path, p)).transpose()?;
     if json {
         let v = match &b {

@@ -79,10 +79,19 @@ impl Engine for PolicyEngine {
 }
 
 /// Where the policy comes from, re-read on SIGHUP.
-pub trait PolicySource: Send {
+///
+/// A load reads files and parses them: it runs on a blocking thread with a
+/// deadline ([`RELOAD_DEADLINE`]), never on the thread that serves
+/// `/healthz`, signals and the watchdog, so no policy can stop those.
+pub trait PolicySource: Send + Sync {
     /// The validated policy, or every problem rendered for a person.
     fn load(&self) -> Result<Policy, String>;
 }
+
+/// How long a reload may take before the last good policy is kept (the
+/// load itself goes on in its thread and its result is dropped). Loads are
+/// bounded in size (config::MAX_POLICY_TOTAL_BYTES) and take milliseconds.
+pub const RELOAD_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Everything the loop needs besides the kernel, the engine and the policy.
 #[derive(Debug)]
@@ -128,7 +137,7 @@ struct Daemon<K: Kernel, E: Engine> {
     kernel: Arc<K>,
     engine: E,
     policy: Policy,
-    source: Box<dyn PolicySource>,
+    source: Arc<dyn PolicySource>,
     policy_error: Option<String>,
     metrics: Arc<Metrics>,
     notifier: Notifier,
@@ -309,7 +318,7 @@ pub async fn run<K: Kernel, E: Engine>(
         engine,
         host_selected: rollout::host_selected(policy.rollout.as_ref(), &host_id.value),
         policy,
-        source,
+        source: Arc::from(source),
         policy_error: None,
         metrics,
         notifier,
@@ -751,7 +760,21 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
     /// SIGHUP: re-read the policy; an invalid one keeps the last good.
     async fn reload(&mut self) {
         self.notifier.reloading();
-        match self.source.load() {
+        let source = Arc::clone(&self.source);
+        let loaded = match tokio::time::timeout(
+            RELOAD_DEADLINE,
+            tokio::task::spawn_blocking(move || source.load()),
+        )
+        .await
+        {
+            Ok(Ok(loaded)) => loaded,
+            Ok(Err(e)) => Err(format!("the policy load failed: {e}")),
+            Err(_) => Err(format!(
+                "the policy load did not finish in {} s",
+                RELOAD_DEADLINE.as_secs()
+            )),
+        };
+        match loaded {
             Ok(p) => {
                 // Configuration management reloads unchanged files on a
                 // timer: an identical policy keeps the findings in progress

@@ -26,7 +26,13 @@ pub const SCHEMA_VERSION: u32 = 1;
 
 const STATE_FILE: &str = "state.json";
 const LOCK_FILE: &str = "state.lock";
+/// The temporary record's name is `state.json.<random>.tmp`.
+const TMP_SUFFIX: &str = ".tmp";
 const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
+/// The largest state record read: far above what any host's originals take
+/// (at most [`MAX_ACTIONS_PER_DEVICE`] per device, a few hundred bytes
+/// each); a longer file is refused from its length.
+pub const MAX_STATE_BYTES: u64 = 16 << 20;
 /// Actions kept per device: enough for the engine's last hour and an
 /// operator's look back, bounded so the file cannot grow forever.
 const MAX_ACTIONS_PER_DEVICE: usize = 64;
@@ -57,11 +63,10 @@ pub enum StateError {
         #[source]
         source: std::io::Error,
     },
-    #[error("reading {path}")]
+    #[error("reading the state record")]
     Read {
-        path: PathBuf,
         #[source]
-        source: std::io::Error,
+        source: config::file::ReadError,
     },
     #[error("parsing {path}")]
     Parse {
@@ -273,13 +278,7 @@ impl StateFile {
 /// first entry when it lists several) or `/run/pptune`.
 #[must_use]
 pub fn runtime_dir() -> PathBuf {
-    std::env::var_os("RUNTIME_DIRECTORY")
-        .and_then(|v| {
-            v.to_str()
-                .and_then(|s| s.split(':').next())
-                .filter(|s| !s.is_empty())
-                .map(PathBuf::from)
-        })
+    config::systemd_directory(std::env::var_os("RUNTIME_DIRECTORY").as_deref())
         .unwrap_or_else(|| PathBuf::from("/run/pptune"))
 }
 
@@ -341,15 +340,14 @@ impl StateStore {
             source,
         })?;
         let lock_path = dir.join(LOCK_FILE);
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|source| StateError::OpenLock {
-                path: lock_path.clone(),
-                source,
-            })?;
+        let lock = config::file::open_for_write(
+            &lock_path,
+            OpenOptions::new().create(true).truncate(false).write(true),
+        )
+        .map_err(|source| StateError::OpenLock {
+            path: lock_path.clone(),
+            source,
+        })?;
         match lock.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
@@ -360,6 +358,18 @@ impl StateStore {
                     path: lock_path,
                     source,
                 });
+            }
+        }
+        // With the lock held no save is under way: a temporary record left
+        // by a crash is removed (never followed: remove_file unlinks a
+        // symlink itself).
+        if let Ok(rd) = fs::read_dir(dir) {
+            for e in rd.filter_map(Result::ok) {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                if name.starts_with(&format!("{STATE_FILE}.")) && name.ends_with(TMP_SUFFIX) {
+                    let _ = fs::remove_file(e.path());
+                }
             }
         }
         Ok(Self {
@@ -387,12 +397,14 @@ impl StateStore {
     /// [`StateStore::load_or_set_aside`]).
     pub fn load(&self) -> Result<(StateFile, Option<String>), StateError> {
         let path = self.path();
-        let text = match fs::read_to_string(&path) {
+        // What restore puts back comes from here: only a record this user
+        // owns and no one else can write (config::file::read_trusted).
+        let text = match config::file::read_trusted_text(&path, MAX_STATE_BYTES) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => {
                 return Ok((StateFile::new(self.boot_id.clone()), None));
             }
-            Err(source) => return Err(StateError::Read { path, source }),
+            Err(source) => return Err(StateError::Read { source }),
         };
         // The version first, so a newer layout is recognised even when the
         // rest of it does not parse as this version's record.
@@ -441,10 +453,32 @@ impl StateStore {
     /// run over a record it cannot keep.
     pub fn load_or_set_aside(&self) -> Result<(StateFile, Option<String>), StateError> {
         match self.load() {
-            Err(e @ StateError::Parse { .. }) => {
+            // Not JSON, or not something this daemon wrote at all (a FIFO,
+            // a directory, larger than any record): kept under another
+            // name, never deleted.
+            Err(
+                e @ (StateError::Parse { .. }
+                | StateError::Read {
+                    source:
+                        config::file::ReadError::NotAFile { .. }
+                        | config::file::ReadError::TooLarge { .. }
+                        | config::file::ReadError::Untrusted { .. },
+                }),
+            ) => {
                 let path = self.path();
                 let ms = crate::clock::unix_ms();
-                let aside = self.dir.join(format!("{STATE_FILE}.unreadable-{ms}"));
+                // A name no earlier record set aside holds (two in one
+                // millisecond must not overwrite each other).
+                let aside = (0..)
+                    .map(|n| {
+                        self.dir.join(if n == 0 {
+                            format!("{STATE_FILE}.unreadable-{ms}")
+                        } else {
+                            format!("{STATE_FILE}.unreadable-{ms}.{n}")
+                        })
+                    })
+                    .find(|p| p.symlink_metadata().is_err())
+                    .unwrap_or_else(|| self.dir.join(format!("{STATE_FILE}.unreadable-{ms}")));
                 fs::rename(&path, &aside).map_err(|source| StateError::Write {
                     path: aside.clone(),
                     source,
@@ -473,7 +507,6 @@ impl StateStore {
     /// Writes the record atomically: temp file, fsync, rename, fsync dir.
     pub fn save(&self, state: &StateFile) -> Result<(), StateError> {
         let path = self.path();
-        let tmp = self.dir.join(format!("{STATE_FILE}.tmp"));
         let werr = |p: &Path| {
             let p = p.to_owned();
             move |source| StateError::Write { path: p, source }
@@ -482,12 +515,22 @@ impl StateStore {
             path: path.clone(),
             source,
         })?;
-        let mut f = File::create(&tmp).map_err(werr(&tmp))?;
+        // Created exclusively under an unpredictable name (a symlink or a
+        // file planted under a known name is never written through), then
+        // renamed over the record.
+        let mut f = tempfile::Builder::new()
+            .prefix(&format!("{STATE_FILE}."))
+            .suffix(TMP_SUFFIX)
+            // Readable by the runtime directory's group (0750), as a file
+            // made with the service's umask (022) was.
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o640))
+            .tempfile_in(&self.dir)
+            .map_err(werr(&self.dir))?;
+        let tmp = f.path().to_owned();
         f.write_all(text.as_bytes()).map_err(werr(&tmp))?;
         f.write_all(b"\n").map_err(werr(&tmp))?;
-        f.sync_all().map_err(werr(&tmp))?;
-        drop(f);
-        fs::rename(&tmp, &path).map_err(werr(&path))?;
+        f.as_file().sync_all().map_err(werr(&tmp))?;
+        f.persist(&path).map_err(|e| werr(&path)(e.error))?;
         // The rename is durable only once the directory entry is on disk.
         File::open(&self.dir)
             .and_then(|d| d.sync_all())
@@ -518,6 +561,117 @@ mod tests {
             perm_addr: Some("0c:42:a1:00:00:01".into()),
             name_fallback: None,
         }
+    }
+
+    /// With a runtime directory another user can write, symlinks planted
+    /// at state.lock and at the temporary record's old fixed name had a
+    /// root-only file overwritten. The lock is refused; the record is
+    /// written through a new, exclusively created file; the target of
+    /// the symlinks is untouched.
+    #[test]
+    fn planted_symlinks_are_never_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("root-only");
+        std::fs::write(&target, b"secret").unwrap();
+        let run = dir.path().join("run");
+        std::fs::create_dir(&run).unwrap();
+        std::os::unix::fs::symlink(&target, run.join(LOCK_FILE)).unwrap();
+        let e = StateStore::open(&run, "boot-a".into()).unwrap_err();
+        assert!(matches!(e, StateError::OpenLock { .. }), "{e:?}");
+        std::fs::remove_file(run.join(LOCK_FILE)).unwrap();
+        std::os::unix::fs::symlink(&target, run.join("state.json.tmp")).unwrap();
+        // A temporary record left by a crash is removed at open.
+        std::fs::write(run.join("state.json.abc123.tmp"), b"{").unwrap();
+        let store = StateStore::open(&run, "boot-a".into()).unwrap();
+        assert!(!run.join("state.json.abc123.tmp").exists());
+        let (s, _) = store.load().unwrap();
+        store.save(&s).unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"secret");
+        assert!(run.join(STATE_FILE).symlink_metadata().unwrap().is_file());
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(run.join(STATE_FILE))
+                .unwrap()
+                .permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o640, "{mode:o}");
+    }
+
+    /// A record someone else could have written (group- or world-writable;
+    /// owned by another user: config::file's test) drove `restore`. It is
+    /// refused by `restore` (load) and set aside by the daemon.
+    #[test]
+    fn a_record_others_can_write_is_not_trusted() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::open(dir.path(), "boot-a".into()).unwrap();
+        let (s, _) = store.load().unwrap();
+        store.save(&s).unwrap();
+        let path = dir.path().join(STATE_FILE);
+        store.load().unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let e = store.load().unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                StateError::Read {
+                    source: config::file::ReadError::Untrusted { .. }
+                }
+            ),
+            "{e:?}"
+        );
+        let (_, why) = store.load_or_set_aside().unwrap();
+        assert!(why.unwrap().contains("lets others write it"));
+        assert!(!path.exists());
+    }
+
+    /// A FIFO as state.json hung `run` and `restore` (the read waited for
+    /// a writer), and a 1.5 GiB file cost 1.58 GB. Both are refused from
+    /// the inode and the length, at once: `restore` (load) says so and
+    /// leaves the file; the daemon sets it aside and starts afresh.
+    #[test]
+    fn a_fifo_or_an_oversized_state_record_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::open(dir.path(), "boot-a".into()).unwrap();
+        let path = dir.path().join(STATE_FILE);
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&path)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let t = tokio::time::Instant::now();
+        let e = store.load().unwrap_err();
+        assert!(
+            format!("{:#}", anyhow::Error::from(e)).contains("not a regular file: a FIFO"),
+            "FIFO"
+        );
+        let (fresh, why) = store.load_or_set_aside().unwrap();
+        assert!(fresh.devices.is_empty());
+        assert!(why.unwrap().contains("moved aside"));
+        assert!(!path.exists());
+        let f = std::fs::File::create(&path).unwrap();
+        f.set_len(3 << 29).unwrap();
+        let e = store.load().unwrap_err();
+        assert!(
+            matches!(&e, StateError::Read { source: config::file::ReadError::TooLarge { size, .. } } if *size == 3 << 29),
+            "{e:?}"
+        );
+        assert!(path.exists(), "load leaves it");
+        store.load_or_set_aside().unwrap();
+        assert!(!path.exists());
+        let kept = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("state.json.unreadable-")
+            })
+            .count();
+        assert_eq!(kept, 2, "both kept aside, neither deleted");
+        assert!(t.elapsed() < Duration::from_secs(5));
     }
 
     #[test]

@@ -112,7 +112,11 @@ pub fn write_channels_record(dir: &std::path::Path, name: &str, from: u32, to: u
             outcome: Outcome::Effective,
         },
     );
-    std::fs::write(dir.join("state.json"), serde_json::to_string(&rec).unwrap()).unwrap();
+    let path = dir.join("state.json");
+    std::fs::write(&path, serde_json::to_string(&rec).unwrap()).unwrap();
+    // As the daemon writes it: a record others can write is not trusted
+    // (whatever the test's umask).
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
 }
 
 /// The resident set of process `pid` in KiB (`VmRSS` of `/proc/PID/status`).

@@ -216,3 +216,51 @@ fn restore_of_an_unknown_interface_says_so() {
         "{stdout}"
     );
 }
+
+/// An unparsable `PPTUNE_LOG` silently became `info`; now `run` refuses
+/// it before starting anything, saying what a filter looks like.
+#[test]
+fn an_unparsable_pptune_log_is_refused_by_run() {
+    let out = Command::new(pptune_bin())
+        .args(["--config", &example(), "run"])
+        .env("PPTUNE_LOG", "pptune=verbose")
+        .daemon_dirs(tempfile::tempdir().unwrap().path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("PPTUNE_LOG=`pptune=verbose` is not a log filter"),
+        "{err}"
+    );
+}
+
+/// `replay` of a recording it read no pass from said "the policy holds
+/// every device over the whole recording" and exited 0: a recording with
+/// only its header, and one whose only frame is torn, now exit 1 saying
+/// nothing was replayed.
+#[test]
+fn a_replay_that_read_no_pass_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("00000001.pptrec");
+    let mut head = b"PPTUNREC".to_vec();
+    head.extend_from_slice(&2_u32.to_le_bytes());
+    std::fs::write(&p, &head).unwrap();
+    let out = pptune(&["replay", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("no pass could be read (the recording has none)"),
+        "{err}"
+    );
+    assert!(!text(&out.stdout).contains("holds every device"));
+    head.extend_from_slice(&[9, 0, 0, 0, 1, 2, 3, 4, 5]);
+    std::fs::write(&p, &head).unwrap();
+    let out = pptune(&["replay", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("warning:") && err.contains("the warnings above say why"),
+        "{err}"
+    );
+}

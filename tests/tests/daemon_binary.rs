@@ -37,6 +37,15 @@ fn wait_for(
     false
 }
 
+/// A fake `NOTIFY_SOCKET` under `dir`, read with a short timeout.
+fn notify_socket(dir: &std::path::Path) -> (std::path::PathBuf, UnixDatagram) {
+    let path = dir.join("notify.sock");
+    let sock = UnixDatagram::bind(&path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    (path, sock)
+}
+
 fn signal(pid: u32, sig: &str) {
     let st = Command::new("kill")
         .args([sig, &pid.to_string()])
@@ -75,10 +84,7 @@ fn systemd_notify_reload_device_appearance_and_sigterm_in_a_netns() {
     let cfg = dir.path().join("etc");
     std::fs::create_dir(&cfg).unwrap();
     let run_dir = dir.path().join("run");
-    let notify = dir.path().join("notify.sock");
-    let sock = UnixDatagram::bind(&notify).unwrap();
-    sock.set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
+    let (notify, sock) = notify_socket(dir.path());
     // unshare execs sh, which brings lo up and execs pptune: one pid all
     // along, so the signals reach pptune and NOTIFY_SOCKET's sender matches.
     let mut child = in_netns(
@@ -194,10 +200,7 @@ fn an_ethtool_change_by_hand_is_an_operator_override_on_the_real_kernel() {
     )
     .unwrap();
     let run_dir = dir.path().join("run");
-    let notify = dir.path().join("notify.sock");
-    let sock = UnixDatagram::bind(&notify).unwrap();
-    sock.set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
+    let (notify, sock) = notify_socket(dir.path());
     let mut child = in_netns("ip link set lo up && ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 && ip link set ppt0 up && ip link set ppt1 up && exec \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0")
         .arg(&policy)
         .env("NOTIFY_SOCKET", &notify)
@@ -347,4 +350,49 @@ fn plan_answers_at_once_when_nothing_can_be_judged_and_changes_nothing() {
         stdout[json_end..].contains("RX:\t\t1") || stdout[json_end..].contains("RX: 1"),
         "{stdout}"
     );
+}
+
+/// docs/policy.md: `daemon.metrics_listen: null` = no endpoint. It listened
+/// on 127.0.0.1:9864 all the same (null fell back to the default). Now the
+/// daemon runs (READY=1) with no listening socket in its namespace.
+#[test]
+fn metrics_listen_null_serves_no_endpoint() {
+    require_root("a throwaway network namespace");
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("policy.yaml");
+    std::fs::write(&cfg, "daemon:\n  metrics_listen: null\n").unwrap();
+    let (notify, sock) = notify_socket(dir.path());
+    let mut child = in_netns("ip link set lo up && exec \"$0\" --config \"$1\" run")
+        .arg(&cfg)
+        .env("NOTIFY_SOCKET", &notify)
+        .daemon_dirs(dir.path().join("run"))
+        .env_remove("WATCHDOG_USEC")
+        .env_remove("WATCHDOG_PID")
+        .env_remove("JOURNAL_STREAM")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("log")).unwrap())
+        .spawn()
+        .unwrap();
+    let log = || std::fs::read_to_string(dir.path().join("log")).unwrap_or_default();
+    let mut msgs = Vec::new();
+    if !wait_for(&sock, &mut msgs, 30, |m| m.contains("READY=1")) {
+        let _ = child.kill();
+        panic!("no READY=1: {msgs:?}\n{}", log());
+    }
+    let pid = child.id().to_string();
+    let ss = Command::new("nsenter")
+        .args(["-t", &pid, "-n", "ss", "-Hltn"])
+        .output()
+        .unwrap();
+    let listening = String::from_utf8_lossy(&ss.stdout).into_owned();
+    signal(child.id(), "-TERM");
+    let status = child.wait().unwrap();
+    assert!(ss.status.success());
+    assert_eq!(
+        listening.trim(),
+        "",
+        "a TCP listener in the daemon's namespace"
+    );
+    assert!(log().contains("no metrics endpoint"), "{}", log());
+    assert_eq!(status.code(), Some(0), "{}", log());
 }

@@ -900,6 +900,111 @@ async fn readiness_fails_while_sampling_hangs_and_while_the_policy_is_invalid() 
     served.daemon.abort();
 }
 
+/// A policy load that does not finish (a wedged file system; before the
+/// linear matcher, a glob that backtracked) ran on the loop's own thread:
+/// `/healthz` and signals stopped with it and only the watchdog ended it.
+/// The load now runs on a blocking thread with a deadline: `/healthz`
+/// answers at once all along, and after `RELOAD_DEADLINE` the reload is
+/// refused ("did not finish") and the last good policy goes on.
+#[tokio::test(flavor = "current_thread")]
+async fn a_policy_load_that_hangs_stops_neither_healthz_nor_the_loop() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    struct Hangs(Policy, Arc<AtomicBool>);
+    impl PolicySource for Hangs {
+        fn load(&self) -> Result<Policy, String> {
+            while self.1.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Ok(self.0.clone())
+        }
+    }
+    let mut policy = fake::test_policy(Mode::Observe);
+    policy.timing.interval = Duration::from_millis(200);
+    let hang = Arc::new(AtomicBool::new(false));
+    let metrics = Arc::new(Metrics::new());
+    let addr = start_server(Arc::clone(&metrics), Limits::default()).await;
+    let (tx, rx) = mpsc::unbounded_channel();
+    let opts = options(Arc::clone(&metrics), rx);
+    let source = Hangs(policy.clone(), Arc::clone(&hang));
+    let daemon = tokio::spawn(run(
+        Arc::new(FakeKernel::bursty()),
+        PolicyEngine::default(),
+        Box::new(source),
+        policy,
+        opts,
+        std::future::pending(),
+    ));
+    readyz_until(addr, 200).await;
+    // Released however the test ends: the runtime waits for the blocking
+    // load when it shuts down.
+    struct Release(Arc<AtomicBool>);
+    impl Drop for Release {
+        fn drop(&mut self) {
+            self.0.store(false, Ordering::Relaxed);
+        }
+    }
+    let _release = Release(Arc::clone(&hang));
+    hang.store(true, Ordering::Relaxed);
+    tx.send(()).unwrap();
+    let t0 = tokio::time::Instant::now();
+    let healthz = || {
+        client(move || {
+            let t = tokio::time::Instant::now();
+            let mut s = connect(addr);
+            let status = exchange(&mut s, "GET /healthz HTTP/1.1\r\nHost: x", false)
+                .unwrap()
+                .status;
+            (status, t.elapsed())
+        })
+    };
+    // While the load hangs: every probe answered, each well within a
+    // liveness probe's timeout.
+    let mut slowest = Duration::ZERO;
+    while t0.elapsed() < pptune::run::RELOAD_DEADLINE - Duration::from_secs(2) {
+        let (status, took) = healthz().await;
+        assert_eq!(status, 200);
+        slowest = slowest.max(took);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(
+        slowest < Duration::from_secs(1),
+        "slowest /healthz {slowest:?}"
+    );
+    // Past the deadline: the reload is refused (until then the loop waits
+    // for it, so /readyz says the last sample is old), the loop samples
+    // again with the last good policy.
+    let samples = |m: &Metrics| {
+        let t = m.encode().unwrap();
+        t.lines()
+            .find_map(|l| l.strip_prefix("pptune_samples_total "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    let body = loop {
+        let (status, body) = readyz(addr).await;
+        if body["policy_valid"] == false {
+            assert_eq!(status, 503);
+            break body;
+        }
+        assert!(
+            t0.elapsed() < pptune::run::RELOAD_DEADLINE + Duration::from_secs(5),
+            "/readyz stayed {status}: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        body["reasons"][0]
+            .as_str()
+            .unwrap_or_default()
+            .contains("did not finish in 10 s"),
+        "{body}"
+    );
+    let before = samples(&metrics);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(samples(&metrics) > before, "the loop samples again");
+    daemon.abort();
+}
+
 /// Scrape-storm figures (BENCHMARKS.md §5).
 #[derive(Debug, Default)]
 struct Storm {

@@ -175,3 +175,36 @@ async fn history_after_a_restart_shows_the_changes_from_before_it() {
     // The run it was made in is over: it is no longer pending.
     assert_ne!(first.outcome, policy::Outcome::Pending, "{rows:#?}");
 }
+
+/// One non-UTF-8 byte in the journal made `history` fail whole; a
+/// journal larger than the journal ever grows was read whole (1.5 GiB:
+/// 3.15 GB). The bad line is skipped with a warning naming its file and
+/// line, the rest is shown; the oversized file is refused from its length.
+#[tokio::test(start_paused = true)]
+async fn history_skips_a_non_utf8_line_and_refuses_an_oversized_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = Arc::new(FakeKernel::bursty());
+    let p = fake::test_policy(Mode::Enforce);
+    run_for(&k, &p, dir.path(), 60).await;
+    let (clean, _) = journal::read(dir.path()).unwrap();
+    assert!(!clean.is_empty());
+    let path = dir.path().join(journal::FILE);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let first_line_end = bytes.iter().position(|&b| b == b'\n').unwrap();
+    bytes.splice(first_line_end..first_line_end, *b"\n{\"type\":\"run\xff\"}");
+    std::fs::write(&path, &bytes).unwrap();
+    let (rows, warnings) = journal::read(dir.path()).unwrap();
+    assert_eq!(rows.len(), clean.len(), "{warnings:?}");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains(&format!("{}: line 2 skipped: not UTF-8", path.display())),
+        "{warnings:?}"
+    );
+    let f = std::fs::File::create(dir.path().join("changes.jsonl.1")).unwrap();
+    f.set_len(3 << 29).unwrap();
+    let e = journal::read(dir.path()).unwrap_err().to_string();
+    assert!(
+        e.contains("changes.jsonl.1") && e.contains("bytes, more than"),
+        "{e}"
+    );
+}

@@ -88,3 +88,29 @@ fn plan_detailed_exitcode_is_0_when_everything_holds() {
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert!(stdout.contains("ppt0 — hold [no_pools]"), "{stdout}");
 }
+
+/// `verify` over a record it could not read said every knob held and
+/// exited 0; `plan`, `export` and `restore -i` read the same record and
+/// took "unreadable" for "none". Each now fails, naming the record. A
+/// missing record is still "nothing set" (0).
+#[test]
+fn an_unreadable_record_is_an_error_not_nothing_set() {
+    require_root("a throwaway network namespace");
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"
+        "$0" verify; echo "missing=$?"
+        echo '{"schema_version": 1, "boot_' > "$RUNTIME_DIRECTORY/state.json"
+        "$0" verify; echo "truncated=$?"
+        "$0" export --format tuned; echo "export=$?"
+        rm "$RUNTIME_DIRECTORY/state.json"; mkfifo "$RUNTIME_DIRECTORY/state.json"
+        timeout 10 "$0" verify; echo "fifo=$?"
+    "#;
+    let out = in_netns(script).daemon_dirs(dir.path()).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for want in ["missing=0", "truncated=1", "export=1", "fifo=1"] {
+        assert!(stdout.contains(want), "{want}: {stdout}\n{stderr}");
+    }
+    assert!(stderr.contains("parsing pptune's state record"), "{stderr}");
+    assert!(stderr.contains("not a regular file: a FIFO"), "{stderr}");
+}

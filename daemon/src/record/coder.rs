@@ -241,6 +241,21 @@ impl Coder {
                 let shape = parse_shape(&mut Reader(rd.take(len)?))?;
                 let keys = keys_of_shape(&shape);
                 let width = self.pool_width();
+                // Every number of the layout takes at least a byte of what
+                // follows it: a layout that needs more is corrupt, and is
+                // refused before its tables are allocated (a crafted Start
+                // with 10^6 counters and 20,000 pools asked for 160 GB).
+                let numbers = keys
+                    .pools
+                    .len()
+                    .checked_mul(width)
+                    .and_then(|n| n.checked_add(keys.queues.len().checked_mul(QUEUE_SLOTS)?))
+                    .and_then(|n| n.checked_add(keys.devs.len().checked_mul(DEV_SLOTS)?));
+                if numbers.is_none_or(|n| n > rd.0.len()) {
+                    return Err(DecodeError::Block(
+                        "the layout has more numbers than bytes after it",
+                    ));
+                }
                 realign(&mut self.vals, &self.keys, &keys, width);
                 self.keys = keys;
                 self.shape = Some(shape);
@@ -282,7 +297,12 @@ fn fill(c: &Coder, out: &mut Snapshot) -> Result<(), DecodeError> {
     {
         return Err(DecodeError::Block("numbers do not match the layout"));
     }
-    let mut row = vec![0_u64; width];
+    // Only with pools: the counter list's length comes from the recording.
+    let mut row = if np > 0 {
+        vec![0_u64; width]
+    } else {
+        Vec::new()
+    };
     let mut fill_pools = |v: &mut Vec<Pool>, n: usize| -> Result<(), DecodeError> {
         v.resize_with(n, Pool::default);
         for p in v.iter_mut() {
@@ -825,5 +845,41 @@ mod tests {
         put(&mut b, zigzag(5_u64.wrapping_sub(7)));
         assert_eq!(b.len(), 1);
         assert!(Reader(&[0x80; 11]).varint().is_err());
+    }
+
+    /// A recording's counter list is as long as its Start says: 10^6 names
+    /// and a layout of 20,000 pools (three bytes each, in a 60 KB block)
+    /// asked realign for 2·10^10 numbers, 160 GB, and aborted replay. The
+    /// layout is now refused before anything of its size is allocated:
+    /// every number takes at least one byte of the block.
+    #[test]
+    fn a_layout_with_more_numbers_than_bytes_is_refused_before_allocation() {
+        let rec = Coder::writer().encode(&Snapshot::default());
+        let mut shape = Vec::new();
+        put(&mut shape, 0); // no devices
+        put(&mut shape, 20_000); // orphan pools
+        for id in 0..20_000_u64 {
+            put(&mut shape, id);
+            shape.push(0); // flags
+            put(&mut shape, 0); // no provider
+        }
+        let mut block = vec![1];
+        put(&mut block, shape.len() as u64);
+        block.extend_from_slice(&shape);
+        let names = vec!["x".to_owned(); 1_000_000];
+        let mut c = Coder::for_counters(&names);
+        let mut out = Snapshot::default();
+        let e = c.decode_into(&rec, &block, &mut out).unwrap_err();
+        assert!(
+            matches!(e, DecodeError::Block(m) if m.contains("more numbers than bytes")),
+            "{e}"
+        );
+        // The same layout with this build's counters and one byte per
+        // number decodes.
+        let mut c = Coder::writer();
+        let width = POOL_GAUGES + COUNT;
+        block.extend(std::iter::repeat_n(0, 20_000 * width));
+        c.decode_into(&rec, &block, &mut out).unwrap();
+        assert_eq!(out.orphan_pools.len(), 20_000);
     }
 }

@@ -20,9 +20,16 @@ use super::format::{FORMAT_VERSION, Record};
 pub const MAGIC: &[u8; 8] = b"PPTUNREC";
 /// Segment file extension.
 pub const EXTENSION: &str = "pptrec";
-/// A frame larger than this is corruption, not a pass (a 2048-pool keyframe
-/// is well under 1 MiB compressed).
-const MAX_FRAME: u32 = 256 << 20;
+/// A record larger than this, compressed or inflated, is corruption, not a
+/// pass: a 2048-pool keyframe is well under 1 MiB compressed and a few MiB
+/// inflated. The reader allocates no more for one frame (a frame's length
+/// is also checked against the bytes left in the file, and inflating stops
+/// at this bound), and the snapshot decoder no more than one number per
+/// byte of it (coder.rs).
+pub const MAX_RECORD: u32 = 16 << 20;
+/// A frame's bound: a record's, plus what deflate adds to bytes it cannot
+/// compress (5 bytes per stored block of up to 64 KiB).
+const MAX_FRAME: u32 = MAX_RECORD + (MAX_RECORD >> 10);
 /// The deflate level, chosen by measurement (BENCHMARKS.md §6): zlib-rs's
 /// level 1 writes 23 % more than its level 2 for a third less write time;
 /// levels above 2 gain under 1 % and cost more.
@@ -43,6 +50,9 @@ pub enum RecordError {
     Version { path: PathBuf, found: u32 },
     #[error("{0}: no recording segments (*.pptrec) there")]
     Empty(PathBuf),
+    /// Not a regular file, or (from its length) not a segment pptune wrote.
+    #[error(transparent)]
+    NotRegular(config::file::ReadError),
     #[error("encoding a record: {0}")]
     Encode(String),
 }
@@ -86,6 +96,14 @@ pub fn frame(rec: &Record) -> Result<Vec<u8>, RecordError> {
     let cbor = u32::try_from(raw.len() - 4).map_err(|e| RecordError::Encode(e.to_string()))?;
     raw[..4].copy_from_slice(&cbor.to_le_bytes());
     raw.extend_from_slice(block);
+    // The reader's bound, kept by the writer too: a pass it would refuse
+    // is not written.
+    if raw.len() > MAX_RECORD as usize {
+        return Err(RecordError::Encode(format!(
+            "a pass of {} bytes, more than the {MAX_RECORD} a record may have",
+            raw.len()
+        )));
+    }
     let mut head = Vec::with_capacity(8 + raw.len() / 2);
     head.extend_from_slice(&[0_u8; 8]);
     let mut enc = DeflateEncoder::new(head, COMPRESSION);
@@ -210,6 +228,10 @@ pub fn files(path: &Path) -> Result<Vec<PathBuf>, RecordError> {
 pub struct SegmentReader {
     path: PathBuf,
     input: BufReader<File>,
+    /// The file's length when opened; a segment being written grows, so
+    /// [`Self::next_record`] looks again before refusing a frame as longer
+    /// than the file.
+    size: u64,
     offset: u64,
     done: bool,
     warning: Option<String>,
@@ -225,7 +247,13 @@ impl SegmentReader {
     /// # Errors
     /// Unreadable, not a recording, or another format version.
     pub fn open(path: &Path) -> Result<Self, RecordError> {
-        let file = File::open(path).map_err(io_err(path))?;
+        let (file, size) = config::file::open_regular(path).map_err(|e| match e {
+            config::file::ReadError::Io { source, .. } => RecordError::Io {
+                path: path.to_owned(),
+                source,
+            },
+            other => RecordError::NotRegular(other),
+        })?;
         let mut input = BufReader::with_capacity(1 << 20, file);
         let mut head = [0_u8; 12];
         input
@@ -248,6 +276,7 @@ impl SegmentReader {
         Ok(Self {
             path: path.to_owned(),
             input,
+            size,
             offset: 12,
             done: false,
             warning: None,
@@ -298,7 +327,23 @@ impl SegmentReader {
         let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
         let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
         if len > MAX_FRAME {
-            return self.torn(&format!("implausible frame length {len}"));
+            return self.torn(&format!(
+                "implausible frame length {len} (a frame is at most {MAX_FRAME} bytes)"
+            ));
+        }
+        let need = self.offset + 8 + u64::from(len);
+        if need > self.size {
+            self.size = self
+                .input
+                .get_ref()
+                .metadata()
+                .map_or(self.size, |m| m.len());
+        }
+        if need > self.size {
+            return self.torn(&format!(
+                "frame length {len} runs past the end of the file ({} bytes)",
+                self.size
+            ));
         }
         self.buf.resize(len as usize, 0);
         if self.input.read_exact(&mut self.buf).is_err() {
@@ -308,8 +353,16 @@ impl SegmentReader {
             return self.torn("frame checksum mismatch");
         }
         self.raw.clear();
-        if let Err(e) = DeflateDecoder::new(&self.buf[..]).read_to_end(&mut self.raw) {
+        if let Err(e) = DeflateDecoder::new(&self.buf[..])
+            .take(u64::from(MAX_RECORD) + 1)
+            .read_to_end(&mut self.raw)
+        {
             return self.torn(&format!("undecompressible record ({e})"));
+        }
+        if self.raw.len() > MAX_RECORD as usize {
+            return self.torn(&format!(
+                "record inflates past {MAX_RECORD} bytes (a frame of {len})"
+            ));
         }
         let cbor_len = self
             .raw

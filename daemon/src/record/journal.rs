@@ -91,10 +91,8 @@ impl Journal {
             text.push_str(&serde_json::to_string(e).map_err(std::io::Error::other)?);
             text.push('\n');
         }
-        let mut f = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)?;
+        let mut f =
+            config::file::open_for_write(&self.path, OpenOptions::new().create(true).append(true))?;
         f.write_all(text.as_bytes())?;
         f.sync_data()
     }
@@ -184,39 +182,54 @@ pub struct HistoryRow {
     pub outcome_unix_ms: Option<u64>,
 }
 
-/// Reads the journal in `dir` (the older generation first). A line that
-/// does not parse (a torn last line) is skipped and reported.
+/// The largest journal file read: it rotates at [`ROTATE_AT`], so a file
+/// twice that size was not written by pptune (refused from its length).
+pub const MAX_FILE_BYTES: u64 = 2 * ROTATE_AT;
+
+/// Reads the journal in `dir` (the older generation first), each file as
+/// [`config::file::read_regular`] reads: regular files of at most
+/// [`MAX_FILE_BYTES`]. A line that does not parse (a torn last line) or is
+/// not UTF-8 is skipped and reported, by file and line.
 ///
 /// # Errors
 /// Neither file exists or one cannot be read.
-pub fn read(dir: &Path) -> Result<(Vec<HistoryRow>, Vec<String>), std::io::Error> {
+pub fn read(dir: &Path) -> Result<(Vec<HistoryRow>, Vec<String>), config::file::ReadError> {
     let cur = dir.join(FILE);
     let old = cur.with_extension("jsonl.1");
-    let mut text = String::new();
-    let mut found = false;
+    let mut files = Vec::new();
     for p in [&old, &cur] {
-        match std::fs::read_to_string(p) {
-            Ok(t) => {
-                found = true;
-                text.push_str(&t);
-                if !t.ends_with('\n') && !t.is_empty() {
-                    text.push('\n');
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        match config::file::read_regular(p, MAX_FILE_BYTES) {
+            Ok(bytes) => files.push((p, bytes)),
+            Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => {}
             Err(e) => return Err(e),
         }
     }
-    if !found {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::NotFound,
-            format!("no change journal at {}", cur.display()),
-        ));
+    if files.is_empty() {
+        return Err(config::file::ReadError::Io {
+            path: cur.clone(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no change journal here"),
+        });
     }
     let mut warnings = Vec::new();
     let mut rows: Vec<HistoryRow> = Vec::new();
     let mut last_run = None;
-    for (n, line) in text.lines().enumerate() {
+    let lines = files.iter().flat_map(|(p, bytes)| {
+        bytes
+            .split(|&b| b == b'\n')
+            .enumerate()
+            .map(move |(n, line)| (*p, n + 1, line))
+    });
+    for (path, n, line) in lines {
+        let line = match std::str::from_utf8(line) {
+            Ok(l) => l,
+            Err(e) => {
+                warnings.push(format!(
+                    "{}: line {n} skipped: not UTF-8 ({e})",
+                    path.display()
+                ));
+                continue;
+            }
+        };
         if line.trim().is_empty() {
             continue;
         }
@@ -241,7 +254,7 @@ pub fn read(dir: &Path) -> Result<(Vec<HistoryRow>, Vec<String>), std::io::Error
                     r.outcome_unix_ms = Some(unix_ms);
                 }
             }
-            Err(e) => warnings.push(format!("{}: line {} skipped: {e}", cur.display(), n + 1)),
+            Err(e) => warnings.push(format!("{}: line {n} skipped: {e}", path.display())),
         }
     }
     // A run that ended with a change under evaluation: the next run closed

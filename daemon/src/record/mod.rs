@@ -34,13 +34,7 @@ use format::{EngineBlob, FORMAT_VERSION, Pass, PrevPass, Record, SnapRec, Start,
 /// first entry) or `/var/lib/pptune`.
 #[must_use]
 pub fn state_dir() -> PathBuf {
-    std::env::var_os("STATE_DIRECTORY")
-        .and_then(|v| {
-            v.to_str()
-                .and_then(|s| s.split(':').next())
-                .filter(|s| !s.is_empty())
-                .map(PathBuf::from)
-        })
+    config::systemd_directory(std::env::var_os("STATE_DIRECTORY").as_deref())
         .unwrap_or_else(|| PathBuf::from("/var/lib/pptune"))
 }
 

@@ -313,3 +313,83 @@ fn the_rolling_recording_stays_under_its_cap_and_replays_from_any_segment() {
     assert_eq!(p, snap(first - 1, 256));
     assert_eq!(at, Duration::from_secs(first - 1));
 }
+
+/// A segment of `frames` (each `[len][crc][payload]`) after the header.
+fn segment_with(frames: &[(u32, u32, &[u8])]) -> Vec<u8> {
+    let mut b = file::MAGIC.to_vec();
+    b.extend_from_slice(&format::FORMAT_VERSION.to_le_bytes());
+    for (len, crc, payload) in frames {
+        b.extend_from_slice(&len.to_le_bytes());
+        b.extend_from_slice(&crc.to_le_bytes());
+        b.extend_from_slice(payload);
+    }
+    b
+}
+
+/// A frame's length is read from the file: 255 MiB in a 922-byte file
+/// made the reader allocate 268 MB before finding the file too short. A
+/// length past the record bound, or past the end of the file, now ends
+/// the segment before any buffer of that size exists.
+#[test]
+fn a_frame_longer_than_its_file_or_the_bound_is_refused_before_allocation() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("x.pptrec");
+    for (len, says) in [
+        (255 << 20, "implausible frame length"),
+        (file::MAX_RECORD, "runs past the end of the file"),
+        (1000, "runs past the end of the file"),
+    ] {
+        std::fs::write(&p, segment_with(&[(len, 0, &[0; 900])])).unwrap();
+        let mut r = file::SegmentReader::open(&p).unwrap();
+        assert!(r.next_record().is_none());
+        let w = r.warning().unwrap();
+        assert!(w.contains(says), "{len}: {w}");
+    }
+}
+
+/// A 1 MB frame with a correct CRC inflated to 1.12 GB (4.2 MB: 4.27 GB,
+/// 18.5 s), in replay and in the daemon's start-up scan of its own
+/// recording. Inflating now stops at the record bound.
+#[test]
+fn a_frame_that_inflates_past_the_record_bound_is_cut_there() {
+    use flate2::write::DeflateEncoder;
+    let mut enc = DeflateEncoder::new(Vec::new(), flate2::Compression::best());
+    let zeros = vec![0_u8; 1 << 20];
+    for _ in 0..(file::MAX_RECORD >> 20) + 4 {
+        enc.write_all(&zeros).unwrap();
+    }
+    let payload = enc.finish().unwrap();
+    let len = u32::try_from(payload.len()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("x.pptrec");
+    std::fs::write(
+        &p,
+        segment_with(&[(len, crc32fast::hash(&payload), &payload)]),
+    )
+    .unwrap();
+    let mut r = file::SegmentReader::open(&p).unwrap();
+    assert!(r.next_record().is_none());
+    let w = r.warning().unwrap();
+    assert!(w.contains("inflates past"), "{w}");
+}
+
+/// A FIFO named like a segment hung replay, verify and the daemon's scan
+/// (open blocks until a writer comes); it is refused as what it is.
+#[test]
+fn a_fifo_named_like_a_segment_is_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("00000001.pptrec");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&p)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let t = tokio::time::Instant::now();
+    let e = Recording::open(&p).unwrap_err().to_string();
+    assert!(e.contains("not a regular file: a FIFO"), "{e}");
+    let e = Recording::open(dir.path()).unwrap_err().to_string();
+    assert!(e.contains("not a regular file: a FIFO"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(5));
+}
