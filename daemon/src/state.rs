@@ -469,16 +469,12 @@ impl StateStore {
                 let ms = crate::clock::unix_ms();
                 // A name no earlier record set aside holds (two in one
                 // millisecond must not overwrite each other).
-                let aside = (0..)
-                    .map(|n| {
-                        self.dir.join(if n == 0 {
-                            format!("{STATE_FILE}.unreadable-{ms}")
-                        } else {
-                            format!("{STATE_FILE}.unreadable-{ms}.{n}")
-                        })
-                    })
-                    .find(|p| p.symlink_metadata().is_err())
-                    .unwrap_or_else(|| self.dir.join(format!("{STATE_FILE}.unreadable-{ms}")));
+                let mut aside = self.dir.join(format!("{STATE_FILE}.unreadable-{ms}"));
+                let mut n = 0_u32;
+                while aside.symlink_metadata().is_ok() {
+                    n += 1;
+                    aside = self.dir.join(format!("{STATE_FILE}.unreadable-{ms}.{n}"));
+                }
                 fs::rename(&path, &aside).map_err(|source| StateError::Write {
                     path: aside.clone(),
                     source,

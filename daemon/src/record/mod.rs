@@ -8,12 +8,15 @@
 //! - [`Recorder`]: the writer the daemon (and `pptune record`) uses;
 //! - [`Recording`]: the reader `replay` and `history` use;
 //! - [`journal`]: one JSON line per change and per outcome.
+//! - `varint`: the snapshot block's numbers on the wire (varints, zigzag
+//!   deltas) and its bounded reader.
 
 pub mod coder;
 pub mod file;
 pub mod format;
 pub mod journal;
 pub mod live;
+mod varint;
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
