@@ -553,92 +553,225 @@ async fn qstats_rx_packets(c: &Client, ifx: u32) -> u64 {
     qs.iter().filter_map(|q| q.counters.rx_packets).sum::<u64>()
 }
 
+/// One 1 s window of the kernel's rx-packets count: its rate between the
+/// midpoints of the two boundary reads, how long the slower read took, and
+/// the lag the queues wrote off inside it.
+struct Window {
+    rate: f64,
+    read_ms: f64,
+    lag_ms: f64,
+}
+
+impl Window {
+    fn clean(&self) -> bool {
+        self.read_ms <= 20.0 && self.lag_ms == 0.0
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{:.0}/s (read {:.1} ms, lag {:.1} ms)",
+            self.rate, self.read_ms, self.lag_ms
+        )
+    }
+}
+
+/// A boundary of a window: the count, the midpoint and length of its read,
+/// and the lag the queues had written off by then.
+struct Point {
+    packets: u64,
+    at: tokio::time::Instant,
+    read_ms: f64,
+    lag_ns: u64,
+}
+
+async fn point(c: &Client, d: &PpsimDev, ifx: u32) -> Point {
+    let t0 = tokio::time::Instant::now();
+    let packets = qstats_rx_packets(c, ifx).await;
+    let t1 = tokio::time::Instant::now();
+    let lag_ns = d
+        .queues()
+        .expect("queues")
+        .iter()
+        .map(|q| q.pace_behind_ns)
+        .sum();
+    Point {
+        packets,
+        at: t0 + (t1 - t0) / 2,
+        read_ms: (t1 - t0).as_secs_f64() * 1e3,
+        lag_ns,
+    }
+}
+
+/// `n` consecutive 1 s windows of `ifx`'s qstats rx-packets.
+#[allow(clippy::cast_precision_loss)]
+async fn one_second_windows(c: &Client, d: &PpsimDev, ifx: u32, n: usize) -> Vec<Window> {
+    let mut out = Vec::with_capacity(n);
+    let mut a = point(c, d, ifx).await;
+    for _ in 0..n {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let b = point(c, d, ifx).await;
+        out.push(Window {
+            rate: (b.packets - a.packets) as f64 / (b.at - a.at).as_secs_f64(),
+            read_ms: a.read_ms.max(b.read_ms),
+            lag_ms: (b.lag_ns - a.lag_ns) as f64 / 1e6,
+        });
+        a = b;
+    }
+    out
+}
+
+/// One measurement of a queue count: the 3 s qstats rate and the modelled
+/// figure over the same window, the most lag any queue wrote off from its
+/// start to the window's end, and the 1 s windows after it.
+struct Paced {
+    rate: f64,
+    modelled: f64,
+    behind_s: f64,
+    windows: Vec<Window>,
+}
+
+impl Paced {
+    const SECS: u64 = 3;
+
+    /// Whether the emulated CPU kept up, so the figures are the model's:
+    /// no queue wrote off more than 2 % of the time up to the 3 s window's
+    /// end, and at least four 1 s windows are clean.
+    #[allow(clippy::cast_precision_loss)]
+    fn kept_up(&self) -> bool {
+        self.behind_s <= 0.02 * (Self::SECS + 1) as f64 && self.clean().len() >= 4
+    }
+
+    fn clean(&self) -> Vec<f64> {
+        self.windows
+            .iter()
+            .filter(|w| w.clean())
+            .map(|w| w.rate)
+            .collect()
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "rate {:.0}/s, lag written off {:.3} s, 1 s windows {:?}",
+            self.rate,
+            self.behind_s,
+            self.windows
+                .iter()
+                .map(Window::describe)
+                .collect::<Vec<_>>()
+        )
+    }
+
+    #[allow(clippy::cast_precision_loss)]
+    async fn measure(c: &Client, knobs: &Knobs, queues: u32) -> Self {
+        let p = Ppsim::load().expect("ppsim");
+        let d = p.new_device(queues).expect("device");
+        d.set_up(true).expect("up");
+        let ifx = d.ifindex().expect("ifindex");
+        d.set_knobs(knobs).expect("knobs");
+        d.start().expect("start");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let (g0, q0, t0) = (
+            d.goodput().expect("goodput"),
+            qstats_rx_packets(c, ifx).await,
+            tokio::time::Instant::now(),
+        );
+        tokio::time::sleep(Duration::from_secs(Self::SECS)).await;
+        let (g1, q1, wall) = (
+            d.goodput().expect("goodput"),
+            qstats_rx_packets(c, ifx).await,
+            t0.elapsed().as_secs_f64(),
+        );
+        let behind_s = d
+            .queues()
+            .expect("queues")
+            .iter()
+            .map(|q| q.pace_behind_ns)
+            .max()
+            .unwrap_or(0) as f64
+            / 1e9;
+        // Consecutive 1 s windows (the daemon's interval in the closed-loop
+        // suite and the benches): the queues are staggered, so the count
+        // does not jump by a burst per queue with the window's phase.
+        let windows = one_second_windows(c, &d, ifx, 8).await;
+        d.stop().expect("stop");
+        d.delete().expect("delete");
+        Self {
+            rate: (q1 - q0) as f64 / wall,
+            modelled: g1.modelled_pps_since(&g0),
+            behind_s,
+            windows,
+        }
+    }
+}
+
 /// Paced delivery (tests/ppsim/README.md "Paced delivery"; the knobs of
 /// benches' `queues-held` with `pace_scale` 50): the rx-packets rate the
 /// kernel's qstats show follows the modelled figure over the queue counts,
 /// so a tuner that judges a queue cut on that rate sees what the model
 /// says. For 1, 4, 6, 8 and 16 queues, a 3 s window: the qstats rate × 50
 /// is within 5 % of the modelled figure, the two rank the counts the same
-/// way, no queue wrote off more than 2 % of the window as lag (the
-/// emulated CPU kept up), and four consecutive 1 s windows spread ≤ 5 % (≤ 0.8 % on a quiet host; 2.5 % with another VM on the second core).
+/// way, and the clean ones of eight consecutive 1 s windows spread ≤ 5 %
+/// (≤ 0.8 % on a quiet host).
+///
+/// Those figures are the model's only while the emulated CPU keeps up
+/// (`Paced::kept_up`): a vCPU the host deschedules past the pacer's 20 ms
+/// slack loses that time's packets (`pace_behind_ns`), which is the host's
+/// doing, not the model's. A count measured while the host stalled the VM
+/// is measured again on a fresh device, up to three times; if the CPU never
+/// keeps up, the test fails and prints every attempt.
 #[tokio::test(flavor = "current_thread")]
 #[allow(clippy::cast_precision_loss)]
 async fn paced_qstats_rate_follows_the_model() {
     let k = gate("paced_qstats_rate_follows_the_model");
     let c = Client::connect().await.expect("client");
     let knobs = Knobs::queues_held();
-    let secs = 3u64;
     let mut rows = Vec::new();
     for queues in [1u32, 4, 6, 8, 16] {
-        let p = Ppsim::load().expect("ppsim");
-        let d = p.new_device(queues).expect("device");
-        d.set_up(true).expect("up");
-        let ifx = d.ifindex().expect("ifindex");
-        d.set_knobs(&knobs).expect("knobs");
-        d.start().expect("start");
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let (g0, q0, t0) = (
-            d.goodput().expect("goodput"),
-            qstats_rx_packets(&c, ifx).await,
-            tokio::time::Instant::now(),
-        );
-        tokio::time::sleep(Duration::from_secs(secs)).await;
-        let (g1, q1, wall) = (
-            d.goodput().expect("goodput"),
-            qstats_rx_packets(&c, ifx).await,
-            t0.elapsed().as_secs_f64(),
-        );
-        // Consecutive 1 s windows (the daemon's interval in the closed-loop
-        // suite and the benches): the queues are staggered, so the count
-        // does not jump by a burst per queue with the window's phase.
-        let mut ones = Vec::new();
-        let (mut qa, mut ta) = (q1, tokio::time::Instant::now());
-        for _ in 0..4 {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            let (qb, tb) = (
-                qstats_rx_packets(&c, ifx).await,
-                tokio::time::Instant::now(),
+        let mut attempts = Vec::new();
+        let m = loop {
+            let m = Paced::measure(&c, &knobs, queues).await;
+            println!(
+                "  {queues} queues, attempt {}: {}",
+                attempts.len() + 1,
+                m.describe()
             );
-            ones.push((qb - qa) as f64 / (tb - ta).as_secs_f64());
-            (qa, ta) = (qb, tb);
-        }
-        let qs = d.queues().expect("queues");
-        d.stop().expect("stop");
-        d.delete().expect("delete");
-        let one_s = spread(&ones);
-        println!("  {queues} queues: 1 s windows {ones:.0?}, spread {one_s:.4}");
-        // One-second windows cut the staggered queues' bursts at a varying
-        // phase, and they jitter with host load: 2.5 % at 8 queues was
-        // seen with a second VM on the other core. The figure the rule
-        // judges is the 3 s rate below, held to 5 % of the model.
+            if m.kept_up() {
+                break m;
+            }
+            attempts.push(m.describe());
+            assert!(
+                attempts.len() < 3,
+                "{queues} queues: the emulated CPU did not keep up in 3 attempts (lag over 2 % of the window, or fewer than 4 clean 1 s windows): {attempts:#?}"
+            );
+        };
+        let clean = m.clean();
+        let one_s = spread(&clean);
         assert!(
             one_s <= 0.05,
-            "{queues} queues: 1 s qstats rates {ones:.0?} spread {:.1} % (> 5 %)",
+            "{queues} queues: 1 s qstats rates {clean:.0?} spread {:.1} % (> 5 %)",
             one_s * 100.0
         );
-        let rate = (q1 - q0) as f64 / wall;
-        let modelled = g1.modelled_pps_since(&g0);
-        let behind = qs.iter().map(|q| q.pace_behind_ns).max().unwrap_or(0) as f64 / 1e9;
         println!(
-            "MEASURE kernel={k} {} pace_scale={} queues={queues} secs={secs} qstats_rx_pps={rate:.0} x_scale={:.0} modelled_pps={modelled:.0} ratio={:.4} max_pace_behind_s={behind:.3}",
+            "MEASURE kernel={k} {} pace_scale={} queues={queues} secs={} qstats_rx_pps={:.0} x_scale={:.0} modelled_pps={:.0} ratio={:.4} max_pace_behind_s={:.3} one_s_spread={one_s:.4} retries={}",
             knobs_line(&knobs),
             knobs.pace_scale,
-            rate * f64::from(knobs.pace_scale),
-            rate * f64::from(knobs.pace_scale) / modelled
+            Paced::SECS,
+            m.rate,
+            m.rate * f64::from(knobs.pace_scale),
+            m.modelled,
+            m.rate * f64::from(knobs.pace_scale) / m.modelled,
+            m.behind_s,
+            attempts.len()
         );
-        rows.push((queues, rate, modelled, behind));
+        rows.push((queues, m.rate, m.modelled));
     }
-    for &(queues, rate, modelled, behind) in &rows {
+    for &(queues, rate, modelled) in &rows {
         let r = rate * f64::from(knobs.pace_scale) / modelled;
         assert!(
             (0.95..=1.05).contains(&r),
             "{queues} queues: qstats rate × {} = {:.0}, modelled {modelled:.0} (ratio {r:.3})",
             knobs.pace_scale,
             rate * f64::from(knobs.pace_scale)
-        );
-        assert!(
-            behind <= 0.02 * (secs + 1) as f64,
-            "{queues} queues: {behind:.3} s of lag written off: the emulated CPU did not keep up"
         );
     }
     for a in &rows {
