@@ -3,8 +3,9 @@
 # toolchain. RELIABILITY.md §1 says what it promises and what was measured.
 #
 #   fuzz/run.sh                      # every target, 60 s each
-#   fuzz/run.sh --smoke              # every target, 15 s each (the CI smoke:
-#                                    # each builds and runs on its corpus)
+#   fuzz/run.sh --smoke              # every target, 5 s each (the CI smoke:
+#                                    # each builds, replays its whole corpus
+#                                    # and seeds, then mutates for the rest)
 #   fuzz/run.sh --seconds 600 netdev # one target, longer
 #   fuzz/run.sh --runs 10000000 policy
 #
@@ -30,7 +31,7 @@ targets=()
 while (($#)); do
   case "$1" in
     --seconds) limit=(-max_total_time="$2"); shift 2 ;;
-    --smoke) limit=(-max_total_time=15); shift ;;
+    --smoke) limit=(-max_total_time=5); shift ;;
     --runs) limit=(-runs="$2"); shift 2 ;;
     -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) targets+=("$1"); shift ;;

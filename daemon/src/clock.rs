@@ -35,11 +35,9 @@ pub(crate) fn now_unix() -> Duration {
         .unwrap_or_default()
 }
 
-/// Wall-clock milliseconds since the epoch.
-#[must_use]
-pub fn unix_ms() -> u64 {
-    u64::try_from(now_unix().as_millis()).unwrap_or(u64::MAX)
-}
+/// Wall-clock milliseconds since the epoch (the recording's, which its
+/// crate defines).
+pub use record::unix_ms;
 
 /// The local weekday and minute of the day, for the change windows.
 #[must_use]

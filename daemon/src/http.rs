@@ -389,7 +389,7 @@ pub async fn serve_with(listener: TcpListener, metrics: Arc<Metrics>, limits: Li
                 continue;
             }
         };
-        let ticket = admission.admit().await;
+        let ticket = admission.seat().await;
         let _ = stream.set_nodelay(true);
         let server = Arc::clone(&server);
         let t = Arc::clone(&ticket);

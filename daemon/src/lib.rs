@@ -13,8 +13,9 @@
 //! - [`control`] + [`daemon_view`]: the control socket and its rendering.
 //! - [`notify`], [`logging`], [`rollout`]: systemd, logs, staged enforcement.
 //! - [`verify`]: do the live values still hold what pptune set?
-//! - [`record`]: the recording and the change journal (`record`, `replay`,
-//!   `history`).
+//! - [`record`] (the `pptune-record` crate, daemon/record): the recording
+//!   format, writer and bounded reader, the change journal, and [`replay`];
+//!   [`live_recording`] is what the loop writes into it each pass.
 //! - [`coexist`]: other owners of the same knobs (systemd `.link`,
 //!   NetworkManager, TuneD).
 //!
@@ -31,15 +32,19 @@ pub mod health;
 pub mod http;
 pub mod kernel;
 pub mod kernel_netlink;
+pub mod live_recording;
 pub mod logging;
 pub mod metrics;
 pub mod notify;
 pub mod process_metrics;
-pub mod record;
-pub mod replay;
 pub mod replay_cmd;
 pub mod rollout;
 pub mod run;
 pub mod state;
 pub mod status;
 pub mod verify;
+
+// The recording and replay, a crate of their own (daemon/record), under the
+// names the daemon's modules and its users have always used.
+pub use record;
+pub use record::replay;

@@ -38,7 +38,7 @@ pub async fn record(
         );
     }
     let kernel = NetlinkKernel::connect().await?;
-    let mut rec = Recorder::single(&out);
+    let mut rec = Recorder::single(&out, crate::cli::VERSION);
     let interval = policy.timing.interval;
     let origin = Instant::now();
     let mut prev: Option<(policy::Snapshot, Duration)> = None;

@@ -21,10 +21,10 @@ use crate::actuator::{self, Actuator, Lent, Seen};
 use crate::clock::{Clock, local_time, unix_ms};
 use crate::control::{self, DaemonView, RestoreRequest};
 use crate::kernel::{Kernel, KernelEvent, SampleScope};
+use crate::live_recording::LiveRecording;
 use crate::logging::DecisionLog;
 use crate::metrics::Metrics;
 use crate::notify::Notifier;
-use crate::record::live::LiveRecording;
 use crate::rollout;
 use crate::state::{StateFile, StateStore};
 
@@ -173,7 +173,7 @@ pub async fn run<K: Kernel, E: Engine>(
         recording,
     } = opts;
     let recording = recording.map(|dir| {
-        crate::record::live::LiveRecording::open(&dir, policy.daemon.recording_max_bytes, &policy)
+        crate::live_recording::LiveRecording::open(&dir, policy.daemon.recording_max_bytes, &policy)
     });
     let mut state = match &store {
         // An unparsable record is moved aside (logged there); a newer
@@ -462,7 +462,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 .recording
                 .as_ref()
                 .is_some_and(LiveRecording::wants_inputs);
-            let asked = recording.then(|| crate::record::live::Asked {
+            let asked = recording.then(|| crate::live_recording::Asked {
                 engine_before,
                 inputs: crate::record::format::Inputs::of(
                     self.actuator.history(),

@@ -4,7 +4,7 @@
 //! segment after its 12-byte header (magic and format version), which the
 //! target writes itself, so every input reaches the frame reader. Run with
 //! a low RSS limit (fuzz/run.sh: 512 MB): every size a segment states is
-//! bounded before it is allocated (record/file.rs, record/coder.rs).
+//! bounded before it is allocated (daemon/record/src/file.rs, coder.rs).
 #![no_main]
 
 use std::path::PathBuf;
@@ -34,7 +34,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     bytes.extend_from_slice(&2_u32.to_le_bytes());
     bytes.extend_from_slice(data);
     std::fs::write(segment(), &bytes).expect("scratch file");
-    if let Ok(report) = pptune::replay::replay(segment(), policy()) {
+    if let Ok(report) = record::replay::replay(segment(), policy()) {
         let _ = serde_json::to_string(&report);
     }
 });

@@ -147,12 +147,12 @@ impl Admission {
 
     /// A place for a new connection: at once when one is free; else after
     /// evicting one (see the module docs).
-    pub(super) async fn admit(self: &Arc<Self>) -> Arc<Ticket> {
+    pub(super) async fn seat(self: &Arc<Self>) -> Arc<Ticket> {
         loop {
             // Created before the table is read; notify_one keeps a signal
             // given between the read and the wait.
             let closed = self.closed.notified();
-            match self.try_admit() {
+            match self.try_seat() {
                 Ok(t) => return Arc::new(t),
                 Err(None) => closed.await,
                 Err(Some(at)) => {
@@ -167,7 +167,7 @@ impl Admission {
 
     /// The place, or: when the next connection could be evicted (`None`
     /// when one was just chosen and its close is awaited).
-    fn try_admit(self: &Arc<Self>) -> Result<Ticket, Option<Instant>> {
+    fn try_seat(self: &Arc<Self>) -> Result<Ticket, Option<Instant>> {
         let Ok(mut t) = self.table.lock() else {
             return Err(None);
         };
@@ -256,16 +256,16 @@ mod tests {
         let a = Admission::new(4, GRACE, DEADLINE);
         let mut t = Vec::new();
         for _ in 0..3 {
-            t.push(a.admit().await);
+            t.push(a.seat().await);
         }
         // 0 and 2 serve requests, 1 is idle; 3 has just connected.
         let busy0 = t[0].begin();
         let _busy2 = t[2].begin();
         tokio::time::advance(GRACE).await;
-        t.push(a.admit().await);
+        t.push(a.seat().await);
         // Full: the idle one (1) is chosen, not the older busy one (0) nor
         // the one within its grace (3).
-        assert!(matches!(a.try_admit(), Err(None)));
+        assert!(matches!(a.try_seat(), Err(None)));
         assert!(is_evicted(&t[1]).await);
         for c in [&t[0], &t[2], &t[3]] {
             assert!(!is_evicted(c).await);
@@ -273,18 +273,18 @@ mod tests {
         // None idle past the grace, none past the deadline: nobody is
         // evicted, and the wait ends when 3's grace does.
         let _busy1 = t[1].begin();
-        assert_eq!(a.try_admit().err(), Some(Some(t[3].conn.since() + GRACE)));
+        assert_eq!(a.try_seat().err(), Some(Some(t[3].conn.since() + GRACE)));
         for c in &t {
             assert!(!is_evicted(c).await);
         }
         tokio::time::advance(GRACE).await;
-        assert!(matches!(a.try_admit(), Err(None)));
+        assert!(matches!(a.try_seat(), Err(None)));
         assert!(is_evicted(&t[3]).await);
         let _busy3 = t[3].begin();
         // Past the deadline: the first accepted of the stuck ones, which
         // closes at once.
         tokio::time::advance(DEADLINE).await;
-        assert!(matches!(a.try_admit(), Err(None)));
+        assert!(matches!(a.try_seat(), Err(None)));
         assert!(is_evicted(&t[0]).await);
         for c in &t[1..] {
             assert!(!is_evicted(c).await);
@@ -294,16 +294,16 @@ mod tests {
         // next one is admitted at once.
         drop(t.remove(0));
         drop(busy0);
-        assert!(a.try_admit().is_ok());
+        assert!(a.try_seat().is_ok());
     }
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn a_waiting_admission_evicts_a_connection_once_its_grace_ends() {
         let a = Admission::new(1, GRACE, DEADLINE);
-        let only = a.admit().await;
+        let only = a.seat().await;
         let waiting = {
             let a = Arc::clone(&a);
-            tokio::spawn(async move { a.admit().await })
+            tokio::spawn(async move { a.seat().await })
         };
         tokio::task::yield_now().await;
         assert!(!is_evicted(&only).await, "within its grace");

@@ -8,11 +8,11 @@ use policy::Plan;
 use policy::engine::{ActionRecord, EngineState, LocalTime};
 use policy::snapshot::Snapshot;
 
-use super::format::{ChangeRec, DecisionRec, Inputs, Pass, local_time_rec, nanos};
-use super::journal::Journal;
-use super::{Recorder, recording_dir};
 use crate::clock::unix_ms;
 use crate::metrics::Metrics;
+use record::format::{ChangeRec, DecisionRec, Inputs, Pass, local_time_rec, nanos};
+use record::journal::Journal;
+use record::{Recorder, recording_dir};
 
 /// The daemon's recording and journal.
 #[derive(Debug)]
@@ -31,7 +31,12 @@ impl LiveRecording {
         let recorder = if max_bytes == 0 {
             None
         } else {
-            match Recorder::rolling(&recording_dir(state_dir), max_bytes, policy) {
+            match Recorder::rolling(
+                &recording_dir(state_dir),
+                max_bytes,
+                policy,
+                crate::cli::VERSION,
+            ) {
                 Ok(r) => Some(r),
                 Err(e) => {
                     tracing::warn!(error = %e, "no recording this run: cannot set up its directory");

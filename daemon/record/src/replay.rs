@@ -36,8 +36,8 @@ use policy::snapshot::{Availability, Device, PoolStats, Snapshot};
 use policy::{Mode, Policy};
 use serde::Serialize;
 
-use crate::record::format::{Pass, Start, local_time};
-use crate::record::{Next, RecordError, Recording};
+use crate::format::{Pass, Start, local_time};
+use crate::{Next, RecordError, Recording};
 
 /// Whether a decision rests on recorded counters or on the ring model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

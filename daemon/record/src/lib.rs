@@ -9,20 +9,23 @@
 //! - [`Recording`]: the reader `replay` and `history` use;
 //! - [`journal`]: one JSON line per change and per outcome.
 //! - `varint`: the snapshot block's numbers on the wire (varints, zigzag
-//!   deltas) and its bounded reader.
+//!   deltas) and its bounded reader;
+//! - [`replay`]: the policy engine over a recording's passes.
+//!
+//! A crate apart from the daemon (Cargo.toml says why); the daemon's live
+//! side (what a pass writes, the recording's metrics) is its
+//! `live_recording` module.
 
 pub mod coder;
 pub mod file;
 pub mod format;
 pub mod journal;
-pub mod live;
+pub mod replay;
 mod varint;
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-use crate::clock::unix_ms;
 
 use policy::Policy;
 use policy::engine::{ENGINE_STATE_VERSION, EngineState};
@@ -32,6 +35,15 @@ use coder::Coder;
 pub use file::RecordError;
 use file::{SegmentReader, SegmentWriter};
 use format::{EngineBlob, FORMAT_VERSION, Pass, PrevPass, Record, SnapRec, Start, StartReason};
+
+/// Wall-clock milliseconds since the epoch (zero before it): the times a
+/// recording and the journal carry.
+#[must_use]
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
 
 /// The state directory: `$STATE_DIRECTORY` (systemd's `StateDirectory=`,
 /// first entry) or `/var/lib/pptune`.
@@ -95,11 +107,17 @@ fn policy_json(p: &Policy) -> Option<String> {
 
 impl Recorder {
     /// The daemon's rolling recording in `dir` (created), capped at
-    /// `max_bytes` including what earlier runs left there.
+    /// `max_bytes` including what earlier runs left there; `version` is
+    /// the writer's, recorded in every segment.
     ///
     /// # Errors
     /// The directory cannot be created or listed.
-    pub fn rolling(dir: &Path, max_bytes: u64, policy: &Policy) -> Result<Self, RecordError> {
+    pub fn rolling(
+        dir: &Path,
+        max_bytes: u64,
+        policy: &Policy,
+        version: &str,
+    ) -> Result<Self, RecordError> {
         std::fs::create_dir_all(dir).map_err(|source| RecordError::Io {
             path: dir.to_owned(),
             source,
@@ -124,6 +142,7 @@ impl Recorder {
                 max_bytes,
             },
             "daemon",
+            version,
             Some(policy),
         );
         r.closed = closed;
@@ -135,15 +154,15 @@ impl Recorder {
 
     /// One file at `path` (must not exist), no cap.
     #[must_use]
-    pub fn single(path: &Path) -> Self {
-        Self::new(Target::File(path.to_owned()), "record", None)
+    pub fn single(path: &Path, version: &str) -> Self {
+        Self::new(Target::File(path.to_owned()), "record", version, None)
     }
 
-    fn new(target: Target, role: &str, policy: Option<&Policy>) -> Self {
+    fn new(target: Target, role: &str, version: &str, policy: Option<&Policy>) -> Self {
         Self {
             target,
             run: unix_ms(),
-            writer: format!("pptune {} {role}", crate::cli::VERSION),
+            writer: format!("pptune {version} {role}"),
             host: host_name(),
             policy: policy.and_then(policy_json),
             seg: None,
