@@ -10,9 +10,8 @@
 //!   both with a JSON body saying why.
 //! - GET and HEAD; keep-alive; requests bounded in size; a client that does
 //!   not send its headers in time is dropped; at most
-//!   [`Limits::max_connections`] connections are open at once, and a new one
-//!   evicts an idle or stuck one rather than wait behind it, so no client
-//!   starves the probes ([`admission`]); a connection is closed after
+//!   [`Limits::max_connections`] connections are served at once (the rest
+//!   wait in the listen backlog), and a connection is closed after
 //!   [`Limits::connection_lifetime`] (after its request in flight).
 //! - Rendering and compression run on the blocking pool, never on the
 //!   loop's thread, and concurrent scrapes share one render: a request
@@ -33,12 +32,10 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use crate::metrics::Metrics;
-
-mod admission;
-use admission::{Admission, Tracked};
 
 /// The content type prometheus-client's text encoder writes.
 pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -48,8 +45,7 @@ pub const TEXT_004: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// Resource bounds of the server.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// Connections open at once; a further one evicts an idle or stuck one
-    /// ([`admission`]).
+    /// Connections served at once; further ones wait in the backlog.
     pub max_connections: usize,
     /// A client must send a request's headers within this time (also the
     /// idle time allowed between keep-alive requests).
@@ -59,12 +55,6 @@ pub struct Limits {
     pub max_request_bytes: usize,
     /// A connection is closed after this long (after its request in flight).
     pub connection_lifetime: Duration,
-    /// A connection with no request in flight for this long may be evicted
-    /// when the table is full ([`admission`]).
-    pub idle_grace: Duration,
-    /// A request whose response is still unwritten after this long (a
-    /// client that does not read) may be evicted when the table is full.
-    pub response_deadline: Duration,
 }
 
 impl Default for Limits {
@@ -74,8 +64,6 @@ impl Default for Limits {
             header_read_timeout: Duration::from_secs(5),
             max_request_bytes: 16 * 1024,
             connection_lifetime: Duration::from_secs(120),
-            idle_grace: Duration::from_millis(100),
-            response_deadline: Duration::from_secs(10),
         }
     }
 }
@@ -368,11 +356,7 @@ pub async fn serve_with(listener: TcpListener, metrics: Arc<Metrics>, limits: Li
             cache: tokio::sync::Mutex::new(None),
         },
     });
-    let admission = Admission::new(
-        limits.max_connections,
-        limits.idle_grace,
-        limits.response_deadline,
-    );
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
@@ -380,6 +364,9 @@ pub async fn serve_with(listener: TcpListener, metrics: Arc<Metrics>, limits: Li
         .header_read_timeout(limits.header_read_timeout)
         .max_buf_size(limits.max_request_bytes.max(8192));
     loop {
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            return;
+        };
         let stream = match listener.accept().await {
             Ok((s, _)) => s,
             Err(e) => {
@@ -389,31 +376,20 @@ pub async fn serve_with(listener: TcpListener, metrics: Arc<Metrics>, limits: Li
                 continue;
             }
         };
-        let ticket = admission.seat().await;
         let _ = stream.set_nodelay(true);
         let server = Arc::clone(&server);
-        let t = Arc::clone(&ticket);
         let conn = builder.serve_connection(
             TokioIo::new(stream),
             service_fn(move |req| {
                 let server = Arc::clone(&server);
-                let busy = t.begin();
-                async move {
-                    let r = server.respond(req).await;
-                    Ok::<_, Infallible>(r.map(|body| Tracked::new(body, busy)))
-                }
+                async move { Ok::<_, Infallible>(server.respond(req).await) }
             }),
         );
         tokio::spawn(async move {
+            let _slot = slot;
             tokio::pin!(conn);
             tokio::select! {
                 _ = conn.as_mut() => return,
-                () = ticket.conn().evicted() => {
-                    if ticket.conn().close_now() {
-                        return;
-                    }
-                    conn.as_mut().graceful_shutdown();
-                }
                 () = tokio::time::sleep(limits.connection_lifetime) => conn.as_mut().graceful_shutdown(),
             }
             // The request in flight gets one more header timeout to finish.
