@@ -3,7 +3,7 @@
 //! wall-clock milliseconds for the records, and the local time the change
 //! windows read.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use policy::engine::LocalTime;
 use tokio::time::Instant;
@@ -28,16 +28,9 @@ impl Clock {
     }
 }
 
-/// Wall-clock time since the epoch (zero before it).
-pub(crate) fn now_unix() -> Duration {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default()
-}
-
-/// Wall-clock milliseconds since the epoch (the recording's, which its
-/// crate defines).
-pub use record::unix_ms;
+/// Wall-clock time since the epoch, and in milliseconds: the recording's
+/// clock, which its crate defines.
+pub use record::{now_unix, unix_ms};
 
 /// The local weekday and minute of the day, for the change windows.
 #[must_use]

@@ -217,8 +217,10 @@ fn sources_in(dir: &str) -> (PathBuf, Vec<(PathBuf, String)>) {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     let mut files = Vec::new();
     rust_files(&src, &mut files);
+    // daemon/src has 25 files, the recording's crate 7.
+    let floor = if dir == "src" { 20 } else { 5 };
     assert!(
-        files.len() > 5,
+        files.len() > floor,
         "daemon sources not found under {}",
         src.display()
     );

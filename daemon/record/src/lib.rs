@@ -36,13 +36,19 @@ pub use file::RecordError;
 use file::{SegmentReader, SegmentWriter};
 use format::{EngineBlob, FORMAT_VERSION, Pass, PrevPass, Record, SnapRec, Start, StartReason};
 
-/// Wall-clock milliseconds since the epoch (zero before it): the times a
-/// recording and the journal carry.
+/// Wall-clock time since the epoch (zero before it).
 #[must_use]
-pub fn unix_ms() -> u64 {
+pub fn now_unix() -> Duration {
     std::time::SystemTime::now()
         .duration_since(std::time::SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or_default()
+}
+
+/// Wall-clock milliseconds since the epoch: the times a recording and the
+/// journal carry.
+#[must_use]
+pub fn unix_ms() -> u64 {
+    u64::try_from(now_unix().as_millis()).unwrap_or(u64::MAX)
 }
 
 /// The state directory: `$STATE_DIRECTORY` (systemd's `StateDirectory=`,
