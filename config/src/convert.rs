@@ -26,20 +26,15 @@ impl Cx<'_> {
     /// parent when the value is absent).
     fn loc(&self, path: &str) -> Loc {
         let mut node = self.tree;
-        for part in path.split('.') {
-            let (name, idx) = match part.split_once('[') {
-                Some((n, rest)) => (n, rest.trim_end_matches(']').parse::<usize>().ok()),
-                None => (part, None),
+        for seg in crate::path::segments(path) {
+            let next = match (&seg, &node.value) {
+                (crate::path::Seg::Key(name), _) => node.get(name),
+                (crate::path::Seg::Index(i), Value::Seq(items)) => items.get(*i),
+                (crate::path::Seg::Index(_), _) => None,
             };
-            match node.get(name) {
+            match next {
                 Some(n) => node = n,
                 None => return node.loc,
-            }
-            if let (Some(i), Value::Seq(items)) = (idx, &node.value) {
-                match items.get(i) {
-                    Some(n) => node = n,
-                    None => return node.loc,
-                }
             }
         }
         node.loc

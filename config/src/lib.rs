@@ -40,6 +40,7 @@ use std::path::{Path, PathBuf};
 mod convert;
 pub mod file;
 mod merge;
+mod path;
 pub mod raw;
 mod schema;
 mod tree;

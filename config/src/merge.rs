@@ -6,6 +6,7 @@
 //!   first-match-wins, so appending would hide where a rule lands);
 //! - every value keeps the location of the file that set it.
 
+use crate::path::{Seg, segments};
 use crate::tree::{Node, Value};
 
 /// Merges `over` into `base`.
@@ -28,28 +29,11 @@ pub(crate) fn merge(base: &mut Node, over: Node) {
     }
 }
 
-/// Removes the entry at `path` (`a.b`, `a[2].c`) from a document, so an
-/// invalid value falls back to the layer below for the semantic checks.
+/// Removes the entry at `path` (`a.b`, `a[2].c`: [`crate::path`]) from a
+/// document, so an invalid value falls back to the layer below for the
+/// semantic checks.
 pub(crate) fn remove_path(node: &mut Node, path: &str) {
-    let mut segs: Vec<Seg> = Vec::new();
-    for part in path.split('.') {
-        let (name, idx) = match part.split_once('[') {
-            Some((n, rest)) => (n, rest.trim_end_matches(']').parse::<usize>().ok()),
-            None => (part, None),
-        };
-        if !name.is_empty() {
-            segs.push(Seg::Key(name.to_owned()));
-        }
-        if let Some(i) = idx {
-            segs.push(Seg::Index(i));
-        }
-    }
-    remove(node, &segs);
-}
-
-enum Seg {
-    Key(String),
-    Index(usize),
+    remove(node, &segments(path));
 }
 
 fn remove(node: &mut Node, segs: &[Seg]) {

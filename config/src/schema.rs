@@ -163,7 +163,7 @@ impl<'a> Validator<'a> {
             Value::Seq(items) => {
                 if let Some(item_schema) = s.get("items") {
                     for (i, item) in items.iter().enumerate() {
-                        self.check(item_schema, item, &format!("{path}[{i}]"));
+                        self.check(item_schema, item, &crate::path::index(path, i));
                     }
                 }
             }
@@ -266,11 +266,7 @@ impl<'a> Validator<'a> {
         let additional = s.get("additionalProperties");
         let mut seen = std::collections::BTreeSet::new();
         for (k, v) in entries {
-            let sub = if path.is_empty() {
-                k.name.clone()
-            } else {
-                format!("{path}.{}", k.name)
-            };
+            let sub = crate::path::child(path, &k.name);
             if !seen.insert(k.name.as_str()) {
                 self.push(k.loc, &sub, format!("`{}` is given twice", k.name), None);
                 continue;

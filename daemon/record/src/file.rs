@@ -55,6 +55,11 @@ pub enum RecordError {
     NotRegular(config::file::ReadError),
     #[error("encoding a record: {0}")]
     Encode(String),
+    #[error(
+        "{0}: the recording's segment numbers are used up (segment {LAST_SEQ} exists); \
+         move the recording directory aside to start a new one"
+    )]
+    SequenceExhausted(PathBuf),
 }
 
 /// What to do with an older recording.
@@ -137,21 +142,56 @@ impl SegmentWriter {
     /// # Errors
     /// The file cannot be created or written.
     pub fn create(path: &Path, sync: bool) -> Result<Self, RecordError> {
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(path)
             .map_err(io_err(path))?;
         let mut head = MAGIC.to_vec();
         head.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-        file.write_all(&head).map_err(io_err(path))?;
-        Ok(Self {
+        let mut seg = Self {
             path: path.to_owned(),
             file,
-            size: head.len() as u64,
+            size: 0,
             sync,
             coder: Coder::writer(),
-        })
+        };
+        if let Err(e) = seg.write_frame(&head) {
+            seg.discard();
+            return Err(e);
+        }
+        Ok(seg)
+    }
+
+    /// Writes `bytes` as one write (then fdatasync when asked) and counts
+    /// them.
+    fn write_frame(&mut self, bytes: &[u8]) -> Result<(), RecordError> {
+        self.file.write_all(bytes).map_err(io_err(&self.path))?;
+        if self.sync {
+            self.file.sync_data().map_err(io_err(&self.path))?;
+        }
+        self.size += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Deletes the segment: one that never got its header or its Start
+    /// record holds nothing a reader can use (on a full filesystem every
+    /// pass would otherwise leave one behind).
+    pub fn discard(self) {
+        if let Err(e) = fs::remove_file(&self.path)
+            && e.kind() != io::ErrorKind::NotFound
+        {
+            tracing::warn!(path = %self.path.display(), error = %e, "cannot delete an unfinished recording segment");
+        }
+    }
+
+    /// Bytes on disk: what was counted, or more when a write failed
+    /// half-way (the torn tail still takes room under the cap).
+    #[must_use]
+    pub fn disk_size(&self) -> u64 {
+        self.file
+            .metadata()
+            .map_or(self.size, |m| m.len().max(self.size))
     }
 
     /// Appends one record as one write (then fdatasync when asked).
@@ -161,11 +201,7 @@ impl SegmentWriter {
     /// which readers skip.
     pub fn append(&mut self, rec: &Record) -> Result<u64, RecordError> {
         let bytes = frame(rec)?;
-        self.file.write_all(&bytes).map_err(io_err(&self.path))?;
-        if self.sync {
-            self.file.sync_data().map_err(io_err(&self.path))?;
-        }
-        self.size += bytes.len() as u64;
+        self.write_frame(&bytes)?;
         Ok(bytes.len() as u64)
     }
 
@@ -180,8 +216,34 @@ impl SegmentWriter {
     }
 }
 
-/// The segments of a recording directory, oldest first (by sequence number
-/// in the name: `0000000042.pptrec`).
+/// Digits in a segment's sequence number as the writer names it:
+/// `0000000042.pptrec`.
+const SEQ_DIGITS: usize = 10;
+/// The last sequence number a segment can have: numbers never wrap, and a
+/// name past it is not a segment (so a file planted as
+/// `18446744073709551615.pptrec` cannot make the next number overflow).
+pub const LAST_SEQ: u64 = 9_999_999_999;
+
+/// The file name of segment `n`, if `n` is a segment number.
+#[must_use]
+pub fn segment_name(n: u64) -> Option<String> {
+    (n <= LAST_SEQ).then(|| format!("{n:0SEQ_DIGITS$}.{EXTENSION}"))
+}
+
+/// The sequence number a segment's file name carries, if it is one.
+fn segment_number(p: &Path) -> Option<u64> {
+    if p.extension().and_then(|x| x.to_str()) != Some(EXTENSION) {
+        return None;
+    }
+    let stem = p.file_stem()?.to_str()?;
+    if !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    stem.parse().ok().filter(|n| *n <= LAST_SEQ)
+}
+
+/// The segments of a recording directory, oldest first (by the sequence
+/// number in the name, [`segment_name`]).
 ///
 /// # Errors
 /// The directory cannot be listed.
@@ -190,14 +252,7 @@ pub fn segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, RecordError> {
     for e in fs::read_dir(dir).map_err(io_err(dir))? {
         let e = e.map_err(io_err(dir))?;
         let p = e.path();
-        if p.extension().and_then(|x| x.to_str()) != Some(EXTENSION) {
-            continue;
-        }
-        if let Some(n) = p
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .and_then(|s| s.parse::<u64>().ok())
-        {
+        if let Some(n) = segment_number(&p) {
             v.push((n, p));
         }
     }

@@ -196,12 +196,15 @@ impl Recorder {
         }
     }
 
+    /// Ends the open segment, if any, and keeps the cap: every path that
+    /// ends a segment (rotation, reload, a failed write) comes here.
     fn close(&mut self, reason: StartReason) {
         if let Some(s) = self.seg.take() {
             self.closed
-                .push_back((s.path().to_owned(), s.size(), self.seg_start_ms));
+                .push_back((s.path().to_owned(), s.disk_size(), self.seg_start_ms));
         }
         self.reason = reason;
+        self.enforce_cap();
     }
 
     /// Writes one pass: `snap` as seen, `previous` the sample before it
@@ -237,11 +240,14 @@ impl Recorder {
         if self.seg.is_none() {
             let path = match &self.target {
                 Target::Dir { dir, .. } => {
-                    dir.join(format!("{:010}.{}", self.next_seq, file::EXTENSION))
+                    let Some(name) = file::segment_name(self.next_seq) else {
+                        return Err(RecordError::SequenceExhausted(dir.clone()));
+                    };
+                    self.next_seq += 1;
+                    dir.join(name)
                 }
                 Target::File(p) => p.clone(),
             };
-            self.next_seq += 1;
             let mut seg = SegmentWriter::create(&path, self.sync)?;
             let previous = previous.map(|(s, at)| PrevPass {
                 now_ns: format::nanos(at),
@@ -264,9 +270,15 @@ impl Recorder {
                 }),
                 previous,
             };
-            self.seg_start_ms = start.unix_ms;
-            let seg = self.seg.insert(seg);
-            seg.append(&Record::Start(Box::new(start)))?;
+            // Registered only once its Start record is down: a segment
+            // without one is of no use to a reader and is not left behind.
+            let began = start.unix_ms;
+            if let Err(e) = seg.append(&Record::Start(Box::new(start))) {
+                seg.discard();
+                return Err(e);
+            }
+            self.seg_start_ms = began;
+            self.seg = Some(seg);
         }
         let Some(seg) = self.seg.as_mut() else {
             return Ok(());
@@ -277,7 +289,6 @@ impl Recorder {
             && seg.size() >= segment_share(max_bytes)
         {
             self.close(StartReason::Rotate);
-            self.enforce_cap();
         }
         Ok(())
     }
@@ -356,18 +367,28 @@ impl Recording {
     /// A file, or a directory of segments.
     ///
     /// # Errors
-    /// Nothing readable at `path`, or its first segment is not a recording
+    /// Nothing readable at `path`: not one of its segments is a recording
     /// of this format.
     pub fn open(path: &Path) -> Result<Self, RecordError> {
-        let files: VecDeque<PathBuf> = file::files(path)?.into();
-        if let Some(first) = files.front() {
-            // Say a wrong file or format up front rather than as a warning.
-            SegmentReader::open(first)?;
+        let mut files: VecDeque<PathBuf> = file::files(path)?.into();
+        let mut warnings = Vec::new();
+        // Say a wrong file or format up front rather than as a warning;
+        // segments that cannot be opened before the first that can (one
+        // a crash left without its header) are skipped with a warning.
+        while let Some(first) = files.front() {
+            match SegmentReader::open(first) {
+                Ok(_) => break,
+                Err(e) if files.len() > 1 => {
+                    warnings.push(format!("{e}: segment skipped"));
+                    files.pop_front();
+                }
+                Err(e) => return Err(e),
+            }
         }
         Ok(Self {
             files,
             current: None,
-            warnings: Vec::new(),
+            warnings,
         })
     }
 

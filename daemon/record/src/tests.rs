@@ -401,3 +401,219 @@ fn a_fifo_named_like_a_segment_is_refused_without_blocking() {
     assert!(file.contains("not a regular file: a FIFO"), "{file}");
     assert!(dir.contains("not a regular file: a FIFO"), "{dir}");
 }
+
+fn write_pass(rec: &mut Recorder, i: u64) -> Result<(), RecordError> {
+    let s = snap(i, 16);
+    rec.write(
+        || Some(policy::engine::EngineState::default()),
+        None,
+        &s,
+        pass_rec(i),
+    )
+}
+
+fn bytes_on_disk(dir: &Path) -> u64 {
+    file::segments(dir)
+        .unwrap()
+        .iter()
+        .map(|(_, p)| std::fs::metadata(p).unwrap().len())
+        .sum()
+}
+
+/// A reload that changes the policy ends the segment; the cap was kept only
+/// on rotation, so a minute of reloads left 364 KB at a 128 KiB cap.
+#[test]
+fn reloads_keep_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let cap = 128 << 10;
+    let policy = config::parse_str("default", config::DEFAULT_POLICY_YAML).unwrap();
+    let mut rec = Recorder::rolling(dir.path(), cap, &policy, "test").unwrap();
+    rec.sync = false;
+    let mut most = 0;
+    for i in 0..300 {
+        rec.policy_reloaded(&policy, true);
+        write_pass(&mut rec, i).unwrap();
+        let on_disk = bytes_on_disk(dir.path());
+        assert_eq!(on_disk, rec.size_bytes(), "pass {i}");
+        most = most.max(on_disk);
+    }
+    // Every segment here is one Start and one pass: the cap holds to the
+    // byte (it keeps room for a full open segment).
+    assert!(most <= cap, "{most} bytes on disk at a cap of {cap}");
+    assert!(file::segments(dir.path()).unwrap().len() > 5);
+    let mut r = Recording::open(dir.path()).unwrap();
+    assert!(!passes(&mut r).is_empty());
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+}
+
+/// Segment numbers come from the names already there: the last number
+/// refuses the next segment with an error that says what to do, and a name
+/// past it (or not a number) is not a segment, so nothing wraps.
+#[test]
+fn segment_numbers_cannot_wrap() {
+    let policy = config::parse_str("default", config::DEFAULT_POLICY_YAML).unwrap();
+    let mut head = file::MAGIC.to_vec();
+    head.extend_from_slice(&format::FORMAT_VERSION.to_le_bytes());
+
+    let dir = tempfile::tempdir().unwrap();
+    let last = dir.path().join(file::segment_name(file::LAST_SEQ).unwrap());
+    std::fs::write(&last, &head).unwrap();
+    let mut rec = Recorder::rolling(dir.path(), 1 << 20, &policy, "test").unwrap();
+    rec.sync = false;
+    for i in 0..3 {
+        let e = write_pass(&mut rec, i).unwrap_err().to_string();
+        assert!(
+            e.contains("segment numbers are used up (segment 9999999999 exists)")
+                && e.contains("move the recording directory aside"),
+            "{e}"
+        );
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    assert_eq!(file::segment_name(file::LAST_SEQ + 1), None);
+
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["18446744073709551615", "10000000000", "+7", "seven"] {
+        std::fs::write(dir.path().join(format!("{name}.pptrec")), &head).unwrap();
+    }
+    std::fs::write(dir.path().join("0000000041.pptrec"), &head).unwrap();
+    let mut rec = Recorder::rolling(dir.path(), 1 << 20, &policy, "test").unwrap();
+    rec.sync = false;
+    write_pass(&mut rec, 0).unwrap();
+    let segs: Vec<u64> = file::segments(dir.path())
+        .unwrap()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(segs, [41, 42]);
+}
+
+/// Runs `f` on a thread in a mount namespace of its own, with a tmpfs of
+/// `size` mounted at `at`: a filesystem that can be filled without
+/// touching the host's.
+fn on_small_tmpfs<T: Send + 'static>(
+    at: &Path,
+    size: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    use nix::mount::{MsFlags, mount};
+    let at = at.to_owned();
+    let opts = format!("size={size}");
+    std::thread::spawn(move || {
+        // CLONE_NEWNS unshares this thread's filesystem context only.
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
+            .expect("a mount namespace (the test suite runs as root)");
+        mount(
+            None::<&str>,
+            "/",
+            None::<&str>,
+            MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+            None::<&str>,
+        )
+        .unwrap();
+        mount(
+            Some("tmpfs"),
+            &at,
+            Some("tmpfs"),
+            MsFlags::empty(),
+            Some(opts.as_str()),
+        )
+        .unwrap();
+        f()
+    })
+    .join()
+    .unwrap()
+}
+
+/// Fills the filesystem holding `dir` with one file; returns its path.
+fn fill(dir: &Path) -> PathBuf {
+    let p = dir.join("filler");
+    let mut f = std::fs::File::create(&p).unwrap();
+    let chunk = vec![0x5a_u8; 4096];
+    loop {
+        match f.write(&chunk) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(nix::libc::ENOSPC) => break,
+            Err(e) => panic!("filling: {e}"),
+        }
+    }
+    p
+}
+
+/// On a full filesystem every pass opened a segment whose header could
+/// not be written and left it behind, empty; the first such one made
+/// `replay DIR` fail. Now a segment that did not get its header and Start
+/// record is removed, the segment the full disk tore keeps its good passes,
+/// and once there is room again the recording goes on and replays whole.
+#[test]
+fn a_full_filesystem_leaves_no_empty_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec_dir = dir.path().to_owned();
+    let (segs, got, warnings) = on_small_tmpfs(dir.path(), "1m", move || {
+        let policy = config::parse_str("default", config::DEFAULT_POLICY_YAML).unwrap();
+        let mut rec = Recorder::rolling(&rec_dir, 8 << 20, &policy, "test").unwrap();
+        for i in 0..5 {
+            write_pass(&mut rec, i).unwrap();
+        }
+        let mut written: Vec<u64> = (0..5).collect();
+        let filler = fill(&rec_dir);
+        // The open segment's last page may still take a pass or two.
+        let mut failed = 0;
+        for i in 5..45 {
+            match write_pass(&mut rec, i) {
+                Ok(()) => written.push(i),
+                Err(_) => failed += 1,
+            }
+        }
+        assert!(failed >= 30, "{failed} of 40 passes failed on a full disk");
+        let segs: Vec<_> = file::segments(&rec_dir).unwrap();
+        for (_, p) in &segs {
+            assert!(std::fs::metadata(p).unwrap().len() > 12, "{}", p.display());
+        }
+        assert_eq!(bytes_on_disk(&rec_dir), rec.size_bytes());
+        let n = segs.len();
+        std::fs::remove_file(filler).unwrap();
+        for i in 45..50 {
+            write_pass(&mut rec, i).unwrap();
+            written.push(i);
+        }
+        let mut r = Recording::open(&rec_dir).unwrap();
+        let got: Vec<u64> = std::iter::from_fn(|| r.next_item())
+            .filter_map(|it| match it {
+                Item::Pass { pass, .. } => Some(pass.unix_ms),
+                Item::Start { .. } => None,
+            })
+            .collect();
+        (n, (got, written), r.warnings)
+    });
+    let (got, written) = got;
+    assert_eq!(segs, 1, "only the segment the full disk tore");
+    assert_eq!(got, written);
+    assert!(warnings.len() <= 1, "{warnings:?}");
+}
+
+/// A segment a crash left without its header is skipped with a warning
+/// when it is not the only one; alone it is still refused by name.
+#[test]
+fn a_headerless_segment_is_skipped_in_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = config::parse_str("default", config::DEFAULT_POLICY_YAML).unwrap();
+    std::fs::write(dir.path().join(file::segment_name(0).unwrap()), b"").unwrap();
+    let e = Recording::open(dir.path()).unwrap_err().to_string();
+    assert!(
+        e.contains("0000000000.pptrec is not a pptune recording"),
+        "{e}"
+    );
+    let mut rec = Recorder::rolling(dir.path(), 1 << 20, &policy, "test").unwrap();
+    rec.sync = false;
+    write_pass(&mut rec, 7).unwrap();
+    drop(rec);
+    let mut r = Recording::open(dir.path()).unwrap();
+    assert_eq!(passes(&mut r), [snap(7, 16)]);
+    assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+    assert!(
+        r.warnings[0].contains("segment skipped"),
+        "{:?}",
+        r.warnings
+    );
+}
