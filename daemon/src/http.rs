@@ -10,8 +10,9 @@
 //!   both with a JSON body saying why.
 //! - GET and HEAD; keep-alive; requests bounded in size; a client that does
 //!   not send its headers in time is dropped; at most
-//!   [`Limits::max_connections`] connections are served at once (the rest
-//!   wait in the listen backlog), and a connection is closed after
+//!   [`Limits::max_connections`] connections are open at once, and a new one
+//!   evicts an idle or stuck one rather than wait behind it, so no client
+//!   starves the probes ([`admission`]); a connection is closed after
 //!   [`Limits::connection_lifetime`] (after its request in flight).
 //! - Rendering and compression run on the blocking pool, never on the
 //!   loop's thread, and concurrent scrapes share one render: a request
@@ -32,10 +33,12 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use crate::metrics::Metrics;
+
+mod admission;
+use admission::{Admission, Tracked};
 
 /// The content type prometheus-client's text encoder writes.
 pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -45,7 +48,8 @@ pub const TEXT_004: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// Resource bounds of the server.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// Connections served at once; further ones wait in the backlog.
+    /// Connections open at once; a further one evicts an idle or stuck one
+    /// ([`admission`]).
     pub max_connections: usize,
     /// A client must send a request's headers within this time (also the
     /// idle time allowed between keep-alive requests).
@@ -55,15 +59,37 @@ pub struct Limits {
     pub max_request_bytes: usize,
     /// A connection is closed after this long (after its request in flight).
     pub connection_lifetime: Duration,
+    /// A connection with no request in flight for this long may be evicted
+    /// when the table is full ([`admission`]).
+    pub idle_grace: Duration,
+    /// A request whose response is still unwritten after this long (a
+    /// client that does not read) may be evicted when the table is full.
+    pub response_deadline: Duration,
+}
+
+/// Connections open at once by default: 1024, or half the descriptors the
+/// process may open when that is fewer (the rest stay for netlink, the
+/// recording and the journal; the unit sets `LimitNOFILE=4096`). An idle
+/// connection costs a task and its buffers; the cap is well above what a
+/// scrape storm holds (550 in `daemon_metrics`), so admission evicts only
+/// under a flood.
+fn default_max_connections() -> usize {
+    let soft = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map_or(1024, |(soft, _)| soft);
+    usize::try_from(soft / 2)
+        .unwrap_or(usize::MAX)
+        .clamp(16, 1024)
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            max_connections: 64,
+            max_connections: default_max_connections(),
             header_read_timeout: Duration::from_secs(5),
             max_request_bytes: 16 * 1024,
             connection_lifetime: Duration::from_secs(120),
+            idle_grace: Duration::from_millis(100),
+            response_deadline: Duration::from_secs(10),
         }
     }
 }
@@ -356,7 +382,11 @@ pub async fn serve_with(listener: TcpListener, metrics: Arc<Metrics>, limits: Li
             cache: tokio::sync::Mutex::new(None),
         },
     });
-    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let admission = Admission::new(
+        limits.max_connections,
+        limits.idle_grace,
+        limits.response_deadline,
+    );
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
@@ -364,9 +394,6 @@ pub async fn serve_with(listener: TcpListener, metrics: Arc<Metrics>, limits: Li
         .header_read_timeout(limits.header_read_timeout)
         .max_buf_size(limits.max_request_bytes.max(8192));
     loop {
-        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
-            return;
-        };
         let stream = match listener.accept().await {
             Ok((s, _)) => s,
             Err(e) => {
@@ -376,20 +403,31 @@ pub async fn serve_with(listener: TcpListener, metrics: Arc<Metrics>, limits: Li
                 continue;
             }
         };
+        let ticket = admission.place().await;
         let _ = stream.set_nodelay(true);
         let server = Arc::clone(&server);
+        let t = Arc::clone(&ticket);
         let conn = builder.serve_connection(
             TokioIo::new(stream),
             service_fn(move |req| {
                 let server = Arc::clone(&server);
-                async move { Ok::<_, Infallible>(server.respond(req).await) }
+                let busy = t.begin();
+                async move {
+                    let r = server.respond(req).await;
+                    Ok::<_, Infallible>(r.map(|body| Tracked::new(body, busy)))
+                }
             }),
         );
         tokio::spawn(async move {
-            let _slot = slot;
             tokio::pin!(conn);
             tokio::select! {
                 _ = conn.as_mut() => return,
+                () = ticket.conn().evicted() => {
+                    if ticket.conn().close_now() {
+                        return;
+                    }
+                    conn.as_mut().graceful_shutdown();
+                }
                 () = tokio::time::sleep(limits.connection_lifetime) => conn.as_mut().graceful_shutdown(),
             }
             // The request in flight gets one more header timeout to finish.
