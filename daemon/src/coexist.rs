@@ -736,10 +736,61 @@ pub enum ExportFormat {
     Tuned,
 }
 
-/// The values of `d` as the owner's configuration, ready to install.
-#[must_use]
-pub fn export(format: ExportFormat, d: &Device, values: &BTreeMap<Knob, u32>) -> String {
+/// Whether an interface name can be written as itself where a format reads
+/// a pattern or a list: a `.link` `OriginalName=` glob list, a TuneD
+/// `devices=` list or section name, a file name. Linux allows any byte in
+/// a name but `/`, `:`, NUL and white space; `*`, `?`, `[`, `!`, `,`, `$`
+/// or a quote would be read as syntax there.
+fn plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@' | '+'))
+}
+
+/// `s` as one word for a POSIX shell: single-quoted unless it is plain.
+fn shell_word(s: &str) -> String {
+    if plain_name(s) {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// Why a device's values cannot be exported in a format.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{name}: {why}; rename the interface (a .link file's Name=, udev) or choose another --format"
+)]
+pub struct ExportError {
+    name: String,
+    why: &'static str,
+}
+
+/// The values of `d` as the owner's configuration, ready to install. The
+/// device is matched by a stable identifier where the format has one
+/// (permanent MAC, then udev path); by its name only where the name means
+/// itself in that format ([`plain_name`]), else it is refused.
+///
+/// # Errors
+/// The format could only match the device by a name it would read as a
+/// pattern or a list.
+pub fn export(
+    format: ExportFormat,
+    d: &Device,
+    values: &BTreeMap<Knob, u32>,
+) -> Result<String, ExportError> {
     let f = LinkFacts::of(d);
+    let refuse = |why| ExportError {
+        name: f.name.clone(),
+        why,
+    };
+    // In comments and file names only.
+    let shown = if plain_name(&f.name) {
+        f.name.clone()
+    } else {
+        format!("ifindex{}", d.ifindex)
+    };
     let rows = || {
         KEYS.iter()
             .filter_map(|k| values.get(&k.0).map(|v| (k, *v)))
@@ -750,16 +801,21 @@ pub fn export(format: ExportFormat, d: &Device, values: &BTreeMap<Knob, u32>) ->
             let (key, val) = match (&f.mac, &f.path) {
                 (Some(m), _) => ("PermanentMACAddress", m.clone()),
                 (None, Some(p)) => ("Path", p.clone()),
-                (None, None) => ("OriginalName", f.name.clone()),
+                (None, None) if plain_name(&f.name) => ("OriginalName", f.name.clone()),
+                (None, None) => {
+                    return Err(refuse(
+                        "no permanent MAC address or udev path to match it by, and OriginalName= \
+                         would read its name as a glob list",
+                    ));
+                }
             };
             s.push_str(&format!(
-                "# /etc/systemd/network/10-pptune-{name}.link: the values pptune converged to.\n\
+                "# /etc/systemd/network/10-pptune-{shown}.link: the values pptune converged to.\n\
                  # A matching .link file replaces 99-default.link for this device, so its\n\
                  # naming and MAC policies are repeated here. Applied when the device\n\
                  # appears (udevadm trigger, or a reboot).\n\
                  [Match]\n{key}={val}\n\n[Link]\nNamePolicy=keep kernel database onboard slot path\n\
-                 AlternativeNamesPolicy=database onboard slot path\nMACAddressPolicy=persistent\n",
-                name = f.name
+                 AlternativeNamesPolicy=database onboard slot path\nMACAddressPolicy=persistent\n"
             ));
             for (k, v) in rows() {
                 s.push_str(&format!("{}={v}\n", k.1));
@@ -770,18 +826,24 @@ pub fn export(format: ExportFormat, d: &Device, values: &BTreeMap<Knob, u32>) ->
                 .map(|(k, v)| format!("ethtool.{} {v}", k.2))
                 .collect();
             s.push_str(&format!(
-                "# {name}: the values pptune converged to, for the connection profile of {name}:\n\
-                 #   nmcli connection modify \"$(nmcli -g GENERAL.CONNECTION device show {name})\" {}\n\
+                "# {shown}: the values pptune converged to, for the connection profile of {shown}:\n\
+                 #   nmcli connection modify \"$(nmcli -g GENERAL.CONNECTION device show {word})\" {}\n\
                  # or add this section to its keyfile in /etc/NetworkManager/system-connections/:\n\
                  [ethtool]\n",
                 args.join(" "),
-                name = f.name
+                word = shell_word(&f.name)
             ));
             for (k, v) in rows() {
                 s.push_str(&format!("{}={v}\n", k.2));
             }
         }
         ExportFormat::Tuned => {
+            if !plain_name(&f.name) {
+                return Err(refuse(
+                    "TuneD matches devices by name only, and its devices= would read this name \
+                     as a pattern or a list",
+                ));
+            }
             s.push_str(&format!(
                 "# {name}: the values pptune converged to; add to your TuneD profile's tuned.conf.\n\
                  [net_{name}]\ntype=net\ndevices={name}\n",
@@ -798,5 +860,5 @@ pub fn export(format: ExportFormat, d: &Device, values: &BTreeMap<Knob, u32>) ->
             }
         }
     }
-    s
+    Ok(s)
 }

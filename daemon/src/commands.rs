@@ -34,7 +34,7 @@ fn ex_config() -> ExitCode {
 /// code.
 fn load_policy(path: Option<&Path>) -> Result<config::Loaded, ExitCode> {
     config::load(path).map_err(|e| {
-        eprint!("{}", config::render(&e));
+        eprint!("{}", crate::human::printable(&config::render(&e)));
         ex_config()
     })
 }
@@ -56,11 +56,11 @@ pub fn check(path: Option<&Path>) -> ExitCode {
     match load_policy(path) {
         Ok(l) => {
             if l.default_applied {
-                println!("policy OK: no policy file found, the embedded default policy applies");
+                crate::say!("policy OK: no policy file found, the embedded default policy applies");
             } else {
                 let files: Vec<String> =
                     l.sources.iter().map(|p| p.display().to_string()).collect();
-                println!("policy OK: {}", files.join(", "));
+                crate::say!("policy OK: {}", files.join(", "));
             }
             ExitCode::SUCCESS
         }
@@ -165,7 +165,7 @@ pub async fn status(interfaces: Vec<String>, json: bool) -> anyhow::Result<ExitC
     .await?;
     if !json {
         let view = control::query(&control::socket_path(&state::runtime_dir())).await;
-        print!(
+        crate::say_part!(
             "\n{}",
             crate::daemon_view::render(view.as_ref(), &interfaces)
         );
@@ -237,7 +237,7 @@ pub async fn plan(
     // Progress is for a person watching; a pipe or a log gets none.
     let progress = !json && std::io::stderr().is_terminal();
     if progress {
-        eprintln!(
+        crate::say_err!(
             "pptune plan: sampling {samples} times over {}s (every {}s: {} window(s) of {}s) to reach a finding; nothing is changed",
             span.as_secs(),
             interval.as_secs_f64(),
@@ -327,14 +327,14 @@ pub async fn plan(
         return Ok(done);
     }
     if !enforcing {
-        println!(
+        crate::say!(
             "rollout: {} (host id from {})",
             standing.describe(),
             host.source
         );
     }
     if plan.decisions.is_empty() {
-        println!("no interface is selected by the policy (or none exposes page pools)");
+        crate::say!("no interface is selected by the policy (or none exposes page pools)");
     }
     for d in &plan.decisions {
         let mode = if d.mode == policy::Mode::Enforce && enforcing {
@@ -342,22 +342,22 @@ pub async fn plan(
         } else {
             "observe: run would only recommend this"
         };
-        println!(
+        crate::say!(
             "{} — {} [{}] ({mode})",
             d.device,
             action_text(&d.action),
             d.reason
         );
-        println!("    {}", d.message);
+        crate::say!("    {}", d.message);
         let ev: Vec<String> = d
             .evidence
             .iter()
             .map(|(k, v)| format!("{k}={v:.4}"))
             .collect();
         if !ev.is_empty() {
-            println!("    evidence: {}", ev.join(" "));
+            crate::say!("    evidence: {}", ev.join(" "));
         }
-        println!("    recommendation id: {}", d.id);
+        crate::say!("    recommendation id: {}", d.id);
     }
     Ok(done)
 }
@@ -386,7 +386,7 @@ pub async fn verify(interfaces: &[String], json: bool) -> anyhow::Result<ExitCod
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        print!("{}", crate::verify::render(&checks));
+        crate::say_part!("{}", crate::verify::render(&checks));
     }
     Ok(if holds {
         ExitCode::SUCCESS
@@ -407,6 +407,7 @@ pub async fn export(
     let names: Vec<String> = devices.iter().map(|d| d.name.clone()).collect();
     require_known(interfaces, &names, rec.as_ref())?;
     let mut out = String::new();
+    let mut refused = Vec::new();
     for d in &devices {
         if !interfaces.is_empty() && !interfaces.contains(&d.name) {
             continue;
@@ -420,9 +421,27 @@ pub async fn export(
             .map(|(_, _, k, v)| (k, v))
             .collect();
         if !values.is_empty() {
-            out.push_str(&crate::coexist::export(format, d, &values));
-            out.push('\n');
+            match crate::coexist::export(format, d, &values) {
+                Ok(s) => {
+                    out.push_str(&s);
+                    out.push('\n');
+                }
+                Err(e) => refused.push(e.to_string()),
+            }
         }
+    }
+    // All or nothing: output redirected into a file is installed as a
+    // whole, so a device left out must not pass unnoticed.
+    if !refused.is_empty() {
+        anyhow::bail!(
+            "nothing exported: {} cannot be written in this format:\n  {}",
+            if refused.len() == 1 {
+                "one device"
+            } else {
+                "some devices"
+            },
+            refused.join("\n  ")
+        );
     }
     if out.is_empty() {
         anyhow::bail!("pptune has set nothing it still owns on these devices: nothing to export");
@@ -493,10 +512,25 @@ pub async fn restore(interfaces: Vec<String>) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(e.into()),
         Ok(store) => {
+            // Held while restoring: no daemon starts acting meanwhile. A
+            // daemon already running here keeps its originals under
+            // another runtime directory, so an empty record here is not
+            // "nothing to restore".
+            let _instance = match state::InstanceLock::take() {
+                Ok(lock) => lock,
+                Err(StateError::OtherInstance) => anyhow::bail!(
+                    "a pptune daemon is running in this network namespace with another runtime \
+                     directory than {}: its record of originals is not here. Run restore with \
+                     RUNTIME_DIRECTORY set to the daemon's (the unit's is /run/pptune), or stop \
+                     the daemon",
+                    dir.display()
+                ),
+                Err(e) => return Err(e.into()),
+            };
             let (mut rec, stale) = store.load()?;
             if let Some(why) = stale {
                 store.clear()?;
-                println!("nothing to restore: the record was stale ({why}); cleared");
+                crate::say!("nothing to restore: the record was stale ({why}); cleared");
                 return Ok(ExitCode::SUCCESS);
             }
             let kernel = NetlinkKernel::connect().await?;
@@ -515,14 +549,14 @@ pub async fn restore(interfaces: Vec<String>) -> anyhow::Result<ExitCode> {
     };
     for i in &interfaces {
         if !lines.iter().any(|l| l.starts_with(i.as_str())) {
-            println!("{i}: nothing recorded to restore");
+            crate::say!("{i}: nothing recorded to restore");
         }
     }
     if interfaces.is_empty() && lines.is_empty() {
-        println!("nothing recorded to restore");
+        crate::say!("nothing recorded to restore");
     }
     for l in lines {
-        println!("{l}");
+        crate::say!("{l}");
     }
     Ok(if ok {
         ExitCode::SUCCESS
@@ -566,7 +600,7 @@ pub fn history(since: Option<&str>, interfaces: &[String], json: bool) -> anyhow
     let since = match since.map(crate::replay_cmd::parse_since).transpose() {
         Ok(s) => s,
         Err(msg) => {
-            eprintln!("pptune: {msg}");
+            crate::say_err!("pptune: {msg}");
             return Ok(ExitCode::from(2));
         }
     };

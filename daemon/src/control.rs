@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, oneshot};
 
@@ -263,7 +264,7 @@ async fn handle(
                         // The client left (timed out, interrupted): drop
                         // the receiver so the loop skips the request if it
                         // has not started it.
-                        () = closed(&mut r) => return Ok(()),
+                        () = gone(&mut r, &w) => return Ok(()),
                     }
                 }
             }
@@ -282,14 +283,24 @@ async fn handle(
     w.shutdown().await
 }
 
-/// Resolves once the peer closed its end (or sent more than one request).
-async fn closed(r: &mut (impl tokio::io::AsyncRead + Unpin)) {
+/// Resolves once the client is gone: its socket closed in both directions
+/// (what follows its request is read and ignored). A client that only shut
+/// its sending side after the request (`shutdown(SHUT_WR)`, as `socat` or
+/// `nc -N` do) still reads the reply: from its end-of-file on this waits
+/// for nothing. The kernel tells the two apart: a unix stream whose peer
+/// closed is hung up (`EPOLLHUP`, tokio's write-closed), one whose peer
+/// shut its sending side only reads end-of-file.
+async fn gone(r: &mut (impl tokio::io::AsyncRead + Unpin), w: &OwnedWriteHalf) {
     let mut buf = [0u8; 256];
     loop {
         match r.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
+            Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
+    }
+    match w.ready(tokio::io::Interest::WRITABLE).await {
+        Ok(ready) if !ready.is_write_closed() => std::future::pending().await,
+        _ => {}
     }
 }
 

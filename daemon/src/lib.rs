@@ -30,6 +30,7 @@ pub mod control;
 pub mod daemon_view;
 pub mod health;
 pub mod http;
+pub mod human;
 pub mod kernel;
 pub mod kernel_netlink;
 pub mod live_recording;

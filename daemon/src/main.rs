@@ -29,7 +29,7 @@ fn main() -> ExitCode {
     let config = match cli.config_path() {
         Ok(c) => c.map(std::path::Path::to_owned),
         Err(msg) => {
-            eprintln!("pptune: {msg}");
+            pptune::say_err!("pptune: {msg}");
             return ExitCode::from(2);
         }
     };
@@ -38,7 +38,7 @@ fn main() -> ExitCode {
         match pptune::logging::filter_from_env() {
             Ok(filter) => pptune::logging::init(*log_format, filter),
             Err(e) => {
-                eprintln!("pptune: {e}");
+                pptune::say_err!("pptune: {e}");
                 return ExitCode::from(2);
             }
         }
@@ -49,7 +49,7 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("pptune: cannot start the async runtime: {e}");
+            pptune::say_err!("pptune: cannot start the async runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
@@ -87,7 +87,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             // Display with the cause chain, not Debug.
-            eprintln!("pptune: {e:#}");
+            pptune::say_err!("pptune: {e:#}");
             ExitCode::FAILURE
         }
     }

@@ -45,7 +45,7 @@ pub async fn record(
     let mut passes = 0_u64;
     let stop = tokio::signal::ctrl_c();
     tokio::pin!(stop);
-    eprintln!(
+    crate::say_err!(
         "pptune record: sampling every {}s into {}{}",
         interval.as_secs_f64(),
         out.display(),
@@ -85,7 +85,7 @@ pub async fn record(
             _ = &mut stop => break,
         }
     }
-    eprintln!(
+    crate::say_err!(
         "pptune record: {passes} pass(es) written to {}",
         out.display()
     );
@@ -106,7 +106,7 @@ pub fn replay_cmd(
 ) -> anyhow::Result<ExitCode> {
     let a = replay_one(path, policy)?;
     for w in &a.warnings {
-        eprintln!("pptune replay: warning: {w}");
+        crate::say_err!("pptune replay: warning: {w}");
     }
     // No pass read is no evidence: it said "the policy holds every device
     // over the whole recording" and exited 0.
@@ -153,7 +153,7 @@ fn when(ms: u64) -> String {
 }
 
 fn print_report(r: &Report) {
-    println!(
+    crate::say!(
         "{} pass(es){}",
         r.passes,
         match (r.first_unix_ms, r.last_unix_ms) {
@@ -162,13 +162,14 @@ fn print_report(r: &Report) {
         }
     );
     if r.faithful_passes > 0 {
-        println!(
+        crate::say!(
             "recorded policy: {} of {} pass(es) decided exactly as the daemon did",
-            r.identical_passes, r.faithful_passes
+            r.identical_passes,
+            r.faithful_passes
         );
     }
     if r.decisions.is_empty() {
-        println!("no changes: the policy holds every device over the whole recording");
+        crate::say!("no changes: the policy holds every device over the whole recording");
     }
     for row in &r.decisions {
         let d = &row.decision;
@@ -176,7 +177,7 @@ fn print_report(r: &Report) {
             Basis::Observed => "observed",
             Basis::Modelled => "MODELLED",
         };
-        println!(
+        crate::say!(
             "{} {} — {} [{}] ({}, {basis})",
             when(row.unix_ms),
             d.device,
@@ -187,11 +188,11 @@ fn print_report(r: &Report) {
                 policy::Mode::Observe => "observe: recommended only",
             }
         );
-        println!("    {}", d.message);
-        println!("    recommendation id: {}", d.id);
+        crate::say!("    {}", d.message);
+        crate::say!("    recommendation id: {}", d.id);
     }
     for (name, s) in &r.devices {
-        println!(
+        crate::say!(
             "{name}: {} change(s), ring {} -> {}, pool memory {} bytes, recycle-miss share {}{}",
             s.changes,
             s.first_ring.map_or_else(|| "-".into(), |v| v.to_string()),
@@ -242,8 +243,8 @@ fn difference(a: &Report, b: &Report) -> serde_json::Value {
 }
 
 fn print_against(a: &Report, b: &Report) {
-    println!("{} pass(es); A = --config, B = --against", a.passes);
-    println!(
+    crate::say!("{} pass(es); A = --config, B = --against", a.passes);
+    crate::say!(
         "{:<16} {:>9} {:>9} {:>13} {:>13} {:>14} {:>14}  basis",
         "device",
         "changes A",
@@ -265,7 +266,7 @@ fn print_against(a: &Report, b: &Report) {
         cb += db.changes;
         ma += da.pool_bytes;
         mb += db.pool_bytes;
-        println!(
+        crate::say!(
             "{n:<16} {:>9} {:>9} {:>13} {:>13} {:>14} {:>14}  {}",
             da.changes,
             db.changes,
@@ -280,7 +281,7 @@ fn print_against(a: &Report, b: &Report) {
             }
         );
     }
-    println!("total: changes A {ca}, B {cb}; pool memory A {ma} bytes, B {mb} bytes");
+    crate::say!("total: changes A {ca}, B {cb}; pool memory A {ma} bytes, B {mb} bytes");
 }
 
 /// `--since`: a duration ago (`24h`) or an RFC 3339 time.
@@ -306,7 +307,7 @@ pub fn history(since: Option<u64>, interfaces: &[String], json: bool) -> anyhow:
         )
     })?;
     for w in &warnings {
-        eprintln!("pptune history: warning: {w}");
+        crate::say_err!("pptune history: warning: {w}");
     }
     let rows: Vec<&HistoryRow> = rows
         .iter()
@@ -319,11 +320,11 @@ pub fn history(since: Option<u64>, interfaces: &[String], json: bool) -> anyhow:
         return Ok(ExitCode::SUCCESS);
     }
     if rows.is_empty() {
-        println!("no changes recorded");
+        crate::say!("no changes recorded");
     }
     for r in rows {
         let c = &r.change;
-        println!(
+        crate::say!(
             "{} {} {} {} -> {} [{}] outcome: {}",
             when(c.unix_ms),
             c.device,
@@ -334,16 +335,16 @@ pub fn history(since: Option<u64>, interfaces: &[String], json: bool) -> anyhow:
             c.outcome
         );
         if let Some(m) = &c.message {
-            println!("    {m}");
+            crate::say!("    {m}");
         }
         if let Some(ev) = &c.evidence {
             let ev: Vec<String> = ev.iter().map(|(k, v)| format!("{k}={v:.4}")).collect();
             if !ev.is_empty() {
-                println!("    evidence: {}", ev.join(" "));
+                crate::say!("    evidence: {}", ev.join(" "));
             }
         }
         if let Some(id) = &c.id {
-            println!("    recommendation id: {id}");
+            crate::say!("    recommendation id: {id}");
         }
     }
     Ok(ExitCode::SUCCESS)

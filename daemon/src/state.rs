@@ -40,7 +40,7 @@ const MAX_ACTIONS_PER_DEVICE: usize = 64;
 /// Errors of the state record, each naming the path involved.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
-    #[error("creating runtime directory {path}")]
+    #[error("creating or opening runtime directory {path}")]
     CreateDir {
         path: PathBuf,
         #[source]
@@ -325,6 +325,10 @@ impl InstanceLock {
 #[derive(Debug)]
 pub struct StateStore {
     dir: PathBuf,
+    /// The directory, opened once: the record is written, renamed and
+    /// removed relative to it (`openat`, `renameat`, `unlinkat`), so a
+    /// path component swapped after the lock was taken redirects nothing.
+    dir_fd: File,
     boot_id: String,
     /// Holding the open, flocked file is holding the lock; dropping it
     /// releases it.
@@ -372,8 +376,13 @@ impl StateStore {
                 }
             }
         }
+        let dir_fd = File::open(dir).map_err(|source| StateError::CreateDir {
+            path: dir.to_owned(),
+            source,
+        })?;
         Ok(Self {
             dir: dir.to_owned(),
+            dir_fd,
             boot_id,
             _lock: lock,
         })
@@ -511,36 +520,81 @@ impl StateStore {
             path: path.clone(),
             source,
         })?;
-        // Created exclusively under an unpredictable name (a symlink or a
-        // file planted under a known name is never written through), then
-        // renamed over the record.
-        let mut f = tempfile::Builder::new()
-            .prefix(&format!("{STATE_FILE}."))
-            .suffix(TMP_SUFFIX)
-            // Readable by the runtime directory's group (0750), as a file
-            // made with the service's umask (022) was.
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o640))
-            .tempfile_in(&self.dir)
-            .map_err(werr(&self.dir))?;
-        let tmp = f.path().to_owned();
-        f.write_all(text.as_bytes()).map_err(werr(&tmp))?;
-        f.write_all(b"\n").map_err(werr(&tmp))?;
-        f.as_file().sync_all().map_err(werr(&tmp))?;
-        f.persist(&path).map_err(|e| werr(&path)(e.error))?;
+        let (mut f, name) = self.create_temporary().map_err(werr(&self.dir))?;
+        let tmp = self.dir.join(&name);
+        let written = f
+            .write_all(text.as_bytes())
+            .and_then(|()| f.write_all(b"\n"))
+            .and_then(|()| f.sync_all())
+            .map_err(werr(&tmp))
+            .and_then(|()| {
+                nix::fcntl::renameat(&self.dir_fd, name.as_str(), &self.dir_fd, STATE_FILE)
+                    .map_err(|e| werr(&path)(e.into()))
+            });
+        if let Err(e) = written {
+            let _ = nix::unistd::unlinkat(
+                &self.dir_fd,
+                name.as_str(),
+                nix::unistd::UnlinkatFlags::NoRemoveDir,
+            );
+            return Err(e);
+        }
         // The rename is durable only once the directory entry is on disk.
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(werr(&self.dir))?;
+        self.dir_fd.sync_all().map_err(werr(&self.dir))?;
         Ok(())
+    }
+
+    /// A new temporary record in the directory: created exclusively
+    /// (`O_EXCL`, `O_NOFOLLOW`: a symlink or a file planted under its name
+    /// is never written through) under an unpredictable name, mode 0640
+    /// (readable by the runtime directory's group, as a file made with the
+    /// service's umask was).
+    fn create_temporary(&self) -> std::io::Result<(File, String)> {
+        use nix::fcntl::OFlag;
+        use std::hash::BuildHasher as _;
+        // RandomState's keys come from the OS's random source.
+        let random = std::collections::hash_map::RandomState::new();
+        let mut last = None;
+        for attempt in 0..16_u32 {
+            let name = format!(
+                "{STATE_FILE}.{:016x}{TMP_SUFFIX}",
+                random.hash_one((attempt, std::process::id()))
+            );
+            match nix::fcntl::openat(
+                &self.dir_fd,
+                name.as_str(),
+                OFlag::O_WRONLY
+                    | OFlag::O_CREAT
+                    | OFlag::O_EXCL
+                    | OFlag::O_NOFOLLOW
+                    | OFlag::O_CLOEXEC,
+                nix::sys::stat::Mode::from_bits_truncate(0o640),
+            ) {
+                Ok(fd) => {
+                    let f = File::from(fd);
+                    // The mode exactly, whatever the umask.
+                    f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o640))?;
+                    return Ok((f, name));
+                }
+                Err(nix::errno::Errno::EEXIST) => last = Some(nix::errno::Errno::EEXIST),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(last.unwrap_or(nix::errno::Errno::EEXIST).into())
     }
 
     /// Removes the record (after a full restore).
     pub fn clear(&self) -> Result<(), StateError> {
-        let path = self.path();
-        match fs::remove_file(&path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(source) => Err(StateError::Write { path, source }),
+        match nix::unistd::unlinkat(
+            &self.dir_fd,
+            STATE_FILE,
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        ) {
+            Ok(()) | Err(nix::errno::Errno::ENOENT) => Ok(()),
+            Err(e) => Err(StateError::Write {
+                path: self.path(),
+                source: e.into(),
+            }),
         }
     }
 }

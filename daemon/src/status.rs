@@ -954,7 +954,7 @@ mod tests {
                 (r.render_text(), serde_json::to_value(&r).unwrap())
             })
             .unwrap();
-        println!("{text}");
+        crate::say!("{text}");
         assert!(text.contains("veth0 (ifindex"), "{text}");
         assert!(
             text.contains("rings:    unavailable — not supported by driver veth"),

@@ -264,3 +264,69 @@ fn a_replay_that_read_no_pass_fails() {
         "{err}"
     );
 }
+
+/// Text from elsewhere reached the terminal as it was (issue 32 class 8):
+/// an escape sequence in a policy key (`check`) or in a device name and
+/// message of the change journal (`history`) could clear the screen or
+/// forge a line. Human output now shows such characters escaped
+/// (`pptune::human`); JSON output is escaped by its encoder.
+#[test]
+fn control_characters_from_files_are_escaped_in_human_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("p.yaml");
+    // YAML's own escapes: the key holds ESC and BEL.
+    std::fs::write(&policy, "mode: observe\n\"x\\e[2J\\a\": 1\n").unwrap();
+    let out = pptune(&["check", policy.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(78), "{out:?}");
+    let err = text(&out.stderr);
+    assert!(!err.contains('\u{1b}') && !err.contains('\u{7}'), "{err:?}");
+    assert!(err.contains("x\\u{1b}[2J\\u{7}"), "{err}");
+
+    use pptune::record::journal::{Change, Entry};
+    let change = Entry::Change(Box::new(Change {
+        run: 1,
+        seq: 0,
+        unix_ms: 1_700_000_000_000,
+        device: "eth\u{1b}]0;owned\u{7}".into(),
+        device_key: "name:eth0".into(),
+        knob: policy::Knob::Ring(policy::RingField::Rx),
+        from: 256,
+        to: 512,
+        id: Some("r1".into()),
+        reason: Some("recycle_miss_high".into()),
+        message: Some("line one\r\u{1b}[1Aforged line".into()),
+        evidence: None,
+        outcome: policy::Outcome::Effective,
+    }));
+    let run = Entry::Run {
+        run: 1,
+        unix_ms: 1_700_000_000_000,
+    };
+    let lines = [run, change]
+        .iter()
+        .map(|e| serde_json::to_string(e).unwrap() + "\n")
+        .collect::<String>();
+    std::fs::write(dir.path().join("changes.jsonl"), lines).unwrap();
+    let out = Command::new(pptune_bin())
+        .arg("history")
+        .daemon_dirs(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let s = text(&out.stdout);
+    assert!(
+        !s.contains('\u{1b}') && !s.contains('\u{7}') && !s.contains('\r'),
+        "{s:?}"
+    );
+    assert!(s.contains("eth\\u{1b}]0;owned\\u{7}"), "{s}");
+    assert!(s.contains("line one\\u{d}\\u{1b}[1Aforged line"), "{s}");
+    // JSON keeps the text exactly (its encoder escapes it).
+    let out = Command::new(pptune_bin())
+        .args(["history", "--json"])
+        .daemon_dirs(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v.to_string().contains("eth\\u001b]0;owned\\u0007"), "{v}");
+}

@@ -214,3 +214,82 @@ fn export_installed_back_reproduces_the_values() {
         assert_eq!(o["value"], 2, "{v}");
     }
 }
+
+/// `export` wrote interface names as they are into places that read them
+/// as syntax (issue 32 class 8): a `.link` `OriginalName=` glob (`e*`
+/// matched every `e…` device), a TuneD `devices=` list (`a,eth0` named
+/// eth0 too) and the `nmcli` command an operator pastes (`x$(id)` ran
+/// `id`). Now a device is matched by name only where the name means
+/// itself, else the export is refused as a whole, naming the device; the
+/// shell command quotes the name.
+#[test]
+fn export_refuses_or_quotes_names_that_read_as_syntax() {
+    require_root("a throwaway network namespace");
+    for name in ["e*", "a,eth0", "x$(id)", "it's"] {
+        let dir = tempfile::tempdir().unwrap();
+        pptune_tests::bin::write_channels_record(dir.path(), name, 1, 2);
+        let out = in_netns(
+            "ip link add \"$1\" numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 && \
+             ethtool -L \"$1\" rx 2 && \
+             for f in systemd-link networkmanager tuned; do echo \"== $f\"; \"$0\" export --format $f; echo \"rc=$?\"; done 2>&1",
+        )
+        .arg(name)
+        .daemon_dirs(dir.path())
+        .output()
+        .unwrap();
+        assert!(out.status.success(), "{name}: {out:?}");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let part = |f: &str| {
+            let start = text.find(&format!("== {f}\n")).unwrap() + f.len() + 4;
+            let end = text[start..].find("rc=").unwrap() + start;
+            let rc = text[end + 3..].lines().next().unwrap().to_owned();
+            (text[start..end].to_owned(), rc)
+        };
+        for (f, why) in [
+            (
+                "systemd-link",
+                "OriginalName= would read its name as a glob list",
+            ),
+            (
+                "tuned",
+                "devices= would read this name as a pattern or a list",
+            ),
+        ] {
+            let (body, rc) = part(f);
+            assert_eq!(rc, "1", "{name} {f}: {body}");
+            assert!(
+                body.contains("nothing exported: one device cannot be written in this format")
+                    && body.contains(&format!("{name}: "))
+                    && body.contains(why),
+                "{name} {f}: {body}"
+            );
+            assert!(
+                !body.contains("[Match]") && !body.contains("[net_"),
+                "{body}"
+            );
+        }
+        let (body, rc) = part("networkmanager");
+        assert_eq!(rc, "0", "{name}: {body}");
+        assert!(body.contains("\nchannels-rx=2\n"), "{body}");
+        // The pasted command: the name is one quoted word, and the shell
+        // reads it back as the name.
+        let line = body
+            .lines()
+            .find(|l| l.contains("nmcli connection modify"))
+            .unwrap();
+        let word = line
+            .split("device show ")
+            .nth(1)
+            .and_then(|r| r.split(")\"").next())
+            .unwrap();
+        assert!(word.starts_with('\''), "{line}");
+        let echoed = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("printf %s {word}"))
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&echoed.stdout), name, "{line}");
+        // Comments carry the ifindex, not the name.
+        assert!(body.starts_with("# ifindex"), "{body}");
+    }
+}

@@ -75,6 +75,28 @@ fn a_second_daemon_in_the_same_netns_exits_with_a_clear_message() {
         err.contains("another pptune is running in this network namespace"),
         "{err}"
     );
+    // `restore` with another runtime directory found no record there and
+    // said "nothing to restore", exit 0, while the daemon held originals
+    // (issue 32 class 6): it now says where they are and fails.
+    let out = Command::new("nsenter")
+        .args(["-t", &pid, "-n"])
+        .arg(pptune_bin())
+        .arg("restore")
+        .daemon_dirs(dir.path().join("b"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        err.contains(
+            "a pptune daemon is running in this network namespace with another runtime directory"
+        ) && err.contains("RUNTIME_DIRECTORY"),
+        "{err}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("nothing"),
+        "{out:?}"
+    );
     // The first one dies (even by SIGKILL): the next one starts.
     first.kill().unwrap();
     first.wait().unwrap();

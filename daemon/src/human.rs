@@ -1,0 +1,78 @@
+//! What people read on a terminal: text that came from elsewhere (an
+//! interface name from the kernel, a key from a policy file, a line of the
+//! change journal) is printed with its control characters escaped, so that
+//! it cannot move the cursor, recolour or clear the screen, or forge a line
+//! of output. Every human-readable line of the commands goes through
+//! [`printable`] ([`say!`](crate::say), [`say_err!`](crate::say_err));
+//! JSON output is escaped by its encoder and is not passed through here.
+
+use std::borrow::Cow;
+
+/// Whether `c` is shown escaped: a control character other than newline
+/// and tab (C0, DEL, C1), or one that reorders text (the bidirectional
+/// embeddings, overrides and isolates, with which a name can display as
+/// another).
+fn hidden(c: char) -> bool {
+    (c.is_control() && c != '\n' && c != '\t')
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `s` with every [`hidden`] character written as its Unicode escape
+/// (`\u{1b}`); unchanged (borrowed) when there is none.
+#[must_use]
+pub fn printable(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(hidden) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if hidden(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// `println!` for human output: the formatted text through [`printable`].
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {
+        println!("{}", $crate::human::printable(&format!($($arg)*)))
+    };
+}
+
+/// `eprintln!` for human output: the formatted text through [`printable`].
+#[macro_export]
+macro_rules! say_err {
+    ($($arg:tt)*) => {
+        eprintln!("{}", $crate::human::printable(&format!($($arg)*)))
+    };
+}
+
+/// `print!` for human output (text that ends its own lines).
+#[macro_export]
+macro_rules! say_part {
+    ($($arg:tt)*) => {
+        print!("{}", $crate::human::printable(&format!($($arg)*)))
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_and_reordering_characters_are_escaped_and_the_rest_kept() {
+        assert!(matches!(
+            printable("eth0: ring 4096\n\tok"),
+            Cow::Borrowed(_)
+        ));
+        assert_eq!(printable("x\u{1b}[2Jy"), "x\\u{1b}[2Jy");
+        assert_eq!(printable("a\rb\u{7f}\u{9b}"), "a\\u{d}b\\u{7f}\\u{9b}");
+        assert_eq!(printable("ab\u{202e}cd"), "ab\\u{202e}cd");
+        // Non-ASCII that is text stays text.
+        assert_eq!(printable("größe ëth0 網"), "größe ëth0 網");
+    }
+}
