@@ -80,6 +80,10 @@ pub enum StateError {
         "{path} was written by a newer pptune (state schema {found}; this one reads {SCHEMA_VERSION}); it is left untouched: restore with the pptune that wrote it, or move it away to start afresh"
     )]
     NewerSchema { path: PathBuf, found: u32 },
+    #[error(
+        "{path} is no longer the directory this process opened (replaced or mounted over): a record written there would be found by no restore"
+    )]
+    Replaced { path: PathBuf },
     #[error("writing {path}")]
     Write {
         path: PathBuf,
@@ -520,6 +524,7 @@ impl StateStore {
             path: path.clone(),
             source,
         })?;
+        self.still_at_its_path()?;
         let (mut f, name) = self.create_temporary().map_err(werr(&self.dir))?;
         let tmp = self.dir.join(&name);
         let written = f
@@ -542,6 +547,27 @@ impl StateStore {
         // The rename is durable only once the directory entry is on disk.
         self.dir_fd.sync_all().map_err(werr(&self.dir))?;
         Ok(())
+    }
+
+    /// Whether the directory opened at start is still the one its path
+    /// names. A record written through the held descriptor into a
+    /// directory since replaced or mounted over would be found by no
+    /// `restore` (which opens the path), so that is a failed write.
+    fn still_at_its_path(&self) -> Result<(), StateError> {
+        use std::os::unix::fs::MetadataExt as _;
+        let werr = |source| StateError::Write {
+            path: self.dir.clone(),
+            source,
+        };
+        let held = self.dir_fd.metadata().map_err(werr)?;
+        let named = fs::metadata(&self.dir).map_err(werr)?;
+        if (held.dev(), held.ino()) == (named.dev(), named.ino()) {
+            Ok(())
+        } else {
+            Err(StateError::Replaced {
+                path: self.dir.clone(),
+            })
+        }
     }
 
     /// A new temporary record in the directory: created exclusively
@@ -644,6 +670,30 @@ mod tests {
                 .permissions(),
         );
         assert_eq!(mode & 0o777, 0o640, "{mode:o}");
+    }
+
+    /// The runtime directory replaced under the daemon (renamed away and
+    /// made anew; a bind mount over it, in the VM's faults suite, is the
+    /// same): the record would have gone into the old directory, found by
+    /// no restore. The write fails, and succeeds again once the path names
+    /// the directory opened.
+    #[test]
+    fn a_replaced_directory_is_not_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run");
+        std::fs::create_dir(&run).unwrap();
+        let store = StateStore::open(&run, "boot-a".into()).unwrap();
+        let (s, _) = store.load().unwrap();
+        let aside = dir.path().join("aside");
+        std::fs::rename(&run, &aside).unwrap();
+        std::fs::create_dir(&run).unwrap();
+        let e = store.save(&s).unwrap_err();
+        assert!(matches!(e, StateError::Replaced { .. }), "{e:?}");
+        assert!(!aside.join(STATE_FILE).exists());
+        std::fs::remove_dir(&run).unwrap();
+        std::fs::rename(&aside, &run).unwrap();
+        store.save(&s).unwrap();
+        assert!(run.join(STATE_FILE).is_file());
     }
 
     /// A record someone else could have written (group- or world-writable;
