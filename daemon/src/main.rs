@@ -83,6 +83,10 @@ fn main() -> ExitCode {
             } => commands::history(since.as_deref(), &interfaces, json),
         }
     });
+    // A policy load stuck in its blocking thread (a wedged file system)
+    // cannot be joined: waiting for it would turn SIGTERM into the stop
+    // timeout's SIGKILL. Everything the daemon keeps is written by now.
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
     match result {
         Ok(code) => code,
         Err(e) => {

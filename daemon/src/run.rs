@@ -29,8 +29,10 @@ use crate::rollout;
 use crate::state::{StateFile, StateStore};
 
 mod inputs;
+mod loading;
 use inputs::restore_engine;
 pub use inputs::{Engine, Options, PolicyEngine, PolicySource, RELOAD_DEADLINE};
+use loading::{LoadEnd, Loading};
 
 /// Why the loop stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -275,6 +277,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         let mut next_sample = Instant::now();
         let mut resync: Option<Instant> = None;
         let mut reload_open = true;
+        let mut load: Option<Loading> = None;
         // Absolute, so a stream of notifications cannot push the ping back.
         let mut next_ping = after(self.tick_period());
         loop {
@@ -301,9 +304,10 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                     next_ping = after(self.tick_period());
                 }
                 msg = reload.recv(), if reload_open => match msg {
-                    Some(()) => self.reload().await,
+                    Some(()) => self.reload_asked(&mut load),
                     None => reload_open = false,
                 },
+                end = loading::next_end(&mut load) => self.load_ended(end, &mut load),
                 Some(req) = restore_rx.recv() => {
                     if req.reply.is_closed() {
                         // Its client gave up (timeout, ^C) while the loop
@@ -647,23 +651,52 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         );
     }
 
-    /// SIGHUP: re-read the policy; an invalid one keeps the last good.
-    async fn reload(&mut self) {
-        self.notifier.reloading();
-        let source = Arc::clone(&self.source);
-        let loaded = match tokio::time::timeout(
-            RELOAD_DEADLINE,
-            tokio::task::spawn_blocking(move || source.load()),
-        )
-        .await
-        {
-            Ok(Ok(loaded)) => loaded,
-            Ok(Err(e)) => Err(format!("the policy load failed: {e}")),
-            Err(_) => Err(format!(
-                "the policy load did not finish in {} s",
-                RELOAD_DEADLINE.as_secs()
-            )),
-        };
+    /// SIGHUP: the policy is re-read on a blocking thread while the loop
+    /// goes on with the last good one ([`loading`]).
+    fn reload_asked(&mut self, load: &mut Option<Loading>) {
+        match load {
+            None => {
+                self.notifier.reloading();
+                *load = Some(Loading::start(&self.source));
+            }
+            Some(l) if l.stuck() => {
+                self.notifier.reloading();
+                let past = l.late_since().elapsed().as_secs();
+                self.reload_finished(Err(format!(
+                    "the last policy load has not returned ({past} s past its deadline): no new load starts until it does"
+                )));
+            }
+            // It is read again when the running load ends.
+            Some(l) => l.again = true,
+        }
+    }
+
+    /// The end of a load: its policy taken or refused, and the next load
+    /// started when one was asked for meanwhile.
+    fn load_ended(&mut self, end: LoadEnd, load: &mut Option<Loading>) {
+        match end {
+            LoadEnd::Finished(loaded) => self.reload_finished(loaded),
+            LoadEnd::Late => {
+                // Refused now; it stays in `load` until its thread returns.
+                self.reload_finished(Err(format!(
+                    "the policy load did not finish in {} s",
+                    RELOAD_DEADLINE.as_secs()
+                )));
+                return;
+            }
+            LoadEnd::Returned => tracing::warn!(
+                "the policy load refused for its lateness returned at last: its result is dropped"
+            ),
+        }
+        if load.take().is_some_and(|l| l.again) {
+            self.notifier.reloading();
+            *load = Some(Loading::start(&self.source));
+        }
+    }
+
+    /// A reload's outcome: a valid policy replaces the last good one; an
+    /// invalid one (or a load that failed) keeps it.
+    fn reload_finished(&mut self, loaded: Result<Policy, String>) {
         match loaded {
             Ok(p) => {
                 // Configuration management reloads unchanged files on a
@@ -716,8 +749,6 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         }
         self.notifier.ready(&self.summary());
         self.update_view();
-        // Let the refreshed policy act on fresh data rather than wait.
-        tokio::task::yield_now().await;
     }
 
     /// Writes the record; `false` (logged, counted) when it could not.

@@ -987,16 +987,21 @@ async fn readiness_fails_while_sampling_hangs_and_while_the_policy_is_invalid() 
 
 /// A policy load that does not finish (a wedged file system; before the
 /// linear matcher, a glob that backtracked) ran on the loop's own thread:
-/// `/healthz` and signals stopped with it and only the watchdog ended it.
-/// The load now runs on a blocking thread with a deadline: `/healthz`
-/// answers at once all along, and after `RELOAD_DEADLINE` the reload is
-/// refused ("did not finish") and the last good policy goes on.
+/// `/healthz` and signals stopped with it and only the watchdog ended it;
+/// later it ran on a blocking thread but the loop waited for it, so
+/// sampling stopped for up to the deadline. Now the loop goes on with the
+/// last good policy while the load runs: `/healthz` answers at once, the
+/// samples go on (`/readyz` stays ready), after `RELOAD_DEADLINE` the
+/// reload is refused ("did not finish"); a reload asked while that load is
+/// stuck is refused at once (one stuck thread at most); once it returns,
+/// its result is dropped and the next reload loads again.
 #[tokio::test(flavor = "current_thread")]
 async fn a_policy_load_that_hangs_stops_neither_healthz_nor_the_loop() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    struct Hangs(Policy, Arc<AtomicBool>);
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    struct Hangs(Policy, Arc<AtomicBool>, Arc<AtomicUsize>);
     impl PolicySource for Hangs {
         fn load(&self) -> Result<Policy, String> {
+            self.2.fetch_add(1, Ordering::Relaxed);
             while self.1.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -1006,11 +1011,12 @@ async fn a_policy_load_that_hangs_stops_neither_healthz_nor_the_loop() {
     let mut policy = fake::test_policy(Mode::Observe);
     policy.timing.interval = Duration::from_millis(200);
     let hang = Arc::new(AtomicBool::new(false));
+    let loads = Arc::new(AtomicUsize::new(0));
     let metrics = Arc::new(Metrics::new());
     let addr = start_server(Arc::clone(&metrics), Limits::default()).await;
     let (tx, rx) = mpsc::unbounded_channel();
     let opts = options(Arc::clone(&metrics), rx);
-    let source = Hangs(policy.clone(), Arc::clone(&hang));
+    let source = Hangs(policy.clone(), Arc::clone(&hang), Arc::clone(&loads));
     let daemon = tokio::spawn(run(
         Arc::new(FakeKernel::bursty()),
         PolicyEngine::default(),
@@ -1029,9 +1035,17 @@ async fn a_policy_load_that_hangs_stops_neither_healthz_nor_the_loop() {
         }
     }
     let _release = Release(Arc::clone(&hang));
+    let samples = |m: &Metrics| {
+        let t = m.encode().unwrap();
+        t.lines()
+            .find_map(|l| l.strip_prefix("pptune_samples_total "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
     hang.store(true, Ordering::Relaxed);
     tx.send(()).unwrap();
     let t0 = tokio::time::Instant::now();
+    let s0 = samples(&metrics);
     let healthz = || {
         client(move || {
             let t = tokio::time::Instant::now();
@@ -1043,50 +1057,65 @@ async fn a_policy_load_that_hangs_stops_neither_healthz_nor_the_loop() {
         })
     };
     // While the load hangs: every probe answered, each well within a
-    // liveness probe's timeout.
+    // liveness probe's timeout, and the loop samples on (ready).
     let mut slowest = Duration::ZERO;
     while t0.elapsed() < pptune::run::RELOAD_DEADLINE - Duration::from_secs(2) {
         let (status, took) = healthz().await;
         assert_eq!(status, 200);
         slowest = slowest.max(took);
+        let (status, body) = readyz(addr).await;
+        assert_eq!(status, 200, "while the load runs: {body}");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     assert!(
         slowest < Duration::from_secs(1),
         "slowest /healthz {slowest:?}"
     );
-    // Past the deadline: the reload is refused (until then the loop waits
-    // for it, so /readyz says the last sample is old), the loop samples
-    // again with the last good policy.
-    let samples = |m: &Metrics| {
-        let t = m.encode().unwrap();
-        t.lines()
-            .find_map(|l| l.strip_prefix("pptune_samples_total "))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    let body = loop {
-        let (status, body) = readyz(addr).await;
-        if body["policy_valid"] == false {
-            assert_eq!(status, 503);
-            break body;
-        }
-        assert!(
-            t0.elapsed() < pptune::run::RELOAD_DEADLINE + Duration::from_secs(5),
-            "/readyz stayed {status}: {body}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let sampled = samples(&metrics) - s0;
+    let at_200ms = t0.elapsed().as_secs_f64() / 0.2;
     assert!(
-        body["reasons"][0]
-            .as_str()
-            .unwrap_or_default()
-            .contains("did not finish in 10 s"),
-        "{body}"
+        sampled >= at_200ms / 2.0,
+        "{sampled} samples in {:?} while the load ran",
+        t0.elapsed()
     );
+    // Past the deadline: the reload is refused, the last good policy goes
+    // on.
+    let unready = |expect: &'static str| async move {
+        loop {
+            let (status, body) = readyz(addr).await;
+            if body["reasons"][0]
+                .as_str()
+                .is_some_and(|r| r.contains(expect))
+            {
+                assert_eq!(status, 503);
+                assert_eq!(body["policy_valid"], false, "{body}");
+                return;
+            }
+            assert!(
+                t0.elapsed() < pptune::run::RELOAD_DEADLINE + Duration::from_secs(5),
+                "/readyz stayed {status}: {body}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    unready("did not finish in 10 s").await;
     let before = samples(&metrics);
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(samples(&metrics) > before, "the loop samples again");
+    assert!(samples(&metrics) > before, "the loop samples on");
+    // A reload while the late load is stuck: refused at once, no second
+    // thread.
+    tx.send(()).unwrap();
+    unready("has not returned").await;
+    assert_eq!(loads.load(Ordering::Relaxed), 1);
+    // The stuck load returns; its result is dropped (still unready), and
+    // the next reload loads and is taken.
+    hang.store(false, Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (status, _) = readyz(addr).await;
+    assert_eq!(status, 503, "a late load's result is dropped");
+    tx.send(()).unwrap();
+    readyz_until(addr, 200).await;
+    assert_eq!(loads.load(Ordering::Relaxed), 2);
     daemon.abort();
 }
 
