@@ -329,9 +329,9 @@ impl InstanceLock {
 #[derive(Debug)]
 pub struct StateStore {
     dir: PathBuf,
-    /// The directory, opened once: the record is written, renamed and
-    /// removed relative to it (`openat`, `renameat`, `unlinkat`), so a
-    /// path component swapped after the lock was taken redirects nothing.
+    /// The directory the lock was taken in, opened once: every write
+    /// opens the path again and goes on only if it is still this directory
+    /// ([`StateStore::opened_again`]).
     dir_fd: File,
     boot_id: String,
     /// Holding the open, flocked file is holding the lock; dropping it
@@ -524,8 +524,8 @@ impl StateStore {
             path: path.clone(),
             source,
         })?;
-        self.still_at_its_path()?;
-        let (mut f, name) = self.create_temporary().map_err(werr(&self.dir))?;
+        let dir = self.opened_again()?;
+        let (mut f, name) = create_temporary(&dir).map_err(werr(&self.dir))?;
         let tmp = self.dir.join(&name);
         let written = f
             .write_all(text.as_bytes())
@@ -533,36 +533,44 @@ impl StateStore {
             .and_then(|()| f.sync_all())
             .map_err(werr(&tmp))
             .and_then(|()| {
-                nix::fcntl::renameat(&self.dir_fd, name.as_str(), &self.dir_fd, STATE_FILE)
+                nix::fcntl::renameat(&dir, name.as_str(), &dir, STATE_FILE)
                     .map_err(|e| werr(&path)(e.into()))
             });
         if let Err(e) = written {
-            let _ = nix::unistd::unlinkat(
-                &self.dir_fd,
-                name.as_str(),
-                nix::unistd::UnlinkatFlags::NoRemoveDir,
-            );
+            let _ =
+                nix::unistd::unlinkat(&dir, name.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
             return Err(e);
         }
         // The rename is durable only once the directory entry is on disk.
-        self.dir_fd.sync_all().map_err(werr(&self.dir))?;
+        dir.sync_all().map_err(werr(&self.dir))?;
         Ok(())
     }
 
-    /// Whether the directory opened at start is still the one its path
-    /// names. A record written through the held descriptor into a
-    /// directory since replaced or mounted over would be found by no
-    /// `restore` (which opens the path), so that is a failed write.
-    fn still_at_its_path(&self) -> Result<(), StateError> {
-        use std::os::unix::fs::MetadataExt as _;
+    /// The directory opened again by its path, for one write, if it is
+    /// still the one the lock was taken in. Through the path, because that
+    /// is where `restore` reads: a directory mounted over (a read-only bind
+    /// mount: the same inode under another mount) is written as mounted,
+    /// so its refusal is seen. Compared with the held descriptor, because a
+    /// directory replaced (renamed away, made anew) holds neither the lock
+    /// nor the record, so a write there is refused as
+    /// [`StateError::Replaced`]. Then created, renamed and removed
+    /// relative to it (`openat`, `renameat`, `unlinkat`): no path is
+    /// resolved twice within one write.
+    fn opened_again(&self) -> Result<File, StateError> {
+        use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
         let werr = |source| StateError::Write {
             path: self.dir.clone(),
             source,
         };
+        let dir = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::fcntl::OFlag::O_DIRECTORY.bits())
+            .open(&self.dir)
+            .map_err(werr)?;
         let held = self.dir_fd.metadata().map_err(werr)?;
-        let named = fs::metadata(&self.dir).map_err(werr)?;
-        if (held.dev(), held.ino()) == (named.dev(), named.ino()) {
-            Ok(())
+        let now = dir.metadata().map_err(werr)?;
+        if (held.dev(), held.ino()) == (now.dev(), now.ino()) {
+            Ok(dir)
         } else {
             Err(StateError::Replaced {
                 path: self.dir.clone(),
@@ -570,52 +578,10 @@ impl StateStore {
         }
     }
 
-    /// A new temporary record in the directory: created exclusively
-    /// (`O_EXCL`, `O_NOFOLLOW`: a symlink or a file planted under its name
-    /// is never written through) under an unpredictable name, mode 0640
-    /// (readable by the runtime directory's group, as a file made with the
-    /// service's umask was).
-    fn create_temporary(&self) -> std::io::Result<(File, String)> {
-        use nix::fcntl::OFlag;
-        use std::hash::BuildHasher as _;
-        // RandomState's keys come from the OS's random source.
-        let random = std::collections::hash_map::RandomState::new();
-        let mut last = None;
-        for attempt in 0..16_u32 {
-            let name = format!(
-                "{STATE_FILE}.{:016x}{TMP_SUFFIX}",
-                random.hash_one((attempt, std::process::id()))
-            );
-            match nix::fcntl::openat(
-                &self.dir_fd,
-                name.as_str(),
-                OFlag::O_WRONLY
-                    | OFlag::O_CREAT
-                    | OFlag::O_EXCL
-                    | OFlag::O_NOFOLLOW
-                    | OFlag::O_CLOEXEC,
-                nix::sys::stat::Mode::from_bits_truncate(0o640),
-            ) {
-                Ok(fd) => {
-                    let f = File::from(fd);
-                    // The mode exactly, whatever the umask.
-                    f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o640))?;
-                    return Ok((f, name));
-                }
-                Err(nix::errno::Errno::EEXIST) => last = Some(nix::errno::Errno::EEXIST),
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Err(last.unwrap_or(nix::errno::Errno::EEXIST).into())
-    }
-
     /// Removes the record (after a full restore).
     pub fn clear(&self) -> Result<(), StateError> {
-        match nix::unistd::unlinkat(
-            &self.dir_fd,
-            STATE_FILE,
-            nix::unistd::UnlinkatFlags::NoRemoveDir,
-        ) {
+        let dir = self.opened_again()?;
+        match nix::unistd::unlinkat(&dir, STATE_FILE, nix::unistd::UnlinkatFlags::NoRemoveDir) {
             Ok(()) | Err(nix::errno::Errno::ENOENT) => Ok(()),
             Err(e) => Err(StateError::Write {
                 path: self.path(),
@@ -623,6 +589,41 @@ impl StateStore {
             }),
         }
     }
+}
+
+/// A new temporary record in the directory: created exclusively
+/// (`O_EXCL`, `O_NOFOLLOW`: a symlink or a file planted under its name
+/// is never written through) under an unpredictable name, mode 0640
+/// (readable by the runtime directory's group, as a file made with the
+/// service's umask was).
+fn create_temporary(dir: &File) -> std::io::Result<(File, String)> {
+    use nix::fcntl::OFlag;
+    use std::hash::BuildHasher as _;
+    // RandomState's keys come from the OS's random source.
+    let random = std::collections::hash_map::RandomState::new();
+    let mut last = None;
+    for attempt in 0..16_u32 {
+        let name = format!(
+            "{STATE_FILE}.{:016x}{TMP_SUFFIX}",
+            random.hash_one((attempt, std::process::id()))
+        );
+        match nix::fcntl::openat(
+            dir,
+            name.as_str(),
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::from_bits_truncate(0o640),
+        ) {
+            Ok(fd) => {
+                let f = File::from(fd);
+                // The mode exactly, whatever the umask.
+                f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o640))?;
+                return Ok((f, name));
+            }
+            Err(nix::errno::Errno::EEXIST) => last = Some(nix::errno::Errno::EEXIST),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(last.unwrap_or(nix::errno::Errno::EEXIST).into())
 }
 
 #[cfg(test)]
@@ -694,6 +695,49 @@ mod tests {
         std::fs::rename(&aside, &run).unwrap();
         store.save(&s).unwrap();
         assert!(run.join(STATE_FILE).is_file());
+    }
+
+    /// A read-only bind mount over the runtime directory (CI's faults
+    /// suite, in the VM): the same inode under another mount. Written
+    /// through the descriptor held since start, the record went into the
+    /// writable mount beneath, where no restore reads, and the daemon
+    /// acted. The write goes through the path: refused while the bind
+    /// mount is there, written once it is gone. Runs in a mount namespace
+    /// of its own thread (the suite runs as root).
+    #[test]
+    fn a_read_only_bind_mount_over_the_directory_refuses_the_write() {
+        use nix::mount::{MsFlags, mount, umount};
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run");
+        std::fs::create_dir(&run).unwrap();
+        std::thread::spawn(move || {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
+                .expect("a mount namespace (the test suite runs as root)");
+            let none = None::<&str>;
+            mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none).unwrap();
+            let store = StateStore::open(&run, "boot-a".into()).unwrap();
+            let (s, _) = store.load().unwrap();
+            store.save(&s).unwrap();
+            mount(Some(&run), &run, none, MsFlags::MS_BIND, none).unwrap();
+            mount(
+                none,
+                &run,
+                none,
+                MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY,
+                none,
+            )
+            .unwrap();
+            let e = store.save(&s).unwrap_err();
+            let StateError::Write { source, .. } = &e else {
+                panic!("{e:?}");
+            };
+            assert_eq!(source.raw_os_error(), Some(nix::libc::EROFS), "{e:?}");
+            assert!(store.clear().is_err());
+            umount(&run).unwrap();
+            store.save(&s).unwrap();
+        })
+        .join()
+        .unwrap();
     }
 
     /// A record someone else could have written (group- or world-writable;
