@@ -675,7 +675,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
     /// started when one was asked for meanwhile.
     fn load_ended(&mut self, end: LoadEnd, load: &mut Option<Loading>) {
         match end {
-            LoadEnd::Finished(loaded) => self.reload_finished(loaded),
+            LoadEnd::Finished(loaded) => self.reload_finished(loaded.map(|p| *p)),
             LoadEnd::Late => {
                 // Refused now; it stays in `load` until its thread returns.
                 self.reload_finished(Err(format!(

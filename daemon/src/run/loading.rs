@@ -26,8 +26,9 @@ pub(super) struct Loading {
 
 /// How a load ended, as the loop sees it.
 pub(super) enum LoadEnd {
-    /// In time: the policy, or every problem rendered for a person.
-    Finished(Result<Policy, String>),
+    /// In time: the policy (boxed: it is large beside the other
+    /// variants), or every problem rendered for a person.
+    Finished(Result<Box<Policy>, String>),
     /// The deadline passed; the load goes on in its thread.
     Late,
     /// A load refused for its lateness returned at last (result dropped).
@@ -68,7 +69,7 @@ pub(super) async fn next_end(loading: &mut Option<Loading>) -> LoadEnd {
         return LoadEnd::Returned;
     }
     match tokio::time::timeout_at(l.deadline, &mut l.task).await {
-        Ok(Ok(loaded)) => LoadEnd::Finished(loaded),
+        Ok(Ok(loaded)) => LoadEnd::Finished(loaded.map(Box::new)),
         Ok(Err(e)) => LoadEnd::Finished(Err(format!("the policy load failed: {e}"))),
         Err(_) => {
             l.late = true;
