@@ -519,10 +519,10 @@ pub async fn restore(interfaces: Vec<String>) -> anyhow::Result<ExitCode> {
             let _instance = match state::InstanceLock::take() {
                 Ok(lock) => lock,
                 Err(StateError::OtherInstance) => anyhow::bail!(
-                    "a pptune daemon is running in this network namespace with another runtime \
-                     directory than {}: its record of originals is not here. Run restore with \
-                     RUNTIME_DIRECTORY set to the daemon's (the unit's is /run/pptune), or stop \
-                     the daemon",
+                    "another pptune (a daemon, or a restore) is running in this network \
+                     namespace with another runtime directory than {}: the record of originals \
+                     it acts on is not here. Run restore with RUNTIME_DIRECTORY set to the \
+                     daemon's (the unit's is /run/pptune), or stop the daemon",
                     dir.display()
                 ),
                 Err(e) => return Err(e.into()),

@@ -89,7 +89,7 @@ fn a_second_daemon_in_the_same_netns_exits_with_a_clear_message() {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(
         err.contains(
-            "a pptune daemon is running in this network namespace with another runtime directory"
+            "another pptune (a daemon, or a restore) is running in this network namespace"
         ) && err.contains("RUNTIME_DIRECTORY"),
         "{err}"
     );

@@ -6,11 +6,11 @@
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use pptune::state::read_boot_id;
-use pptune_tests::bin::{DaemonDirs, in_netns, pptune_bin, require_root};
+use pptune_tests::bin::{DaemonDirs, in_netns, require_root};
 
 /// A record a newer pptune might write: schema 2, this boot, a field this
 /// one does not know (its originals would live there).
@@ -21,9 +21,12 @@ fn newer_record() -> String {
     )
 }
 
+/// `pptune restore` in a throwaway network namespace: in the host's, any
+/// daemon the other tests run there (or the host's own) holds the
+/// namespace's instance lock, and restore then refuses, rightly.
 fn restore(run_dir: &Path) -> Output {
-    Command::new(pptune_bin())
-        .arg("restore")
+    require_root("a throwaway network namespace");
+    in_netns("exec \"$0\" restore")
         .daemon_dirs(run_dir)
         .output()
         .unwrap()
