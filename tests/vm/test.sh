@@ -88,6 +88,22 @@ for line in sys.stdin:
         print(m["executable"])
 ')" || true
 [ -n "$PPTUNE_BIN" ] || die "building the pptune binary failed (cargo build -p pptune --bin pptune)"
+# The VMs run a copy of their own. Cargo re-links target/debug/pptune on
+# every build of another feature set (`cargo test --workspace`, which the
+# host tests run beside the VM suites, links it with the dev-dependencies'
+# features): the path then names a new file, and a guest reading it over
+# 9p with stale cached pages executed a mix of both (pptune segfaulted at
+# start in every daemon test of one CI run). The copy is named by its
+# content, so concurrent runs share one and none is rewritten.
+sum="$(sha256sum "$PPTUNE_BIN" | cut -c1-16)"
+copy="$(dirname "$PPTUNE_BIN")/vm-bin/pptune-$sum"
+if [ ! -x "$copy" ]; then
+    mkdir -p "$(dirname "$copy")"
+    cp "$PPTUNE_BIN" "$copy.tmp.$$" && chmod 755 "$copy.tmp.$$" && mv -f "$copy.tmp.$$" "$copy"
+fi
+# Copies of other builds go after a day (a run still using one is over).
+find "$(dirname "$copy")" -name 'pptune-*' -mtime +1 -delete 2>/dev/null || true
+PPTUNE_BIN="$copy"
 export PPTUNE_BIN
 log "daemon binary: $PPTUNE_BIN"
 
