@@ -55,13 +55,14 @@ pub async fn set_knob<K: Kernel>(
 /// Puts recorded originals back on the devices present (all, or those
 /// named) and forgets them. Shared by `pptune restore` and the daemon.
 /// Returns lines for a person, whether everything asked for was restored,
-/// and the (device key, knob, value) that were set.
+/// and the (device name, device key, knob, value) that were set, as the
+/// change journal takes them.
 pub async fn restore_originals<K: Kernel>(
     kernel: &K,
     state: &mut StateFile,
     devices: &[Device],
     interfaces: &[String],
-) -> (Vec<String>, bool, Vec<(String, Knob, u32)>) {
+) -> (Vec<String>, bool, Vec<(String, String, Knob, u32)>) {
     let mut lines = Vec::new();
     let mut ok = true;
     let mut done = Vec::new();
@@ -95,7 +96,7 @@ pub async fn restore_originals<K: Kernel>(
                 Ok(v) if v == Some(o.value) => {
                     lines.push(format!("{name}: {} restored to {}", o.knob, o.value));
                     state.forget_original(&rec.id, o.knob);
-                    done.push((key.clone(), o.knob, o.value));
+                    done.push((name.to_owned(), key.clone(), o.knob, o.value));
                 }
                 Ok(v) => {
                     lines.push(format!(
@@ -678,7 +679,7 @@ impl Actuator {
         interfaces: &[String],
         known: &BTreeMap<u32, Device>,
         mut io: Lent<'_, K, R>,
-    ) -> (Vec<String>, bool) {
+    ) -> (Vec<String>, bool, Vec<(String, String, Knob, u32)>) {
         let devices: Vec<Device> = match io
             .kernel
             .sample(&crate::kernel::SampleScope::default())
@@ -689,15 +690,15 @@ impl Actuator {
         };
         let (lines, ok, done) =
             restore_originals(io.kernel, io.record.file(), &devices, interfaces).await;
-        for (key, knob, v) in done {
-            self.expected.insert((key.clone(), knob), v);
+        for (_, key, knob, v) in &done {
+            self.expected.insert((key.clone(), *knob), *v);
             self.evaluations
-                .retain(|e| !(e.key == key && e.knob == knob));
-            if let Some(d) = devices.iter().find(|d| d.id.key() == key) {
-                count_action(io.metrics, &d.name, knob, "restore", "applied");
+                .retain(|e| !(e.key == *key && e.knob == *knob));
+            if let Some(d) = devices.iter().find(|d| d.id.key() == *key) {
+                count_action(io.metrics, &d.name, *knob, "restore", "applied");
             }
         }
         let _ = io.record.save();
-        (lines, ok)
+        (lines, ok, done)
     }
 }

@@ -535,9 +535,22 @@ pub async fn restore(interfaces: Vec<String>) -> anyhow::Result<ExitCode> {
             }
             let kernel = NetlinkKernel::connect().await?;
             let snap = kernel.sample(&SampleScope::default()).await?;
-            let (lines, ok, _) =
+            let (lines, ok, done) =
                 crate::actuator::restore_originals(&kernel, &mut rec, &snap.devices, &interfaces)
                     .await;
+            // After the act, before the record: an unwritable journal does
+            // not undo a restore, it is said.
+            if let Err(e) = crate::record::journal::append_restores(
+                &crate::record::state_dir(),
+                crate::record::journal::RestoredBy::Command,
+                crate::clock::unix_ms(),
+                &done,
+            ) {
+                crate::say_err!(
+                    "pptune restore: warning: the change journal in {} was not written: {e}",
+                    crate::record::state_dir().display()
+                );
+            }
             rec.prune();
             if rec.devices.is_empty() {
                 store.clear()?;

@@ -53,6 +53,26 @@ impl LiveRecording {
         }
     }
 
+    /// Journals the originals a restore put back (device name, key, knob,
+    /// value). A failure is logged and counted.
+    pub fn journal_restores(
+        &self,
+        by: record::journal::RestoredBy,
+        restored: &[(String, String, policy::plan::Knob, u32)],
+        metrics: &Metrics,
+    ) {
+        if let Err(e) = self.journal.restored(by, unix_ms(), restored) {
+            tracing::warn!(error = %e, "writing the change journal failed");
+            metrics.error("journal_write");
+        }
+    }
+
+    /// Changes journaled by this run.
+    #[must_use]
+    pub fn changes_this_run(&self) -> u64 {
+        self.journal.changes()
+    }
+
     /// Whether the next pass opens a segment (then the engine's memory
     /// before deciding is wanted).
     #[must_use]

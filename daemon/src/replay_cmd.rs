@@ -324,8 +324,18 @@ pub fn history(since: Option<u64>, interfaces: &[String], json: bool) -> anyhow:
     }
     for r in rows {
         let c = &r.change;
+        // A change put back is not in effect, whatever its evaluation said.
+        let undone = r.restored.as_ref().map_or_else(String::new, |u| {
+            format!(
+                "; undone: {} restored to {} at {} by {}",
+                c.knob,
+                u.to,
+                when(u.unix_ms),
+                u.by
+            )
+        });
         crate::say!(
-            "{} {} {} {} -> {} [{}] outcome: {}",
+            "{} {} {} {} -> {} [{}] outcome: {}{undone}",
             when(c.unix_ms),
             c.device,
             c.knob,

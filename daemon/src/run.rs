@@ -25,6 +25,7 @@ use crate::live_recording::LiveRecording;
 use crate::logging::DecisionLog;
 use crate::metrics::Metrics;
 use crate::notify::Notifier;
+use crate::record::journal::RestoredBy;
 use crate::rollout;
 use crate::state::{StateFile, StateStore};
 
@@ -238,9 +239,10 @@ pub async fn run<K: Kernel, E: Engine>(
     d.notifier.stopping();
     d.status("stopping");
     if d.policy.on_stop == OnStop::Restore {
-        let (lines, ok) = d.restore(&[]).await;
+        let (lines, ok) = d.restore(&[], RestoredBy::DaemonStop).await;
         log_restore(&lines, ok);
     }
+    d.log_left_in_place();
     let _ = d.save_state();
     if let Some(t) = control_task {
         t.abort();
@@ -316,7 +318,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                         continue;
                     }
                     tracing::info!(interfaces = ?req.interfaces, "restore requested on the control socket");
-                    let (lines, ok) = self.restore(&req.interfaces).await;
+                    let (lines, ok) = self.restore(&req.interfaces, RestoredBy::ControlSocket).await;
                     log_restore(&lines, ok);
                     let _ = self.save_state();
                     let _ = req.reply.send((lines, ok));
@@ -775,14 +777,53 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         }
     }
 
-    /// Restores originals (all devices, or the named ones).
-    async fn restore(&mut self, interfaces: &[String]) -> (Vec<String>, bool) {
-        let done = self
+    /// Restores originals (all devices, or the named ones), and journals
+    /// what was put back.
+    async fn restore(&mut self, interfaces: &[String], by: RestoredBy) -> (Vec<String>, bool) {
+        let (lines, ok, done) = self
             .actuator
             .restore(interfaces, &self.devices, lent!(self))
             .await;
+        if let Some(r) = &self.recording {
+            r.journal_restores(by, &done, &self.metrics);
+        }
         self.update_view();
-        done
+        (lines, ok)
+    }
+
+    /// At exit (as bpftune does): how many changes this run made and which
+    /// of pptune's changes stay in place, with their originals, one line.
+    fn log_left_in_place(&self) {
+        let changes = self
+            .recording
+            .as_ref()
+            .map_or(0, LiveRecording::changes_this_run);
+        let mut left = Vec::new();
+        for (key, rec) in &self.state.devices {
+            let dev = self.devices.values().find(|d| d.id.key() == *key);
+            for o in &rec.originals {
+                let now = dev.and_then(|d| actuator::knob_value(d, o.knob));
+                left.push(format!(
+                    "{} {} {} (original {})",
+                    dev.map_or(rec.last_name.as_str(), |d| d.name.as_str()),
+                    o.knob,
+                    now.map_or_else(|| "unknown".to_owned(), |v| v.to_string()),
+                    o.value
+                ));
+            }
+        }
+        if left.is_empty() {
+            tracing::info!(
+                changes_this_run = changes,
+                "stopped: none of pptune's changes is left in place"
+            );
+        } else {
+            tracing::info!(
+                changes_this_run = changes,
+                left_in_place = %left.join(", "),
+                "stopped: pptune's changes left in place; `pptune restore` puts the originals back"
+            );
+        }
     }
 
     /// Rebuilds the control socket's view.

@@ -176,6 +176,36 @@ async fn history_after_a_restart_shows_the_changes_from_before_it() {
     assert_ne!(first.outcome, policy::Outcome::Pending, "{rows:#?}");
 }
 
+/// A daemon stopping under `on_stop: restore` journals what it put back:
+/// every change of the run reads as undone by the daemon's stop, not as
+/// an effective change still in place.
+#[tokio::test(start_paused = true)]
+async fn a_restore_at_stop_is_journaled_as_undoing_the_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = Arc::new(FakeKernel::bursty());
+    let mut p = fake::test_policy(Mode::Enforce);
+    p.on_stop = policy::OnStop::Restore;
+    run_for(&k, &p, dir.path(), 60).await;
+    assert!(!k.sets().is_empty());
+    assert_eq!(k.ring(), 256, "restored at stop");
+    let (rows, warnings) = journal::read(dir.path()).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert!(!rows.is_empty());
+    for r in &rows {
+        let u = r.restored.as_ref().unwrap_or_else(|| panic!("{rows:#?}"));
+        assert_eq!(u.by, journal::RestoredBy::DaemonStop);
+        assert_eq!((u.device.as_str(), u.to), ("eth0", 256));
+        assert!(u.unix_ms >= r.change.unix_ms);
+    }
+    // A run that keeps its changes journals no restore.
+    let dir = tempfile::tempdir().unwrap();
+    let k = Arc::new(FakeKernel::bursty());
+    p.on_stop = policy::OnStop::Keep;
+    run_for(&k, &p, dir.path(), 60).await;
+    let (rows, _) = journal::read(dir.path()).unwrap();
+    assert!(!rows.is_empty() && rows.iter().all(|r| r.restored.is_none()));
+}
+
 /// One non-UTF-8 byte in the journal made `history` fail whole; a
 /// journal larger than the journal ever grows was read whole (1.5 GiB:
 /// 3.15 GB). The bad line is skipped with a warning naming its file and

@@ -4,7 +4,9 @@
 //! that recording with the **enforce** policy predicts the ring a live
 //! enforce run of the same workload reaches (within one power of two), and
 //! its first decision has the live run's recommendation id (read from the
-//! live daemon's change journal with `pptune history`).
+//! live daemon's change journal with `pptune history`). The live run says
+//! at exit what it leaves in place, and a `pptune restore` after it shows
+//! in `history` as the changes undone.
 #![cfg(feature = "vm")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -144,6 +146,33 @@ async fn an_observe_recording_replayed_with_enforce_predicts_the_live_enforce_ru
             .unwrap(),
     );
     let live_first = hist["changes"][0]["id"].as_str().unwrap().to_owned();
+    // The daemon said at exit what it leaves in place (on_stop: keep).
+    let log = std::fs::read_to_string(live.path().join("pptune.log")).unwrap();
+    assert!(
+        log.lines().any(|l| l.contains("changes left in place")
+            && l.contains(&format!("{} ring.rx {live_ring} (original 256)", d.name()))),
+        "{log}"
+    );
+    // `pptune restore` with the daemon stopped is journaled: `history`
+    // shows every change of the ring undone, by whom.
+    let out = pptune(live.path(), None, &["restore"]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(rx_ring(&c, &d).await, 256);
+    let hist = json(
+        &pptune(live.path(), None, &["history", "--json"])
+            .output()
+            .unwrap(),
+    );
+    for ch in hist["changes"].as_array().unwrap() {
+        assert_eq!(ch["restored"]["by"], "command", "{hist:#}");
+        assert_eq!(ch["restored"]["to"], 256, "{hist:#}");
+    }
+    let text = pptune(live.path(), None, &["history"]).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(
+        text.contains("undone: ring.rx restored to 256") && text.contains("by pptune restore"),
+        "{text}"
+    );
     let name = d.name().to_owned();
     d.stop().unwrap();
     d.delete().unwrap();

@@ -35,6 +35,89 @@ pub enum Entry {
         unix_ms: u64,
         outcome: Outcome,
     },
+    /// An original was put back: every earlier change of this knob on this
+    /// device is undone.
+    Restore(Box<Restore>),
+}
+
+/// Who put an original back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RestoredBy {
+    /// `pptune restore` with no daemon running.
+    Command,
+    /// `pptune restore`, carried out by the running daemon.
+    ControlSocket,
+    /// The daemon, stopping under `on_stop: restore`.
+    DaemonStop,
+}
+
+impl std::fmt::Display for RestoredBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Command => "pptune restore",
+            Self::ControlSocket => "pptune restore, through the daemon",
+            Self::DaemonStop => "the daemon stopping (on_stop: restore)",
+        })
+    }
+}
+
+/// A restore as the journal keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Restore {
+    pub unix_ms: u64,
+    pub by: RestoredBy,
+    pub device: String,
+    pub device_key: String,
+    pub knob: Knob,
+    /// The original, set again.
+    pub to: u32,
+}
+
+/// Appends the restores in `restored` (device name, device key, knob,
+/// original) to the journal in `dir`.
+///
+/// # Errors
+/// The journal cannot be written.
+pub fn append_restores(
+    dir: &Path,
+    by: RestoredBy,
+    unix_ms: u64,
+    restored: &[(String, String, Knob, u32)],
+) -> std::io::Result<()> {
+    let entries: Vec<Entry> = restored
+        .iter()
+        .map(|(device, key, knob, to)| {
+            Entry::Restore(Box::new(Restore {
+                unix_ms,
+                by,
+                device: device.clone(),
+                device_key: key.clone(),
+                knob: *knob,
+                to: *to,
+            }))
+        })
+        .collect();
+    append(&dir.join(FILE), &entries)
+}
+
+/// Appends `entries`, moving a file past [`ROTATE_AT`] to the older
+/// generation first. Not followed through a symlink.
+fn append(path: &Path, entries: &[Entry]) -> std::io::Result<()> {
+    if entries.is_empty() {
+        return Ok(());
+    }
+    if std::fs::metadata(path).is_ok_and(|m| m.len() >= ROTATE_AT) {
+        std::fs::rename(path, path.with_extension("jsonl.1"))?;
+    }
+    let mut text = String::new();
+    for e in entries {
+        text.push_str(&serde_json::to_string(e).map_err(std::io::Error::other)?);
+        text.push('\n');
+    }
+    let mut f = config::file::open_for_write(path, OpenOptions::new().create(true).append(true))?;
+    f.write_all(text.as_bytes())?;
+    f.sync_data()
 }
 
 /// A change as the journal keeps it.
@@ -77,24 +160,6 @@ impl Journal {
             known: Vec::new(),
             started: false,
         }
-    }
-
-    fn append(&self, entries: &[Entry]) -> std::io::Result<()> {
-        if entries.is_empty() {
-            return Ok(());
-        }
-        if std::fs::metadata(&self.path).is_ok_and(|m| m.len() >= ROTATE_AT) {
-            std::fs::rename(&self.path, self.path.with_extension("jsonl.1"))?;
-        }
-        let mut text = String::new();
-        for e in entries {
-            text.push_str(&serde_json::to_string(e).map_err(std::io::Error::other)?);
-            text.push('\n');
-        }
-        let mut f =
-            config::file::open_for_write(&self.path, OpenOptions::new().create(true).append(true))?;
-        f.write_all(text.as_bytes())?;
-        f.sync_data()
     }
 
     /// Journals what is new in the engine's `history` since the last pass:
@@ -169,7 +234,27 @@ impl Journal {
         }
         // What the engine forgot, the journal need not follow.
         self.known.retain(|k| seen.contains(&k.0));
-        self.append(&out)
+        append(&self.path, &out)
+    }
+
+    /// Changes journaled by this writer (this run).
+    #[must_use]
+    pub fn changes(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Journals restores the daemon made ([`append_restores`]).
+    ///
+    /// # Errors
+    /// The journal cannot be written.
+    pub fn restored(
+        &self,
+        by: RestoredBy,
+        unix_ms: u64,
+        restored: &[(String, String, Knob, u32)],
+    ) -> std::io::Result<()> {
+        let dir = self.path.parent().unwrap_or_else(|| Path::new("."));
+        append_restores(dir, by, unix_ms, restored)
     }
 }
 
@@ -180,6 +265,8 @@ pub struct HistoryRow {
     pub change: Change,
     /// When the latest outcome was journaled.
     pub outcome_unix_ms: Option<u64>,
+    /// The restore that undid this change (the first one after it).
+    pub restored: Option<Restore>,
 }
 
 /// The largest journal file read: it rotates at [`ROTATE_AT`], so a file
@@ -238,7 +325,17 @@ pub fn read(dir: &Path) -> Result<(Vec<HistoryRow>, Vec<String>), config::file::
             Ok(Entry::Change(c)) => rows.push(HistoryRow {
                 change: *c,
                 outcome_unix_ms: None,
+                restored: None,
             }),
+            Ok(Entry::Restore(r)) => {
+                for row in rows.iter_mut().filter(|row| {
+                    row.restored.is_none()
+                        && row.change.device_key == r.device_key
+                        && row.change.knob == r.knob
+                }) {
+                    row.restored = Some((*r).clone());
+                }
+            }
             Ok(Entry::Outcome {
                 run,
                 seq,
