@@ -95,8 +95,9 @@ const EXPECTED_FILES: &[&str] = &[
     "./usr/share/zsh/vendor-completions/_pptune",
     "./usr/share/fish/vendor_completions.d/pptune.fish",
     "./usr/share/doc/pptune/install.md",
-    "./usr/share/doc/pptune/drivers.md",
-    "./usr/share/doc/pptune/troubleshooting.md",
+    // Compressed (Debian Policy 12.3), but install.md: the unit links it.
+    "./usr/share/doc/pptune/drivers.md.gz",
+    "./usr/share/doc/pptune/troubleshooting.md.gz",
     "./usr/share/pptune/grafana/pptune-dashboard.json",
     "./usr/share/pptune/prometheus/pptune-alerts.yaml",
     "./usr/share/pptune/policy.schema.json",
@@ -141,6 +142,7 @@ fn check_control(deb: &Path, tmp: &Path) {
         "prerm",
         "postrm",
         "conffiles",
+        "md5sums",
     ] {
         assert!(info.contains(want), "dpkg-deb -I lacks {want:?}:\n{info}");
     }
@@ -151,20 +153,32 @@ fn check_control(deb: &Path, tmp: &Path) {
         conffiles.lines().collect::<Vec<_>>(),
         ["/etc/pptune/policy.yaml"]
     );
-    // The scripts are the reviewed ones, shipped unchanged and executable.
+    // The scripts are pptune's own parts with the unit's part generated
+    // by cargo-deb at #DEBHELPER#: every line of the source is shipped, in
+    // order, and the token is gone.
     for script in ["postinst", "prerm", "postrm"] {
-        let shipped = std::fs::read(control.join(script)).unwrap();
+        let shipped = std::fs::read_to_string(control.join(script)).unwrap();
         let source =
-            std::fs::read(root().join("packaging/deb/maintainer-scripts").join(script)).unwrap();
-        assert_eq!(shipped, source, "{script} differs from the source");
+            std::fs::read_to_string(root().join("packaging/deb/maintainer-scripts").join(script))
+                .unwrap();
+        assert!(source.contains("#DEBHELPER#"), "{script}");
+        assert!(!shipped.contains("#DEBHELPER#"), "{script}:\n{shipped}");
+        let (before, after) = source.split_once("#DEBHELPER#").unwrap();
+        let at = shipped
+            .find(before)
+            .unwrap_or_else(|| panic!("{script}:\n{shipped}"));
+        assert!(
+            shipped[at + before.len()..].contains(after),
+            "{script}:\n{shipped}"
+        );
+        assert!(
+            shipped.contains("deb-systemd-"),
+            "{script} has no generated part:\n{shipped}"
+        );
         run(Command::new("sh").arg("-n").arg(control.join(script)));
     }
-    let postrm = String::from_utf8(std::fs::read(control.join("postrm")).unwrap()).unwrap();
-    assert!(
-        postrm.contains("rm -rf /run/pptune"),
-        "purge must drop the state"
-    );
     check_scripts_are_conventional(&control, tmp);
+    check_purge_leaves_no_state(&control, tmp);
 }
 
 /// Runs the shipped maintainer scripts with `deb-systemd-helper`,
@@ -173,8 +187,8 @@ fn check_control(deb: &Path, tmp: &Path) {
 /// (which remembers an administrator's disable: `was-enabled` false → no
 /// enable), starting and stopping through deb-systemd-invoke (which honours
 /// policy-rc.d), and systemctl is only ever asked to daemon-reload.
-/// prerm/postrm act on fixed host paths only on purge (/run/pptune), which
-/// is not run here.
+/// prerm/postrm act on fixed host paths only on purge, which
+/// [`check_purge_leaves_no_state`] runs in a mount namespace.
 fn check_scripts_are_conventional(control: &Path, tmp: &Path) {
     let bin = tmp.join("fakebin");
     std::fs::create_dir_all(&bin).unwrap();
@@ -252,6 +266,43 @@ fn check_scripts_are_conventional(control: &Path, tmp: &Path) {
     if Path::new("/usr/bin/deb-systemd-helper").exists() {
         assert!(removed.contains("deb-systemd-helper mask"), "{removed}");
     }
+}
+
+/// `postrm purge` removes what the daemon wrote (Debian Policy 6.8): the
+/// recorded originals in /run/pptune and the recording and change journal
+/// in /var/lib/pptune; an administrator's drop-in in /etc/pptune/policy.d
+/// stays. Run in a mount namespace with tmpfs over /run, /var/lib and
+/// /etc/pptune, so the host's directories are not touched; the systemd
+/// helpers are recorders on PATH.
+fn check_purge_leaves_no_state(control: &Path, tmp: &Path) {
+    let bin = tmp.join("fakebin");
+    let script = format!(
+        r#"set -e
+mount --make-rprivate /
+# The script and the recorders first, where the mounts below cannot hide
+# them whatever directory the test runs in.
+mount -t tmpfs pptune-purge /mnt
+cp -r {bin} /mnt/fakebin
+cp {postrm} /mnt/postrm
+mount -t tmpfs pptune-purge /run
+mount -t tmpfs pptune-purge /var/lib
+mkdir -p /etc/pptune
+mount -t tmpfs pptune-purge /etc/pptune
+mkdir -p /run/pptune /var/lib/pptune/recording /etc/pptune/policy.d
+echo '{{}}' > /run/pptune/state.json
+echo x > /var/lib/pptune/recording/0000000001.pptrec
+echo '{{}}' > /var/lib/pptune/changes.jsonl
+echo 'mode: observe' > /etc/pptune/policy.d/50-local.yaml
+PATH=/mnt/fakebin:$PATH sh /mnt/postrm purge
+for p in /run/pptune /var/lib/pptune; do [ ! -e "$p" ] || {{ echo "left: $p"; exit 1; }}; done
+[ -f /etc/pptune/policy.d/50-local.yaml ] || {{ echo "the drop-in went"; exit 1; }}
+echo purged
+"#,
+        bin = bin.display(),
+        postrm = control.join("postrm").display()
+    );
+    let out = stdout(Command::new("unshare").args(["--mount", "sh", "-c", &script]));
+    assert!(out.contains("purged"), "{out}");
 }
 
 /// lintian on the built package: zero errors and zero warnings. An
@@ -455,6 +506,46 @@ fn debian_package_builds_and_ships_what_it_should() {
         std::fs::read(x.join("usr/lib/systemd/system/pptune.service")).unwrap(),
         std::fs::read(root().join("packaging/systemd/pptune.service")).unwrap()
     );
+    // md5sums covers every file and matches it.
+    let control = tmp.join("DEBIAN");
+    let sums = std::fs::read_to_string(control.join("md5sums")).unwrap();
+    let files = stdout(Command::new("find").arg(&x).args(["-type", "f"]));
+    assert_eq!(sums.lines().count(), files.lines().count(), "{sums}");
+    std::fs::copy(control.join("md5sums"), tmp.join("md5sums")).unwrap();
+    run(Command::new("md5sum")
+        .args(["--quiet", "-c"])
+        .arg(tmp.join("md5sums"))
+        .current_dir(&x));
+    // The copyright file names every crate linked into the binary (from
+    // Cargo.lock, generated at build time), each with its license.
+    let copyright = std::fs::read_to_string(x.join("usr/share/doc/pptune/copyright")).unwrap();
+    for krate in [
+        "tokio",
+        "serde",
+        "netlink-packet-core",
+        "prometheus-client",
+        "hyper",
+    ] {
+        assert!(
+            copyright.contains(&format!("Files: crates/{krate}-")),
+            "{krate} missing from the copyright file"
+        );
+    }
+    let lock = std::fs::read_to_string(root().join("Cargo.lock")).unwrap();
+    for para in copyright
+        .split("\n\n")
+        .filter(|p| p.starts_with("Files: crates/"))
+    {
+        let name_ver = para.lines().next().unwrap()["Files: crates/".len()..]
+            .trim_end_matches("/*")
+            .to_owned();
+        assert!(para.contains("\nLicense: "), "{para}");
+        let (name, ver) = name_ver.rsplit_once('-').unwrap();
+        assert!(
+            lock.contains(&format!("name = \"{name}\"\nversion = \"{ver}\"")),
+            "{name_ver} is not in Cargo.lock"
+        );
+    }
     let n = check_policies(&x);
     println!("packaged `pptune check` accepted {n} shipped policies");
     run_packaged_daemon(&x);
