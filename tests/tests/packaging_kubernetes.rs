@@ -242,21 +242,44 @@ fn namespace_and_kustomization_cover_every_manifest() {
     assert_eq!(ns.metadata.name, ds.metadata.namespace);
     assert_eq!(ns.metadata.name, cm.metadata.namespace);
 
+    // Every manifest is listed; the prometheus-operator and Grafana objects
+    // are their own kustomization (they need the operator's CRDs).
+    assert_eq!(kustomized(""), yaml_files(""));
+    assert_eq!(kustomized("monitoring"), yaml_files("monitoring"));
+    let pm: serde_json::Value =
+        serde_saphyr::from_str(&read("monitoring/podmonitor.yaml")).unwrap();
+    let rule: serde_json::Value =
+        serde_saphyr::from_str(&read("monitoring/prometheusrule.yaml")).unwrap();
+    let dash: ConfigMap = load("monitoring/grafana-dashboard.yaml");
+    for namespace in [&pm["metadata"]["namespace"], &rule["metadata"]["namespace"]] {
+        assert_eq!(namespace.as_str(), ns.metadata.name.as_deref());
+    }
+    assert_eq!(dash.metadata.namespace, ns.metadata.name);
+}
+
+/// The resources a kustomization.yaml under packaging/kubernetes lists, sorted.
+fn kustomized(sub: &str) -> Vec<String> {
     #[derive(serde::Deserialize)]
     struct Kustomization {
         resources: Vec<String>,
     }
-    let k: Kustomization = serde_saphyr::from_str(&read("kustomization.yaml")).unwrap();
+    let path = dir().join(sub).join("kustomization.yaml");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    let k: Kustomization = serde_saphyr::from_str(&text).unwrap();
     let mut listed = k.resources;
     listed.sort();
-    let mut files: Vec<String> = std::fs::read_dir(dir())
+    listed
+}
+
+/// The manifests in a directory under packaging/kubernetes, sorted.
+fn yaml_files(sub: &str) -> Vec<String> {
+    let mut files: Vec<String> = std::fs::read_dir(dir().join(sub))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        // The PodMonitor needs prometheus-operator's CRD: applied on its own.
-        .filter(|n| n.ends_with(".yaml") && n != "kustomization.yaml" && n != "podmonitor.yaml")
+        .filter(|n| n.ends_with(".yaml") && n != "kustomization.yaml")
         .collect();
     files.sort();
-    assert_eq!(listed, files);
+    files
 }
 
 /// The JSON schema of `T` from the Kubernetes OpenAPI definitions
@@ -315,23 +338,135 @@ fn manifests_validate_against_the_kubernetes_openapi_schema() {
     assert!(!v.is_valid(&doc), "missing required selector accepted");
 }
 
+/// tests/schemas/k8s-crd/check.mjs on `files`: the operator's CRD schemas
+/// (ajv) and its types (tsc, unknown fields rejected). Ok, or the report.
+fn crd_check(files: &[&Path]) -> Result<(), String> {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/k8s-crd");
+    assert!(
+        here.join("node_modules/@kubernetes-models/prometheus-operator")
+            .is_dir()
+            && here.join("node_modules/.bin/tsc").exists(),
+        "{} has no node_modules: run `npm ci` there (tests/run-all.sh does)",
+        here.display()
+    );
+    let out = std::process::Command::new("node")
+        .arg(here.join("check.mjs"))
+        .args(files)
+        .output()
+        .expect("node (Debian package nodejs) not found");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(text)
+    }
+}
+
 #[test]
-fn podmonitor_validates_against_the_vendored_crd_subset() {
-    let schema: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/podmonitor-v1-subset.json"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
-    validate("podmonitor.yaml", &schema);
+#[ignore = "needs node and tests/schemas/k8s-crd/node_modules (npm ci); run with --include-ignored"]
+fn operator_objects_validate_against_the_operator_crds() {
+    let pm = dir().join("monitoring/podmonitor.yaml");
+    let rule = dir().join("monitoring/prometheusrule.yaml");
+    if let Err(report) = crd_check(&[&pm, &rule]) {
+        panic!("the monitoring objects do not validate:\n{report}");
+    }
+    // The check can fail: a misspelt field, a duration the CRD's pattern
+    // refuses, a kind the operator does not have.
+    let tmp = tempfile::tempdir().unwrap();
+    let planted = [
+        (
+            "typo.yaml",
+            read("monitoring/podmonitor.yaml").replace("scrapeTimeout", "scrapeTimout"),
+        ),
+        (
+            "duration.yaml",
+            read("monitoring/prometheusrule.yaml").replacen("for: 15m", "for: 15 minutes", 1),
+        ),
+        (
+            "kind.yaml",
+            read("monitoring/prometheusrule.yaml")
+                .replace("kind: PrometheusRule", "kind: PrometheusRules"),
+        ),
+    ];
+    for (name, text) in planted {
+        let path = tmp.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        assert!(crd_check(&[&path]).is_err(), "{name} was accepted");
+    }
     // It selects the DaemonSet's pods and scrapes the port named `metrics`.
-    let pm: serde_json::Value = serde_saphyr::from_str(&read("podmonitor.yaml")).unwrap();
+    let pm: serde_json::Value =
+        serde_saphyr::from_str(&read("monitoring/podmonitor.yaml")).unwrap();
     let ds: DaemonSet = load("daemonset.yaml");
     let want = serde_json::to_value(ds.spec.selector.match_labels.as_ref().unwrap()).unwrap();
     assert_eq!(pm["spec"]["selector"]["matchLabels"], want);
     assert_eq!(pm["spec"]["podMetricsEndpoints"][0]["port"], "metrics");
-    assert_eq!(pm["metadata"]["namespace"], ds.metadata.namespace.unwrap());
+}
+
+/// prometheusrule.yaml and grafana-dashboard.yaml are render.py's output
+/// from the rule files and the dashboard, as committed.
+#[test]
+fn generated_monitoring_objects_are_current() {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = dir().join("../prometheus/render.py");
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .args(["--kubernetes-only", "--out"])
+        .arg(tmp.path())
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for name in ["prometheusrule.yaml", "grafana-dashboard.yaml"] {
+        let fresh = std::fs::read_to_string(tmp.path().join(name)).unwrap();
+        assert!(
+            fresh == read(&format!("monitoring/{name}")),
+            "packaging/kubernetes/monitoring/{name} is stale: run \
+             packaging/prometheus/render.py --kubernetes-only --out packaging/kubernetes/monitoring"
+        );
+    }
+    // The PrometheusRule holds exactly the two rule files' groups.
+    let rule: serde_json::Value =
+        serde_saphyr::from_str(&read("monitoring/prometheusrule.yaml")).unwrap();
+    let groups = |file: &str| -> Vec<serde_json::Value> {
+        let v: serde_json::Value = serde_saphyr::from_str(&read(file)).unwrap();
+        v["groups"].as_array().unwrap().clone()
+    };
+    let mut want = groups("../prometheus/pptune-rules.yaml");
+    want.extend(groups("../prometheus/pptune-alerts.yaml"));
+    assert_eq!(rule["spec"]["groups"].as_array().unwrap(), &want);
+}
+
+/// The dashboard as the ConfigMap Grafana's sidecar loads: a valid
+/// ConfigMap, labelled grafana_dashboard: "1", holding the dashboard JSON.
+#[test]
+fn the_dashboard_configmap_holds_the_dashboard() {
+    validate(
+        "monitoring/grafana-dashboard.yaml",
+        &strict_schema::<ConfigMap>(),
+    );
+    let cm: ConfigMap = load("monitoring/grafana-dashboard.yaml");
+    let labels = cm.metadata.labels.unwrap_or_default();
+    assert_eq!(
+        labels.get("grafana_dashboard").map(String::as_str),
+        Some("1")
+    );
+    let data = cm.data.unwrap_or_default();
+    assert_eq!(data.len(), 1, "one dashboard");
+    let (key, text) = data.iter().next().unwrap();
+    assert!(
+        key.ends_with(".json"),
+        "{key}: the sidecar provisions files ending in .json"
+    );
+    let inside: serde_json::Value = serde_json::from_str(text).unwrap();
+    let source: serde_json::Value =
+        serde_json::from_str(&read("../grafana/pptune-dashboard.json")).unwrap();
+    assert_eq!(inside, source);
+    // A ConfigMap holds at most 1 MiB.
+    assert!(text.len() < 1 << 20);
 }
 
 #[test]
