@@ -240,3 +240,72 @@ fn a_systemd_directory_that_is_not_utf8_is_still_that_directory() {
         Path::new("/run/x")
     );
 }
+
+/// Where the runtime and state directories are: systemd's variable first,
+/// the system location for root or where it exists (a system daemon's),
+/// else the user's own (XDG), so an unprivileged `run` observes.
+#[test]
+fn the_directories_follow_systemd_root_and_the_user() {
+    use pptune_config::Dir;
+    use std::ffi::OsString;
+    let env = |vars: &'static [(&'static str, &'static str)]| {
+        move |k: &str| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| OsString::from(v))
+        }
+    };
+    let user: &[(&str, &str)] = &[("XDG_RUNTIME_DIR", "/run/user/1000"), ("HOME", "/home/u")];
+    // systemd's variable wins, whoever runs.
+    let unit: &[(&str, &str)] = &[
+        ("RUNTIME_DIRECTORY", "/run/x"),
+        ("STATE_DIRECTORY", "/var/lib/x"),
+    ];
+    assert_eq!(
+        Dir::Runtime.choose(false, false, env(unit)),
+        Path::new("/run/x")
+    );
+    assert_eq!(
+        Dir::State.choose(true, true, env(unit)),
+        Path::new("/var/lib/x")
+    );
+    // Root: the system location, whatever the user variables say.
+    assert_eq!(
+        Dir::Runtime.choose(true, false, env(user)),
+        Path::new("/run/pptune")
+    );
+    assert_eq!(
+        Dir::State.choose(true, false, env(user)),
+        Path::new("/var/lib/pptune")
+    );
+    // Another user beside a system daemon's directories reads those.
+    assert_eq!(
+        Dir::Runtime.choose(false, true, env(user)),
+        Path::new("/run/pptune")
+    );
+    // Another user on a host without them: the user's own.
+    assert_eq!(
+        Dir::Runtime.choose(false, false, env(user)),
+        Path::new("/run/user/1000/pptune")
+    );
+    assert_eq!(
+        Dir::State.choose(false, false, env(user)),
+        Path::new("/home/u/.local/state/pptune")
+    );
+    let xdg: &[(&str, &str)] = &[("XDG_STATE_HOME", "/srv/u/state"), ("HOME", "/home/u")];
+    assert_eq!(
+        Dir::State.choose(false, false, env(xdg)),
+        Path::new("/srv/u/state/pptune")
+    );
+    // Relative XDG values are ignored (the spec); no user directory at all
+    // leaves the system location, whose open then fails naming it.
+    let relative: &[(&str, &str)] = &[("XDG_RUNTIME_DIR", "run"), ("XDG_STATE_HOME", "st")];
+    assert_eq!(
+        Dir::Runtime.choose(false, false, env(relative)),
+        Path::new("/run/pptune")
+    );
+    assert_eq!(
+        Dir::State.choose(false, false, env(relative)),
+        Path::new("/var/lib/pptune")
+    );
+}

@@ -88,6 +88,12 @@ pub async fn run(path: Option<&Path>, listen: Option<SocketAddr>) -> anyhow::Res
             dir.display()
         )
     })?;
+    let state_dir = crate::record::state_dir();
+    tracing::info!(
+        runtime_directory = %dir.display(),
+        state_directory = %state_dir.display(),
+        "files: the originals a restore needs and the control socket in the runtime directory, the recording and the change journal in the state directory"
+    );
     let metrics = Arc::new(Metrics::new());
     // The policy always has an address (the embedded default gives one)
     // unless a file set `daemon.metrics_listen: null`: no endpoint at all.
@@ -136,7 +142,7 @@ pub async fn run(path: Option<&Path>, listen: Option<SocketAddr>) -> anyhow::Res
         reload: reload_rx,
         backoff_base: policy::gates::BACKOFF_BASE,
         coexist: crate::coexist::Roots::from_env(),
-        recording: Some(crate::record::state_dir()),
+        recording: Some(state_dir),
     };
     let source = Box::new(ConfigSource(path.map(Path::to_owned)));
     let result = crate::run::run(
@@ -191,16 +197,6 @@ fn read_record() -> anyhow::Result<Option<StateFile>> {
     let rec: StateFile = serde_json::from_str(&text)
         .with_context(|| format!("parsing pptune's state record {}", path.display()))?;
     Ok((state::read_boot_id()? == rec.boot_id).then_some(rec))
-}
-
-/// Reasons that more samples cannot change: the device cannot be judged at
-/// all (no pools, no stats, no rings, nothing managed).
-fn unjudgeable(reason: policy::ReasonCode) -> bool {
-    use policy::ReasonCode as R;
-    matches!(
-        reason,
-        R::NoPools | R::NoStats | R::RingsUnavailable | R::NotManaged
-    )
 }
 
 /// The originals in pptune's record, for the engine.
@@ -288,7 +284,7 @@ pub async fn plan(
         }
         // Nothing selected, or nothing that more samples could judge:
         // answer now instead of sampling for nothing.
-        if plan.decisions.iter().all(|d| unjudgeable(d.reason)) {
+        if plan.decisions.iter().all(|d| d.reason.cannot_judge()) {
             break;
         }
         if taken >= samples

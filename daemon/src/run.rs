@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use policy::engine::{Observation, Original};
 use policy::plan::{Action, Decision, Plan};
+use policy::select::Unselected;
 use policy::snapshot::{Device, Snapshot};
 use policy::{Mode, OnStop, Policy};
 use tokio::sync::mpsc;
@@ -591,6 +592,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             let s = self.summary();
             self.notifier.ready(&s);
             tracing::info!(status = %s, "ready");
+            self.say_why_nothing_is_judged();
         } else {
             self.status(&self.summary());
         }
@@ -610,6 +612,53 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 })
             })
             .collect()
+    }
+
+    /// First contact: when no device can be judged, nothing will ever be
+    /// logged again, so say why, per device, once, and where to look.
+    fn say_why_nothing_is_judged(&self) {
+        let Some((snap, _)) = self.prev.as_ref() else {
+            return;
+        };
+        let judged = self
+            .last_decisions
+            .values()
+            .any(|(d, _)| !d.reason.cannot_judge());
+        if judged {
+            return;
+        }
+        let why: Vec<String> = snap
+            .devices
+            .iter()
+            .map(|d| {
+                let because = match (
+                    self.policy.unselected_because(d),
+                    self.last_decisions
+                        .values()
+                        .find(|(dec, _)| dec.ifindex == d.ifindex),
+                ) {
+                    (Some(Unselected::NoPools), _) => {
+                        crate::status::no_pools_note(d, &snap.capabilities)
+                            .unwrap_or_else(|| "no page pools".to_owned())
+                    }
+                    (Some(Unselected::NameOrDriver), _) => {
+                        "not selected: no selector's names and drivers take it, or an exclude does"
+                            .to_owned()
+                    }
+                    (Some(Unselected::NoSelectors), _) => {
+                        "not selected: the policy has no selectors".to_owned()
+                    }
+                    (None, Some((dec, _))) => dec.message.clone(),
+                    (None, None) => "selected, not decided yet".to_owned(),
+                };
+                format!("{}: {because}", d.name)
+            })
+            .collect();
+        tracing::warn!(
+            devices = snap.devices.len(),
+            why = %if why.is_empty() { "no network device here but loopback, which pptune never samples".to_owned() } else { why.join("; ") },
+            "no device can be judged, so pptune will neither recommend nor change anything here; `pptune status` shows each device and what the kernel offers"
+        );
     }
 
     fn summary(&self) -> String {

@@ -278,12 +278,10 @@ impl StateFile {
     }
 }
 
-/// The runtime directory: `$RUNTIME_DIRECTORY` (systemd's `RuntimeDirectory=`,
-/// first entry when it lists several) or `/run/pptune`.
+/// The runtime directory ([`config::Dir::choose`] says where).
 #[must_use]
 pub fn runtime_dir() -> PathBuf {
-    config::systemd_directory(std::env::var_os("RUNTIME_DIRECTORY").as_deref())
-        .unwrap_or_else(|| PathBuf::from("/run/pptune"))
+    config::Dir::Runtime.path()
 }
 
 /// The running kernel's boot id.

@@ -331,6 +331,28 @@ pub fn capability_words(c: &Capabilities) -> Vec<String> {
     v
 }
 
+/// Why `d` shows no page pools, or `None` when it shows some: the one
+/// explanation `status` prints and the daemon logs when it selects nothing.
+pub fn no_pools_note(d: &Device, c: &Capabilities) -> Option<String> {
+    if d.pools().next().is_some() {
+        return None;
+    }
+    let driver = d.driver.as_deref().unwrap_or("(unknown)");
+    Some(if !c.page_pool_get {
+        "no page pools: this kernel cannot list them".to_owned()
+    } else if !d.admin_up {
+        "no page pools: the device is down (drivers create pools when it is brought up)".to_owned()
+    } else if INVISIBLE_POOL_DRIVERS.contains(&driver) {
+        format!(
+            "no page pools visible: driver {driver} creates its pools without a netdev, so netlink cannot list them"
+        )
+    } else {
+        format!(
+            "no page pools reported: driver {driver} may not use page_pool, or creates its pools without a netdev"
+        )
+    })
+}
+
 fn device_notes(d: &Device, c: &Capabilities) -> Vec<String> {
     let mut notes = Vec::new();
     let driver = d.driver.as_deref().unwrap_or("(unknown)");
@@ -343,16 +365,8 @@ fn device_notes(d: &Device, c: &Capabilities) -> Vec<String> {
             "no RX queues listed by queue-get".to_owned()
         });
     }
-    if d.pools().next().is_none() {
-        notes.push(if !c.page_pool_get {
-            "no page pools: this kernel cannot list them".to_owned()
-        } else if !d.admin_up {
-            "no page pools: the device is down (drivers create pools when it is brought up)".to_owned()
-        } else if INVISIBLE_POOL_DRIVERS.contains(&driver) {
-            format!("no page pools visible: driver {driver} creates its pools without a netdev, so netlink cannot list them")
-        } else {
-            format!("no page pools reported: driver {driver} may not use page_pool, or creates its pools without a netdev")
-        });
+    if let Some(note) = no_pools_note(d, c) {
+        notes.push(note);
     } else if !c.page_pool_stats {
         notes.push(
             "pool counters unavailable: kernel built without CONFIG_PAGE_POOL_STATS".to_owned(),

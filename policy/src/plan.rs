@@ -298,6 +298,16 @@ pub enum ReasonCode {
 }
 
 impl ReasonCode {
+    /// A reason more samples cannot change: the device cannot be judged at
+    /// all (no pools, no stats, no rings, nothing managed).
+    #[must_use]
+    pub fn cannot_judge(self) -> bool {
+        matches!(
+            self,
+            Self::NoPools | Self::NoStats | Self::RingsUnavailable | Self::NotManaged
+        )
+    }
+
     /// The snake_case code as it appears in logs and metrics.
     #[must_use]
     pub fn as_str(&self) -> &'static str {

@@ -20,12 +20,48 @@ impl Policy {
             .find(|s| s.matches(dev))
             .map(|s| s.mode.unwrap_or(self.mode))
     }
+
+    /// Why no selector selects `dev`, or `None` when one does. When a
+    /// selector matches the name and driver but requires pools the device
+    /// does not show, that is the reason (it is the one an operator can do
+    /// something about); otherwise the names, drivers or excludes.
+    #[must_use]
+    pub fn unselected_because(&self, dev: &Device) -> Option<Unselected> {
+        let misses: Vec<Unselected> = self
+            .selectors
+            .iter()
+            .map(|s| s.miss(dev))
+            .collect::<Option<_>>()?;
+        Some(if misses.contains(&Unselected::NoPools) {
+            Unselected::NoPools
+        } else if self.selectors.is_empty() {
+            Unselected::NoSelectors
+        } else {
+            Unselected::NameOrDriver
+        })
+    }
+}
+
+/// Why a policy's selectors leave a device out ([`Policy::unselected_because`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unselected {
+    /// The policy has no selectors.
+    NoSelectors,
+    /// No selector's `names`/`drivers` take it, or an `exclude` does.
+    NameOrDriver,
+    /// A selector takes it but requires page pools, and it shows none.
+    NoPools,
 }
 
 impl Selector {
     /// Whether this selector matches `dev` (see [`Policy::mode_for`]).
     #[must_use]
     pub fn matches(&self, dev: &Device) -> bool {
+        self.miss(dev).is_none()
+    }
+
+    /// What keeps this selector from matching `dev`, if anything.
+    fn miss(&self, dev: &Device) -> Option<Unselected> {
         let name_ok = self.names.is_empty() || self.names.iter().any(|g| glob_match(g, &dev.name));
         let driver_ok = self.drivers.is_empty()
             || dev
@@ -33,8 +69,11 @@ impl Selector {
                 .as_deref()
                 .is_some_and(|d| self.drivers.iter().any(|x| glob_match(x, d)));
         let excluded = self.exclude.iter().any(|g| glob_match(g, &dev.name));
+        if !name_ok || !driver_ok || excluded {
+            return Some(Unselected::NameOrDriver);
+        }
         let pools_ok = !self.require_pools || dev.pools().next().is_some();
-        name_ok && driver_ok && !excluded && pools_ok
+        (!pools_ok).then_some(Unselected::NoPools)
     }
 }
 
@@ -281,5 +320,47 @@ mod tests {
         assert_eq!(p.mode_for(&dev("eth0", "ice", false)), None);
         p.selectors.clear();
         assert_eq!(p.mode_for(&dev("eth0", "ice", true)), None);
+    }
+
+    /// The reason a device is left out is the one an operator can act on:
+    /// pools when a selector takes the name and driver but requires them.
+    #[test]
+    fn why_a_device_is_unselected() {
+        let mut p = crate::policy::tests_support::policy();
+        p.selectors = vec![
+            Selector {
+                names: vec!["eth*".into()],
+                require_pools: true,
+                ..Selector::default()
+            },
+            Selector {
+                drivers: vec!["ice".into()],
+                require_pools: false,
+                ..Selector::default()
+            },
+        ];
+        assert_eq!(p.unselected_because(&dev("eth0", "veth", true)), None);
+        assert_eq!(p.unselected_because(&dev("x0", "ice", false)), None);
+        assert_eq!(
+            p.unselected_because(&dev("eth0", "veth", false)),
+            Some(Unselected::NoPools)
+        );
+        assert_eq!(
+            p.unselected_because(&dev("lo", "loopback", true)),
+            Some(Unselected::NameOrDriver)
+        );
+        // Consistent with mode_for on every device above.
+        for d in [
+            dev("eth0", "veth", true),
+            dev("eth0", "veth", false),
+            dev("lo", "x", false),
+        ] {
+            assert_eq!(p.unselected_because(&d).is_none(), p.mode_for(&d).is_some());
+        }
+        p.selectors.clear();
+        assert_eq!(
+            p.unselected_because(&dev("eth0", "ice", true)),
+            Some(Unselected::NoSelectors)
+        );
     }
 }

@@ -396,3 +396,83 @@ fn metrics_listen_null_serves_no_endpoint() {
     assert!(log().contains("no metrics endpoint"), "{}", log());
     assert_eq!(status.code(), Some(0), "{}", log());
 }
+
+/// First contact (issue 31 item 9): `run` in observe mode as an ordinary
+/// user, on a host without pptune's system directories, keeps its files in
+/// the user's own (`$XDG_RUNTIME_DIR/pptune`, `~/.local/state/pptune`),
+/// says where at start, and, when no device can be judged, says why per
+/// device instead of going silent. Before: "creating or opening runtime
+/// directory /run/pptune: Permission denied", exit 1.
+#[test]
+fn an_unprivileged_observe_run_keeps_its_files_in_the_users_directories() {
+    use std::os::unix::fs::PermissionsExt as _;
+    require_root("network and mount namespaces, and setpriv to another user");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (xdg, home) = (dir.path().join("xdg"), dir.path().join("home"));
+    for d in [&xdg, &home] {
+        std::fs::create_dir(d).unwrap();
+        std::os::unix::fs::chown(d, Some(65534), Some(65534)).unwrap();
+    }
+    let log_path = dir.path().join("log");
+    // A private mount namespace with empty /run and /var/lib: the host's own
+    // pptune directories, if it has them, are out of sight (with them, the
+    // system location is the one to read, and not writable by this user).
+    let mut child = Command::new("unshare")
+        .args([
+            "-m",
+            "-n",
+            "sh",
+            "-c",
+            "mount --make-rprivate / && mount -t tmpfs none /run && mount -t tmpfs none /var/lib \
+             && ip link set lo up && ip link add v0 type veth peer name v1 \
+             && ip link set v0 up && ip link set v1 up \
+             && exec setpriv --reuid=65534 --regid=65534 --clear-groups \
+                env -u RUNTIME_DIRECTORY -u STATE_DIRECTORY -u XDG_STATE_HOME \
+                XDG_RUNTIME_DIR=\"$1\" HOME=\"$2\" \"$0\" run",
+        ])
+        .arg(pptune_bin())
+        .arg(&xdg)
+        .arg(&home)
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("WATCHDOG_USEC")
+        .env_remove("JOURNAL_STREAM")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !log().contains("\"ready\"") && Instant::now() < deadline {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let ready = log().contains("\"ready\"");
+    if ready {
+        signal(child.id(), "-TERM");
+    } else {
+        let _ = child.kill();
+    }
+    let status = child.wait().unwrap();
+    let text = log();
+    assert!(ready, "no ready line in 30 s:\n{text}");
+    assert_eq!(status.code(), Some(0), "{text}");
+    let runtime = xdg.join("pptune");
+    let state = home.join(".local/state/pptune");
+    assert!(runtime.join("state.lock").exists(), "{text}");
+    assert!(state.join("recording").is_dir(), "{text}");
+    // It says where, and why nothing here can be judged: a veth's pools
+    // are invisible to netlink (the same words `pptune status` prints).
+    assert!(
+        text.contains(&runtime.display().to_string())
+            && text.contains(&state.display().to_string()),
+        "the start-up lines do not name the directories:\n{text}"
+    );
+    assert!(
+        text.contains("no device can be judged")
+            && text.contains("v0: no page pools visible: driver veth"),
+        "no first-contact explanation:\n{text}"
+    );
+}

@@ -51,12 +51,10 @@ pub fn unix_ms() -> u64 {
     u64::try_from(now_unix().as_millis()).unwrap_or(u64::MAX)
 }
 
-/// The state directory: `$STATE_DIRECTORY` (systemd's `StateDirectory=`,
-/// first entry) or `/var/lib/pptune`.
+/// The state directory ([`config::Dir::choose`] says where).
 #[must_use]
 pub fn state_dir() -> PathBuf {
-    config::systemd_directory(std::env::var_os("STATE_DIRECTORY").as_deref())
-        .unwrap_or_else(|| PathBuf::from("/var/lib/pptune"))
+    config::Dir::State.path()
 }
 
 /// The daemon's recording directory under the state directory.
