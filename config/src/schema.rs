@@ -407,25 +407,10 @@ pub(crate) fn closest<'c>(
     candidates: impl Iterator<Item = &'c str>,
 ) -> Option<&'c str> {
     candidates
-        .map(|c| (levenshtein(word, c), c))
+        .map(|c| (strsim::levenshtein(word, c), c))
         .filter(|(d, c)| *d <= 2.max(c.len() / 4))
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
-}
-
-fn levenshtein(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut cur = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != cb);
-            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 #[cfg(test)]
