@@ -1202,10 +1202,46 @@ async fn channels_rings_first_and_no_queue_while_contended() {
 /// or 10 queues (the model's peak is 8; 10 is 0.97 of it: a 10 → 8 gain of
 /// 3.3 % can read under the 2 % margin in 1 s windows), the ring never
 /// moves, and the modelled goodput is within 5 % of the best count's.
+///
+/// The outcome (where it ends, how many trials, the modelled goodput) is
+/// judged on a measured rate gain of a few percent, which holds only while
+/// the emulated CPU keeps up with the paced model: a queue that wrote off
+/// lag (`pace_behind_ns`) during the run read a trial's gain short (the
+/// cold CI run of 67b5fc6: 14 → 12 read +1.2 % with 147 ms written off,
+/// beside the ppsim VM). Such a run is measured again on a fresh device, up
+/// to three times; one where no queue fell behind decides. The invariants
+/// (the ring never moves, one revert and nothing after) hold in every run.
 #[tokio::test(flavor = "current_thread")]
 async fn held_pages_shed_queues_while_the_rate_rises() {
     let k = gate("held_pages_shed_queues_while_the_rate_rises");
     let c = Client::connect().await.expect("client");
+    let mut tried = Vec::new();
+    for attempt in 1..=3 {
+        match held_shed_attempt(&k, &c).await {
+            Ok(()) => return,
+            Err((why, behind_ns)) => {
+                println!("attempt {attempt}: {why}; lag written off {behind_ns} ns");
+                tried.push(format!(
+                    "attempt {attempt} (lag written off {behind_ns} ns): {why}"
+                ));
+                // The CPU kept up: the verdict stands.
+                if behind_ns <= HELD_SHED_LAG_SLACK_NS {
+                    break;
+                }
+            }
+        }
+    }
+    panic!("the held-pages queue case failed:\n{}", tried.join("\n"));
+}
+
+/// Lag a queue may write off in a held-shed run before its outcome is void
+/// (10 ms over a ~50 s run: scheduling noise, not a lost window).
+const HELD_SHED_LAG_SLACK_NS: u64 = 10_000_000;
+
+/// One run of the held-pages queue case on a fresh device: `Err` with the
+/// outcome that failed and the most lag a queue wrote off; the invariants
+/// panic.
+async fn held_shed_attempt(k: &str, c: &Client) -> Result<(), (String, u64)> {
     let knobs = Knobs::queues_held();
     let d = device(16, &knobs);
     d.start().expect("start");
@@ -1218,7 +1254,7 @@ async fn held_pages_shed_queues_while_the_rate_rises() {
     while t0.elapsed() < Duration::from_secs(180) {
         sleep(Duration::from_millis(500)).await;
         assert!(p.alive(), "pptune died:\n{}", p.log());
-        let now = (rx_ring(&c, &d).await, combined(&c, &d).await);
+        let now = (rx_ring(c, &d).await, combined(c, &d).await);
         if trace.last().is_some_and(|(_, r, n)| (*r, *n) != now) {
             last_change = Instant::now();
         }
@@ -1271,21 +1307,31 @@ async fn held_pages_shed_queues_while_the_rate_rises() {
         trace.iter().all(|t| t.1 == 256),
         "the ring never moves: {trace:?}"
     );
-    let end = *counts.last().unwrap();
-    assert!(
-        end == 8 || end == 10,
-        "ends at 8 or 10 queues: {counts:?}\n{}",
-        p.log()
-    );
     // Down in steps of 2, then one step back up (the revert), and no more.
     let downs = counts.windows(2).filter(|w| w[1] < w[0]).count();
     let ups = counts.windows(2).filter(|w| w[1] > w[0]).count();
     assert_eq!(ups, 1, "one trial put back: {counts:?}");
     assert_eq!(counts.len(), downs + 2, "cuts, then one revert: {counts:?}");
-    assert!(reverted >= 1.0 && trials >= 4.0, "{}", p.metrics());
-    assert!(
-        modelled >= 0.95 * 3_124_275.0,
-        "modelled {modelled:.0} below 0.95 of the best count's 3,124,275"
-    );
+    assert!(reverted >= 1.0, "{}", p.metrics());
+    let end = *counts.last().unwrap();
+    if end != 8 && end != 10 {
+        return Err((
+            format!("ends at {end} queues, not 8 or 10: {counts:?}"),
+            behind,
+        ));
+    }
+    if trials < 4.0 {
+        return Err((
+            format!("{trials} trials, not 4 or more: {counts:?}"),
+            behind,
+        ));
+    }
+    if modelled < 0.95 * 3_124_275.0 {
+        return Err((
+            format!("modelled {modelled:.0} below 0.95 of the best count's 3,124,275"),
+            behind,
+        ));
+    }
     assert_eq!(p.term().await, Some(0));
+    Ok(())
 }
