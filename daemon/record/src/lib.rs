@@ -66,6 +66,8 @@ pub fn recording_dir(state: &Path) -> PathBuf {
 /// A segment is at most this share of the cap, so deleting the oldest one
 /// gives back at most an eighth of the history.
 const SEGMENTS_PER_CAP: u64 = 8;
+/// A closed segment whose first record has not been read yet.
+const UNDATED: u64 = u64::MAX;
 const MIN_SEGMENT: u64 = 64 << 10;
 
 fn segment_share(max_bytes: u64) -> u64 {
@@ -128,16 +130,12 @@ impl Recorder {
         })?;
         let mut closed = VecDeque::new();
         let mut next_seq = 0;
+        // Sizes only: a directory of many segments costs a listing and a
+        // stat each, never a decompression each (the oldest kept one is
+        // dated below, after the cap has deleted what it must).
         for (n, p) in file::segments(dir)? {
             let size = std::fs::metadata(&p).map_or(0, |m| m.len());
-            let first = SegmentReader::open(&p)
-                .ok()
-                .and_then(|mut r| r.next_record())
-                .map_or(0, |r| match r {
-                    Record::Start(s) => s.unix_ms,
-                    Record::Pass(p) => p.unix_ms,
-                });
-            closed.push_back((p, size, first));
+            closed.push_back((p, size, UNDATED));
             next_seq = n + 1;
         }
         let mut r = Self::new(
@@ -308,6 +306,24 @@ impl Recorder {
                 tracing::warn!(path = %p.display(), error = %e, "cannot delete an old recording segment");
             }
         }
+        self.date_oldest();
+    }
+
+    /// Reads when the oldest kept segment began from its first record, once
+    /// (segments found at start are listed undated): one bounded record
+    /// read when the oldest changes, not one per segment.
+    fn date_oldest(&mut self) {
+        if let Some(front) = self.closed.front_mut()
+            && front.2 == UNDATED
+        {
+            front.2 = SegmentReader::open(&front.0)
+                .ok()
+                .and_then(|mut r| r.next_record())
+                .map_or(0, |r| match r {
+                    Record::Start(s) => s.unix_ms,
+                    Record::Pass(p) => p.unix_ms,
+                });
+        }
     }
 
     /// Bytes on disk, every segment included.
@@ -322,7 +338,7 @@ impl Recorder {
     pub fn oldest_unix_ms(&self) -> Option<u64> {
         self.closed
             .front()
-            .map(|c| c.2)
+            .map(|c| if c.2 == UNDATED { 0 } else { c.2 })
             .or(self.seg.as_ref().map(|_| self.seg_start_ms))
     }
 }

@@ -617,3 +617,31 @@ fn a_headerless_segment_is_skipped_in_a_directory() {
         r.warnings
     );
 }
+
+/// A daemon starting over a recording directory lists its segments by size
+/// and reads one first record: the oldest kept segment's, for when the
+/// recording begins (it read every segment's, up to 16 MiB inflated each,
+/// before; tests/probes/bounds.sh measures that). Here the segments after
+/// the oldest are not recordings at all, and opening still dates it.
+#[test]
+fn start_up_dates_only_the_oldest_kept_segment() {
+    let policy = config::parse_str("default", config::DEFAULT_POLICY_YAML).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut rec = Recorder::rolling(dir.path(), 1 << 30, &policy, "test").unwrap();
+    rec.sync = false;
+    write_pass(&mut rec, 0).unwrap();
+    let began = rec.oldest_unix_ms().unwrap();
+    rec.policy_reloaded(&policy, true);
+    drop(rec);
+    let (n0, _) = *file::segments(dir.path()).unwrap().last().unwrap();
+    for n in n0 + 1..n0 + 51 {
+        std::fs::write(
+            dir.path().join(file::segment_name(n).unwrap()),
+            b"not a recording",
+        )
+        .unwrap();
+    }
+    let rec = Recorder::rolling(dir.path(), 1 << 30, &policy, "test").unwrap();
+    assert_eq!(rec.oldest_unix_ms(), Some(began));
+    assert_eq!(file::segments(dir.path()).unwrap().len(), 51);
+}
