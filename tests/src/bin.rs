@@ -155,3 +155,23 @@ pub fn open_fds(pid: u32) -> usize {
         .min()
         .unwrap_or(0)
 }
+
+/// Runs `packaging/prometheus/render.py` with `args` and `--out out`; the
+/// process's output, whatever its status.
+///
+/// # Panics
+/// When python3 cannot be started.
+#[must_use]
+#[allow(clippy::expect_used)]
+pub fn render_rules(args: &[&str], out: &std::path::Path) -> std::process::Output {
+    std::process::Command::new("python3")
+        .arg(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../packaging/prometheus/render.py"),
+        )
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .expect("python3 (render.py)")
+}

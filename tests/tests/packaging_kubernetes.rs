@@ -408,13 +408,7 @@ fn operator_objects_validate_against_the_operator_crds() {
 #[test]
 fn generated_monitoring_objects_are_current() {
     let tmp = tempfile::tempdir().unwrap();
-    let script = dir().join("../prometheus/render.py");
-    let out = std::process::Command::new("python3")
-        .arg(&script)
-        .args(["--kubernetes-only", "--out"])
-        .arg(tmp.path())
-        .output()
-        .expect("python3");
+    let out = pptune_tests::bin::render_rules(&["--kubernetes-only"], tmp.path());
     assert!(
         out.status.success(),
         "{}",

@@ -504,18 +504,15 @@ fn every_alert_links_its_runbook() {
 fn rules_rendered_for_another_job_still_pass_their_tests() {
     require_promtool();
     let tmp = tempfile::tempdir().unwrap();
-    let out = Command::new("python3")
-        .arg(root().join("packaging/prometheus/render.py"))
-        .args([
+    let out = pptune_tests::bin::render_rules(
+        &[
             "--selector",
             r#"job="node-tuning""#,
             "--runbook",
             "https://wiki.example.com/pptune/troubleshooting.md",
-            "--out",
-        ])
-        .arg(tmp.path())
-        .output()
-        .expect("python3");
+        ],
+        tmp.path(),
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -537,12 +534,7 @@ fn rules_rendered_for_another_job_still_pass_their_tests() {
     assert!(test.contains("SUCCESS"), "{test}");
     // A selector that is not label matchers is refused, and nothing written.
     let bad = tempfile::tempdir().unwrap();
-    let out = Command::new("python3")
-        .arg(root().join("packaging/prometheus/render.py"))
-        .args(["--selector", "job=pptune", "--out"])
-        .arg(bad.path())
-        .output()
-        .expect("python3");
+    let out = pptune_tests::bin::render_rules(&["--selector", "job=pptune"], bad.path());
     assert!(!out.status.success());
     assert_eq!(std::fs::read_dir(bad.path()).unwrap().count(), 0);
 }
