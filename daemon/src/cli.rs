@@ -82,18 +82,16 @@ pub enum Command {
         /// Only this interface (repeatable).
         #[arg(long = "interface", short = 'i', value_name = "NAME")]
         interfaces: Vec<String>,
-        /// JSON for scripts: one line, or indented when stdout is a
-        /// terminal.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        json: JsonFlag,
     },
     /// Sample the live kernel as often as the policy needs for a finding and
     /// print what `run` would do, and why. Changes nothing.
     Plan {
         #[command(flatten)]
         config: ConfigArg,
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        json: JsonFlag,
         /// Exit 2 when `run` would change something (0 when it would hold
         /// everything), like `terraform plan -detailed-exitcode`.
         #[arg(long)]
@@ -114,9 +112,8 @@ pub enum Command {
         /// Only this interface (repeatable).
         #[arg(long = "interface", short = 'i', value_name = "NAME")]
         interfaces: Vec<String>,
-        /// JSON for scripts.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        json: JsonFlag,
     },
     /// Print the values pptune set, per device, as a systemd `.link` file,
     /// a NetworkManager fragment or a TuneD profile fragment, to make them
@@ -158,8 +155,8 @@ pub enum Command {
         /// A second policy: print the difference between the two.
         #[arg(long, value_name = "POLICY")]
         against: Option<PathBuf>,
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        json: JsonFlag,
     },
     /// Every change pptune made, with its evidence and outcome, across
     /// restarts (the change journal in the state directory).
@@ -170,9 +167,19 @@ pub enum Command {
         /// Only this interface (repeatable).
         #[arg(long = "interface", short = 'i', value_name = "NAME")]
         interfaces: Vec<String>,
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        json: JsonFlag,
     },
+}
+
+/// `--json`, the same flag with the same help on every command that has
+/// it; the output rule is [`crate::human::write_json`].
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct JsonFlag {
+    /// JSON for scripts instead of text: one line when stdout is a pipe or
+    /// a file, indented when it is a terminal.
+    #[arg(long = "json")]
+    pub on: bool,
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {

@@ -319,7 +319,7 @@ pub async fn plan(
             "host_enforcing": enforcing,
             "decisions": plan.decisions,
         });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        crate::human::print_json(&v)?;
         return Ok(done);
     }
     if !enforcing {
@@ -380,7 +380,7 @@ pub async fn verify(interfaces: &[String], json: bool) -> anyhow::Result<ExitCod
                 "holds": c.holds(),
             })).collect::<Vec<_>>(),
         });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        crate::human::print_json(&v)?;
     } else {
         crate::say_part!("{}", crate::verify::render(&checks));
     }

@@ -4,9 +4,11 @@
 //! it cannot move the cursor, recolour or clear the screen, or forge a line
 //! of output. Every human-readable line of the commands goes through
 //! [`printable`] ([`say!`](crate::say), [`say_err!`](crate::say_err));
-//! JSON output is escaped by its encoder and is not passed through here.
+//! JSON output is escaped by its encoder and is not passed through here;
+//! every command's `--json` is written by [`write_json`].
 
 use std::borrow::Cow;
+use std::io::{IsTerminal, Write};
 
 /// Whether `c` is shown escaped: a control character other than newline
 /// and tab (C0, DEL, C1), or one that reorders text (the bidirectional
@@ -57,6 +59,36 @@ macro_rules! say_part {
     ($($arg:tt)*) => {
         print!("{}", $crate::human::printable(&format!($($arg)*)))
     };
+}
+
+/// The `--json` output of every command: `value` on one line when `out` is
+/// a pipe or a file (a script reads it: half the bytes and under half the
+/// CPU of the indented form at thousands of pools), indented when it is a
+/// terminal, where a person reads it; then a newline.
+///
+/// # Errors
+/// Writing to `out` failed.
+pub fn write_json(
+    value: &impl serde::Serialize,
+    out: impl Write + IsTerminal,
+) -> std::io::Result<()> {
+    let pretty = out.is_terminal();
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, out);
+    if pretty {
+        serde_json::to_writer_pretty(&mut out, value)?;
+    } else {
+        serde_json::to_writer(&mut out, value)?;
+    }
+    out.write_all(b"\n")?;
+    out.flush()
+}
+
+/// [`write_json`] to stdout.
+///
+/// # Errors
+/// Writing to stdout failed.
+pub fn print_json(value: &impl serde::Serialize) -> std::io::Result<()> {
+    write_json(value, std::io::stdout().lock())
 }
 
 #[cfg(test)]

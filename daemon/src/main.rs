@@ -57,14 +57,14 @@ fn main() -> ExitCode {
     let result = rt.block_on(async {
         match cli.command {
             Command::Run { metrics_listen, .. } => commands::run(config, metrics_listen).await,
-            Command::Status { interfaces, json } => commands::status(interfaces, json).await,
+            Command::Status { interfaces, json } => commands::status(interfaces, json.on).await,
             Command::Plan {
                 json,
                 detailed_exitcode,
                 ..
-            } => commands::plan(config, json, detailed_exitcode).await,
+            } => commands::plan(config, json.on, detailed_exitcode).await,
             Command::Check { .. } => Ok(commands::check(config)),
-            Command::Verify { interfaces, json } => commands::verify(&interfaces, json).await,
+            Command::Verify { interfaces, json } => commands::verify(&interfaces, json.on).await,
             Command::Export { format, interfaces } => commands::export(format, &interfaces).await,
             Command::Restore { interfaces } => commands::restore(interfaces).await,
             Command::Record {
@@ -75,12 +75,12 @@ fn main() -> ExitCode {
                 against,
                 json,
                 ..
-            } => commands::replay(&file, config, against.as_deref(), json),
+            } => commands::replay(&file, config, against.as_deref(), json.on),
             Command::History {
                 since,
                 interfaces,
                 json,
-            } => commands::history(since.as_deref(), &interfaces, json),
+            } => commands::history(since.as_deref(), &interfaces, json.on),
         }
     });
     // A policy load stuck in its blocking thread (a wedged file system)

@@ -132,7 +132,7 @@ pub fn replay_cmd(
                 "difference": difference(&a, b),
             }),
         };
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        crate::human::print_json(&v)?;
         return Ok(ExitCode::SUCCESS);
     }
     match &b {
@@ -316,11 +316,14 @@ pub fn history(since: Option<u64>, interfaces: &[String], json: bool) -> anyhow:
         .collect();
     if json {
         let v = serde_json::json!({ "schema_version": 1, "changes": rows });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        crate::human::print_json(&v)?;
         return Ok(ExitCode::SUCCESS);
     }
     if rows.is_empty() {
-        crate::say!("no changes recorded");
+        crate::say!(
+            "no changes recorded in {}",
+            dir.join(journal::FILE).display()
+        );
     }
     for r in rows {
         let c = &r.change;

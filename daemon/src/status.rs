@@ -108,26 +108,17 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Print the report: text, or JSON — on one line for a script (half the
-/// bytes and under half the CPU of the indented form at thousands of
-/// pools), indented when `out` is a terminal, where a person reads it.
+/// Print the report: text, or JSON ([`crate::human::write_json`]).
 fn write_report(
     report: &Report,
     json: bool,
     out: impl std::io::Write + std::io::IsTerminal,
 ) -> std::io::Result<()> {
-    let pretty = out.is_terminal();
-    let mut out = std::io::BufWriter::with_capacity(64 * 1024, out);
     if json {
-        if pretty {
-            serde_json::to_writer_pretty(&mut out, report)?;
-        } else {
-            serde_json::to_writer(&mut out, report)?;
-        }
-        out.write_all(b"\n")?;
-    } else {
-        out.write_all(report.render_text().as_bytes())?;
+        return crate::human::write_json(report, out);
     }
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, out);
+    out.write_all(report.render_text().as_bytes())?;
     out.flush()
 }
 

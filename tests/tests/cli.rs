@@ -330,3 +330,81 @@ fn control_characters_from_files_are_escaped_in_human_output() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v.to_string().contains("eth\\u001b]0;owned\\u0007"), "{v}");
 }
+
+/// One `--json` rule for every command that has the flag (issue 31 item
+/// 11): written to a pipe, the JSON is one line that parses (plan, verify,
+/// replay and history printed it indented, status on one line); every
+/// `--json` has the same help. Each command runs in a throwaway network
+/// namespace with a veth pair and its directories in a temporary one.
+#[test]
+fn every_json_output_is_one_line_when_piped() {
+    require_root("throwaway network namespaces");
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("p.yaml");
+    std::fs::write(&policy, "timing:\n  interval: 200ms\n  window: 1s\n").unwrap();
+    let rec = dir.path().join("r.pptrec");
+    let veth = "ip link set lo up && ip link add v0 type veth peer name v1 \
+                && ip link set v0 up && ip link set v1 up && exec \"$0\" \"$@\"";
+    let run = |args: &[&str]| {
+        in_netns(veth)
+            .args(args)
+            .daemon_dirs(dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let p = policy.to_str().unwrap();
+    let out = run(&[
+        "--config",
+        p,
+        "record",
+        "--duration",
+        "2s",
+        "-o",
+        rec.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "record: {out:?}");
+    let commands: [&[&str]; 5] = [
+        &["status", "--json"],
+        &["--config", p, "plan", "--json"],
+        &["verify", "--json"],
+        &["history", "--json"],
+        &["--config", p, "replay", rec.to_str().unwrap(), "--json"],
+    ];
+    for args in commands {
+        let out = run(args);
+        let stdout = text(&out.stdout);
+        assert_eq!(
+            stdout.lines().count(),
+            1,
+            "{args:?}: {stdout}\n{}",
+            text(&out.stderr)
+        );
+        serde_json::from_str::<serde_json::Value>(&stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {stdout}"));
+    }
+    let helps: Vec<String> = ["status", "plan", "verify", "history", "replay"]
+        .iter()
+        .map(|c| {
+            let h = text(&pptune(&[c, "--help"]).stdout);
+            let mut lines = h
+                .lines()
+                .skip_while(|l| !l.trim_start().starts_with("--json"));
+            let first = lines.next().unwrap_or_default().to_owned();
+            let rest: Vec<&str> = lines
+                .take_while(|l| !l.trim().is_empty() && !l.trim_start().starts_with('-'))
+                .collect();
+            // The help text, whatever column clap aligned it to.
+            format!("{first} {}", rest.join(" "))
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    assert!(
+        helps[0].contains("one line when stdout is a pipe"),
+        "{}",
+        helps[0]
+    );
+    assert!(helps.iter().all(|h| *h == helps[0]), "{helps:#?}");
+}

@@ -276,10 +276,11 @@ pub const MAX_FILE_BYTES: u64 = 2 * ROTATE_AT;
 /// Reads the journal in `dir` (the older generation first), each file as
 /// [`config::file::read_regular`] reads: regular files of at most
 /// [`MAX_FILE_BYTES`]. A line that does not parse (a torn last line) or is
-/// not UTF-8 is skipped and reported, by file and line.
+/// not UTF-8 is skipped and reported, by file and line. Neither file
+/// there is no change yet: no rows.
 ///
 /// # Errors
-/// Neither file exists or one cannot be read.
+/// A file exists and cannot be read.
 pub fn read(dir: &Path) -> Result<(Vec<HistoryRow>, Vec<String>), config::file::ReadError> {
     let cur = dir.join(FILE);
     let old = cur.with_extension("jsonl.1");
@@ -290,12 +291,6 @@ pub fn read(dir: &Path) -> Result<(Vec<HistoryRow>, Vec<String>), config::file::
             Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => {}
             Err(e) => return Err(e),
         }
-    }
-    if files.is_empty() {
-        return Err(config::file::ReadError::Io {
-            path: cur.clone(),
-            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no change journal here"),
-        });
     }
     let mut warnings = Vec::new();
     let mut rows: Vec<HistoryRow> = Vec::new();

@@ -46,16 +46,16 @@ json\t'One JSON object per line'
 journald\t'Native journald fields (needs the journal socket)'"
 complete -c pptune -n "__fish_pptune_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c pptune -n "__fish_pptune_using_subcommand status" -s i -l interface -d 'Only this interface (repeatable)' -r
-complete -c pptune -n "__fish_pptune_using_subcommand status" -l json -d 'JSON for scripts: one line, or indented when stdout is a terminal'
+complete -c pptune -n "__fish_pptune_using_subcommand status" -l json -d 'JSON for scripts instead of text: one line when stdout is a pipe or a file, indented when it is a terminal'
 complete -c pptune -n "__fish_pptune_using_subcommand status" -s h -l help -d 'Print help'
 complete -c pptune -n "__fish_pptune_using_subcommand plan" -l config -d 'Policy file or directory (default: $CONFIGURATION_DIRECTORY or /etc/pptune; the embedded default policy when none exists)' -r -F
-complete -c pptune -n "__fish_pptune_using_subcommand plan" -l json
+complete -c pptune -n "__fish_pptune_using_subcommand plan" -l json -d 'JSON for scripts instead of text: one line when stdout is a pipe or a file, indented when it is a terminal'
 complete -c pptune -n "__fish_pptune_using_subcommand plan" -l detailed-exitcode -d 'Exit 2 when `run` would change something (0 when it would hold everything), like `terraform plan -detailed-exitcode`'
 complete -c pptune -n "__fish_pptune_using_subcommand plan" -s h -l help -d 'Print help'
 complete -c pptune -n "__fish_pptune_using_subcommand check" -l config -d 'Policy file or directory (default: $CONFIGURATION_DIRECTORY or /etc/pptune; the embedded default policy when none exists)' -r -F
 complete -c pptune -n "__fish_pptune_using_subcommand check" -s h -l help -d 'Print help'
 complete -c pptune -n "__fish_pptune_using_subcommand verify" -s i -l interface -d 'Only this interface (repeatable)' -r
-complete -c pptune -n "__fish_pptune_using_subcommand verify" -l json -d 'JSON for scripts'
+complete -c pptune -n "__fish_pptune_using_subcommand verify" -l json -d 'JSON for scripts instead of text: one line when stdout is a pipe or a file, indented when it is a terminal'
 complete -c pptune -n "__fish_pptune_using_subcommand verify" -s h -l help -d 'Print help'
 complete -c pptune -n "__fish_pptune_using_subcommand export" -l format -r -f -a "systemd-link\t'A `.link` file per device for `/etc/systemd/network/`'
 networkmanager\t'A NetworkManager keyfile `[ethtool]` fragment and the `nmcli` command'
@@ -70,11 +70,11 @@ complete -c pptune -n "__fish_pptune_using_subcommand record" -s o -l output -d 
 complete -c pptune -n "__fish_pptune_using_subcommand record" -s h -l help -d 'Print help'
 complete -c pptune -n "__fish_pptune_using_subcommand replay" -l config -d 'Policy file or directory (default: $CONFIGURATION_DIRECTORY or /etc/pptune; the embedded default policy when none exists)' -r -F
 complete -c pptune -n "__fish_pptune_using_subcommand replay" -l against -d 'A second policy: print the difference between the two' -r -F
-complete -c pptune -n "__fish_pptune_using_subcommand replay" -l json
+complete -c pptune -n "__fish_pptune_using_subcommand replay" -l json -d 'JSON for scripts instead of text: one line when stdout is a pipe or a file, indented when it is a terminal'
 complete -c pptune -n "__fish_pptune_using_subcommand replay" -s h -l help -d 'Print help'
 complete -c pptune -n "__fish_pptune_using_subcommand history" -l since -d 'Only changes since then: a duration ago (24h) or an RFC 3339 time' -r
 complete -c pptune -n "__fish_pptune_using_subcommand history" -s i -l interface -d 'Only this interface (repeatable)' -r
-complete -c pptune -n "__fish_pptune_using_subcommand history" -l json
+complete -c pptune -n "__fish_pptune_using_subcommand history" -l json -d 'JSON for scripts instead of text: one line when stdout is a pipe or a file, indented when it is a terminal'
 complete -c pptune -n "__fish_pptune_using_subcommand history" -s h -l help -d 'Print help'
 complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify export restore record replay history help" -f -a "run" -d 'Run the daemon in the foreground (the systemd unit runs this)'
 complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify export restore record replay history help" -f -a "status" -d 'Show page pools, queues, rings and channels, and the running daemon\'s view'
