@@ -25,12 +25,10 @@ use std::path::{Path, PathBuf};
 /// Why a file could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    /// The cause is part of the message, and not also a `source()`: an
+    /// error chain printed whole (`{:#}`) said it twice.
+    #[error("{}: {cause}", path.display())]
+    Io { path: PathBuf, cause: io::Error },
     /// Not a regular file (or a symlink to one); `what` says what it is.
     #[error("{}: not a regular file: {what}", path.display())]
     NotAFile { path: PathBuf, what: &'static str },
@@ -54,7 +52,7 @@ impl ReadError {
     #[must_use]
     pub fn io_kind(&self) -> Option<io::ErrorKind> {
         match self {
-            Self::Io { source, .. } => Some(source.kind()),
+            Self::Io { cause, .. } => Some(cause.kind()),
             _ => None,
         }
     }
@@ -85,9 +83,9 @@ pub fn not_regular(meta: &Metadata) -> Option<&'static str> {
 /// # Errors
 /// It cannot be opened or is not a regular file.
 pub fn open_regular(path: &Path) -> Result<(File, u64), ReadError> {
-    let io_err = |source| ReadError::Io {
+    let io_err = |cause| ReadError::Io {
         path: path.to_owned(),
-        source,
+        cause,
     };
     let file = OpenOptions::new()
         .read(true)
@@ -146,9 +144,9 @@ pub fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
 pub fn read_trusted(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
     use std::os::unix::fs::MetadataExt as _;
     let (file, size) = open_regular(path)?;
-    let meta = file.metadata().map_err(|source| ReadError::Io {
+    let meta = file.metadata().map_err(|cause| ReadError::Io {
         path: path.to_owned(),
-        source,
+        cause,
     })?;
     let me = nix::unistd::geteuid().as_raw();
     let why = if meta.uid() != me {
@@ -185,9 +183,9 @@ fn read_bounded(path: &Path, file: File, size: u64, limit: u64) -> Result<Vec<u8
     let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
     file.take(limit.saturating_add(1))
         .read_to_end(&mut bytes)
-        .map_err(|source| ReadError::Io {
+        .map_err(|cause| ReadError::Io {
             path: path.to_owned(),
-            source,
+            cause,
         })?;
     let read = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
     if read > limit {
@@ -215,7 +213,7 @@ pub fn read_trusted_text(path: &Path, limit: u64) -> Result<String, ReadError> {
 fn utf8(path: &Path, bytes: Vec<u8>) -> Result<String, ReadError> {
     String::from_utf8(bytes).map_err(|e| ReadError::Io {
         path: path.to_owned(),
-        source: io::Error::new(io::ErrorKind::InvalidData, e.utf8_error()),
+        cause: io::Error::new(io::ErrorKind::InvalidData, e.utf8_error()),
     })
 }
 

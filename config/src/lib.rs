@@ -445,10 +445,10 @@ fn read_policy_file(path: &Path, read_before: u64) -> Result<String, Error> {
                 what,
             });
         }
-        Err(file::ReadError::Io { source, .. }) => {
+        Err(file::ReadError::Io { cause, .. }) => {
             return Err(Error::ReadFile {
                 path: path.to_owned(),
-                source,
+                source: cause,
             });
         }
         // read_regular judges no ownership.

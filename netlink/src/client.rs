@@ -566,7 +566,7 @@ fn walk_replies<'a>(
     let refused = |source| Error::Kernel {
         op,
         ifname: ifname.map(str::to_owned),
-        source: name(&ex.request, source),
+        cause: name(&ex.request, source),
     };
     match ex.for_each_reply(f) {
         Ok(None) => Ok(()),

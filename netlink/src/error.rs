@@ -161,13 +161,13 @@ pub enum Error {
         source: Box<Error>,
     },
     /// The kernel refused a request.
-    #[error("{op}{}: kernel refused: {source}", ifname_suffix(.ifname))]
+    /// The kernel's answer is part of the message, not also a `source()`.
+    #[error("{op}{}: kernel refused: {cause}", ifname_suffix(.ifname))]
     Kernel {
         /// The operation, e.g. `rings-set`, `page-pool-get`.
         op: &'static str,
         ifname: Option<String>,
-        #[source]
-        source: KernelError,
+        cause: KernelError,
     },
     /// A reply did not decode.
     #[error("{op}: malformed reply")]
@@ -201,7 +201,7 @@ impl Error {
     #[must_use]
     pub fn kernel(&self) -> Option<&KernelError> {
         match self {
-            Self::Kernel { source, .. } => Some(source),
+            Self::Kernel { cause, .. } => Some(cause),
             Self::ResolveFamily { source, .. } => source.kernel(),
             _ => None,
         }
@@ -211,7 +211,7 @@ impl Error {
     #[must_use]
     pub fn errno(&self) -> Option<i32> {
         match self {
-            Self::Kernel { source, .. } => Some(source.errno),
+            Self::Kernel { cause, .. } => Some(cause.errno),
             Self::Io { source, .. } | Self::OpenSocket { source, .. } => source.raw_os_error(),
             Self::ResolveFamily { source, .. } => source.errno(),
             _ => None,

@@ -408,3 +408,29 @@ fn every_json_output_is_one_line_when_piped() {
     );
     assert!(helps.iter().all(|h| *h == helps[0]), "{helps:#?}");
 }
+
+/// An I/O error's cause is said once. Three error types put the cause in
+/// their message and also returned it as `source()`, so the whole chain,
+/// as the commands print it, repeated it ("…/changes.jsonl: Permission
+/// denied (os error 13): Permission denied (os error 13)").
+#[test]
+fn an_io_error_says_its_cause_once() {
+    use std::os::unix::fs::PermissionsExt as _;
+    require_root("setpriv to another user");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let journal = dir.path().join("changes.jsonl");
+    std::fs::write(&journal, "{}\n").unwrap();
+    std::fs::set_permissions(&journal, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(pptune_bin())
+        .arg("history")
+        .env("STATE_DIRECTORY", dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = text(&out.stderr);
+    assert_eq!(err.matches("Permission denied").count(), 1, "{err}");
+    assert!(err.contains("changes.jsonl"), "{err}");
+}

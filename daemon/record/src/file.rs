@@ -38,12 +38,9 @@ const COMPRESSION: Compression = Compression::new(2);
 /// Why a recording cannot be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    /// The cause is part of the message, not also a `source()`.
+    #[error("{path}: {cause}")]
+    Io { path: PathBuf, cause: io::Error },
     #[error("{path} is not a pptune recording (no PPTUNREC header)")]
     NotRecording { path: PathBuf },
     #[error("{path} is recording format {found}; this pptune reads format {FORMAT_VERSION}{}", older(.found))]
@@ -73,9 +70,9 @@ fn older(found: &u32) -> &'static str {
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> RecordError + '_ {
-    move |source| RecordError::Io {
+    move |cause| RecordError::Io {
         path: path.to_owned(),
-        source,
+        cause,
     }
 }
 
@@ -303,9 +300,9 @@ impl SegmentReader {
     /// Unreadable, not a recording, or another format version.
     pub fn open(path: &Path) -> Result<Self, RecordError> {
         let (file, size) = config::file::open_regular(path).map_err(|e| match e {
-            config::file::ReadError::Io { source, .. } => RecordError::Io {
+            config::file::ReadError::Io { cause, .. } => RecordError::Io {
                 path: path.to_owned(),
-                source,
+                cause,
             },
             other => RecordError::NotRegular(other),
         })?;

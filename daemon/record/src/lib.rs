@@ -124,9 +124,9 @@ impl Recorder {
         policy: &Policy,
         version: &str,
     ) -> Result<Self, RecordError> {
-        std::fs::create_dir_all(dir).map_err(|source| RecordError::Io {
+        std::fs::create_dir_all(dir).map_err(|cause| RecordError::Io {
             path: dir.to_owned(),
-            source,
+            cause,
         })?;
         let mut closed = VecDeque::new();
         let mut next_seq = 0;
