@@ -33,9 +33,10 @@ pub enum SetError {
     /// The device disappeared (ENODEV) before or during the change.
     #[error("device {0} vanished")]
     DeviceGone(u32),
-    /// Anything else (socket failure, malformed reply).
-    #[error("{0}")]
-    Other(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// Anything else (socket failure, malformed reply): its message and
+    /// its causes are the inner error's (said once in a printed chain).
+    #[error(transparent)]
+    Other(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// A sampling failure that is not about one device.
