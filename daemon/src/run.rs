@@ -12,14 +12,13 @@ use std::time::Duration;
 
 use policy::engine::{Observation, Original};
 use policy::plan::{Action, Decision, Plan};
-use policy::select::Unselected;
 use policy::snapshot::{Device, Snapshot};
 use policy::{Mode, OnStop, Policy};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::actuator::{self, Actuator, Lent, Seen};
-use crate::clock::{Clock, local_time, unix_ms};
+use crate::clock::{Clock, local_time};
 use crate::control::{self, DaemonView, RestoreRequest};
 use crate::kernel::{Kernel, KernelEvent, SampleScope};
 use crate::live_recording::LiveRecording;
@@ -31,7 +30,9 @@ use crate::rollout;
 use crate::state::{StateFile, StateStore};
 
 mod inputs;
+mod keep;
 mod loading;
+mod report;
 use inputs::restore_engine;
 pub use inputs::{Engine, Options, PolicyEngine, PolicySource, RELOAD_DEADLINE};
 use loading::{LoadEnd, Loading};
@@ -83,38 +84,6 @@ struct Daemon<K: Kernel, E: Engine> {
     recording: Option<LiveRecording>,
 }
 
-/// The state record as the actuator writes it: with the engine's memory.
-struct Keep<'a, E> {
-    state: &'a mut StateFile,
-    store: Option<&'a StateStore>,
-    /// Only read; borrowed mutably so the record is `Send` for any engine.
-    engine: &'a mut E,
-    clock: Clock,
-    metrics: &'a Metrics,
-}
-
-impl<E: Engine> actuator::Record for Keep<'_, E> {
-    fn file(&mut self) -> &mut StateFile {
-        self.state
-    }
-
-    fn save(&mut self) -> bool {
-        self.state.prune();
-        self.state.engine = self
-            .engine
-            .saved_state()
-            .map(|s| crate::state::StoredEngine::new(s, self.clock.now(), unix_ms()));
-        if let Some(store) = self.store
-            && let Err(e) = store.save(self.state)
-        {
-            tracing::error!(error = %e, "writing the state record failed");
-            self.metrics.error("state_write");
-            return false;
-        }
-        true
-    }
-}
-
 /// What the actuator borrows from the loop `$d` for one call (a macro, so
 /// the loop's other fields stay borrowable next to it).
 macro_rules! lent {
@@ -124,7 +93,7 @@ macro_rules! lent {
             policy: &$d.policy,
             metrics: &$d.metrics,
             clock: $d.clock,
-            record: Keep {
+            record: keep::Keep {
                 state: &mut $d.state,
                 store: $d.store.as_ref(),
                 engine: &mut $d.engine,
@@ -143,16 +112,6 @@ fn after(d: Duration) -> Instant {
     now.checked_add(d)
         .or_else(|| now.checked_add(Duration::from_secs(86_400)))
         .unwrap_or(now)
-}
-
-/// A restore's lines in the daemon's log, however it was asked for.
-fn log_restore(lines: &[String], ok: bool) {
-    for l in lines {
-        tracing::info!("{l}");
-    }
-    if !ok {
-        tracing::warn!("some originals could not be restored; they stay in the state record");
-    }
 }
 
 /// Runs the service until `shutdown` resolves; then finishes the action in
@@ -241,7 +200,7 @@ pub async fn run<K: Kernel, E: Engine>(
     d.status("stopping");
     if d.policy.on_stop == OnStop::Restore {
         let (lines, ok) = d.restore(&[], RestoredBy::DaemonStop).await;
-        log_restore(&lines, ok);
+        report::log_restore(&lines, ok);
     }
     d.log_left_in_place();
     let _ = d.save_state();
@@ -320,7 +279,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                     }
                     tracing::info!(interfaces = ?req.interfaces, "restore requested on the control socket");
                     let (lines, ok) = self.restore(&req.interfaces, RestoredBy::ControlSocket).await;
-                    log_restore(&lines, ok);
+                    report::log_restore(&lines, ok);
                     let _ = self.save_state();
                     let _ = req.reply.send((lines, ok));
                 }
@@ -614,51 +573,15 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             .collect()
     }
 
-    /// First contact: when no device can be judged, nothing will ever be
-    /// logged again, so say why, per device, once, and where to look.
+    /// First contact: when no device can be judged, say why, once.
     fn say_why_nothing_is_judged(&self) {
-        let Some((snap, _)) = self.prev.as_ref() else {
-            return;
-        };
-        let judged = self
-            .last_decisions
-            .values()
-            .any(|(d, _)| !d.reason.cannot_judge());
-        if judged {
-            return;
+        if let Some((snap, _)) = self.prev.as_ref() {
+            report::why_nothing_is_judged(
+                snap,
+                &self.policy,
+                self.last_decisions.values().map(|(d, _)| d),
+            );
         }
-        let why: Vec<String> = snap
-            .devices
-            .iter()
-            .map(|d| {
-                let because = match (
-                    self.policy.unselected_because(d),
-                    self.last_decisions
-                        .values()
-                        .find(|(dec, _)| dec.ifindex == d.ifindex),
-                ) {
-                    (Some(Unselected::NoPools), _) => {
-                        crate::status::no_pools_note(d, &snap.capabilities)
-                            .unwrap_or_else(|| "no page pools".to_owned())
-                    }
-                    (Some(Unselected::NameOrDriver), _) => {
-                        "not selected: no selector's names and drivers take it, or an exclude does"
-                            .to_owned()
-                    }
-                    (Some(Unselected::NoSelectors), _) => {
-                        "not selected: the policy has no selectors".to_owned()
-                    }
-                    (None, Some((dec, _))) => dec.message.clone(),
-                    (None, None) => "selected, not decided yet".to_owned(),
-                };
-                format!("{}: {because}", d.name)
-            })
-            .collect();
-        tracing::warn!(
-            devices = snap.devices.len(),
-            why = %if why.is_empty() { "no network device here but loopback, which pptune never samples".to_owned() } else { why.join("; ") },
-            "no device can be judged, so pptune will neither recommend nor change anything here; `pptune status` shows each device and what the kernel offers"
-        );
     }
 
     fn summary(&self) -> String {
@@ -840,39 +763,13 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         (lines, ok)
     }
 
-    /// At exit (as bpftune does): how many changes this run made and which
-    /// of pptune's changes stay in place, with their originals, one line.
+    /// At exit: what this run changed and what it leaves in place.
     fn log_left_in_place(&self) {
         let changes = self
             .recording
             .as_ref()
             .map_or(0, LiveRecording::changes_this_run);
-        let mut left = Vec::new();
-        for (key, rec) in &self.state.devices {
-            let dev = self.devices.values().find(|d| d.id.key() == *key);
-            for o in &rec.originals {
-                let now = dev.and_then(|d| actuator::knob_value(d, o.knob));
-                left.push(format!(
-                    "{} {} {} (original {})",
-                    dev.map_or(rec.last_name.as_str(), |d| d.name.as_str()),
-                    o.knob,
-                    now.map_or_else(|| "unknown".to_owned(), |v| v.to_string()),
-                    o.value
-                ));
-            }
-        }
-        if left.is_empty() {
-            tracing::info!(
-                changes_this_run = changes,
-                "stopped: none of pptune's changes is left in place"
-            );
-        } else {
-            tracing::info!(
-                changes_this_run = changes,
-                left_in_place = %left.join(", "),
-                "stopped: pptune's changes left in place; `pptune restore` puts the originals back"
-            );
-        }
+        report::left_in_place(changes, &self.state, &self.devices);
     }
 
     /// Rebuilds the control socket's view.

@@ -51,6 +51,7 @@ pub mod attr;
 pub mod caps;
 pub mod client;
 pub mod ctrl;
+pub mod decode;
 pub mod drvinfo;
 pub mod error;
 pub mod ethtool;

@@ -1,0 +1,101 @@
+//! What the loop tells people about the run as a whole, apart from its
+//! decisions: why nothing here can be judged (once, at first contact), a
+//! restore's lines, and what it leaves in place when it stops.
+
+use std::collections::BTreeMap;
+
+use policy::Policy;
+use policy::plan::Decision;
+use policy::select::Unselected;
+use policy::snapshot::{Device, Snapshot};
+
+use crate::actuator;
+use crate::state::StateFile;
+
+/// When no device in `snap` can be judged (every decision's reason is one
+/// more samples cannot change, or there is none), warns once with the
+/// reason per device, in the words `pptune status` uses, and where to look:
+/// nothing will ever be logged again otherwise.
+pub(super) fn why_nothing_is_judged<'a>(
+    snap: &Snapshot,
+    policy: &Policy,
+    decisions: impl Iterator<Item = &'a Decision> + Clone,
+) {
+    if decisions.clone().any(|d| !d.reason.cannot_judge()) {
+        return;
+    }
+    let why: Vec<String> = snap
+        .devices
+        .iter()
+        .map(|d| {
+            let decided = decisions.clone().find(|dec| dec.ifindex == d.ifindex);
+            let because = match (policy.unselected_because(d), decided) {
+                (Some(Unselected::NoPools), _) => {
+                    crate::status::no_pools_note(d, &snap.capabilities)
+                        .unwrap_or_else(|| "no page pools".to_owned())
+                }
+                (Some(Unselected::NameOrDriver), _) => {
+                    "not selected: no selector's names and drivers take it, or an exclude does"
+                        .to_owned()
+                }
+                (Some(Unselected::NoSelectors), _) => {
+                    "not selected: the policy has no selectors".to_owned()
+                }
+                (None, Some(dec)) => dec.message.clone(),
+                (None, None) => "selected, not decided yet".to_owned(),
+            };
+            format!("{}: {because}", d.name)
+        })
+        .collect();
+    let why = if why.is_empty() {
+        "no network device here but loopback, which pptune never samples".to_owned()
+    } else {
+        why.join("; ")
+    };
+    tracing::warn!(
+        devices = snap.devices.len(),
+        why = %why,
+        "no device can be judged, so pptune will neither recommend nor change anything here; `pptune status` shows each device and what the kernel offers"
+    );
+}
+
+/// A restore's lines in the daemon's log, however it was asked for.
+pub(super) fn log_restore(lines: &[String], ok: bool) {
+    for l in lines {
+        tracing::info!("{l}");
+    }
+    if !ok {
+        tracing::warn!("some originals could not be restored; they stay in the state record");
+    }
+}
+
+/// At exit (as bpftune does): how many changes this run made and which of
+/// pptune's changes stay in place, with their originals, in one line.
+pub(super) fn left_in_place(changes: u64, state: &StateFile, devices: &BTreeMap<u32, Device>) {
+    let mut left = Vec::new();
+    for (key, rec) in &state.devices {
+        let dev = devices.values().find(|d| d.id.key() == *key);
+        for o in &rec.originals {
+            let now = dev.and_then(|d| actuator::knob_value(d, o.knob));
+            left.push(format!(
+                "{} {} {} (original {})",
+                dev.map_or(rec.last_name.as_str(), |d| d.name.as_str()),
+                o.knob,
+                now.map_or_else(|| "unknown".to_owned(), |v| v.to_string()),
+                o.value
+            ));
+        }
+    }
+    if left.is_empty() {
+        tracing::info!(
+            changes_this_run = changes,
+            "stopped: none of pptune's changes is left in place"
+        );
+    } else {
+        tracing::info!(
+            changes_this_run = changes,
+            left_in_place = %left.join(", "),
+            "stopped: pptune's changes left in place; `pptune restore` puts the originals back"
+        );
+    }
+}
