@@ -37,6 +37,8 @@ use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use serde_saphyr::MessageFormatter as _;
+
 mod convert;
 pub mod file;
 mod merge;
@@ -112,12 +114,11 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
-    #[error("{location}: not valid YAML")]
-    ParseYaml {
-        location: String,
-        #[source]
-        source: Box<serde_saphyr::Error>,
-    },
+    /// YAML that does not parse; `message` is the parser's, in words for
+    /// the person who wrote the file (no parser options, no snippet: the
+    /// location says where).
+    #[error("{location}: not valid YAML: {message}")]
+    ParseYaml { location: String, message: String },
     /// A value that breaks the schema or contradicts another value.
     #[error("{location}: {key}: {message}")]
     InvalidValue {
@@ -564,7 +565,11 @@ fn build(docs: &[(String, String)]) -> Result<policy::Policy, Errors> {
             merge::remove_path(&mut doc, &issue.path);
         }
         structural.extend(v.issues);
-        merge::merge(&mut base, doc);
+        // A document that is not a mapping (a list, a scalar) was reported
+        // above and has nothing to merge.
+        if matches!(doc.value, tree::Value::Map(_)) {
+            merge::merge(&mut base, doc);
+        }
     }
     for i in structural {
         errors.errors.push(Error::InvalidValue {
@@ -599,11 +604,16 @@ fn build(docs: &[(String, String)]) -> Result<policy::Policy, Errors> {
     }
     let raw: raw::RawPolicy = match serde_json::from_value(tree_to_json(&base)) {
         Ok(r) => r,
+        // What the checks above reported is what the operator needs; a
+        // second error about the same values, in serde's words, is not.
+        Err(_) if !errors.errors.is_empty() => return Err(errors),
         Err(e) => {
             errors.errors.push(Error::InvalidValue {
                 location: at(base.loc),
                 key: "(document)".into(),
-                message: format!("does not match the policy structure: {e}"),
+                message: format!(
+                    "passes the schema but not pptune's policy structure; this is a bug in pptune, please report it ({e})"
+                ),
                 hint: None,
             });
             return Err(errors);
@@ -639,10 +649,20 @@ fn parse_error(name: &str, e: serde_saphyr::Error) -> Error {
         Some(l) => format!("{name}:{}:{}", l.line(), l.column()),
         None => name.to_owned(),
     };
-    Error::ParseYaml {
-        location,
-        source: Box::new(e),
-    }
+    let message = tree::Messages
+        .format_message(e.without_snippet())
+        .chars()
+        .flat_map(|c| {
+            // One line: a key's own line break or escape is shown, not done.
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect();
+    Error::ParseYaml { location, message }
 }
 
 fn tree_to_json(n: &tree::Node) -> serde_json::Value {

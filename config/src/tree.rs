@@ -3,6 +3,7 @@
 //! reading into this generic tree first lets validation report every
 //! problem in one run.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -182,6 +183,54 @@ impl<'de> Visitor<'de> for ValueVisitor {
     }
 }
 
+const MAX_EVENTS: usize = 100_000;
+const MAX_ALIASES: usize = 1_000;
+const MAX_ANCHORS: usize = 1_000;
+const MAX_DEPTH: usize = 32;
+const MAX_NODES: usize = 50_000;
+
+/// The parser's errors in words for whoever wrote the policy file: the
+/// crate's user-facing messages, except where those name the crate's own
+/// options ("set DuplicateKeyPolicy in Options") or print its budget as a
+/// Rust value; those are said here in the file's terms.
+pub(crate) struct Messages;
+
+impl serde_saphyr::MessageFormatter for Messages {
+    fn format_message<'a>(&self, err: &'a serde_saphyr::Error) -> Cow<'a, str> {
+        use serde_saphyr::Error as E;
+        use serde_saphyr::budget::BudgetBreach as B;
+        match err.without_snippet() {
+            E::DuplicateMappingKey { key: Some(k), .. } => {
+                Cow::Owned(format!("`{k}` appears twice in the same mapping; keep one"))
+            }
+            E::DuplicateMappingKey { key: None, .. } => {
+                Cow::Borrowed("a key appears twice in the same mapping; keep one")
+            }
+            E::Budget { breach, .. } => Cow::Owned(match breach {
+                B::Depth { .. } => {
+                    format!("nested deeper than the {MAX_DEPTH} levels a policy file may have")
+                }
+                B::Aliases { .. } => {
+                    format!("more than the {MAX_ALIASES} aliases a policy file may have")
+                }
+                B::Anchors { .. } => {
+                    format!("more than the {MAX_ANCHORS} anchors a policy file may have")
+                }
+                B::Nodes { .. } => {
+                    format!("more than the {MAX_NODES} values a policy file may have")
+                }
+                B::Documents { .. } => {
+                    "more than one YAML document; a policy file has one".to_owned()
+                }
+                _ => format!(
+                    "larger or more complex than a policy file may be (at most {MAX_EVENTS} YAML events, {MAX_NODES} values)"
+                ),
+            }),
+            other => serde_saphyr::UserMessageFormatter.format_message(other),
+        }
+    }
+}
+
 /// Parses one YAML document into a spanned tree. An empty document is an
 /// empty mapping (an empty drop-in is valid and changes nothing).
 pub(crate) fn parse(text: &str, source: usize) -> Result<Node, serde_saphyr::Error> {
@@ -204,11 +253,11 @@ pub(crate) fn parse(text: &str, source: usize) -> Result<Node, serde_saphyr::Err
         // file (alias bombs, deep nesting) from costing memory or time.
         budget: serde_saphyr::budget! {
             max_reader_input_bytes: Some(1 << 20),
-            max_events: 100_000,
-            max_aliases: 1_000,
-            max_anchors: 1_000,
-            max_depth: 32,
-            max_nodes: 50_000,
+            max_events: MAX_EVENTS,
+            max_aliases: MAX_ALIASES,
+            max_anchors: MAX_ANCHORS,
+            max_depth: MAX_DEPTH,
+            max_nodes: MAX_NODES,
             max_documents: 1,
         },
         strict_booleans: true,

@@ -190,6 +190,52 @@ fn syntax_errors_are_located() {
     );
 }
 
+/// Every kind of broken file is said in the file's terms, once: one line
+/// per problem, no parser option names, no Rust type names, no snippet
+/// of the file echoed back.
+#[test]
+fn broken_files_are_said_in_the_files_terms() {
+    let deep = format!("{}1{}", "[".repeat(40), "]".repeat(40));
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "mode: observe\nmode: enforce\n",
+            "d.yaml:2:1: not valid YAML: `mode` appears twice in the same mapping; keep one",
+            "duplicate key",
+        ),
+        ("- mode: observe\n", "(document)", "a list for a document"),
+        ("observe\n", "(document)", "a scalar for a document"),
+        (&deep, "nested deeper than the 32 levels", "deep nesting"),
+        (
+            "rings:\n  min: [1, 2\n",
+            "d.yaml:",
+            "unclosed flow sequence",
+        ),
+        ("a: &x 1\nb: *y\n", "not valid YAML", "unknown alias"),
+        (
+            "mode: observe\n---\nmode: enforce\n",
+            "one",
+            "two documents",
+        ),
+    ];
+    for (doc, expect, what) in cases {
+        let e = parse_str("d.yaml", doc).unwrap_err();
+        let text = render(&e);
+        assert!(text.contains(expect), "{what}: {text}");
+        assert_eq!(e.errors.len(), 1, "{what}: one problem, said once: {text}");
+        for internal in [
+            "Options", "Policy", "struct", "serde", "Budget", "breach", " --> ", " | ",
+        ] {
+            assert!(!text.contains(internal), "{what}: `{internal}` in: {text}");
+        }
+        let first = e.errors[0].to_string();
+        assert_eq!(first.lines().count(), 1, "{what}: {first}");
+        assert!(
+            std::error::Error::source(&e.errors[0]).is_none(),
+            "{what}: no second message under the first: {text}"
+        );
+    }
+}
+
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
     if let Some(parent) = p.parent() {

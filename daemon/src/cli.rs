@@ -65,6 +65,7 @@ pub enum LogFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the daemon in the foreground (the systemd unit runs this).
+    #[command(after_long_help = after_help("run"))]
     Run {
         #[command(flatten)]
         config: ConfigArg,
@@ -78,6 +79,7 @@ pub enum Command {
     },
     /// Show page pools, queues, rings and channels, and the running
     /// daemon's view.
+    #[command(after_long_help = after_help("status"))]
     Status {
         /// Only this interface (repeatable).
         #[arg(long = "interface", short = 'i', value_name = "NAME")]
@@ -87,6 +89,7 @@ pub enum Command {
     },
     /// Sample the live kernel as often as the policy needs for a finding and
     /// print what `run` would do, and why. Changes nothing.
+    #[command(after_long_help = after_help("plan"))]
     Plan {
         #[command(flatten)]
         config: ConfigArg,
@@ -98,6 +101,7 @@ pub enum Command {
         detailed_exitcode: bool,
     },
     /// Validate the policy: exit 0 when valid, 78 (EX_CONFIG) otherwise.
+    #[command(after_long_help = after_help("check"))]
     Check {
         #[command(flatten)]
         config: ConfigArg,
@@ -108,6 +112,7 @@ pub enum Command {
     /// Check that the live rings/channels still hold the values pptune set:
     /// exit 0 when they do (or pptune set nothing it still owns), 2 when one
     /// differs, listing it. For configuration management and compliance.
+    #[command(after_long_help = after_help("verify"))]
     Verify {
         /// Only this interface (repeatable).
         #[arg(long = "interface", short = 'i', value_name = "NAME")]
@@ -118,6 +123,7 @@ pub enum Command {
     /// Print the values pptune set, per device, as a systemd `.link` file,
     /// a NetworkManager fragment or a TuneD profile fragment, to make them
     /// permanent and turn enforcement off.
+    #[command(after_long_help = after_help("export"))]
     Export {
         #[arg(long, value_enum)]
         format: crate::coexist::ExportFormat,
@@ -127,13 +133,16 @@ pub enum Command {
     },
     /// Put back the original rings/channels pptune recorded, and clear the
     /// record.
+    #[command(after_long_help = after_help("restore"))]
     Restore {
         /// Only this interface (repeatable).
         #[arg(long = "interface", short = 'i', value_name = "NAME")]
         interfaces: Vec<String>,
     },
     /// Record what the kernel reports, every policy interval, into one
-    /// recording file (docs/recording.md), for a host that runs no daemon.
+    /// recording file (see recording.md in the documentation), for a host
+    /// that runs no daemon.
+    #[command(after_long_help = after_help("record"))]
     Record {
         #[command(flatten)]
         config: ConfigArg,
@@ -146,6 +155,7 @@ pub enum Command {
     },
     /// Run the policy over a recording (a file, or the daemon's recording
     /// directory) and print what it would have decided; changes nothing.
+    #[command(after_long_help = after_help("replay"))]
     Replay {
         /// Recording file or directory of segments.
         #[arg(value_name = "FILE")]
@@ -160,6 +170,7 @@ pub enum Command {
     },
     /// Every change pptune made, with its evidence and outcome, across
     /// restarts (the change journal in the state directory).
+    #[command(after_long_help = after_help("history"))]
     History {
         /// Only changes since then: a duration ago (24h) or an RFC 3339 time.
         #[arg(long, value_name = "T")]
@@ -241,4 +252,262 @@ impl Command {
             Self::History { .. } => "history",
         }
     }
+}
+
+/// A command's manual beyond its options: examples, and what its exit
+/// status means. `pptune CMD --help` and the man page pptune-CMD(8) are
+/// both written from it ([`after_help`], tests/tests/packaging_manpage.rs).
+#[derive(Debug, Clone, Copy)]
+pub struct Manual {
+    /// (command line, what it does).
+    pub examples: Examples,
+    /// (exit status, what it means for this command).
+    pub exit: ExitStatus,
+}
+
+/// (command line, what it does), for [`Manual`].
+pub type Examples = &'static [(&'static str, &'static str)];
+/// (exit status, what it means), for [`Manual`].
+pub type ExitStatus = &'static [(u8, &'static str)];
+
+const FAILED: (u8, &str) = (
+    1,
+    "an error; the message says which (no netlink, no permission, an unreadable file)",
+);
+const USAGE: (u8, &str) = (
+    2,
+    "a usage error: an unknown option or value, `--config` where it is not read",
+);
+const INVALID: (u8, &str) = (
+    78,
+    "the policy is invalid (EX_CONFIG); every problem is printed with file:line:column",
+);
+
+/// The manual of the command named `name` (as on the command line).
+#[must_use]
+pub fn manual(name: &str) -> Manual {
+    let (examples, exit): (Examples, ExitStatus) = match name {
+        "run" => (
+            &[
+                (
+                    "pptune run",
+                    "Observe every interface with page pools under /etc/pptune/policy.yaml, or the embedded default policy when there is none; changes nothing until a policy enforces.",
+                ),
+                (
+                    "pptune run --config /usr/share/doc/pptune/examples/enforce-rings.yaml",
+                    "Tune RX rings as that example policy allows.",
+                ),
+                (
+                    "pptune run --metrics-listen :9864 --web-config-file /etc/pptune/web.yml",
+                    "Serve /metrics on every address, with the TLS and basic auth that web config file sets (pptune(8), METRICS).",
+                ),
+            ],
+            &[
+                (
+                    0,
+                    "stopped by SIGTERM or SIGINT, after applying the policy's on_stop",
+                ),
+                (
+                    1,
+                    "an error at start or one it cannot run past: no netlink, the metrics address in use, another pptune holding the state lock",
+                ),
+                USAGE,
+                (
+                    78,
+                    "the policy is invalid at start (EX_CONFIG); a reload that is invalid keeps the last good policy instead",
+                ),
+            ],
+        ),
+        "status" => (
+            &[
+                (
+                    "pptune status",
+                    "Every interface with page pools: pools, queues, rings, channels and what the running daemon thinks of them.",
+                ),
+                (
+                    "pptune status -i eth0 --json",
+                    "One interface, as one JSON document for a script.",
+                ),
+            ],
+            &[
+                (0, "printed"),
+                (1, "an interface named with -i does not exist, or an error"),
+                USAGE,
+            ],
+        ),
+        "plan" => (
+            &[
+                (
+                    "pptune plan",
+                    "What `run` would change now under /etc/pptune, and why.",
+                ),
+                (
+                    "pptune plan --config new-policy.yaml --detailed-exitcode",
+                    "Exit 2 when a candidate policy would change something on this host (for configuration management).",
+                ),
+            ],
+            &[
+                (
+                    0,
+                    "printed; with --detailed-exitcode, run would hold everything",
+                ),
+                FAILED,
+                (
+                    2,
+                    "a usage error; with --detailed-exitcode, run would change something",
+                ),
+                INVALID,
+            ],
+        ),
+        "check" => (
+            &[
+                (
+                    "pptune check",
+                    "Validate /etc/pptune/policy.yaml and its drop-ins together.",
+                ),
+                (
+                    "pptune check new-policy.yaml",
+                    "Validate one file before installing it.",
+                ),
+            ],
+            &[
+                (0, "the policy is valid"),
+                USAGE,
+                (
+                    78,
+                    "the policy is invalid or cannot be read (EX_CONFIG); every problem is printed with file:line:column",
+                ),
+            ],
+        ),
+        "verify" => (
+            &[
+                (
+                    "pptune verify",
+                    "Do the rings and channels pptune set still hold?",
+                ),
+                (
+                    "pptune verify -i eth0 --json",
+                    "The same for one interface, for a compliance check.",
+                ),
+            ],
+            &[
+                (
+                    0,
+                    "every knob pptune set holds its value, or pptune set nothing it still owns",
+                ),
+                FAILED,
+                (
+                    2,
+                    "a knob pptune set differs (each is listed), or a usage error",
+                ),
+            ],
+        ),
+        "export" => (
+            &[
+                (
+                    "pptune export --format systemd-link",
+                    "The values pptune set, as .link files for /etc/systemd/network/, to make them permanent.",
+                ),
+                (
+                    "pptune export --format tuned -i eth0",
+                    "One interface's values as a TuneD profile fragment.",
+                ),
+            ],
+            &[(0, "printed"), FAILED, USAGE],
+        ),
+        "restore" => (
+            &[
+                (
+                    "pptune restore",
+                    "Put back every original ring and channel count pptune recorded (through the running daemon when there is one).",
+                ),
+                ("pptune restore -i eth0", "Only eth0's."),
+            ],
+            &[
+                (0, "every original is back and the record is cleared"),
+                (
+                    1,
+                    "an original could not be put back (each is listed and stays recorded), or an error",
+                ),
+                USAGE,
+            ],
+        ),
+        "record" => (
+            &[
+                (
+                    "pptune record --duration 1h -o eth-busy.pptrec",
+                    "Record an hour of what the kernel reports, on a host that runs no daemon.",
+                ),
+                (
+                    "pptune replay eth-busy.pptrec",
+                    "Then see what the policy would have decided over it.",
+                ),
+            ],
+            &[
+                (
+                    0,
+                    "the duration passed, or SIGINT/SIGTERM ended the recording; the file is complete either way",
+                ),
+                FAILED,
+                USAGE,
+                INVALID,
+            ],
+        ),
+        "replay" => (
+            &[
+                (
+                    "pptune replay /var/lib/pptune/recording",
+                    "What the policy decided over the daemon's own rolling recording.",
+                ),
+                (
+                    "pptune replay eth-busy.pptrec --against new-policy.yaml",
+                    "What a candidate policy would have decided differently.",
+                ),
+            ],
+            &[
+                (0, "printed"),
+                (1, "the file is not a recording, or an error"),
+                USAGE,
+                INVALID,
+            ],
+        ),
+        "history" => (
+            &[
+                (
+                    "pptune history --since 24h",
+                    "Every change and restore of the last day, with its evidence and outcome.",
+                ),
+                (
+                    "pptune history -i eth0 --json",
+                    "One interface's changes, for a script.",
+                ),
+            ],
+            &[
+                (0, "printed (nothing when nothing was changed)"),
+                FAILED,
+                (
+                    2,
+                    "a usage error, or a --since that is neither a duration nor an RFC 3339 time",
+                ),
+            ],
+        ),
+        _ => (&[], &[]),
+    };
+    Manual { examples, exit }
+}
+
+/// `--help`'s text after the options: [`manual`] as plain text.
+#[must_use]
+pub fn after_help(name: &str) -> String {
+    use std::fmt::Write as _;
+    let m = manual(name);
+    let mut out = String::from("Examples:\n");
+    for (line, what) in m.examples {
+        let _ = write!(out, "  $ {line}\n      {what}\n");
+    }
+    out.push_str("\nExit status:\n");
+    for (code, what) in m.exit {
+        let _ = writeln!(out, "  {code:<3} {what}");
+    }
+    out
 }

@@ -207,7 +207,8 @@ fn text(v: &Value) -> String {
 }
 
 /// A value on a text line: quoted when it has spaces or is empty, so
-/// `key=value` pairs stay readable.
+/// `key=value` pairs stay readable. (A value of several lines is not
+/// written here: see [`Sink::human`].)
 fn text_pair(v: &Value) -> String {
     let t = text(v);
     if t.is_empty() || t.contains(char::is_whitespace) {
@@ -282,13 +283,28 @@ impl Sink {
             meta.level().as_str(),
             f.message
         );
+        // A value of several lines (a policy file's problems, an error
+        // with its causes) goes below the line, indented, as a person
+        // would write it; quoted on the line it would read `\n`.
+        let mut below = Vec::new();
         for (k, v) in &f.pairs {
-            let _ = write!(line, " {k}={}", text_pair(v));
+            match v {
+                Value::String(t) if t.trim_end().contains('\n') => below.push((k, t)),
+                _ => {
+                    let _ = write!(line, " {k}={}", text_pair(v));
+                }
+            }
         }
         if !f.evidence.is_empty() {
             line.push_str(" evidence:");
             for (k, v) in &f.evidence {
                 let _ = write!(line, " {k}={}", text(v));
+            }
+        }
+        for (k, t) in below {
+            let _ = write!(line, "\n    {k}:");
+            for l in t.trim_end().lines() {
+                let _ = write!(line, "\n      {l}");
             }
         }
         line.push('\n');
@@ -590,6 +606,39 @@ mod tests {
             "{out}"
         );
         assert!(!out.contains('{'), "{out}");
+    }
+
+    #[test]
+    fn a_value_of_several_lines_is_written_below_the_line_not_escaped() {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let b2 = Arc::clone(&buf);
+        let sink = Sink {
+            format: Format::Human,
+            journal: None,
+            out: Box::new(move |b| b2.lock().unwrap().extend_from_slice(b)),
+        };
+        let problems =
+            "p.yaml:3:1: mode: not one of observe, enforce\n    hint: observe\n1 problem found\n";
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(sink), || {
+            tracing::warn!(error = problems, path = "p.yaml", "policy reload refused");
+        });
+        let out = String::from_utf8(buf.lock().unwrap().clone()).unwrap();
+        assert!(!out.contains("\\n"), "{out}");
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(
+            lines[0].ends_with(" WARN policy reload refused path=p.yaml"),
+            "{out}"
+        );
+        assert_eq!(
+            lines[1..],
+            [
+                "    error:",
+                "      p.yaml:3:1: mode: not one of observe, enforce",
+                "          hint: observe",
+                "      1 problem found"
+            ],
+            "{out}"
+        );
     }
 
     #[test]

@@ -175,3 +175,19 @@ pub fn render_rules(args: &[&str], out: &std::path::Path) -> std::process::Outpu
         .output()
         .expect("python3 (render.py)")
 }
+
+/// The words of a man page that name files: font escapes and `\-`
+/// undone, split at white space and punctuation around a path.
+pub fn file_words(page: &str) -> Vec<String> {
+    let text = page
+        .replace("\\-", "-")
+        .replace("\\fB", " ")
+        .replace("\\fR", " ")
+        .replace("\\fI", " ");
+    text.split(|c: char| {
+        c.is_whitespace() || matches!(c, '`' | '(' | ')' | ',' | ';' | '"' | '\'' | ':')
+    })
+    .map(|w| w.trim_end_matches(['.', '\\']).to_owned())
+    .filter(|w| w.contains('/'))
+    .collect()
+}

@@ -506,6 +506,25 @@ fn debian_package_builds_and_ships_what_it_should() {
         std::fs::read(x.join("usr/lib/systemd/system/pptune.service")).unwrap(),
         std::fs::read(root().join("packaging/systemd/pptune.service")).unwrap()
     );
+    // Every installed file a man page names is in the package (the pages
+    // are generated naming installed paths: packaging_manpage).
+    for page in stdout(
+        Command::new("find")
+            .arg(x.join("usr/share/man"))
+            .args(["-name", "*.gz"]),
+    )
+    .lines()
+    {
+        let text = stdout(Command::new("zcat").arg(page));
+        for w in pptune_tests::bin::file_words(&text) {
+            if w.starts_with("/usr/") {
+                assert!(
+                    x.join(w.trim_start_matches('/')).exists(),
+                    "{page} names {w}, which the package does not install"
+                );
+            }
+        }
+    }
     // md5sums covers every file and matches it.
     let control = tmp.join("DEBIAN");
     let sums = std::fs::read_to_string(control.join("md5sums")).unwrap();

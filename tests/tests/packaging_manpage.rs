@@ -57,11 +57,33 @@ fn main_page(cmd: clap::Command) -> Vec<u8> {
     buf
 }
 
-fn sub_page(cmd: clap::Command) -> Vec<u8> {
+/// pptune-CMD(8): clap's sections, then EXAMPLES and EXIT STATUS from the
+/// command's [`pptune::cli::manual`] (what `--help` shows after the
+/// options, which clap_mangen would put under EXTRA).
+fn sub_page(cmd: clap::Command, name: &str) -> Vec<u8> {
+    let man = mangen(cmd);
     let mut buf = Vec::new();
-    mangen(cmd).render(&mut buf).unwrap();
-    // clap_mangen's SEE ALSO-less page: point back at the main one.
-    buf.extend_from_slice(b".SH \"SEE ALSO\"\npptune(8), pptune\\-policy(5)\n");
+    man.render_title(&mut buf).unwrap();
+    man.render_name_section(&mut buf).unwrap();
+    man.render_synopsis_section(&mut buf).unwrap();
+    man.render_description_section(&mut buf).unwrap();
+    man.render_options_section(&mut buf).unwrap();
+    let m = pptune::cli::manual(name);
+    assert!(
+        !m.examples.is_empty() && !m.exit.is_empty(),
+        "pptune::cli::manual has no entry for `{name}`"
+    );
+    let mut out = String::from(".SH EXAMPLES\n");
+    for (cmdline, what) in m.examples {
+        out.push_str(&format!(".TP\n.B {}\n{}", inline(cmdline), line(what)));
+    }
+    out.push_str(".SH \"EXIT STATUS\"\n");
+    for (code, what) in m.exit {
+        out.push_str(&format!(".TP\n.B {code}\n{}", line(what)));
+    }
+    // Point back at the main page.
+    out.push_str(".SH \"SEE ALSO\"\npptune(8), pptune\\-policy(5)\n");
+    buf.extend_from_slice(out.as_bytes());
     buf
 }
 
@@ -227,12 +249,60 @@ fn md_to_roff(md: &str) -> String {
     out
 }
 
+/// Where the package installs what the sources call by their repository
+/// path (daemon/Cargo.toml `assets`): a man page names the installed file.
+const INSTALLED: &[(&str, &str)] = &[
+    (
+        "packaging/policy.schema.json",
+        "/usr/share/pptune/policy.schema.json",
+    ),
+    ("config/examples/", "/usr/share/doc/pptune/examples/"),
+    ("docs/", "/usr/share/doc/pptune/"),
+];
+
+/// Names a page's `docs/NAME.md` as the package installs it: gzipped when
+/// packaging/deb/build.sh compresses it (over 4096 bytes, all but
+/// install.md; Debian Policy 12.3). packaging_deb checks every `/usr` path
+/// a shipped page names against the built package.
+fn installed(page: Vec<u8>) -> Vec<u8> {
+    let mut text = String::from_utf8(page).unwrap();
+    let docs = deb_dir().join("../../docs");
+    for e in std::fs::read_dir(&docs).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".md") && name != "install.md" && e.metadata().unwrap().len() > 4096 {
+            text = text.replace(&format!("docs/{name}"), &format!("docs/{name}.gz"));
+        }
+    }
+    for (repo, inst) in INSTALLED {
+        // Not inside a path that is already absolute (`/usr/share/doc/…`).
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find(repo) {
+            let before = rest[..at].chars().next_back();
+            out.push_str(&rest[..at]);
+            if before == Some('/') {
+                out.push_str(repo);
+            } else {
+                out.push_str(inst);
+            }
+            rest = &rest[at + repo.len()..];
+        }
+        out.push_str(rest);
+        text = out;
+    }
+    text.into_bytes()
+}
+
 /// (path relative to packaging/deb, contents) for every generated file.
 fn generated() -> Vec<(String, Vec<u8>)> {
     let cmd = cli();
     let mut out = vec![
-        ("man/pptune.8".to_string(), main_page(cmd.clone())),
-        ("man/pptune-policy.5".to_string(), policy_page()),
+        (
+            "man/pptune.8".to_string(),
+            installed(main_page(cmd.clone())),
+        ),
+        ("man/pptune-policy.5".to_string(), installed(policy_page())),
     ];
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         let name = format!("pptune-{}", sub.get_name());
@@ -240,7 +310,10 @@ fn generated() -> Vec<(String, Vec<u8>)> {
             .clone()
             .name(name.clone())
             .bin_name(format!("pptune {}", sub.get_name()));
-        out.push((format!("man/{name}.{SECTION}"), sub_page(page)));
+        out.push((
+            format!("man/{name}.{SECTION}"),
+            installed(sub_page(page, sub.get_name())),
+        ));
     }
     for (shell, file) in [
         (Shell::Bash, "completions/pptune.bash"),
@@ -330,6 +403,27 @@ fn man_pages_document_commands_files_environment_exit_status_and_signals() {
         }
     }
     assert!(page("man/pptune-run.8").contains("metrics\\-listen"));
+    // Every command's page has its examples and what its exit status
+    // means; the main page's EXIT STATUS has every code a command uses.
+    let main_exit = &main[main.find(".SH \"EXIT STATUS\"").unwrap()..];
+    let main_exit = &main_exit[..main_exit[4..].find(".SH ").unwrap()];
+    for (rel, _) in &files {
+        if let Some(sub) = rel
+            .strip_prefix("man/pptune-")
+            .and_then(|r| r.strip_suffix(".8"))
+        {
+            let p = page(rel);
+            for section in [".SH EXAMPLES", ".SH \"EXIT STATUS\""] {
+                assert!(p.contains(section), "{rel} has no {section}");
+            }
+            for (code, _) in pptune::cli::manual(sub).exit {
+                assert!(
+                    main_exit.contains(&format!("\\fB{code}\\fR")),
+                    "pptune.8 EXIT STATUS does not say what {code} ({sub}) means"
+                );
+            }
+        }
+    }
     // The policy page is docs/policy.md: every key of its tables is there.
     let policy = page("man/pptune-policy.5");
     for key in [
@@ -376,4 +470,32 @@ fn man_pages_render_without_groff_warnings() {
             "{rel}: {err}"
         );
     }
+}
+
+/// A man page names files as they are on an installed host, not by their
+/// repository paths (`docs/…`, `config/examples/…`). That each `/usr/…`
+/// path it names is in the package is checked on the built package
+/// (packaging_deb).
+#[test]
+fn man_pages_name_no_repository_paths() {
+    let mut bad = Vec::new();
+    for (rel, body) in generated() {
+        if !rel.starts_with("man/") {
+            continue;
+        }
+        for w in pptune_tests::bin::file_words(&String::from_utf8(body).unwrap()) {
+            let file_like = [".md", ".json", ".yaml", ".rs", ".toml", ".sh", ".py"]
+                .iter()
+                .any(|e| w.ends_with(e));
+            if file_like
+                && !w.starts_with('/')
+                && !w.contains("://")
+                // A placeholder (`DIR/policy.yaml`), not a path.
+                && !w.split('/').next().is_some_and(|d| d.chars().all(|c| c.is_ascii_uppercase()))
+            {
+                bad.push(format!("{rel}: {w} is a repository path"));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
 }

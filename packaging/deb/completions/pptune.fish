@@ -34,7 +34,7 @@ complete -c pptune -n "__fish_pptune_needs_command" -f -a "check" -d 'Validate t
 complete -c pptune -n "__fish_pptune_needs_command" -f -a "verify" -d 'Check that the live rings/channels still hold the values pptune set: exit 0 when they do (or pptune set nothing it still owns), 2 when one differs, listing it. For configuration management and compliance'
 complete -c pptune -n "__fish_pptune_needs_command" -f -a "export" -d 'Print the values pptune set, per device, as a systemd `.link` file, a NetworkManager fragment or a TuneD profile fragment, to make them permanent and turn enforcement off'
 complete -c pptune -n "__fish_pptune_needs_command" -f -a "restore" -d 'Put back the original rings/channels pptune recorded, and clear the record'
-complete -c pptune -n "__fish_pptune_needs_command" -f -a "record" -d 'Record what the kernel reports, every policy interval, into one recording file (docs/recording.md), for a host that runs no daemon'
+complete -c pptune -n "__fish_pptune_needs_command" -f -a "record" -d 'Record what the kernel reports, every policy interval, into one recording file (see recording.md in the documentation), for a host that runs no daemon'
 complete -c pptune -n "__fish_pptune_needs_command" -f -a "replay" -d 'Run the policy over a recording (a file, or the daemon\'s recording directory) and print what it would have decided; changes nothing'
 complete -c pptune -n "__fish_pptune_needs_command" -f -a "history" -d 'Every change pptune made, with its evidence and outcome, across restarts (the change journal in the state directory)'
 complete -c pptune -n "__fish_pptune_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -47,35 +47,35 @@ journald\t'Native journald fields (needs the journal socket)'"
 complete -c pptune -n "__fish_pptune_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c pptune -n "__fish_pptune_using_subcommand status" -s i -l interface -d 'Only this interface (repeatable)' -r
 complete -c pptune -n "__fish_pptune_using_subcommand status" -l json -d 'JSON for scripts instead of text: one line when stdout is a pipe or a file, indented when it is a terminal'
-complete -c pptune -n "__fish_pptune_using_subcommand status" -s h -l help -d 'Print help'
+complete -c pptune -n "__fish_pptune_using_subcommand status" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c pptune -n "__fish_pptune_using_subcommand plan" -l config -d 'Policy file or directory (default: $CONFIGURATION_DIRECTORY or /etc/pptune; the embedded default policy when none exists)' -r -F
 complete -c pptune -n "__fish_pptune_using_subcommand plan" -l json -d 'JSON for scripts instead of text: one line when stdout is a pipe or a file, indented when it is a terminal'
 complete -c pptune -n "__fish_pptune_using_subcommand plan" -l detailed-exitcode -d 'Exit 2 when `run` would change something (0 when it would hold everything), like `terraform plan -detailed-exitcode`'
-complete -c pptune -n "__fish_pptune_using_subcommand plan" -s h -l help -d 'Print help'
+complete -c pptune -n "__fish_pptune_using_subcommand plan" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c pptune -n "__fish_pptune_using_subcommand check" -l config -d 'Policy file or directory (default: $CONFIGURATION_DIRECTORY or /etc/pptune; the embedded default policy when none exists)' -r -F
-complete -c pptune -n "__fish_pptune_using_subcommand check" -s h -l help -d 'Print help'
+complete -c pptune -n "__fish_pptune_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c pptune -n "__fish_pptune_using_subcommand verify" -s i -l interface -d 'Only this interface (repeatable)' -r
 complete -c pptune -n "__fish_pptune_using_subcommand verify" -l json -d 'JSON for scripts instead of text: one line when stdout is a pipe or a file, indented when it is a terminal'
-complete -c pptune -n "__fish_pptune_using_subcommand verify" -s h -l help -d 'Print help'
+complete -c pptune -n "__fish_pptune_using_subcommand verify" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c pptune -n "__fish_pptune_using_subcommand export" -l format -r -f -a "systemd-link\t'A `.link` file per device for `/etc/systemd/network/`'
 networkmanager\t'A NetworkManager keyfile `[ethtool]` fragment and the `nmcli` command'
 tuned\t'A TuneD profile fragment (one `[net]`-type section per device)'"
 complete -c pptune -n "__fish_pptune_using_subcommand export" -s i -l interface -d 'Only this interface (repeatable)' -r
 complete -c pptune -n "__fish_pptune_using_subcommand export" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c pptune -n "__fish_pptune_using_subcommand restore" -s i -l interface -d 'Only this interface (repeatable)' -r
-complete -c pptune -n "__fish_pptune_using_subcommand restore" -s h -l help -d 'Print help'
+complete -c pptune -n "__fish_pptune_using_subcommand restore" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c pptune -n "__fish_pptune_using_subcommand record" -l config -d 'Policy file or directory (default: $CONFIGURATION_DIRECTORY or /etc/pptune; the embedded default policy when none exists)' -r -F
 complete -c pptune -n "__fish_pptune_using_subcommand record" -l duration -d 'How long (e.g. 10m, 24h; default: until interrupted)' -r
 complete -c pptune -n "__fish_pptune_using_subcommand record" -s o -l output -d 'The file to write (default: pptune-<time>.pptrec here)' -r -F
-complete -c pptune -n "__fish_pptune_using_subcommand record" -s h -l help -d 'Print help'
+complete -c pptune -n "__fish_pptune_using_subcommand record" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c pptune -n "__fish_pptune_using_subcommand replay" -l config -d 'Policy file or directory (default: $CONFIGURATION_DIRECTORY or /etc/pptune; the embedded default policy when none exists)' -r -F
 complete -c pptune -n "__fish_pptune_using_subcommand replay" -l against -d 'A second policy: print the difference between the two' -r -F
 complete -c pptune -n "__fish_pptune_using_subcommand replay" -l json -d 'JSON for scripts instead of text: one line when stdout is a pipe or a file, indented when it is a terminal'
-complete -c pptune -n "__fish_pptune_using_subcommand replay" -s h -l help -d 'Print help'
+complete -c pptune -n "__fish_pptune_using_subcommand replay" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c pptune -n "__fish_pptune_using_subcommand history" -l since -d 'Only changes since then: a duration ago (24h) or an RFC 3339 time' -r
 complete -c pptune -n "__fish_pptune_using_subcommand history" -s i -l interface -d 'Only this interface (repeatable)' -r
 complete -c pptune -n "__fish_pptune_using_subcommand history" -l json -d 'JSON for scripts instead of text: one line when stdout is a pipe or a file, indented when it is a terminal'
-complete -c pptune -n "__fish_pptune_using_subcommand history" -s h -l help -d 'Print help'
+complete -c pptune -n "__fish_pptune_using_subcommand history" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify export restore record replay history help" -f -a "run" -d 'Run the daemon in the foreground (the systemd unit runs this)'
 complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify export restore record replay history help" -f -a "status" -d 'Show page pools, queues, rings and channels, and the running daemon\'s view'
 complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify export restore record replay history help" -f -a "plan" -d 'Sample the live kernel as often as the policy needs for a finding and print what `run` would do, and why. Changes nothing'
@@ -83,7 +83,7 @@ complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_
 complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify export restore record replay history help" -f -a "verify" -d 'Check that the live rings/channels still hold the values pptune set: exit 0 when they do (or pptune set nothing it still owns), 2 when one differs, listing it. For configuration management and compliance'
 complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify export restore record replay history help" -f -a "export" -d 'Print the values pptune set, per device, as a systemd `.link` file, a NetworkManager fragment or a TuneD profile fragment, to make them permanent and turn enforcement off'
 complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify export restore record replay history help" -f -a "restore" -d 'Put back the original rings/channels pptune recorded, and clear the record'
-complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify export restore record replay history help" -f -a "record" -d 'Record what the kernel reports, every policy interval, into one recording file (docs/recording.md), for a host that runs no daemon'
+complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify export restore record replay history help" -f -a "record" -d 'Record what the kernel reports, every policy interval, into one recording file (see recording.md in the documentation), for a host that runs no daemon'
 complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify export restore record replay history help" -f -a "replay" -d 'Run the policy over a recording (a file, or the daemon\'s recording directory) and print what it would have decided; changes nothing'
 complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify export restore record replay history help" -f -a "history" -d 'Every change pptune made, with its evidence and outcome, across restarts (the change journal in the state directory)'
 complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify export restore record replay history help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
