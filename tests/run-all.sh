@@ -108,7 +108,7 @@ trap report EXIT
 
 # --- what the machine needs --------------------------------------------------
 install_packages() {
-  local need_pkgs=(ethtool python3-yaml iproute2 prometheus systemd lintian man-db libcairo2)
+  local need_pkgs=(ethtool python3-yaml iproute2 prometheus systemd lintian man-db libcairo2 curl)
   local missing=() p
   for p in "${need_pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

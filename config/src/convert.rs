@@ -329,15 +329,28 @@ pub(crate) fn convert(raw: &RawPolicy, tree: &Node) -> Result<p::Policy, Vec<Iss
     });
 
     let metrics_listen = raw.daemon.metrics_listen.as_deref().and_then(|a| {
-        let v = a.parse::<SocketAddr>().ok();
+        let v = parse_listen(a);
         if v.is_none() {
             cx.err(
                 "daemon.metrics_listen",
-                format!("`{a}` is not an address:port"),
-                "e.g. 127.0.0.1:9864 or [::1]:9864",
+                format!("`{a}` is not an address:port or :port"),
+                LISTEN_EXAMPLES,
             );
         }
         v
+    });
+    let metrics_web_config = raw.daemon.metrics_web_config.as_deref().and_then(|f| {
+        let p = std::path::PathBuf::from(f);
+        if p.is_absolute() {
+            Some(p)
+        } else {
+            cx.err(
+                "daemon.metrics_web_config",
+                format!("`{f}` is not an absolute path"),
+                "e.g. /etc/pptune/web.yml",
+            );
+            None
+        }
     });
 
     let qm = &raw.daemon.queue_metrics;
@@ -388,10 +401,29 @@ pub(crate) fn convert(raw: &RawPolicy, tree: &Node) -> Result<p::Policy, Vec<Iss
         rollout,
         daemon: p::DaemonSettings {
             metrics_listen,
+            metrics_web_config,
             queue_series,
             recording_max_bytes,
         },
     })
+}
+
+/// What a listen address may look like, for hints.
+pub const LISTEN_EXAMPLES: &str = "e.g. 127.0.0.1:9864, [::1]:9864, or :9864 for every address";
+
+/// A listen address as `--metrics-listen` and `daemon.metrics_listen`
+/// take it: `address:port`, or `:port` for every address (node_exporter's
+/// `--web.listen-address=:9100`), which is `[::]:port` served dual-stack
+/// (IPv4 too; `0.0.0.0` where the host has no IPv6).
+#[must_use]
+pub fn parse_listen(s: &str) -> Option<SocketAddr> {
+    match s.strip_prefix(':') {
+        Some(port) => port
+            .parse::<u16>()
+            .ok()
+            .map(|p| SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, p))),
+        None => s.parse().ok(),
+    }
 }
 
 fn mode(m: RawMode) -> p::Mode {

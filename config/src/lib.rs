@@ -46,8 +46,9 @@ mod path;
 pub mod raw;
 mod schema;
 mod tree;
+pub mod web;
 
-pub use convert::{MAX_DURATION, parse_bytes, parse_duration};
+pub use convert::{LISTEN_EXAMPLES, MAX_DURATION, parse_bytes, parse_duration, parse_listen};
 
 /// `EX_CONFIG` from sysexits.h: `pptune check` and `pptune run` exit with it
 /// on an invalid policy, and the unit's `RestartPreventExitStatus=78` stops

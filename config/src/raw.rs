@@ -304,8 +304,12 @@ pub struct RawRollout {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct RawDaemon {
-    /// Prometheus listen address (`host:port`); `null` = no metrics endpoint.
+    /// Prometheus listen address (`host:port`, or `:port` for every
+    /// address); `null` = no metrics endpoint.
     pub metrics_listen: Option<String>,
+    /// A web configuration file (exporter-toolkit's format: TLS and basic
+    /// auth) for the metrics endpoint; none = plain HTTP.
+    pub metrics_web_config: Option<String>,
     /// Which per-queue series `/metrics` exports (per-device sums are
     /// always exported).
     pub queue_metrics: RawQueueMetrics,

@@ -69,10 +69,16 @@ pub enum Command {
     Run {
         #[command(flatten)]
         config: ConfigArg,
-        /// Prometheus listen address (overrides the policy's
-        /// daemon.metrics_listen; default 127.0.0.1:9864).
-        #[arg(long, value_name = "ADDR")]
+        /// Prometheus listen address, `address:port` or `:port` for every
+        /// address (overrides the policy's daemon.metrics_listen; default
+        /// 127.0.0.1:9864).
+        #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
         metrics_listen: Option<SocketAddr>,
+        /// TLS and basic auth for the metrics endpoint: a web config file
+        /// in the Prometheus exporter-toolkit format (node_exporter's
+        /// --web.config.file); overrides daemon.metrics_web_config.
+        #[arg(long, value_name = "FILE")]
+        web_config_file: Option<PathBuf>,
         /// Log format.
         #[arg(long, value_enum, default_value_t = LogFormat::Auto)]
         log_format: LogFormat,
@@ -191,6 +197,15 @@ pub struct JsonFlag {
     /// a file, indented when it is a terminal.
     #[arg(long = "json")]
     pub on: bool,
+}
+
+fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    config::parse_listen(s).ok_or_else(|| {
+        format!(
+            "`{s}` is not an address:port or :port ({})",
+            config::LISTEN_EXAMPLES
+        )
+    })
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {

@@ -55,6 +55,14 @@ impl PolicySource for ConfigSource {
 pub fn check(path: Option<&Path>) -> ExitCode {
     match load_policy(path) {
         Ok(l) => {
+            // The web config the policy names is part of what `run` needs.
+            if let Some(w) = &l.policy.daemon.metrics_web_config
+                && let Err(e) = crate::http::Web::load(w)
+            {
+                crate::say_err!("daemon.metrics_web_config: {e}");
+                crate::say_err!("1 problem found; the policy was not applied");
+                return ex_config();
+            }
             if l.default_applied {
                 crate::say!("policy OK: no policy file found, the embedded default policy applies");
             } else {
@@ -69,12 +77,26 @@ pub fn check(path: Option<&Path>) -> ExitCode {
 }
 
 /// `pptune run`.
-pub async fn run(path: Option<&Path>, listen: Option<SocketAddr>) -> anyhow::Result<ExitCode> {
+pub async fn run(
+    path: Option<&Path>,
+    listen: Option<SocketAddr>,
+    web_config: Option<&Path>,
+) -> anyhow::Result<ExitCode> {
     let loaded = match load_policy(path) {
         Ok(l) => l,
         Err(code) => return Ok(code),
     };
     let policy = loaded.policy;
+    let web = match web_config.or(policy.daemon.metrics_web_config.as_deref()) {
+        None => None,
+        Some(p) => match crate::http::Web::load(p) {
+            Ok(w) => Some(Arc::new(w)),
+            Err(e) => {
+                crate::say_err!("pptune: metrics web config: {e}");
+                return Ok(ex_config());
+            }
+        },
+    };
     if loaded.default_applied {
         tracing::info!("no policy file: the embedded default policy applies");
     }
@@ -99,13 +121,18 @@ pub async fn run(path: Option<&Path>, listen: Option<SocketAddr>) -> anyhow::Res
     // unless a file set `daemon.metrics_listen: null`: no endpoint at all.
     let http = match listen.or(policy.daemon.metrics_listen) {
         Some(addr) => {
-            let listener = tokio::net::TcpListener::bind(addr)
-                .await
+            let listener = crate::http::bind(addr)
                 .with_context(|| format!("binding the metrics listener on {addr}"))?;
-            tracing::info!(%addr, "serving metrics at /metrics");
-            Some(tokio::spawn(crate::http::serve(
+            let security = web.as_ref().map_or_else(
+                || "plain HTTP, no authentication".to_owned(),
+                |w| w.describe(),
+            );
+            tracing::info!(%addr, %security, "serving metrics at /metrics");
+            Some(tokio::spawn(crate::http::serve_secured(
                 listener,
                 Arc::clone(&metrics),
+                crate::http::Limits::default(),
+                web,
             )))
         }
         None => {

@@ -38,7 +38,9 @@ use tokio::time::Instant;
 use crate::metrics::Metrics;
 
 mod admission;
-use admission::{Admission, Tracked};
+pub mod web;
+use admission::{Admission, Ticket, Tracked};
+pub use web::Web;
 
 /// The content type prometheus-client's text encoder writes.
 pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -369,6 +371,35 @@ impl Server {
     }
 }
 
+/// A listener on `addr`; the unspecified IPv6 address (`:port`) is bound
+/// dual-stack whatever `net.ipv6.bindv6only` says, and falls back to
+/// `0.0.0.0` on a host without IPv6.
+///
+/// # Errors
+/// The address is in use, not local, or not permitted.
+pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let any6 = addr.ip() == std::net::IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED);
+    let open = |addr: std::net::SocketAddr| -> std::io::Result<std::net::TcpListener> {
+        let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+        if addr.is_ipv6() && any6 {
+            s.set_only_v6(false)?;
+        }
+        s.set_reuse_address(true)?;
+        s.set_nonblocking(true)?;
+        s.bind(&addr.into())?;
+        s.listen(1024)?;
+        Ok(s.into())
+    };
+    let std = match open(addr) {
+        Err(e) if any6 && e.raw_os_error() == Some(libc::EAFNOSUPPORT) => {
+            open((std::net::Ipv4Addr::UNSPECIFIED, addr.port()).into())?
+        }
+        r => r?,
+    };
+    TcpListener::from_std(std)
+}
+
 /// Serves with the default [`Limits`] until the task is dropped.
 pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
     serve_with(listener, metrics, Limits::default()).await;
@@ -376,6 +407,18 @@ pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
 
 /// Serves until the task is dropped.
 pub async fn serve_with(listener: TcpListener, metrics: Arc<Metrics>, limits: Limits) {
+    serve_secured(listener, metrics, limits, None).await;
+}
+
+/// Serves until the task is dropped, under `web`'s TLS and basic auth
+/// when there is one (the configuration current when a connection is
+/// accepted serves it: [`Web::current`]).
+pub async fn serve_secured(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    limits: Limits,
+    web: Option<Arc<Web>>,
+) {
     let server = Arc::new(Server {
         exposition: Exposition {
             metrics,
@@ -406,34 +449,84 @@ pub async fn serve_with(listener: TcpListener, metrics: Arc<Metrics>, limits: Li
         let ticket = admission.place().await;
         let _ = stream.set_nodelay(true);
         let server = Arc::clone(&server);
-        let t = Arc::clone(&ticket);
-        let conn = builder.serve_connection(
-            TokioIo::new(stream),
-            service_fn(move |req| {
-                let server = Arc::clone(&server);
-                let busy = t.begin();
-                async move {
-                    let r = server.respond(req).await;
-                    Ok::<_, Infallible>(r.map(|body| Tracked::new(body, busy)))
-                }
-            }),
-        );
+        let active = web.as_ref().map(|w| w.current());
+        let builder = builder.clone();
         tokio::spawn(async move {
-            tokio::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => return,
-                () = ticket.conn().evicted() => {
-                    if ticket.conn().close_now() {
-                        return;
+            match active.as_ref().and_then(|a| a.tls.clone()) {
+                None => drive(builder, stream, server, active, ticket, limits).await,
+                Some(acceptor) => {
+                    // The handshake is bounded like a request's headers.
+                    let hs =
+                        tokio::time::timeout(limits.header_read_timeout, acceptor.accept(stream));
+                    match hs.await {
+                        Ok(Ok(tls)) => drive(builder, tls, server, active, ticket, limits).await,
+                        Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                        Err(_) => tracing::debug!("TLS handshake timed out"),
                     }
-                    conn.as_mut().graceful_shutdown();
                 }
-                () = tokio::time::sleep(limits.connection_lifetime) => conn.as_mut().graceful_shutdown(),
             }
-            // The request in flight gets one more header timeout to finish.
-            let _ = tokio::time::timeout(limits.header_read_timeout, conn).await;
         });
     }
+}
+
+/// One connection, plain or TLS, until it ends, is evicted or has lived
+/// its lifetime.
+async fn drive<I>(
+    builder: http1::Builder,
+    io: I,
+    server: Arc<Server>,
+    active: Option<Arc<web::Active>>,
+    ticket: Arc<Ticket>,
+    limits: Limits,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let t = Arc::clone(&ticket);
+    let conn = builder.serve_connection(
+        TokioIo::new(io),
+        service_fn(move |req| {
+            let server = Arc::clone(&server);
+            let active = active.clone();
+            let busy = t.begin();
+            async move {
+                let r = match &active {
+                    Some(a) if !a.authorized(req.headers()).await => unauthorized(),
+                    _ => server.respond(req).await,
+                };
+                let r = match &active {
+                    Some(a) => a.decorate(r),
+                    None => r,
+                };
+                Ok::<_, Infallible>(r.map(|body| Tracked::new(body, busy)))
+            }
+        }),
+    );
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        () = ticket.conn().evicted() => {
+            if ticket.conn().close_now() {
+                return;
+            }
+            conn.as_mut().graceful_shutdown();
+        }
+        () = tokio::time::sleep(limits.connection_lifetime) => conn.as_mut().graceful_shutdown(),
+    }
+    // The request in flight gets one more header timeout to finish.
+    let _ = tokio::time::timeout(limits.header_read_timeout, conn).await;
+}
+
+fn unauthorized() -> Response<Full<Bytes>> {
+    let mut r = response(
+        StatusCode::UNAUTHORIZED,
+        "text/plain; charset=utf-8",
+        "Unauthorized\n",
+    );
+    r.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Basic realm=\"pptune\""),
+    );
+    r
 }
 
 #[cfg(test)]

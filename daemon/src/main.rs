@@ -56,7 +56,11 @@ fn main() -> ExitCode {
     let config = config.as_deref();
     let result = rt.block_on(async {
         match cli.command {
-            Command::Run { metrics_listen, .. } => commands::run(config, metrics_listen).await,
+            Command::Run {
+                metrics_listen,
+                web_config_file,
+                ..
+            } => commands::run(config, metrics_listen, web_config_file.as_deref()).await,
             Command::Status { interfaces, json } => commands::status(interfaces, json.on).await,
             Command::Plan {
                 json,

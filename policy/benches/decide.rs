@@ -85,6 +85,7 @@ fn policy() -> Policy {
         rollout: None,
         daemon: DaemonSettings {
             metrics_listen: None,
+            metrics_web_config: None,
             queue_series: pptune_policy::policy::QueueSelection::All,
             recording_max_bytes: pptune_policy::policy::DEFAULT_RECORDING_MAX_BYTES,
         },

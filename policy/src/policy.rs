@@ -229,6 +229,8 @@ pub struct Rollout {
 pub struct DaemonSettings {
     /// Prometheus listen address (loopback by default).
     pub metrics_listen: Option<SocketAddr>,
+    /// exporter-toolkit web configuration (TLS, basic auth) for it.
+    pub metrics_web_config: Option<std::path::PathBuf>,
     /// Which per-queue series `/metrics` exports.
     pub queue_series: QueueSelection,
     /// Size cap of the daemon's rolling recording (0 = none).
@@ -324,6 +326,7 @@ pub(crate) mod tests_support {
             rollout: None,
             daemon: DaemonSettings {
                 metrics_listen: None,
+                metrics_web_config: None,
                 queue_series: QueueSelection::All,
                 recording_max_bytes: DEFAULT_RECORDING_MAX_BYTES,
             },

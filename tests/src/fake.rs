@@ -462,6 +462,7 @@ pub fn test_policy(mode: policy::Mode) -> policy::Policy {
         rollout: None,
         daemon: DaemonSettings {
             metrics_listen: None,
+            metrics_web_config: None,
             queue_series: policy::policy::QueueSelection::All,
             recording_max_bytes: policy::policy::DEFAULT_RECORDING_MAX_BYTES,
         },

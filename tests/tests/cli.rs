@@ -434,3 +434,56 @@ fn an_io_error_says_its_cause_once() {
     assert_eq!(err.matches("Permission denied").count(), 1, "{err}");
     assert!(err.contains("changes.jsonl"), "{err}");
 }
+
+/// A web config that does not load stops `run` before it starts (exit 78,
+/// as an invalid policy does) and fails `check` when the policy names it;
+/// the message names the file and what is wrong.
+#[test]
+fn a_broken_web_config_is_a_configuration_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let web = dir.path().join("web.yml");
+    std::fs::write(
+        &web,
+        "tls_server_config:\n  cert_file: missing.crt\n  key_file: missing.key\n",
+    )
+    .unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        format!("daemon:\n  metrics_web_config: {}\n", web.display()),
+    )
+    .unwrap();
+    let p = policy.display().to_string();
+    for args in [
+        vec!["check", p.as_str()],
+        vec![
+            "run",
+            "--config",
+            p.as_str(),
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ],
+    ] {
+        let out = pptune(&args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(78), "{args:?}: {err}");
+        assert!(err.contains("missing.crt"), "{args:?}: {err}");
+    }
+    // A key pptune does not implement is named.
+    std::fs::write(
+        &web,
+        "tls_server_config:\n  cert_file: a\n  key_file: b\n  cipher_suites: [X]\n",
+    )
+    .unwrap();
+    let out = pptune(&["check", &p]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{err}");
+    assert!(
+        err.contains("web.yml:4:3: unknown field `cipher_suites`"),
+        "{err}"
+    );
+    // `:9864` is accepted where an address is; a bare name is not.
+    let out = pptune(&["run", "--metrics-listen", "localhost", "--config", &p]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains(":port"), "{}", text(&out.stderr));
+}

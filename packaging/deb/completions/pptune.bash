@@ -437,7 +437,7 @@ _pptune() {
             return 0
             ;;
         pptune__subcmd__run)
-            opts="-h --config --metrics-listen --log-format --help"
+            opts="-h --config --metrics-listen --web-config-file --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -448,6 +448,10 @@ _pptune() {
                     return 0
                     ;;
                 --metrics-listen)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --web-config-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -39,7 +39,8 @@ complete -c pptune -n "__fish_pptune_needs_command" -f -a "replay" -d 'Run the p
 complete -c pptune -n "__fish_pptune_needs_command" -f -a "history" -d 'Every change pptune made, with its evidence and outcome, across restarts (the change journal in the state directory)'
 complete -c pptune -n "__fish_pptune_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c pptune -n "__fish_pptune_using_subcommand run" -l config -d 'Policy file or directory (default: $CONFIGURATION_DIRECTORY or /etc/pptune; the embedded default policy when none exists)' -r -F
-complete -c pptune -n "__fish_pptune_using_subcommand run" -l metrics-listen -d 'Prometheus listen address (overrides the policy\'s daemon.metrics_listen; default 127.0.0.1:9864)' -r
+complete -c pptune -n "__fish_pptune_using_subcommand run" -l metrics-listen -d 'Prometheus listen address, `address:port` or `:port` for every address (overrides the policy\'s daemon.metrics_listen; default 127.0.0.1:9864)' -r
+complete -c pptune -n "__fish_pptune_using_subcommand run" -l web-config-file -d 'TLS and basic auth for the metrics endpoint: a web config file in the Prometheus exporter-toolkit format (node_exporter\'s --web.config.file); overrides daemon.metrics_web_config' -r -F
 complete -c pptune -n "__fish_pptune_using_subcommand run" -l log-format -d 'Log format' -r -f -a "auto\t'journald when stderr is the journal (under systemd), readable text on a terminal, JSON lines otherwise'
 human\t'Readable text'
 json\t'One JSON object per line'
