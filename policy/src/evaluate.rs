@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::accounting::{HarmDelta, PoolLedger, device_delta};
-use crate::engine::Outcome;
+use crate::observation::Outcome;
 use crate::plan::{Knob, ReasonCode};
 use crate::policy::Policy;
 use crate::signals::{self, ratio};

@@ -8,14 +8,14 @@
 //! windows, one bond member at a time, disruption class.
 //!
 //! Also here: every timing term of the gates that is not in the policy
-//! ([`HOUR`], [`HISTORY_KEEP`], [`BACKOFF_BASE`], [`MAX_BACKOFF`]) and the backoff rule.
+//! ([`HOUR`], [`HISTORY_KEEP`]); the backoff's terms and rule
+//! ([`BACKOFF_BASE`], [`MAX_BACKOFF`], [`Backoff::after_failure`]) live
+//! with the backoff the daemon hands the engine (`crate::observation`).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
-use crate::engine::{ActionRecord, Observation, Outcome};
+use crate::observation::{ActionRecord, Observation, Outcome};
 use crate::plan::{Action, ReasonCode};
 use crate::policy::{ChangeWindow, Mode, Policy};
 use crate::snapshot::{Device, OperState};
@@ -26,46 +26,7 @@ pub const HOUR: Duration = Duration::from_secs(3600);
 /// How much history the daemon keeps for the engine: the gates look back
 /// an hour, the "did not work before" rule two.
 pub const HISTORY_KEEP: Duration = Duration::from_secs(7200);
-/// Longest backoff for a failing device.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(3600);
-/// First backoff after a failure (doubles per consecutive failure).
-pub const BACKOFF_BASE: Duration = Duration::from_secs(60);
-
-/// A failing device: no change until `until` (monotonic, like
-/// [`Observation::now`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Backoff {
-    pub failures: u32,
-    pub until: Duration,
-    pub last_error: String,
-}
-
-impl Backoff {
-    /// The backoff after one more failure at `now`: `base` doubled per
-    /// consecutive failure, at most [`MAX_BACKOFF`].
-    #[must_use]
-    pub fn after_failure(
-        prev: Option<&Self>,
-        now: Duration,
-        base: Duration,
-        error: String,
-    ) -> Self {
-        let failures = prev.map_or(0, |b| b.failures).saturating_add(1);
-        let factor = 1u32 << (failures - 1).min(16);
-        let delay = base.saturating_mul(factor).min(MAX_BACKOFF);
-        Self {
-            failures,
-            until: now.saturating_add(delay),
-            last_error: error,
-        }
-    }
-
-    /// Whether the device is still backed off at `now`.
-    #[must_use]
-    pub fn active(&self, now: Duration) -> bool {
-        self.until > now
-    }
-}
+pub use crate::observation::{BACKOFF_BASE, Backoff, MAX_BACKOFF};
 
 /// What changes earlier in the same plan used up (the actuator, acting on
 /// them one by one, sees them in the history instead).

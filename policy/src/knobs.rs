@@ -12,9 +12,43 @@
 //! a [`RingField`]/[`ChannelField`] variant, one [`KNOBS`] row, and the
 //! attribute the daemon's kernel seam sets for it (`kernel_netlink.rs`).
 
-use crate::plan::{ChannelField, Knob, RingField};
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
 use crate::policy::Policy;
 use crate::snapshot::{Channels, Device, Rings};
+
+/// The ring field that sizes this driver's pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RingField {
+    Rx,
+    RxMini,
+    RxJumbo,
+}
+
+/// The channel count pptune manages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChannelField {
+    Combined,
+    Rx,
+}
+
+/// A knob on a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "knob", content = "field")]
+pub enum Knob {
+    Ring(RingField),
+    Channels(ChannelField),
+}
+
+impl fmt::Display for Knob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(desc(*self).name)
+    }
+}
 
 /// Which block of settings a knob lives in: the kernel reports and sets
 /// each block with one message (ethtool RINGS_* / CHANNELS_*).

@@ -18,6 +18,7 @@ pub mod engine;
 pub mod evaluate;
 pub mod gates;
 pub mod knobs;
+pub mod observation;
 pub mod plan;
 pub mod policy;
 pub mod select;

@@ -7,6 +7,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::knobs::{ChannelField, Knob, RingField};
 use crate::policy::Mode;
 use crate::snapshot::DeviceId;
 
@@ -196,37 +197,6 @@ impl Action {
             Self::SetRing { field, .. } => Some(Knob::Ring(*field)),
             Self::SetChannels { field, .. } => Some(Knob::Channels(*field)),
         }
-    }
-}
-
-/// The ring field that sizes this driver's pool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum RingField {
-    Rx,
-    RxMini,
-    RxJumbo,
-}
-
-/// The channel count pptune manages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ChannelField {
-    Combined,
-    Rx,
-}
-
-/// A knob on a device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "knob", content = "field")]
-pub enum Knob {
-    Ring(RingField),
-    Channels(ChannelField),
-}
-
-impl fmt::Display for Knob {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(crate::knobs::desc(*self).name)
     }
 }
 

@@ -19,9 +19,6 @@ pub const ENGINE_STATE_VERSION: u32 = 1;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct EngineState {
     pub devices: BTreeMap<String, DeviceState>,
-    /// Buffers a pass reuses; not state (never written, never compared).
-    #[serde(skip)]
-    pub(crate) scratch: crate::decide::Scratch,
 }
 
 /// Per device: the open window and the consecutive-window counters, one per

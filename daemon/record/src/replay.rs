@@ -112,6 +112,7 @@ struct Replayer<'p> {
     policy: &'p Policy,
     policy_json: Option<String>,
     state: EngineState,
+    engine: policy::engine::Engine,
     /// The snapshot the engine saw last pass (modelled where modelled).
     prev: Option<(Snapshot, Duration)>,
     /// The recorded counters of this pass and the previous one, by pool
@@ -142,6 +143,7 @@ pub fn replay(path: &Path, policy: &Policy) -> Result<Report, RecordError> {
         policy,
         policy_json: serde_json::to_string(policy).ok(),
         state: EngineState::default(),
+        engine: policy::engine::Engine::default(),
         prev: None,
         obs_now: HashMap::new(),
         obs_prev: HashMap::new(),
@@ -254,7 +256,9 @@ impl Replayer<'_> {
             originals: &originals,
             backoff: &backoff,
         };
-        let plan = policy::engine::decide_in_place(self.policy, &mut self.state, &obs);
+        let mut plan = policy::plan::Plan::default();
+        self.engine
+            .decide_into(self.policy, &mut self.state, &obs, &mut plan);
         if self.faithful {
             report.faithful_passes += 1;
             let same = plan.decisions.len() == pass.decisions.len()

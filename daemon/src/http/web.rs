@@ -233,15 +233,13 @@ fn server_config(t: &TlsServer) -> Result<rustls::ServerConfig, String> {
     let chain = certs(&t.cert_file)?;
     let key = PrivateKeyDer::from_pem_file(&t.key_file)
         .map_err(|e| format!("{}: {e}", t.key_file.display()))?;
-    let mut cfg = builder
-        .with_single_cert(chain, key)
-        .map_err(|e| {
-            format!(
-                "{} with {}: {e}",
-                t.cert_file.display(),
-                t.key_file.display()
-            )
-        })?;
+    let mut cfg = builder.with_single_cert(chain, key).map_err(|e| {
+        format!(
+            "{} with {}: {e}",
+            t.cert_file.display(),
+            t.key_file.display()
+        )
+    })?;
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(cfg)
 }

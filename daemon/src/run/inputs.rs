@@ -36,21 +36,25 @@ pub trait Engine: Send {
     fn restore_state(&mut self, _state: policy::engine::EngineState) {}
 }
 
-/// The policy crate's pure engine, with its state carried between ticks.
+/// The policy crate's engine, with its state carried between ticks.
 #[derive(Debug, Default)]
 pub struct PolicyEngine {
     pub state: policy::engine::EngineState,
+    /// The same plan and next state as `decide`, without copying every
+    /// device's memory each tick, with its buffers kept.
+    engine: policy::engine::Engine,
 }
 
 impl Engine for PolicyEngine {
     fn decide(&mut self, policy: &Policy, obs: &Observation<'_>) -> Plan {
-        // The same plan and next state as `decide`, without first copying
-        // every device's memory each tick.
-        policy::engine::decide_in_place(policy, &mut self.state, obs)
+        let mut plan = Plan::default();
+        self.engine
+            .decide_into(policy, &mut self.state, obs, &mut plan);
+        plan
     }
 
     fn decide_into(&mut self, policy: &Policy, obs: &Observation<'_>, plan: &mut Plan) {
-        policy::engine::decide_into(policy, &mut self.state, obs, plan);
+        self.engine.decide_into(policy, &mut self.state, obs, plan);
     }
 
     fn reset(&mut self) {

@@ -1111,9 +1111,9 @@ fn targets_are_rounded_as_the_driver_rounds() {
 
 /// Two selected devices with one identity (no bus address, one permanent
 /// MAC: e.g. a bond's members on a virtual bus) each start from the memory
-/// before the plan, and the later one's memory is kept — in `decide`,
-/// `decide_in_place` and `decide_into` alike (the harness compares all
-/// three every tick, the last on the plan it filled the tick before).
+/// before the plan, and the later one's memory is kept — in `decide` and
+/// `Engine::decide_into` alike (the harness compares both every tick, the
+/// latter with the buffers and the plan it filled the tick before).
 #[test]
 fn devices_sharing_an_identity_decide_alike_in_every_engine() {
     let p = policy();

@@ -1,0 +1,62 @@
+//! What a ring costs: the memory estimate the budget gates on
+//! (`docs/decisions.md` §4), per device at a given ring.
+
+use crate::drivers::{
+    self, DEFAULT_PAGE_BYTES, DriverInfo, POOL_CACHE_PAGES, POOL_RING_CLAMP, PoolMapping,
+};
+use crate::snapshot::{Device, Pool};
+
+/// RX buffers a queue keeps posted per pool at `ring` (design.md): the pool
+/// size where the mapping is known (ring × the driver's factor), else the
+/// larger of pool and ring.
+pub(super) fn posted_pages(info: &DriverInfo, ring: u32) -> u32 {
+    let pool = info.pool_for_ring(ring).unwrap_or(ring);
+    match info.mapping {
+        PoolMapping::Proportional { .. } => pool,
+        PoolMapping::Fixed { .. } | PoolMapping::Unknown => pool.max(ring),
+    }
+}
+
+pub(super) fn queue_count(dev: &Device) -> u32 {
+    let active = u32::try_from(dev.rx_queues.len()).unwrap_or(u32::MAX);
+    let chans = dev
+        .channels
+        .available()
+        .map_or(0, crate::snapshot::Channels::rx_queues);
+    active.max(chans).max(1)
+}
+
+/// Bytes per page for the device: `inflight_mem / inflight` where observable.
+fn page_bytes(dev: &Device) -> u64 {
+    dev.pools()
+        .filter_map(Pool::page_bytes)
+        .max()
+        .unwrap_or(DEFAULT_PAGE_BYTES)
+}
+
+/// design.md: per pool ≈ (posted RX buffers + pool ring + 128 cached) ×
+/// page bytes, times the pools of a queue (idpf split queue: two). Posted
+/// buffers ≈ the pool size where the mapping is known (ring × the driver's
+/// factor: exact for libeth, mlx5, bnxt's agg ring; an overestimate for gve),
+/// the ring where it is not; the pool ring is clamped at 16384.
+#[must_use]
+pub fn device_bytes(dev: &Device, info: &DriverInfo, ring: u32) -> u64 {
+    let pool = info.pool_for_ring(ring).unwrap_or(ring);
+    let posted = u64::from(posted_pages(info, ring));
+    let per_queue = posted
+        .saturating_add(u64::from(pool.min(POOL_RING_CLAMP)))
+        .saturating_add(POOL_CACHE_PAGES)
+        .saturating_mul(u64::from(info.pools_per_queue.max(1)));
+    per_queue
+        .saturating_mul(page_bytes(dev))
+        .saturating_mul(u64::from(queue_count(dev)))
+}
+
+pub(super) fn current_bytes(dev: &Device) -> u64 {
+    let info = drivers::driver_info(dev);
+    let ring = dev
+        .rings
+        .available()
+        .and_then(|r| drivers::ring_value(r, info.field).0);
+    ring.map_or(0, |r| device_bytes(dev, &info, r))
+}

@@ -1,0 +1,730 @@
+//! The rules: one closed window of signals → one decision per device.
+//! The decision table is written out in `docs/decisions.md`; the order of
+//! the checks below follows it.
+//!
+//! This module is the frame: the entry points, one device's run from its
+//! window to its findings and the table's choice, and the gates at the
+//! end. The subjects the table chooses between are apart: [`ring`] (how
+//! far the ring may and should go), [`channels`] (fewer or more queues)
+//! and [`memory`] (what a ring costs, for the budget).
+
+mod channels;
+mod memory;
+mod ring;
+
+use channels::Shed;
+use memory::current_bytes;
+pub use memory::device_bytes;
+
+use std::collections::BTreeMap;
+use std::fmt::{self, Write as _};
+use std::time::Duration;
+
+use crate::accounting::PoolLedger;
+use crate::drivers::{self, DriverInfo};
+use crate::gates::{self, Held, Spent};
+use crate::observation::{ActionRecord, Observation, Outcome};
+use crate::plan::{Action, Decision, Evidence, Knob, Plan, ReasonCode};
+use crate::policy::{Mode, Policy};
+use crate::snapshot::Device;
+use crate::state::{DeviceState, EngineState, RingProbe};
+use crate::window::QueueFacts;
+
+/// The engine: a pure function of (policy, state, observation).
+///
+/// Returns the plan (one decision per selected device, ordered by ifindex)
+/// and the state to pass to the next call. Same input, same output.
+#[must_use]
+pub fn decide(policy: &Policy, state: &EngineState, obs: &Observation<'_>) -> (Plan, EngineState) {
+    let mut next = EngineState {
+        devices: state.devices.clone(),
+    };
+    let mut plan = Plan::default();
+    Engine::default().decide_into(policy, &mut next, obs, &mut plan);
+    (plan, next)
+}
+
+/// [`decide`] for a caller that decides pass after pass (the daemon, a
+/// replay): the state is updated in place instead of copied, and the plan
+/// is written over the last one, reusing its decisions' buffers, with the
+/// engine's own buffers refilled instead of allocated. The same plan and
+/// the same next state as [`decide`], whatever the buffers held before.
+#[derive(Default)]
+pub struct Engine {
+    scratch: Scratch,
+}
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine").finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// Decides one pass: `plan` is overwritten with the plan [`decide`]
+    /// would return and `state` becomes the state it would return.
+    pub fn decide_into(
+        &mut self,
+        policy: &Policy,
+        state: &mut EngineState,
+        obs: &Observation<'_>,
+        plan: &mut Plan,
+    ) {
+        run_into(policy, obs, &mut state.devices, plan, &mut self.scratch);
+    }
+}
+
+/// The buffers of one pass, kept in the [`Engine`] so that the next pass
+/// refills them instead of allocating: the previous sample's pool ledger,
+/// the selected devices and their identity keys. Nothing in them outlives
+/// a pass but capacity.
+#[derive(Default)]
+struct Scratch {
+    ledger: PoolLedger,
+    /// The devices of the observation, by position, in ifindex order.
+    order: Vec<usize>,
+    /// Every selected device's identity key, one after another.
+    keys: String,
+    /// (position, mode, its key in `keys`), in ifindex order.
+    selected: Vec<(usize, Mode, std::ops::Range<usize>)>,
+    /// The keys of `selected`, sorted.
+    sorted: Vec<std::ops::Range<usize>>,
+}
+
+/// Fills `plan` and leaves in `states` the next memory of exactly the
+/// selected devices. A device's memory is updated where it lies; a key two
+/// selected devices share (no bus address, no permanent MAC and one name
+/// reused) makes each of them start from the memory before the plan, the
+/// later one's result kept, as [`decide`] always did.
+fn run_into(
+    policy: &Policy,
+    obs: &Observation<'_>,
+    states: &mut BTreeMap<String, DeviceState>,
+    plan: &mut Plan,
+    scratch: &mut Scratch,
+) {
+    let Scratch {
+        ledger,
+        order,
+        keys,
+        selected,
+        sorted,
+    } = scratch;
+    let prev_pools = obs.previous.map(|s| {
+        ledger.refill(s);
+        &*ledger
+    });
+    let devs = &obs.current.devices;
+    order.clear();
+    order.extend(0..devs.len());
+    // By ifindex, ties in snapshot order (what a stable sort gives,
+    // without its buffer).
+    order.sort_unstable_by_key(|&i| (devs[i].ifindex, i));
+    // Every selected device's key, written into one buffer.
+    keys.clear();
+    selected.clear();
+    for &i in order.iter() {
+        if let Some(m) = policy.mode_for(&devs[i]) {
+            let start = keys.len();
+            // Writing to a String cannot fail.
+            let _ = devs[i].id.write_key(keys);
+            selected.push((i, m, start..keys.len()));
+        }
+    }
+    let keys = &*keys;
+    let key = |r: &std::ops::Range<usize>| &keys[r.clone()];
+    sorted.clear();
+    sorted.extend(selected.iter().map(|(_, _, r)| r.clone()));
+    sorted.sort_unstable_by(|a, b| key(a).cmp(key(b)));
+    states.retain(|k, _| sorted.binary_search_by(|r| key(r).cmp(k)).is_ok());
+    let shared: BTreeMap<&str, DeviceState> = sorted
+        .windows(2)
+        .filter(|w| key(&w[0]) == key(&w[1]))
+        .map(|w| {
+            let k = key(&w[0]);
+            (k, states.get(k).cloned().unwrap_or_default())
+        })
+        .collect();
+    let mut ctx = PlanCtx {
+        // Saturating: a pool reporting inflight-mem near u64::MAX saturates
+        // its device's figure, and two such devices must not wrap the sum.
+        host_bytes: selected
+            .iter()
+            .map(|(i, _, _)| current_bytes(&devs[*i]))
+            .fold(0, u64::saturating_add),
+        ..PlanCtx::default()
+    };
+    plan.decisions.truncate(selected.len());
+    for (i, (at, mode, r)) in selected.iter().enumerate() {
+        let dev = &devs[*at];
+        let k = key(r);
+        if i == plan.decisions.len() {
+            plan.decisions.push(Decision::blank());
+        }
+        let out = &mut plan.decisions[i];
+        let run = DeviceRun {
+            policy,
+            obs,
+            dev,
+            info: drivers::driver_info(dev),
+            prev_pools,
+            scratch: std::cell::Cell::new(std::mem::take(&mut out.message)),
+        };
+        if let Some(before) = shared.get(k) {
+            let mut ds = before.clone();
+            run.run_into(*mode, &mut ds, &mut ctx, out);
+            states.insert(k.to_owned(), ds);
+        } else if let Some(ds) = states.get_mut(k) {
+            run.run_into(*mode, ds, &mut ctx, out);
+        } else {
+            let mut ds = DeviceState::default();
+            run.run_into(*mode, &mut ds, &mut ctx, out);
+            states.insert(k.to_owned(), ds);
+        }
+    }
+}
+
+/// How many samples and how much time `pptune plan` needs for a finding:
+/// one sample to start from, then `windows_for_finding` windows of
+/// `window / interval` samples each.
+#[must_use]
+pub fn findings_needed(policy: &Policy) -> (u32, Duration) {
+    let t = &policy.timing;
+    let per_window = samples_per_window(policy);
+    let samples = per_window
+        .saturating_mul(t.windows_for_finding.max(1))
+        .saturating_add(1);
+    let time = t.interval.saturating_mul(samples.saturating_sub(1));
+    (samples, time)
+}
+
+fn samples_per_window(policy: &Policy) -> u32 {
+    let t = &policy.timing;
+    let iv = t.interval.as_millis().max(1);
+    u32::try_from(t.window.as_millis().div_ceil(iv))
+        .unwrap_or(u32::MAX)
+        .max(1)
+}
+
+/// What earlier devices in the same plan used up.
+#[derive(Debug, Default)]
+struct PlanCtx {
+    /// Changes and bond masters (the gates' hourly budget and bond rule).
+    spent: Spent,
+    /// Estimated bytes of all selected devices at their current sizes…
+    host_bytes: u64,
+    /// …plus what earlier decisions in this plan add.
+    host_added: u64,
+}
+
+struct DeviceRun<'a> {
+    policy: &'a Policy,
+    obs: &'a Observation<'a>,
+    dev: &'a Device,
+    info: DriverInfo,
+    prev_pools: Option<&'a PoolLedger>,
+    /// Where the proposal's message is written: the message buffer of the
+    /// decision this run overwrites, so a steady pass allocates none.
+    scratch: std::cell::Cell<String>,
+}
+
+/// A decision before the safety gates.
+struct Proposal {
+    action: Action,
+    reason: ReasonCode,
+    knob: Option<Knob>,
+    message: String,
+    /// For a ring growth: what to calibrate the next step against.
+    probe: Option<RingProbe>,
+}
+
+/// The per-window findings of one device.
+#[derive(Debug, Default)]
+struct Findings {
+    /// Queues with enough traffic to judge.
+    judged: usize,
+    grow: bool,
+    contended: bool,
+    calm: bool,
+    healthy_drops: bool,
+    pressure: bool,
+    untunable: Option<String>,
+    /// The untunable cause is held pages (released_refcnt, or slow refills
+    /// with ring_full flat): no ring fixes it, fewer queues contending for
+    /// the allocator may ([`Shed::Held`]).
+    held: bool,
+    /// Worst queue by recycle-miss share.
+    worst_miss: Option<QueueFacts>,
+    /// Worst queue by slow-refill share.
+    worst_slow: Option<QueueFacts>,
+}
+
+impl<'a> DeviceRun<'a> {
+    /// Decides for the device into `out`, the decision it overwrites.
+    fn run_into(&self, mode: Mode, ds: &mut DeviceState, ctx: &mut PlanCtx, out: &mut Decision) {
+        let mut evidence = std::mem::take(&mut out.evidence);
+        evidence.clear();
+        let proposal = self.propose(ds, ctx, &mut evidence);
+        self.finish(mode, proposal, evidence, ds, ctx, out);
+    }
+
+    /// A hold proposal saying `message`.
+    fn hold(&self, reason: ReasonCode, knob: Option<Knob>, message: impl fmt::Display) -> Proposal {
+        Proposal {
+            action: Action::Hold,
+            reason,
+            knob,
+            message: self.text(message),
+            probe: None,
+        }
+    }
+
+    /// `message` as text, in the scratch buffer if it is still free.
+    fn text(&self, message: impl fmt::Display) -> String {
+        let mut s = self.scratch.take();
+        s.clear();
+        // Writing to a String cannot fail.
+        let _ = write!(s, "{message}");
+        s
+    }
+
+    fn ring_knob(&self) -> Knob {
+        Knob::Ring(self.info.field)
+    }
+
+    /// The ring rules, on this run.
+    fn ring(&self) -> ring::Ring<'_, 'a> {
+        ring::Ring(self)
+    }
+
+    /// The channel rules, on this run.
+    fn channels(&self) -> channels::Channels<'_, 'a> {
+        channels::Channels(self)
+    }
+
+    fn propose(&self, ds: &mut DeviceState, ctx: &PlanCtx, ev: &mut Evidence) -> Proposal {
+        let (policy, obs, dev) = (self.policy, self.obs, self.dev);
+        if dev.pools().next().is_none() {
+            ds.window.clear();
+            return self.hold(
+                ReasonCode::NoPools,
+                None,
+                format_args!(
+                    "{} exposes no page pools to netlink: nothing to observe",
+                    dev.name
+                ),
+            );
+        }
+        if !obs.current.capabilities.page_pool_stats && dev.pools().all(|p| p.stats.is_none()) {
+            return self.hold(
+                ReasonCode::NoStats,
+                None,
+                "the kernel reports no page_pool stats (CONFIG_PAGE_POOL_STATS off): no signal",
+            );
+        }
+        let (Some(prev), Some(prev_pools)) = (obs.previous, self.prev_pools) else {
+            return self.hold(
+                ReasonCode::Gathering,
+                None,
+                "first sample: counters need a second sample to become rates",
+            );
+        };
+        let prev_dev = prev.devices.iter().find(|d| d.id == dev.id);
+        ds.window.add_tick(prev_pools, prev_dev, dev, obs.elapsed);
+        let t = &policy.timing;
+        if ds.window.elapsed.saturating_add(t.interval / 2) < t.window {
+            return self.hold(
+                ReasonCode::Gathering,
+                None,
+                format_args!(
+                    "window {:.0} s of {:.0} s collected",
+                    ds.window.elapsed.as_secs_f64(),
+                    t.window.as_secs_f64()
+                ),
+            );
+        }
+        // The window closes: judged here, then emptied for the next one
+        // (its storage kept).
+        ds.windows_closed = ds.windows_closed.saturating_add(1);
+        ev.insert("window_seconds", ds.window.elapsed.as_secs_f64());
+        if ds.window.reset {
+            ds.window.clear();
+            // No data: neither extend nor break a streak.
+            return self.hold(
+                ReasonCode::CounterReset,
+                None,
+                "a counter went backwards inside the window: no data, no action",
+            );
+        }
+        let f = self.findings(&ds.window);
+        self.evidence(&f, &ds.window, ev);
+        ds.window.clear();
+        self.update_streaks(ds, &f);
+        self.choose(ds, &f, ctx, ev)
+    }
+
+    fn findings(&self, acc: &crate::window::WindowAcc) -> Findings {
+        let th = &self.policy.thresholds;
+        let mut f = Findings {
+            pressure: acc.alloc_fail > 0,
+            calm: true,
+            ..Findings::default()
+        };
+        for (key, q) in &acc.queues {
+            let facts = QueueFacts::from_acc(*key, q);
+            let alloc_pages = facts.stats.alloc_fast;
+            if facts.returned.max(alloc_pages) < th.min_pages_per_window {
+                continue;
+            }
+            let miss = facts.recycle_miss.unwrap_or(0.0);
+            let slow = facts.slow_refill.unwrap_or(0.0);
+            // Tunable: the pool ring overflowed, or slow refills follow
+            // from ring_full (the ring had to free pages it later lacked).
+            let grow_q = miss >= th.grow_recycle_miss
+                || (slow >= th.grow_slow_refill
+                    && facts.stats.recycle_ring_full > 0
+                    && miss >= th.shrink_recycle_miss);
+            f.grow |= grow_q;
+            f.contended |= slow >= th.grow_slow_refill;
+            f.calm &= miss < th.shrink_recycle_miss;
+            if !grow_q && f.untunable.is_none() {
+                let rel = facts.released_share.unwrap_or(0.0);
+                let waive = facts.waive_share.unwrap_or(0.0);
+                if rel >= th.grow_recycle_miss {
+                    f.held = true;
+                    f.untunable = Some(format!(
+                        "{}: {:.1} % of returned pages were still referenced (released_refcnt); a bigger ring cannot fix that",
+                        facts.key,
+                        rel * 100.0
+                    ));
+                } else if waive >= th.grow_slow_refill {
+                    f.untunable = Some(format!(
+                        "{}: {:.1} % of refills hit NUMA-remote pages (waive): IRQ/NAPI on the wrong node, not a ring size problem",
+                        facts.key,
+                        waive * 100.0
+                    ));
+                } else if slow >= th.grow_slow_refill {
+                    f.held = true;
+                    f.untunable = Some(format!(
+                        "{}: {:.1} % of refills went to the slow path while ring_full stayed flat: pages are held (sockets, driver ring), not overflowing the pool ring",
+                        facts.key,
+                        slow * 100.0
+                    ));
+                }
+            }
+            f.judged += 1;
+            keep_worst(&mut f.worst_miss, &facts, |q| q.recycle_miss);
+            keep_worst(&mut f.worst_slow, &facts, |q| q.slow_refill);
+        }
+        let drop_share = crate::signals::ratio(acc.drops, acc.packets).unwrap_or(0.0);
+        f.healthy_drops = !f.grow
+            && !f.contended
+            && f.judged > 0
+            && acc.drops > 0
+            && drop_share >= self.policy.channels.grow_drop_share;
+        f
+    }
+
+    fn evidence(&self, f: &Findings, acc: &crate::window::WindowAcc, ev: &mut Evidence) {
+        #[allow(clippy::cast_precision_loss)]
+        let n = |v: u64| v as f64;
+        ev.insert("queues_judged", n(f.judged as u64));
+        ev.insert("rx_alloc_fail", n(acc.alloc_fail));
+        ev.insert("harm_drops", n(acc.drops));
+        ev.insert("rx_packets", n(acc.packets));
+        if let Some(q) = &f.worst_miss {
+            ev.insert("recycle_miss_share", q.recycle_miss.unwrap_or(0.0));
+            ev.insert("ring_full", n(q.stats.recycle_ring_full));
+            ev.insert("recycle_ring", n(q.stats.recycle_ring));
+            ev.insert("recycle_cached", n(q.stats.recycle_cached));
+            ev.insert("released_refcnt", n(q.stats.recycle_released_refcnt));
+            ev.insert("alloc_waive", n(q.stats.alloc_waive));
+            if let Some(p) = q.recycling_pct {
+                ev.insert("recycling_pct", p);
+            }
+            if let crate::accounting::QueueKey::Id(id) = q.key {
+                ev.insert("worst_queue", f64::from(id));
+            }
+        }
+        if let Some(q) = &f.worst_slow {
+            ev.insert("slow_refill_share", q.slow_refill.unwrap_or(0.0));
+            ev.insert("memory_provider", if q.provider { 1.0 } else { 0.0 });
+        }
+    }
+
+    fn update_streaks(&self, ds: &mut DeviceState, f: &Findings) {
+        let bump = |c: &mut u32, on: bool| *c = if on { c.saturating_add(1) } else { 0 };
+        // Memory pressure breaks a growth streak: growth must be re-earned
+        // once allocations stop failing.
+        bump(&mut ds.grow_windows, f.grow && !f.pressure);
+        bump(&mut ds.contended_windows, f.contended);
+        bump(&mut ds.drop_windows, f.healthy_drops);
+        if f.calm && !f.grow {
+            ds.calm_since.get_or_insert(self.obs.now);
+        } else {
+            ds.calm_since = None;
+        }
+    }
+
+    fn choose(
+        &self,
+        ds: &mut DeviceState,
+        f: &Findings,
+        ctx: &PlanCtx,
+        ev: &mut Evidence,
+    ) -> Proposal {
+        let n = self.policy.timing.windows_for_finding.max(1);
+        let ring = self.ring_knob();
+        if f.pressure && (f.grow || ds.grow_windows > 0) {
+            return self.hold(
+                ReasonCode::MemoryPressure,
+                Some(ring),
+                "rx-alloc-fail rose: memory is short, a bigger ring would make it worse",
+            );
+        }
+        if ds.grow_windows >= n {
+            let p = self.ring().grow(ds, f, ctx, ev);
+            if p.action == Action::Hold
+                && ds.contended_windows >= n
+                && let Some(c) = self.channels().shrink(f, ev, Shed::RingAtLimit(&p))
+            {
+                return c;
+            }
+            return p;
+        }
+        if ds.contended_windows >= n {
+            let at_limit = self.ring().at_limit(ctx);
+            if let Some(why) = at_limit {
+                let hold = self.hold(ReasonCode::AtLimit, Some(ring), why);
+                if let Some(c) = self.channels().shrink(f, ev, Shed::RingAtLimit(&hold)) {
+                    return c;
+                }
+            }
+            if let Some(u) = &f.untunable {
+                // Rings first: no grow finding in this window or building.
+                if f.held
+                    && !f.grow
+                    && ds.grow_windows == 0
+                    && let Some(c) = self.channels().shrink(f, ev, Shed::Held(u))
+                {
+                    return c;
+                }
+                return self.hold(ReasonCode::UntunableCause, Some(ring), u);
+            }
+        }
+        if self.policy.channels.enabled
+            && self.policy.channels.grow_on_drops_when_healthy
+            && ds.drop_windows >= n
+            && ds.grow_windows == 0
+            && ds.contended_windows == 0
+        {
+            return self.channels().grow(ev, ctx);
+        }
+        if let Some(p) = self.ring().calm_shrink(ds, ev) {
+            return p;
+        }
+        if ds.grow_windows == 0
+            && !f.pressure
+            && let Some(u) = &f.untunable
+        {
+            return self.hold(ReasonCode::UntunableCause, Some(ring), u);
+        }
+        let channel_streak = if self.policy.channels.enabled {
+            ds.contended_windows.max(ds.drop_windows)
+        } else {
+            0
+        };
+        if ds.grow_windows > 0 || channel_streak > 0 {
+            let have = ds.grow_windows.max(channel_streak);
+            return self.hold(
+                ReasonCode::Gathering,
+                Some(ring),
+                format_args!("finding in {have} of {n} consecutive windows"),
+            );
+        }
+        if f.pressure {
+            return self.hold(
+                ReasonCode::MemoryPressure,
+                Some(ring),
+                "rx-alloc-fail rose: memory is short (reported, nothing to grow)",
+            );
+        }
+        if let Some(u) = &f.untunable {
+            return self.hold(ReasonCode::UntunableCause, Some(ring), u);
+        }
+        if f.judged == 0 {
+            return self.hold(
+                ReasonCode::LowTraffic,
+                None,
+                format_args!(
+                    "fewer than {} pages per queue in the window: too little traffic to judge",
+                    self.policy.thresholds.min_pages_per_window
+                ),
+            );
+        }
+        let miss = f
+            .worst_miss
+            .as_ref()
+            .and_then(|q| q.recycle_miss)
+            .unwrap_or(0.0);
+        self.hold(
+            ReasonCode::Healthy,
+            None,
+            format_args!(
+                "signals within thresholds (worst recycle-miss share {:.2} %)",
+                miss * 100.0
+            ),
+        )
+    }
+
+    /// A hold when the last change of `knob` in this direction was reverted
+    /// (it made harm worse) or ineffective (it did not move its signal).
+    /// Repeating it would only flap the device — every ring or channel change
+    /// rebuilds its queues — so the engine does not try that direction again
+    /// while the record is in its history (the daemon keeps two hours).
+    fn failed_before(&self, knob: Knob, dir: Direction) -> Option<Proposal> {
+        let r = self
+            .obs
+            .history
+            .iter()
+            .rev()
+            .filter(|r| r.device == self.dev.id && r.knob == knob)
+            .find(|r| match dir {
+                Direction::Grow => r.to > r.from,
+                Direction::Shrink => r.to < r.from,
+            })?;
+        let what = match (&r.outcome, dir) {
+            (Outcome::Reverted, Direction::Shrink) if matches!(knob, Knob::Channels(_)) => {
+                "was put back (harm rose, or the delivered rate did not rise by more than channels.trial_gain)"
+            }
+            (Outcome::Reverted, _) => "made harm worse and was reverted",
+            (Outcome::Ineffective, Direction::Grow) if matches!(knob, Knob::Ring(_)) => {
+                "did not move the recycle-miss share"
+            }
+            (Outcome::Ineffective, _) => "did not move the signal it was made for",
+            _ => return None,
+        };
+        let verb = match dir {
+            Direction::Grow => "growth",
+            Direction::Shrink => "shrink",
+        };
+        let note = match knob {
+            Knob::Ring(_) => format!(": {}", self.info.note),
+            Knob::Channels(_) => String::new(),
+        };
+        Some(self.hold(
+            ReasonCode::PreviousChangeIneffective,
+            Some(knob),
+            format_args!(
+                "the last {verb} {knob} {}→{} {what}; not repeated{note}",
+                r.from, r.to
+            ),
+        ))
+    }
+
+    fn finish(
+        &self,
+        mode: Mode,
+        p: Proposal,
+        mut evidence: Evidence,
+        ds: &mut DeviceState,
+        ctx: &mut PlanCtx,
+        out: &mut Decision,
+    ) {
+        let dev = self.dev;
+        let mut eff_mode = mode;
+        if mode == Mode::Enforce && !dev.has_harm_signal() {
+            eff_mode = Mode::Observe;
+        }
+        let admitted = gates::admit(self.policy, self.obs, dev, mode, &p.action, &ctx.spent);
+        let (action, reason, message) = match admitted {
+            Err(Held {
+                reason,
+                message: why,
+            }) => {
+                if let Action::SetRing { to, .. } | Action::SetChannels { to, .. } = p.action {
+                    evidence.insert("held_target", f64::from(to));
+                }
+                (
+                    Action::Hold,
+                    reason,
+                    self.text(format_args!(
+                        "would act ({}): {}; held: {why}",
+                        p.reason, p.message
+                    )),
+                )
+            }
+            Ok(()) => (p.action, p.reason, p.message),
+        };
+        if action != Action::Hold {
+            ctx.spent.changes = ctx.spent.changes.saturating_add(1);
+            if let Some(m) = dev.master {
+                ctx.spent.masters.insert(m);
+            }
+            // A change is made (or, observing, recommended): its evidence is
+            // spent; the next one needs fresh consecutive windows.
+            match action {
+                Action::SetRing { to, from, .. } => {
+                    if to > from {
+                        ds.ring_probe = p.probe;
+                    }
+                    ds.grow_windows = 0;
+                    ds.calm_since = None;
+                    let before = device_bytes(dev, &self.info, from);
+                    let after = device_bytes(dev, &self.info, to);
+                    ctx.host_added = ctx.host_added.saturating_add(after.saturating_sub(before));
+                }
+                Action::SetChannels { .. } => {
+                    ds.contended_windows = 0;
+                    ds.drop_windows = 0;
+                }
+                Action::Hold => {}
+            }
+        }
+        let knob = action.knob().or(p.knob);
+        out.ifindex = dev.ifindex;
+        out.device.clone_from(&dev.name);
+        out.device_id.clone_from(&dev.id);
+        out.mode = eff_mode;
+        out.action = action;
+        out.reason = reason;
+        out.message = message;
+        out.evidence = evidence;
+        out.id.set(&dev.id, knob, reason);
+    }
+}
+
+/// Keeps in `worst` the queue with the largest `key` of those that have
+/// one; of equal ones, the later (queues come in key order).
+fn keep_worst(
+    worst: &mut Option<QueueFacts>,
+    q: &QueueFacts,
+    key: impl Fn(&QueueFacts) -> Option<f64>,
+) {
+    let Some(v) = key(q) else { return };
+    if worst
+        .as_ref()
+        .and_then(&key)
+        .is_none_or(|w| v.total_cmp(&w).is_ge())
+    {
+        *worst = Some(q.clone());
+    }
+}
+
+/// Which way a change goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Grow,
+    Shrink,
+}
+
+fn last_record<'h>(
+    history: &'h [ActionRecord],
+    dev: &crate::snapshot::DeviceId,
+    knob: Knob,
+) -> Option<&'h ActionRecord> {
+    history
+        .iter()
+        .rev()
+        .find(|r| &r.device == dev && r.knob == knob)
+}

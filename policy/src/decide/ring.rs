@@ -1,0 +1,562 @@
+//! The ring rules of one device's run: how far the ring may go (the
+//! policy, the driver, what the kernel refused, the pool clamp, the memory
+//! budget), how far a growth step goes (the burst estimate and its
+//! calibration, `docs/decisions.md` §4), and giving memory back when calm.
+
+use std::fmt::Write as _;
+
+use super::memory::{device_bytes, posted_pages};
+use super::{DeviceRun, Direction, Findings, PlanCtx, Proposal};
+use crate::drivers::{self, DriverInfo, DriverRounding, Learned, POOL_RING_CLAMP, PoolMapping};
+use crate::gates;
+use crate::observation::{ActionRecord, Outcome};
+use crate::plan::{Action, Evidence, Knob, ReasonCode};
+use crate::state::{DeviceState, RingProbe};
+use crate::window::QueueFacts;
+
+/// The ring half of a device's run: the run's facts, the ring's rules.
+pub(super) struct Ring<'r, 'a>(pub(super) &'r DeviceRun<'a>);
+
+impl<'a> std::ops::Deref for Ring<'_, 'a> {
+    type Target = DeviceRun<'a>;
+    fn deref(&self) -> &DeviceRun<'a> {
+        self.0
+    }
+}
+
+impl Ring<'_, '_> {
+    /// Limits on the ring: (current, lowest, highest allowed, what binds the
+    /// highest). `Err` = a hold saying why the ring cannot be managed.
+    fn limits(&self, ctx: &PlanCtx) -> Result<RingLimits, Proposal> {
+        let knob = Some(self.ring_knob());
+        if !self.policy.rings.enabled {
+            return Err(self.hold(
+                ReasonCode::NotManaged,
+                knob,
+                "ring management is disabled by the policy",
+            ));
+        }
+        let Some(rings) = self.dev.rings.available() else {
+            let why = match &self.dev.rings {
+                crate::snapshot::Availability::Unavailable(s) => s.clone(),
+                _ => "not sampled".to_owned(),
+            };
+            return Err(self.hold(
+                ReasonCode::RingsUnavailable,
+                knob,
+                format_args!("ring sizes unavailable: {why}"),
+            ));
+        };
+        if let Some(why) = self.info.ring_does_not_resize_pool() {
+            return Err(self.hold(
+                ReasonCode::RingDoesNotSizePool,
+                knob,
+                format_args!("{}: {why}", self.info.note),
+            ));
+        }
+        let (cur, max) = drivers::ring_value(rings, self.info.field);
+        let Some(cur) = cur else {
+            return Err(self.hold(
+                ReasonCode::RingsUnavailable,
+                knob,
+                format_args!("the driver does not report ring {}", self.ring_knob()),
+            ));
+        };
+        let learned = self.learned();
+        if learned.not_settable {
+            return Err(self.hold(
+                ReasonCode::AtLimit,
+                knob,
+                format_args!(
+                    "the kernel refused to change {}: not settable on this device",
+                    self.ring_knob()
+                ),
+            ));
+        }
+        let rounding = learned.rounding(self.info.rounding.with_policy(self.policy.rings.rounding));
+        let mut hi = self.policy.rings.max;
+        let mut bind = Limit::Policy;
+        if let Some(m) = max.filter(|&m| m < hi) {
+            hi = m;
+            bind = Limit::Driver;
+        }
+        if let Some(m) = learned.max.filter(|&m| m < hi) {
+            hi = m;
+            bind = Limit::Refused;
+        }
+        hi = rounding.down(hi);
+        // Past the ring whose pool reaches the driver's cap or the page_pool
+        // clamp, a bigger ring does not resize the pool.
+        if let Some(c) = self
+            .info
+            .max_pool()
+            .and_then(|p| self.info.ring_for_pool(p))
+            .map(|c| rounding.up(c))
+            .filter(|&c| c < hi)
+        {
+            hi = c;
+            bind = Limit::PoolClamp;
+        }
+        let lo = self
+            .policy
+            .rings
+            .min
+            .max(self.info.driver_min)
+            .max(learned.min.unwrap_or(0));
+        let budget_hi = self.budget_max(ctx, cur, lo, hi);
+        if budget_hi < hi {
+            hi = rounding.down(budget_hi);
+            bind = Limit::Budget;
+        }
+        Ok(RingLimits {
+            cur,
+            lo,
+            hi,
+            bind,
+            rounding,
+        })
+    }
+
+    /// What the kernel's refusals of this ring taught (docs/drivers.md).
+    fn learned(&self) -> Learned {
+        let knob = self.ring_knob();
+        Learned::from_refusals(self.obs.history.iter().filter_map(|r| match &r.outcome {
+            Outcome::Refused { errno, message } if r.device == self.dev.id && r.knob == knob => {
+                Some((*errno, message.as_str(), r.from, r.to))
+            }
+            _ => None,
+        }))
+    }
+
+    pub(super) fn at_limit(&self, ctx: &PlanCtx) -> Option<String> {
+        match self.limits(ctx) {
+            Ok(l) if l.cur >= l.hi => Some(format!(
+                "ring {} is at its limit ({}, {})",
+                self.ring_knob(),
+                l.hi,
+                l.bind.as_str()
+            )),
+            Ok(_) => None,
+            Err(p) => Some(p.message),
+        }
+    }
+
+    /// The largest ring (≤ `hi`) that keeps the device and host budgets.
+    fn budget_max(&self, ctx: &PlanCtx, cur: u32, lo: u32, hi: u32) -> u32 {
+        let b = &self.policy.budget;
+        let now = device_bytes(self.dev, &self.info, cur);
+        let mut cap = u64::MAX;
+        if let Some(d) = b.per_device_bytes {
+            cap = cap.min(d);
+        }
+        if let Some(h) = b.per_host_bytes {
+            let others = ctx
+                .host_bytes
+                .saturating_add(ctx.host_added)
+                .saturating_sub(now);
+            cap = cap.min(h.saturating_sub(others));
+        }
+        if device_bytes(self.dev, &self.info, hi) <= cap {
+            return hi;
+        }
+        // Bytes grow monotonically with the ring: binary search.
+        let (mut a, mut z) = (lo.min(cur), hi);
+        if device_bytes(self.dev, &self.info, a) > cap {
+            return a.saturating_sub(1).min(cur);
+        }
+        while a < z {
+            let mid = a + (z - a).div_ceil(2);
+            if device_bytes(self.dev, &self.info, mid) <= cap {
+                a = mid;
+            } else {
+                z = mid - 1;
+            }
+        }
+        a
+    }
+
+    pub(super) fn grow(
+        &self,
+        ds: &DeviceState,
+        f: &Findings,
+        ctx: &PlanCtx,
+        ev: &mut Evidence,
+    ) -> Proposal {
+        let knob = self.ring_knob();
+        let l = match self.limits(ctx) {
+            Ok(l) => l,
+            Err(p) => return p,
+        };
+        if let Some(hold) = self.failed_before(knob, Direction::Grow) {
+            return hold;
+        }
+        let Some(q) = &f.worst_miss else {
+            return self.hold(ReasonCode::Healthy, Some(knob), "no queue to judge");
+        };
+        let pool_now = self
+            .info
+            .pool_for_ring(l.cur)
+            .unwrap_or(l.cur)
+            .clamp(1, POOL_RING_CLAMP);
+        // In a burst larger than the pool ring R, R pages land in the ring and
+        // the rest is freed: ring_full / recycle_ring ≈ (B − R) / R, so the
+        // excess per ring fill is E = R × ring_full / recycle_ring and the
+        // burst B ≈ R + E. The counters undercount E (ring_full counts once
+        // per bulk on bulk-return paths; pages the driver takes back while
+        // a burst returns never meet a full ring), so R + E is a lower bound.
+        let s = q.stats;
+        #[allow(clippy::cast_precision_loss)]
+        let excess =
+            f64::from(pool_now) * s.recycle_ring_full as f64 / s.recycle_ring.max(1) as f64;
+        let steps = grow_steps(self.obs.history, &self.dev.id, knob, l.cur);
+        let max_steps = self.policy.rings.max_steps_to_target.max(1);
+        let step = steps.saturating_add(1);
+        // After a growth step the engine knows how much that step moved the
+        // excess, which calibrates the undercount (`calibrate`).
+        let calibrated = ds
+            .ring_probe
+            .filter(|p| steps >= 1 && p.ring == l.cur)
+            .and_then(|p| calibrate(&p, pool_now, excess));
+        let held = held_pages(q, &self.info, l.cur);
+        let (burst, basis) = burst_estimate(
+            f64::from(pool_now) + excess,
+            calibrated.filter(|_| step <= max_steps).map(|(b, _)| b),
+            held,
+            step >= max_steps,
+        );
+        let needed_pool = burst * self.policy.rings.headroom;
+        let estimate = self
+            .info
+            .ring_for_pool(to_u32(needed_pool))
+            .unwrap_or(l.cur);
+        let target = if basis == BurstBasis::Limit {
+            l.hi
+        } else {
+            let needed = self.info.ring_for_pool(to_u32(burst)).unwrap_or(estimate);
+            l.rounding
+                .target(estimate, needed, l.cur)
+                .clamp(l.lo, l.hi.max(l.lo))
+        };
+        let target = if l.hi < l.lo { l.cur } else { target.min(l.hi) };
+        // The driver may round the request onto the current ring, or the
+        // pool may not grow with it (a cap): then it is no change at all.
+        let lands = l.rounding.applied(target).unwrap_or(l.cur);
+        let target = if self.info.pool_for_ring(lands) > self.info.pool_for_ring(l.cur) {
+            target
+        } else {
+            l.cur
+        };
+        ev.insert("ring_current", f64::from(l.cur));
+        ev.insert("ring_limit", f64::from(l.hi));
+        ev.insert("pool_now", f64::from(pool_now));
+        ev.insert("burst_estimate_pages", burst);
+        ev.insert("excess_pages", excess);
+        if let Some((_, k)) = calibrated {
+            ev.insert("undercount_factor", k);
+        }
+        // 1 = the engine remembers what the last growth step saw (the probe
+        // for the ring the device has now): the step can be calibrated, if
+        // that step shrank the excess.
+        let probe_known = ds.ring_probe.is_some_and(|p| steps >= 1 && p.ring == l.cur);
+        ev.insert("ring_probe_known", if probe_known { 1.0 } else { 0.0 });
+        ev.insert("pool_factor", self.info.factor());
+        // 0 = the driver's ring-to-pool mapping is unknown (1x assumed).
+        let known = !matches!(self.info.mapping, PoolMapping::Unknown) && self.info.mode_known;
+        ev.insert("pool_mapping_known", if known { 1.0 } else { 0.0 });
+        ev.insert("inflight_peak", n64(q.inflight_peak));
+        if let Some(h) = held {
+            ev.insert("held_pages_estimate", h);
+        }
+        ev.insert("grow_step", f64::from(step));
+        let miss = q.recycle_miss.unwrap_or(0.0) * 100.0;
+        if target <= l.cur {
+            let reason = if l.bind == Limit::Budget {
+                ReasonCode::BudgetExhausted
+            } else {
+                ReasonCode::AtLimit
+            };
+            return self.hold(
+                reason,
+                Some(knob),
+                format_args!(
+                    "{knob} {} is too small for return bursts ({miss:.1} % of returned pages freed on {}), but it is at its limit ({})",
+                    l.cur,
+                    q.key,
+                    l.bind.as_str()
+                ),
+            );
+        }
+        ev.insert("ring_target", f64::from(target));
+        let mut msg = format!(
+            "{knob} {} is too small for return bursts: {miss:.1} % of returned pages on {} were freed because the pool ring was full (bursts ≈ {:.0} pages); set {knob} {} → {}",
+            l.cur, q.key, burst, l.cur, target
+        );
+        match basis {
+            BurstBasis::Limit => {
+                let _ = write!(
+                    msg,
+                    " (step {step} of {max_steps}: straight to the limit, {})",
+                    l.bind.as_str()
+                );
+            }
+            BurstBasis::Held => {
+                let _ = write!(
+                    msg,
+                    " (step {step}: burst from the pages out at once beyond the posted ring (inflight peak {}), which ring_full undercounts)",
+                    q.inflight_peak
+                );
+            }
+            BurstBasis::Confirmed => {
+                let _ = write!(
+                    msg,
+                    " (step {step}: the pages out at once beyond the posted ring (inflight peak {}) confirm ring_full's figure)",
+                    q.inflight_peak
+                );
+            }
+            BurstBasis::Calibrated => {
+                if let Some((_, k)) = calibrated {
+                    let _ = write!(
+                        msg,
+                        " (step {step}: from how far the last step moved the excess, the counters see about 1 in {k:.1} freed pages; burst calibrated)"
+                    );
+                }
+            }
+            BurstBasis::Lower => {}
+        }
+        if let Some(p) = self.info.pool_for_ring(target) {
+            let _ = write!(
+                msg,
+                "; pool ≈ {} entries ({})",
+                p.min(POOL_RING_CLAMP),
+                self.info.note
+            );
+        }
+        Proposal {
+            action: Action::SetRing {
+                field: self.info.field,
+                from: l.cur,
+                to: target,
+            },
+            reason: ReasonCode::RecycleMissHigh,
+            knob: Some(knob),
+            message: msg,
+            probe: Some(RingProbe {
+                ring: target,
+                pool_before: pool_now,
+                excess_before: excess,
+            }),
+        }
+    }
+
+    pub(super) fn calm_shrink(&self, ds: &DeviceState, ev: &mut Evidence) -> Option<Proposal> {
+        let since = ds.calm_since?;
+        if !self.policy.rings.enabled || !self.policy.rings.shrink_when_calm {
+            return None;
+        }
+        let calm_for = self.obs.now.saturating_sub(since);
+        if calm_for < self.policy.timing.calm_before_shrink {
+            return None;
+        }
+        let knob = self.ring_knob();
+        if self.failed_before(knob, Direction::Shrink).is_some() {
+            return None;
+        }
+        let original = self
+            .obs
+            .originals
+            .iter()
+            .find(|o| o.device == self.dev.id && o.knob == knob)?
+            .value;
+        let rings = self.dev.rings.available()?;
+        let cur = drivers::ring_value(rings, self.info.field).0?;
+        let rounding = self
+            .learned()
+            .rounding(self.info.rounding.with_policy(self.policy.rings.rounding));
+        let target = rounding.up(original.max(self.policy.rings.min));
+        if target >= cur {
+            return None;
+        }
+        ev.insert("ring_current", f64::from(cur));
+        ev.insert("ring_target", f64::from(target));
+        ev.insert("calm_seconds", calm_for.as_secs_f64());
+        Some(Proposal {
+            probe: None,
+            action: Action::SetRing {
+                field: self.info.field,
+                from: cur,
+                to: target,
+            },
+            reason: ReasonCode::CalmShrink,
+            knob: Some(knob),
+            message: self.text(format_args!(
+                "the pool has been calm for {:.0} min (recycle-miss share below {:.2} %): give memory back, {knob} {cur} → {target} (the original)",
+                calm_for.as_secs_f64() / 60.0,
+                self.policy.thresholds.shrink_recycle_miss * 100.0
+            )),
+        })
+    }
+
+    pub(super) fn current(&self) -> u32 {
+        self.dev
+            .rings
+            .available()
+            .and_then(|r| drivers::ring_value(r, self.info.field).0)
+            .unwrap_or(0)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Limit {
+    Policy,
+    Driver,
+    PoolClamp,
+    Budget,
+    Refused,
+}
+
+impl Limit {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Policy => "the policy's rings.max",
+            Self::Driver => "the driver's maximum",
+            Self::PoolClamp => {
+                "the largest pool the driver creates (its cap or the page_pool clamp of 16384)"
+            }
+            Self::Budget => "the memory budget",
+            Self::Refused => "what the kernel refused before",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct RingLimits {
+    cur: u32,
+    lo: u32,
+    hi: u32,
+    bind: Limit,
+    rounding: DriverRounding,
+}
+
+/// Consecutive growth changes of `knob` at the end of the history that led
+/// to the value the device has now (`current`).
+///
+/// The chain must be anchored on the live value and unbroken: each counted
+/// change must have left the knob where the next one started. A device id
+/// without bus or permanent MAC falls back to its name, and a virtual
+/// device deleted and re-created under the same name (`ppsim0`, `veth0`)
+/// inherits the old incarnation's records; so does a device whose ring was
+/// changed by someone else since. Counting those made the first change on
+/// a fresh device the "last step" and sent it straight to the limit
+/// (bursty-1k-100kpps: 256 → 16384 after a bursty-8k run on the same name).
+fn grow_steps(
+    history: &[ActionRecord],
+    dev: &crate::snapshot::DeviceId,
+    knob: Knob,
+    current: u32,
+) -> u32 {
+    let mut expect = current;
+    let mut n: u32 = 0;
+    for r in history
+        .iter()
+        .rev()
+        .filter(|r| &r.device == dev && r.knob == knob && gates::touched(r))
+    {
+        if r.to <= r.from || landed(r) != expect {
+            break;
+        }
+        n = n.saturating_add(1);
+        expect = r.from;
+    }
+    n
+}
+
+/// Calibrates the burst estimate after a growth step from pool P0 (excess
+/// E0 per ring fill) to P1 (excess E1 now). If the counters see 1/k of the
+/// freed pages, E = (B − P) / k on both sides, so k = (P1 − P0) / (E0 − E1)
+/// and B = P1 + k × E1: the burst where the excess line reaches zero. `None`
+/// when the step did not shrink the excess (nothing to fit). k is at least
+/// 1: the counters never see more pages freed than were.
+/// Returns (burst, k).
+fn calibrate(p: &RingProbe, pool_now: u32, excess_now: f64) -> Option<(f64, f64)> {
+    let grown = f64::from(pool_now) - f64::from(p.pool_before);
+    let shrunk = p.excess_before - excess_now;
+    if grown <= 0.0 || shrunk <= 0.0 || !shrunk.is_finite() {
+        return None;
+    }
+    let k = (grown / shrunk).max(1.0);
+    Some((f64::from(pool_now) + k * excess_now, k))
+}
+
+/// Where a growth step's burst figure comes from ([`burst_estimate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BurstBasis {
+    /// ring_full's lower bound, with nothing to say more.
+    Lower,
+    /// The lower bound, which the pages out beyond the posted ring confirm
+    /// (they never exceeded it).
+    Confirmed,
+    /// The pages out at once beyond the posted ring ([`held_pages`]).
+    Held,
+    /// The burst calibrated from the last step ([`calibrate`]).
+    Calibrated,
+    /// The last step with nothing but the lower bound: the limit.
+    Limit,
+}
+
+/// The burst estimate a growth step sizes the ring for, and where it comes
+/// from. `lower`: pool + excess from ring_full, a lower bound (ring_full
+/// undercounts on bulk return paths); `fit`: the calibrated burst, when this
+/// step may use it; `held`: pages out at once beyond the posted ring
+/// ([`held_pages`]). Held pages above the lower bound are an estimate of
+/// their own; at or below it they confirm it. The tighter of the estimates
+/// wins, never below the lower bound; the limit only on the last step when
+/// the lower bound is all there is (it already failed to cover the burst,
+/// and nothing the kernel shows says by how much).
+fn burst_estimate(
+    lower: f64,
+    fit: Option<f64>,
+    held: Option<f64>,
+    last: bool,
+) -> (f64, BurstBasis) {
+    let above = held.filter(|h| *h > lower);
+    match (fit, above) {
+        (Some(a), Some(h)) if h < a => (h, BurstBasis::Held),
+        (Some(a), _) => (a.max(lower), BurstBasis::Calibrated),
+        (None, Some(h)) => (h, BurstBasis::Held),
+        (None, None) if held.is_some() => (lower, BurstBasis::Confirmed),
+        (None, None) if last => (lower, BurstBasis::Limit),
+        (None, None) => (lower, BurstBasis::Lower),
+    }
+}
+
+/// A second, kernel-visible view of the return burst: the peak of the
+/// queue's `inflight` over the window (page-pool-get) minus the buffers the
+/// device keeps posted at `ring`. The pages out beyond the posted ring
+/// include every page of a burst before it returns, whatever path it takes
+/// back, so this does not share ring_full's undercount (though a sample
+/// can miss the peak). `None` when nothing is out beyond the posted ring.
+fn held_pages(q: &QueueFacts, info: &DriverInfo, ring: u32) -> Option<f64> {
+    let posted =
+        u64::from(posted_pages(info, ring)).saturating_mul(u64::from(info.pools_per_queue.max(1)));
+    let held = q.inflight_peak.checked_sub(posted).filter(|h| *h > 0)?;
+    Some(n64(held))
+}
+
+/// The value a change left the knob at: its target, unless it failed or was
+/// put back.
+fn landed(r: &ActionRecord) -> u32 {
+    match r.outcome {
+        Outcome::Failed { .. } | Outcome::Reverted => r.from,
+        _ => r.to,
+    }
+}
+
+#[allow(clippy::cast_precision_loss)]
+fn n64(v: u64) -> f64 {
+    v as f64
+}
+
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+fn to_u32(v: f64) -> u32 {
+    v.ceil().clamp(0.0, f64::from(u32::MAX)) as u32
+}
