@@ -1,5 +1,6 @@
 //! The bodies of `pptune record`, `pptune replay` and `pptune history`.
 
+use std::io::{IsTerminal as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -38,9 +39,43 @@ pub async fn record(
         );
     }
     let kernel = NetlinkKernel::connect().await?;
-    let mut rec = Recorder::single(&out, crate::cli::VERSION);
+    let progress = std::io::stderr().is_terminal();
+    record_with(&kernel, policy, duration, &out, progress).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `record` wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recorded {
+    pub passes: u64,
+    pub bytes: u64,
+    /// From the first pass to the end.
+    pub elapsed: Duration,
+}
+
+/// The body of `record` over any kernel: a pass at the start and every
+/// `interval` after it; with a `duration`, the last pass is taken at the
+/// deadline, `duration` after the first, and the command ends there (the
+/// deadline was checked a whole interval early, so `--duration 25s` at a
+/// 10 s interval ended at 20 s). A pass's wall-clock time is the start's
+/// plus the monotonic time since, so a clock step while recording cannot
+/// reorder passes. `progress`: a line on stderr, redrawn every second
+/// (for a terminal).
+///
+/// # Errors
+/// Sampling or writing failed.
+pub async fn record_with<K: Kernel>(
+    kernel: &K,
+    policy: &Policy,
+    duration: Option<Duration>,
+    out: &Path,
+    progress: bool,
+) -> anyhow::Result<Recorded> {
+    let mut rec = Recorder::single(out, crate::cli::VERSION);
     let interval = policy.timing.interval;
     let origin = Instant::now();
+    let start_ms = unix_ms();
+    let deadline = duration.map(|d| origin + d);
     let mut prev: Option<(policy::Snapshot, Duration)> = None;
     let mut passes = 0_u64;
     let stop = tokio::signal::ctrl_c();
@@ -51,10 +86,11 @@ pub async fn record(
         out.display(),
         duration.map_or_else(
             || " until interrupted".to_owned(),
-            |d| format!(" for {}s", d.as_secs())
+            |d| format!(" for {}", hms(d))
         )
     );
-    loop {
+    let mut next_pass = origin;
+    'passes: loop {
         let snap = kernel.sample(&SampleScope::default()).await?;
         let now = origin.elapsed();
         let elapsed = prev
@@ -65,7 +101,8 @@ pub async fn record(
             prev.as_ref().map(|(s, t)| (s, *t)),
             &snap,
             |snapshot| Pass {
-                unix_ms: unix_ms(),
+                unix_ms: start_ms
+                    .saturating_add(u64::try_from(now.as_millis()).unwrap_or(u64::MAX)),
                 now_ns: nanos(now),
                 elapsed_ns: nanos(elapsed),
                 local_time: Some(crate::clock::local_time()).map(|t| (t.weekday, t.minute_of_day)),
@@ -76,20 +113,63 @@ pub async fn record(
             },
         )?;
         passes += 1;
-        prev = Some((snap, now));
-        if duration.is_some_and(|d| origin.elapsed() + interval > d) {
+        if let Some((old, _)) = prev.replace((snap, now)) {
+            kernel.recycle(old);
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
             break;
         }
-        tokio::select! {
-            () = tokio::time::sleep(interval) => {}
-            _ = &mut stop => break,
+        next_pass = (next_pass + interval).max(Instant::now());
+        let wake = deadline.map_or(next_pass, |d| next_pass.min(d));
+        loop {
+            if progress {
+                show_progress(origin.elapsed(), duration, passes, rec.size_bytes());
+            }
+            let redraw = Instant::now() + Duration::from_secs(1);
+            tokio::select! {
+                () = tokio::time::sleep_until(wake) => break,
+                () = tokio::time::sleep_until(redraw), if progress && redraw < wake => {}
+                _ = &mut stop => break 'passes,
+            }
         }
     }
+    let done = Recorded {
+        passes,
+        bytes: rec.size_bytes(),
+        elapsed: origin.elapsed(),
+    };
+    if progress {
+        // The progress line is overwritten by the summary.
+        eprint!("\r\x1b[K");
+    }
     crate::say_err!(
-        "pptune record: {passes} pass(es) written to {}",
+        "pptune record: {passes} pass(es) over {}, {} written to {}",
+        hms(done.elapsed),
+        crate::human::bytes(done.bytes),
         out.display()
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(done)
+}
+
+/// `1:02:03`, `2:03`: a duration as people read a clock.
+fn hms(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    } else {
+        format!("{}:{:02}", s / 60, s % 60)
+    }
+}
+
+/// `record`'s progress line, redrawn in place.
+fn show_progress(elapsed: Duration, duration: Option<Duration>, passes: u64, bytes: u64) {
+    let of = duration.map_or_else(String::new, |d| format!(" of {}", hms(d)));
+    eprint!(
+        "\r\x1b[Kpptune record: {}{of}, {passes} pass(es), {} written",
+        hms(elapsed),
+        crate::human::bytes(bytes)
+    );
+    let _ = std::io::stderr().flush();
 }
 
 /// Which recording `replay` reads when given a directory or the default.
@@ -193,11 +273,11 @@ fn print_report(r: &Report) {
     }
     for (name, s) in &r.devices {
         crate::say!(
-            "{name}: {} change(s), ring {} -> {}, pool memory {} bytes, recycle-miss share {}{}",
+            "{name}: {} change(s), ring {} -> {}, pool memory {}, recycle-miss share {}{}",
             s.changes,
             s.first_ring.map_or_else(|| "-".into(), |v| v.to_string()),
             s.final_ring.map_or_else(|| "-".into(), |v| v.to_string()),
-            s.pool_bytes,
+            crate::human::bytes(s.pool_bytes),
             s.recycle_miss_share
                 .map_or_else(|| "-".into(), |v| format!("{:.2} %", v * 100.0)),
             if s.modelled {
@@ -281,7 +361,11 @@ fn print_against(a: &Report, b: &Report) {
             }
         );
     }
-    crate::say!("total: changes A {ca}, B {cb}; pool memory A {ma} bytes, B {mb} bytes");
+    crate::say!(
+        "total: changes A {ca}, B {cb}; pool memory A {}, B {}",
+        crate::human::bytes(ma),
+        crate::human::bytes(mb)
+    );
 }
 
 /// `--since`: a duration ago (`24h`) or an RFC 3339 time.

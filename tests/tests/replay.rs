@@ -15,6 +15,7 @@ use pptune::metrics::Metrics;
 use pptune::notify::Notifier;
 use pptune::record::{journal, recording_dir};
 use pptune::replay::{Basis, replay};
+use pptune::replay_cmd::{Recorded, record_with};
 use pptune::rollout::HostId;
 use pptune::run::{Options, PolicyEngine, PolicySource, run};
 use pptune_tests::fake::{self, FakeKernel};
@@ -236,5 +237,38 @@ async fn history_skips_a_non_utf8_line_and_refuses_an_oversized_journal() {
     assert!(
         e.contains("changes.jsonl.1") && e.contains("bytes, more than"),
         "{e}"
+    );
+}
+
+/// `pptune record` over the fake kernel: returns the recording's path.
+async fn record_fake(dir: &Path, p: &Policy, secs: u64) -> (std::path::PathBuf, Recorded) {
+    let out = dir.join("r.pptrec");
+    let k = FakeKernel::bursty();
+    let done = record_with(&k, p, Some(Duration::from_secs(secs)), &out, false)
+        .await
+        .unwrap();
+    (out, done)
+}
+
+/// `record --duration 25s` at a 10 s interval ended at 20 s: the deadline
+/// was checked an interval early. The last pass is now taken at the
+/// deadline, and the recording spans the requested time to the millisecond.
+#[tokio::test(start_paused = true)]
+async fn record_stops_at_the_requested_duration_not_an_interval_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = fake::test_policy(Mode::Observe);
+    p.timing.interval = Duration::from_secs(10);
+    let start = tokio::time::Instant::now();
+    let (out, done) = record_fake(dir.path(), &p, 25).await;
+    assert_eq!(start.elapsed(), Duration::from_secs(25));
+    assert_eq!(done.elapsed, Duration::from_secs(25));
+    assert_eq!(done.passes, 4, "passes at 0, 10, 20 and 25 s");
+    assert_eq!(done.bytes, std::fs::metadata(&out).unwrap().len());
+    let r = replay(&out, &p).unwrap();
+    assert_eq!(r.passes, 4);
+    assert_eq!(
+        r.last_unix_ms.unwrap() - r.first_unix_ms.unwrap(),
+        25_000,
+        "the recording spans the requested duration"
     );
 }
