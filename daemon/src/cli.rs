@@ -155,6 +155,20 @@ pub enum Command {
         /// A second policy: print the difference between the two.
         #[arg(long, value_name = "POLICY")]
         against: Option<PathBuf>,
+        /// Only passes since then: a duration ago (24h) or an RFC 3339 time.
+        #[arg(long, value_name = "T")]
+        since: Option<String>,
+        /// Only passes until then: a duration ago (1h) or an RFC 3339 time.
+        #[arg(long, value_name = "T")]
+        until: Option<String>,
+        /// Only this interface (repeatable).
+        #[arg(long = "interface", short = 'i', value_name = "NAME")]
+        interfaces: Vec<String>,
+        /// Print one row per pass and device (time, ring, decision,
+        /// recycle-miss and slow-refill share; B's too with --against)
+        /// instead of the summary.
+        #[arg(long, value_enum, value_name = "FORMAT", conflicts_with = "on")]
+        series: Option<crate::replay_cmd::SeriesFormat>,
         #[command(flatten)]
         json: JsonFlag,
     },

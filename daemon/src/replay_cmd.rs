@@ -16,7 +16,7 @@ use crate::logging::action_text;
 use crate::record::format::{Inputs, Pass, nanos};
 use crate::record::journal::{self, HistoryRow};
 use crate::record::{Recorder, state_dir};
-use crate::replay::{Basis, Report, replay};
+use crate::replay::{Basis, Report, Selection, replay_selected};
 
 /// `pptune record`: samples every `interval` for `duration` (until ^C when
 /// none) into one recording file.
@@ -172,25 +172,78 @@ fn show_progress(elapsed: Duration, duration: Option<Duration>, passes: u64, byt
     let _ = std::io::stderr().flush();
 }
 
-/// Which recording `replay` reads when given a directory or the default.
-fn replay_one(path: &Path, policy: &Policy) -> anyhow::Result<Report> {
-    replay(path, policy).with_context(|| format!("replaying {}", path.display()))
+pub mod series;
+
+/// `--series FORMAT`: the per-pass rows' encoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SeriesFormat {
+    /// One JSON object per line.
+    Jsonl,
+    /// Comma-separated values with a header line (RFC 4180).
+    Csv,
 }
 
-/// `pptune replay FILE [--against B]`.
+/// `pptune replay`'s options besides the recording and the policies.
+#[derive(Debug, Clone, Default)]
+pub struct ReplayArgs {
+    pub since: Option<String>,
+    pub until: Option<String>,
+    pub interfaces: Vec<String>,
+    pub series: Option<SeriesFormat>,
+    pub json: bool,
+}
+
+impl ReplayArgs {
+    /// What of the replay is reported; the same selection feeds the
+    /// summary and the series.
+    ///
+    /// # Errors
+    /// A time that does not parse, or `--since` after `--until`.
+    pub fn selection(&self) -> Result<Selection, String> {
+        let since_ms = self.since.as_deref().map(parse_time).transpose()?;
+        let until_ms = self.until.as_deref().map(parse_time).transpose()?;
+        if let (Some(s), Some(u)) = (since_ms, until_ms)
+            && s > u
+        {
+            return Err(format!(
+                "--since ({}) is after --until ({}): no pass can be selected",
+                when(s),
+                when(u)
+            ));
+        }
+        Ok(Selection {
+            since_ms,
+            until_ms,
+            interfaces: self.interfaces.clone(),
+            series: self.series.is_some(),
+        })
+    }
+}
+
+fn replay_one(path: &Path, policy: &Policy, selection: &Selection) -> anyhow::Result<Report> {
+    replay_selected(path, policy, selection)
+        .with_context(|| format!("replaying {}", path.display()))
+}
+
+/// `pptune replay FILE [--against B] [--since T] [--until T] [-i NAME]...
+/// [--series FORMAT]`.
+///
+/// # Errors
+/// The recording cannot be read, or nothing is selected.
 pub fn replay_cmd(
     path: &Path,
     policy: &Policy,
     against: Option<&Policy>,
-    json: bool,
+    args: &ReplayArgs,
+    selection: &Selection,
 ) -> anyhow::Result<ExitCode> {
-    let a = replay_one(path, policy)?;
+    let a = replay_one(path, policy, selection)?;
     for w in &a.warnings {
         crate::say_err!("pptune replay: warning: {w}");
     }
     // No pass read is no evidence: it said "the policy holds every device
     // over the whole recording" and exited 0.
-    if a.passes == 0 {
+    if a.passes_read == 0 {
         anyhow::bail!(
             "{}: no pass could be read{}; nothing was replayed",
             path.display(),
@@ -201,8 +254,43 @@ pub fn replay_cmd(
             }
         );
     }
-    let b = against.map(|p| replay_one(path, p)).transpose()?;
-    if json {
+    if a.passes == 0 {
+        anyhow::bail!(
+            "{}: none of the {} pass(es) read is {}; nothing to show",
+            path.display(),
+            a.passes_read,
+            window_text(selection)
+        );
+    }
+    let b = against
+        .map(|p| replay_one(path, p, selection))
+        .transpose()?;
+    if !selection.interfaces.is_empty() {
+        let seen = |n: &String| {
+            a.devices.contains_key(n) || b.as_ref().is_some_and(|b| b.devices.contains_key(n))
+        };
+        let missing: Vec<&str> = selection
+            .interfaces
+            .iter()
+            .filter(|n| !seen(n))
+            .map(String::as_str)
+            .collect();
+        if missing.len() == selection.interfaces.len() {
+            anyhow::bail!(
+                "{}: no device named {} is decided on by the policy in the passes selected",
+                path.display(),
+                missing.join(" or ")
+            );
+        }
+        for n in missing {
+            crate::say_err!(
+                "pptune replay: warning: no device named {n} is decided on by the policy in the passes selected"
+            );
+        }
+    }
+    if let Some(format) = args.series {
+        series::print(format, &a, b.as_ref())?;
+    } else if args.json {
         let v = match &b {
             None => serde_json::json!({ "schema_version": 1, "replay": a }),
             Some(b) => serde_json::json!({
@@ -213,13 +301,23 @@ pub fn replay_cmd(
             }),
         };
         crate::human::print_json(&v)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    match &b {
-        None => print_report(&a),
-        Some(b) => print_against(&a, b),
+    } else {
+        match &b {
+            None => print_report(&a),
+            Some(b) => print_against(&a, b),
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `between … and …` for the messages about an empty selection.
+fn window_text(s: &Selection) -> String {
+    match (s.since_ms, s.until_ms) {
+        (Some(a), Some(b)) => format!("between {} and {}", when(a), when(b)),
+        (Some(a), None) => format!("at or after {}", when(a)),
+        (None, Some(b)) => format!("at or before {}", when(b)),
+        (None, None) => "selected".to_owned(),
+    }
 }
 
 fn when(ms: u64) -> String {
@@ -368,11 +466,12 @@ fn print_against(a: &Report, b: &Report) {
     );
 }
 
-/// `--since`: a duration ago (`24h`) or an RFC 3339 time.
+/// `--since` and `--until` (of `history` and `replay`): a duration ago
+/// (`24h`) or an RFC 3339 time, as milliseconds since the epoch.
 ///
 /// # Errors
 /// Neither.
-pub fn parse_since(s: &str) -> Result<u64, String> {
+pub fn parse_time(s: &str) -> Result<u64, String> {
     if let Some(d) = config::parse_duration(s) {
         return Ok(unix_ms().saturating_sub(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)));
     }

@@ -265,6 +265,29 @@ fn a_replay_that_read_no_pass_fails() {
     );
 }
 
+/// `replay`'s filters say what is wrong before replaying: `--since`
+/// after `--until`, a time that is neither form, `--series` with `--json`.
+#[test]
+fn replay_filters_refuse_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_rec = dir.path().join("notes.txt");
+    std::fs::write(&not_rec, "hello\n").unwrap();
+    let f = not_rec.to_str().unwrap();
+    let out = pptune(&["replay", f, "--since", "1h", "--until", "2h"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(text(&out.stderr).contains("is after --until"), "{out:?}");
+    let out = pptune(&["replay", f, "--until", "yesterday"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        text(&out.stderr).contains("`yesterday` is neither a duration"),
+        "{out:?}"
+    );
+
+    let out = pptune(&["replay", f, "--series", "csv", "--json"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(text(&out.stderr).contains("cannot be used with"), "{out:?}");
+}
+
 /// Text from elsewhere reached the terminal as it was (issue 32 class 8):
 /// an escape sequence in a policy key (`check`) or in a device name and
 /// message of the change journal (`history`) could clear the screen or

@@ -14,8 +14,8 @@ use policy::{Mode, Policy};
 use pptune::metrics::Metrics;
 use pptune::notify::Notifier;
 use pptune::record::{journal, recording_dir};
-use pptune::replay::{Basis, replay};
-use pptune::replay_cmd::{Recorded, record_with};
+use pptune::replay::{Basis, Point, Selection, replay, replay_selected};
+use pptune::replay_cmd::{Recorded, ReplayArgs, SeriesFormat, record_with, replay_cmd, series};
 use pptune::rollout::HostId;
 use pptune::run::{Options, PolicyEngine, PolicySource, run};
 use pptune_tests::fake::{self, FakeKernel};
@@ -270,5 +270,127 @@ async fn record_stops_at_the_requested_duration_not_an_interval_before_it() {
         r.last_unix_ms.unwrap() - r.first_unix_ms.unwrap(),
         25_000,
         "the recording spans the requested duration"
+    );
+}
+
+/// The per-pass series, and `--since`/`--until`/`-i` applied alike to the
+/// series and the totals.
+#[tokio::test(start_paused = true)]
+async fn the_series_has_a_row_per_pass_and_the_filters_select_series_and_totals_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let observe = fake::test_policy(Mode::Observe);
+    let enforce = fake::test_policy(Mode::Enforce);
+    let (out, done) = record_fake(dir.path(), &observe, 120).await;
+    let all = Selection {
+        series: true,
+        ..Selection::default()
+    };
+    let a = replay_selected(&out, &observe, &all).unwrap();
+    let b = replay_selected(&out, &enforce, &all).unwrap();
+    assert_eq!(a.passes, done.passes);
+    assert_eq!(a.series.len() as u64, a.passes, "one device, a row a pass");
+    // The ring B's replay grows is in its series, where its changes are.
+    let changes: Vec<&Point> = b.series.iter().filter(|p| p.action.is_some()).collect();
+    assert_eq!(changes.len(), b.decisions.len());
+    assert!(!changes.is_empty());
+    assert!(b.series.last().unwrap().ring_rx > a.series.last().unwrap().ring_rx);
+    assert!(
+        a.series
+            .iter()
+            .skip(1)
+            .any(|p| p.recycle_miss_share > Some(0.0))
+    );
+
+    let mut csv = Vec::new();
+    series::write(&mut csv, SeriesFormat::Csv, &a, Some(&b)).unwrap();
+    let csv = String::from_utf8(csv).unwrap();
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert_eq!(head[..3], ["time", "unix_ms", "interface"]);
+    assert!(head.contains(&"recycle_miss_share") && head.contains(&"b_ring_rx"));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), a.series.len());
+    assert!(rows.iter().all(|r| r.len() == head.len() && r[2] == "eth0"));
+    let first = &rows[0];
+    assert!(
+        first[0].ends_with('Z') && first[0].contains('T'),
+        "{first:?}"
+    );
+    let mut jsonl = Vec::new();
+    series::write(&mut jsonl, SeriesFormat::Jsonl, &a, Some(&b)).unwrap();
+    let last: serde_json::Value =
+        serde_json::from_str(String::from_utf8(jsonl).unwrap().lines().last().unwrap()).unwrap();
+    assert_eq!(last["interface"], "eth0");
+    assert_eq!(
+        last["b"]["ring_rx"],
+        b.series.last().unwrap().ring_rx.unwrap()
+    );
+
+    // A window: the summary, the decisions and the series cover it only.
+    let t0 = a.first_unix_ms.unwrap();
+    let window = Selection {
+        since_ms: Some(t0 + 30_000),
+        until_ms: Some(t0 + 60_000),
+        interfaces: vec!["eth0".into()],
+        series: true,
+    };
+    let w = replay_selected(&out, &enforce, &window).unwrap();
+    assert_eq!(w.passes, 31, "30 s to 60 s inclusive at 1 s");
+    assert_eq!(w.series.len(), 31);
+    assert_eq!(w.first_unix_ms, Some(t0 + 30_000));
+    assert_eq!(w.last_unix_ms, Some(t0 + 60_000));
+    assert!(
+        w.decisions
+            .iter()
+            .all(|d| (t0 + 30_000..=t0 + 60_000).contains(&d.unix_ms))
+    );
+    // The engine ran over what came before: the window's points are B's.
+    let same: Vec<&Point> = b
+        .series
+        .iter()
+        .filter(|p| (t0 + 30_000..=t0 + 60_000).contains(&p.unix_ms))
+        .collect();
+    assert!(
+        w.series
+            .iter()
+            .zip(&same)
+            .all(|(x, y)| x.ring_rx == y.ring_rx)
+    );
+    assert_eq!(
+        w.devices["eth0"].changes as usize,
+        same.iter().filter(|p| p.action.is_some()).count()
+    );
+    let other = Selection {
+        interfaces: vec!["eth9".into()],
+        series: true,
+        ..Selection::default()
+    };
+    let none = replay_selected(&out, &enforce, &other).unwrap();
+    assert!(none.devices.is_empty() && none.series.is_empty() && none.decisions.is_empty());
+
+    // The command says so when the filters leave nothing.
+    let f = out.to_str().unwrap();
+    let refused = |args: ReplayArgs| {
+        let err = replay_cmd(&out, &observe, None, &args, &args.selection().unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with(f), "{err}");
+        err
+    };
+    let err = refused(ReplayArgs {
+        interfaces: vec!["eth9".into()],
+        ..ReplayArgs::default()
+    });
+    assert!(err.contains("no device named eth9"), "{err}");
+    let err = refused(ReplayArgs {
+        since: Some("2999-01-01T00:00:00Z".into()),
+        ..ReplayArgs::default()
+    });
+    assert!(
+        err.contains(&format!(
+            "none of the {} pass(es) read is at or after 2999-01-01",
+            done.passes
+        )),
+        "{err}"
     );
 }
