@@ -169,6 +169,10 @@ pub enum Command {
         /// instead of the summary.
         #[arg(long, value_enum, value_name = "FORMAT", conflicts_with = "on")]
         series: Option<crate::replay_cmd::SeriesFormat>,
+        /// Also draw, per device, the RX ring and the recycle-miss share
+        /// over time (A and B with --against) into FILE, an SVG image.
+        #[arg(long, value_name = "FILE")]
+        plot: Option<PathBuf>,
         #[command(flatten)]
         json: JsonFlag,
     },

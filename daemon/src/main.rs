@@ -77,6 +77,7 @@ fn main() -> ExitCode {
                 until,
                 interfaces,
                 series,
+                plot,
                 json,
                 ..
             } => commands::replay(
@@ -88,6 +89,7 @@ fn main() -> ExitCode {
                     until,
                     interfaces,
                     series,
+                    plot,
                     json: json.on,
                 },
             ),

@@ -172,6 +172,7 @@ fn show_progress(elapsed: Duration, duration: Option<Duration>, passes: u64, byt
     let _ = std::io::stderr().flush();
 }
 
+pub mod plot;
 pub mod series;
 
 /// `--series FORMAT`: the per-pass rows' encoding.
@@ -190,12 +191,13 @@ pub struct ReplayArgs {
     pub until: Option<String>,
     pub interfaces: Vec<String>,
     pub series: Option<SeriesFormat>,
+    pub plot: Option<PathBuf>,
     pub json: bool,
 }
 
 impl ReplayArgs {
     /// What of the replay is reported; the same selection feeds the
-    /// summary and the series.
+    /// summary, the series and the plot.
     ///
     /// # Errors
     /// A time that does not parse, or `--since` after `--until`.
@@ -215,7 +217,7 @@ impl ReplayArgs {
             since_ms,
             until_ms,
             interfaces: self.interfaces.clone(),
-            series: self.series.is_some(),
+            series: self.series.is_some() || self.plot.is_some(),
         })
     }
 }
@@ -226,16 +228,36 @@ fn replay_one(path: &Path, policy: &Policy, selection: &Selection) -> anyhow::Re
 }
 
 /// `pptune replay FILE [--against B] [--since T] [--until T] [-i NAME]...
-/// [--series FORMAT]`.
+/// [--series FORMAT] [--plot FILE]`.
 ///
 /// # Errors
-/// The recording cannot be read, or nothing is selected.
+/// The recording cannot be read, nothing is selected, or the plot cannot
+/// be written.
 pub fn replay_cmd(
     path: &Path,
     policy: &Policy,
     against: Option<&Policy>,
     args: &ReplayArgs,
     selection: &Selection,
+) -> anyhow::Result<ExitCode> {
+    // An unwritable plot path is said before the replay, not after it.
+    let plot = args.plot.as_deref().map(PlotTarget::check).transpose()?;
+    let result = replay_and_show(path, policy, against, args, selection, plot.as_ref());
+    if result.is_err()
+        && let Some(p) = &plot
+    {
+        p.abandon();
+    }
+    result
+}
+
+fn replay_and_show(
+    path: &Path,
+    policy: &Policy,
+    against: Option<&Policy>,
+    args: &ReplayArgs,
+    selection: &Selection,
+    plot: Option<&PlotTarget>,
 ) -> anyhow::Result<ExitCode> {
     let a = replay_one(path, policy, selection)?;
     for w in &a.warnings {
@@ -288,6 +310,9 @@ pub fn replay_cmd(
             );
         }
     }
+    if let Some(p) = plot {
+        p.write(&plot::svg(&a, b.as_ref())?)?;
+    }
     if let Some(format) = args.series {
         series::print(format, &a, b.as_ref())?;
     } else if args.json {
@@ -307,6 +332,9 @@ pub fn replay_cmd(
             Some(b) => print_against(&a, b),
         }
     }
+    if let Some(p) = plot {
+        crate::say_err!("pptune replay: plot written to {}", p.path.display());
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -317,6 +345,41 @@ fn window_text(s: &Selection) -> String {
         (Some(a), None) => format!("at or after {}", when(a)),
         (None, Some(b)) => format!("at or before {}", when(b)),
         (None, None) => "selected".to_owned(),
+    }
+}
+
+/// The `--plot` file: checked writable before the replay, removed again
+/// when the replay fails and it did not exist before.
+#[derive(Debug)]
+struct PlotTarget {
+    path: PathBuf,
+    existed: bool,
+}
+
+impl PlotTarget {
+    fn check(path: &Path) -> anyhow::Result<Self> {
+        let existed = path.exists();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .with_context(|| format!("cannot write the plot to {}", path.display()))?;
+        Ok(Self {
+            path: path.to_owned(),
+            existed,
+        })
+    }
+
+    fn write(&self, svg: &str) -> anyhow::Result<()> {
+        std::fs::write(&self.path, svg)
+            .with_context(|| format!("writing the plot to {}", self.path.display()))
+    }
+
+    fn abandon(&self) {
+        if !self.existed {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 

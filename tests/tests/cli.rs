@@ -265,14 +265,33 @@ fn a_replay_that_read_no_pass_fails() {
     );
 }
 
-/// `replay`'s filters say what is wrong before replaying: `--since`
-/// after `--until`, a time that is neither form, `--series` with `--json`.
+/// `replay`'s new options say what is wrong before replaying: a plot path
+/// that cannot be written, `--since` after `--until`, `--series` with
+/// `--json`; a file that is not a recording leaves no empty plot behind.
 #[test]
-fn replay_filters_refuse_clearly() {
+fn replay_plot_and_filters_refuse_clearly() {
     let dir = tempfile::tempdir().unwrap();
     let not_rec = dir.path().join("notes.txt");
     std::fs::write(&not_rec, "hello\n").unwrap();
     let f = not_rec.to_str().unwrap();
+    let plot = dir.path().join("p.svg");
+    let out = pptune(&["replay", f, "--plot", plot.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        text(&out.stderr).contains("not a pptune recording"),
+        "{out:?}"
+    );
+    assert!(!plot.exists(), "an empty plot was left behind");
+
+    let nowhere = dir.path().join("no/such/dir/p.svg");
+    let out = pptune(&["replay", f, "--plot", nowhere.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("cannot write the plot to") && err.contains("no/such/dir/p.svg"),
+        "{err}"
+    );
+
     let out = pptune(&["replay", f, "--since", "1h", "--until", "2h"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(text(&out.stderr).contains("is after --until"), "{out:?}");

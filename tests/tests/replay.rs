@@ -15,6 +15,7 @@ use pptune::metrics::Metrics;
 use pptune::notify::Notifier;
 use pptune::record::{journal, recording_dir};
 use pptune::replay::{Basis, Point, Selection, replay, replay_selected};
+use pptune::replay_cmd::plot::{self, Area};
 use pptune::replay_cmd::{Recorded, ReplayArgs, SeriesFormat, record_with, replay_cmd, series};
 use pptune::rollout::HostId;
 use pptune::run::{Options, PolicyEngine, PolicySource, run};
@@ -393,4 +394,84 @@ async fn the_series_has_a_row_per_pass_and_the_filters_select_series_and_totals_
         )),
         "{err}"
     );
+}
+
+/// Pixels of `colour` (within a small distance, for anti-aliasing) inside
+/// `area` of the rendered image, and the rows they are on.
+fn pixels_of(pix: &resvg::tiny_skia::Pixmap, colour: plot::RGBColor, area: Area) -> (usize, usize) {
+    let plot::RGBColor(r, g, b) = colour;
+    let mut count = 0;
+    let mut rows = std::collections::BTreeSet::new();
+    for y in area.y0..area.y1 {
+        for x in area.x0..area.x1 {
+            let c = pix.pixel(x, y).unwrap().demultiply();
+            let d = u16::from(c.red().abs_diff(r))
+                + u16::from(c.green().abs_diff(g))
+                + u16::from(c.blue().abs_diff(b));
+            if d < 30 {
+                count += 1;
+                rows.insert(y);
+            }
+        }
+    }
+    (count, rows.len())
+}
+
+/// Issue 31 item 10's done-when: `replay --plot` output checked as an
+/// image. The SVG the command writes is rendered (resvg) and has the size
+/// of one device panel, and each of the four series (ring and miss share,
+/// A and B) is drawn inside the plot area; B's ring, which the enforce
+/// policy grows, climbs over several rows.
+#[tokio::test(start_paused = true)]
+async fn replay_plot_renders_every_series_of_both_policies_inside_the_plot_area() {
+    let dir = tempfile::tempdir().unwrap();
+    let observe = fake::test_policy(Mode::Observe);
+    let enforce = fake::test_policy(Mode::Enforce);
+    let (out, _) = record_fake(dir.path(), &observe, 300).await;
+    let svg_path = dir.path().join("week.svg");
+    let args = ReplayArgs {
+        plot: Some(svg_path.clone()),
+        ..ReplayArgs::default()
+    };
+    let code = replay_cmd(
+        &out,
+        &observe,
+        Some(&enforce),
+        &args,
+        &args.selection().unwrap(),
+    )
+    .unwrap();
+    assert_eq!(code, std::process::ExitCode::SUCCESS);
+    let data = std::fs::read(&svg_path).unwrap();
+    let tree = resvg::usvg::Tree::from_data(&data, &resvg::usvg::Options::default()).unwrap();
+    let layout = plot::Layout { devices: 1 };
+    let (w, h) = layout.size();
+    let size = tree.size().to_int_size();
+    assert_eq!((size.width(), size.height()), (w, h));
+    let mut pix = resvg::tiny_skia::Pixmap::new(w, h).unwrap();
+    resvg::render(
+        &tree,
+        resvg::tiny_skia::Transform::default(),
+        &mut pix.as_mut(),
+    );
+    let area = layout.area(0);
+    for (colour, what) in [
+        (plot::RING_A, "ring A"),
+        (plot::MISS_A, "miss share A"),
+        (plot::RING_B, "ring B"),
+        (plot::MISS_B, "miss share B"),
+    ] {
+        let (n, _) = pixels_of(&pix, colour, area);
+        assert!(n >= 50, "{what}: {n} pixels of {colour:?} in the plot area");
+    }
+    let (_, rows) = pixels_of(&pix, plot::RING_B, area);
+    assert!(rows >= 10, "ring B is flat: {rows} rows");
+    // Outside any plot area (the title bar) no series is drawn.
+    let title = Area {
+        x0: 0,
+        y0: 0,
+        x1: w,
+        y1: 30,
+    };
+    assert_eq!(pixels_of(&pix, plot::RING_B, title).0, 0);
 }
