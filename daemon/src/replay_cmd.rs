@@ -383,14 +383,17 @@ impl PlotTarget {
     }
 }
 
-fn when(ms: u64) -> String {
+/// `ms` since the epoch in UTC, formatted by `fmt` (chrono's); the number
+/// itself past chrono's range.
+fn utc(ms: u64, fmt: &str) -> String {
     i64::try_from(ms)
         .ok()
         .and_then(chrono::DateTime::from_timestamp_millis)
-        .map_or_else(
-            || ms.to_string(),
-            |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
-        )
+        .map_or_else(|| ms.to_string(), |t| t.format(fmt).to_string())
+}
+
+fn when(ms: u64) -> String {
+    utc(ms, "%Y-%m-%d %H:%M:%S UTC")
 }
 
 fn print_report(r: &Report) {

@@ -109,18 +109,17 @@ impl TimeAxis {
     }
 
     /// A tick's label: the time of day, with the date past a day.
-    #[allow(clippy::cast_possible_truncation)]
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     fn label(self, secs: f64) -> String {
-        let ms = i64::try_from(self.t0)
-            .unwrap_or(i64::MAX)
-            .saturating_add((secs * 1000.0).round() as i64);
+        let ms = self
+            .t0
+            .saturating_add((secs.max(0.0) * 1000.0).round() as u64);
         let fmt = match self.t1 - self.t0 {
             0..=600_000 => "%H:%M:%S",
             600_001..=86_400_000 => "%H:%M",
             _ => "%m-%d %H:%M",
         };
-        chrono::DateTime::from_timestamp_millis(ms)
-            .map_or_else(|| ms.to_string(), |t| t.format(fmt).to_string())
+        super::utc(ms, fmt)
     }
 
     /// The chart's pixel column of a time.

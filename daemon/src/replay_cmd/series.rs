@@ -27,13 +27,7 @@ fn rows<'r>(a: &'r Report, b: Option<&'r Report>) -> BTreeMap<(u64, &'r str), Ro
 
 /// RFC 3339 in UTC with milliseconds.
 pub(super) fn rfc3339(ms: u64) -> String {
-    i64::try_from(ms)
-        .ok()
-        .and_then(chrono::DateTime::from_timestamp_millis)
-        .map_or_else(
-            || ms.to_string(),
-            |t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-        )
+    super::utc(ms, "%Y-%m-%dT%H:%M:%S%.3fZ")
 }
 
 /// A point's own columns, in the order of [`COLUMNS`].
@@ -156,4 +150,19 @@ pub fn write(
 pub fn print(format: SeriesFormat, a: &Report, b: Option<&Report>) -> std::io::Result<()> {
     let out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
     write(out, format, a, b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_rfc3339_with_milliseconds_and_csv_fields_are_quoted_when_needed() {
+        assert_eq!(rfc3339(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+        assert_eq!(rfc3339(1_700_000_000_000), "2023-11-14T22:13:20.000Z");
+        assert_eq!(csv_field("eth0"), "eth0");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_field("x\u{1b}[2J"), "x\\u{1b}[2J");
+    }
 }
