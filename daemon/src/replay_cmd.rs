@@ -310,6 +310,15 @@ fn replay_and_show(
             );
         }
     }
+    let no_rows = a.series.is_empty() && b.as_ref().is_none_or(|b| b.series.is_empty());
+    if no_rows && (plot.is_some() || args.series.is_some()) {
+        anyhow::bail!(
+            "{}: the policy decides on no device in the {} pass(es) selected: no series to {}",
+            path.display(),
+            a.passes,
+            if plot.is_some() { "plot" } else { "print" }
+        );
+    }
     if let Some(p) = plot {
         p.write(&plot::svg(&a, b.as_ref())?)?;
     }

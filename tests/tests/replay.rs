@@ -394,6 +394,37 @@ async fn the_series_has_a_row_per_pass_and_the_filters_select_series_and_totals_
         )),
         "{err}"
     );
+
+    // A policy that decides on no device: no series to print or plot, and
+    // no plot file left behind.
+    let mut none_selected = observe.clone();
+    none_selected.selectors[0].names = vec!["eth9".into()];
+    let svg = dir.path().join("none.svg");
+    for (series, plot, what) in [
+        (Some(SeriesFormat::Csv), None, "print"),
+        (None, Some(svg.clone()), "plot"),
+    ] {
+        let args = ReplayArgs {
+            series,
+            plot,
+            ..ReplayArgs::default()
+        };
+        let err = replay_cmd(
+            &out,
+            &none_selected,
+            None,
+            &args,
+            &args.selection().unwrap(),
+        )
+        .unwrap_err()
+        .to_string();
+        let want = format!(
+            "decides on no device in the {} pass(es) selected: no series to {what}",
+            done.passes
+        );
+        assert!(err.contains(&want), "{err}");
+    }
+    assert!(!svg.exists());
 }
 
 /// Pixels of `colour` (within a small distance, for anti-aliasing) inside
