@@ -168,7 +168,7 @@ pub enum Command {
         /// recycle-miss and slow-refill share; B's too with --against)
         /// instead of the summary.
         #[arg(long, value_enum, value_name = "FORMAT", conflicts_with = "on")]
-        series: Option<crate::replay_cmd::SeriesFormat>,
+        series: Option<SeriesFormat>,
         /// Also draw, per device, the RX ring and the recycle-miss share
         /// over time (A and B with --against) into FILE, an SVG image.
         #[arg(long, value_name = "FILE")]
@@ -188,6 +188,15 @@ pub enum Command {
         #[command(flatten)]
         json: JsonFlag,
     },
+}
+
+/// `replay --series FORMAT`: the per-pass rows' encoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SeriesFormat {
+    /// One JSON object per line.
+    Jsonl,
+    /// Comma-separated values with a header line (RFC 4180).
+    Csv,
 }
 
 /// `--json`, the same flag with the same help on every command that has

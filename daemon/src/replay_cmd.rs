@@ -175,14 +175,7 @@ fn show_progress(elapsed: Duration, duration: Option<Duration>, passes: u64, byt
 pub mod plot;
 pub mod series;
 
-/// `--series FORMAT`: the per-pass rows' encoding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum SeriesFormat {
-    /// One JSON object per line.
-    Jsonl,
-    /// Comma-separated values with a header line (RFC 4180).
-    Csv,
-}
+pub use crate::cli::SeriesFormat;
 
 /// `pptune replay`'s options besides the recording and the policies.
 #[derive(Debug, Clone, Default)]
