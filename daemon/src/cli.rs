@@ -171,6 +171,24 @@ pub enum Command {
         /// A second policy: print the difference between the two.
         #[arg(long, value_name = "POLICY")]
         against: Option<PathBuf>,
+        /// Only passes since then: a duration ago (24h) or an RFC 3339 time.
+        #[arg(long, value_name = "T")]
+        since: Option<String>,
+        /// Only passes until then: a duration ago (1h) or an RFC 3339 time.
+        #[arg(long, value_name = "T")]
+        until: Option<String>,
+        /// Only this interface (repeatable).
+        #[arg(long = "interface", short = 'i', value_name = "NAME")]
+        interfaces: Vec<String>,
+        /// Print one row per pass and device (time, ring, decision,
+        /// recycle-miss and slow-refill share; B's too with --against)
+        /// instead of the summary.
+        #[arg(long, value_enum, value_name = "FORMAT", conflicts_with = "on")]
+        series: Option<SeriesFormat>,
+        /// Also draw, per device, the RX ring and the recycle-miss share
+        /// over time (A and B with --against) into FILE, an SVG image.
+        #[arg(long, value_name = "FILE")]
+        plot: Option<PathBuf>,
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -187,6 +205,15 @@ pub enum Command {
         #[command(flatten)]
         json: JsonFlag,
     },
+}
+
+/// `replay --series FORMAT`: the per-pass rows' encoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SeriesFormat {
+    /// One JSON object per line.
+    Jsonl,
+    /// Comma-separated values with a header line (RFC 4180).
+    Csv,
 }
 
 /// `--json`, the same flag with the same help on every command that has

@@ -618,8 +618,15 @@ pub fn replay(
     file: &Path,
     path: Option<&Path>,
     against: Option<&Path>,
-    json: bool,
+    args: &crate::replay_cmd::ReplayArgs,
 ) -> anyhow::Result<ExitCode> {
+    let selection = match args.selection() {
+        Ok(s) => s,
+        Err(msg) => {
+            crate::say_err!("pptune: {msg}");
+            return Ok(ExitCode::from(2));
+        }
+    };
     let policy = match load_policy(path) {
         Ok(l) => l.policy,
         Err(code) => return Ok(code),
@@ -628,12 +635,12 @@ pub fn replay(
         Ok(b) => b.map(|l| l.policy),
         Err(code) => return Ok(code),
     };
-    crate::replay_cmd::replay_cmd(file, &policy, against.as_ref(), json)
+    crate::replay_cmd::replay_cmd(file, &policy, against.as_ref(), args, &selection)
 }
 
 /// `pptune history`.
 pub fn history(since: Option<&str>, interfaces: &[String], json: bool) -> anyhow::Result<ExitCode> {
-    let since = match since.map(crate::replay_cmd::parse_since).transpose() {
+    let since = match since.map(crate::replay_cmd::parse_time).transpose() {
         Ok(s) => s,
         Err(msg) => {
             crate::say_err!("pptune: {msg}");

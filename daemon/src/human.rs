@@ -37,6 +37,24 @@ pub fn printable(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// A size for people: `512 B`, `16.0 KiB`, `1.5 MiB` (powers of 1024).
+#[must_use]
+#[allow(clippy::cast_precision_loss)]
+pub fn bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
 /// `println!` for human output: the formatted text through [`printable`].
 #[macro_export]
 macro_rules! say {

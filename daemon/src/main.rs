@@ -77,9 +77,26 @@ fn main() -> ExitCode {
             Command::Replay {
                 file,
                 against,
+                since,
+                until,
+                interfaces,
+                series,
+                plot,
                 json,
                 ..
-            } => commands::replay(&file, config, against.as_deref(), json.on),
+            } => commands::replay(
+                &file,
+                config,
+                against.as_deref(),
+                &pptune::replay_cmd::ReplayArgs {
+                    since,
+                    until,
+                    interfaces,
+                    series,
+                    plot,
+                    json: json.on,
+                },
+            ),
             Command::History {
                 since,
                 interfaces,

@@ -1,5 +1,6 @@
 //! The bodies of `pptune record`, `pptune replay` and `pptune history`.
 
+use std::io::{IsTerminal as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -15,7 +16,7 @@ use crate::logging::action_text;
 use crate::record::format::{Inputs, Pass, nanos};
 use crate::record::journal::{self, HistoryRow};
 use crate::record::{Recorder, state_dir};
-use crate::replay::{Basis, Report, replay};
+use crate::replay::{Basis, Report, Selection, replay_selected};
 
 /// `pptune record`: samples every `interval` for `duration` (until ^C when
 /// none) into one recording file.
@@ -38,9 +39,43 @@ pub async fn record(
         );
     }
     let kernel = NetlinkKernel::connect().await?;
-    let mut rec = Recorder::single(&out, crate::cli::VERSION);
+    let progress = std::io::stderr().is_terminal();
+    record_with(&kernel, policy, duration, &out, progress).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `record` wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recorded {
+    pub passes: u64,
+    pub bytes: u64,
+    /// From the first pass to the end.
+    pub elapsed: Duration,
+}
+
+/// The body of `record` over any kernel: a pass at the start and every
+/// `interval` after it; with a `duration`, the last pass is taken at the
+/// deadline, `duration` after the first, and the command ends there (the
+/// deadline was checked a whole interval early, so `--duration 25s` at a
+/// 10 s interval ended at 20 s). A pass's wall-clock time is the start's
+/// plus the monotonic time since, so a clock step while recording cannot
+/// reorder passes. `progress`: a line on stderr, redrawn every second
+/// (for a terminal).
+///
+/// # Errors
+/// Sampling or writing failed.
+pub async fn record_with<K: Kernel>(
+    kernel: &K,
+    policy: &Policy,
+    duration: Option<Duration>,
+    out: &Path,
+    progress: bool,
+) -> anyhow::Result<Recorded> {
+    let mut rec = Recorder::single(out, crate::cli::VERSION);
     let interval = policy.timing.interval;
     let origin = Instant::now();
+    let start_ms = unix_ms();
+    let deadline = duration.map(|d| origin + d);
     let mut prev: Option<(policy::Snapshot, Duration)> = None;
     let mut passes = 0_u64;
     let stop = tokio::signal::ctrl_c();
@@ -51,10 +86,11 @@ pub async fn record(
         out.display(),
         duration.map_or_else(
             || " until interrupted".to_owned(),
-            |d| format!(" for {}s", d.as_secs())
+            |d| format!(" for {}", hms(d))
         )
     );
-    loop {
+    let mut next_pass = origin;
+    'passes: loop {
         let snap = kernel.sample(&SampleScope::default()).await?;
         let now = origin.elapsed();
         let elapsed = prev
@@ -65,7 +101,8 @@ pub async fn record(
             prev.as_ref().map(|(s, t)| (s, *t)),
             &snap,
             |snapshot| Pass {
-                unix_ms: unix_ms(),
+                unix_ms: start_ms
+                    .saturating_add(u64::try_from(now.as_millis()).unwrap_or(u64::MAX)),
                 now_ns: nanos(now),
                 elapsed_ns: nanos(elapsed),
                 local_time: Some(crate::clock::local_time()).map(|t| (t.weekday, t.minute_of_day)),
@@ -76,41 +113,152 @@ pub async fn record(
             },
         )?;
         passes += 1;
-        prev = Some((snap, now));
-        if duration.is_some_and(|d| origin.elapsed() + interval > d) {
+        if let Some((old, _)) = prev.replace((snap, now)) {
+            kernel.recycle(old);
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
             break;
         }
-        tokio::select! {
-            () = tokio::time::sleep(interval) => {}
-            _ = &mut stop => break,
+        next_pass = (next_pass + interval).max(Instant::now());
+        let wake = deadline.map_or(next_pass, |d| next_pass.min(d));
+        loop {
+            if progress {
+                show_progress(origin.elapsed(), duration, passes, rec.size_bytes());
+            }
+            let redraw = Instant::now() + Duration::from_secs(1);
+            tokio::select! {
+                () = tokio::time::sleep_until(wake) => break,
+                () = tokio::time::sleep_until(redraw), if progress && redraw < wake => {}
+                _ = &mut stop => break 'passes,
+            }
         }
     }
+    let done = Recorded {
+        passes,
+        bytes: rec.size_bytes(),
+        elapsed: origin.elapsed(),
+    };
+    if progress {
+        // The progress line is overwritten by the summary.
+        eprint!("\r\x1b[K");
+    }
     crate::say_err!(
-        "pptune record: {passes} pass(es) written to {}",
+        "pptune record: {passes} pass(es) over {}, {} written to {}",
+        hms(done.elapsed),
+        crate::human::bytes(done.bytes),
         out.display()
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(done)
 }
 
-/// Which recording `replay` reads when given a directory or the default.
-fn replay_one(path: &Path, policy: &Policy) -> anyhow::Result<Report> {
-    replay(path, policy).with_context(|| format!("replaying {}", path.display()))
+/// `1:02:03`, `2:03`: a duration as people read a clock.
+fn hms(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    } else {
+        format!("{}:{:02}", s / 60, s % 60)
+    }
 }
 
-/// `pptune replay FILE [--against B]`.
+/// `record`'s progress line, redrawn in place.
+fn show_progress(elapsed: Duration, duration: Option<Duration>, passes: u64, bytes: u64) {
+    let of = duration.map_or_else(String::new, |d| format!(" of {}", hms(d)));
+    eprint!(
+        "\r\x1b[Kpptune record: {}{of}, {passes} pass(es), {} written",
+        hms(elapsed),
+        crate::human::bytes(bytes)
+    );
+    let _ = std::io::stderr().flush();
+}
+
+pub mod plot;
+pub mod series;
+
+pub use crate::cli::SeriesFormat;
+
+/// `pptune replay`'s options besides the recording and the policies.
+#[derive(Debug, Clone, Default)]
+pub struct ReplayArgs {
+    pub since: Option<String>,
+    pub until: Option<String>,
+    pub interfaces: Vec<String>,
+    pub series: Option<SeriesFormat>,
+    pub plot: Option<PathBuf>,
+    pub json: bool,
+}
+
+impl ReplayArgs {
+    /// What of the replay is reported; the same selection feeds the
+    /// summary, the series and the plot.
+    ///
+    /// # Errors
+    /// A time that does not parse, or `--since` after `--until`.
+    pub fn selection(&self) -> Result<Selection, String> {
+        let since_ms = self.since.as_deref().map(parse_time).transpose()?;
+        let until_ms = self.until.as_deref().map(parse_time).transpose()?;
+        if let (Some(s), Some(u)) = (since_ms, until_ms)
+            && s > u
+        {
+            return Err(format!(
+                "--since ({}) is after --until ({}): no pass can be selected",
+                when(s),
+                when(u)
+            ));
+        }
+        Ok(Selection {
+            since_ms,
+            until_ms,
+            interfaces: self.interfaces.clone(),
+            series: self.series.is_some() || self.plot.is_some(),
+        })
+    }
+}
+
+fn replay_one(path: &Path, policy: &Policy, selection: &Selection) -> anyhow::Result<Report> {
+    replay_selected(path, policy, selection)
+        .with_context(|| format!("replaying {}", path.display()))
+}
+
+/// `pptune replay FILE [--against B] [--since T] [--until T] [-i NAME]...
+/// [--series FORMAT] [--plot FILE]`.
+///
+/// # Errors
+/// The recording cannot be read, nothing is selected, or the plot cannot
+/// be written.
 pub fn replay_cmd(
     path: &Path,
     policy: &Policy,
     against: Option<&Policy>,
-    json: bool,
+    args: &ReplayArgs,
+    selection: &Selection,
 ) -> anyhow::Result<ExitCode> {
-    let a = replay_one(path, policy)?;
+    // An unwritable plot path is said before the replay, not after it.
+    let plot = args.plot.as_deref().map(PlotTarget::check).transpose()?;
+    let result = replay_and_show(path, policy, against, args, selection, plot.as_ref());
+    if result.is_err()
+        && let Some(p) = &plot
+    {
+        p.abandon();
+    }
+    result
+}
+
+fn replay_and_show(
+    path: &Path,
+    policy: &Policy,
+    against: Option<&Policy>,
+    args: &ReplayArgs,
+    selection: &Selection,
+    plot: Option<&PlotTarget>,
+) -> anyhow::Result<ExitCode> {
+    let a = replay_one(path, policy, selection)?;
     for w in &a.warnings {
         crate::say_err!("pptune replay: warning: {w}");
     }
     // No pass read is no evidence: it said "the policy holds every device
     // over the whole recording" and exited 0.
-    if a.passes == 0 {
+    if a.passes_read == 0 {
         anyhow::bail!(
             "{}: no pass could be read{}; nothing was replayed",
             path.display(),
@@ -121,8 +269,55 @@ pub fn replay_cmd(
             }
         );
     }
-    let b = against.map(|p| replay_one(path, p)).transpose()?;
-    if json {
+    if a.passes == 0 {
+        anyhow::bail!(
+            "{}: none of the {} pass(es) read is {}; nothing to show",
+            path.display(),
+            a.passes_read,
+            window_text(selection)
+        );
+    }
+    let b = against
+        .map(|p| replay_one(path, p, selection))
+        .transpose()?;
+    if !selection.interfaces.is_empty() {
+        let seen = |n: &String| {
+            a.devices.contains_key(n) || b.as_ref().is_some_and(|b| b.devices.contains_key(n))
+        };
+        let missing: Vec<&str> = selection
+            .interfaces
+            .iter()
+            .filter(|n| !seen(n))
+            .map(String::as_str)
+            .collect();
+        if missing.len() == selection.interfaces.len() {
+            anyhow::bail!(
+                "{}: no device named {} is decided on by the policy in the passes selected",
+                path.display(),
+                missing.join(" or ")
+            );
+        }
+        for n in missing {
+            crate::say_err!(
+                "pptune replay: warning: no device named {n} is decided on by the policy in the passes selected"
+            );
+        }
+    }
+    let no_rows = a.series.is_empty() && b.as_ref().is_none_or(|b| b.series.is_empty());
+    if no_rows && (plot.is_some() || args.series.is_some()) {
+        anyhow::bail!(
+            "{}: the policy decides on no device in the {} pass(es) selected: no series to {}",
+            path.display(),
+            a.passes,
+            if plot.is_some() { "plot" } else { "print" }
+        );
+    }
+    if let Some(p) = plot {
+        p.write(&plot::svg(&a, b.as_ref())?)?;
+    }
+    if let Some(format) = args.series {
+        series::print(format, &a, b.as_ref())?;
+    } else if args.json {
         let v = match &b {
             None => serde_json::json!({ "schema_version": 1, "replay": a }),
             Some(b) => serde_json::json!({
@@ -133,23 +328,74 @@ pub fn replay_cmd(
             }),
         };
         crate::human::print_json(&v)?;
-        return Ok(ExitCode::SUCCESS);
+    } else {
+        match &b {
+            None => print_report(&a),
+            Some(b) => print_against(&a, b),
+        }
     }
-    match &b {
-        None => print_report(&a),
-        Some(b) => print_against(&a, b),
+    if let Some(p) = plot {
+        crate::say_err!("pptune replay: plot written to {}", p.path.display());
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn when(ms: u64) -> String {
+/// `between … and …` for the messages about an empty selection.
+fn window_text(s: &Selection) -> String {
+    match (s.since_ms, s.until_ms) {
+        (Some(a), Some(b)) => format!("between {} and {}", when(a), when(b)),
+        (Some(a), None) => format!("at or after {}", when(a)),
+        (None, Some(b)) => format!("at or before {}", when(b)),
+        (None, None) => "selected".to_owned(),
+    }
+}
+
+/// The `--plot` file: checked writable before the replay, removed again
+/// when the replay fails and it did not exist before.
+#[derive(Debug)]
+struct PlotTarget {
+    path: PathBuf,
+    existed: bool,
+}
+
+impl PlotTarget {
+    fn check(path: &Path) -> anyhow::Result<Self> {
+        let existed = path.exists();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .with_context(|| format!("cannot write the plot to {}", path.display()))?;
+        Ok(Self {
+            path: path.to_owned(),
+            existed,
+        })
+    }
+
+    fn write(&self, svg: &str) -> anyhow::Result<()> {
+        std::fs::write(&self.path, svg)
+            .with_context(|| format!("writing the plot to {}", self.path.display()))
+    }
+
+    fn abandon(&self) {
+        if !self.existed {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// `ms` since the epoch in UTC, formatted by `fmt` (chrono's); the number
+/// itself past chrono's range.
+fn utc(ms: u64, fmt: &str) -> String {
     i64::try_from(ms)
         .ok()
         .and_then(chrono::DateTime::from_timestamp_millis)
-        .map_or_else(
-            || ms.to_string(),
-            |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
-        )
+        .map_or_else(|| ms.to_string(), |t| t.format(fmt).to_string())
+}
+
+fn when(ms: u64) -> String {
+    utc(ms, "%Y-%m-%d %H:%M:%S UTC")
 }
 
 fn print_report(r: &Report) {
@@ -193,11 +439,11 @@ fn print_report(r: &Report) {
     }
     for (name, s) in &r.devices {
         crate::say!(
-            "{name}: {} change(s), ring {} -> {}, pool memory {} bytes, recycle-miss share {}{}",
+            "{name}: {} change(s), ring {} -> {}, pool memory {}, recycle-miss share {}{}",
             s.changes,
             s.first_ring.map_or_else(|| "-".into(), |v| v.to_string()),
             s.final_ring.map_or_else(|| "-".into(), |v| v.to_string()),
-            s.pool_bytes,
+            crate::human::bytes(s.pool_bytes),
             s.recycle_miss_share
                 .map_or_else(|| "-".into(), |v| format!("{:.2} %", v * 100.0)),
             if s.modelled {
@@ -281,14 +527,19 @@ fn print_against(a: &Report, b: &Report) {
             }
         );
     }
-    crate::say!("total: changes A {ca}, B {cb}; pool memory A {ma} bytes, B {mb} bytes");
+    crate::say!(
+        "total: changes A {ca}, B {cb}; pool memory A {}, B {}",
+        crate::human::bytes(ma),
+        crate::human::bytes(mb)
+    );
 }
 
-/// `--since`: a duration ago (`24h`) or an RFC 3339 time.
+/// `--since` and `--until` (of `history` and `replay`): a duration ago
+/// (`24h`) or an RFC 3339 time, as milliseconds since the epoch.
 ///
 /// # Errors
 /// Neither.
-pub fn parse_since(s: &str) -> Result<u64, String> {
+pub fn parse_time(s: &str) -> Result<u64, String> {
     if let Some(d) = config::parse_duration(s) {
         return Ok(unix_ms().saturating_sub(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)));
     }

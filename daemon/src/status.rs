@@ -644,7 +644,7 @@ fn render_pool(o: &mut String, p: &PoolView, ind: &str) {
 
 fn inflight(p: &PoolView) -> String {
     match (p.inflight_pages, p.inflight_bytes) {
-        (Some(n), Some(b)) => format!("inflight {n} {} / {}", pages(n), human_bytes(b)),
+        (Some(n), Some(b)) => format!("inflight {n} {} / {}", pages(n), crate::human::bytes(b)),
         (Some(n), None) => format!("inflight {n} {}", pages(n)),
         _ => "inflight unknown".to_owned(),
     }
@@ -659,22 +659,6 @@ fn pct(v: Option<f64>) -> String {
     v.map_or("n/a (no traffic)".to_owned(), |v| {
         format!("{:.1}%", v * 100.0)
     })
-}
-
-#[allow(clippy::cast_precision_loss)]
-fn human_bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
 }
 
 fn human_secs(s: u64) -> String {

@@ -265,6 +265,48 @@ fn a_replay_that_read_no_pass_fails() {
     );
 }
 
+/// `replay`'s new options say what is wrong before replaying: a plot path
+/// that cannot be written, `--since` after `--until`, `--series` with
+/// `--json`; a file that is not a recording leaves no empty plot behind.
+#[test]
+fn replay_plot_and_filters_refuse_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_rec = dir.path().join("notes.txt");
+    std::fs::write(&not_rec, "hello\n").unwrap();
+    let f = not_rec.to_str().unwrap();
+    let plot = dir.path().join("p.svg");
+    let out = pptune(&["replay", f, "--plot", plot.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        text(&out.stderr).contains("not a pptune recording"),
+        "{out:?}"
+    );
+    assert!(!plot.exists(), "an empty plot was left behind");
+
+    let nowhere = dir.path().join("no/such/dir/p.svg");
+    let out = pptune(&["replay", f, "--plot", nowhere.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("cannot write the plot to") && err.contains("no/such/dir/p.svg"),
+        "{err}"
+    );
+
+    let out = pptune(&["replay", f, "--since", "1h", "--until", "2h"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(text(&out.stderr).contains("is after --until"), "{out:?}");
+    let out = pptune(&["replay", f, "--until", "yesterday"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        text(&out.stderr).contains("`yesterday` is neither a duration"),
+        "{out:?}"
+    );
+
+    let out = pptune(&["replay", f, "--series", "csv", "--json"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(text(&out.stderr).contains("cannot be used with"), "{out:?}");
+}
+
 /// Text from elsewhere reached the terminal as it was (issue 32 class 8):
 /// an escape sequence in a policy key (`check`) or in a device name and
 /// message of the change journal (`history`) could clear the screen or

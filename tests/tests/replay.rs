@@ -14,7 +14,9 @@ use policy::{Mode, Policy};
 use pptune::metrics::Metrics;
 use pptune::notify::Notifier;
 use pptune::record::{journal, recording_dir};
-use pptune::replay::{Basis, replay};
+use pptune::replay::{Basis, Point, Selection, replay, replay_selected};
+use pptune::replay_cmd::plot::{self, Area};
+use pptune::replay_cmd::{Recorded, ReplayArgs, SeriesFormat, record_with, replay_cmd, series};
 use pptune::rollout::HostId;
 use pptune::run::{Options, PolicyEngine, PolicySource, run};
 use pptune_tests::fake::{self, FakeKernel};
@@ -237,4 +239,270 @@ async fn history_skips_a_non_utf8_line_and_refuses_an_oversized_journal() {
         e.contains("changes.jsonl.1") && e.contains("bytes, more than"),
         "{e}"
     );
+}
+
+/// `pptune record` over the fake kernel: returns the recording's path.
+async fn record_fake(dir: &Path, p: &Policy, secs: u64) -> (std::path::PathBuf, Recorded) {
+    let out = dir.join("r.pptrec");
+    let k = FakeKernel::bursty();
+    let done = record_with(&k, p, Some(Duration::from_secs(secs)), &out, false)
+        .await
+        .unwrap();
+    (out, done)
+}
+
+/// `record --duration 25s` at a 10 s interval ended at 20 s: the deadline
+/// was checked an interval early. The last pass is now taken at the
+/// deadline, and the recording spans the requested time to the millisecond.
+#[tokio::test(start_paused = true)]
+async fn record_stops_at_the_requested_duration_not_an_interval_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = fake::test_policy(Mode::Observe);
+    p.timing.interval = Duration::from_secs(10);
+    let start = tokio::time::Instant::now();
+    let (out, done) = record_fake(dir.path(), &p, 25).await;
+    assert_eq!(start.elapsed(), Duration::from_secs(25));
+    assert_eq!(done.elapsed, Duration::from_secs(25));
+    assert_eq!(done.passes, 4, "passes at 0, 10, 20 and 25 s");
+    assert_eq!(done.bytes, std::fs::metadata(&out).unwrap().len());
+    let r = replay(&out, &p).unwrap();
+    assert_eq!(r.passes, 4);
+    assert_eq!(
+        r.last_unix_ms.unwrap() - r.first_unix_ms.unwrap(),
+        25_000,
+        "the recording spans the requested duration"
+    );
+}
+
+/// The per-pass series, and `--since`/`--until`/`-i` applied alike to the
+/// series and the totals.
+#[tokio::test(start_paused = true)]
+async fn the_series_has_a_row_per_pass_and_the_filters_select_series_and_totals_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let observe = fake::test_policy(Mode::Observe);
+    let enforce = fake::test_policy(Mode::Enforce);
+    let (out, done) = record_fake(dir.path(), &observe, 120).await;
+    let all = Selection {
+        series: true,
+        ..Selection::default()
+    };
+    let a = replay_selected(&out, &observe, &all).unwrap();
+    let b = replay_selected(&out, &enforce, &all).unwrap();
+    assert_eq!(a.passes, done.passes);
+    assert_eq!(a.series.len() as u64, a.passes, "one device, a row a pass");
+    // The ring B's replay grows is in its series, where its changes are.
+    let changes: Vec<&Point> = b.series.iter().filter(|p| p.action.is_some()).collect();
+    assert_eq!(changes.len(), b.decisions.len());
+    assert!(!changes.is_empty());
+    assert!(b.series.last().unwrap().ring_rx > a.series.last().unwrap().ring_rx);
+    assert!(
+        a.series
+            .iter()
+            .skip(1)
+            .any(|p| p.recycle_miss_share > Some(0.0))
+    );
+
+    let mut csv = Vec::new();
+    series::write(&mut csv, SeriesFormat::Csv, &a, Some(&b)).unwrap();
+    let csv = String::from_utf8(csv).unwrap();
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert_eq!(head[..3], ["time", "unix_ms", "interface"]);
+    assert!(head.contains(&"recycle_miss_share") && head.contains(&"b_ring_rx"));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), a.series.len());
+    assert!(rows.iter().all(|r| r.len() == head.len() && r[2] == "eth0"));
+    let first = &rows[0];
+    assert!(
+        first[0].ends_with('Z') && first[0].contains('T'),
+        "{first:?}"
+    );
+    let mut jsonl = Vec::new();
+    series::write(&mut jsonl, SeriesFormat::Jsonl, &a, Some(&b)).unwrap();
+    let last: serde_json::Value =
+        serde_json::from_str(String::from_utf8(jsonl).unwrap().lines().last().unwrap()).unwrap();
+    assert_eq!(last["interface"], "eth0");
+    assert_eq!(
+        last["b"]["ring_rx"],
+        b.series.last().unwrap().ring_rx.unwrap()
+    );
+
+    // A window: the summary, the decisions and the series cover it only.
+    let t0 = a.first_unix_ms.unwrap();
+    let window = Selection {
+        since_ms: Some(t0 + 30_000),
+        until_ms: Some(t0 + 60_000),
+        interfaces: vec!["eth0".into()],
+        series: true,
+    };
+    let w = replay_selected(&out, &enforce, &window).unwrap();
+    assert_eq!(w.passes, 31, "30 s to 60 s inclusive at 1 s");
+    assert_eq!(w.series.len(), 31);
+    assert_eq!(w.first_unix_ms, Some(t0 + 30_000));
+    assert_eq!(w.last_unix_ms, Some(t0 + 60_000));
+    assert!(
+        w.decisions
+            .iter()
+            .all(|d| (t0 + 30_000..=t0 + 60_000).contains(&d.unix_ms))
+    );
+    // The engine ran over what came before: the window's points are B's.
+    let same: Vec<&Point> = b
+        .series
+        .iter()
+        .filter(|p| (t0 + 30_000..=t0 + 60_000).contains(&p.unix_ms))
+        .collect();
+    assert!(
+        w.series
+            .iter()
+            .zip(&same)
+            .all(|(x, y)| x.ring_rx == y.ring_rx)
+    );
+    assert_eq!(
+        w.devices["eth0"].changes as usize,
+        same.iter().filter(|p| p.action.is_some()).count()
+    );
+    let other = Selection {
+        interfaces: vec!["eth9".into()],
+        series: true,
+        ..Selection::default()
+    };
+    let none = replay_selected(&out, &enforce, &other).unwrap();
+    assert!(none.devices.is_empty() && none.series.is_empty() && none.decisions.is_empty());
+
+    // The command says so when the filters leave nothing.
+    let f = out.to_str().unwrap();
+    let refused = |args: ReplayArgs| {
+        let err = replay_cmd(&out, &observe, None, &args, &args.selection().unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with(f), "{err}");
+        err
+    };
+    let err = refused(ReplayArgs {
+        interfaces: vec!["eth9".into()],
+        ..ReplayArgs::default()
+    });
+    assert!(err.contains("no device named eth9"), "{err}");
+    let err = refused(ReplayArgs {
+        since: Some("2999-01-01T00:00:00Z".into()),
+        ..ReplayArgs::default()
+    });
+    assert!(
+        err.contains(&format!(
+            "none of the {} pass(es) read is at or after 2999-01-01",
+            done.passes
+        )),
+        "{err}"
+    );
+
+    // A policy that decides on no device: no series to print or plot, and
+    // no plot file left behind.
+    let mut none_selected = observe.clone();
+    none_selected.selectors[0].names = vec!["eth9".into()];
+    let svg = dir.path().join("none.svg");
+    for (series, plot, what) in [
+        (Some(SeriesFormat::Csv), None, "print"),
+        (None, Some(svg.clone()), "plot"),
+    ] {
+        let args = ReplayArgs {
+            series,
+            plot,
+            ..ReplayArgs::default()
+        };
+        let err = replay_cmd(
+            &out,
+            &none_selected,
+            None,
+            &args,
+            &args.selection().unwrap(),
+        )
+        .unwrap_err()
+        .to_string();
+        let want = format!(
+            "decides on no device in the {} pass(es) selected: no series to {what}",
+            done.passes
+        );
+        assert!(err.contains(&want), "{err}");
+    }
+    assert!(!svg.exists());
+}
+
+/// Pixels of `colour` (within a small distance, for anti-aliasing) inside
+/// `area` of the rendered image, and the rows they are on.
+fn pixels_of(pix: &resvg::tiny_skia::Pixmap, colour: plot::RGBColor, area: Area) -> (usize, usize) {
+    let plot::RGBColor(r, g, b) = colour;
+    let mut count = 0;
+    let mut rows = std::collections::BTreeSet::new();
+    for y in area.y0..area.y1 {
+        for x in area.x0..area.x1 {
+            let c = pix.pixel(x, y).unwrap().demultiply();
+            let d = u16::from(c.red().abs_diff(r))
+                + u16::from(c.green().abs_diff(g))
+                + u16::from(c.blue().abs_diff(b));
+            if d < 30 {
+                count += 1;
+                rows.insert(y);
+            }
+        }
+    }
+    (count, rows.len())
+}
+
+/// Issue 31 item 10's done-when: `replay --plot` output checked as an
+/// image. The SVG the command writes is rendered (resvg) and has the size
+/// of one device panel, and each of the four series (ring and miss share,
+/// A and B) is drawn inside the plot area; B's ring, which the enforce
+/// policy grows, climbs over several rows.
+#[tokio::test(start_paused = true)]
+async fn replay_plot_renders_every_series_of_both_policies_inside_the_plot_area() {
+    let dir = tempfile::tempdir().unwrap();
+    let observe = fake::test_policy(Mode::Observe);
+    let enforce = fake::test_policy(Mode::Enforce);
+    let (out, _) = record_fake(dir.path(), &observe, 300).await;
+    let svg_path = dir.path().join("week.svg");
+    let args = ReplayArgs {
+        plot: Some(svg_path.clone()),
+        ..ReplayArgs::default()
+    };
+    let code = replay_cmd(
+        &out,
+        &observe,
+        Some(&enforce),
+        &args,
+        &args.selection().unwrap(),
+    )
+    .unwrap();
+    assert_eq!(code, std::process::ExitCode::SUCCESS);
+    let data = std::fs::read(&svg_path).unwrap();
+    let tree = resvg::usvg::Tree::from_data(&data, &resvg::usvg::Options::default()).unwrap();
+    let layout = plot::Layout { devices: 1 };
+    let (w, h) = layout.size();
+    let size = tree.size().to_int_size();
+    assert_eq!((size.width(), size.height()), (w, h));
+    let mut pix = resvg::tiny_skia::Pixmap::new(w, h).unwrap();
+    resvg::render(
+        &tree,
+        resvg::tiny_skia::Transform::default(),
+        &mut pix.as_mut(),
+    );
+    let area = layout.area(0);
+    for (colour, what) in [
+        (plot::RING_A, "ring A"),
+        (plot::MISS_A, "miss share A"),
+        (plot::RING_B, "ring B"),
+        (plot::MISS_B, "miss share B"),
+    ] {
+        let (n, _) = pixels_of(&pix, colour, area);
+        assert!(n >= 50, "{what}: {n} pixels of {colour:?} in the plot area");
+    }
+    let (_, rows) = pixels_of(&pix, plot::RING_B, area);
+    assert!(rows >= 10, "ring B is flat: {rows} rows");
+    // Outside any plot area (the title bar) no series is drawn.
+    let title = Area {
+        x0: 0,
+        y0: 0,
+        x1: w,
+        y1: 30,
+    };
+    assert_eq!(pixels_of(&pix, plot::RING_B, title).0, 0);
 }

@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use policy::engine::{ActionRecord, EngineState, Observation, Original, Outcome};
 use policy::evaluate::{Applied, Evaluation, Rates, Verdict};
-use policy::plan::{Action, Decision, Knob, RingField};
+use policy::plan::{Action, Decision, Knob, ReasonCode, RingField};
 use policy::snapshot::{Availability, Device, PoolStats, Snapshot};
 use policy::{Mode, Policy};
 use serde::Serialize;
@@ -84,9 +84,62 @@ pub struct DeviceSummary {
     pub first_recommendation: Option<String>,
 }
 
+/// What of a replay is reported: the passes from `since_ms` to `until_ms`
+/// (wall clock, inclusive) and the named devices (every device when
+/// empty). The engine still runs over every pass before the window, so a
+/// decision inside it is the one the whole recording leads to; reading
+/// stops at the first pass after `until_ms`.
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    pub since_ms: Option<u64>,
+    pub until_ms: Option<u64>,
+    pub interfaces: Vec<String>,
+    /// Keep one [`Point`] per pass and device ([`Report::series`]).
+    pub series: bool,
+}
+
+impl Selection {
+    fn before(&self, unix_ms: u64) -> bool {
+        self.since_ms.is_some_and(|s| unix_ms < s)
+    }
+
+    fn after(&self, unix_ms: u64) -> bool {
+        self.until_ms.is_some_and(|u| unix_ms > u)
+    }
+
+    fn device(&self, name: &str) -> bool {
+        self.interfaces.is_empty() || self.interfaces.iter().any(|i| i == name)
+    }
+}
+
+/// One device in one pass of the replay: what the engine saw and decided.
+#[derive(Debug, Clone, Serialize)]
+pub struct Point {
+    /// The pass's number in the recording (0 is the first pass read), the
+    /// key that pairs the points of two replays of the same recording.
+    pub pass: u64,
+    pub unix_ms: u64,
+    pub device: String,
+    /// The RX ring in effect in the pass (the replayed one where the
+    /// replay changed it).
+    pub ring_rx: Option<u32>,
+    pub rx_queues: Option<u32>,
+    /// The pass's decision on the device when it changes something.
+    pub action: Option<Action>,
+    pub reason: Option<ReasonCode>,
+    /// Over the interval before the pass (`policy::signals`), `None`
+    /// without traffic or when a counter went backwards.
+    pub recycle_miss_share: Option<f64>,
+    pub slow_refill_share: Option<f64>,
+    pub basis: Basis,
+}
+
 /// The outcome of a replay.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Report {
+    /// Passes read from the recording (up to the selection's end).
+    pub passes_read: u64,
+    /// Passes in the selection: the figures below are of these.
     pub passes: u64,
     pub first_unix_ms: Option<u64>,
     pub last_unix_ms: Option<u64>,
@@ -98,6 +151,10 @@ pub struct Report {
     pub decisions: Vec<Row>,
     pub devices: BTreeMap<String, DeviceSummary>,
     pub warnings: Vec<String>,
+    /// Per pass and device, when the selection asks for it (not part of
+    /// the summary's JSON: `replay --series` writes it).
+    #[serde(skip)]
+    pub series: Vec<Point>,
 }
 
 /// A simulated change under evaluation (counterfactual).
@@ -110,6 +167,7 @@ struct SimEval {
 #[derive(Debug)]
 struct Replayer<'p> {
     policy: &'p Policy,
+    selection: &'p Selection,
     policy_json: Option<String>,
     state: EngineState,
     engine: policy::engine::Engine,
@@ -133,14 +191,27 @@ struct Replayer<'p> {
     totals: BTreeMap<String, PoolStats>,
 }
 
-/// Replays `path` under `policy`.
+/// Replays `path` under `policy`, every pass and device reported.
 ///
 /// # Errors
 /// The recording cannot be opened.
 pub fn replay(path: &Path, policy: &Policy) -> Result<Report, RecordError> {
+    replay_selected(path, policy, &Selection::default())
+}
+
+/// Replays `path` under `policy`; what is reported is `selection`.
+///
+/// # Errors
+/// The recording cannot be opened.
+pub fn replay_selected(
+    path: &Path,
+    policy: &Policy,
+    selection: &Selection,
+) -> Result<Report, RecordError> {
     let mut rec = Recording::open(path)?;
     let mut r = Replayer {
         policy,
+        selection,
         policy_json: serde_json::to_string(policy).ok(),
         state: EngineState::default(),
         engine: policy::engine::Engine::default(),
@@ -163,6 +234,7 @@ pub fn replay(path: &Path, policy: &Policy) -> Result<Report, RecordError> {
     while let Some(item) = rec.next_into(&mut buf) {
         match item {
             Next::Start { start, previous } => r.start(&start, previous),
+            Next::Pass(pass) if selection.after(pass.unix_ms) => break,
             Next::Pass(pass) => r.pass(&pass, &mut buf, &mut report),
         }
     }
@@ -218,9 +290,12 @@ impl Replayer<'_> {
     /// One pass; `snap` holds the recorded snapshot and is left holding
     /// the one before it (a buffer to decode the next pass into).
     fn pass(&mut self, pass: &Pass, snap: &mut Snapshot, report: &mut Report) {
-        report.passes += 1;
-        report.first_unix_ms.get_or_insert(pass.unix_ms);
-        report.last_unix_ms = Some(pass.unix_ms);
+        report.passes_read += 1;
+        if !self.selection.before(pass.unix_ms) {
+            report.passes += 1;
+            report.first_unix_ms.get_or_insert(pass.unix_ms);
+            report.last_unix_ms = Some(pass.unix_ms);
+        }
         let now = Duration::from_nanos(pass.now_ns);
         self.remember_observed(snap);
         if !self.faithful {
@@ -259,10 +334,15 @@ impl Replayer<'_> {
         let mut plan = policy::plan::Plan::default();
         self.engine
             .decide_into(self.policy, &mut self.state, &obs, &mut plan);
-        if self.faithful {
+        let sel = self.selection;
+        let reported = !sel.before(pass.unix_ms);
+        if self.faithful && reported {
             report.faithful_passes += 1;
-            let same = plan.decisions.len() == pass.decisions.len()
-                && plan.decisions.iter().zip(&pass.decisions).all(|(a, b)| {
+            // The selected devices' decisions, in the order both keep.
+            let ours = plan.decisions.iter().filter(|d| sel.device(&d.device));
+            let theirs = pass.decisions.iter().filter(|d| sel.device(&d.device));
+            let same = ours.clone().count() == theirs.clone().count()
+                && ours.zip(theirs).all(|(a, b)| {
                     a.id.0 == b.id
                         && a.action == b.action
                         && a.reason.as_str() == b.reason
@@ -272,11 +352,68 @@ impl Replayer<'_> {
                 report.identical_passes += 1;
             }
         }
+        // Each device's counters over the interval, from what the engine
+        // saw: the totals' and the series' one source.
+        let deltas: Vec<(&str, policy::accounting::QueueDelta)> = match &self.prev {
+            Some((p, _)) if reported => snap
+                .devices
+                .iter()
+                .filter(|d| sel.device(&d.name))
+                .filter_map(|d| {
+                    let pd = p.devices.iter().find(|x| x.id == d.id)?;
+                    let ledger = policy::accounting::PoolLedger::of_device(pd);
+                    Some((
+                        d.name.as_str(),
+                        policy::accounting::device_delta(&ledger, d),
+                    ))
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        for (name, delta) in &deltas {
+            if !delta.reset {
+                let t = self.totals.entry((*name).to_owned()).or_default();
+                *t = t.add(&delta.stats);
+            }
+        }
         for dec in &plan.decisions {
+            if !reported || !sel.device(&dec.device) {
+                if !self.faithful && dec.mode == Mode::Enforce && dec.action != Action::Hold {
+                    self.apply(dec, snap, now, elapsed);
+                }
+                continue;
+            }
             let key = dec.device_id.key();
             let modelled = !self.faithful && self.diverged.get(&key).copied().unwrap_or(false);
-            let dev = report.devices.entry(dec.device.clone()).or_default();
             let live = snap.devices.iter().find(|d| d.ifindex == dec.ifindex);
+            if sel.series {
+                let delta = deltas
+                    .iter()
+                    .find(|(n, _)| *n == dec.device)
+                    .map(|(_, d)| d)
+                    .filter(|d| !d.reset);
+                report.series.push(Point {
+                    pass: report.passes_read - 1,
+                    unix_ms: pass.unix_ms,
+                    device: dec.device.clone(),
+                    ring_rx: live.and_then(|d| d.rings.available()).and_then(|r| r.rx),
+                    rx_queues: live
+                        .and_then(|d| d.channels.available())
+                        .map(policy::snapshot::Channels::rx_queues),
+                    action: (dec.action != Action::Hold).then_some(dec.action),
+                    reason: (dec.action != Action::Hold).then_some(dec.reason),
+                    recycle_miss_share: delta
+                        .and_then(|d| policy::signals::recycle_miss_share(&d.stats)),
+                    slow_refill_share: delta
+                        .and_then(|d| policy::signals::slow_refill_share(&d.stats, d.provider)),
+                    basis: if modelled {
+                        Basis::Modelled
+                    } else {
+                        Basis::Observed
+                    },
+                });
+            }
+            let dev = report.devices.entry(dec.device.clone()).or_default();
             if let Some(d) = live {
                 let ring = d.rings.available().and_then(|r| r.rx);
                 if dev.first_ring.is_none() {
@@ -317,21 +454,6 @@ impl Replayer<'_> {
             });
             if !self.faithful && dec.mode == Mode::Enforce {
                 self.apply(dec, snap, now, elapsed);
-            }
-        }
-        // The miss share over the replay, from what the engine saw.
-        if let Some((p, _)) = &self.prev {
-            for d in &snap.devices {
-                if let Some(pd) = p.devices.iter().find(|x| x.id == d.id) {
-                    let delta = policy::accounting::device_delta(
-                        &policy::accounting::PoolLedger::of_device(pd),
-                        d,
-                    );
-                    if !delta.reset {
-                        let t = self.totals.entry(d.name.clone()).or_default();
-                        *t = t.add(&delta.stats);
-                    }
-                }
             }
         }
     }

@@ -71,6 +71,12 @@ complete -c pptune -n "__fish_pptune_using_subcommand record" -s o -l output -d 
 complete -c pptune -n "__fish_pptune_using_subcommand record" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c pptune -n "__fish_pptune_using_subcommand replay" -l config -d 'Policy file or directory (default: $CONFIGURATION_DIRECTORY or /etc/pptune; the embedded default policy when none exists)' -r -F
 complete -c pptune -n "__fish_pptune_using_subcommand replay" -l against -d 'A second policy: print the difference between the two' -r -F
+complete -c pptune -n "__fish_pptune_using_subcommand replay" -l since -d 'Only passes since then: a duration ago (24h) or an RFC 3339 time' -r
+complete -c pptune -n "__fish_pptune_using_subcommand replay" -l until -d 'Only passes until then: a duration ago (1h) or an RFC 3339 time' -r
+complete -c pptune -n "__fish_pptune_using_subcommand replay" -s i -l interface -d 'Only this interface (repeatable)' -r
+complete -c pptune -n "__fish_pptune_using_subcommand replay" -l series -d 'Print one row per pass and device (time, ring, decision, recycle-miss and slow-refill share; B\'s too with --against) instead of the summary' -r -f -a "jsonl\t'One JSON object per line'
+csv\t'Comma-separated values with a header line (RFC 4180)'"
+complete -c pptune -n "__fish_pptune_using_subcommand replay" -l plot -d 'Also draw, per device, the RX ring and the recycle-miss share over time (A and B with --against) into FILE, an SVG image' -r -F
 complete -c pptune -n "__fish_pptune_using_subcommand replay" -l json -d 'JSON for scripts instead of text: one line when stdout is a pipe or a file, indented when it is a terminal'
 complete -c pptune -n "__fish_pptune_using_subcommand replay" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c pptune -n "__fish_pptune_using_subcommand history" -l since -d 'Only changes since then: a duration ago (24h) or an RFC 3339 time' -r
