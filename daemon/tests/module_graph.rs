@@ -344,15 +344,18 @@ fn daemon_modules_import_no_circle() {
         graph["run"].contains_key("kernel") && graph["run"].contains_key("state"),
         "the scan lost the loop's imports: {graph:?}"
     );
-    if let Some(cycle) = find_cycle(&graph) {
+    assert_no_circle(&graph, "daemon/src");
+}
+
+/// Fails, naming every edge and where it is written, when `graph` has a
+/// circle.
+fn assert_no_circle(graph: &Graph, what: &str) {
+    if let Some(cycle) = find_cycle(graph) {
         let lines: Vec<String> = cycle
             .iter()
             .map(|(e, at)| format!("  {e}  ({at})"))
             .collect();
-        panic!(
-            "daemon/src modules import in a circle:\n{}",
-            lines.join("\n")
-        );
+        panic!("{what} modules import in a circle:\n{}", lines.join("\n"));
     }
 }
 
@@ -366,16 +369,7 @@ fn policy_modules_import_no_circle() {
         graph["decide"].contains_key("gates") && graph["plan"].contains_key("knobs"),
         "the scan lost the engine's imports: {graph:?}"
     );
-    if let Some(cycle) = find_cycle(&graph) {
-        let lines: Vec<String> = cycle
-            .iter()
-            .map(|(e, at)| format!("  {e}  ({at})"))
-            .collect();
-        panic!(
-            "policy/src modules import in a circle:\n{}",
-            lines.join("\n")
-        );
-    }
+    assert_no_circle(&graph, "policy/src");
 }
 
 /// The type an inherent `impl` block is for (`impl<K> Daemon<K> {` ->

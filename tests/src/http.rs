@@ -63,3 +63,82 @@ mod tests {
         assert!(super::sample_sum(text, "pptune_pools", &["device=\"c\""]).abs() < 1e-9);
     }
 }
+
+/// A Prometheus server (`/usr/bin/prometheus`, Debian package
+/// `prometheus`; tests/run-all.sh installs it) on a free loopback port,
+/// scraping every second what `scrape_configs` says (the YAML list that
+/// goes under `scrape_configs:`). Stopped when dropped.
+#[derive(Debug)]
+pub struct Prometheus {
+    child: std::process::Child,
+    /// `127.0.0.1:PORT` of its HTTP API.
+    pub addr: String,
+    dir: tempfile::TempDir,
+}
+
+impl Prometheus {
+    /// # Panics
+    /// When Prometheus is not installed or does not start: the test's own
+    /// failure.
+    #[must_use]
+    #[allow(clippy::expect_used)]
+    pub fn start(scrape_configs: &str) -> Self {
+        let prom = std::path::Path::new("/usr/bin/prometheus");
+        assert!(
+            prom.exists(),
+            "/usr/bin/prometheus not installed (Debian package `prometheus`)"
+        );
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let free = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        let addr = free.local_addr().expect("its address").to_string();
+        drop(free);
+        let cfg = dir.path().join("prometheus.yml");
+        std::fs::write(
+            &cfg,
+            format!("global:\n  scrape_interval: 1s\nscrape_configs:\n{scrape_configs}"),
+        )
+        .expect("writing prometheus.yml");
+        let child = std::process::Command::new(prom)
+            .arg(format!("--config.file={}", cfg.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address={addr}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("prom.log")).expect("prom.log"))
+            .spawn()
+            .expect("starting /usr/bin/prometheus");
+        Self { child, addr, dir }
+    }
+
+    /// The raw HTTP response to an instant query (blocking); `None` when
+    /// Prometheus does not answer (yet).
+    #[must_use]
+    pub fn query(&self, promql: &str) -> Option<String> {
+        let escaped: String = promql
+            .bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        get(&self.addr, &format!("/api/v1/query?query={escaped}"), &[])
+    }
+
+    /// The end of its log, for a failure message.
+    #[must_use]
+    pub fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.dir.path().join("prom.log")).unwrap_or_default();
+        log[log.len().saturating_sub(2000)..].to_owned()
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

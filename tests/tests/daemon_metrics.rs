@@ -368,11 +368,6 @@ struct Scraped {
 /// `/metrics` endpoint, has `/usr/bin/prometheus` scrape it every second,
 /// and asks Prometheus's query API what it stored.
 async fn prometheus_scrapes(series: QueueSelection) -> Scraped {
-    let prom = std::path::Path::new("/usr/bin/prometheus");
-    assert!(
-        prom.exists(),
-        "/usr/bin/prometheus not installed (Debian package `prometheus`)"
-    );
     let metrics = Arc::new(Metrics::new());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
@@ -387,34 +382,13 @@ async fn prometheus_scrapes(series: QueueSelection) -> Scraped {
         .unwrap();
     assert!(resp.contains("application/openmetrics-text"), "{resp}");
 
-    let dir = tempfile::tempdir().unwrap();
-    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let prom_addr = free.local_addr().unwrap().to_string();
-    drop(free);
-    let cfg = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: pptune\n    static_configs:\n      - targets: ['{addr}']\n"
-        ),
-    )
-    .unwrap();
-    let mut child = std::process::Command::new(prom)
-        .arg(format!("--config.file={}", cfg.display()))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.path().join("data").display()
-        ))
-        .arg(format!("--web.listen-address={prom_addr}"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(dir.path().join("prom.log")).unwrap())
-        .spawn()
-        .unwrap();
+    let prom = std::sync::Arc::new(pptune_tests::http::Prometheus::start(&format!(
+        "  - job_name: pptune\n    static_configs:\n      - targets: ['{addr}']\n"
+    )));
     let query = |q: &str| {
-        let pa = prom_addr.clone();
-        let path = format!("/api/v1/query?query={}", url_escape(q));
+        let (prom, q) = (std::sync::Arc::clone(&prom), q.to_owned());
         async move {
-            tokio::task::spawn_blocking(move || http_get(&pa, &path))
+            tokio::task::spawn_blocking(move || prom.query(&q))
                 .await
                 .unwrap()
         }
@@ -462,29 +436,16 @@ async fn prometheus_scrapes(series: QueueSelection) -> Scraped {
         None
     };
     let targets = query("up").await;
-    let _ = child.kill();
-    let _ = child.wait();
     daemon.abort();
-    let log = std::fs::read_to_string(dir.path().join("prom.log")).unwrap_or_default();
     let got = got.unwrap_or_else(|| {
         panic!(
             "prometheus never returned pptune_samples_total > 3\nup: {targets:?}\nlog tail: {}",
-            &log[log.len().saturating_sub(2000)..]
+            prom.log_tail()
         )
     });
     let samples = samples.unwrap_or_default();
     assert!(samples.contains("\"job\":\"pptune\""), "{samples}");
     got
-}
-
-/// Percent-encodes a PromQL query for a URL's query string.
-fn url_escape(q: &str) -> String {
-    q.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 #[tokio::test(flavor = "current_thread")]
