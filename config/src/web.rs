@@ -141,10 +141,6 @@ pub fn load_web_config(path: &Path) -> Result<WebConfig, WebConfigError> {
 /// As [`load_web_config`].
 pub fn parse_web_config(path: &Path, text: &str) -> Result<WebConfig, WebConfigError> {
     let name = path.display().to_string();
-    let invalid = |message: String| WebConfigError::Invalid {
-        location: name.clone(),
-        message,
-    };
     let raw: Raw = if text.trim().is_empty() {
         Raw {
             tls_server_config: None,
@@ -165,7 +161,33 @@ pub fn parse_web_config(path: &Path, text: &str) -> Result<WebConfig, WebConfigE
             }
         })?
     };
-    let dir = path.parent().unwrap_or(Path::new("."));
+    let tls = raw.tls_server_config.map(|t| tls(path, &t)).transpose()?;
+    let headers = raw
+        .http_server_config
+        .map(|h| http(path, h))
+        .transpose()?
+        .unwrap_or_default();
+    let basic_auth_users = raw.basic_auth_users.unwrap_or_default();
+    users(path, &basic_auth_users)?;
+    Ok(WebConfig {
+        path: path.to_owned(),
+        tls,
+        basic_auth_users,
+        headers,
+    })
+}
+
+/// A problem with the file at `at` (the whole file: the keys say where).
+fn invalid(at: &Path, message: impl Into<String>) -> WebConfigError {
+    WebConfigError::Invalid {
+        location: at.display().to_string(),
+        message: message.into(),
+    }
+}
+
+/// `tls_server_config`, checked, with its paths made absolute from `dir`.
+fn tls(at: &Path, t: &RawTls) -> Result<TlsServer, WebConfigError> {
+    let dir = at.parent().unwrap_or(Path::new("."));
     let file = |v: &str| -> PathBuf {
         let p = Path::new(v);
         if p.is_absolute() {
@@ -174,103 +196,142 @@ pub fn parse_web_config(path: &Path, text: &str) -> Result<WebConfig, WebConfigE
             dir.join(p)
         }
     };
-    let tls = match raw.tls_server_config {
-        None => None,
-        Some(t) => {
-            let (Some(cert), Some(key)) = (&t.cert_file, &t.key_file) else {
-                return Err(invalid(
-                    "tls_server_config: needs both cert_file and key_file".into(),
-                ));
-            };
-            let client_auth = match t.client_auth_type.as_deref() {
-                None | Some("NoClientCert") => ClientAuth::None,
-                Some("VerifyClientCertIfGiven") => ClientAuth::VerifyIfGiven,
-                Some("RequireAndVerifyClientCert") => ClientAuth::Require,
-                Some(other @ ("RequestClientCert" | "RequireAnyClientCert")) => {
-                    return Err(invalid(format!(
-                        "tls_server_config.client_auth_type: `{other}` accepts client certificates without verifying them, which pptune does not do; use VerifyClientCertIfGiven or RequireAndVerifyClientCert with client_ca_file"
-                    )));
-                }
-                Some(other) => {
-                    return Err(invalid(format!(
-                        "tls_server_config.client_auth_type: `{other}` is not one of NoClientCert, VerifyClientCertIfGiven, RequireAndVerifyClientCert"
-                    )));
-                }
-            };
-            if client_auth != ClientAuth::None && t.client_ca_file.is_none() {
-                return Err(invalid(
-                    "tls_server_config: client_auth_type verifies client certificates, so client_ca_file is needed".into(),
-                ));
-            }
-            let version = |key: &str, v: Option<&str>, default| match v {
-                None => Ok(default),
-                Some("TLS12") => Ok(TlsVersion::Tls12),
-                Some("TLS13") => Ok(TlsVersion::Tls13),
-                Some(old @ ("TLS10" | "TLS11")) => Err(invalid(format!(
-                    "tls_server_config.{key}: `{old}`: pptune speaks TLS 1.2 and 1.3 only (TLS12, TLS13)"
-                ))),
-                Some(other) => Err(invalid(format!(
-                    "tls_server_config.{key}: `{other}` is not TLS12 or TLS13"
-                ))),
-            };
-            let min_version = version("min_version", t.min_version.as_deref(), TlsVersion::Tls12)?;
-            let max_version = version("max_version", t.max_version.as_deref(), TlsVersion::Tls13)?;
-            if min_version > max_version {
-                return Err(invalid(
-                    "tls_server_config: min_version is above max_version".into(),
-                ));
-            }
-            Some(TlsServer {
-                cert_file: file(cert),
-                key_file: file(key),
-                client_auth,
-                client_ca_file: t.client_ca_file.as_deref().map(file),
-                min_version,
-                max_version,
-            })
-        }
+    let (Some(cert), Some(key)) = (&t.cert_file, &t.key_file) else {
+        return Err(invalid(
+            at,
+            "tls_server_config: needs both cert_file and key_file",
+        ));
     };
-    let mut headers = BTreeMap::new();
-    if let Some(h) = raw.http_server_config {
-        if h.http2 == Some(true) {
+    let client_auth = match t.client_auth_type.as_deref() {
+        None | Some("NoClientCert") => ClientAuth::None,
+        Some("VerifyClientCertIfGiven") => ClientAuth::VerifyIfGiven,
+        Some("RequireAndVerifyClientCert") => ClientAuth::Require,
+        Some(other @ ("RequestClientCert" | "RequireAnyClientCert")) => {
             return Err(invalid(
-                "http_server_config.http2: pptune serves HTTP/1.1 only (every Prometheus scrapes it); remove the key or set it to false".into(),
+                at,
+                format!(
+                    "tls_server_config.client_auth_type: `{other}` accepts client certificates without verifying them, which pptune does not do; use VerifyClientCertIfGiven or RequireAndVerifyClientCert with client_ca_file"
+                ),
             ));
         }
-        for (k, v) in h.headers {
-            let Some(known) = HEADERS.iter().find(|n| n.eq_ignore_ascii_case(&k)) else {
-                return Err(invalid(format!(
+        Some(other) => {
+            return Err(invalid(
+                at,
+                format!(
+                    "tls_server_config.client_auth_type: `{other}` is not one of NoClientCert, VerifyClientCertIfGiven, RequireAndVerifyClientCert"
+                ),
+            ));
+        }
+    };
+    if client_auth != ClientAuth::None && t.client_ca_file.is_none() {
+        return Err(invalid(
+            at,
+            "tls_server_config: client_auth_type verifies client certificates, so client_ca_file is needed",
+        ));
+    }
+    let min_version = version(
+        at,
+        "min_version",
+        t.min_version.as_deref(),
+        TlsVersion::Tls12,
+    )?;
+    let max_version = version(
+        at,
+        "max_version",
+        t.max_version.as_deref(),
+        TlsVersion::Tls13,
+    )?;
+    if min_version > max_version {
+        return Err(invalid(
+            at,
+            "tls_server_config: min_version is above max_version",
+        ));
+    }
+    Ok(TlsServer {
+        cert_file: file(cert),
+        key_file: file(key),
+        client_auth,
+        client_ca_file: t.client_ca_file.as_deref().map(file),
+        min_version,
+        max_version,
+    })
+}
+
+/// `tls_server_config.min_version` or `max_version`.
+fn version(
+    at: &Path,
+    key: &str,
+    v: Option<&str>,
+    default: TlsVersion,
+) -> Result<TlsVersion, WebConfigError> {
+    match v {
+        None => Ok(default),
+        Some("TLS12") => Ok(TlsVersion::Tls12),
+        Some("TLS13") => Ok(TlsVersion::Tls13),
+        Some(old @ ("TLS10" | "TLS11")) => Err(invalid(
+            at,
+            format!(
+                "tls_server_config.{key}: `{old}`: pptune speaks TLS 1.2 and 1.3 only (TLS12, TLS13)"
+            ),
+        )),
+        Some(other) => Err(invalid(
+            at,
+            format!("tls_server_config.{key}: `{other}` is not TLS12 or TLS13"),
+        )),
+    }
+}
+
+/// `http_server_config`: the response headers it adds.
+fn http(at: &Path, h: RawHttp) -> Result<BTreeMap<String, String>, WebConfigError> {
+    if h.http2 == Some(true) {
+        return Err(invalid(
+            at,
+            "http_server_config.http2: pptune serves HTTP/1.1 only (every Prometheus scrapes it); remove the key or set it to false",
+        ));
+    }
+    let mut headers = BTreeMap::new();
+    for (k, v) in h.headers {
+        let Some(known) = HEADERS.iter().find(|n| n.eq_ignore_ascii_case(&k)) else {
+            return Err(invalid(
+                at,
+                format!(
                     "http_server_config.headers: `{k}` is not one of {}",
                     HEADERS.join(", ")
-                )));
-            };
-            if v.chars().any(char::is_control) {
-                return Err(invalid(format!(
+                ),
+            ));
+        };
+        if v.chars().any(char::is_control) {
+            return Err(invalid(
+                at,
+                format!(
                     "http_server_config.headers.{known}: a header value cannot hold control characters"
-                )));
-            }
-            headers.insert((*known).to_owned(), v);
+                ),
+            ));
         }
+        headers.insert((*known).to_owned(), v);
     }
-    let basic_auth_users = raw.basic_auth_users.unwrap_or_default();
-    for (user, hash) in &basic_auth_users {
+    Ok(headers)
+}
+
+/// `basic_auth_users`: names that can be sent, bcrypt hashes.
+fn users(at: &Path, users: &BTreeMap<String, String>) -> Result<(), WebConfigError> {
+    for (user, hash) in users {
         if user.is_empty() || user.contains(':') {
-            return Err(invalid(format!(
-                "basic_auth_users: `{user}` cannot be a user name (empty, or with a `:`)"
-            )));
+            return Err(invalid(
+                at,
+                format!("basic_auth_users: `{user}` cannot be a user name (empty, or with a `:`)"),
+            ));
         }
         if !is_bcrypt(hash) {
-            return Err(invalid(format!(
-                "basic_auth_users.{user}: not a bcrypt hash; make one with `htpasswd -nBC 10 {user}` (the part after the `:`)"
-            )));
+            return Err(invalid(
+                at,
+                format!(
+                    "basic_auth_users.{user}: not a bcrypt hash; make one with `htpasswd -nBC 10 {user}` (the part after the `:`)"
+                ),
+            ));
         }
     }
-    Ok(WebConfig {
-        path: path.to_owned(),
-        tls,
-        basic_auth_users,
-        headers,
-    })
+    Ok(())
 }
 
 /// `$2a$`, `$2b$` or `$2y$`, a two-digit cost and 53 characters of salt

@@ -325,12 +325,12 @@ const INVALID: (u8, &str) = (
     "the policy is invalid (EX_CONFIG); every problem is printed with file:line:column",
 );
 
-/// The manual of the command named `name` (as on the command line).
-#[must_use]
-pub fn manual(name: &str) -> Manual {
-    let (examples, exit): (Examples, ExitStatus) = match name {
-        "run" => (
-            &[
+/// Every command's [`Manual`], by the name it has on the command line.
+const MANUALS: &[(&str, Manual)] = &[
+    (
+        "run",
+        Manual {
+            examples: &[
                 (
                     "pptune run",
                     "Observe every interface with page pools under /etc/pptune/policy.yaml, or the embedded default policy when there is none; changes nothing until a policy enforces.",
@@ -344,7 +344,7 @@ pub fn manual(name: &str) -> Manual {
                     "Serve /metrics on every address, with the TLS and basic auth that web config file sets (pptune(8), METRICS).",
                 ),
             ],
-            &[
+            exit: &[
                 (
                     0,
                     "stopped by SIGTERM or SIGINT, after applying the policy's on_stop",
@@ -359,9 +359,12 @@ pub fn manual(name: &str) -> Manual {
                     "the policy is invalid at start (EX_CONFIG); a reload that is invalid keeps the last good policy instead",
                 ),
             ],
-        ),
-        "status" => (
-            &[
+        },
+    ),
+    (
+        "status",
+        Manual {
+            examples: &[
                 (
                     "pptune status",
                     "Every interface with page pools: pools, queues, rings, channels and what the running daemon thinks of them.",
@@ -371,14 +374,17 @@ pub fn manual(name: &str) -> Manual {
                     "One interface, as one JSON document for a script.",
                 ),
             ],
-            &[
+            exit: &[
                 (0, "printed"),
                 (1, "an interface named with -i does not exist, or an error"),
                 USAGE,
             ],
-        ),
-        "plan" => (
-            &[
+        },
+    ),
+    (
+        "plan",
+        Manual {
+            examples: &[
                 (
                     "pptune plan",
                     "What `run` would change now under /etc/pptune, and why.",
@@ -388,7 +394,7 @@ pub fn manual(name: &str) -> Manual {
                     "Exit 2 when a candidate policy would change something on this host (for configuration management).",
                 ),
             ],
-            &[
+            exit: &[
                 (
                     0,
                     "printed; with --detailed-exitcode, run would hold everything",
@@ -400,9 +406,12 @@ pub fn manual(name: &str) -> Manual {
                 ),
                 INVALID,
             ],
-        ),
-        "check" => (
-            &[
+        },
+    ),
+    (
+        "check",
+        Manual {
+            examples: &[
                 (
                     "pptune check",
                     "Validate /etc/pptune/policy.yaml and its drop-ins together.",
@@ -412,7 +421,7 @@ pub fn manual(name: &str) -> Manual {
                     "Validate one file before installing it.",
                 ),
             ],
-            &[
+            exit: &[
                 (0, "the policy is valid"),
                 USAGE,
                 (
@@ -420,9 +429,12 @@ pub fn manual(name: &str) -> Manual {
                     "the policy is invalid or cannot be read (EX_CONFIG); every problem is printed with file:line:column",
                 ),
             ],
-        ),
-        "verify" => (
-            &[
+        },
+    ),
+    (
+        "verify",
+        Manual {
+            examples: &[
                 (
                     "pptune verify",
                     "Do the rings and channels pptune set still hold?",
@@ -432,7 +444,7 @@ pub fn manual(name: &str) -> Manual {
                     "The same for one interface, for a compliance check.",
                 ),
             ],
-            &[
+            exit: &[
                 (
                     0,
                     "every knob pptune set holds its value, or pptune set nothing it still owns",
@@ -443,9 +455,12 @@ pub fn manual(name: &str) -> Manual {
                     "a knob pptune set differs (each is listed), or a usage error",
                 ),
             ],
-        ),
-        "export" => (
-            &[
+        },
+    ),
+    (
+        "export",
+        Manual {
+            examples: &[
                 (
                     "pptune export --format systemd-link",
                     "The values pptune set, as .link files for /etc/systemd/network/, to make them permanent.",
@@ -455,17 +470,20 @@ pub fn manual(name: &str) -> Manual {
                     "One interface's values as a TuneD profile fragment.",
                 ),
             ],
-            &[(0, "printed"), FAILED, USAGE],
-        ),
-        "restore" => (
-            &[
+            exit: &[(0, "printed"), FAILED, USAGE],
+        },
+    ),
+    (
+        "restore",
+        Manual {
+            examples: &[
                 (
                     "pptune restore",
                     "Put back every original ring and channel count pptune recorded (through the running daemon when there is one).",
                 ),
                 ("pptune restore -i eth0", "Only eth0's."),
             ],
-            &[
+            exit: &[
                 (0, "every original is back and the record is cleared"),
                 (
                     1,
@@ -473,9 +491,12 @@ pub fn manual(name: &str) -> Manual {
                 ),
                 USAGE,
             ],
-        ),
-        "record" => (
-            &[
+        },
+    ),
+    (
+        "record",
+        Manual {
+            examples: &[
                 (
                     "pptune record --duration 1h -o eth-busy.pptrec",
                     "Record an hour of what the kernel reports, on a host that runs no daemon.",
@@ -485,7 +506,7 @@ pub fn manual(name: &str) -> Manual {
                     "Then see what the policy would have decided over it.",
                 ),
             ],
-            &[
+            exit: &[
                 (
                     0,
                     "the duration passed, or SIGINT/SIGTERM ended the recording; the file is complete either way",
@@ -494,9 +515,12 @@ pub fn manual(name: &str) -> Manual {
                 USAGE,
                 INVALID,
             ],
-        ),
-        "replay" => (
-            &[
+        },
+    ),
+    (
+        "replay",
+        Manual {
+            examples: &[
                 (
                     "pptune replay /var/lib/pptune/recording",
                     "What the policy decided over the daemon's own rolling recording.",
@@ -506,15 +530,18 @@ pub fn manual(name: &str) -> Manual {
                     "What a candidate policy would have decided differently.",
                 ),
             ],
-            &[
+            exit: &[
                 (0, "printed"),
                 (1, "the file is not a recording, or an error"),
                 USAGE,
                 INVALID,
             ],
-        ),
-        "history" => (
-            &[
+        },
+    ),
+    (
+        "history",
+        Manual {
+            examples: &[
                 (
                     "pptune history --since 24h",
                     "Every change and restore of the last day, with its evidence and outcome.",
@@ -524,7 +551,7 @@ pub fn manual(name: &str) -> Manual {
                     "One interface's changes, for a script.",
                 ),
             ],
-            &[
+            exit: &[
                 (0, "printed (nothing when nothing was changed)"),
                 FAILED,
                 (
@@ -532,10 +559,21 @@ pub fn manual(name: &str) -> Manual {
                     "a usage error, or a --since that is neither a duration nor an RFC 3339 time",
                 ),
             ],
-        ),
-        _ => (&[], &[]),
-    };
-    Manual { examples, exit }
+        },
+    ),
+];
+
+/// The manual of the command named `name` (as on the command line); an
+/// empty one for a name that is not a command.
+#[must_use]
+pub fn manual(name: &str) -> Manual {
+    MANUALS.iter().find(|(n, _)| *n == name).map_or(
+        Manual {
+            examples: &[],
+            exit: &[],
+        },
+        |(_, m)| *m,
+    )
 }
 
 /// `--help`'s text after the options: [`manual`] as plain text.

@@ -76,6 +76,28 @@ pub fn check(path: Option<&Path>) -> ExitCode {
     }
 }
 
+/// The metrics endpoint on `addr`, under `web`'s TLS and basic auth when
+/// there is one.
+fn serve_metrics(
+    addr: SocketAddr,
+    web: Option<Arc<crate::http::Web>>,
+    metrics: &Arc<Metrics>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let listener = crate::http::bind(addr)
+        .with_context(|| format!("binding the metrics listener on {addr}"))?;
+    let security = web.as_ref().map_or_else(
+        || "plain HTTP, no authentication".to_owned(),
+        |w| w.describe(),
+    );
+    tracing::info!(%addr, %security, "serving metrics at /metrics");
+    Ok(tokio::spawn(crate::http::serve_secured(
+        listener,
+        Arc::clone(metrics),
+        crate::http::Limits::default(),
+        web,
+    )))
+}
+
 /// `pptune run`.
 pub async fn run(
     path: Option<&Path>,
@@ -119,29 +141,15 @@ pub async fn run(
     let metrics = Arc::new(Metrics::new());
     // The policy always has an address (the embedded default gives one)
     // unless a file set `daemon.metrics_listen: null`: no endpoint at all.
-    let http = match listen.or(policy.daemon.metrics_listen) {
-        Some(addr) => {
-            let listener = crate::http::bind(addr)
-                .with_context(|| format!("binding the metrics listener on {addr}"))?;
-            let security = web.as_ref().map_or_else(
-                || "plain HTTP, no authentication".to_owned(),
-                |w| w.describe(),
-            );
-            tracing::info!(%addr, %security, "serving metrics at /metrics");
-            Some(tokio::spawn(crate::http::serve_secured(
-                listener,
-                Arc::clone(&metrics),
-                crate::http::Limits::default(),
-                web,
-            )))
-        }
-        None => {
-            tracing::info!(
-                "no metrics endpoint (daemon.metrics_listen: null): /metrics, /healthz and /readyz are not served"
-            );
-            None
-        }
-    };
+    let http = listen
+        .or(policy.daemon.metrics_listen)
+        .map(|addr| serve_metrics(addr, web, &metrics))
+        .transpose()?;
+    if http.is_none() {
+        tracing::info!(
+            "no metrics endpoint (daemon.metrics_listen: null): /metrics, /healthz and /readyz are not served"
+        );
+    }
     let (reload_tx, reload_rx) = mpsc::unbounded_channel();
     let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
     tokio::spawn(async move {

@@ -40,7 +40,7 @@ use crate::metrics::Metrics;
 mod admission;
 pub mod web;
 use admission::{Admission, Ticket, Tracked};
-pub use web::Web;
+pub use web::{Web, WebError};
 
 /// The content type prometheus-client's text encoder writes.
 pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

@@ -18,6 +18,28 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use sha2::Digest as _;
 use tokio_rustls::TlsAcceptor;
 
+/// Why a web configuration does not load.
+#[derive(Debug, thiserror::Error)]
+pub enum WebError {
+    /// The file itself (config::web says what, where).
+    #[error(transparent)]
+    Config(#[from] config::web::WebConfigError),
+    /// A certificate, key or CA file that does not load, or a key that
+    /// does not go with its certificate.
+    #[error("{}: {message}", file.display())]
+    Tls { file: PathBuf, message: String },
+    /// A header the file sets that HTTP cannot carry.
+    #[error("http_server_config.headers.{name}: {message}")]
+    Header { name: String, message: String },
+}
+
+fn tls_error(file: &Path, e: impl std::fmt::Display) -> WebError {
+    WebError::Tls {
+        file: file.to_owned(),
+        message: e.to_string(),
+    }
+}
+
 /// A web configuration that can be loaded, with what it was loaded from.
 pub struct Web {
     path: PathBuf,
@@ -87,8 +109,8 @@ impl Web {
     /// Loads the file at `path` and everything it names.
     ///
     /// # Errors
-    /// What is wrong with the file, a certificate or a key, in words.
-    pub fn load(path: &Path) -> Result<Self, String> {
+    /// What is wrong with the file, a certificate or a key.
+    pub fn load(path: &Path) -> Result<Self, WebError> {
         let (stamps, active) = load(path)?;
         Ok(Self {
             path: path.to_owned(),
@@ -146,9 +168,9 @@ impl Web {
     }
 }
 
-fn load(path: &Path) -> Result<(Stamps, Active), String> {
+fn load(path: &Path) -> Result<(Stamps, Active), WebError> {
     let before = stamp(path);
-    let c: WebConfig = config::web::load_web_config(path).map_err(|e| e.to_string())?;
+    let c: WebConfig = config::web::load_web_config(path)?;
     let mut stamps = vec![(path.to_owned(), before)];
     let tls = match &c.tls {
         None => None,
@@ -170,12 +192,16 @@ fn load(path: &Path) -> Result<(Stamps, Active), String> {
         .headers
         .iter()
         .map(|(k, v)| {
+            let bad = |e: &dyn std::fmt::Display| WebError::Header {
+                name: k.clone(),
+                message: e.to_string(),
+            };
             Ok((
-                HeaderName::from_bytes(k.as_bytes()).map_err(|e| format!("header {k}: {e}"))?,
-                HeaderValue::from_str(v).map_err(|e| format!("header {k}: {e}"))?,
+                HeaderName::from_bytes(k.as_bytes()).map_err(|e| bad(&e))?,
+                HeaderValue::from_str(v).map_err(|e| bad(&e))?,
             ))
         })
-        .collect::<Result<_, String>>()?;
+        .collect::<Result<_, WebError>>()?;
     Ok((
         stamps,
         Active {
@@ -187,17 +213,17 @@ fn load(path: &Path) -> Result<(Stamps, Active), String> {
     ))
 }
 
-fn certs(p: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+fn certs(p: &Path) -> Result<Vec<CertificateDer<'static>>, WebError> {
     let certs = CertificateDer::pem_file_iter(p)
         .and_then(Iterator::collect::<Result<Vec<_>, _>>)
-        .map_err(|e| format!("{}: {e}", p.display()))?;
+        .map_err(|e| tls_error(p, e))?;
     if certs.is_empty() {
-        return Err(format!("{}: no PEM certificate in it", p.display()));
+        return Err(tls_error(p, "no PEM certificate in it"));
     }
     Ok(certs)
 }
 
-fn server_config(t: &TlsServer) -> Result<rustls::ServerConfig, String> {
+fn server_config(t: &TlsServer) -> Result<rustls::ServerConfig, WebError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let versions: Vec<&'static rustls::SupportedProtocolVersion> = [
         (TlsVersion::Tls12, &rustls::version::TLS12),
@@ -209,13 +235,13 @@ fn server_config(t: &TlsServer) -> Result<rustls::ServerConfig, String> {
     .collect();
     let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
         .with_protocol_versions(&versions)
-        .map_err(|e| format!("TLS versions: {e}"))?;
+        .map_err(|e| tls_error(&t.cert_file, e))?;
     let builder = match (t.client_auth, &t.client_ca_file) {
         (ClientAuth::None, _) | (_, None) => builder.with_no_client_auth(),
         (auth, Some(ca)) => {
             let mut roots = rustls::RootCertStore::empty();
             for c in certs(ca)? {
-                roots.add(c).map_err(|e| format!("{}: {e}", ca.display()))?;
+                roots.add(c).map_err(|e| tls_error(ca, e))?;
             }
             let v = rustls::server::WebPkiClientVerifier::builder_with_provider(
                 Arc::new(roots),
@@ -226,18 +252,15 @@ fn server_config(t: &TlsServer) -> Result<rustls::ServerConfig, String> {
             } else {
                 v
             };
-            builder
-                .with_client_cert_verifier(v.build().map_err(|e| format!("{}: {e}", ca.display()))?)
+            builder.with_client_cert_verifier(v.build().map_err(|e| tls_error(ca, e))?)
         }
     };
     let chain = certs(&t.cert_file)?;
-    let key = PrivateKeyDer::from_pem_file(&t.key_file)
-        .map_err(|e| format!("{}: {e}", t.key_file.display()))?;
+    let key = PrivateKeyDer::from_pem_file(&t.key_file).map_err(|e| tls_error(&t.key_file, e))?;
     let mut cfg = builder.with_single_cert(chain, key).map_err(|e| {
-        format!(
-            "{} with {}: {e}",
-            t.cert_file.display(),
-            t.key_file.display()
+        tls_error(
+            &t.cert_file,
+            format_args!("with {}: {e}", t.key_file.display()),
         )
     })?;
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
