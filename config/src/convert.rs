@@ -10,8 +10,9 @@ use policy::drivers::{DEFAULT_PAGE_BYTES, POOL_CACHE_PAGES, POOL_RING_CLAMP};
 use policy::policy as p;
 
 use crate::raw::{
-    ByteSize, DurationText, RawClass, RawCoexist, RawMode, RawOnStop, RawPolicy, RawQueueSeries,
-    RawRounding, Weekday,
+    ByteSize, DurationText, RawBudget, RawChannels, RawClass, RawCoexist, RawDaemon, RawDisruption,
+    RawLimits, RawMode, RawOnStop, RawPolicy, RawQueueSeries, RawRings, RawRollout, RawRounding,
+    RawSelector, RawThresholds, RawTiming, Weekday,
 };
 use crate::schema::Issue;
 use crate::tree::{Loc, Node, Value};
@@ -102,294 +103,31 @@ pub(crate) fn convert(raw: &RawPolicy, tree: &Node) -> Result<p::Policy, Vec<Iss
         tree,
         issues: vec![],
     };
-    let t = &raw.timing;
-    let interval = cx.duration("timing.interval", &t.interval);
-    let window = cx.duration("timing.window", &t.window);
-    let cooldown = cx.duration("timing.cooldown", &t.cooldown);
-    let evaluation = cx.duration("timing.evaluation", &t.evaluation);
-    let calm = cx.duration("timing.calm_before_shrink", &t.calm_before_shrink);
-    let any = Duration::from_secs(1);
-    let timing = p::Timing {
-        interval: interval.unwrap_or(any),
-        window: window.unwrap_or(any),
-        windows_for_finding: t.windows_for_finding,
-        cooldown: cooldown.unwrap_or(any),
-        evaluation: evaluation.unwrap_or(any),
-        calm_before_shrink: calm.unwrap_or(any),
-    };
-    if let (Some(w), Some(i)) = (window, interval)
-        && w < i
-    {
-        cx.err(
-            "timing.window",
-            format!(
-                "the window ({}) is shorter than the sampling interval ({})",
-                t.window.0, t.interval.0
-            ),
-            "a window covers one or more intervals: raise window or lower interval",
-        );
-    }
-    if let (Some(c), Some(w)) = (calm, window)
-        && c < w
-    {
-        cx.err(
-            "timing.calm_before_shrink",
-            "calm_before_shrink is shorter than one window",
-            "calm is judged per window: use at least timing.window",
-        );
-    }
-
-    let th = &raw.thresholds;
-    if th.shrink_recycle_miss >= th.grow_recycle_miss {
-        cx.err(
-            "thresholds.shrink_recycle_miss",
-            format!(
-                "shrink threshold {} is not below the grow threshold {}",
-                th.shrink_recycle_miss, th.grow_recycle_miss
-            ),
-            "keep them apart (e.g. shrink at a tenth of grow) so a pool near one threshold cannot alternate",
-        );
-    }
-    let thresholds = p::Thresholds {
-        grow_recycle_miss: th.grow_recycle_miss,
-        grow_slow_refill: th.grow_slow_refill,
-        shrink_recycle_miss: th.shrink_recycle_miss,
-        min_pages_per_window: th.min_pages_per_window,
-    };
-
-    let r = &raw.rings;
-    if r.min > r.max {
-        cx.err(
-            "rings.min",
-            format!("rings.min {} is above rings.max {}", r.min, r.max),
-            "lower rings.min or raise rings.max",
-        );
-    }
-    let rings = p::RingPolicy {
-        enabled: r.enabled,
-        min: r.min,
-        max: r.max,
-        rounding: match r.rounding {
-            RawRounding::Auto => p::Rounding::Auto,
-            RawRounding::PowerOfTwo => p::Rounding::PowerOfTwo,
-            RawRounding::MultipleOf32 => p::Rounding::MultipleOf32,
-            RawRounding::None => p::Rounding::None,
-        },
-        max_steps_to_target: r.max_steps_to_target,
-        headroom: r.headroom,
-        shrink_when_calm: r.shrink_when_calm,
-    };
-
-    let c = &raw.channels;
-    if c.min > c.max {
-        cx.err(
-            "channels.min",
-            format!("channels.min {} is above channels.max {}", c.min, c.max),
-            "lower channels.min or raise channels.max",
-        );
-    }
-    let channels = p::ChannelPolicy {
-        enabled: c.enabled,
-        min: c.min,
-        max: c.max,
-        grow_on_drops_when_healthy: c.grow_on_drops_when_healthy,
-        shrink_when_contended: c.shrink_when_contended,
-        step: c.step,
-        grow_drop_share: c.grow_drop_share,
-        trial_gain: c.trial_gain,
-    };
-
-    let per_device = cx.bytes(
-        "budget.per_device_bytes",
-        raw.budget.per_device_bytes.as_ref(),
-    );
-    let per_host = cx.bytes("budget.per_host_bytes", raw.budget.per_host_bytes.as_ref());
-    // The smallest configuration pptune could ever leave: one queue at
-    // rings.min with 4 KiB pages (design.md's formula).
-    let min_ring = u64::from(r.min);
-    let floor = (min_ring + min_ring.min(u64::from(POOL_RING_CLAMP)) + POOL_CACHE_PAGES)
-        * DEFAULT_PAGE_BYTES;
-    for (path, v) in [
-        ("budget.per_device_bytes", per_device),
-        ("budget.per_host_bytes", per_host),
-    ] {
-        if let Some(v) = v
-            && v < floor
-        {
-            cx.err(
-                path,
-                format!(
-                    "{v} bytes is smaller than one queue at the minimum ring ({floor} bytes for rings.min {})",
-                    r.min
-                ),
-                "(posted buffers + pool ring + 128) x 4096 per queue: raise the budget or lower rings.min",
-            );
-        }
-    }
-    if let (Some(d), Some(h)) = (per_device, per_host)
-        && h < d
-    {
-        cx.err(
-            "budget.per_host_bytes",
-            format!("the host budget ({h} bytes) is below the device budget ({d} bytes)"),
-            "a host holds at least one device: raise per_host_bytes or lower per_device_bytes",
-        );
-    }
-
-    let l = &raw.limits;
-    let mut windows = Vec::new();
-    for (i, w) in l.windows.iter().enumerate() {
-        let start = parse_hhmm(&w.start);
-        let end = parse_hhmm(&w.end);
-        for (which, val, txt) in [("start", start, &w.start), ("end", end, &w.end)] {
-            if val.is_none() {
-                cx.err(
-                    &format!("limits.windows[{i}].{which}"),
-                    format!("`{txt}` is not a time of day"),
-                    "HH:MM in local time, 00:00 to 24:00",
-                );
-            }
-        }
-        if let (Some(s), Some(e)) = (start, end) {
-            if s == e {
-                cx.err(
-                    &format!("limits.windows[{i}].end"),
-                    "the window is empty (start equals end)",
-                    "an end before the start wraps past midnight",
-                );
-            }
-            windows.push(p::ChangeWindow {
-                days: w.days.iter().map(|d| weekday(*d)).collect(),
-                start_minute: s,
-                end_minute: e,
-            });
-        }
-    }
     let enforces = matches!(raw.mode, RawMode::Enforce)
         || raw
             .selectors
             .iter()
             .any(|s| matches!(s.mode, Some(RawMode::Enforce)));
-    if enforces && l.max_changes_per_hour == 0 {
-        cx.err(
-            "limits.max_changes_per_hour",
-            "enforce mode with max_changes_per_hour 0 can never act",
-            "allow at least 1 change per hour, or use mode: observe",
-        );
-    }
-    let limits = p::ChangeLimits {
-        max_changes_per_hour: l.max_changes_per_hour,
-        windows,
-        one_bond_member_at_a_time: l.one_bond_member_at_a_time,
-    };
-
-    let d = &raw.disruption;
-    let disruption = p::Disruption {
-        drivers: d
-            .drivers
-            .iter()
-            .map(|(k, v)| (k.clone(), class(*v)))
-            .collect(),
-        default_class: class(d.default_class),
-        allowed_while_up: d.allowed_while_up.iter().map(|c| class(*c)).collect(),
-    };
-
-    let mut selectors = Vec::new();
-    for (i, s) in raw.selectors.iter().enumerate() {
-        for (j, g) in s.names.iter().chain(s.exclude.iter()).enumerate() {
-            if g.is_empty() {
-                cx.err(
-                    &format!("selectors[{i}]"),
-                    format!("empty glob (entry {j})"),
-                    "use \"*\" for any name, or leave the list empty",
-                );
-            }
-        }
-        selectors.push(p::Selector {
-            names: s.names.clone(),
-            drivers: s.drivers.clone(),
-            exclude: s.exclude.clone(),
-            mode: s.mode.map(mode),
-            require_pools: s.require_pools,
-        });
-    }
-
-    let rollout = raw.rollout.as_ref().map(|r| {
-        if r.salt.trim().is_empty() {
-            cx.err(
-                "rollout.salt",
-                "the rollout salt is empty",
-                "any fixed string; change it to draw a different set of hosts",
-            );
-        }
-        p::Rollout {
-            fraction: r.fraction,
-            salt: r.salt.clone(),
-        }
-    });
-
-    let metrics_listen = raw.daemon.metrics_listen.as_deref().and_then(|a| {
-        let v = parse_listen(a);
-        if v.is_none() {
-            cx.err(
-                "daemon.metrics_listen",
-                format!("`{a}` is not an address:port or :port"),
-                LISTEN_EXAMPLES,
-            );
-        }
-        v
-    });
-    let metrics_web_config = raw.daemon.metrics_web_config.as_deref().and_then(|f| {
-        let p = std::path::PathBuf::from(f);
-        if p.is_absolute() {
-            Some(p)
-        } else {
-            cx.err(
-                "daemon.metrics_web_config",
-                format!("`{f}` is not an absolute path"),
-                "e.g. /etc/pptune/web.yml",
-            );
-            None
-        }
-    });
-
-    let qm = &raw.daemon.queue_metrics;
-    if qm.series == RawQueueSeries::Worst && qm.worst == 0 {
-        cx.err(
-            "daemon.queue_metrics.worst",
-            "`worst` must keep at least one queue per device",
-            "e.g. 4; or `series: none` for per-device sums only",
-        );
-    }
-    let queue_series = match qm.series {
-        RawQueueSeries::All => p::QueueSelection::All,
-        RawQueueSeries::Worst => p::QueueSelection::Worst { count: qm.worst },
-        RawQueueSeries::None => p::QueueSelection::None,
-    };
-
-    let recording_max_bytes = cx
-        .bytes(
-            "daemon.recording_max_bytes",
-            raw.daemon.recording_max_bytes.as_ref(),
-        )
-        .unwrap_or(p::DEFAULT_RECORDING_MAX_BYTES);
-
-    if !cx.issues.is_empty() {
-        return Err(cx.issues);
-    }
-    Ok(p::Policy {
+    // In the file's order: the problems are reported in it.
+    let timing = cx.timing(&raw.timing);
+    let thresholds = cx.thresholds(&raw.thresholds);
+    let rings = cx.rings(&raw.rings);
+    let channels = cx.channels(&raw.channels);
+    let budget = cx.budget(&raw.budget, &raw.rings);
+    let limits = cx.limits(&raw.limits, enforces);
+    let selectors = cx.selectors(&raw.selectors);
+    let rollout = cx.rollout(raw.rollout.as_ref());
+    let daemon = cx.daemon(&raw.daemon);
+    let policy = p::Policy {
         mode: mode(raw.mode),
         selectors,
         timing,
         thresholds,
         rings,
         channels,
-        budget: p::MemoryBudget {
-            per_device_bytes: per_device,
-            per_host_bytes: per_host,
-        },
+        budget,
         limits,
-        disruption,
+        disruption: disruption(&raw.disruption),
         on_stop: match raw.on_stop {
             RawOnStop::Keep => p::OnStop::Keep,
             RawOnStop::Restore => p::OnStop::Restore,
@@ -399,13 +137,315 @@ pub(crate) fn convert(raw: &RawPolicy, tree: &Node) -> Result<p::Policy, Vec<Iss
             RawCoexist::Warn => p::Coexist::Warn,
         },
         rollout,
-        daemon: p::DaemonSettings {
+        daemon,
+    };
+    if cx.issues.is_empty() {
+        Ok(policy)
+    } else {
+        Err(cx.issues)
+    }
+}
+
+impl Cx<'_> {
+    /// `timing`: durations parsed, the window no shorter than the interval.
+    fn timing(&mut self, t: &RawTiming) -> p::Timing {
+        let interval = self.duration("timing.interval", &t.interval);
+        let window = self.duration("timing.window", &t.window);
+        let cooldown = self.duration("timing.cooldown", &t.cooldown);
+        let evaluation = self.duration("timing.evaluation", &t.evaluation);
+        let calm = self.duration("timing.calm_before_shrink", &t.calm_before_shrink);
+        let any = Duration::from_secs(1);
+        let timing = p::Timing {
+            interval: interval.unwrap_or(any),
+            window: window.unwrap_or(any),
+            windows_for_finding: t.windows_for_finding,
+            cooldown: cooldown.unwrap_or(any),
+            evaluation: evaluation.unwrap_or(any),
+            calm_before_shrink: calm.unwrap_or(any),
+        };
+        if let (Some(w), Some(i)) = (window, interval)
+            && w < i
+        {
+            self.err(
+                "timing.window",
+                format!(
+                    "the window ({}) is shorter than the sampling interval ({})",
+                    t.window.0, t.interval.0
+                ),
+                "a window covers one or more intervals: raise window or lower interval",
+            );
+        }
+        if let (Some(c), Some(w)) = (calm, window)
+            && c < w
+        {
+            self.err(
+                "timing.calm_before_shrink",
+                "calm_before_shrink is shorter than one window",
+                "calm is judged per window: use at least timing.window",
+            );
+        }
+        timing
+    }
+
+    /// `thresholds`: shrink below grow.
+    fn thresholds(&mut self, th: &RawThresholds) -> p::Thresholds {
+        if th.shrink_recycle_miss >= th.grow_recycle_miss {
+            self.err(
+                "thresholds.shrink_recycle_miss",
+                format!(
+                    "shrink threshold {} is not below the grow threshold {}",
+                    th.shrink_recycle_miss, th.grow_recycle_miss
+                ),
+                "keep them apart (e.g. shrink at a tenth of grow) so a pool near one threshold cannot alternate",
+            );
+        }
+        p::Thresholds {
+            grow_recycle_miss: th.grow_recycle_miss,
+            grow_slow_refill: th.grow_slow_refill,
+            shrink_recycle_miss: th.shrink_recycle_miss,
+            min_pages_per_window: th.min_pages_per_window,
+        }
+    }
+
+    /// `rings`: min no higher than max.
+    fn rings(&mut self, r: &RawRings) -> p::RingPolicy {
+        if r.min > r.max {
+            self.err(
+                "rings.min",
+                format!("rings.min {} is above rings.max {}", r.min, r.max),
+                "lower rings.min or raise rings.max",
+            );
+        }
+        p::RingPolicy {
+            enabled: r.enabled,
+            min: r.min,
+            max: r.max,
+            rounding: match r.rounding {
+                RawRounding::Auto => p::Rounding::Auto,
+                RawRounding::PowerOfTwo => p::Rounding::PowerOfTwo,
+                RawRounding::MultipleOf32 => p::Rounding::MultipleOf32,
+                RawRounding::None => p::Rounding::None,
+            },
+            max_steps_to_target: r.max_steps_to_target,
+            headroom: r.headroom,
+            shrink_when_calm: r.shrink_when_calm,
+        }
+    }
+
+    /// `channels`: min no higher than max.
+    fn channels(&mut self, c: &RawChannels) -> p::ChannelPolicy {
+        if c.min > c.max {
+            self.err(
+                "channels.min",
+                format!("channels.min {} is above channels.max {}", c.min, c.max),
+                "lower channels.min or raise channels.max",
+            );
+        }
+        p::ChannelPolicy {
+            enabled: c.enabled,
+            min: c.min,
+            max: c.max,
+            grow_on_drops_when_healthy: c.grow_on_drops_when_healthy,
+            shrink_when_contended: c.shrink_when_contended,
+            step: c.step,
+            grow_drop_share: c.grow_drop_share,
+            trial_gain: c.trial_gain,
+        }
+    }
+
+    /// `budget`: each at least one queue at `rings.min`, the host's at
+    /// least the device's.
+    fn budget(&mut self, b: &RawBudget, r: &RawRings) -> p::MemoryBudget {
+        let per_device = self.bytes("budget.per_device_bytes", b.per_device_bytes.as_ref());
+        let per_host = self.bytes("budget.per_host_bytes", b.per_host_bytes.as_ref());
+        // The smallest configuration pptune could ever leave: one queue at
+        // rings.min with 4 KiB pages (design.md's formula).
+        let min_ring = u64::from(r.min);
+        let floor = (min_ring + min_ring.min(u64::from(POOL_RING_CLAMP)) + POOL_CACHE_PAGES)
+            * DEFAULT_PAGE_BYTES;
+        for (path, v) in [
+            ("budget.per_device_bytes", per_device),
+            ("budget.per_host_bytes", per_host),
+        ] {
+            if let Some(v) = v
+                && v < floor
+            {
+                self.err(
+                    path,
+                    format!(
+                        "{v} bytes is smaller than one queue at the minimum ring ({floor} bytes for rings.min {})",
+                        r.min
+                    ),
+                    "(posted buffers + pool ring + 128) x 4096 per queue: raise the budget or lower rings.min",
+                );
+            }
+        }
+        if let (Some(d), Some(h)) = (per_device, per_host)
+            && h < d
+        {
+            self.err(
+                "budget.per_host_bytes",
+                format!("the host budget ({h} bytes) is below the device budget ({d} bytes)"),
+                "a host holds at least one device: raise per_host_bytes or lower per_device_bytes",
+            );
+        }
+        p::MemoryBudget {
+            per_device_bytes: per_device,
+            per_host_bytes: per_host,
+        }
+    }
+
+    /// `limits`: change windows as times of day; an enforcing policy may
+    /// change something each hour.
+    fn limits(&mut self, l: &RawLimits, enforces: bool) -> p::ChangeLimits {
+        let mut windows = Vec::new();
+        for (i, w) in l.windows.iter().enumerate() {
+            let start = parse_hhmm(&w.start);
+            let end = parse_hhmm(&w.end);
+            for (which, val, txt) in [("start", start, &w.start), ("end", end, &w.end)] {
+                if val.is_none() {
+                    self.err(
+                        &format!("limits.windows[{i}].{which}"),
+                        format!("`{txt}` is not a time of day"),
+                        "HH:MM in local time, 00:00 to 24:00",
+                    );
+                }
+            }
+            if let (Some(s), Some(e)) = (start, end) {
+                if s == e {
+                    self.err(
+                        &format!("limits.windows[{i}].end"),
+                        "the window is empty (start equals end)",
+                        "an end before the start wraps past midnight",
+                    );
+                }
+                windows.push(p::ChangeWindow {
+                    days: w.days.iter().map(|d| weekday(*d)).collect(),
+                    start_minute: s,
+                    end_minute: e,
+                });
+            }
+        }
+        if enforces && l.max_changes_per_hour == 0 {
+            self.err(
+                "limits.max_changes_per_hour",
+                "enforce mode with max_changes_per_hour 0 can never act",
+                "allow at least 1 change per hour, or use mode: observe",
+            );
+        }
+        p::ChangeLimits {
+            max_changes_per_hour: l.max_changes_per_hour,
+            windows,
+            one_bond_member_at_a_time: l.one_bond_member_at_a_time,
+        }
+    }
+
+    /// `selectors`: no empty glob.
+    fn selectors(&mut self, raw: &[RawSelector]) -> Vec<p::Selector> {
+        let mut selectors = Vec::new();
+        for (i, s) in raw.iter().enumerate() {
+            for (j, g) in s.names.iter().chain(s.exclude.iter()).enumerate() {
+                if g.is_empty() {
+                    self.err(
+                        &format!("selectors[{i}]"),
+                        format!("empty glob (entry {j})"),
+                        "use \"*\" for any name, or leave the list empty",
+                    );
+                }
+            }
+            selectors.push(p::Selector {
+                names: s.names.clone(),
+                drivers: s.drivers.clone(),
+                exclude: s.exclude.clone(),
+                mode: s.mode.map(mode),
+                require_pools: s.require_pools,
+            });
+        }
+        selectors
+    }
+
+    /// `rollout`: a salt that draws.
+    fn rollout(&mut self, r: Option<&RawRollout>) -> Option<p::Rollout> {
+        r.map(|r| {
+            if r.salt.trim().is_empty() {
+                self.err(
+                    "rollout.salt",
+                    "the rollout salt is empty",
+                    "any fixed string; change it to draw a different set of hosts",
+                );
+            }
+            p::Rollout {
+                fraction: r.fraction,
+                salt: r.salt.clone(),
+            }
+        })
+    }
+
+    /// `daemon`: an address to listen on, an absolute web config path, at
+    /// least one queue per device when the worst are kept.
+    fn daemon(&mut self, d: &RawDaemon) -> p::DaemonSettings {
+        let metrics_listen = d.metrics_listen.as_deref().and_then(|a| {
+            let v = parse_listen(a);
+            if v.is_none() {
+                self.err(
+                    "daemon.metrics_listen",
+                    format!("`{a}` is not an address:port or :port"),
+                    LISTEN_EXAMPLES,
+                );
+            }
+            v
+        });
+        let metrics_web_config = d.metrics_web_config.as_deref().and_then(|f| {
+            let p = std::path::PathBuf::from(f);
+            if p.is_absolute() {
+                Some(p)
+            } else {
+                self.err(
+                    "daemon.metrics_web_config",
+                    format!("`{f}` is not an absolute path"),
+                    "e.g. /etc/pptune/web.yml",
+                );
+                None
+            }
+        });
+
+        let qm = &d.queue_metrics;
+        if qm.series == RawQueueSeries::Worst && qm.worst == 0 {
+            self.err(
+                "daemon.queue_metrics.worst",
+                "`worst` must keep at least one queue per device",
+                "e.g. 4; or `series: none` for per-device sums only",
+            );
+        }
+        let queue_series = match qm.series {
+            RawQueueSeries::All => p::QueueSelection::All,
+            RawQueueSeries::Worst => p::QueueSelection::Worst { count: qm.worst },
+            RawQueueSeries::None => p::QueueSelection::None,
+        };
+
+        let recording_max_bytes = self
+            .bytes("daemon.recording_max_bytes", d.recording_max_bytes.as_ref())
+            .unwrap_or(p::DEFAULT_RECORDING_MAX_BYTES);
+        p::DaemonSettings {
             metrics_listen,
             metrics_web_config,
             queue_series,
             recording_max_bytes,
-        },
-    })
+        }
+    }
+}
+
+/// `disruption`: the classes by driver.
+fn disruption(d: &RawDisruption) -> p::Disruption {
+    p::Disruption {
+        drivers: d
+            .drivers
+            .iter()
+            .map(|(k, v)| (k.clone(), class(*v)))
+            .collect(),
+        default_class: class(d.default_class),
+        allowed_while_up: d.allowed_while_up.iter().map(|c| class(*c)).collect(),
+    }
 }
 
 /// What a listen address may look like, for hints.
