@@ -236,20 +236,7 @@ fn read_record() -> anyhow::Result<Option<StateFile>> {
 
 /// The originals in pptune's record, for the engine.
 fn recorded_originals() -> anyhow::Result<Vec<Original>> {
-    Ok(read_record()?
-        .map(|r| {
-            r.devices
-                .values()
-                .flat_map(|d| {
-                    d.originals.iter().map(|o| Original {
-                        device: d.id.clone(),
-                        knob: o.knob,
-                        value: o.value,
-                    })
-                })
-                .collect()
-        })
-        .unwrap_or_default())
+    Ok(read_record()?.map(|r| r.originals()).unwrap_or_default())
 }
 
 /// `pptune plan`. With `detailed_exitcode`, exit 2 when the plan

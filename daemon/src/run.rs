@@ -10,7 +10,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use policy::engine::{Observation, Original};
+use policy::engine::Observation;
 use policy::plan::{Action, Decision, Plan};
 use policy::snapshot::{Device, Snapshot};
 use policy::{Mode, OnStop, Policy};
@@ -387,8 +387,25 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         self.metrics.observe_snapshot(snap);
     }
 
-    /// One sampling pass fed to the engine.
+    /// One pass: sample, evaluate what is due, decide, tell, act, record.
     async fn tick(&mut self) {
+        let Some(snap) = self.sample().await else {
+            return;
+        };
+        let now = self.now();
+        self.last_sample = Some(now);
+        self.absorb(&snap);
+        self.actuator.evaluate_due(&snap, now, lent!(self)).await;
+        let (plan, asked) = self.decide(&snap, now);
+        let cap = snap.capabilities.cap_net_admin;
+        self.publish(&plan, now, cap);
+        self.actuate(&plan, &snap, cap).await;
+        self.close_pass(plan, snap, now, asked, cap);
+    }
+
+    /// A sample of the kernel, counted and timed; `None` (said and
+    /// counted) when sampling failed.
+    async fn sample(&mut self) -> Option<Snapshot> {
         let t0 = Instant::now();
         let snap = match self.kernel.sample(&SampleScope::default()).await {
             Ok(s) => s,
@@ -396,66 +413,74 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 self.metrics.error("sample");
                 tracing::warn!(error = %e, "sampling failed");
                 self.status(&format!("sampling failed: {e}"));
-                return;
+                return None;
             }
         };
         self.metrics.sample_duration.set(t0.elapsed().as_secs_f64());
         self.metrics.samples.inc();
         self.metrics.health.sampled();
-        let now = self.now();
-        self.last_sample = Some(now);
-        self.absorb(&snap);
-        self.actuator.evaluate_due(&snap, now, lent!(self)).await;
+        Some(snap)
+    }
+
+    /// The engine's plan for this sample, and what the recording keeps of
+    /// what it was asked.
+    fn decide(
+        &mut self,
+        snap: &Snapshot,
+        now: Duration,
+    ) -> (Plan, Option<crate::live_recording::Asked>) {
         let engine_before = self
             .recording
             .as_ref()
             .is_some_and(LiveRecording::needs_engine)
             .then(|| self.engine.saved_state())
             .flatten();
-        let (plan, asked) = {
-            let elapsed = self
-                .prev
-                .as_ref()
-                .map_or(Duration::ZERO, |(_, at)| now.saturating_sub(*at));
-            // Operator overrides and, under `coexist: defer`, the knobs
-            // another configuration owns.
-            self.coexist.deferred(self.policy.coexist, &snap.devices);
-            let overrides = self.actuator.override_list(self.coexist.current());
-            let originals = self.originals();
-            self.actuator.prune_history(now);
-            let local = Some(local_time());
-            let recording = self
-                .recording
-                .as_ref()
-                .is_some_and(LiveRecording::wants_inputs);
-            let asked = recording.then(|| crate::live_recording::Asked {
-                engine_before,
-                inputs: crate::record::format::Inputs::of(
-                    self.actuator.history(),
-                    &overrides,
-                    &originals,
-                    self.actuator.backoff(),
-                ),
-                local_time: local,
-                elapsed,
-                now,
-            });
-            let obs = Observation {
-                previous: self.prev.as_ref().map(|(s, _)| s),
-                current: &snap,
-                elapsed,
-                now,
-                local_time: local,
-                history: self.actuator.history(),
-                overrides: &overrides,
-                originals: &originals,
-                backoff: self.actuator.backoff(),
-            };
-            let mut plan = std::mem::take(&mut self.plan);
-            self.engine.decide_into(&self.policy, &obs, &mut plan);
-            (plan, asked)
+        let elapsed = self
+            .prev
+            .as_ref()
+            .map_or(Duration::ZERO, |(_, at)| now.saturating_sub(*at));
+        // Operator overrides and, under `coexist: defer`, the knobs
+        // another configuration owns.
+        self.coexist.deferred(self.policy.coexist, &snap.devices);
+        let overrides = self.actuator.override_list(self.coexist.current());
+        let originals = self.state.originals();
+        self.actuator.prune_history(now);
+        let local = Some(local_time());
+        let recording = self
+            .recording
+            .as_ref()
+            .is_some_and(LiveRecording::wants_inputs);
+        let asked = recording.then(|| crate::live_recording::Asked {
+            engine_before,
+            inputs: crate::record::format::Inputs::of(
+                self.actuator.history(),
+                &overrides,
+                &originals,
+                self.actuator.backoff(),
+            ),
+            local_time: local,
+            elapsed,
+            now,
+        });
+        let obs = Observation {
+            previous: self.prev.as_ref().map(|(s, _)| s),
+            current: snap,
+            elapsed,
+            now,
+            local_time: local,
+            history: self.actuator.history(),
+            overrides: &overrides,
+            originals: &originals,
+            backoff: self.actuator.backoff(),
         };
-        let cap = snap.capabilities.cap_net_admin;
+        let mut plan = std::mem::take(&mut self.plan);
+        self.engine.decide_into(&self.policy, &obs, &mut plan);
+        (plan, asked)
+    }
+
+    /// Each decision to the metrics, the log and the last decisions the
+    /// view shows.
+    fn publish(&mut self, plan: &Plan, now: Duration, cap: bool) {
         let mut managed = Vec::with_capacity(plan.decisions.len());
         for dec in &plan.decisions {
             managed.push(dec.ifindex);
@@ -514,21 +539,36 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 self.metrics.set_mode(&d.name, "unmanaged");
             }
         }
-        // Serial actuation: one device at a time, each change finished
-        // (set, read back, window opened) before the next.
+    }
+
+    /// Serial actuation: one device at a time, each change finished (set,
+    /// read back, window opened) before the next.
+    async fn actuate(&mut self, plan: &Plan, snap: &Snapshot, cap: bool) {
         for dec in &plan.decisions {
             let enforce = dec.mode == Mode::Enforce && self.host_selected && cap;
             if enforce && dec.action != Action::Hold {
                 let deferred = self.coexist.current();
                 let gone = self
                     .actuator
-                    .actuate(dec, &snap, self.prev.as_ref(), deferred, lent!(self))
+                    .actuate(dec, snap, self.prev.as_ref(), deferred, lent!(self))
                     .await;
                 if gone {
                     self.devices.remove(&dec.ifindex);
                 }
             }
         }
+    }
+
+    /// The pass recorded, its sample kept as the next one's previous, and
+    /// what the service manager and the view say.
+    fn close_pass(
+        &mut self,
+        plan: Plan,
+        snap: Snapshot,
+        now: Duration,
+        asked: Option<crate::live_recording::Asked>,
+        cap: bool,
+    ) {
         if !cap && !self.ready {
             tracing::warn!("no CAP_NET_ADMIN: every device is observed, none enforced");
         }
@@ -543,74 +583,33 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             );
         }
         self.plan = plan;
-        if let Some((spent, _)) = self.prev.replace((snap, now)) {
-            self.kernel.recycle(spent);
-        }
         if !self.ready {
             self.ready = true;
             let s = self.summary();
             self.notifier.ready(&s);
             tracing::info!(status = %s, "ready");
-            self.say_why_nothing_is_judged();
+            // First contact: when no device can be judged, say why, once.
+            let decided = self.last_decisions.values().map(|(d, _)| d);
+            report::why_nothing_is_judged(&snap, &self.policy, decided);
         } else {
             self.status(&self.summary());
+        }
+        if let Some((spent, _)) = self.prev.replace((snap, now)) {
+            self.kernel.recycle(spent);
         }
         self.update_view();
     }
 
-    /// The originals in the state record, as the engine reads them.
-    fn originals(&self) -> Vec<Original> {
-        self.state
-            .devices
-            .values()
-            .flat_map(|r| {
-                r.originals.iter().map(|o| Original {
-                    device: r.id.clone(),
-                    knob: o.knob,
-                    value: o.value,
-                })
-            })
-            .collect()
-    }
-
-    /// First contact: when no device can be judged, say why, once.
-    fn say_why_nothing_is_judged(&self) {
-        if let Some((snap, _)) = self.prev.as_ref() {
-            report::why_nothing_is_judged(
-                snap,
-                &self.policy,
-                self.last_decisions.values().map(|(d, _)| d),
-            );
-        }
-    }
-
+    /// The service manager's status line.
     fn summary(&self) -> String {
-        let managed = self.last_decisions.len();
-        let enforcing = self
-            .last_decisions
-            .values()
-            .filter(|(d, _)| d.mode == Mode::Enforce)
-            .count();
-        let acting = self
-            .last_decisions
-            .values()
-            .filter(|(d, _)| d.action != Action::Hold)
-            .count();
-        format!(
-            "{} devices, {managed} selected ({} enforce{}), {acting} recommendation(s), {} override(s), {} backed off{}",
-            self.devices.len(),
-            if self.host_selected { enforcing } else { 0 },
-            if self.host_selected {
-                ""
-            } else {
-                "; rollout: observe on this host"
-            },
-            self.actuator.overrides().len(),
-            self.actuator.backed_off_count(self.now()),
-            self.policy_error.as_ref().map_or_else(String::new, |_| {
-                "; last reload INVALID, old policy in force".to_owned()
-            }),
-        )
+        report::summary(&report::Counts {
+            devices: self.devices.len(),
+            decisions: self.last_decisions.values().map(|(d, _)| d),
+            host_selected: self.host_selected,
+            overrides: self.actuator.overrides().len(),
+            backed_off: self.actuator.backed_off_count(self.now()),
+            policy_invalid: self.policy_error.is_some(),
+        })
     }
 
     fn status(&self, s: &str) {

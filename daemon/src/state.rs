@@ -187,6 +187,22 @@ pub struct StoredAction {
 }
 
 impl StateFile {
+    /// The recorded originals, as the engine reads them (`pptune run` and
+    /// `pptune plan` alike).
+    #[must_use]
+    pub fn originals(&self) -> Vec<policy::engine::Original> {
+        self.devices
+            .values()
+            .flat_map(|r| {
+                r.originals.iter().map(|o| policy::engine::Original {
+                    device: r.id.clone(),
+                    knob: o.knob,
+                    value: o.value,
+                })
+            })
+            .collect()
+    }
+
     #[must_use]
     pub fn new(boot_id: String) -> Self {
         Self {

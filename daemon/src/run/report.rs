@@ -99,3 +99,46 @@ pub(super) fn left_in_place(changes: u64, state: &StateFile, devices: &BTreeMap<
         );
     }
 }
+
+/// What the status line counts.
+pub(super) struct Counts<'a, D: Iterator<Item = &'a Decision> + Clone> {
+    pub devices: usize,
+    /// The last decision per selected device.
+    pub decisions: D,
+    pub host_selected: bool,
+    pub overrides: usize,
+    pub backed_off: usize,
+    pub policy_invalid: bool,
+}
+
+/// The service manager's status line (`systemctl status`, READY=1).
+pub(super) fn summary<'a, D: Iterator<Item = &'a Decision> + Clone>(c: &Counts<'a, D>) -> String {
+    let managed = c.decisions.clone().count();
+    let enforcing = c
+        .decisions
+        .clone()
+        .filter(|d| d.mode == policy::Mode::Enforce)
+        .count();
+    let acting = c
+        .decisions
+        .clone()
+        .filter(|d| d.action != policy::plan::Action::Hold)
+        .count();
+    format!(
+        "{} devices, {managed} selected ({} enforce{}), {acting} recommendation(s), {} override(s), {} backed off{}",
+        c.devices,
+        if c.host_selected { enforcing } else { 0 },
+        if c.host_selected {
+            ""
+        } else {
+            "; rollout: observe on this host"
+        },
+        c.overrides,
+        c.backed_off,
+        if c.policy_invalid {
+            "; last reload INVALID, old policy in force"
+        } else {
+            ""
+        },
+    )
+}
