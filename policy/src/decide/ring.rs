@@ -193,81 +193,12 @@ impl Ring<'_, '_> {
         let Some(q) = &f.worst_miss else {
             return self.hold(ReasonCode::Healthy, Some(knob), "no queue to judge");
         };
-        let pool_now = self
-            .info
-            .pool_for_ring(l.cur)
-            .unwrap_or(l.cur)
-            .clamp(1, POOL_RING_CLAMP);
-        // In a burst larger than the pool ring R, R pages land in the ring and
-        // the rest is freed: ring_full / recycle_ring ≈ (B − R) / R, so the
-        // excess per ring fill is E = R × ring_full / recycle_ring and the
-        // burst B ≈ R + E. The counters undercount E (ring_full counts once
-        // per bulk on bulk-return paths; pages the driver takes back while
-        // a burst returns never meet a full ring), so R + E is a lower bound.
-        let s = q.stats;
-        #[allow(clippy::cast_precision_loss)]
-        let excess =
-            f64::from(pool_now) * s.recycle_ring_full as f64 / s.recycle_ring.max(1) as f64;
-        let steps = grow_steps(self.obs.history, &self.dev.id, knob, l.cur);
-        let max_steps = self.policy.rings.max_steps_to_target.max(1);
-        let step = steps.saturating_add(1);
-        // After a growth step the engine knows how much that step moved the
-        // excess, which calibrates the undercount (`calibrate`).
-        let calibrated = ds
-            .ring_probe
-            .filter(|p| steps >= 1 && p.ring == l.cur)
-            .and_then(|p| calibrate(&p, pool_now, excess));
-        let held = held_pages(q, &self.info, l.cur);
-        let (burst, basis) = burst_estimate(
-            f64::from(pool_now) + excess,
-            calibrated.filter(|_| step <= max_steps).map(|(b, _)| b),
-            held,
-            step >= max_steps,
-        );
-        let needed_pool = burst * self.policy.rings.headroom;
-        let estimate = self
-            .info
-            .ring_for_pool(to_u32(needed_pool))
-            .unwrap_or(l.cur);
-        let target = if basis == BurstBasis::Limit {
-            l.hi
-        } else {
-            let needed = self.info.ring_for_pool(to_u32(burst)).unwrap_or(estimate);
-            l.rounding
-                .target(estimate, needed, l.cur)
-                .clamp(l.lo, l.hi.max(l.lo))
-        };
-        let target = if l.hi < l.lo { l.cur } else { target.min(l.hi) };
-        // The driver may round the request onto the current ring, or the
-        // pool may not grow with it (a cap): then it is no change at all.
-        let lands = l.rounding.applied(target).unwrap_or(l.cur);
-        let target = if self.info.pool_for_ring(lands) > self.info.pool_for_ring(l.cur) {
-            target
-        } else {
-            l.cur
-        };
-        ev.insert("ring_current", f64::from(l.cur));
-        ev.insert("ring_limit", f64::from(l.hi));
-        ev.insert("pool_now", f64::from(pool_now));
-        ev.insert("burst_estimate_pages", burst);
-        ev.insert("excess_pages", excess);
-        if let Some((_, k)) = calibrated {
-            ev.insert("undercount_factor", k);
-        }
-        // 1 = the engine remembers what the last growth step saw (the probe
-        // for the ring the device has now): the step can be calibrated, if
-        // that step shrank the excess.
-        let probe_known = ds.ring_probe.is_some_and(|p| steps >= 1 && p.ring == l.cur);
-        ev.insert("ring_probe_known", if probe_known { 1.0 } else { 0.0 });
-        ev.insert("pool_factor", self.info.factor());
-        // 0 = the driver's ring-to-pool mapping is unknown (1x assumed).
-        let known = !matches!(self.info.mapping, PoolMapping::Unknown) && self.info.mode_known;
-        ev.insert("pool_mapping_known", if known { 1.0 } else { 0.0 });
-        ev.insert("inflight_peak", n64(q.inflight_peak));
-        if let Some(h) = held {
-            ev.insert("held_pages_estimate", h);
-        }
-        ev.insert("grow_step", f64::from(step));
+        let b = self.burst(ds, q, &l);
+        let target = self.target(&l, &b);
+        self.burst_evidence(q, &l, &b, ds, ev);
+        let Burst {
+            pool_now, excess, ..
+        } = b;
         let miss = q.recycle_miss.unwrap_or(0.0) * 100.0;
         if target <= l.cur {
             let reason = if l.bind == Limit::Budget {
@@ -287,6 +218,36 @@ impl Ring<'_, '_> {
             );
         }
         ev.insert("ring_target", f64::from(target));
+        let msg = self.growth_message(q, &l, &b, target);
+        Proposal {
+            action: Action::SetRing {
+                field: self.info.field,
+                from: l.cur,
+                to: target,
+            },
+            reason: ReasonCode::RecycleMissHigh,
+            knob: Some(knob),
+            message: msg,
+            probe: Some(RingProbe {
+                ring: target,
+                pool_before: pool_now,
+                excess_before: excess,
+            }),
+        }
+    }
+
+    /// What a growth step says: why, by how much, and on what basis.
+    fn growth_message(&self, q: &QueueFacts, l: &RingLimits, b: &Burst, target: u32) -> String {
+        let knob = self.ring_knob();
+        let Burst {
+            calibrated,
+            max_steps,
+            step,
+            pages: burst,
+            basis,
+            ..
+        } = *b;
+        let miss = q.recycle_miss.unwrap_or(0.0) * 100.0;
         let mut msg = format!(
             "{knob} {} is too small for return bursts: {miss:.1} % of returned pages on {} were freed because the pool ring was full (bursts ≈ {:.0} pages); set {knob} {} → {}",
             l.cur, q.key, burst, l.cur, target
@@ -331,21 +292,132 @@ impl Ring<'_, '_> {
                 self.info.note
             );
         }
-        Proposal {
-            action: Action::SetRing {
-                field: self.info.field,
-                from: l.cur,
-                to: target,
-            },
-            reason: ReasonCode::RecycleMissHigh,
-            knob: Some(knob),
-            message: msg,
-            probe: Some(RingProbe {
-                ring: target,
-                pool_before: pool_now,
-                excess_before: excess,
-            }),
+        msg
+    }
+
+    /// How big the return bursts are, from what the window and the last
+    /// growth step show (`docs/decisions.md` §4): the estimate a growth
+    /// step sizes the ring for.
+    fn burst(&self, ds: &DeviceState, q: &QueueFacts, l: &RingLimits) -> Burst {
+        let knob = self.ring_knob();
+        let pool_now = self
+            .info
+            .pool_for_ring(l.cur)
+            .unwrap_or(l.cur)
+            .clamp(1, POOL_RING_CLAMP);
+        // In a burst larger than the pool ring R, R pages land in the ring and
+        // the rest is freed: ring_full / recycle_ring ≈ (B − R) / R, so the
+        // excess per ring fill is E = R × ring_full / recycle_ring and the
+        // burst B ≈ R + E. The counters undercount E (ring_full counts once
+        // per bulk on bulk-return paths; pages the driver takes back while
+        // a burst returns never meet a full ring), so R + E is a lower bound.
+        let s = q.stats;
+        #[allow(clippy::cast_precision_loss)]
+        let excess =
+            f64::from(pool_now) * s.recycle_ring_full as f64 / s.recycle_ring.max(1) as f64;
+        let steps = grow_steps(self.obs.history, &self.dev.id, knob, l.cur);
+        let max_steps = self.policy.rings.max_steps_to_target.max(1);
+        let step = steps.saturating_add(1);
+        // After a growth step the engine knows how much that step moved the
+        // excess, which calibrates the undercount (`calibrate`).
+        let calibrated = ds
+            .ring_probe
+            .filter(|p| steps >= 1 && p.ring == l.cur)
+            .and_then(|p| calibrate(&p, pool_now, excess));
+        let held = held_pages(q, &self.info, l.cur);
+        let (burst, basis) = burst_estimate(
+            f64::from(pool_now) + excess,
+            calibrated.filter(|_| step <= max_steps).map(|(b, _)| b),
+            held,
+            step >= max_steps,
+        );
+        Burst {
+            pool_now,
+            excess,
+            steps,
+            step,
+            max_steps,
+            calibrated,
+            held,
+            pages: burst,
+            basis,
         }
+    }
+
+    /// The ring a growth step asks for: the burst with headroom, rounded
+    /// as the driver rounds, within the limits; the current ring when the
+    /// request would land on it or not grow the pool.
+    fn target(&self, l: &RingLimits, b: &Burst) -> u32 {
+        let Burst {
+            pages: burst,
+            basis,
+            ..
+        } = *b;
+        let needed_pool = burst * self.policy.rings.headroom;
+        let estimate = self
+            .info
+            .ring_for_pool(to_u32(needed_pool))
+            .unwrap_or(l.cur);
+        let target = if basis == BurstBasis::Limit {
+            l.hi
+        } else {
+            let needed = self.info.ring_for_pool(to_u32(burst)).unwrap_or(estimate);
+            l.rounding
+                .target(estimate, needed, l.cur)
+                .clamp(l.lo, l.hi.max(l.lo))
+        };
+        let target = if l.hi < l.lo { l.cur } else { target.min(l.hi) };
+        // The driver may round the request onto the current ring, or the
+        // pool may not grow with it (a cap): then it is no change at all.
+        let lands = l.rounding.applied(target).unwrap_or(l.cur);
+        if self.info.pool_for_ring(lands) > self.info.pool_for_ring(l.cur) {
+            target
+        } else {
+            l.cur
+        }
+    }
+
+    /// The evidence a growth step was decided on.
+    fn burst_evidence(
+        &self,
+        q: &QueueFacts,
+        l: &RingLimits,
+        b: &Burst,
+        ds: &DeviceState,
+        ev: &mut Evidence,
+    ) {
+        let Burst {
+            pool_now,
+            excess,
+            steps,
+            step,
+            calibrated,
+            held,
+            pages: burst,
+            ..
+        } = *b;
+        ev.insert("ring_current", f64::from(l.cur));
+        ev.insert("ring_limit", f64::from(l.hi));
+        ev.insert("pool_now", f64::from(pool_now));
+        ev.insert("burst_estimate_pages", burst);
+        ev.insert("excess_pages", excess);
+        if let Some((_, k)) = calibrated {
+            ev.insert("undercount_factor", k);
+        }
+        // 1 = the engine remembers what the last growth step saw (the probe
+        // for the ring the device has now): the step can be calibrated, if
+        // that step shrank the excess.
+        let probe_known = ds.ring_probe.is_some_and(|p| steps >= 1 && p.ring == l.cur);
+        ev.insert("ring_probe_known", if probe_known { 1.0 } else { 0.0 });
+        ev.insert("pool_factor", self.info.factor());
+        // 0 = the driver's ring-to-pool mapping is unknown (1x assumed).
+        let known = !matches!(self.info.mapping, PoolMapping::Unknown) && self.info.mode_known;
+        ev.insert("pool_mapping_known", if known { 1.0 } else { 0.0 });
+        ev.insert("inflight_peak", n64(q.inflight_peak));
+        if let Some(h) = held {
+            ev.insert("held_pages_estimate", h);
+        }
+        ev.insert("grow_step", f64::from(step));
     }
 
     pub(super) fn calm_shrink(&self, ds: &DeviceState, ev: &mut Evidence) -> Option<Proposal> {
@@ -426,6 +498,27 @@ impl Limit {
             Self::Refused => "what the kernel refused before",
         }
     }
+}
+
+/// A growth step's burst estimate and what it came from.
+#[derive(Debug, Clone, Copy)]
+struct Burst {
+    /// Pool entries the ring gives now.
+    pool_now: u32,
+    /// Excess pages per ring fill, from ring_full.
+    excess: f64,
+    /// Growth steps that led to the current ring.
+    steps: u32,
+    /// This step's number (`steps + 1`) and the policy's last.
+    step: u32,
+    max_steps: u32,
+    /// (burst, undercount factor) calibrated from the last step.
+    calibrated: Option<(f64, f64)>,
+    /// Pages out at once beyond the posted ring.
+    held: Option<f64>,
+    /// The burst the step sizes for, in pages, and where it comes from.
+    pages: f64,
+    basis: BurstBasis,
 }
 
 #[derive(Debug, Clone, Copy)]
