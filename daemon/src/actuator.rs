@@ -171,6 +171,17 @@ pub(crate) struct Actuator {
     backoff_base: Duration,
 }
 
+/// One change being made: the device's key and name, the knob, from and
+/// to, and which way (for the metrics' `direction`).
+struct Change {
+    key: String,
+    name: String,
+    knob: Knob,
+    from: u32,
+    to: u32,
+    direction: &'static str,
+}
+
 fn count_action(metrics: &Metrics, device: &str, knob: Knob, direction: &str, result: &str) {
     metrics.count_action(ActionLabels {
         device: device.to_owned(),
@@ -390,51 +401,21 @@ impl Actuator {
             policy::Action::SetRing { field, from, to } => (Knob::Ring(field), from, to),
             policy::Action::SetChannels { field, from, to } => (Knob::Channels(field), from, to),
         };
-        let key = dec.device_id.key();
-        let name = dec.device.clone();
-        let direction = if to >= from { "grow" } else { "shrink" };
-        let now = io.clock.now();
+        let c = Change {
+            key: dec.device_id.key(),
+            name: dec.device.clone(),
+            knob,
+            from,
+            to,
+            direction: if to >= from { "grow" } else { "shrink" },
+        };
         let Some(dev) = snap.devices.iter().find(|d| d.ifindex == dec.ifindex) else {
             return false;
         };
-        let overrides = self.override_list(deferred);
-        let obs = Observation {
-            previous: None,
-            current: snap,
-            elapsed: Duration::ZERO,
-            now,
-            local_time: Some(local_time()),
-            history: &self.history,
-            overrides: &overrides,
-            originals: &[],
-            backoff: &self.backoff,
-        };
-        if let Err(held) = gates::admit(
-            io.policy,
-            &obs,
-            dev,
-            dec.mode,
-            &dec.action,
-            &gates::Spent::default(),
-        ) {
-            let what = match held.reason {
-                ReasonCode::OperatorOverride => "override",
-                ReasonCode::BackedOff => "backoff",
-                ReasonCode::KernelRefused => "refused",
-                ReasonCode::Cooldown => "cooldown",
-                ReasonCode::ChangeBudgetExhausted => "budget",
-                r => r.as_str(),
-            };
-            tracing::info!(device = %name, knob = %knob, reason = held.reason.as_str(), "not acting: {}", held.message);
-            count_action(
-                io.metrics,
-                &name,
-                knob,
-                direction,
-                &format!("skipped_{what}"),
-            );
+        if !self.still_admitted(dec, dev, snap, deferred, &c, &io) {
             return false;
         }
+        let (key, name) = (c.key.clone(), c.name.clone());
         // Sample right before: the pools and their counters are about to be
         // replaced, so this is the baseline's last word.
         let pre = match io.kernel.sample_device(dec.ifindex).await {
@@ -484,39 +465,93 @@ impl Actuator {
         self.expected.insert((key.clone(), knob), to);
         let result = set_knob(io.kernel, dec.ifindex, knob, to).await;
         let at = io.clock.now();
+        let (outcome, gone) = self
+            .settle(result, dec, &c, live, &pre, baseline, at, &mut io)
+            .await;
+        self.log_change(dec, &c, at, outcome, &mut io);
+        gone
+    }
+
+    /// Whether the gates still admit the change now (an earlier change in
+    /// this tick may have used up what it needed); said and counted when not.
+    fn still_admitted<K, R>(
+        &self,
+        dec: &Decision,
+        dev: &policy::snapshot::Device,
+        snap: &Snapshot,
+        deferred: &[(DeviceId, Knob)],
+        c: &Change,
+        io: &Lent<'_, K, R>,
+    ) -> bool {
+        let (knob, name, direction) = (c.knob, &c.name, c.direction);
+        let now = io.clock.now();
+        let overrides = self.override_list(deferred);
+        let obs = Observation {
+            previous: None,
+            current: snap,
+            elapsed: Duration::ZERO,
+            now,
+            local_time: Some(local_time()),
+            history: &self.history,
+            overrides: &overrides,
+            originals: &[],
+            backoff: &self.backoff,
+        };
+        if let Err(held) = gates::admit(
+            io.policy,
+            &obs,
+            dev,
+            dec.mode,
+            &dec.action,
+            &gates::Spent::default(),
+        ) {
+            let what = match held.reason {
+                ReasonCode::OperatorOverride => "override",
+                ReasonCode::BackedOff => "backoff",
+                ReasonCode::KernelRefused => "refused",
+                ReasonCode::Cooldown => "cooldown",
+                ReasonCode::ChangeBudgetExhausted => "budget",
+                r => r.as_str(),
+            };
+            tracing::info!(device = %name, knob = %knob, reason = held.reason.as_str(), "not acting: {}", held.message);
+            count_action(
+                io.metrics,
+                name,
+                knob,
+                direction,
+                &format!("skipped_{what}"),
+            );
+            return false;
+        }
+        true
+    }
+
+    /// What the kernel's answer to the set means: the outcome (an open
+    /// evaluation when applied; a backoff when it failed) and whether the
+    /// device vanished.
+    #[allow(clippy::too_many_arguments)]
+    async fn settle<K: Kernel, R: Record>(
+        &mut self,
+        result: Result<Option<u32>, SetError>,
+        dec: &Decision,
+        c: &Change,
+        live: u32,
+        pre: &Device,
+        baseline: Option<Rates>,
+        at: Duration,
+        io: &mut Lent<'_, K, R>,
+    ) -> (Outcome, bool) {
+        let (key, name, knob, from, to, direction) = (
+            c.key.clone(),
+            c.name.clone(),
+            c.knob,
+            c.from,
+            c.to,
+            c.direction,
+        );
         let mut gone = false;
         let outcome = match result {
-            Ok(Some(v)) if v != from => {
-                if v != to {
-                    tracing::info!(device = %name, knob = %knob, requested = to, got = v, "driver rounded the value");
-                }
-                self.expected.insert((key.clone(), knob), v);
-                self.backoff.remove(&key);
-                count_action(io.metrics, &name, knob, direction, "applied");
-                io.metrics
-                    .set_last_action(&name, i64::try_from(unix_ms() / 1000).unwrap_or(0));
-                tracing::warn!(
-                    target: "pptune::action",
-                    device = %name,
-                    action = %format!("{knob} {from} -> {v}"),
-                    reason = dec.reason.as_str(),
-                    recommendation = %dec.id,
-                    "changed {knob} on {name}: {from} -> {v}"
-                );
-                let start = match io.kernel.sample_device(dec.ifindex).await {
-                    Ok(Some(d)) => d,
-                    _ => pre.clone(),
-                };
-                let applied = Applied {
-                    knob,
-                    from,
-                    to: v,
-                    reason: dec.reason,
-                };
-                self.evaluations
-                    .push(Evaluation::open(applied, baseline, start, at, io.policy));
-                Outcome::Pending
-            }
+            Ok(Some(v)) if v != from => self.applied(v, dec, c, pre, baseline, at, io).await,
             Ok(v) => {
                 let msg = format!(
                     "the kernel accepted {knob}={to} but it reads back {}",
@@ -525,7 +560,7 @@ impl Actuator {
                 self.expected.insert((key.clone(), knob), live);
                 io.metrics.error("verify");
                 count_action(io.metrics, &name, knob, direction, "failed");
-                self.fail(&key, &name, msg.clone(), &io);
+                self.fail(&key, &name, msg.clone(), io);
                 Outcome::Failed { message: msg }
             }
             Err(SetError::Refused {
@@ -544,7 +579,7 @@ impl Actuator {
                     &key,
                     &name,
                     format!("kernel refused {knob}={to}: {msg}"),
-                    &io,
+                    io,
                 );
                 Outcome::Refused {
                     errno,
@@ -563,12 +598,71 @@ impl Actuator {
                 self.expected.insert((key.clone(), knob), live);
                 io.metrics.error("set");
                 count_action(io.metrics, &name, knob, direction, "failed");
-                self.fail(&key, &name, e.to_string(), &io);
+                self.fail(&key, &name, e.to_string(), io);
                 Outcome::Failed {
                     message: e.to_string(),
                 }
             }
         };
+        (outcome, gone)
+    }
+
+    /// The kernel took the change and reads back `v`: counted, logged,
+    /// and judged from here on (an open evaluation).
+    #[allow(clippy::too_many_arguments)]
+    async fn applied<K: Kernel, R: Record>(
+        &mut self,
+        v: u32,
+        dec: &Decision,
+        c: &Change,
+        pre: &Device,
+        baseline: Option<Rates>,
+        at: Duration,
+        io: &Lent<'_, K, R>,
+    ) -> Outcome {
+        let (key, name, knob, from, to, direction) =
+            (&c.key, &c.name, c.knob, c.from, c.to, c.direction);
+        if v != to {
+            tracing::info!(device = %name, knob = %knob, requested = to, got = v, "driver rounded the value");
+        }
+        self.expected.insert((key.clone(), knob), v);
+        self.backoff.remove(key);
+        count_action(io.metrics, name, knob, direction, "applied");
+        io.metrics
+            .set_last_action(name, i64::try_from(unix_ms() / 1000).unwrap_or(0));
+        tracing::warn!(
+            target: "pptune::action",
+            device = %name,
+            action = %format!("{knob} {from} -> {v}"),
+            reason = dec.reason.as_str(),
+            recommendation = %dec.id,
+            "changed {knob} on {name}: {from} -> {v}"
+        );
+        let start = match io.kernel.sample_device(dec.ifindex).await {
+            Ok(Some(d)) => d,
+            _ => pre.clone(),
+        };
+        let applied = Applied {
+            knob,
+            from,
+            to: v,
+            reason: dec.reason,
+        };
+        self.evaluations
+            .push(Evaluation::open(applied, baseline, start, at, io.policy));
+        Outcome::Pending
+    }
+
+    /// The change in the engine's history and the state record.
+    fn log_change<K, R: Record>(
+        &mut self,
+        dec: &Decision,
+        c: &Change,
+        at: Duration,
+        outcome: Outcome,
+        io: &mut Lent<'_, K, R>,
+    ) {
+        let (key, name, knob, from, to) = (c.key.clone(), c.name.clone(), c.knob, c.from, c.to);
         let to_rec = match &outcome {
             Outcome::Pending => self
                 .expected
@@ -598,7 +692,6 @@ impl Actuator {
             },
         );
         let _ = io.record.save();
-        gone
     }
 
     fn set_outcome(&mut self, id: &DeviceId, knob: Knob, outcome: &Outcome, state: &mut StateFile) {
