@@ -15,6 +15,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use crate::knobs::Knob;
 use crate::observation::{ActionRecord, Observation, Outcome};
 use crate::plan::{Action, ReasonCode};
 use crate::policy::{ChangeWindow, Mode, Policy};
@@ -90,147 +91,251 @@ pub fn admit(
         Action::SetRing { to, .. } | Action::SetChannels { to, .. } => *to,
         Action::Hold => return Ok(()),
     };
-    let now = obs.now;
-    if obs
-        .overrides
-        .iter()
-        .any(|(d, k)| *d == dev.id && *k == knob)
-    {
-        return Err(Held::new(
-            ReasonCode::OperatorOverride,
-            format!(
-                "{knob} is owned by an operator's change by hand (until the policy is reloaded) or by another configuration (`pptune status` names it): pptune leaves it alone"
-            ),
-        ));
-    }
-    if let Some(b) = obs.backoff.get(&dev.id.key()).filter(|b| b.active(now)) {
-        return Err(Held::new(
-            ReasonCode::BackedOff,
-            format!(
-                "{} failure(s), retry in {:.0} s: {}",
-                b.failures,
-                b.until.saturating_sub(now).as_secs_f64(),
-                b.last_error
-            ),
-        ));
-    }
-    if let Some(r) = obs.history.iter().rev().find(|r| {
-        r.device == dev.id
-            && r.knob == knob
-            && r.to == target
-            && matches!(r.outcome, Outcome::Refused { .. })
-            && within(r.at, HOUR, now)
-    }) {
-        let msg = match &r.outcome {
-            Outcome::Refused { message, .. } => message.as_str(),
-            _ => "",
-        };
-        return Err(Held::new(
-            ReasonCode::KernelRefused,
-            format!("the kernel refused {knob}={target} within the hour: {msg}"),
-        ));
-    }
+    let g = Gate {
+        policy,
+        obs,
+        dev,
+        knob,
+        target,
+        now: obs.now,
+        spent,
+    };
+    g.overridden()?;
+    g.backed_off()?;
+    g.refused_before()?;
     if mode == Mode::Enforce && !dev.has_harm_signal() {
         return Err(Held::new(
             ReasonCode::NoHarmSignal,
             "no qstats drop counters and no link stats: a change could not be evaluated, so observe only",
         ));
     }
-    let wait = cooldown(policy);
-    if let Some(r) = obs
-        .history
-        .iter()
-        .rev()
-        .find(|r| r.device == dev.id && touched(r))
-        && (r.outcome == Outcome::Pending || within(r.at, wait, now))
-    {
-        return Err(Held::new(
-            ReasonCode::Cooldown,
-            format!(
-                "last change {} {}→{} was {:.0} s ago; cooldown {:.0} s",
-                r.knob,
-                r.from,
-                r.to,
-                now.saturating_sub(r.at).as_secs_f64(),
-                wait.as_secs_f64()
-            ),
-        ));
-    }
-    let recent = obs
-        .history
-        .iter()
-        .filter(|r| within(r.at, HOUR, now))
-        .count();
-    let used = u32::try_from(recent)
-        .unwrap_or(u32::MAX)
-        .saturating_add(spent.changes);
-    if used >= policy.limits.max_changes_per_hour {
-        return Err(Held::new(
-            ReasonCode::ChangeBudgetExhausted,
-            format!(
-                "{used} changes in the last hour; the policy allows {}",
-                policy.limits.max_changes_per_hour
-            ),
-        ));
-    }
-    if !policy.limits.windows.is_empty() {
-        let inside = obs.local_time.is_some_and(|t| {
-            policy
-                .limits
-                .windows
-                .iter()
-                .any(|w| in_window(w, t.weekday, t.minute_of_day))
-        });
-        if !inside {
+    g.cooled_down()?;
+    g.within_budget()?;
+    g.in_window()?;
+    g.bond_free()?;
+    g.disruption_allowed()
+}
+
+/// One change before the gates: what they read.
+#[derive(Clone, Copy)]
+struct Gate<'a> {
+    policy: &'a Policy,
+    obs: &'a Observation<'a>,
+    dev: &'a Device,
+    knob: Knob,
+    target: u32,
+    now: Duration,
+    spent: &'a Spent,
+}
+
+impl Gate<'_> {
+    /// An operator's change by hand, or another configuration, owns the knob.
+    fn overridden(&self) -> Result<(), Held> {
+        let Gate { obs, dev, knob, .. } = *self;
+        if obs
+            .overrides
+            .iter()
+            .any(|(d, k)| *d == dev.id && *k == knob)
+        {
             return Err(Held::new(
-                ReasonCode::OutsideChangeWindow,
-                "outside the policy's change windows",
+                ReasonCode::OperatorOverride,
+                format!(
+                    "{knob} is owned by an operator's change by hand (until the policy is reloaded) or by another configuration (`pptune status` names it): pptune leaves it alone"
+                ),
             ));
         }
+        Ok(())
     }
-    if policy.limits.one_bond_member_at_a_time
-        && let Some(m) = dev.master
-    {
-        let sibling_busy = spent.masters.contains(&m)
-            || obs.current.devices.iter().any(|o| {
-                o.master == Some(m)
-                    && o.id != dev.id
-                    && obs.history.iter().any(|r| {
-                        r.device == o.id
-                            && touched(r)
-                            && (r.outcome == Outcome::Pending || within(r.at, wait, now))
-                    })
+
+    /// The device failed lately and is backed off.
+    fn backed_off(&self) -> Result<(), Held> {
+        let Gate { obs, dev, now, .. } = *self;
+        if let Some(b) = obs.backoff.get(&dev.id.key()).filter(|b| b.active(now)) {
+            return Err(Held::new(
+                ReasonCode::BackedOff,
+                format!(
+                    "{} failure(s), retry in {:.0} s: {}",
+                    b.failures,
+                    b.until.saturating_sub(now).as_secs_f64(),
+                    b.last_error
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The kernel refused this very target within the hour.
+    fn refused_before(&self) -> Result<(), Held> {
+        let Gate {
+            obs,
+            dev,
+            knob,
+            target,
+            now,
+            ..
+        } = *self;
+        if let Some(r) = obs.history.iter().rev().find(|r| {
+            r.device == dev.id
+                && r.knob == knob
+                && r.to == target
+                && matches!(r.outcome, Outcome::Refused { .. })
+                && within(r.at, HOUR, now)
+        }) {
+            let msg = match &r.outcome {
+                Outcome::Refused { message, .. } => message.as_str(),
+                _ => "",
+            };
+            return Err(Held::new(
+                ReasonCode::KernelRefused,
+                format!("the kernel refused {knob}={target} within the hour: {msg}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The device's last change is still judged, or within the cooldown.
+    fn cooled_down(&self) -> Result<(), Held> {
+        let Gate {
+            policy,
+            obs,
+            dev,
+            now,
+            ..
+        } = *self;
+        let wait = cooldown(policy);
+        if let Some(r) = obs
+            .history
+            .iter()
+            .rev()
+            .find(|r| r.device == dev.id && touched(r))
+            && (r.outcome == Outcome::Pending || within(r.at, wait, now))
+        {
+            return Err(Held::new(
+                ReasonCode::Cooldown,
+                format!(
+                    "last change {} {}→{} was {:.0} s ago; cooldown {:.0} s",
+                    r.knob,
+                    r.from,
+                    r.to,
+                    now.saturating_sub(r.at).as_secs_f64(),
+                    wait.as_secs_f64()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The hourly change budget, with what this plan spent already.
+    fn within_budget(&self) -> Result<(), Held> {
+        let Gate {
+            policy,
+            obs,
+            now,
+            spent,
+            ..
+        } = *self;
+        let recent = obs
+            .history
+            .iter()
+            .filter(|r| within(r.at, HOUR, now))
+            .count();
+        let used = u32::try_from(recent)
+            .unwrap_or(u32::MAX)
+            .saturating_add(spent.changes);
+        if used >= policy.limits.max_changes_per_hour {
+            return Err(Held::new(
+                ReasonCode::ChangeBudgetExhausted,
+                format!(
+                    "{used} changes in the last hour; the policy allows {}",
+                    policy.limits.max_changes_per_hour
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Inside one of the policy's change windows, if it has any.
+    fn in_window(&self) -> Result<(), Held> {
+        let Gate { policy, obs, .. } = *self;
+        if !policy.limits.windows.is_empty() {
+            let inside = obs.local_time.is_some_and(|t| {
+                policy
+                    .limits
+                    .windows
+                    .iter()
+                    .any(|w| in_window(w, t.weekday, t.minute_of_day))
             });
-        if sibling_busy {
+            if !inside {
+                return Err(Held::new(
+                    ReasonCode::OutsideChangeWindow,
+                    "outside the policy's change windows",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// No other member of the same bond/team is being changed.
+    fn bond_free(&self) -> Result<(), Held> {
+        let Gate {
+            policy,
+            obs,
+            dev,
+            now,
+            spent,
+            ..
+        } = *self;
+        let wait = cooldown(policy);
+        if policy.limits.one_bond_member_at_a_time
+            && let Some(m) = dev.master
+        {
+            let sibling_busy = spent.masters.contains(&m)
+                || obs.current.devices.iter().any(|o| {
+                    o.master == Some(m)
+                        && o.id != dev.id
+                        && obs.history.iter().any(|r| {
+                            r.device == o.id
+                                && touched(r)
+                                && (r.outcome == Outcome::Pending || within(r.at, wait, now))
+                        })
+                });
+            if sibling_busy {
+                return Err(Held::new(
+                    ReasonCode::BondSiblingBusy,
+                    "another member of the same bond/team is being changed",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The driver's disruption class is allowed while the link is up.
+    fn disruption_allowed(&self) -> Result<(), Held> {
+        let Gate { policy, dev, .. } = *self;
+        let driver = dev.driver.as_deref().unwrap_or("");
+        let class = policy
+            .disruption
+            .drivers
+            .iter()
+            .find(|(d, _)| d == driver)
+            .map_or(
+                // Unlisted: the class the driver's source shows, else the
+                // policy's default (docs/drivers.md).
+                crate::drivers::driver_info(dev)
+                    .disruption
+                    .unwrap_or(policy.disruption.default_class),
+                |(_, c)| *c,
+            );
+        if dev.oper_state == OperState::Up && !policy.disruption.allowed_while_up.contains(&class) {
             return Err(Held::new(
-                ReasonCode::BondSiblingBusy,
-                "another member of the same bond/team is being changed",
+                ReasonCode::DisruptionNotAllowed,
+                format!(
+                    "{driver}'s changes are class {class:?}, which the policy does not allow while the link is up"
+                ),
             ));
         }
+        Ok(())
     }
-    let driver = dev.driver.as_deref().unwrap_or("");
-    let class = policy
-        .disruption
-        .drivers
-        .iter()
-        .find(|(d, _)| d == driver)
-        .map_or(
-            // Unlisted: the class the driver's source shows, else the
-            // policy's default (docs/drivers.md).
-            crate::drivers::driver_info(dev)
-                .disruption
-                .unwrap_or(policy.disruption.default_class),
-            |(_, c)| *c,
-        );
-    if dev.oper_state == OperState::Up && !policy.disruption.allowed_while_up.contains(&class) {
-        return Err(Held::new(
-            ReasonCode::DisruptionNotAllowed,
-            format!(
-                "{driver}'s changes are class {class:?}, which the policy does not allow while the link is up"
-            ),
-        ));
-    }
-    Ok(())
 }
 
 /// `at + span > now`: the event is still inside its span. (A daemon's
