@@ -263,6 +263,43 @@ pub async fn plan(
             policy.timing.window.as_secs_f64(),
         );
     }
+    let origin = Instant::now();
+    let (plan, taken) = sample_until_found(&policy, samples, progress).await?;
+    let changes = plan
+        .decisions
+        .iter()
+        .any(|d| d.action != policy::plan::Action::Hold);
+    let done = if detailed_exitcode && changes {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    };
+    let host = rollout::host_id(Path::new("/"));
+    let standing = rollout::Standing::for_host(&policy, &host.value);
+    let enforcing = standing.enforcing();
+    if json {
+        let v = serde_json::json!({
+            "schema_version": 1,
+            "samples": taken,
+            "duration_s": origin.elapsed().as_secs_f64(),
+            "host_enforcing": enforcing,
+            "decisions": plan.decisions,
+        });
+        crate::human::print_json(&v)?;
+        return Ok(done);
+    }
+    print_plan(&plan, &standing, host.source);
+    Ok(done)
+}
+
+/// Samples as often as the policy needs for a finding (see `plan`): the
+/// last plan and how many samples it took.
+async fn sample_until_found(
+    policy: &Policy,
+    samples: u32,
+    progress: bool,
+) -> anyhow::Result<(policy::Plan, u32)> {
+    let interval = policy.timing.interval;
     let kernel = NetlinkKernel::connect().await?;
     let originals = recorded_originals()?;
     let mut engine = PolicyEngine::default();
@@ -294,7 +331,7 @@ pub async fn plan(
             originals: &originals,
             backoff: &policy::engine::NO_BACKOFF,
         };
-        plan = engine.decide(&policy, &obs);
+        plan = engine.decide(policy, &obs);
         prev = Some((snap, now));
         taken = i + 1;
         if progress {
@@ -321,34 +358,18 @@ pub async fn plan(
     if progress {
         eprintln!();
     }
-    let changes = plan
-        .decisions
-        .iter()
-        .any(|d| d.action != policy::plan::Action::Hold);
-    let done = if detailed_exitcode && changes {
-        ExitCode::from(2)
-    } else {
-        ExitCode::SUCCESS
-    };
-    let host = rollout::host_id(Path::new("/"));
-    let standing = rollout::Standing::for_host(&policy, &host.value);
+    Ok((plan, taken))
+}
+
+/// `pptune plan`'s text: the host's standing, then each decision with its
+/// message, evidence and recommendation id.
+fn print_plan(plan: &policy::Plan, standing: &rollout::Standing, host_source: &str) {
     let enforcing = standing.enforcing();
-    if json {
-        let v = serde_json::json!({
-            "schema_version": 1,
-            "samples": taken,
-            "duration_s": origin.elapsed().as_secs_f64(),
-            "host_enforcing": enforcing,
-            "decisions": plan.decisions,
-        });
-        crate::human::print_json(&v)?;
-        return Ok(done);
-    }
     if !enforcing {
         crate::say!(
             "rollout: {} (host id from {})",
             standing.describe(),
-            host.source
+            host_source
         );
     }
     if plan.decisions.is_empty() {
@@ -377,7 +398,6 @@ pub async fn plan(
         }
         crate::say!("    recommendation id: {}", d.id);
     }
-    Ok(done)
 }
 
 /// `pptune verify`: 0 when every knob pptune set holds its value, 2 when
