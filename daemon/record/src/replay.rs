@@ -84,6 +84,26 @@ pub struct DeviceSummary {
     pub first_recommendation: Option<String>,
 }
 
+impl DeviceSummary {
+    /// What a pass shows of the device: its ring, channels and pool memory
+    /// (the first ring kept), and whether the replay modelled it.
+    fn saw(&mut self, live: Option<&policy::snapshot::Device>, modelled: bool) {
+        if let Some(d) = live {
+            let ring = d.rings.available().and_then(|r| r.rx);
+            if self.first_ring.is_none() {
+                self.first_ring = ring;
+            }
+            self.final_ring = ring;
+            self.final_channels = d
+                .channels
+                .available()
+                .map(policy::snapshot::Channels::rx_queues);
+            self.pool_bytes = d.pools().filter_map(|p| p.inflight_mem).sum();
+        }
+        self.modelled |= modelled;
+    }
+}
+
 /// What of a replay is reported: the passes from `since_ms` to `until_ms`
 /// (wall clock, inclusive) and the named devices (every device when
 /// empty). The engine still runs over every pass before the window, so a
@@ -338,36 +358,12 @@ impl Replayer<'_> {
         let reported = !sel.before(pass.unix_ms);
         if self.faithful && reported {
             report.faithful_passes += 1;
-            // The selected devices' decisions, in the order both keep.
-            let ours = plan.decisions.iter().filter(|d| sel.device(&d.device));
-            let theirs = pass.decisions.iter().filter(|d| sel.device(&d.device));
-            let same = ours.clone().count() == theirs.clone().count()
-                && ours.zip(theirs).all(|(a, b)| {
-                    a.id.0 == b.id
-                        && a.action == b.action
-                        && a.reason.as_str() == b.reason
-                        && a.mode == b.mode
-                });
-            if same {
+            if same_decisions(&plan, pass, sel) {
                 report.identical_passes += 1;
             }
         }
-        // Each device's counters over the interval, from what the engine
-        // saw: the totals' and the series' one source.
-        let deltas: Vec<(&str, policy::accounting::QueueDelta)> = match &self.prev {
-            Some((p, _)) if reported => snap
-                .devices
-                .iter()
-                .filter(|d| sel.device(&d.name))
-                .filter_map(|d| {
-                    let pd = p.devices.iter().find(|x| x.id == d.id)?;
-                    let ledger = policy::accounting::PoolLedger::of_device(pd);
-                    Some((
-                        d.name.as_str(),
-                        policy::accounting::device_delta(&ledger, d),
-                    ))
-                })
-                .collect(),
+        let deltas = match &self.prev {
+            Some((p, _)) if reported => device_deltas(p, snap, sel),
             _ => Vec::new(),
         };
         for (name, delta) in &deltas {
@@ -387,46 +383,17 @@ impl Replayer<'_> {
             let modelled = !self.faithful && self.diverged.get(&key).copied().unwrap_or(false);
             let live = snap.devices.iter().find(|d| d.ifindex == dec.ifindex);
             if sel.series {
-                let delta = deltas
-                    .iter()
-                    .find(|(n, _)| *n == dec.device)
-                    .map(|(_, d)| d)
-                    .filter(|d| !d.reset);
-                report.series.push(Point {
-                    pass: report.passes_read - 1,
-                    unix_ms: pass.unix_ms,
-                    device: dec.device.clone(),
-                    ring_rx: live.and_then(|d| d.rings.available()).and_then(|r| r.rx),
-                    rx_queues: live
-                        .and_then(|d| d.channels.available())
-                        .map(policy::snapshot::Channels::rx_queues),
-                    action: (dec.action != Action::Hold).then_some(dec.action),
-                    reason: (dec.action != Action::Hold).then_some(dec.reason),
-                    recycle_miss_share: delta
-                        .and_then(|d| policy::signals::recycle_miss_share(&d.stats)),
-                    slow_refill_share: delta
-                        .and_then(|d| policy::signals::slow_refill_share(&d.stats, d.provider)),
-                    basis: if modelled {
-                        Basis::Modelled
-                    } else {
-                        Basis::Observed
-                    },
-                });
+                report.series.push(point(
+                    pass,
+                    report.passes_read - 1,
+                    dec,
+                    live,
+                    &deltas,
+                    modelled,
+                ));
             }
             let dev = report.devices.entry(dec.device.clone()).or_default();
-            if let Some(d) = live {
-                let ring = d.rings.available().and_then(|r| r.rx);
-                if dev.first_ring.is_none() {
-                    dev.first_ring = ring;
-                }
-                dev.final_ring = ring;
-                dev.final_channels = d
-                    .channels
-                    .available()
-                    .map(policy::snapshot::Channels::rx_queues);
-                dev.pool_bytes = d.pools().filter_map(|p| p.inflight_mem).sum();
-            }
-            dev.modelled |= modelled;
+            dev.saw(live, modelled);
             if dec.action == Action::Hold {
                 continue;
             }
@@ -694,6 +661,76 @@ pub fn model_delta(d: &PoolStats, k: f64) -> PoolStats {
     let slow = i128::from(d.alloc_slow) - freed_less / 64;
     out.alloc_slow = u64::try_from(slow.max(0)).unwrap_or(0);
     out
+}
+
+/// Whether the engine decided as the recording says it did, for the
+/// selected devices, in the order both keep.
+fn same_decisions(plan: &policy::plan::Plan, pass: &Pass, sel: &Selection) -> bool {
+    let ours = plan.decisions.iter().filter(|d| sel.device(&d.device));
+    let theirs = pass.decisions.iter().filter(|d| sel.device(&d.device));
+    ours.clone().count() == theirs.clone().count()
+        && ours.zip(theirs).all(|(a, b)| {
+            a.id.0 == b.id
+                && a.action == b.action
+                && a.reason.as_str() == b.reason
+                && a.mode == b.mode
+        })
+}
+
+/// Each selected device's counters over the interval, from what the engine
+/// saw: the totals' and the series' one source.
+fn device_deltas<'s>(
+    prev: &Snapshot,
+    snap: &'s Snapshot,
+    sel: &Selection,
+) -> Vec<(&'s str, policy::accounting::QueueDelta)> {
+    snap.devices
+        .iter()
+        .filter(|d| sel.device(&d.name))
+        .filter_map(|d| {
+            let pd = prev.devices.iter().find(|x| x.id == d.id)?;
+            let ledger = policy::accounting::PoolLedger::of_device(pd);
+            Some((
+                d.name.as_str(),
+                policy::accounting::device_delta(&ledger, d),
+            ))
+        })
+        .collect()
+}
+
+/// One device's row of the per-pass series.
+fn point(
+    pass: &Pass,
+    index: u64,
+    dec: &policy::plan::Decision,
+    live: Option<&policy::snapshot::Device>,
+    deltas: &[(&str, policy::accounting::QueueDelta)],
+    modelled: bool,
+) -> Point {
+    let delta = deltas
+        .iter()
+        .find(|(n, _)| *n == dec.device)
+        .map(|(_, d)| d)
+        .filter(|d| !d.reset);
+    Point {
+        pass: index,
+        unix_ms: pass.unix_ms,
+        device: dec.device.clone(),
+        ring_rx: live.and_then(|d| d.rings.available()).and_then(|r| r.rx),
+        rx_queues: live
+            .and_then(|d| d.channels.available())
+            .map(policy::snapshot::Channels::rx_queues),
+        action: (dec.action != Action::Hold).then_some(dec.action),
+        reason: (dec.action != Action::Hold).then_some(dec.reason),
+        recycle_miss_share: delta.and_then(|d| policy::signals::recycle_miss_share(&d.stats)),
+        slow_refill_share: delta
+            .and_then(|d| policy::signals::slow_refill_share(&d.stats, d.provider)),
+        basis: if modelled {
+            Basis::Modelled
+        } else {
+            Basis::Observed
+        },
+    }
 }
 
 #[cfg(test)]
