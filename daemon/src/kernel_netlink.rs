@@ -211,6 +211,7 @@ async fn open_client() -> Result<Client, SampleError> {
 }
 
 /// Which devices a pass covers.
+#[derive(Clone, Copy)]
 enum Filter<'a> {
     Names(&'a [String]),
     Ifindex(u32),
@@ -354,6 +355,22 @@ impl NetlinkKernel {
             });
         }
 
+        self.dump_netdev(filter, capabilities, b).await?;
+        let mut snap = b.begin(capabilities, select, |l, slot| self.driver_into(l, slot));
+        self.read_ethtool(&mut snap, select, b).await;
+        b.finish(&mut snap, self.elapsed_ms());
+        Ok(snap)
+    }
+
+    /// The netdev family's dumps a pass reads (page pools, their stats,
+    /// queues, qstats) into the pass's buffers, as far as the kernel has
+    /// them; `filter` narrows the queue dump to one device.
+    async fn dump_netdev(
+        &self,
+        filter: Filter<'_>,
+        capabilities: &policy::snapshot::Capabilities,
+        b: &mut PassBuffers,
+    ) -> Result<(), SampleError> {
         use netlink::client as c;
         let r = &self.requests;
         b.pools.clear();
@@ -425,14 +442,25 @@ impl NetlinkKernel {
                 }
             }
         }
+        Ok(())
+    }
 
-        let mut snap = b.begin(capabilities, select, |l, slot| self.driver_into(l, slot));
+    /// Each selected device's rings and channels over ethtool netlink (or
+    /// why they are unavailable).
+    async fn read_ethtool(
+        &self,
+        snap: &mut Snapshot,
+        select: impl Fn(&Link) -> bool,
+        b: &mut PassBuffers,
+    ) {
+        let capabilities = &snap.capabilities;
+        let ethtool = capabilities.ethtool_family;
         for (dev, link) in snap
             .devices
             .iter_mut()
             .zip(b.links.iter().filter(|l| select(l)))
         {
-            if capabilities.ethtool_family {
+            if ethtool {
                 let driver = dev.driver.as_deref();
                 let (name, ex) = (Some(link.name.as_str()), &mut b.ex);
                 dev.rings = match self
@@ -457,8 +485,6 @@ impl NetlinkKernel {
                 dev.channels = Availability::Unavailable(why);
             }
         }
-        b.finish(&mut snap, self.elapsed_ms());
-        Ok(snap)
     }
 
     /// One of the pass's netdev dumps through `ex`, decoded into `out`
