@@ -523,6 +523,15 @@ impl<'a> DeviceRun<'a> {
         if let Some(p) = self.ring().calm_shrink(ds, ev) {
             return p;
         }
+        self.settled(ds, f)
+    }
+
+    /// No rule acts: the hold that says where the device stands (an
+    /// untunable cause, a finding still building, memory pressure, too
+    /// little traffic, or healthy).
+    fn settled(&self, ds: &DeviceState, f: &Findings) -> Proposal {
+        let n = self.policy.timing.windows_for_finding.max(1);
+        let ring = self.ring_knob();
         if ds.grow_windows == 0
             && !f.pressure
             && let Some(u) = &f.untunable
