@@ -582,27 +582,7 @@ fn build(docs: &[(String, String)]) -> Result<policy::Policy, Errors> {
     }
     // The merged document must satisfy the schema too (a removed entry may
     // have left an item without a required key).
-    // Removing an invalid entry can leave its parent incomplete (a rollout
-    // without `fraction`): drop such parents too, a few rounds at most.
-    for _ in 0..8 {
-        let mut v = schema::Validator::new(schema);
-        v.check(schema, &base, "");
-        if v.issues.is_empty() {
-            break;
-        }
-        let report = errors.errors.is_empty();
-        for i in v.issues {
-            merge::remove_path(&mut base, &i.path);
-            if report {
-                errors.errors.push(Error::InvalidValue {
-                    location: at(i.loc),
-                    key: display_key(&i.path),
-                    message: i.message,
-                    hint: i.hint,
-                });
-            }
-        }
-    }
+    prune_merged(&mut base, schema, &mut errors, &at);
     let raw: raw::RawPolicy = match serde_json::from_value(tree_to_json(&base)) {
         Ok(r) => r,
         // What the checks above reported is what the operator needs; a
@@ -633,6 +613,36 @@ fn build(docs: &[(String, String)]) -> Result<policy::Policy, Errors> {
                 });
             }
             Err(errors)
+        }
+    }
+}
+
+/// Removing an invalid entry can leave its parent incomplete (a rollout
+/// without `fraction`): drops such parents from the merged document too, a
+/// few rounds at most, reporting them only when nothing else was.
+fn prune_merged(
+    base: &mut tree::Node,
+    schema: &serde_json::Value,
+    errors: &mut Errors,
+    at: &dyn Fn(tree::Loc) -> String,
+) {
+    for _ in 0..8 {
+        let mut v = schema::Validator::new(schema);
+        v.check(schema, base, "");
+        if v.issues.is_empty() {
+            break;
+        }
+        let report = errors.errors.is_empty();
+        for i in v.issues {
+            merge::remove_path(base, &i.path);
+            if report {
+                errors.errors.push(Error::InvalidValue {
+                    location: at(i.loc),
+                    key: display_key(&i.path),
+                    message: i.message,
+                    hint: i.hint,
+                });
+            }
         }
     }
 }
