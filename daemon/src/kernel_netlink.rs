@@ -13,9 +13,7 @@ use std::collections::HashMap;
 use netlink::netdev::{PagePool, PagePoolStats, QSTATS_SCOPE_QUEUE, Qstats, Queue};
 use netlink::rtnl::Link;
 use netlink::{Client, Notifications};
-use policy::snapshot::{
-    Availability, Capabilities, Channels, Device, Rings, Snapshot,
-};
+use policy::snapshot::{Availability, Capabilities, Channels, Device, Rings, Snapshot};
 use policy::{ChannelField, RingField};
 use tokio::sync::Mutex;
 use tokio::time::Instant;

@@ -1,10 +1,9 @@
 //! netlink's decoded objects to the policy crate's snapshot types, and
 //! kernel notifications to the loop's events.
 
-
+use netlink::Event;
 use netlink::netdev::{PagePool, PagePoolStats, Qstats, cmd};
 use netlink::rtnl::Link;
-use netlink::Event;
 use policy::snapshot::{
     Availability, Capabilities, Channels, Device, LinkStats, MemoryProvider, OperState, Pool,
     PoolStats, QueueStats, Rings,

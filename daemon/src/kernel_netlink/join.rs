@@ -2,11 +2,8 @@
 //! qstats) put together per device, linear in pools and queues. No I/O:
 //! the pass and the replay bench call it on bytes already read.
 
-
 use netlink::netdev::{PagePool, PagePoolStats, Qstats, Queue, QueueType};
-use policy::snapshot::{
-    Device, Pool, RxQueue,
-};
+use policy::snapshot::{Device, Pool, RxQueue};
 
 use super::convert::{convert_pool, convert_qstats, provider};
 
