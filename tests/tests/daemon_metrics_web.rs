@@ -95,6 +95,22 @@ async fn serve(web: Web) -> std::net::SocketAddr {
     addr
 }
 
+/// A PKI named `a` in `dir` and a web config serving it with TLS and one
+/// user, `prometheus`, password `s3cret`; `extra` is more YAML for the file.
+fn tls_with_one_user(dir: &Path, extra: &str) -> (Pki, PathBuf) {
+    let a = pki(dir, "a");
+    let hash = bcrypt::hash("s3cret", 4).unwrap();
+    let web = dir.join("web.yml");
+    std::fs::write(
+        &web,
+        format!(
+            "tls_server_config:\n  cert_file: a.crt\n  key_file: a.key\n{extra}basic_auth_users:\n  prometheus: '{hash}'\n"
+        ),
+    )
+    .unwrap();
+    (a, web)
+}
+
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::task::spawn_blocking(f).await.unwrap()
 }
@@ -102,16 +118,10 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 #[tokio::test(flavor = "current_thread")]
 async fn tls_and_basic_auth_guard_every_path_and_renewals_need_no_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let a = pki(dir.path(), "a");
-    let hash = bcrypt::hash("s3cret", 4).unwrap();
-    let web = dir.path().join("web.yml");
-    std::fs::write(
-        &web,
-        format!(
-            "tls_server_config:\n  cert_file: a.crt\n  key_file: a.key\nhttp_server_config:\n  headers:\n    Strict-Transport-Security: max-age=31536000\nbasic_auth_users:\n  prometheus: '{hash}'\n"
-        ),
-    )
-    .unwrap();
+    let (a, web) = tls_with_one_user(
+        dir.path(),
+        "http_server_config:\n  headers:\n    Strict-Transport-Security: max-age=31536000\n",
+    );
     let addr = serve(Web::load(&web).unwrap()).await;
     let https = format!("https://{addr}/metrics");
     let ca_a = a.ca.display().to_string();
@@ -253,14 +263,7 @@ async fn a_client_certificate_is_required_when_the_web_config_says_so() {
 #[ignore = "needs /usr/bin/prometheus (Debian package `prometheus`); run with --include-ignored"]
 async fn a_real_prometheus_scrapes_over_tls_with_basic_auth() {
     let dir = tempfile::tempdir().unwrap();
-    let a = pki(dir.path(), "a");
-    let hash = bcrypt::hash("s3cret", 4).unwrap();
-    let web = dir.path().join("web.yml");
-    std::fs::write(
-        &web,
-        format!("tls_server_config:\n  cert_file: a.crt\n  key_file: a.key\nbasic_auth_users:\n  prometheus: '{hash}'\n"),
-    )
-    .unwrap();
+    let (a, web) = tls_with_one_user(dir.path(), "");
     let addr = serve(Web::load(&web).unwrap()).await;
     let job = |name: &str, password: &str| {
         format!(
