@@ -263,8 +263,7 @@ pub async fn plan(
             policy.timing.window.as_secs_f64(),
         );
     }
-    let origin = Instant::now();
-    let (plan, taken) = sample_until_found(&policy, samples, progress).await?;
+    let (plan, taken, sampled_for) = sample_until_found(&policy, samples, progress).await?;
     let changes = plan
         .decisions
         .iter()
@@ -281,7 +280,7 @@ pub async fn plan(
         let v = serde_json::json!({
             "schema_version": 1,
             "samples": taken,
-            "duration_s": origin.elapsed().as_secs_f64(),
+            "duration_s": sampled_for.as_secs_f64(),
             "host_enforcing": enforcing,
             "decisions": plan.decisions,
         });
@@ -293,12 +292,12 @@ pub async fn plan(
 }
 
 /// Samples as often as the policy needs for a finding (see `plan`): the
-/// last plan and how many samples it took.
+/// last plan, how many samples it took, and how long from the first.
 async fn sample_until_found(
     policy: &Policy,
     samples: u32,
     progress: bool,
-) -> anyhow::Result<(policy::Plan, u32)> {
+) -> anyhow::Result<(policy::Plan, u32, Duration)> {
     let interval = policy.timing.interval;
     let kernel = NetlinkKernel::connect().await?;
     let originals = recorded_originals()?;
@@ -358,7 +357,7 @@ async fn sample_until_found(
     if progress {
         eprintln!();
     }
-    Ok((plan, taken))
+    Ok((plan, taken, origin.elapsed()))
 }
 
 /// `pptune plan`'s text: the host's standing, then each decision with its

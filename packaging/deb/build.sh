@@ -32,9 +32,8 @@ tree=$(mktemp -d)
 trap 'rm -rf "$tree"' EXIT
 dpkg-deb -R "$deb" "$tree/pkg"
 doc="$tree/pkg/usr/share/doc/pptune"
-for f in "$doc"/*.md; do
-  [ "$(basename "$f")" = install.md ] && continue
-  [ "$(stat -c %s "$f")" -gt 4096 ] && gzip -9n "$f"
+packaging/deb/compressed-docs.sh "$doc" | while read -r name; do
+  gzip -9n "$doc/$name"
 done
 (cd "$tree/pkg" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' \
   | LC_ALL=C sort -z | xargs -0 md5sum > DEBIAN/md5sums)

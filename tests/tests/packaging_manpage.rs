@@ -261,18 +261,18 @@ const INSTALLED: &[(&str, &str)] = &[
 ];
 
 /// Names a page's `docs/NAME.md` as the package installs it: gzipped when
-/// packaging/deb/build.sh compresses it (over 4096 bytes, all but
-/// install.md; Debian Policy 12.3). packaging_deb checks every `/usr` path
-/// a shipped page names against the built package.
+/// packaging/deb/compressed-docs.sh says so (the rule build.sh compresses
+/// by). packaging_deb checks every `/usr` path a shipped page names against
+/// the built package.
 fn installed(page: Vec<u8>) -> Vec<u8> {
     let mut text = String::from_utf8(page).unwrap();
-    let docs = deb_dir().join("../../docs");
-    for e in std::fs::read_dir(&docs).unwrap() {
-        let e = e.unwrap();
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name.ends_with(".md") && name != "install.md" && e.metadata().unwrap().len() > 4096 {
-            text = text.replace(&format!("docs/{name}"), &format!("docs/{name}.gz"));
-        }
+    let out = std::process::Command::new(deb_dir().join("compressed-docs.sh"))
+        .arg(deb_dir().join("../../docs"))
+        .output()
+        .expect("packaging/deb/compressed-docs.sh");
+    assert!(out.status.success(), "{out:?}");
+    for name in String::from_utf8(out.stdout).unwrap().lines() {
+        text = text.replace(&format!("docs/{name}"), &format!("docs/{name}.gz"));
     }
     for (repo, inst) in INSTALLED {
         // Not inside a path that is already absolute (`/usr/share/doc/…`).
@@ -490,7 +490,7 @@ fn man_pages_name_no_repository_paths() {
             if file_like
                 && !w.starts_with('/')
                 && !w.contains("://")
-                // A placeholder (`DIR/policy.yaml`), not a path.
+                // An upper-case stand-in (`DIR/policy.yaml`) names no file.
                 && !w.split('/').next().is_some_and(|d| d.chars().all(|c| c.is_ascii_uppercase()))
             {
                 bad.push(format!("{rel}: {w} is a repository path"));

@@ -289,8 +289,9 @@ impl Active {
         else {
             return false;
         };
-        // An unknown user costs the same bcrypt as a known one: the time
-        // of a refusal does not tell which user names exist.
+        // An unknown user costs a bcrypt check too (at cost 10, what
+        // htpasswd -B writes): the time of a refusal does not tell at a
+        // glance which user names exist.
         static UNKNOWN: std::sync::LazyLock<String> =
             std::sync::LazyLock::new(|| bcrypt::hash("pptune", 10).unwrap_or_default());
         let (hash, known) = match self.users.get(&user) {
