@@ -12,8 +12,8 @@ use std::io::Write as _;
 
 use policy::policy::QueueSelection;
 use policy::snapshot::Snapshot;
-use pptune::http::openmetrics_to_text004;
-use pptune::metrics::Metrics;
+use pptune::publish::http::openmetrics_to_text004;
+use pptune::publish::metrics::Metrics;
 
 const RECORDED: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

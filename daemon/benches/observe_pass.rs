@@ -26,10 +26,10 @@ mod meter;
 use std::alloc::System;
 
 use policy::Observation;
-use pptune::kernel::{Kernel, SampleScope};
-use pptune::kernel_netlink::NetlinkKernel;
-use pptune::metrics::Metrics;
-use pptune::run::{Engine, PolicyEngine};
+use pptune::publish::metrics::Metrics;
+use pptune::sample::kernel_netlink::NetlinkKernel;
+use pptune::sample::{Kernel, SampleScope};
+use pptune::service::{Engine, PolicyEngine};
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 
 #[global_allocator]
@@ -74,7 +74,7 @@ fn main() {
                 originals: &[],
                 backoff: &policy::engine::NO_BACKOFF,
             };
-            // The daemon's engine, refilling the plan it kept (`run::tick`).
+            // The daemon's engine, refilling the plan it kept (`service`'s `tick`).
             engine.decide_into(&policy, &obs, &mut plan);
             if i >= 2 {
                 decisions += plan.decisions.len();

@@ -52,12 +52,12 @@ use nix::time::{ClockId, clock_gettime};
 use policy::snapshot::{Availability, Capabilities, Snapshot};
 
 use policy::Observation;
-use pptune::kernel_netlink::{
+use pptune::publish::metrics::Metrics;
+use pptune::sample::kernel_netlink::{
     PassBuffers, convert_caps, convert_channels, convert_rings, decode_pass_dev_qstats,
     decode_pass_queue_qstats, decode_pass_queues,
 };
-use pptune::metrics::Metrics;
-use pptune::run::{Engine, PolicyEngine};
+use pptune::service::{Engine, PolicyEngine};
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 
 #[global_allocator]
@@ -418,7 +418,7 @@ fn main() {
             originals: &[],
             backoff: &policy::engine::NO_BACKOFF,
         };
-        // The daemon's engine, refilling the plan it kept (`run::tick`).
+        // The daemon's engine, refilling the plan it kept (`service`'s `tick`).
         let (engine, plan) = engine;
         engine.decide_into(&policy, &obs, plan);
         let (t2, a2) = (cpu_ns(), allocs());

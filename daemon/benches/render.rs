@@ -16,8 +16,8 @@ use policy::snapshot::{
     Availability, Capabilities, Channels, Device, DeviceId, OperState, Pool, PoolStats, QueueStats,
     Rings, RxQueue, Snapshot,
 };
-use pptune::metrics::Metrics;
-use pptune::status::Report;
+use pptune::cmd::status::Report;
+use pptune::publish::metrics::Metrics;
 
 const RECORDED: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

@@ -134,7 +134,7 @@ fn main() {
     ];
     let mut inflight = vec![512_u64; n];
     let mut rng = Lcg(42);
-    let mut rec = Recorder::single(&path, pptune::cli::VERSION);
+    let mut rec = Recorder::single(&path, pptune::VERSION);
     let mut prev: Option<(Snapshot, Duration)> = None;
     let t0 = Instant::now();
     let c0 = cpu();

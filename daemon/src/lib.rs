@@ -1,49 +1,42 @@
 //! pptune, the daemon: CLI, run loop, actuator, state, metrics, systemd.
 //!
-//! # Layout
-//! - [`clock`]: the daemon's monotonic clock, wall and local time.
-//! - [`kernel`]: the seam to the kernel (`Kernel` trait); the netlink
-//!   implementation lives in `kernel_netlink`.
-//! - [`run`]: the service loop, generic over `Kernel`.
-//! - [`actuator`]: safe actuation, evaluation, override detection, restore.
-//! - [`state`]: `/run/pptune/state.json`, the record of originals and actions.
-//! - [`metrics`] + [`http`]: every exported metric and the HTTP server
-//!   (`/metrics`, `/healthz`, `/readyz`); [`health`] is what the loop tells
-//!   `/readyz`; [`process_metrics`] the `process_*` families.
-//! - [`control`] + [`daemon_view`]: the control socket and its rendering.
-//! - [`notify`], [`logging`], [`rollout`]: systemd, logs, staged enforcement.
-//! - [`verify`]: do the live values still hold what pptune set?
-//! - [`record`] (the `pptune-record` crate, daemon/record): the recording
-//!   format, writer and bounded reader, the change journal, and [`replay`];
-//!   [`live_recording`] is what the loop writes into it each pass.
-//! - [`coexist`]: other owners of the same knobs (systemd `.link`,
-//!   NetworkManager, TuneD).
+//! # Layout: one folder per stage of the data flow
+//! ```text
+//!   cmd ──▶ service ──▶ publish ──▶ act ──▶ sample ──▶ (clock, human)
+//! ```
+//! - [`sample`]: the `Kernel` seam; the netlink kernel, the pure join of
+//!   its dumps and their conversion to `policy::Snapshot`.
+//! - [`act`]: the actuator, the state record, rollout, verify, coexistence.
+//! - [`publish`]: metrics, HTTP, health, logs, the recording each pass,
+//!   the control socket and its view, systemd notify.
+//! - [`service`]: the loop, generic over `Kernel`: it composes the stages.
+//! - [`cmd`]: the command line and one file per command.
+//! - [`clock`], [`human`]: the base every stage may use.
+//!
+//! A stage imports only the stages to its right (`daemon/tests/
+//! module_graph.rs` proves it); docs/architecture.md draws the flow.
+//! [`record`] (the `pptune-record` crate, daemon/record) holds the recording
+//! format, writer and bounded reader, the change journal, and [`replay`].
 //!
 //! The daemon contains no decision logic: that is the `policy` crate's.
 #![forbid(unsafe_code)]
-pub mod actuator;
-pub mod cli;
+pub mod act;
 pub mod clock;
-pub mod coexist;
-pub mod commands;
-pub mod control;
-pub mod daemon_view;
-pub mod health;
-pub mod http;
+pub mod cmd;
 pub mod human;
-pub mod kernel;
-pub mod kernel_netlink;
-pub mod live_recording;
-pub mod logging;
-pub mod metrics;
-pub mod notify;
-pub mod process_metrics;
-pub mod replay_cmd;
-pub mod rollout;
-pub mod run;
-pub mod state;
-pub mod status;
-pub mod verify;
+pub mod publish;
+pub mod sample;
+pub mod service;
+
+/// `0.1.0 (git 1a2b3c4d5e6f)`: the package version and the revision it was
+/// built from (`build.rs`; `unknown` outside a git checkout unless
+/// `PPTUNE_GIT_REVISION` was set at build time).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (git ",
+    env!("PPTUNE_GIT_REVISION"),
+    ")"
+);
 
 // The recording and replay, a crate of their own (daemon/record), under the
 // names the daemon's modules and its users have always used.

@@ -4,8 +4,8 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use pptune::cli::{Cli, Command};
-use pptune::commands;
+use pptune::cmd;
+use pptune::cmd::cli::{Cli, Command};
 
 /// Gives SIGPIPE back its default action, as a C program has it: a one-shot
 /// command whose reader went away (`pptune status | head -1`) ends quietly,
@@ -35,8 +35,8 @@ fn main() -> ExitCode {
     };
     // The daemon logs; the one-shot commands print for a person.
     if let Command::Run { log_format, .. } = &cli.command {
-        match pptune::logging::filter_from_env() {
-            Ok(filter) => pptune::logging::init(*log_format, filter),
+        match pptune::publish::logging::filter_from_env() {
+            Ok(filter) => pptune::publish::logging::init(*log_format, filter),
             Err(e) => {
                 pptune::say_err!("pptune: {e}");
                 return ExitCode::from(2);
@@ -60,20 +60,20 @@ fn main() -> ExitCode {
                 metrics_listen,
                 web_config_file,
                 ..
-            } => commands::run(config, metrics_listen, web_config_file.as_deref()).await,
-            Command::Status { interfaces, json } => commands::status(interfaces, json.on).await,
+            } => cmd::run(config, metrics_listen, web_config_file.as_deref()).await,
+            Command::Status { interfaces, json } => cmd::status(interfaces, json.on).await,
             Command::Plan {
                 json,
                 detailed_exitcode,
                 ..
-            } => commands::plan(config, json.on, detailed_exitcode).await,
-            Command::Check { .. } => Ok(commands::check(config)),
-            Command::Verify { interfaces, json } => commands::verify(&interfaces, json.on).await,
-            Command::Export { format, interfaces } => commands::export(format, &interfaces).await,
-            Command::Restore { interfaces } => commands::restore(interfaces).await,
+            } => cmd::plan(config, json.on, detailed_exitcode).await,
+            Command::Check { .. } => Ok(cmd::check(config)),
+            Command::Verify { interfaces, json } => cmd::verify(&interfaces, json.on).await,
+            Command::Export { format, interfaces } => cmd::export(format, &interfaces).await,
+            Command::Restore { interfaces } => cmd::restore(interfaces).await,
             Command::Record {
                 duration, output, ..
-            } => commands::record(config, duration, output).await,
+            } => cmd::record(config, duration, output).await,
             Command::Replay {
                 file,
                 against,
@@ -84,11 +84,11 @@ fn main() -> ExitCode {
                 plot,
                 json,
                 ..
-            } => commands::replay(
+            } => cmd::replay(
                 &file,
                 config,
                 against.as_deref(),
-                &pptune::replay_cmd::ReplayArgs {
+                &pptune::cmd::replay::ReplayArgs {
                     since,
                     until,
                     interfaces,
@@ -101,7 +101,7 @@ fn main() -> ExitCode {
                 since,
                 interfaces,
                 json,
-            } => commands::history(since.as_deref(), &interfaces, json.on),
+            } => cmd::history(since.as_deref(), &interfaces, json.on),
         }
     });
     // A policy load stuck in its blocking thread (a wedged file system)

@@ -141,68 +141,138 @@ fn raw_string_len(s: &[u8], at_token_start: bool) -> Option<usize> {
     Some(end)
 }
 
-/// A file's top-level module: `run` for `src/run.rs`, `http` for
-/// `src/http/admission.rs`. `None` for the crate roots.
-fn top_module(src: &Path, file: &Path) -> Option<String> {
+/// A file's module path: `["act", "actuator"]` for `src/act/actuator.rs`,
+/// `["service"]` for `src/service/mod.rs`, `["clock"]` for `src/clock.rs`.
+/// `None` for the crate roots.
+fn module_path(src: &Path, file: &Path) -> Option<Vec<String>> {
     let rel = file.strip_prefix(src).expect("under src");
-    let first = rel.components().next()?.as_os_str().to_str()?.to_owned();
-    let m = first.strip_suffix(".rs").unwrap_or(&first).to_owned();
-    (m != "lib" && m != "main").then_some(m)
+    let mut path: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let last = path.pop()?;
+    let stem = last.strip_suffix(".rs").unwrap_or(&last);
+    if stem != "mod" {
+        path.push(stem.to_owned());
+    }
+    let root = path.len() == 1 && (path[0] == "lib" || path[0] == "main");
+    (!path.is_empty() && !root).then_some(path)
 }
 
-/// The top-level modules a piece of code names through `crate::`, with the
-/// line of the first mention: `crate::a::b`, `crate::{a, b::c}`.
-fn crate_refs(code: &str) -> BTreeMap<String, usize> {
+/// The unit the graph is drawn between: a module path cut to two levels
+/// (`act::actuator`; `sample::kernel_netlink` for its `join` and
+/// `convert`), so a stage's files are told apart and a file's own
+/// submodules are part of it.
+fn unit(path: &[String]) -> String {
+    path[..path.len().min(2)].join("::")
+}
+
+/// The paths a piece of code names through `crate::` and `super::`, as
+/// module paths from the crate root, with the line of the first mention:
+/// `crate::a::b`, `crate::{a, b::c}`, `super::x` (relative to `here`, the
+/// file's module path). Item names stay on the end of the path
+/// (`act::state::StateFile`); [`resolve`] cuts them to a known module.
+fn crate_refs(code: &str, here: &[String]) -> BTreeMap<String, usize> {
     let mut refs = BTreeMap::new();
     let b = code.as_bytes();
-    let mut from = 0;
-    while let Some(p) = code[from..].find("crate") {
-        let at = from + p;
-        from = at + 5;
-        if at > 0 && is_ident(b[at - 1]) || b.get(at + 5).is_some_and(|&c| is_ident(c)) {
-            continue;
-        }
-        let rest = code[at + 5..].trim_start();
-        let Some(rest) = rest.strip_prefix("::") else {
-            continue;
-        };
-        let rest = rest.trim_start();
-        let line = code[..at].matches('\n').count() + 1;
-        let mut add = |item: &str| {
-            let name: String = item
-                .trim_start()
+    // The path's identifiers up to the first thing that is not one.
+    let path_at = |s: &str| -> String {
+        let mut segs = Vec::new();
+        for seg in s.trim_start().split("::") {
+            let seg = seg.trim_start();
+            let id: String = seg
                 .chars()
                 .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
                 .collect();
-            if !name.is_empty() && name != "self" {
-                refs.entry(name).or_insert(line);
+            if id.is_empty() {
+                break;
             }
-        };
-        if let Some(group) = rest.strip_prefix('{') {
-            // Top-level items of the group, nested groups skipped.
-            let (mut depth, mut item) = (0usize, String::new());
-            for c in group.chars() {
-                match c {
-                    '{' => depth += 1,
-                    '}' if depth == 0 => break,
-                    '}' => depth -= 1,
-                    ',' if depth == 0 => {
-                        add(&item);
-                        item.clear();
-                        continue;
+            let whole = id.len() == seg.trim_end().len();
+            segs.push(id);
+            if !whole {
+                break;
+            }
+        }
+        segs.join("::")
+    };
+    for word in ["crate", "super"] {
+        let mut from = 0;
+        while let Some(p) = code[from..].find(word) {
+            let at = from + p;
+            from = at + word.len();
+            let before_ident = at > 0 && (is_ident(b[at - 1]) || b[at - 1] == b':');
+            if before_ident || b.get(at + word.len()).is_some_and(|&c| is_ident(c)) {
+                continue;
+            }
+            let Some(mut rest) = code[at + word.len()..].trim_start().strip_prefix("::") else {
+                continue;
+            };
+            // `super::super::x` climbs one more level per `super`.
+            let mut base: Vec<String> = if word == "crate" {
+                Vec::new()
+            } else {
+                here[..here.len().saturating_sub(1)].to_vec()
+            };
+            if word == "super" {
+                while let Some(r) = rest.trim_start().strip_prefix("super::") {
+                    base.pop();
+                    rest = r;
+                }
+                // A test module's `use super::*` is the file it tests.
+                if rest.trim_start().starts_with('*') {
+                    continue;
+                }
+            }
+            let line = code[..at].matches('\n').count() + 1;
+            let mut add = |item: &str| {
+                let tail = path_at(item);
+                if tail.is_empty() || tail == "self" || tail.starts_with("self::") {
+                    if !base.is_empty() {
+                        refs.entry(base.join("::")).or_insert(line);
                     }
-                    _ => {}
+                    return;
                 }
-                if depth == 0 {
-                    item.push(c);
+                let mut full = base.clone();
+                full.extend(tail.split("::").map(str::to_owned));
+                refs.entry(full.join("::")).or_insert(line);
+            };
+            if let Some(group) = rest.trim_start().strip_prefix('{') {
+                // Top-level items of the group; a nested group's prefix.
+                let (mut depth, mut item) = (0usize, String::new());
+                for c in group.chars() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' if depth == 0 => break,
+                        '}' => depth -= 1,
+                        ',' if depth == 0 => {
+                            add(&item);
+                            item.clear();
+                            continue;
+                        }
+                        _ => {}
+                    }
+                    if depth == 0 {
+                        item.push(c);
+                    }
                 }
+                add(&item);
+            } else {
+                add(rest);
             }
-            add(&item);
-        } else {
-            add(rest);
         }
     }
     refs
+}
+
+/// The unit a referenced path lands in: its longest prefix that is a known
+/// module, cut to a [`unit`].
+fn resolve(path: &str, modules: &BTreeSet<Vec<String>>) -> Option<String> {
+    let segs: Vec<String> = path.split("::").map(str::to_owned).collect();
+    (1..=segs.len())
+        .rev()
+        .map(|n| segs[..n].to_vec())
+        .find(|p| modules.contains(p))
+        .map(|p| unit(&p))
 }
 
 /// The daemon's sources: (path relative to the crate, code without
@@ -217,7 +287,7 @@ fn sources_in(dir: &str) -> (PathBuf, Vec<(PathBuf, String)>) {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     let mut files = Vec::new();
     rust_files(&src, &mut files);
-    // daemon/src has 25 files, the recording's crate 7, policy/src 27.
+    // daemon/src has 40 files, the recording's crate 7, policy/src 27.
     let floor = if dir == "record/src" { 5 } else { 20 };
     assert!(
         files.len() > floor,
@@ -235,7 +305,7 @@ fn sources_in(dir: &str) -> (PathBuf, Vec<(PathBuf, String)>) {
     (src, read)
 }
 
-/// Module -> (module it names -> where, as "file:line").
+/// Unit -> (unit it names -> where, as "file:line").
 type Graph = BTreeMap<String, BTreeMap<String, String>>;
 
 fn module_graph() -> Graph {
@@ -246,36 +316,33 @@ fn module_graph() -> Graph {
 /// manifest, as [`sources_in`]).
 fn module_graph_of(dir: &str) -> Graph {
     let (src, files) = sources_in(dir);
-    let mut graph = Graph::new();
-    let tops: BTreeSet<String> = files
+    graph_of(&src, &files)
+}
+
+/// The graph of `files` (code only) under `src`: an edge from each unit to
+/// each other unit its code names.
+fn graph_of(src: &Path, files: &[(PathBuf, String)]) -> Graph {
+    let modules: BTreeSet<Vec<String>> = files
         .iter()
-        .filter_map(|(f, _)| top_module(&src, f))
+        .filter_map(|(f, _)| module_path(src, f))
+        .flat_map(|p| (1..=p.len()).map(move |n| p[..n].to_vec()))
         .collect();
-    for (f, code) in &files {
-        let Some(m) = top_module(&src, f) else {
+    let mut graph = Graph::new();
+    for (f, code) in files {
+        let Some(here) = module_path(src, f) else {
             continue;
         };
+        let m = unit(&here);
         let rel = f
-            .strip_prefix(&src)
+            .strip_prefix(src)
             .expect("under src")
             .display()
             .to_string();
-        // `super::` may only stay inside a module (record/ to record/) or
-        // reach a file's own test module: paths to the crate root are
-        // written `crate::`, or this graph would miss them.
-        let nested = f.parent() != Some(src.as_path());
-        for (n, line) in code.lines().enumerate() {
-            let escapes = line.contains("super::super")
-                || (!nested && line.contains("super::") && !line.contains("use super::*"));
-            assert!(
-                !escapes,
-                "src/{rel}:{}: reaches the crate root with `super::`; write `crate::` so the module graph sees it",
-                n + 1
-            );
-        }
         let edges = graph.entry(m.clone()).or_default();
-        for (to, line) in crate_refs(code) {
-            if to != m && tops.contains(&to) {
+        for (path, line) in crate_refs(code, &here) {
+            if let Some(to) = resolve(&path, &modules)
+                && to != m
+            {
                 edges
                     .entry(to)
                     .or_insert_with(|| format!("src/{rel}:{line}"));
@@ -283,6 +350,48 @@ fn module_graph_of(dir: &str) -> Graph {
         }
     }
     graph
+}
+
+/// The daemon's stages, lowest first: each may import the ones before it,
+/// none after it. docs/architecture.md draws the same flow.
+const STAGES: &[&[&str]] = &[
+    &["clock", "human"],
+    &["sample"],
+    &["act"],
+    &["publish"],
+    &["service"],
+    &["cmd"],
+];
+
+/// A unit's stage rank: its first path segment's place in [`STAGES`].
+fn rank(unit: &str) -> Option<usize> {
+    let first = unit.split("::").next()?;
+    STAGES.iter().position(|s| s.contains(&first))
+}
+
+/// Every edge of `graph` that goes up (or sideways between two base
+/// modules), and every unit in no stage, with where it is written.
+fn upward_imports(graph: &Graph) -> Vec<String> {
+    let mut bad = Vec::new();
+    for (from, edges) in graph {
+        let Some(r) = rank(from) else {
+            bad.push(format!(
+                "{from}: in no stage (add it to STAGES and docs/architecture.md)"
+            ));
+            continue;
+        };
+        for (to, at) in edges {
+            let same_stage = from.split("::").next() == to.split("::").next();
+            if same_stage {
+                continue;
+            }
+            match rank(to) {
+                Some(t) if t < r => {}
+                _ => bad.push(format!("{from} -> {to}  ({at})")),
+            }
+        }
+    }
+    bad
 }
 
 /// A circle in `graph`, as the modules around it with where each names the
@@ -341,10 +450,78 @@ fn daemon_modules_import_no_circle() {
     let graph = module_graph();
     // The check must see the graph it judges.
     assert!(
-        graph["run"].contains_key("kernel") && graph["run"].contains_key("state"),
+        graph["service"].contains_key("sample")
+            && graph["service"].contains_key("act::state")
+            && graph["service::keep"].contains_key("service::inputs"),
         "the scan lost the loop's imports: {graph:?}"
     );
     assert_no_circle(&graph, "daemon/src");
+}
+
+/// Each stage imports only the stages below it (sample < act < publish <
+/// service < cmd, over the base `clock` and `human`).
+#[test]
+fn daemon_stages_import_only_downward() {
+    let graph = module_graph();
+    let bad = upward_imports(&graph);
+    assert!(
+        bad.is_empty(),
+        "daemon/src: imports against the flow (docs/architecture.md):\n  {}",
+        bad.join("\n  ")
+    );
+}
+
+/// The tree as it is, with one more file planted in it.
+fn planted(file: &str, code: &str) -> Graph {
+    let (src, mut files) = sources();
+    files.push((src.join(file), code_only(code)));
+    graph_of(&src, &files)
+}
+
+/// The two checks fail on the real tree with a planted fault: a stage
+/// importing upward, a circle between two modules of one stage, and a file
+/// in no stage.
+#[test]
+fn the_structure_checks_fail_on_planted_faults() {
+    // `act` reading the loop.
+    let g = planted("act/planted.rs", "use crate::service::Options;\n");
+    let bad = upward_imports(&g);
+    assert!(
+        bad.iter().any(|b| b.starts_with("act::planted -> service")),
+        "{bad:?}"
+    );
+    // `sample` reading `publish` through `super::super`.
+    let g = planted(
+        "sample/kernel_netlink/planted.rs",
+        "fn f() { super::super::super::publish::metrics::Metrics::new(); }\n",
+    );
+    let bad = upward_imports(&g);
+    assert!(
+        bad.iter()
+            .any(|b| b.starts_with("sample::kernel_netlink -> publish::metrics")),
+        "{bad:?}"
+    );
+    // A circle: state already names clock; clock naming state closes one
+    // through a base module (also upward), and one inside `act`.
+    let g = planted("act/planted.rs", "use crate::act::actuator::Lent;\n");
+    let mut g2 = g.clone();
+    g2.entry("act::actuator".into())
+        .or_default()
+        .insert("act::planted".into(), "planted".into());
+    assert!(find_cycle(&g).is_none());
+    assert!(find_cycle(&g2).is_some());
+    let g = planted("sample/planted.rs", "use crate::act::state::StateFile;\n");
+    let mut bad = upward_imports(&g);
+    bad.retain(|b| b.starts_with("sample::planted"));
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    // A file no stage owns.
+    let g = planted("loose.rs", "use crate::clock::Clock;\n");
+    assert!(
+        upward_imports(&g)
+            .iter()
+            .any(|b| b.starts_with("loose: in no stage")),
+        "a loose top-level file passed"
+    );
 }
 
 /// Fails, naming every edge and where it is written, when `graph` has a
@@ -488,8 +665,16 @@ fn comments_and_literals_are_not_code() {
     let code = code_only(
         "use crate::a; // crate::b\n/* crate::c /* nested */ crate::d */ let s = \"crate::e\"; let r = r#\"crate::f\"#;\nfn g<'x>(c: &'x str) -> char { let _ = crate::{h, i::{j, k}, self}; '\"' }\n",
     );
-    let refs: Vec<String> = crate_refs(&code).into_keys().collect();
+    let refs: Vec<String> = crate_refs(&code, &["x".into()]).into_keys().collect();
     assert_eq!(refs, ["a", "h", "i"]);
+    let here: Vec<String> = vec!["act".into(), "actuator".into()];
+    let refs: Vec<String> = crate_refs(
+        "use super::state::X; super::super::clock::now(); use crate::{a::{b, c}, d};",
+        &here,
+    )
+    .into_keys()
+    .collect();
+    assert_eq!(refs, ["a", "act::state::X", "clock::now", "d"]);
     assert_eq!(code.lines().count(), 3);
 }
 

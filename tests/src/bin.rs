@@ -92,7 +92,7 @@ pub fn require_root(why: &str) {
 pub fn write_channels_record(dir: &std::path::Path, name: &str, from: u32, to: u32) {
     use policy::engine::Outcome;
     use policy::{ChannelField, Knob};
-    use pptune::state::{StateFile, StoredAction, read_boot_id};
+    use pptune::act::state::{StateFile, StoredAction, read_boot_id};
     let id = policy::snapshot::DeviceId {
         name_fallback: Some(name.into()),
         ..Default::default()

@@ -1,4 +1,4 @@
-//! The service loop (`pptune::run::run`) on the fake kernel, in-process:
+//! The service loop (`pptune::service::run`) on the fake kernel, in-process:
 //! the start-up every loop-level test repeats, written once.
 
 use std::path::PathBuf;
@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use policy::Policy;
-use pptune::metrics::Metrics;
-use pptune::notify::Notifier;
-use pptune::rollout::HostId;
-use pptune::run::{Options, PolicyEngine, PolicySource, RunError, run};
-use pptune::state::StateStore;
+use pptune::act::rollout::HostId;
+use pptune::act::state::StateStore;
+use pptune::publish::metrics::Metrics;
+use pptune::publish::notify::Notifier;
+use pptune::service::{Options, PolicyEngine, PolicySource, RunError, run};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
@@ -72,7 +72,7 @@ pub fn start(
         metrics: Arc::clone(&metrics),
         reload: rx,
         backoff_base: Duration::from_secs(30),
-        coexist: pptune::coexist::Roots::none(),
+        coexist: pptune::act::coexist::Roots::none(),
         recording: None,
     };
     let (stop, stop_rx) = oneshot::channel::<()>();

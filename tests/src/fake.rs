@@ -16,7 +16,7 @@ use policy::snapshot::{
     QueueStats, Rings, RxQueue, Snapshot,
 };
 use policy::{ChannelField, RingField};
-use pptune::kernel::{Kernel, KernelEvent, SampleError, SampleScope, SetError};
+use pptune::sample::{Kernel, KernelEvent, SampleError, SampleScope, SetError};
 use tokio::sync::mpsc;
 
 /// The workload and the device's knobs.

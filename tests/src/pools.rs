@@ -1,6 +1,6 @@
 //! A device's page pools as the VM tests and the outcome benchmark measure
 //! them: over pptune's own netlink client, with the counters converted
-//! exactly as the daemon converts them (`pptune::kernel_netlink::pool_stats`).
+//! exactly as the daemon converts them (`pptune::sample::kernel_netlink::pool_stats`).
 //! `daemon/benches/outcome.rs` includes this file by path.
 
 use std::collections::BTreeSet;
@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use netlink::Client;
 use netlink::netdev::PagePool;
 use policy::snapshot::PoolStats;
-use pptune::kernel_netlink::pool_stats;
+use pptune::sample::kernel_netlink::pool_stats;
 
 /// The pools attached to `ifindex` (listed and not detached).
 async fn attached(c: &Client, ifindex: u32) -> netlink::Result<Vec<PagePool>> {

@@ -15,10 +15,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use policy::{Coexist, Mode, Policy};
-use pptune::metrics::Metrics;
-use pptune::notify::Notifier;
-use pptune::rollout::HostId;
-use pptune::run::{Options, PolicyEngine, PolicySource, run};
+use pptune::act::rollout::HostId;
+use pptune::publish::metrics::Metrics;
+use pptune::publish::notify::Notifier;
+use pptune::service::{Options, PolicyEngine, PolicySource, run};
 use pptune_tests::bin::{DaemonDirs, in_netns, require_root};
 use pptune_tests::fake::{self, FakeKernel};
 use tokio::sync::mpsc;
@@ -62,7 +62,7 @@ async fn run_with_link_file(coexist: Coexist) -> (Vec<(String, u32)>, String) {
         metrics: Arc::clone(&metrics),
         reload: rx,
         backoff_base: Duration::from_secs(30),
-        coexist: pptune::coexist::Roots::at(root.path()),
+        coexist: pptune::act::coexist::Roots::at(root.path()),
         recording: None,
     };
     run(

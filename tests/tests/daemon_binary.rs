@@ -139,11 +139,11 @@ fn systemd_notify_reload_device_appearance_and_sigterm_in_a_netns() {
         .enable_all()
         .build()
         .unwrap();
-    let ctl = pptune::control::socket_path(&run_dir);
+    let ctl = pptune::publish::control::socket_path(&run_dir);
     let mut seen = false;
     for _ in 0..50 {
         std::thread::sleep(Duration::from_millis(100));
-        if let Some(v) = rt.block_on(pptune::control::query(&ctl))
+        if let Some(v) = rt.block_on(pptune::publish::control::query(&ctl))
             && v.devices.iter().any(|d| d.name == "ppt0")
         {
             seen = true;
@@ -221,8 +221,8 @@ fn an_ethtool_change_by_hand_is_an_operator_override_on_the_real_kernel() {
         .enable_all()
         .build()
         .unwrap();
-    let ctl = pptune::control::socket_path(&run_dir);
-    let view = |rt: &tokio::runtime::Runtime| rt.block_on(pptune::control::query(&ctl));
+    let ctl = pptune::publish::control::socket_path(&run_dir);
+    let view = |rt: &tokio::runtime::Runtime| rt.block_on(pptune::publish::control::query(&ctl));
     // Wait until the daemon has decided on ppt0 (enforce mode).
     let mut enforced = false;
     for _ in 0..50 {
@@ -274,7 +274,7 @@ fn an_ethtool_change_by_hand_is_an_operator_override_on_the_real_kernel() {
 fn restore_command_puts_a_recorded_original_back_on_the_real_kernel() {
     require_root("a throwaway network namespace");
     use policy::{ChannelField, Knob};
-    use pptune::state::{StateFile, read_boot_id};
+    use pptune::act::state::{StateFile, read_boot_id};
     // The record a killed daemon left: ppt0's rx channels were 1 before
     // pptune (here: an ethtool -L in the script) changed them to 2.
     let dir = tempfile::tempdir().unwrap();

@@ -9,12 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use policy::{Mode, Policy};
-use pptune::control::{self, Reply, Request};
-use pptune::metrics::Metrics;
-use pptune::notify::Notifier;
-use pptune::rollout::HostId;
-use pptune::run::{Options, PolicyEngine, PolicySource, run};
-use pptune::state::{StateError, StateStore};
+use pptune::act::rollout::HostId;
+use pptune::act::state::{StateError, StateStore};
+use pptune::publish::control::{self, Reply, Request};
+use pptune::publish::metrics::Metrics;
+use pptune::publish::notify::Notifier;
+use pptune::service::{Options, PolicyEngine, PolicySource, run};
 use pptune_tests::fake::{self, FakeKernel};
 use tokio::sync::mpsc;
 
@@ -46,7 +46,7 @@ async fn status_view_and_restore_through_the_running_daemon() {
         metrics: Arc::new(Metrics::new()),
         reload: rx,
         backoff_base: Duration::from_secs(30),
-        coexist: pptune::coexist::Roots::none(),
+        coexist: pptune::act::coexist::Roots::none(),
         recording: None,
     };
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -76,7 +76,7 @@ async fn status_view_and_restore_through_the_running_daemon() {
     assert_eq!(dev.mode, "enforce");
     assert_eq!(dev.originals, vec![("ring.rx".to_owned(), 256)]);
     assert!(!dev.last_actions.is_empty());
-    let text = pptune::daemon_view::render(Some(&view), &[]);
+    let text = pptune::publish::view::render(Some(&view), &[]);
     assert!(text.contains("eth0 [enforce]"), "{text}");
     assert!(text.contains("originals: ring.rx=256"), "{text}");
     // `pptune restore` cannot take the lock while the daemon runs…
@@ -103,7 +103,7 @@ async fn status_view_and_restore_through_the_running_daemon() {
     assert!(!sock.exists(), "control socket left behind");
     // Without a daemon: no view.
     assert!(control::query(&sock).await.is_none());
-    assert!(pptune::daemon_view::render(None, &[]).contains("not running"));
+    assert!(pptune::publish::view::render(None, &[]).contains("not running"));
 }
 
 /// What `pptune status` says of the host comes from the same standing as
@@ -155,7 +155,7 @@ async fn an_observe_only_host_never_reads_as_enforcing() {
         let json = serde_json::to_value(&view).unwrap();
         assert_eq!(json["host_enforcing"], enforcing, "{label}: {json}");
         assert!(view.rollout.contains(sentence), "{label}: {}", view.rollout);
-        let text = pptune::daemon_view::render(Some(&view), &[]);
+        let text = pptune::publish::view::render(Some(&view), &[]);
         assert_eq!(
             text.contains("this host enforces"),
             enforcing,

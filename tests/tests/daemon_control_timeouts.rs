@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use policy::Mode;
-use pptune::control::{self, REQUEST_TIMEOUT, Reply, Request};
-use pptune::state::StateStore;
+use pptune::act::state::StateStore;
+use pptune::publish::control::{self, REQUEST_TIMEOUT, Reply, Request};
 use pptune_tests::daemon;
 use pptune_tests::fake::{self, FakeKernel};
 

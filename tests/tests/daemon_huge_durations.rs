@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use policy::Mode;
-use pptune::state::StateStore;
+use pptune::act::state::StateStore;
 use pptune_tests::daemon;
 use pptune_tests::fake::{self, FakeKernel};
 
@@ -30,7 +30,7 @@ async fn durations_past_instant_range_do_not_panic_the_loop() {
         &k,
         p,
         Some(StateStore::open(dir.path(), "b".into()).unwrap()),
-        Some(pptune::control::socket_path(dir.path())),
+        Some(pptune::publish::control::socket_path(dir.path())),
     );
     // First sample, a reload (re-arms every timer), a device event.
     tokio::time::sleep(Duration::from_millis(300)).await;

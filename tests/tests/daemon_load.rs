@@ -301,7 +301,7 @@ fn control_socket_garbage_and_idle_clients_stay_bounded() {
     drop(idle);
     // Past the request-line timeout every connection the load opened is
     // closed on the daemon's side.
-    std::thread::sleep(pptune::control::REQUEST_LINE_TIMEOUT + Duration::from_secs(1));
+    std::thread::sleep(pptune::publish::control::REQUEST_LINE_TIMEOUT + Duration::from_secs(1));
     let after = view_request(&sock);
     let (rss1, fds1) = (d.rss_kib(), d.fds());
     println!(
@@ -316,12 +316,12 @@ fn control_socket_garbage_and_idle_clients_stay_bounded() {
     );
     assert!(after.is_some(), "no view after the garbage");
     assert!(
-        fds_idle <= fds0 + pptune::control::MAX_CLIENTS + 2,
+        fds_idle <= fds0 + pptune::publish::control::MAX_CLIENTS + 2,
         "200 idle clients took {} descriptors",
         fds_idle - fds0
     );
     assert!(
-        view_latency <= pptune::control::REQUEST_LINE_TIMEOUT + Duration::from_secs(2),
+        view_latency <= pptune::publish::control::REQUEST_LINE_TIMEOUT + Duration::from_secs(2),
         "a view took {view_latency:?} behind idle clients"
     );
     assert!(fds1 <= fds0, "descriptors grew {fds0} -> {fds1}");

@@ -11,12 +11,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use policy::{Mode, OnStop, Policy};
-use pptune::kernel::KernelEvent;
-use pptune::metrics::Metrics;
-use pptune::notify::Notifier;
-use pptune::rollout::HostId;
-use pptune::run::{Options, PolicyEngine, PolicySource, run};
-use pptune::state::StateStore;
+use pptune::act::rollout::HostId;
+use pptune::act::state::StateStore;
+use pptune::publish::metrics::Metrics;
+use pptune::publish::notify::Notifier;
+use pptune::sample::KernelEvent;
+use pptune::service::{Options, PolicyEngine, PolicySource, run};
 use pptune_tests::fake::{self, FakeKernel};
 use tokio::sync::mpsc;
 
@@ -55,7 +55,7 @@ fn options(store: Option<StateStore>, notifier: Notifier) -> (Options, Harness) 
             metrics: Arc::clone(&metrics),
             reload: rx,
             backoff_base: Duration::from_secs(30),
-            coexist: pptune::coexist::Roots::none(),
+            coexist: pptune::act::coexist::Roots::none(),
             recording: None,
         },
         Harness {
@@ -253,11 +253,11 @@ async fn restore_command_uses_the_record_of_a_killed_daemon() {
     // `pptune restore` after the daemon is gone.
     let st = store(dir.path());
     let (mut rec, _) = st.load().unwrap();
-    let snap = pptune::kernel::Kernel::sample(&*k, &Default::default())
+    let snap = pptune::sample::Kernel::sample(&*k, &Default::default())
         .await
         .unwrap();
     let (lines, ok, _) =
-        pptune::actuator::restore_originals(&*k, &mut rec, &snap.devices, &[]).await;
+        pptune::act::actuator::restore_originals(&*k, &mut rec, &snap.devices, &[]).await;
     assert!(ok, "{lines:?}");
     assert_eq!(k.ring(), 256);
     assert!(rec.devices.is_empty());

@@ -15,12 +15,12 @@ use std::time::Duration;
 
 use policy::policy::QueueSelection;
 use policy::{Mode, Policy};
-use pptune::http::{Limits, serve_with};
-use pptune::kernel::KernelEvent;
-use pptune::metrics::{Metrics, family_names};
-use pptune::notify::Notifier;
-use pptune::rollout::HostId;
-use pptune::run::{Options, PolicyEngine, PolicySource, run};
+use pptune::act::rollout::HostId;
+use pptune::publish::http::{Limits, serve_with};
+use pptune::publish::metrics::{Metrics, family_names};
+use pptune::publish::notify::Notifier;
+use pptune::sample::KernelEvent;
+use pptune::service::{Options, PolicyEngine, PolicySource, run};
 use pptune_tests::fake::{self, FakeKernel};
 use tokio::sync::mpsc;
 
@@ -193,7 +193,7 @@ fn options(metrics: Arc<Metrics>, reload: mpsc::UnboundedReceiver<()>) -> Option
         metrics,
         reload,
         backoff_base: Duration::from_secs(30),
-        coexist: pptune::coexist::Roots::none(),
+        coexist: pptune::act::coexist::Roots::none(),
         recording: None,
     }
 }
@@ -371,7 +371,7 @@ async fn prometheus_scrapes(series: QueueSelection) -> Scraped {
     let metrics = Arc::new(Metrics::new());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
-    tokio::spawn(pptune::http::serve(listener, Arc::clone(&metrics)));
+    tokio::spawn(pptune::publish::http::serve(listener, Arc::clone(&metrics)));
     // Our endpoint answers with the OpenMetrics content type.
     let m = Arc::clone(&metrics);
     let daemon = tokio::spawn(async move { exercise_with(m, 60, series).await });
@@ -630,7 +630,7 @@ async fn metrics_endpoint_negotiates_format_and_gzip_and_keeps_alive() {
         )
         .unwrap();
         assert_eq!(om.status, 200);
-        assert_eq!(om.header("content-type"), Some(pptune::http::OPENMETRICS));
+        assert_eq!(om.header("content-type"), Some(pptune::publish::http::OPENMETRICS));
         let om_body = om.text();
         parse_openmetrics(&om_body).unwrap_or_else(|e| panic!("{e}\n{om_body}"));
         assert!(om_body.contains("pptune_build_info{version=\""), "{om_body}");
@@ -1020,7 +1020,7 @@ async fn a_policy_load_that_hangs_stops_neither_healthz_nor_the_loop() {
     // While the load hangs: every probe answered, each well within a
     // liveness probe's timeout, and the loop samples on (ready).
     let mut slowest = Duration::ZERO;
-    while t0.elapsed() < pptune::run::RELOAD_DEADLINE - Duration::from_secs(2) {
+    while t0.elapsed() < pptune::service::RELOAD_DEADLINE - Duration::from_secs(2) {
         let (status, took) = healthz().await;
         assert_eq!(status, 200);
         slowest = slowest.max(took);
@@ -1053,7 +1053,7 @@ async fn a_policy_load_that_hangs_stops_neither_healthz_nor_the_loop() {
                 return;
             }
             assert!(
-                t0.elapsed() < pptune::run::RELOAD_DEADLINE + Duration::from_secs(5),
+                t0.elapsed() < pptune::service::RELOAD_DEADLINE + Duration::from_secs(5),
                 "/readyz stayed {status}: {body}"
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -1208,7 +1208,7 @@ async fn the_loop_keeps_its_interval_under_a_scrape_storm() {
         std::future::pending(),
     ));
     readyz_until(addr, 200).await;
-    let rss_before = pptune::process_metrics::ProcessFigures::read()
+    let rss_before = pptune::publish::process_metrics::ProcessFigures::read()
         .resident_bytes
         .unwrap();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -1223,7 +1223,7 @@ async fn the_loop_keeps_its_interval_under_a_scrape_storm() {
         let r = metrics.health.readiness();
         max_age = max_age.max(r.last_sample_age_seconds.unwrap_or(f64::MAX));
         peak_rss = peak_rss.max(
-            pptune::process_metrics::ProcessFigures::read()
+            pptune::publish::process_metrics::ProcessFigures::read()
                 .resident_bytes
                 .unwrap_or(0),
         );

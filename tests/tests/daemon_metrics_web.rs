@@ -2,7 +2,7 @@
 //! exporter-toolkit web config file (node_exporter's `--web.config.file`),
 //! checked with the clients a fleet uses: curl and a real Prometheus
 //! scraping over TLS with basic auth. Certificates come from a test CA
-//! (rcgen); the server is pptune's own (`pptune::http::serve_secured`) on
+//! (rcgen); the server is pptune's own (`pptune::publish::http::serve_secured`) on
 //! loopback.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -11,8 +11,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pptune::http::{Limits, Web, serve_secured};
-use pptune::metrics::Metrics;
+use pptune::publish::http::{Limits, Web, serve_secured};
+use pptune::publish::metrics::Metrics;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 
 /// A CA and a server certificate for 127.0.0.1 signed by it, as PEM files.
@@ -84,7 +84,7 @@ fn curl(url: &str, args: &[&str]) -> (u16, String) {
 }
 
 async fn serve(web: Web) -> std::net::SocketAddr {
-    let listener = pptune::http::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = pptune::publish::http::bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(serve_secured(
         listener,
@@ -306,7 +306,7 @@ async fn a_real_prometheus_scrapes_over_tls_with_basic_auth() {
 async fn a_port_alone_listens_on_every_address() {
     let addr = config::parse_listen(":0").unwrap();
     assert_eq!(addr.to_string(), "[::]:0");
-    let l = pptune::http::bind(addr).unwrap();
+    let l = pptune::publish::http::bind(addr).unwrap();
     let port = l.local_addr().unwrap().port();
     // A host without IPv6 gets the IPv4 wildcard instead.
     let hosts: &[&str] = if l.local_addr().unwrap().is_ipv6() {

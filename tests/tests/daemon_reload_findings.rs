@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use policy::Mode;
-use pptune::state::StateStore;
+use pptune::act::state::StateStore;
 use pptune_tests::daemon;
 use pptune_tests::fake::{self, FakeKernel};
 

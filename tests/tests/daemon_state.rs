@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
-use pptune::state::read_boot_id;
+use pptune::act::state::read_boot_id;
 use pptune_tests::bin::{DaemonDirs, in_netns, require_root};
 
 /// A record a newer pptune might write: schema 2, this boot, a field this

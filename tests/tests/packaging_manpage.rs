@@ -1,7 +1,7 @@
 //! The man pages and shell completions the Debian package ships
 //! (`packaging/deb/man/`, `packaging/deb/completions/`) are generated and
 //! committed, so `cargo deb` needs no build step of its own: pptune(8) and
-//! one page per command from pptune's clap definition (`pptune::cli::Cli`)
+//! one page per command from pptune's clap definition (`pptune::cmd::cli::Cli`)
 //! plus the hand-written sections in `packaging/deb/man-src/pptune.8.md`,
 //! and pptune-policy(5) from `docs/policy.md` itself. This test regenerates them and
 //! fails when the committed copies drift from the CLI. To refresh after a CLI
@@ -27,7 +27,7 @@ const SECTION: &str = "8";
 /// The package version, not the git revision `--version` adds: the committed
 /// pages must not change with every commit.
 fn cli() -> clap::Command {
-    let mut cmd = pptune::cli::Cli::command().version(env!("CARGO_PKG_VERSION"));
+    let mut cmd = pptune::cmd::cli::Cli::command().version(env!("CARGO_PKG_VERSION"));
     cmd.build();
     // `pptune help` exists but needs no page (every page is the help).
     cmd.mut_subcommand("help", |s| s.hide(true))
@@ -58,7 +58,7 @@ fn main_page(cmd: clap::Command) -> Vec<u8> {
 }
 
 /// pptune-CMD(8): clap's sections, then EXAMPLES and EXIT STATUS from the
-/// command's [`pptune::cli::manual`] (what `--help` shows after the
+/// command's [`pptune::cmd::cli::manual`] (what `--help` shows after the
 /// options, which clap_mangen would put under EXTRA).
 fn sub_page(cmd: clap::Command, name: &str) -> Vec<u8> {
     let man = mangen(cmd);
@@ -68,10 +68,10 @@ fn sub_page(cmd: clap::Command, name: &str) -> Vec<u8> {
     man.render_synopsis_section(&mut buf).unwrap();
     man.render_description_section(&mut buf).unwrap();
     man.render_options_section(&mut buf).unwrap();
-    let m = pptune::cli::manual(name);
+    let m = pptune::cmd::cli::manual(name);
     assert!(
         !m.examples.is_empty() && !m.exit.is_empty(),
-        "pptune::cli::manual has no entry for `{name}`"
+        "pptune::cmd::cli::manual has no entry for `{name}`"
     );
     let mut out = String::from(".SH EXAMPLES\n");
     for (cmdline, what) in m.examples {
@@ -321,7 +321,7 @@ fn generated() -> Vec<(String, Vec<u8>)> {
         (Shell::Fish, "completions/pptune.fish"),
     ] {
         let mut buf = Vec::new();
-        let mut c = pptune::cli::Cli::command();
+        let mut c = pptune::cmd::cli::Cli::command();
         clap_complete::generate(shell, &mut c, "pptune", &mut buf);
         out.push((file.to_string(), buf));
     }
@@ -416,7 +416,7 @@ fn man_pages_document_commands_files_environment_exit_status_and_signals() {
             for section in [".SH EXAMPLES", ".SH \"EXIT STATUS\""] {
                 assert!(p.contains(section), "{rel} has no {section}");
             }
-            for (code, _) in pptune::cli::manual(sub).exit {
+            for (code, _) in pptune::cmd::cli::manual(sub).exit {
                 assert!(
                     main_exit.contains(&format!("\\fB{code}\\fR")),
                     "pptune.8 EXIT STATUS does not say what {code} ({sub}) means"

@@ -1,7 +1,7 @@
 //! The Grafana dashboard and the Prometheus alert rules: they parse, promtool
 //! accepts them (and the alert unit tests pass), and every pptune metric they
 //! query is one the daemon really exports (its own registry,
-//! `pptune::metrics::Metrics`) and one `docs/metrics.md` documents.
+//! `pptune::publish::metrics::Metrics`) and one `docs/metrics.md` documents.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeSet;
@@ -92,11 +92,11 @@ fn pptune_names(expr: &str) -> BTreeSet<String> {
 /// `# TYPE` line for a family without children, so one device with one queue
 /// and one pool is observed twice (the ratios need a delta) and each
 /// event-driven family gets one child.
-fn populated_metrics() -> pptune::metrics::Metrics {
+fn populated_metrics() -> pptune::publish::metrics::Metrics {
     use policy::snapshot::{
         Availability, Capabilities, Channels, Device, Pool, PoolStats, Rings, RxQueue, Snapshot,
     };
-    use pptune::metrics::*;
+    use pptune::publish::metrics::*;
     let m = Metrics::new();
     let snap = |k: u64| Snapshot {
         capabilities: Capabilities {
@@ -223,7 +223,9 @@ fn exported_names() -> BTreeSet<String> {
 fn assert_names_exist(what: &str, names: &BTreeSet<String>) {
     // Both the daemon's declared list and what its registry really writes:
     // the two disagreed once (`_ratio` declared, `_ratios` written).
-    let declared: BTreeSet<String> = pptune::metrics::family_names().into_iter().collect();
+    let declared: BTreeSet<String> = pptune::publish::metrics::family_names()
+        .into_iter()
+        .collect();
     let undeclared: Vec<_> = names.iter().filter(|n| !declared.contains(*n)).collect();
     assert!(
         undeclared.is_empty(),
@@ -598,10 +600,10 @@ fn recorded_scrapes(miss: u64, enforcing: bool) -> (String, String) {
             }
         }
     }
-    let m = pptune::metrics::Metrics::new();
+    let m = pptune::publish::metrics::Metrics::new();
     m.set_queue_series(QueueSelection::Worst { count: 4 });
     m.rollout_enforcing.set(i64::from(enforcing));
-    let applied = pptune::metrics::ActionLabels {
+    let applied = pptune::publish::metrics::ActionLabels {
         device: "eth1".into(),
         knob: "ring.rx".into(),
         direction: "grow".into(),
@@ -609,12 +611,12 @@ fn recorded_scrapes(miss: u64, enforcing: bool) -> (String, String) {
     };
     let _ = m.actions.get_or_create(&applied);
     m.observe_snapshot(&first);
-    let a = pptune::http::openmetrics_to_text004(&m.encode().unwrap());
+    let a = pptune::publish::http::openmetrics_to_text004(&m.encode().unwrap());
     if enforcing {
         m.actions.get_or_create(&applied).inc();
     }
     m.observe_snapshot(&second);
-    let b = pptune::http::openmetrics_to_text004(&m.encode().unwrap());
+    let b = pptune::publish::http::openmetrics_to_text004(&m.encode().unwrap());
     (a, b)
 }
 

@@ -11,14 +11,14 @@ use std::time::Duration;
 
 use policy::plan::Action;
 use policy::{Mode, Policy};
-use pptune::metrics::Metrics;
-use pptune::notify::Notifier;
+use pptune::act::rollout::HostId;
+use pptune::cmd::replay::plot::{self, Area};
+use pptune::cmd::replay::{Recorded, ReplayArgs, SeriesFormat, record_with, replay_cmd, series};
+use pptune::publish::metrics::Metrics;
+use pptune::publish::notify::Notifier;
 use pptune::record::{journal, recording_dir};
 use pptune::replay::{Basis, Point, Selection, replay, replay_selected};
-use pptune::replay_cmd::plot::{self, Area};
-use pptune::replay_cmd::{Recorded, ReplayArgs, SeriesFormat, record_with, replay_cmd, series};
-use pptune::rollout::HostId;
-use pptune::run::{Options, PolicyEngine, PolicySource, run};
+use pptune::service::{Options, PolicyEngine, PolicySource, run};
 use pptune_tests::fake::{self, FakeKernel};
 use tokio::sync::mpsc;
 
@@ -45,7 +45,7 @@ async fn run_for(k: &Arc<FakeKernel>, p: &Policy, state_dir: &Path, secs: u64) -
         metrics: Arc::clone(&metrics),
         reload: rx,
         backoff_base: Duration::from_secs(30),
-        coexist: pptune::coexist::Roots::none(),
+        coexist: pptune::act::coexist::Roots::none(),
         recording: Some(state_dir.to_owned()),
     };
     run(

@@ -274,8 +274,11 @@ impl Pptune {
         pptune_tests::http::sample_sum(&self.metrics(), family, labels)
     }
 
-    async fn view(&self) -> Option<pptune::control::DaemonView> {
-        pptune::control::query(&pptune::control::socket_path(&self.dir.join("run"))).await
+    async fn view(&self) -> Option<pptune::publish::control::DaemonView> {
+        pptune::publish::control::query(&pptune::publish::control::socket_path(
+            &self.dir.join("run"),
+        ))
+        .await
     }
 
     /// Waits for the first sample (the control socket answers with a sample

@@ -210,10 +210,10 @@ async fn sigkill_at_random_points_loses_no_original() {
         //    control view lists it), then dies too, at a random point.
         if cycle.is_multiple_of(2) && t.kills < kills {
             let child = daemon();
-            let sock = pptune::control::socket_path(&run);
+            let sock = pptune::publish::control::socket_path(&run);
             let mut known = None;
             for _ in 0..100 {
-                if let Some(v) = pptune::control::query(&sock).await
+                if let Some(v) = pptune::publish::control::query(&sock).await
                     && v.last_sample_age_s.is_some()
                 {
                     known = v

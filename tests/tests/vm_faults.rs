@@ -213,8 +213,8 @@ impl Daemon {
         )
     }
 
-    async fn view(&self) -> Option<pptune::control::DaemonView> {
-        pptune::control::query(&pptune::control::socket_path(&self.run)).await
+    async fn view(&self) -> Option<pptune::publish::control::DaemonView> {
+        pptune::publish::control::query(&pptune::publish::control::socket_path(&self.run)).await
     }
 
     /// Waits for the first sample (the control view has a sample age).

@@ -14,7 +14,7 @@
 //!
 //! A crate apart from the daemon (Cargo.toml says why); the daemon's live
 //! side (what a pass writes, the recording's metrics) is its
-//! `live_recording` module.
+//! `publish::recording` module.
 
 pub mod coder;
 pub mod file;

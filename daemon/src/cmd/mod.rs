@@ -1,5 +1,10 @@
-//! The commands' bodies: startup glue around the library (anyhow lives only
-//! here and in `main`).
+//! Stage 5, the commands: the command line ([`cli`]) and the commands'
+//! bodies, startup glue around the library (anyhow lives only here and in
+//! `main`).
+
+pub mod cli;
+pub mod replay;
+pub mod status;
 
 use std::io::IsTerminal as _;
 use std::net::SocketAddr;
@@ -16,15 +21,15 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::control::{self, Reply, Request};
-use crate::kernel::{Kernel, SampleScope};
-use crate::kernel_netlink::NetlinkKernel;
-use crate::logging::action_text;
-use crate::metrics::Metrics;
-use crate::notify::Notifier;
-use crate::rollout;
-use crate::run::{Engine, Options, PolicyEngine, PolicySource};
-use crate::state::{self, StateError, StateFile, StateStore};
+use crate::act::rollout;
+use crate::act::state::{self, StateError, StateFile, StateStore};
+use crate::publish::control::{self, Reply, Request};
+use crate::publish::logging::action_text;
+use crate::publish::metrics::Metrics;
+use crate::publish::notify::Notifier;
+use crate::sample::kernel_netlink::NetlinkKernel;
+use crate::sample::{Kernel, SampleScope};
+use crate::service::{Engine, Options, PolicyEngine, PolicySource};
 
 fn ex_config() -> ExitCode {
     ExitCode::from(u8::try_from(config::EX_CONFIG).unwrap_or(78))
@@ -57,7 +62,7 @@ pub fn check(path: Option<&Path>) -> ExitCode {
         Ok(l) => {
             // The web config the policy names is part of what `run` needs.
             if let Some(w) = &l.policy.daemon.metrics_web_config
-                && let Err(e) = crate::http::Web::load(w)
+                && let Err(e) = crate::publish::http::Web::load(w)
             {
                 crate::say_err!("daemon.metrics_web_config: {e}");
                 crate::say_err!("1 problem found; the policy was not applied");
@@ -80,20 +85,20 @@ pub fn check(path: Option<&Path>) -> ExitCode {
 /// there is one.
 fn serve_metrics(
     addr: SocketAddr,
-    web: Option<Arc<crate::http::Web>>,
+    web: Option<Arc<crate::publish::http::Web>>,
     metrics: &Arc<Metrics>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let listener = crate::http::bind(addr)
+    let listener = crate::publish::http::bind(addr)
         .with_context(|| format!("binding the metrics listener on {addr}"))?;
     let security = web.as_ref().map_or_else(
         || "plain HTTP, no authentication".to_owned(),
         |w| w.describe(),
     );
     tracing::info!(%addr, %security, "serving metrics at /metrics");
-    Ok(tokio::spawn(crate::http::serve_secured(
+    Ok(tokio::spawn(crate::publish::http::serve_secured(
         listener,
         Arc::clone(metrics),
-        crate::http::Limits::default(),
+        crate::publish::http::Limits::default(),
         web,
     )))
 }
@@ -111,7 +116,7 @@ pub async fn run(
     let policy = loaded.policy;
     let web = match web_config.or(policy.daemon.metrics_web_config.as_deref()) {
         None => None,
-        Some(p) => match crate::http::Web::load(p) {
+        Some(p) => match crate::publish::http::Web::load(p) {
             Ok(w) => Some(Arc::new(w)),
             Err(e) => {
                 crate::say_err!("pptune: metrics web config: {e}");
@@ -176,11 +181,11 @@ pub async fn run(
         metrics,
         reload: reload_rx,
         backoff_base: policy::gates::BACKOFF_BASE,
-        coexist: crate::coexist::Roots::from_env(),
+        coexist: crate::act::coexist::Roots::from_env(),
         recording: Some(state_dir),
     };
     let source = Box::new(ConfigSource(path.map(Path::to_owned)));
-    let result = crate::run::run(
+    let result = crate::service::run(
         kernel,
         PolicyEngine::default(),
         source,
@@ -199,7 +204,7 @@ pub async fn run(
 /// `pptune status`: the kernel's view (the netlink helper's renderer), then
 /// the running daemon's.
 pub async fn status(interfaces: Vec<String>, json: bool) -> anyhow::Result<ExitCode> {
-    let code = crate::status::run(crate::status::StatusArgs {
+    let code = crate::cmd::status::run(crate::cmd::status::StatusArgs {
         interfaces: interfaces.clone(),
         json,
     })
@@ -208,7 +213,7 @@ pub async fn status(interfaces: Vec<String>, json: bool) -> anyhow::Result<ExitC
         let view = control::query(&control::socket_path(&state::runtime_dir())).await;
         crate::say_part!(
             "\n{}",
-            crate::daemon_view::render(view.as_ref(), &interfaces)
+            crate::publish::view::render(view.as_ref(), &interfaces)
         );
     }
     Ok(code)
@@ -407,8 +412,8 @@ pub async fn verify(interfaces: &[String], json: bool) -> anyhow::Result<ExitCod
     let rec = read_record()?;
     let names: Vec<String> = devices.iter().map(|d| d.name.clone()).collect();
     require_known(interfaces, &names, rec.as_ref())?;
-    let checks = crate::verify::verify(rec.as_ref(), &devices, interfaces);
-    let holds = checks.iter().all(crate::verify::Check::holds);
+    let checks = crate::act::verify::verify(rec.as_ref(), &devices, interfaces);
+    let holds = checks.iter().all(crate::act::verify::Check::holds);
     if json {
         let v = serde_json::json!({
             "schema_version": 1,
@@ -423,7 +428,7 @@ pub async fn verify(interfaces: &[String], json: bool) -> anyhow::Result<ExitCod
         });
         crate::human::print_json(&v)?;
     } else {
-        crate::say_part!("{}", crate::verify::render(&checks));
+        crate::say_part!("{}", crate::act::verify::render(&checks));
     }
     Ok(if holds {
         ExitCode::SUCCESS
@@ -435,7 +440,7 @@ pub async fn verify(interfaces: &[String], json: bool) -> anyhow::Result<ExitCod
 /// `pptune export`: the values pptune set, per device present, in the
 /// chosen owner's format.
 pub async fn export(
-    format: crate::coexist::ExportFormat,
+    format: crate::act::coexist::ExportFormat,
     interfaces: &[String],
 ) -> anyhow::Result<ExitCode> {
     let kernel = NetlinkKernel::connect().await?;
@@ -451,14 +456,14 @@ pub async fn export(
         }
         let values: std::collections::BTreeMap<policy::Knob, u32> = rec
             .as_ref()
-            .map(crate::verify::expectations)
+            .map(crate::act::verify::expectations)
             .unwrap_or_default()
             .into_iter()
             .filter(|(id, ..)| id.key() == d.id.key())
             .map(|(_, _, k, v)| (k, v))
             .collect();
         if !values.is_empty() {
-            match crate::coexist::export(format, d, &values) {
+            match crate::act::coexist::export(format, d, &values) {
                 Ok(s) => {
                     out.push_str(&s);
                     out.push('\n');
@@ -572,9 +577,13 @@ pub async fn restore(interfaces: Vec<String>) -> anyhow::Result<ExitCode> {
             }
             let kernel = NetlinkKernel::connect().await?;
             let snap = kernel.sample(&SampleScope::default()).await?;
-            let (lines, ok, done) =
-                crate::actuator::restore_originals(&kernel, &mut rec, &snap.devices, &interfaces)
-                    .await;
+            let (lines, ok, done) = crate::act::actuator::restore_originals(
+                &kernel,
+                &mut rec,
+                &snap.devices,
+                &interfaces,
+            )
+            .await;
             // After the act, before the record: an unwritable journal does
             // not undo a restore, it is said.
             if let Err(e) = crate::record::journal::append_restores(
@@ -622,7 +631,7 @@ pub async fn record(
     output: Option<PathBuf>,
 ) -> anyhow::Result<ExitCode> {
     match load_policy(path) {
-        Ok(l) => crate::replay_cmd::record(&l.policy, duration, output).await,
+        Ok(l) => crate::cmd::replay::record(&l.policy, duration, output).await,
         Err(code) => Ok(code),
     }
 }
@@ -632,7 +641,7 @@ pub fn replay(
     file: &Path,
     path: Option<&Path>,
     against: Option<&Path>,
-    args: &crate::replay_cmd::ReplayArgs,
+    args: &crate::cmd::replay::ReplayArgs,
 ) -> anyhow::Result<ExitCode> {
     let selection = match args.selection() {
         Ok(s) => s,
@@ -649,17 +658,17 @@ pub fn replay(
         Ok(b) => b.map(|l| l.policy),
         Err(code) => return Ok(code),
     };
-    crate::replay_cmd::replay_cmd(file, &policy, against.as_ref(), args, &selection)
+    crate::cmd::replay::replay_cmd(file, &policy, against.as_ref(), args, &selection)
 }
 
 /// `pptune history`.
 pub fn history(since: Option<&str>, interfaces: &[String], json: bool) -> anyhow::Result<ExitCode> {
-    let since = match since.map(crate::replay_cmd::parse_time).transpose() {
+    let since = match since.map(crate::cmd::replay::parse_time).transpose() {
         Ok(s) => s,
         Err(msg) => {
             crate::say_err!("pptune: {msg}");
             return Ok(ExitCode::from(2));
         }
     };
-    crate::replay_cmd::history(since, interfaces, json)
+    crate::cmd::replay::history(since, interfaces, json)
 }

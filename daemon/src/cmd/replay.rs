@@ -10,13 +10,13 @@ use policy::Policy;
 use tokio::time::Instant;
 
 use crate::clock::unix_ms;
-use crate::kernel::{Kernel, SampleScope};
-use crate::kernel_netlink::NetlinkKernel;
-use crate::logging::action_text;
+use crate::publish::logging::action_text;
 use crate::record::format::{Inputs, Pass, nanos};
 use crate::record::journal::{self, HistoryRow};
 use crate::record::{Recorder, state_dir};
 use crate::replay::{Basis, Report, Selection, replay_selected};
+use crate::sample::kernel_netlink::NetlinkKernel;
+use crate::sample::{Kernel, SampleScope};
 
 /// `pptune record`: samples every `interval` for `duration` (until ^C when
 /// none) into one recording file.
@@ -71,7 +71,7 @@ pub async fn record_with<K: Kernel>(
     out: &Path,
     progress: bool,
 ) -> anyhow::Result<Recorded> {
-    let mut rec = Recorder::single(out, crate::cli::VERSION);
+    let mut rec = Recorder::single(out, crate::VERSION);
     let interval = policy.timing.interval;
     let origin = Instant::now();
     let start_ms = unix_ms();
@@ -175,7 +175,7 @@ fn show_progress(elapsed: Duration, duration: Option<Duration>, passes: u64, byt
 pub mod plot;
 pub mod series;
 
-pub use crate::cli::SeriesFormat;
+pub use crate::cmd::cli::SeriesFormat;
 
 /// `pptune replay`'s options besides the recording and the policies.
 #[derive(Debug, Clone, Default)]

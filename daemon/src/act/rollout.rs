@@ -11,8 +11,6 @@ use std::path::Path;
 use policy::policy::Rollout;
 use policy::{Mode, Policy};
 
-use crate::metrics::Metrics;
-
 /// Where the host identity came from, and its value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostId {
@@ -84,6 +82,12 @@ pub fn position(salt: &str, host: &str) -> f64 {
     x
 }
 
+/// The fraction of hosts that enforce: the policy's, else all of them.
+#[must_use]
+pub fn fraction(policy: &Policy) -> f64 {
+    policy.rollout.as_ref().map_or(1.0, |r| r.fraction)
+}
+
 /// Whether this host falls in the rollout fraction. It enforces only where a
 /// selector enforces too: [`Standing`] says whether it does, and everything
 /// that tells an operator (log, metrics, `status`, `plan`) asks it.
@@ -134,23 +138,15 @@ impl Standing {
         self.host_selected && self.policy_enforces
     }
 
-    /// Exports the three gauges and logs one line saying which it is.
-    pub fn report(self, policy: &Policy, host: &HostId, metrics: &Metrics) {
-        let fraction = policy.rollout.as_ref().map_or(1.0, |r| r.fraction);
-        metrics.rollout_enforcing.set(i64::from(self.enforcing()));
-        metrics
-            .rollout_host_selected
-            .set(i64::from(self.host_selected));
-        metrics
-            .policy_enforcing
-            .set(i64::from(self.policy_enforces));
-        metrics.rollout_fraction.set(fraction);
+    /// Logs one line saying which it is (the gauges are
+    /// `Metrics::set_rollout`'s).
+    pub fn report(self, policy: &Policy, host: &HostId) {
         tracing::info!(
             enforcing = self.enforcing(),
             host_selected = self.host_selected,
             policy_enforces = self.policy_enforces,
             host_id_source = host.source,
-            fraction,
+            fraction = fraction(policy),
             "rollout: {}",
             self.describe()
         );
@@ -210,19 +206,7 @@ mod tests {
             "{}",
             s.describe()
         );
-        let m = Metrics::new();
-        s.report(
-            &observe,
-            &HostId {
-                source: "test",
-                value: "h".into(),
-            },
-            &m,
-        );
-        let text = m.encode().unwrap();
-        assert!(text.contains("pptune_rollout_enforcing 0\n"), "{text}");
-        assert!(text.contains("pptune_rollout_host_selected 1\n"), "{text}");
-        assert!(text.contains("pptune_policy_enforcing 0\n"), "{text}");
+        assert!(s.host_selected && !s.policy_enforces);
 
         let mut enforce = observe.clone();
         enforce.selectors[0].mode = Some(Mode::Enforce);

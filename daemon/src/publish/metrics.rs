@@ -24,6 +24,9 @@ use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 
 use policy::counters::METRICS as POOL_COUNTERS;
+
+use crate::act::events::Event;
+use crate::act::rollout::Standing;
 use policy::policy::QueueSelection;
 use policy::snapshot::{Device, Snapshot};
 use prometheus_client::metrics::counter::Counter;
@@ -116,7 +119,7 @@ pub struct Metrics {
     /// `daemon.queue_metrics`); device sums are always written.
     queue_series: Mutex<QueueSelection>,
     /// Liveness and readiness, reported by the loop, read by `/readyz`.
-    pub health: crate::health::Health,
+    pub health: crate::publish::health::Health,
     /// Length of the last exposition, to size the next one in one go.
     last_len: AtomicUsize,
 }
@@ -170,7 +173,7 @@ pub fn family_names() -> Vec<String> {
         ]
         .map(String::from),
     );
-    v.extend(crate::process_metrics::FAMILY_NAMES.map(String::from));
+    v.extend(crate::publish::process_metrics::FAMILY_NAMES.map(String::from));
     let queue_families: Vec<String> = v
         .iter()
         .take(POOL_COUNTERS.len() + QUEUE_GAUGES.len())
@@ -350,7 +353,7 @@ impl Metrics {
             ),
             carry: Mutex::new(Carry::default()),
             queue_series: Mutex::new(QueueSelection::All),
-            health: crate::health::Health::default(),
+            health: crate::publish::health::Health::default(),
             last_len: AtomicUsize::new(0),
             registry: Registry::default(),
         };
@@ -362,7 +365,7 @@ impl Metrics {
                 revision: env!("PPTUNE_GIT_REVISION").to_owned(),
             }),
         );
-        r.register_collector(Box::new(crate::process_metrics::ProcessCollector));
+        r.register_collector(Box::new(crate::publish::process_metrics::ProcessCollector));
         for k in ERROR_KINDS {
             let _ = m.errors.get_or_create(&KindLabels {
                 kind: (*k).to_owned(),
@@ -612,25 +615,54 @@ impl Metrics {
         });
     }
 
-    /// Counts an action's outcome (`pptune_actions_total`).
-    pub fn count_action(&self, labels: ActionLabels) {
-        self.actions.get_or_create(&labels).inc();
-        self.remember(|c| &mut c.actions, labels.device.as_str(), &labels);
+    /// What the actuator did, into `pptune_actions_total`,
+    /// `pptune_operator_overrides_total`,
+    /// `pptune_last_action_timestamp_seconds`, `pptune_device_backoff` and
+    /// `pptune_errors_total`.
+    pub fn count(&self, events: impl IntoIterator<Item = Event>) {
+        for e in events {
+            match e {
+                Event::Action {
+                    device,
+                    knob,
+                    direction,
+                    result,
+                } => {
+                    let labels = ActionLabels {
+                        device,
+                        knob: knob.to_string(),
+                        direction: direction.to_owned(),
+                        result,
+                    };
+                    self.actions.get_or_create(&labels).inc();
+                    self.remember(|c| &mut c.actions, labels.device.as_str(), &labels);
+                }
+                Event::Override { device, knob } => {
+                    let labels = KnobLabels {
+                        device,
+                        knob: knob.to_string(),
+                    };
+                    self.overrides.get_or_create(&labels).inc();
+                    self.remember(|c| &mut c.overrides, labels.device.as_str(), &labels);
+                }
+                Event::Applied { device, unix_s } => {
+                    self.last_action
+                        .get_or_create(&DevLabels { device })
+                        .set(unix_s);
+                }
+                Event::BackedOff { device } => self.set_backoff(&device, true),
+                Event::Error(kind) => self.error(kind),
+            }
+        }
     }
 
-    /// Counts an operator override (`pptune_operator_overrides_total`).
-    pub fn count_override(&self, labels: KnobLabels) {
-        self.overrides.get_or_create(&labels).inc();
-        self.remember(|c| &mut c.overrides, labels.device.as_str(), &labels);
-    }
-
-    /// `pptune_last_action_timestamp_seconds` of `device`.
-    pub fn set_last_action(&self, device: &str, unix_s: i64) {
-        self.last_action
-            .get_or_create(&DevLabels {
-                device: device.to_owned(),
-            })
-            .set(unix_s);
+    /// The rollout gauges: whether the host enforces, is selected, whether
+    /// the policy enforces, and the fraction.
+    pub fn set_rollout(&self, s: Standing, fraction: f64) {
+        self.rollout_enforcing.set(i64::from(s.enforcing()));
+        self.rollout_host_selected.set(i64::from(s.host_selected));
+        self.policy_enforcing.set(i64::from(s.policy_enforces));
+        self.rollout_fraction.set(fraction);
     }
 
     /// `pptune_device_backoff` of `device`.
@@ -839,6 +871,24 @@ mod tests {
     /// replaced every few minutes under a new name left its counters and
     /// gauges behind, one set of series per name for the daemon's life.
     #[test]
+    fn the_rollout_gauges_say_the_standing() {
+        let m = Metrics::new();
+        let s = Standing {
+            host_selected: true,
+            policy_enforces: false,
+        };
+        m.set_rollout(s, 0.25);
+        let text = m.encode().unwrap();
+        assert!(text.contains("pptune_rollout_enforcing 0\n"), "{text}");
+        assert!(text.contains("pptune_rollout_host_selected 1\n"), "{text}");
+        assert!(text.contains("pptune_policy_enforcing 0\n"), "{text}");
+        assert!(
+            text.contains("pptune_rollout_fraction_ratio 0.25\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn a_vanished_device_drops_its_counters_and_flags() {
         let m = Metrics::new();
         let dev = |name: &str| Device {
@@ -855,18 +905,28 @@ mod tests {
         for device in ["soakb0", "keep0"] {
             m.count_decision(device, "set_ring", "recycle_miss_high", "enforce");
             m.set_mode(device, "enforce");
-            m.count_action(ActionLabels {
-                device: device.to_owned(),
-                knob: "ring.rx".to_owned(),
-                direction: "grow".to_owned(),
-                result: "applied".to_owned(),
-            });
-            m.count_override(KnobLabels {
-                device: device.to_owned(),
-                knob: "ring.rx".to_owned(),
-            });
-            m.set_last_action(device, 1_796_091_744);
-            m.set_backoff(device, true);
+            let device = device.to_owned();
+            let rx = policy::Knob::Ring(policy::RingField::Rx);
+            m.count([
+                Event::Action {
+                    device: device.clone(),
+                    knob: rx,
+                    direction: "grow",
+                    result: "applied".to_owned(),
+                },
+                Event::Override {
+                    device: device.clone(),
+                    knob: rx,
+                },
+                Event::Applied {
+                    device: device.clone(),
+                    unix_s: 1_796_091_744,
+                },
+                Event::BackedOff {
+                    device: device.clone(),
+                },
+            ]);
+            let device = device.as_str();
             m.set_recommendation(
                 device,
                 Some((
@@ -888,12 +948,12 @@ mod tests {
         assert_eq!(t.matches("device=\"keep0\"").count(), 8, "{t}");
         // Back under the same name: counted from zero.
         m.observe_snapshot(&snap(&["soakb0", "keep0"]));
-        m.count_action(ActionLabels {
+        m.count([Event::Action {
             device: "soakb0".to_owned(),
-            knob: "ring.rx".to_owned(),
-            direction: "grow".to_owned(),
+            knob: policy::Knob::Ring(policy::RingField::Rx),
+            direction: "grow",
             result: "applied".to_owned(),
-        });
+        }]);
         let t = text(&m);
         assert!(
             t.contains("pptune_actions_total{device=\"soakb0\",knob=\"ring.rx\",direction=\"grow\",result=\"applied\"} 1"),

@@ -1,11 +1,22 @@
-//! The state record as the loop lends it to the actuator: the record, the
-//! store it is written to, and the engine whose memory goes with it.
+//! Acting's part of the loop: the actuator, the state record it writes
+//! (with the store and the engine whose memory goes with it), and the
+//! events it notes for the outputs; lent to the actuator one call at a time.
 
 use super::inputs::Engine;
-use crate::actuator;
+use crate::act::actuator::{self, Actuator};
+use crate::act::events::Events;
+use crate::act::state::{StateFile, StateStore};
 use crate::clock::{Clock, unix_ms};
-use crate::metrics::Metrics;
-use crate::state::{StateFile, StateStore};
+use crate::publish::metrics::Metrics;
+
+/// The actuator and what it writes: the loop lends these, with the kernel,
+/// policy, engine and its device map, for one call (`Daemon::lend`).
+pub(super) struct Acting {
+    pub(super) actuator: Actuator,
+    pub(super) state: StateFile,
+    pub(super) store: Option<StateStore>,
+    pub(super) events: Events,
+}
 
 /// The state record as the actuator writes it: with the engine's memory.
 pub(super) struct Keep<'a, E> {
@@ -27,7 +38,7 @@ impl<E: Engine> actuator::Record for Keep<'_, E> {
         self.state.engine = self
             .engine
             .saved_state()
-            .map(|s| crate::state::StoredEngine::new(s, self.clock.now(), unix_ms()));
+            .map(|s| crate::act::state::StoredEngine::new(s, self.clock.now(), unix_ms()));
         if let Some(store) = self.store
             && let Err(e) = store.save(self.state)
         {

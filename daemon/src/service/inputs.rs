@@ -11,11 +11,11 @@ use policy::engine::Observation;
 use policy::plan::Plan;
 use tokio::sync::mpsc;
 
+use crate::act::rollout;
+use crate::act::state::{StateFile, StateStore};
 use crate::clock::unix_ms;
-use crate::metrics::Metrics;
-use crate::notify::Notifier;
-use crate::rollout;
-use crate::state::{StateFile, StateStore};
+use crate::publish::metrics::Metrics;
+use crate::publish::notify::Notifier;
 
 /// The decision engine as the loop uses it. The production implementation
 /// is the policy crate's pure `decide` with its state carried here; tests of
@@ -103,7 +103,7 @@ pub struct Options {
     pub backoff_base: Duration,
     /// Where other owners of the knobs (systemd `.link`, NetworkManager,
     /// TuneD) keep their files.
-    pub coexist: crate::coexist::Roots,
+    pub coexist: crate::act::coexist::Roots,
     /// The state directory for the recording and the change journal
     /// (docs/recording.md); `None` keeps neither.
     pub recording: Option<PathBuf>,

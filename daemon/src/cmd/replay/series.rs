@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use crate::logging::action_text;
+use crate::publish::logging::action_text;
 use crate::replay::{Basis, Point, Report};
 
 use super::SeriesFormat;

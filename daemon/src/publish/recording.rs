@@ -9,7 +9,7 @@ use policy::engine::{ActionRecord, EngineState, LocalTime};
 use policy::snapshot::Snapshot;
 
 use crate::clock::unix_ms;
-use crate::metrics::Metrics;
+use crate::publish::metrics::Metrics;
 use record::format::{ChangeRec, DecisionRec, Inputs, Pass, local_time_rec, nanos};
 use record::journal::Journal;
 use record::{Recorder, recording_dir};
@@ -31,12 +31,7 @@ impl LiveRecording {
         let recorder = if max_bytes == 0 {
             None
         } else {
-            match Recorder::rolling(
-                &recording_dir(state_dir),
-                max_bytes,
-                policy,
-                crate::cli::VERSION,
-            ) {
+            match Recorder::rolling(&recording_dir(state_dir), max_bytes, policy, crate::VERSION) {
                 Ok(r) => Some(r),
                 Err(e) => {
                     tracing::warn!(error = %e, "no recording this run: cannot set up its directory");

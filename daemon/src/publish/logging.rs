@@ -28,8 +28,6 @@ use tracing_subscriber::EnvFilter;
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::util::SubscriberInitExt;
 
-use crate::cli::LogFormat;
-
 /// The journal's native socket.
 const JOURNAL_SOCKET: &str = "/run/systemd/journal/socket";
 
@@ -58,6 +56,20 @@ fn stderr_is_journal() -> bool {
     };
     std::fs::metadata("/proc/self/fd/2")
         .is_ok_and(|m| dev.parse() == Ok(m.dev()) && ino.parse() == Ok(m.ino()))
+}
+
+/// How `run` writes its log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// journald when stderr is the journal (under systemd), readable text
+    /// on a terminal, JSON lines otherwise.
+    Auto,
+    /// Readable text.
+    Human,
+    /// One JSON object per line.
+    Json,
+    /// Native journald fields (needs the journal socket).
+    Journald,
 }
 
 /// `auto` → journald under systemd, text on a terminal, JSON otherwise.

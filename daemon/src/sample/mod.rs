@@ -1,10 +1,15 @@
-//! The seam between the daemon and the kernel.
+//! Stage 1, sampling: the seam between the daemon and the kernel.
 //!
 //! The daemon's loop, actuator and commands are written against [`Kernel`].
-//! The real implementation (`crate::kernel_netlink::NetlinkKernel`) drives
-//! `netlink::Client` and converts its kernel-faithful replies into
-//! `policy::Snapshot`. A hand-written fake in the `tests` harness drives the
-//! loop logic; kernel-facing behaviour is tested against a real kernel.
+//! The real implementation, [`kernel_netlink::NetlinkKernel`], drives
+//! `netlink::Client` with its reused buffers, joins the dumps (`join`, pure)
+//! and converts the kernel-faithful replies into `policy::Snapshot`
+//! (`convert`). A hand-written fake in the `tests` harness drives the loop
+//! logic; kernel-facing behaviour is tested against a real kernel.
+//!
+//! Imports: nothing of the daemon's above the base (`clock`, `human`).
+
+pub mod kernel_netlink;
 
 use std::future::Future;
 

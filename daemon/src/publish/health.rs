@@ -2,7 +2,7 @@
 //! report them.
 //!
 //! The control loop and the HTTP server share one [`Health`] (it lives in
-//! [`crate::metrics::Metrics`], the handle both already hold). The loop
+//! [`crate::publish::metrics::Metrics`], the handle both already hold). The loop
 //! reports three facts — its sampling interval, each successful sample, and
 //! whether the policy in force is valid — and the server reads a
 //! [`Readiness`] from them. Nothing else of the loop's state is visible here.

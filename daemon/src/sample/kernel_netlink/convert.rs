@@ -9,7 +9,7 @@ use policy::snapshot::{
     PoolStats, QueueStats, Rings,
 };
 
-use crate::kernel::KernelEvent;
+use crate::sample::KernelEvent;
 
 /// The policy's capability flags from the probe.
 #[must_use]

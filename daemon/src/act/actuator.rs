@@ -8,8 +8,8 @@
 //!
 //! [`Actuator`] owns what acting needs to remember (the history the gates
 //! read, backoff, open evaluations, overrides, the values it set); the loop
-//! lends it the kernel, the policy, the metrics and the state record for
-//! each call ([`Lent`]).
+//! lends it the kernel, the policy and the state record for each call
+//! ([`Lent`]), and takes back what it did as [`Event`]s for the outputs.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -22,10 +22,10 @@ use policy::knobs::{self, Block};
 use policy::plan::{Decision, Knob, ReasonCode};
 use policy::snapshot::{Channels, Device, DeviceId, Rings, Snapshot};
 
+use crate::act::events::{Event, Events};
+use crate::act::state::{StateFile, StoredAction};
 use crate::clock::{Clock, local_time, now_unix, unix_ms};
-use crate::kernel::{Kernel, SetError};
-use crate::metrics::{ActionLabels, KnobLabels, Metrics};
-use crate::state::{StateFile, StoredAction};
+use crate::sample::{Kernel, SetError};
 
 /// A knob's current value on a sampled device (`policy::knobs`).
 #[must_use]
@@ -142,8 +142,16 @@ pub(crate) trait Record: Send {
 pub(crate) struct Lent<'a, K, R> {
     pub kernel: &'a K,
     pub policy: &'a Policy,
-    pub metrics: &'a Metrics,
+    /// Where acting notes what the outputs count.
+    pub events: &'a Events,
     pub clock: Clock,
+    /// The loop's device map (what restore falls back to when sampling
+    /// fails).
+    pub devices: &'a BTreeMap<u32, Device>,
+    /// The previous sample and when it was taken: a change's baseline.
+    pub prev: Option<&'a (Snapshot, Duration)>,
+    /// The knobs another configuration owns (`coexist: defer`).
+    pub deferred: &'a [(DeviceId, Knob)],
     pub record: R,
 }
 
@@ -180,15 +188,6 @@ struct Change {
     from: u32,
     to: u32,
     direction: &'static str,
-}
-
-fn count_action(metrics: &Metrics, device: &str, knob: Knob, direction: &str, result: &str) {
-    metrics.count_action(ActionLabels {
-        device: device.to_owned(),
-        knob: knob.to_string(),
-        direction: direction.to_owned(),
-        result: result.to_owned(),
-    });
 }
 
 impl Actuator {
@@ -358,9 +357,9 @@ impl Actuator {
         // The operator owns the value now: restoring our recorded original
         // on stop would undo their change.
         io.record.file().forget_original(&dev.id, knob);
-        io.metrics.count_override(KnobLabels {
+        io.events.note(Event::Override {
             device: dev.name.clone(),
-            knob: knob.to_string(),
+            knob,
         });
         let _ = io.record.save();
         true
@@ -379,21 +378,21 @@ impl Actuator {
             error = %error,
             "device backed off"
         );
-        io.metrics.set_backoff(device, true);
+        io.events.note(Event::BackedOff {
+            device: device.to_owned(),
+        });
     }
 
     /// Applies one decision, if the gates still admit it (the plan asked
     /// them too; an earlier change in this tick may have used up what this
-    /// one needed). `snap` is the sample the plan was made from, `prev` the
-    /// one before it (the baseline), `deferred` the knobs another
-    /// configuration owns. Returns whether the device vanished (the loop
-    /// drops it from its map).
+    /// one needed). `snap` is the sample the plan was made from; the
+    /// baseline is the loop's previous sample and the knobs another
+    /// configuration owns are deferred (both in `io`). Returns whether the
+    /// device vanished (the loop drops it from its map).
     pub(crate) async fn actuate<K: Kernel, R: Record>(
         &mut self,
         dec: &Decision,
         snap: &Snapshot,
-        prev: Option<&(Snapshot, Duration)>,
-        deferred: &[(DeviceId, Knob)],
         mut io: Lent<'_, K, R>,
     ) -> bool {
         let (knob, from, to) = match dec.action {
@@ -412,7 +411,7 @@ impl Actuator {
         let Some(dev) = snap.devices.iter().find(|d| d.ifindex == dec.ifindex) else {
             return false;
         };
-        if !self.still_admitted(dec, dev, snap, deferred, &c, &io) {
+        if !self.still_admitted(dec, dev, snap, &c, &io) {
             return false;
         }
         let (key, name) = (c.key.clone(), c.name.clone());
@@ -425,7 +424,7 @@ impl Actuator {
                 return true;
             }
             Err(e) => {
-                io.metrics.error("sample_device");
+                io.events.note(Event::Error("sample_device"));
                 self.fail(&key, &name, format!("sampling before the change: {e}"), &io);
                 return false;
             }
@@ -445,7 +444,7 @@ impl Actuator {
             tracing::info!(device = %name, knob = %knob, planned_from = from, live, "value changed since the plan; not acting");
             return false;
         }
-        let baseline = prev.and_then(|(p, at)| {
+        let baseline = io.prev.and_then(|(p, at)| {
             let before = p.devices.iter().find(|d| d.id.key() == key)?;
             Rates::between(before, &pre, pre_at.saturating_sub(*at))
         });
@@ -479,13 +478,12 @@ impl Actuator {
         dec: &Decision,
         dev: &policy::snapshot::Device,
         snap: &Snapshot,
-        deferred: &[(DeviceId, Knob)],
         c: &Change,
         io: &Lent<'_, K, R>,
     ) -> bool {
         let (knob, name, direction) = (c.knob, &c.name, c.direction);
         let now = io.clock.now();
-        let overrides = self.override_list(deferred);
+        let overrides = self.override_list(io.deferred);
         let obs = Observation {
             previous: None,
             current: snap,
@@ -514,13 +512,8 @@ impl Actuator {
                 r => r.as_str(),
             };
             tracing::info!(device = %name, knob = %knob, reason = held.reason.as_str(), "not acting: {}", held.message);
-            count_action(
-                io.metrics,
-                name,
-                knob,
-                direction,
-                &format!("skipped_{what}"),
-            );
+            io.events
+                .action(name, knob, direction, &format!("skipped_{what}"));
             return false;
         }
         true
@@ -558,8 +551,8 @@ impl Actuator {
                     v.map_or_else(|| "nothing".to_owned(), |v| v.to_string())
                 );
                 self.expected.insert((key.clone(), knob), live);
-                io.metrics.error("verify");
-                count_action(io.metrics, &name, knob, direction, "failed");
+                io.events.note(Event::Error("verify"));
+                io.events.action(&name, knob, direction, "failed");
                 self.fail(&key, &name, msg.clone(), io);
                 Outcome::Failed { message: msg }
             }
@@ -569,7 +562,7 @@ impl Actuator {
                 attr,
             }) => {
                 self.expected.insert((key.clone(), knob), live);
-                count_action(io.metrics, &name, knob, direction, "refused");
+                io.events.action(&name, knob, direction, "refused");
                 let msg = match &attr {
                     Some(a) => format!("{message} (attribute {a})"),
                     None => message.clone(),
@@ -589,15 +582,15 @@ impl Actuator {
             Err(SetError::DeviceGone(_)) => {
                 self.expected.remove(&(key.clone(), knob));
                 gone = true;
-                count_action(io.metrics, &name, knob, direction, "failed");
+                io.events.action(&name, knob, direction, "failed");
                 Outcome::Failed {
                     message: "device vanished during the change".into(),
                 }
             }
             Err(e) => {
                 self.expected.insert((key.clone(), knob), live);
-                io.metrics.error("set");
-                count_action(io.metrics, &name, knob, direction, "failed");
+                io.events.note(Event::Error("set"));
+                io.events.action(&name, knob, direction, "failed");
                 self.fail(&key, &name, e.to_string(), io);
                 Outcome::Failed {
                     message: e.to_string(),
@@ -627,9 +620,11 @@ impl Actuator {
         }
         self.expected.insert((key.clone(), knob), v);
         self.backoff.remove(key);
-        count_action(io.metrics, name, knob, direction, "applied");
-        io.metrics
-            .set_last_action(name, i64::try_from(unix_ms() / 1000).unwrap_or(0));
+        io.events.action(name, knob, direction, "applied");
+        io.events.note(Event::Applied {
+            device: name.clone(),
+            unix_s: i64::try_from(unix_ms() / 1000).unwrap_or(0),
+        });
         tracing::warn!(
             target: "pptune::action",
             device = %name,
@@ -742,11 +737,11 @@ impl Actuator {
                 match set_knob(io.kernel, dev.ifindex, ev.knob, ev.from).await {
                     Ok(Some(v)) => {
                         self.expected.insert((ev.key.clone(), ev.knob), v);
-                        count_action(io.metrics, &dev.name, ev.knob, "revert", "applied");
+                        io.events.action(&dev.name, ev.knob, "revert", "applied");
                     }
                     other => {
                         self.expected.insert((ev.key.clone(), ev.knob), ev.to);
-                        count_action(io.metrics, &dev.name, ev.knob, "revert", "failed");
+                        io.events.action(&dev.name, ev.knob, "revert", "failed");
                         let msg = match other {
                             Err(e) => e.to_string(),
                             Ok(_) => "no read-back".to_owned(),
@@ -758,7 +753,8 @@ impl Actuator {
                 tracing::info!(device = %dev.name, knob = %ev.knob, "change {} -> {}: {outcome}: {}", ev.from, ev.to, verdict.why());
             }
             let direction = if ev.to >= ev.from { "grow" } else { "shrink" };
-            count_action(io.metrics, &dev.name, ev.knob, direction, outcome.label());
+            io.events
+                .action(&dev.name, ev.knob, direction, outcome.label());
             self.set_outcome(&dev.id, ev.knob, &outcome, io.record.file());
         }
         let _ = io.record.save();
@@ -770,16 +766,15 @@ impl Actuator {
     pub(crate) async fn restore<K: Kernel, R: Record>(
         &mut self,
         interfaces: &[String],
-        known: &BTreeMap<u32, Device>,
         mut io: Lent<'_, K, R>,
     ) -> (Vec<String>, bool, Vec<(String, String, Knob, u32)>) {
         let devices: Vec<Device> = match io
             .kernel
-            .sample(&crate::kernel::SampleScope::default())
+            .sample(&crate::sample::SampleScope::default())
             .await
         {
             Ok(s) => s.devices,
-            Err(_) => known.values().cloned().collect(),
+            Err(_) => io.devices.values().cloned().collect(),
         };
         let (lines, ok, done) =
             restore_originals(io.kernel, io.record.file(), &devices, interfaces).await;
@@ -788,7 +783,7 @@ impl Actuator {
             self.evaluations
                 .retain(|e| !(e.key == *key && e.knob == *knob));
             if let Some(d) = devices.iter().find(|d| d.id.key() == *key) {
-                count_action(io.metrics, &d.name, *knob, "restore", "applied");
+                io.events.action(&d.name, *knob, "restore", "applied");
             }
         }
         let _ = io.record.save();

@@ -35,7 +35,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::time::Instant;
 
-use crate::metrics::Metrics;
+use crate::publish::metrics::Metrics;
 
 mod admission;
 pub mod web;

@@ -26,31 +26,12 @@ use policy::snapshot::{
 };
 use serde::Serialize;
 
-use crate::kernel::{Kernel, SampleScope};
-use crate::kernel_netlink::NetlinkKernel;
+use crate::publish::notes::{capability_words, no_pools_note};
+use crate::sample::kernel_netlink::NetlinkKernel;
+use crate::sample::{Kernel, SampleScope};
 
 /// Version of the `--json` layout. Bump on any rename or removal.
 pub const SCHEMA_VERSION: u32 = 1;
-
-/// Drivers known to create page pools without a netdev (invisible to
-/// netlink); from `docs/kernel-interfaces.md` §4.
-const INVISIBLE_POOL_DRIVERS: &[&str] = &[
-    "veth",
-    "stmmac",
-    "mvneta",
-    "mvpp2",
-    "airoha",
-    "bcmgenet",
-    "hibmcge",
-    "mtk_soc_eth",
-    "mlxsw_spectrum",
-    "lan966x-switch",
-    "rtase",
-    "ravb",
-    "am65-cpsw-nuss",
-    "cpsw",
-    "icssg-prueth",
-];
 
 /// `pptune status` arguments.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -78,7 +59,7 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
         .collect();
     let mut report = Report::build(&snap, boottime, missing);
     // The other tools' configuration is read once, not once per device.
-    let sources = crate::coexist::Sources::read(&crate::coexist::Roots::from_env());
+    let sources = crate::act::coexist::Sources::read(&crate::act::coexist::Roots::from_env());
     for (i, d) in report.interfaces.iter_mut().zip(&snap.devices) {
         i.owners = sources
             .owners(d)
@@ -92,8 +73,10 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         // The running daemon's view rides along in the JSON (`null` when no
         // daemon answers); text mode appends it after this report instead.
-        report.daemon =
-            crate::control::query(&crate::control::socket_path(&crate::state::runtime_dir())).await;
+        report.daemon = crate::publish::control::query(&crate::publish::control::socket_path(
+            &crate::act::state::runtime_dir(),
+        ))
+        .await;
     }
     // A closed pipe (`pptune status | head`) is not an error.
     let out = std::io::stdout().lock();
@@ -138,7 +121,7 @@ pub struct Report {
     pub missing_interfaces: Vec<String>,
     /// The running daemon's view (managed devices, originals, decisions,
     /// overrides, backoffs); `null` when no daemon answered.
-    pub daemon: Option<crate::control::DaemonView>,
+    pub daemon: Option<crate::publish::control::DaemonView>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -217,7 +200,7 @@ pub struct InterfaceView {
 pub struct OwnerView {
     pub knob: String,
     #[serde(flatten)]
-    pub owner: crate::coexist::Owner,
+    pub owner: crate::act::coexist::Owner,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -279,69 +262,6 @@ fn pool_view(p: &Pool, boottime: Option<u64>) -> PoolView {
             slow_refill_share: signals::slow_refill_share(&s, p.provider.is_some()),
         }),
     }
-}
-
-/// The capability line, in words.
-#[must_use]
-pub fn capability_words(c: &Capabilities) -> Vec<String> {
-    let yes_no = |b| if b { "available" } else { "unavailable" };
-    let mut v = Vec::new();
-    v.push(if !c.netdev_family {
-        "page-pool introspection: unavailable — kernel has no netdev netlink family (needs Linux 6.8+)".to_owned()
-    } else if !c.page_pool_get {
-        "page-pool introspection: unavailable — kernel lacks page-pool-get (needs Linux 6.8+ with CONFIG_PAGE_POOL)".to_owned()
-    } else {
-        "page-pool introspection: available".to_owned()
-    });
-    v.push(if c.page_pool_stats {
-        "page-pool stats: available".to_owned()
-    } else if c.page_pool_get {
-        "page-pool stats: unavailable — kernel built without CONFIG_PAGE_POOL_STATS".to_owned()
-    } else {
-        "page-pool stats: unavailable".to_owned()
-    });
-    v.push(format!(
-        "queues/NAPI: {}",
-        yes_no(c.queue_get && c.napi_get)
-    ));
-    v.push(if c.qstats_get {
-        "qstats: available (where the driver reports them)".to_owned()
-    } else {
-        "qstats: unavailable — kernel lacks qstats-get (needs Linux 6.9+)".to_owned()
-    });
-    v.push(if c.ethtool_family {
-        "ethtool netlink: available".to_owned()
-    } else {
-        "ethtool netlink: unavailable — rings and channels cannot be read".to_owned()
-    });
-    v.push(if c.cap_net_admin {
-        "changing rings/channels: allowed (CAP_NET_ADMIN)".to_owned()
-    } else {
-        "changing rings/channels: not allowed (no CAP_NET_ADMIN; reading works)".to_owned()
-    });
-    v
-}
-
-/// Why `d` shows no page pools, or `None` when it shows some: the one
-/// explanation `status` prints and the daemon logs when it selects nothing.
-pub fn no_pools_note(d: &Device, c: &Capabilities) -> Option<String> {
-    if d.pools().next().is_some() {
-        return None;
-    }
-    let driver = d.driver.as_deref().unwrap_or("(unknown)");
-    Some(if !c.page_pool_get {
-        "no page pools: this kernel cannot list them".to_owned()
-    } else if !d.admin_up {
-        "no page pools: the device is down (drivers create pools when it is brought up)".to_owned()
-    } else if INVISIBLE_POOL_DRIVERS.contains(&driver) {
-        format!(
-            "no page pools visible: driver {driver} creates its pools without a netdev, so netlink cannot list them"
-        )
-    } else {
-        format!(
-            "no page pools reported: driver {driver} may not use page_pool, or creates its pools without a netdev"
-        )
-    })
 }
 
 fn device_notes(d: &Device, c: &Capabilities) -> Vec<String> {

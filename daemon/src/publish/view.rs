@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use policy::Mode;
 
-use crate::control::{
+use crate::publish::control::{
     ActionView, BackoffView, DaemonView, DecisionView, DeviceView, VIEW_SCHEMA_VERSION,
 };
 use std::collections::BTreeMap;
@@ -17,9 +17,9 @@ use policy::gates::Backoff;
 use policy::plan::{Decision, Knob};
 use policy::snapshot::{Device, DeviceId};
 
-use crate::logging::action_text;
-use crate::rollout::{HostId, Standing};
-use crate::state::StateFile;
+use crate::act::rollout::{HostId, Standing};
+use crate::act::state::StateFile;
+use crate::publish::logging::action_text;
 
 /// What the view is built from: the service loop lends its parts (the view
 /// knows nothing of the loop, so the loop's modules do not import it back).

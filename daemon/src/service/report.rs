@@ -9,8 +9,8 @@ use policy::plan::Decision;
 use policy::select::Unselected;
 use policy::snapshot::{Device, Snapshot};
 
-use crate::actuator;
-use crate::state::StateFile;
+use crate::act::actuator;
+use crate::act::state::StateFile;
 
 /// When no device in `snap` can be judged (every decision's reason is one
 /// more samples cannot change, or there is none), warns once with the
@@ -31,7 +31,7 @@ pub(super) fn why_nothing_is_judged<'a>(
             let decided = decisions.clone().find(|dec| dec.ifindex == d.ifindex);
             let because = match (policy.unselected_because(d), decided) {
                 (Some(Unselected::NoPools), _) => {
-                    crate::status::no_pools_note(d, &snap.capabilities)
+                    crate::publish::notes::no_pools_note(d, &snap.capabilities)
                         .unwrap_or_else(|| "no page pools".to_owned())
                 }
                 (Some(Unselected::NameOrDriver), _) => {

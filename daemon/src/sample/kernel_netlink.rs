@@ -18,7 +18,7 @@ use policy::{ChannelField, RingField};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
-use crate::kernel::{Kernel, KernelEvent, SampleError, SampleScope, SetError};
+use crate::sample::{Kernel, KernelEvent, SampleError, SampleScope, SetError};
 
 mod convert;
 mod join;

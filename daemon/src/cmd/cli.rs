@@ -9,15 +9,8 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-/// `0.1.0 (git 1a2b3c4d5e6f)`: the package version and the revision it was
-/// built from (`build.rs`; `unknown` outside a git checkout unless
-/// `PPTUNE_GIT_REVISION` was set at build time).
-pub const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (git ",
-    env!("PPTUNE_GIT_REVISION"),
-    ")"
-);
+use crate::VERSION;
+use crate::publish::logging::LogFormat;
 
 /// pptune: autotunes NIC page_pool behaviour (RX ring size, RX queue count)
 /// from the kernel's own page_pool statistics.
@@ -46,20 +39,6 @@ pub struct ConfigArg {
     /// /etc/pptune; the embedded default policy when none exists).
     #[arg(long, value_name = "PATH")]
     pub config: Option<PathBuf>,
-}
-
-/// How `run` writes its log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// journald when stderr is the journal (under systemd), readable text
-    /// on a terminal, JSON lines otherwise.
-    Auto,
-    /// Readable text.
-    Human,
-    /// One JSON object per line.
-    Json,
-    /// Native journald fields (needs the journal socket).
-    Journald,
 }
 
 #[derive(Debug, Subcommand)]
@@ -132,7 +111,7 @@ pub enum Command {
     #[command(after_long_help = after_help("export"))]
     Export {
         #[arg(long, value_enum)]
-        format: crate::coexist::ExportFormat,
+        format: crate::act::coexist::ExportFormat,
         /// Only this interface (repeatable).
         #[arg(long = "interface", short = 'i', value_name = "NAME")]
         interfaces: Vec<String>,

@@ -15,8 +15,8 @@ use policy::engine::Outcome;
 use policy::snapshot::{Device, DeviceId};
 use serde::Serialize;
 
-use crate::actuator::knob_value;
-use crate::state::StateFile;
+use crate::act::actuator::knob_value;
+use crate::act::state::StateFile;
 
 /// One knob pptune set, and what the kernel says now.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -118,7 +118,7 @@ pub fn render(checks: &[Check]) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::state::StoredAction;
+    use crate::act::state::StoredAction;
     use policy::RingField;
 
     fn record(outcomes: &[(u32, u32, Outcome)]) -> (StateFile, DeviceId) {

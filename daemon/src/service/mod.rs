@@ -17,17 +17,18 @@ use policy::{Mode, OnStop, Policy};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::actuator::{self, Actuator, Lent, Seen};
+use crate::act::actuator::{self, Actuator, Lent, Seen};
+use crate::act::events::Events;
+use crate::act::rollout;
+use crate::act::state::StateFile;
 use crate::clock::{Clock, local_time};
-use crate::control::{self, DaemonView, RestoreRequest};
-use crate::kernel::{Kernel, KernelEvent, SampleScope};
-use crate::live_recording::LiveRecording;
-use crate::logging::DecisionLog;
-use crate::metrics::Metrics;
-use crate::notify::Notifier;
+use crate::publish::control::{self, DaemonView, RestoreRequest};
+use crate::publish::logging::DecisionLog;
+use crate::publish::metrics::Metrics;
+use crate::publish::notify::Notifier;
+use crate::publish::recording::LiveRecording;
 use crate::record::journal::RestoredBy;
-use crate::rollout;
-use crate::state::{StateFile, StateStore};
+use crate::sample::{Kernel, KernelEvent, SampleScope};
 
 mod inputs;
 mod keep;
@@ -35,6 +36,7 @@ mod loading;
 mod report;
 use inputs::restore_engine;
 pub use inputs::{Engine, Options, PolicyEngine, PolicySource, RELOAD_DEADLINE};
+use keep::{Acting, Keep};
 use loading::{LoadEnd, Loading};
 
 /// Why the loop stopped with an error.
@@ -45,14 +47,15 @@ pub enum RunError {
     #[error(transparent)]
     Control(#[from] control::ControlError),
     #[error("the state record cannot be kept")]
-    State(#[from] crate::state::StateError),
+    State(#[from] crate::act::state::StateError),
 }
 
 /// The service loop's state between ticks: the policy and the engine, the
 /// device map and the samples (what the loop observes), the state record,
 /// and the parts it composes. Acting and its memory are the
-/// [`Actuator`]'s, the recording is [`LiveRecording`]'s, the control
-/// socket's view is built by `daemon_view` from parts lent to it.
+/// [`Actuator`]'s (with the record, in [`Acting`]), the recording is
+/// [`LiveRecording`]'s, the control socket's view is built by
+/// `publish::view` from parts lent to it.
 struct Daemon<K: Kernel, E: Engine> {
     kernel: Arc<K>,
     engine: E,
@@ -61,9 +64,7 @@ struct Daemon<K: Kernel, E: Engine> {
     policy_error: Option<String>,
     metrics: Arc<Metrics>,
     notifier: Notifier,
-    store: Option<StateStore>,
-    state: StateFile,
-    actuator: Actuator,
+    acting: Acting,
     /// Latest sample of each device, by ifindex (the device map).
     devices: BTreeMap<u32, Device>,
     /// The previous sample fed to the engine, and when it was taken.
@@ -80,28 +81,8 @@ struct Daemon<K: Kernel, E: Engine> {
     ready: bool,
     clock: Clock,
     last_sample: Option<Duration>,
-    coexist: crate::coexist::Tracker,
+    coexist: crate::act::coexist::Tracker,
     recording: Option<LiveRecording>,
-}
-
-/// What the actuator borrows from the loop `$d` for one call (a macro, so
-/// the loop's other fields stay borrowable next to it).
-macro_rules! lent {
-    ($d:ident) => {
-        Lent {
-            kernel: &*$d.kernel,
-            policy: &$d.policy,
-            metrics: &$d.metrics,
-            clock: $d.clock,
-            record: keep::Keep {
-                state: &mut $d.state,
-                store: $d.store.as_ref(),
-                engine: &mut $d.engine,
-                clock: $d.clock,
-                metrics: &$d.metrics,
-            },
-        }
-    };
 }
 
 /// `now + d` for a timer, checked: a duration past `Instant`'s range (the
@@ -136,7 +117,11 @@ pub async fn run<K: Kernel, E: Engine>(
         recording,
     } = opts;
     let recording = recording.map(|dir| {
-        crate::live_recording::LiveRecording::open(&dir, policy.daemon.recording_max_bytes, &policy)
+        crate::publish::recording::LiveRecording::open(
+            &dir,
+            policy.daemon.recording_max_bytes,
+            &policy,
+        )
     });
     let mut state = match &store {
         // An unparsable record is moved aside (logged there); a newer
@@ -175,8 +160,12 @@ pub async fn run<K: Kernel, E: Engine>(
         policy_error: None,
         metrics,
         notifier,
-        store,
-        actuator: Actuator::new(backoff_base, &state, clock),
+        acting: Acting {
+            actuator: Actuator::new(backoff_base, &state, clock),
+            state,
+            store,
+            events: Events::default(),
+        },
         devices: BTreeMap::new(),
         prev: None,
         host_id,
@@ -188,9 +177,8 @@ pub async fn run<K: Kernel, E: Engine>(
         ready: false,
         clock,
         last_sample: None,
-        coexist: crate::coexist::Tracker::new(coexist),
+        coexist: crate::act::coexist::Tracker::new(coexist),
         recording,
-        state,
     };
     d.metrics.health.set_interval(d.policy.timing.interval);
     d.metrics.set_queue_series(d.policy.daemon.queue_series);
@@ -320,7 +308,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             KernelEvent::LinkRemoved { ifindex } => {
                 if let Some(dev) = self.devices.remove(&ifindex) {
                     tracing::info!(device = %dev.name, "device vanished");
-                    self.actuator.forget_device(&dev.id.key());
+                    self.acting.actuator.forget_device(&dev.id.key());
                 }
                 true
             }
@@ -328,7 +316,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 tracing::warn!(source, "notifications lost (ENOBUFS): full resync");
                 self.metrics
                     .resyncs
-                    .get_or_create(&crate::metrics::KindLabels {
+                    .get_or_create(&crate::publish::metrics::KindLabels {
                         kind: source.to_owned(),
                     })
                     .inc();
@@ -370,7 +358,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         for i in gone {
             if let Some(d) = self.devices.get(&i) {
                 tracing::info!(device = %d.name, ifindex = i, "device vanished");
-                self.actuator.forget_device(&d.id.key());
+                self.acting.actuator.forget_device(&d.id.key());
             }
         }
         self.devices = new;
@@ -395,7 +383,9 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         let now = self.now();
         self.last_sample = Some(now);
         self.absorb(&snap);
-        self.actuator.evaluate_due(&snap, now, lent!(self)).await;
+        let (actuator, io) = self.lend();
+        actuator.evaluate_due(&snap, now, io).await;
+        self.count_events();
         let (plan, asked) = self.decide(&snap, now);
         let cap = snap.capabilities.cap_net_admin;
         self.publish(&plan, now, cap);
@@ -428,7 +418,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         &mut self,
         snap: &Snapshot,
         now: Duration,
-    ) -> (Plan, Option<crate::live_recording::Asked>) {
+    ) -> (Plan, Option<crate::publish::recording::Asked>) {
         let engine_before = self
             .recording
             .as_ref()
@@ -442,21 +432,21 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         // Operator overrides and, under `coexist: defer`, the knobs
         // another configuration owns.
         self.coexist.deferred(self.policy.coexist, &snap.devices);
-        let overrides = self.actuator.override_list(self.coexist.current());
-        let originals = self.state.originals();
-        self.actuator.prune_history(now);
+        let overrides = self.acting.actuator.override_list(self.coexist.current());
+        let originals = self.acting.state.originals();
+        self.acting.actuator.prune_history(now);
         let local = Some(local_time());
         let recording = self
             .recording
             .as_ref()
             .is_some_and(LiveRecording::wants_inputs);
-        let asked = recording.then(|| crate::live_recording::Asked {
+        let asked = recording.then(|| crate::publish::recording::Asked {
             engine_before,
             inputs: crate::record::format::Inputs::of(
-                self.actuator.history(),
+                self.acting.actuator.history(),
                 &overrides,
                 &originals,
-                self.actuator.backoff(),
+                self.acting.actuator.backoff(),
             ),
             local_time: local,
             elapsed,
@@ -468,10 +458,10 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             elapsed,
             now,
             local_time: local,
-            history: self.actuator.history(),
+            history: self.acting.actuator.history(),
             overrides: &overrides,
             originals: &originals,
-            backoff: self.actuator.backoff(),
+            backoff: self.acting.actuator.backoff(),
         };
         let mut plan = std::mem::take(&mut self.plan);
         self.engine.decide_into(&self.policy, &obs, &mut plan);
@@ -492,11 +482,11 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             self.metrics.set_mode(&dec.device, mode);
             // 0 for every selected device, so "backed off" is a value to
             // alert on, not a missing series.
-            let backed_off = self.actuator.backed_off(&self.key, now);
+            let backed_off = self.acting.actuator.backed_off(&self.key, now);
             self.metrics.set_backoff(&dec.device, backed_off);
             self.metrics.count_decision(
                 &dec.device,
-                crate::logging::action_kind(&dec.action),
+                crate::publish::logging::action_kind(&dec.action),
                 dec.reason.as_str(),
                 mode,
             );
@@ -504,7 +494,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             let rec = match dec.action {
                 Action::Hold => None,
                 Action::SetRing { to, .. } | Action::SetChannels { to, .. } => Some((
-                    crate::metrics::RecLabels {
+                    crate::publish::metrics::RecLabels {
                         device: dec.device.clone(),
                         recommendation: dec.id.to_string(),
                         knob: dec.action.knob().map(|k| k.to_string()).unwrap_or_default(),
@@ -547,11 +537,9 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         for dec in &plan.decisions {
             let enforce = dec.mode == Mode::Enforce && self.host_selected && cap;
             if enforce && dec.action != Action::Hold {
-                let deferred = self.coexist.current();
-                let gone = self
-                    .actuator
-                    .actuate(dec, snap, self.prev.as_ref(), deferred, lent!(self))
-                    .await;
+                let (actuator, io) = self.lend();
+                let gone = actuator.actuate(dec, snap, io).await;
+                self.count_events();
                 if gone {
                     self.devices.remove(&dec.ifindex);
                 }
@@ -566,7 +554,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         plan: Plan,
         snap: Snapshot,
         now: Duration,
-        asked: Option<crate::live_recording::Asked>,
+        asked: Option<crate::publish::recording::Asked>,
         cap: bool,
     ) {
         if !cap && !self.ready {
@@ -577,7 +565,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 asked,
                 (&snap, self.prev.as_ref()),
                 &plan,
-                self.actuator.history(),
+                self.acting.actuator.history(),
                 self.clock.now(),
                 &self.metrics,
             );
@@ -606,8 +594,8 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             devices: self.devices.len(),
             decisions: self.last_decisions.values().map(|(d, _)| d),
             host_selected: self.host_selected,
-            overrides: self.actuator.overrides().len(),
-            backed_off: self.actuator.backed_off_count(self.now()),
+            overrides: self.acting.actuator.overrides().len(),
+            backed_off: self.acting.actuator.backed_off_count(self.now()),
             policy_invalid: self.policy_error.is_some(),
         })
     }
@@ -617,11 +605,10 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
     }
 
     fn export_rollout(&self) {
-        rollout::Standing::of(&self.policy, self.host_selected).report(
-            &self.policy,
-            &self.host_id,
-            &self.metrics,
-        );
+        let standing = rollout::Standing::of(&self.policy, self.host_selected);
+        standing.report(&self.policy, &self.host_id);
+        self.metrics
+            .set_rollout(standing, rollout::fraction(&self.policy));
     }
 
     /// SIGHUP: the policy is re-read on a blocking thread while the loop
@@ -687,13 +674,13 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 } else {
                     tracing::info!("policy unchanged: findings in progress and backoff kept");
                 }
-                self.actuator.policy_reloaded(changed);
+                self.acting.actuator.policy_reloaded(changed);
                 self.host_selected =
                     rollout::host_selected(self.policy.rollout.as_ref(), &self.host_id.value);
                 self.export_rollout();
                 self.metrics
                     .reloads
-                    .get_or_create(&crate::metrics::ResultLabels {
+                    .get_or_create(&crate::publish::metrics::ResultLabels {
                         result: "ok".into(),
                     })
                     .inc();
@@ -710,7 +697,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 tracing::error!(error = %e, "policy reload failed: keeping the last good policy");
                 self.metrics
                     .reloads
-                    .get_or_create(&crate::metrics::ResultLabels {
+                    .get_or_create(&crate::publish::metrics::ResultLabels {
                         result: "invalid".into(),
                     })
                     .inc();
@@ -724,9 +711,35 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         self.update_view();
     }
 
+    /// The actuator and what it borrows from the loop for one call.
+    fn lend(&mut self) -> (&mut Actuator, Lent<'_, K, Keep<'_, E>>) {
+        let io = Lent {
+            kernel: &*self.kernel,
+            policy: &self.policy,
+            events: &self.acting.events,
+            clock: self.clock,
+            devices: &self.devices,
+            prev: self.prev.as_ref(),
+            deferred: self.coexist.current(),
+            record: Keep {
+                state: &mut self.acting.state,
+                store: self.acting.store.as_ref(),
+                engine: &mut self.engine,
+                clock: self.clock,
+                metrics: &self.metrics,
+            },
+        };
+        (&mut self.acting.actuator, io)
+    }
+
+    /// What the last actuator call did, to the metrics.
+    fn count_events(&self) {
+        self.metrics.count(self.acting.events.take());
+    }
+
     /// Writes the record; `false` (logged, counted) when it could not.
     fn save_state(&mut self) -> bool {
-        actuator::Record::save(&mut lent!(self).record)
+        actuator::Record::save(&mut self.lend().1.record)
     }
 
     /// Compares a reported block of knob values with what pptune set;
@@ -740,10 +753,13 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 .last_decisions
                 .get(&dev.id.key())
                 .is_some_and(|(d, _)| d.mode == Mode::Enforce);
-        if self
-            .actuator
-            .check_overrides(dev, enforced, seen, &mut lent!(self))
-        {
+        let (actuator, mut io) = self.lend();
+        let Some(dev) = io.devices.get(&ifindex) else {
+            return;
+        };
+        let taken = actuator.check_overrides(dev, enforced, seen, &mut io);
+        self.count_events();
+        if taken {
             self.update_view();
         }
     }
@@ -751,10 +767,9 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
     /// Restores originals (all devices, or the named ones), and journals
     /// what was put back.
     async fn restore(&mut self, interfaces: &[String], by: RestoredBy) -> (Vec<String>, bool) {
-        let (lines, ok, done) = self
-            .actuator
-            .restore(interfaces, &self.devices, lent!(self))
-            .await;
+        let (actuator, io) = self.lend();
+        let (lines, ok, done) = actuator.restore(interfaces, io).await;
+        self.count_events();
         if let Some(r) = &self.recording {
             r.journal_restores(by, &done, &self.metrics);
         }
@@ -768,12 +783,12 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             .recording
             .as_ref()
             .map_or(0, LiveRecording::changes_this_run);
-        report::left_in_place(changes, &self.state, &self.devices);
+        report::left_in_place(changes, &self.acting.state, &self.devices);
     }
 
     /// Rebuilds the control socket's view.
     fn update_view(&self) {
-        let view = crate::daemon_view::build(&crate::daemon_view::ViewInput {
+        let view = crate::publish::view::build(&crate::publish::view::ViewInput {
             now: self.now(),
             devices: &self.devices,
             last_decisions: &self.last_decisions,
@@ -782,10 +797,10 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             host_id: &self.host_id,
             policy_error: self.policy_error.as_deref(),
             last_sample: self.last_sample,
-            state: &self.state,
-            backoff: self.actuator.backoff(),
-            overrides: self.actuator.overrides(),
-            evaluations: self.actuator.evaluations(),
+            state: &self.acting.state,
+            backoff: self.acting.actuator.backoff(),
+            overrides: self.acting.actuator.overrides(),
+            evaluations: self.acting.actuator.evaluations(),
         });
         if let Ok(mut v) = self.view.lock() {
             *v = view;

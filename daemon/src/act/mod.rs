@@ -1,0 +1,19 @@
+//! Stage 2, acting: what changes a knob and what remembers it.
+//!
+//! - [`actuator`]: safe actuation of the engine's plan, evaluation of the
+//!   changes made, override detection, restore.
+//! - [`state`]: `/run/pptune/state.json`, the record of originals and actions.
+//! - [`rollout`]: staged enforcement (canary by host hash).
+//! - [`verify`]: do the live values still hold what pptune set?
+//! - [`events`]: what acting did, for the outputs.
+//! - [`coexist`]: other owners of the same knobs (systemd `.link`,
+//!   NetworkManager, TuneD).
+//!
+//! Imports: `sample` (the kernel seam) and the base. What the actuator did
+//! reaches the outputs as [`events::Event`]s, not through them.
+pub mod actuator;
+pub mod coexist;
+pub mod events;
+pub mod rollout;
+pub mod state;
+pub mod verify;
