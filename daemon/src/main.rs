@@ -54,56 +54,7 @@ fn main() -> ExitCode {
         }
     };
     let config = config.as_deref();
-    let result = rt.block_on(async {
-        match cli.command {
-            Command::Run {
-                metrics_listen,
-                web_config_file,
-                ..
-            } => cmd::run(config, metrics_listen, web_config_file.as_deref()).await,
-            Command::Status { interfaces, json } => cmd::status(interfaces, json.on).await,
-            Command::Plan {
-                json,
-                detailed_exitcode,
-                ..
-            } => cmd::plan(config, json.on, detailed_exitcode).await,
-            Command::Check { .. } => Ok(cmd::check(config)),
-            Command::Verify { interfaces, json } => cmd::verify(&interfaces, json.on).await,
-            Command::Export { format, interfaces } => cmd::export(format, &interfaces).await,
-            Command::Restore { interfaces } => cmd::restore(interfaces).await,
-            Command::Record {
-                duration, output, ..
-            } => cmd::record(config, duration, output).await,
-            Command::Replay {
-                file,
-                against,
-                since,
-                until,
-                interfaces,
-                series,
-                plot,
-                json,
-                ..
-            } => cmd::replay(
-                &file,
-                config,
-                against.as_deref(),
-                &pptune::cmd::replay::ReplayArgs {
-                    since,
-                    until,
-                    interfaces,
-                    series,
-                    plot,
-                    json: json.on,
-                },
-            ),
-            Command::History {
-                since,
-                interfaces,
-                json,
-            } => cmd::history(since.as_deref(), &interfaces, json.on),
-        }
-    });
+    let result = rt.block_on(cmd::dispatch(cli.command, config));
     // A policy load stuck in its blocking thread (a wedged file system)
     // cannot be joined: waiting for it would turn SIGTERM into the stop
     // timeout's SIGKILL. Everything the daemon keeps is written by now.

@@ -1,181 +1,45 @@
-//! The bodies of `pptune record`, `pptune replay` and `pptune history`.
+//! `pptune replay`: a recording under the recorded or another policy.
 
-use std::io::{IsTerminal as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use policy::Policy;
-use tokio::time::Instant;
 
+use super::load_policy;
 use crate::clock::unix_ms;
 use crate::publish::logging::action_text;
-use crate::record::format::{Inputs, Pass, nanos};
-use crate::record::journal::{self, HistoryRow};
-use crate::record::{Recorder, state_dir};
 use crate::replay::{Basis, Report, Selection, replay_selected};
-use crate::sample::kernel_netlink::NetlinkKernel;
-use crate::sample::{Kernel, SampleScope};
-
-/// `pptune record`: samples every `interval` for `duration` (until ^C when
-/// none) into one recording file.
-pub async fn record(
-    policy: &Policy,
-    duration: Option<Duration>,
-    output: Option<PathBuf>,
-) -> anyhow::Result<ExitCode> {
-    let out = output.unwrap_or_else(|| {
-        PathBuf::from(format!(
-            "pptune-{}.{}",
-            chrono::Local::now().format("%Y%m%dT%H%M%S"),
-            crate::record::file::EXTENSION
-        ))
-    });
-    if out.exists() {
-        anyhow::bail!(
-            "{} exists: not overwritten (give another -o)",
-            out.display()
-        );
-    }
-    let kernel = NetlinkKernel::connect().await?;
-    let progress = std::io::stderr().is_terminal();
-    record_with(&kernel, policy, duration, &out, progress).await?;
-    Ok(ExitCode::SUCCESS)
-}
-
-/// What `record` wrote.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Recorded {
-    pub passes: u64,
-    pub bytes: u64,
-    /// From the first pass to the end.
-    pub elapsed: Duration,
-}
-
-/// The body of `record` over any kernel: a pass at the start and every
-/// `interval` after it; with a `duration`, the last pass is taken at the
-/// deadline, `duration` after the first, and the command ends there (the
-/// deadline was checked a whole interval early, so `--duration 25s` at a
-/// 10 s interval ended at 20 s). A pass's wall-clock time is the start's
-/// plus the monotonic time since, so a clock step while recording cannot
-/// reorder passes. `progress`: a line on stderr, redrawn every second
-/// (for a terminal).
-///
-/// # Errors
-/// Sampling or writing failed.
-pub async fn record_with<K: Kernel>(
-    kernel: &K,
-    policy: &Policy,
-    duration: Option<Duration>,
-    out: &Path,
-    progress: bool,
-) -> anyhow::Result<Recorded> {
-    let mut rec = Recorder::single(out, crate::VERSION);
-    let interval = policy.timing.interval;
-    let origin = Instant::now();
-    let start_ms = unix_ms();
-    let deadline = duration.map(|d| origin + d);
-    let mut prev: Option<(policy::Snapshot, Duration)> = None;
-    let mut passes = 0_u64;
-    let stop = tokio::signal::ctrl_c();
-    tokio::pin!(stop);
-    crate::say_err!(
-        "pptune record: sampling every {}s into {}{}",
-        interval.as_secs_f64(),
-        out.display(),
-        duration.map_or_else(
-            || " until interrupted".to_owned(),
-            |d| format!(" for {}", hms(d))
-        )
-    );
-    let mut next_pass = origin;
-    'passes: loop {
-        let snap = kernel.sample(&SampleScope::default()).await?;
-        let now = origin.elapsed();
-        let elapsed = prev
-            .as_ref()
-            .map_or(Duration::ZERO, |(_, t)| now.saturating_sub(*t));
-        rec.write(
-            || None,
-            prev.as_ref().map(|(s, t)| (s, *t)),
-            &snap,
-            |snapshot| Pass {
-                unix_ms: start_ms
-                    .saturating_add(u64::try_from(now.as_millis()).unwrap_or(u64::MAX)),
-                now_ns: nanos(now),
-                elapsed_ns: nanos(elapsed),
-                local_time: Some(crate::clock::local_time()).map(|t| (t.weekday, t.minute_of_day)),
-                snapshot,
-                inputs: Inputs::default(),
-                decisions: Vec::new(),
-                changes: Vec::new(),
-            },
-        )?;
-        passes += 1;
-        if let Some((old, _)) = prev.replace((snap, now)) {
-            kernel.recycle(old);
-        }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            break;
-        }
-        next_pass = (next_pass + interval).max(Instant::now());
-        let wake = deadline.map_or(next_pass, |d| next_pass.min(d));
-        loop {
-            if progress {
-                show_progress(origin.elapsed(), duration, passes, rec.size_bytes());
-            }
-            let redraw = Instant::now() + Duration::from_secs(1);
-            tokio::select! {
-                () = tokio::time::sleep_until(wake) => break,
-                () = tokio::time::sleep_until(redraw), if progress && redraw < wake => {}
-                _ = &mut stop => break 'passes,
-            }
-        }
-    }
-    let done = Recorded {
-        passes,
-        bytes: rec.size_bytes(),
-        elapsed: origin.elapsed(),
-    };
-    if progress {
-        // The progress line is overwritten by the summary.
-        eprint!("\r\x1b[K");
-    }
-    crate::say_err!(
-        "pptune record: {passes} pass(es) over {}, {} written to {}",
-        hms(done.elapsed),
-        crate::human::bytes(done.bytes),
-        out.display()
-    );
-    Ok(done)
-}
-
-/// `1:02:03`, `2:03`: a duration as people read a clock.
-fn hms(d: Duration) -> String {
-    let s = d.as_secs();
-    if s >= 3600 {
-        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
-    } else {
-        format!("{}:{:02}", s / 60, s % 60)
-    }
-}
-
-/// `record`'s progress line, redrawn in place.
-fn show_progress(elapsed: Duration, duration: Option<Duration>, passes: u64, bytes: u64) {
-    let of = duration.map_or_else(String::new, |d| format!(" of {}", hms(d)));
-    eprint!(
-        "\r\x1b[Kpptune record: {}{of}, {passes} pass(es), {} written",
-        hms(elapsed),
-        crate::human::bytes(bytes)
-    );
-    let _ = std::io::stderr().flush();
-}
 
 pub mod plot;
 pub mod series;
 
 pub use crate::cmd::cli::SeriesFormat;
+
+/// `pptune replay`.
+pub fn replay(
+    file: &Path,
+    path: Option<&Path>,
+    against: Option<&Path>,
+    args: &ReplayArgs,
+) -> anyhow::Result<ExitCode> {
+    let selection = match args.selection() {
+        Ok(s) => s,
+        Err(msg) => {
+            crate::say_err!("pptune: {msg}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let policy = match load_policy(path) {
+        Ok(l) => l.policy,
+        Err(code) => return Ok(code),
+    };
+    let against = match against.map(|p| load_policy(Some(p))).transpose() {
+        Ok(b) => b.map(|l| l.policy),
+        Err(code) => return Ok(code),
+    };
+    replay_cmd(file, &policy, against.as_ref(), args, &selection)
+}
 
 /// `pptune replay`'s options besides the recording and the policies.
 #[derive(Debug, Clone, Default)]
@@ -394,7 +258,7 @@ fn utc(ms: u64, fmt: &str) -> String {
         .map_or_else(|| ms.to_string(), |t| t.format(fmt).to_string())
 }
 
-fn when(ms: u64) -> String {
+pub(crate) fn when(ms: u64) -> String {
     utc(ms, "%Y-%m-%d %H:%M:%S UTC")
 }
 
@@ -546,70 +410,4 @@ pub fn parse_time(s: &str) -> Result<u64, String> {
     chrono::DateTime::parse_from_rfc3339(s)
         .map(|t| u64::try_from(t.timestamp_millis()).unwrap_or(0))
         .map_err(|_| format!("`{s}` is neither a duration (24h, 30m) nor an RFC 3339 time"))
-}
-
-/// `pptune history`.
-pub fn history(since: Option<u64>, interfaces: &[String], json: bool) -> anyhow::Result<ExitCode> {
-    let dir = state_dir();
-    let (rows, warnings) = journal::read(&dir).with_context(|| {
-        format!(
-            "reading the change journal in {} (set STATE_DIRECTORY to read another)",
-            dir.display()
-        )
-    })?;
-    for w in &warnings {
-        crate::say_err!("pptune history: warning: {w}");
-    }
-    let rows: Vec<&HistoryRow> = rows
-        .iter()
-        .filter(|r| since.is_none_or(|s| r.change.unix_ms >= s))
-        .filter(|r| interfaces.is_empty() || interfaces.contains(&r.change.device))
-        .collect();
-    if json {
-        let v = serde_json::json!({ "schema_version": 1, "changes": rows });
-        crate::human::print_json(&v)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    if rows.is_empty() {
-        crate::say!(
-            "no changes recorded in {}",
-            dir.join(journal::FILE).display()
-        );
-    }
-    for r in rows {
-        let c = &r.change;
-        // A change put back is not in effect, whatever its evaluation said.
-        let undone = r.restored.as_ref().map_or_else(String::new, |u| {
-            format!(
-                "; undone: {} restored to {} at {} by {}",
-                c.knob,
-                u.to,
-                when(u.unix_ms),
-                u.by
-            )
-        });
-        crate::say!(
-            "{} {} {} {} -> {} [{}] outcome: {}{undone}",
-            when(c.unix_ms),
-            c.device,
-            c.knob,
-            c.from,
-            c.to,
-            c.reason.as_deref().unwrap_or("-"),
-            c.outcome
-        );
-        if let Some(m) = &c.message {
-            crate::say!("    {m}");
-        }
-        if let Some(ev) = &c.evidence {
-            let ev: Vec<String> = ev.iter().map(|(k, v)| format!("{k}={v:.4}")).collect();
-            if !ev.is_empty() {
-                crate::say!("    evidence: {}", ev.join(" "));
-            }
-        }
-        if let Some(id) = &c.id {
-            crate::say!("    recommendation id: {id}");
-        }
-    }
-    Ok(ExitCode::SUCCESS)
 }

@@ -1,14 +1,9 @@
-//! `pptune status`: what the kernel says about this host's page pools.
+//! `pptune status`: what the kernel says about this host's page pools,
+//! then what the running daemon says ([`status`]).
 //!
-//! CLI wiring (for `main.rs`):
-//!
-//! ```text
-//! pub struct StatusArgs { pub interfaces: Vec<String>, pub json: bool }
-//! pub async fn run(args: StatusArgs) -> anyhow::Result<std::process::ExitCode>
-//! ```
-//!
-//! `--interface NAME` (repeatable) fills `interfaces`; `--json` sets `json`.
-//! Exit code 0, or 1 when a named interface does not exist.
+//! `--interface NAME` (repeatable) fills `interfaces`; `--json` sets `json`
+//! (the kernel's view only). Exit code 0, or 1 when a named interface does
+//! not exist.
 //!
 //! It samples through the same [`NetlinkKernel`] the daemon uses and renders
 //! the resulting `Snapshot`, so the numbers a person sees are the numbers
@@ -26,6 +21,8 @@ use policy::snapshot::{
 };
 use serde::Serialize;
 
+use crate::act::state;
+use crate::publish::control;
 use crate::publish::notes::{capability_words, no_pools_note};
 use crate::sample::kernel_netlink::NetlinkKernel;
 use crate::sample::{Kernel, SampleScope};
@@ -40,6 +37,24 @@ pub struct StatusArgs {
     pub interfaces: Vec<String>,
     /// Print JSON (`schema_version` 1) instead of text.
     pub json: bool,
+}
+
+/// `pptune status`: the kernel's view (the netlink helper's renderer), then
+/// the running daemon's.
+pub async fn status(interfaces: Vec<String>, json: bool) -> anyhow::Result<ExitCode> {
+    let code = run(StatusArgs {
+        interfaces: interfaces.clone(),
+        json,
+    })
+    .await?;
+    if !json {
+        let view = control::query(&control::socket_path(&state::runtime_dir())).await;
+        crate::say_part!(
+            "\n{}",
+            crate::publish::view::render(view.as_ref(), &interfaces)
+        );
+    }
+    Ok(code)
 }
 
 /// Sample once and print.

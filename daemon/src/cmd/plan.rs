@@ -1,0 +1,179 @@
+//! `pptune plan`: what `run` would do now, from live samples; nothing is
+//! changed.
+
+use std::io::IsTerminal as _;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use policy::Policy;
+use policy::engine::Observation;
+use policy::snapshot::Snapshot;
+use tokio::time::Instant;
+
+use super::{load_policy, recorded_originals};
+use crate::act::rollout;
+use crate::publish::logging::action_text;
+use crate::sample::kernel_netlink::NetlinkKernel;
+use crate::sample::{Kernel, SampleScope};
+use crate::service::{Engine, PolicyEngine};
+
+/// `pptune plan`. With `detailed_exitcode`, exit 2 when the plan
+/// recommends any change (whatever the mode), 0 when it holds everything.
+pub async fn plan(
+    path: Option<&Path>,
+    json: bool,
+    detailed_exitcode: bool,
+) -> anyhow::Result<ExitCode> {
+    let policy = match load_policy(path) {
+        Ok(l) => l.policy,
+        Err(code) => return Ok(code),
+    };
+    let (samples, span) = policy::engine::findings_needed(&policy);
+    let interval = policy.timing.interval;
+    // Progress is for a person watching; a pipe or a log gets none.
+    let progress = !json && std::io::stderr().is_terminal();
+    if progress {
+        crate::say_err!(
+            "pptune plan: sampling {samples} times over {}s (every {}s: {} window(s) of {}s) to reach a finding; nothing is changed",
+            span.as_secs(),
+            interval.as_secs_f64(),
+            policy.timing.windows_for_finding,
+            policy.timing.window.as_secs_f64(),
+        );
+    }
+    let (plan, taken, sampled_for) = sample_until_found(&policy, samples, progress).await?;
+    let changes = plan
+        .decisions
+        .iter()
+        .any(|d| d.action != policy::plan::Action::Hold);
+    let done = if detailed_exitcode && changes {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    };
+    let host = rollout::host_id(Path::new("/"));
+    let standing = rollout::Standing::for_host(&policy, &host.value);
+    let enforcing = standing.enforcing();
+    if json {
+        let v = serde_json::json!({
+            "schema_version": 1,
+            "samples": taken,
+            "duration_s": sampled_for.as_secs_f64(),
+            "host_enforcing": enforcing,
+            "decisions": plan.decisions,
+        });
+        crate::human::print_json(&v)?;
+        return Ok(done);
+    }
+    print_plan(&plan, &standing, host.source);
+    Ok(done)
+}
+
+/// Samples as often as the policy needs for a finding (see `plan`): the
+/// last plan, how many samples it took, and how long from the first.
+async fn sample_until_found(
+    policy: &Policy,
+    samples: u32,
+    progress: bool,
+) -> anyhow::Result<(policy::Plan, u32, Duration)> {
+    let interval = policy.timing.interval;
+    let kernel = NetlinkKernel::connect().await?;
+    let originals = recorded_originals()?;
+    let mut engine = PolicyEngine::default();
+    let origin = Instant::now();
+    let mut prev: Option<(Snapshot, Duration)> = None;
+    let mut plan = policy::Plan::default();
+    let mut taken = 0;
+    // `samples` closes the last window when every pass takes `interval`; a
+    // slow host (or a slow netlink dump) drifts the window phase, and a plan
+    // that stopped mid-window would answer "gathering" for a device with a
+    // finding. So sample on, up to as many again, until no device is
+    // mid-window.
+    for i in 0..samples.saturating_mul(2) {
+        if i > 0 {
+            tokio::time::sleep(interval).await;
+        }
+        let snap = kernel.sample(&SampleScope::default()).await?;
+        let now = origin.elapsed();
+        let obs = Observation {
+            previous: prev.as_ref().map(|(s, _)| s),
+            current: &snap,
+            elapsed: prev
+                .as_ref()
+                .map_or(Duration::ZERO, |(_, t)| now.saturating_sub(*t)),
+            now,
+            local_time: None,
+            history: &[],
+            overrides: &[],
+            originals: &originals,
+            backoff: &policy::engine::NO_BACKOFF,
+        };
+        plan = engine.decide(policy, &obs);
+        prev = Some((snap, now));
+        taken = i + 1;
+        if progress {
+            if taken <= samples {
+                eprint!("\rsample {taken}/{samples}");
+            } else {
+                eprint!("\rsample {taken}/{samples} (+ closing the open window)");
+            }
+        }
+        // Nothing selected, or nothing that more samples could judge:
+        // answer now instead of sampling for nothing.
+        if plan.decisions.iter().all(|d| d.reason.cannot_judge()) {
+            break;
+        }
+        if taken >= samples
+            && !plan
+                .decisions
+                .iter()
+                .any(|d| d.reason == policy::ReasonCode::Gathering)
+        {
+            break;
+        }
+    }
+    if progress {
+        eprintln!();
+    }
+    Ok((plan, taken, origin.elapsed()))
+}
+
+/// `pptune plan`'s text: the host's standing, then each decision with its
+/// message, evidence and recommendation id.
+fn print_plan(plan: &policy::Plan, standing: &rollout::Standing, host_source: &str) {
+    let enforcing = standing.enforcing();
+    if !enforcing {
+        crate::say!(
+            "rollout: {} (host id from {})",
+            standing.describe(),
+            host_source
+        );
+    }
+    if plan.decisions.is_empty() {
+        crate::say!("no interface is selected by the policy (or none exposes page pools)");
+    }
+    for d in &plan.decisions {
+        let mode = if d.mode == policy::Mode::Enforce && enforcing {
+            "enforce: run would do this"
+        } else {
+            "observe: run would only recommend this"
+        };
+        crate::say!(
+            "{} — {} [{}] ({mode})",
+            d.device,
+            action_text(&d.action),
+            d.reason
+        );
+        crate::say!("    {}", d.message);
+        let ev: Vec<String> = d
+            .evidence
+            .iter()
+            .map(|(k, v)| format!("{k}={v:.4}"))
+            .collect();
+        if !ev.is_empty() {
+            crate::say!("    evidence: {}", ev.join(" "));
+        }
+        crate::say!("    recommendation id: {}", d.id);
+    }
+}

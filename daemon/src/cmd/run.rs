@@ -1,0 +1,151 @@
+//! `pptune run`: the daemon, with its endpoint, signals and files.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use policy::Policy;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::mpsc;
+
+use super::{ex_config, load_policy};
+use crate::act::rollout;
+use crate::act::state::{self, StateStore};
+use crate::publish::control;
+use crate::publish::metrics::Metrics;
+use crate::publish::notify::Notifier;
+use crate::sample::kernel_netlink::NetlinkKernel;
+use crate::service::{Options, PolicyEngine, PolicySource};
+
+/// `--config` re-read on SIGHUP.
+struct ConfigSource(Option<PathBuf>);
+
+impl PolicySource for ConfigSource {
+    fn load(&self) -> Result<Policy, String> {
+        config::load(self.0.as_deref())
+            .map(|l| l.policy)
+            .map_err(|e| config::render(&e))
+    }
+}
+
+/// The metrics endpoint on `addr`, under `web`'s TLS and basic auth when
+/// there is one.
+fn serve_metrics(
+    addr: SocketAddr,
+    web: Option<Arc<crate::publish::http::Web>>,
+    metrics: &Arc<Metrics>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let listener = crate::publish::http::bind(addr)
+        .with_context(|| format!("binding the metrics listener on {addr}"))?;
+    let security = web.as_ref().map_or_else(
+        || "plain HTTP, no authentication".to_owned(),
+        |w| w.describe(),
+    );
+    tracing::info!(%addr, %security, "serving metrics at /metrics");
+    Ok(tokio::spawn(crate::publish::http::serve_secured(
+        listener,
+        Arc::clone(metrics),
+        crate::publish::http::Limits::default(),
+        web,
+    )))
+}
+
+/// `pptune run`.
+pub async fn run(
+    path: Option<&Path>,
+    listen: Option<SocketAddr>,
+    web_config: Option<&Path>,
+) -> anyhow::Result<ExitCode> {
+    let loaded = match load_policy(path) {
+        Ok(l) => l,
+        Err(code) => return Ok(code),
+    };
+    let policy = loaded.policy;
+    let web = match web_config.or(policy.daemon.metrics_web_config.as_deref()) {
+        None => None,
+        Some(p) => match crate::publish::http::Web::load(p) {
+            Ok(w) => Some(Arc::new(w)),
+            Err(e) => {
+                crate::say_err!("pptune: metrics web config: {e}");
+                return Ok(ex_config());
+            }
+        },
+    };
+    if loaded.default_applied {
+        tracing::info!("no policy file: the embedded default policy applies");
+    }
+    let kernel = Arc::new(NetlinkKernel::connect().await?);
+    // One daemon per network namespace, before anything else is taken.
+    let _instance = state::InstanceLock::take()?;
+    let dir = state::runtime_dir();
+    let store = StateStore::open(&dir, state::read_boot_id()?).with_context(|| {
+        format!(
+            "the runtime directory {} (set RUNTIME_DIRECTORY to use another)",
+            dir.display()
+        )
+    })?;
+    let state_dir = crate::record::state_dir();
+    tracing::info!(
+        runtime_directory = %dir.display(),
+        state_directory = %state_dir.display(),
+        "files: the originals a restore needs and the control socket in the runtime directory, the recording and the change journal in the state directory"
+    );
+    let metrics = Arc::new(Metrics::new());
+    // The policy always has an address (the embedded default gives one)
+    // unless a file set `daemon.metrics_listen: null`: no endpoint at all.
+    let http = listen
+        .or(policy.daemon.metrics_listen)
+        .map(|addr| serve_metrics(addr, web, &metrics))
+        .transpose()?;
+    if http.is_none() {
+        tracing::info!(
+            "no metrics endpoint (daemon.metrics_listen: null): /metrics, /healthz and /readyz are not served"
+        );
+    }
+    let (reload_tx, reload_rx) = mpsc::unbounded_channel();
+    let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            if reload_tx.send(()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let shutdown = async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM: finishing and stopping"),
+            _ = int.recv() => tracing::info!("SIGINT: finishing and stopping"),
+        }
+    };
+    let host_id = rollout::host_id(Path::new("/"));
+    let opts = Options {
+        notifier: Notifier::from_env(),
+        store: Some(store),
+        host_id,
+        control_socket: Some(control::socket_path(&dir)),
+        metrics,
+        reload: reload_rx,
+        backoff_base: policy::gates::BACKOFF_BASE,
+        coexist: crate::act::coexist::Roots::from_env(),
+        recording: Some(state_dir),
+    };
+    let source = Box::new(ConfigSource(path.map(Path::to_owned)));
+    let result = crate::service::run(
+        kernel,
+        PolicyEngine::default(),
+        source,
+        policy,
+        opts,
+        shutdown,
+    )
+    .await;
+    if let Some(http) = http {
+        http.abort();
+    }
+    result?;
+    Ok(ExitCode::SUCCESS)
+}
