@@ -88,9 +88,11 @@ fn default_policy_reaches_a_finding_in_the_announced_samples() {
     let mut last = None;
     for k in 1..=u64::from(samples) {
         let cur = snapshot(k);
+        let deltas = policy::accounting::PassDeltas::of(prev.as_ref(), &cur);
         let obs = Observation {
             previous: prev.as_ref(),
             current: &cur,
+            deltas: &deltas,
             elapsed: policy.timing.interval,
             now: policy.timing.interval * u32::try_from(k).unwrap(),
             local_time: None,

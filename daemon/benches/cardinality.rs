@@ -10,6 +10,7 @@
 
 use std::io::Write as _;
 
+use policy::accounting::PassDeltas;
 use policy::policy::QueueSelection;
 use policy::snapshot::Snapshot;
 use pptune::publish::http::openmetrics_to_text004;
@@ -56,8 +57,8 @@ fn main() {
     ] {
         let m = Metrics::new();
         m.set_queue_series(sel);
-        m.observe_snapshot(&first);
-        m.observe_snapshot(&second);
+        m.observe(&first, &PassDeltas::of(None, &first));
+        m.observe(&second, &PassDeltas::of(Some(&first), &second));
         let om = m.encode().unwrap();
         let text = openmetrics_to_text004(&om);
         let series = text.lines().filter(|l| !l.starts_with('#')).count();

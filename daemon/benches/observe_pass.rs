@@ -3,7 +3,7 @@
 //! qstats dumps, rings and channels per device, decode, aggregation into a
 //! `Snapshot`), the policy decision (`policy::decide` with the shipped
 //! default policy and the engine state carried between passes) and the
-//! metrics update (`Metrics::observe_snapshot`) — what one daemon tick
+//! metrics update (`Metrics::observe`) — what one daemon tick
 //! does, minus logging and the state file. The `/metrics` render
 //! (`encode`) is a scrape's cost, not a tick's: it is timed after the
 //! passes, on the last snapshot, and printed as its own line
@@ -26,6 +26,7 @@ mod meter;
 use std::alloc::System;
 
 use policy::Observation;
+use policy::accounting::PassDeltas;
 use pptune::publish::metrics::Metrics;
 use pptune::sample::kernel_netlink::NetlinkKernel;
 use pptune::sample::{Kernel, SampleScope};
@@ -50,7 +51,8 @@ fn main() {
         let (mut engine, mut plan) = (PolicyEngine::default(), policy::Plan::default());
         let mut prev = kernel.sample(&scope).await.unwrap();
         let pools: usize = prev.devices.iter().map(|d| d.pools().count()).sum();
-        metrics.observe_snapshot(&prev);
+        let mut deltas = PassDeltas::of(None, &prev);
+        metrics.observe(&prev, &deltas);
         let interval = policy.timing.interval;
         let mut bytes = 0usize;
         let mut decisions = 0usize;
@@ -63,9 +65,12 @@ fn main() {
                 m = Some(meter::Meter::start(GLOBAL));
             }
             let snap = kernel.sample(&scope).await.unwrap();
+            // The pass's deltas, once, for the engine and the metrics.
+            deltas.compute(Some(&prev), &snap);
             let obs = Observation {
                 previous: Some(&prev),
                 current: &snap,
+                deltas: &deltas,
                 elapsed: interval,
                 now: interval * u32::try_from(i).unwrap_or(u32::MAX),
                 local_time: None,
@@ -79,7 +84,7 @@ fn main() {
             if i >= 2 {
                 decisions += plan.decisions.len();
             }
-            metrics.observe_snapshot(&snap);
+            metrics.observe(&snap, &deltas);
             // As the run loop does with the snapshot it replaces.
             kernel.recycle(std::mem::replace(&mut prev, snap));
         }

@@ -13,7 +13,7 @@
 //! client's `decode_*` functions, build the devices (`base_device`, rings,
 //! channels) and `join` them into a `Snapshot`, `policy::decide` with the
 //! shipped default policy and carried engine state, and
-//! `Metrics::observe_snapshot`. The `/metrics` render (`encode`) is a
+//! `Metrics::observe`. The `/metrics` render (`encode`) is a
 //! scrape's cost, not the pass's, and is timed on its own.
 //!
 //! The floor is the raw floor's walk (`benches/walk.rs`) over the same
@@ -52,6 +52,7 @@ use nix::time::{ClockId, clock_gettime};
 use policy::snapshot::{Availability, Capabilities, Snapshot};
 
 use policy::Observation;
+use policy::accounting::PassDeltas;
 use pptune::publish::metrics::Metrics;
 use pptune::sample::kernel_netlink::{
     PassBuffers, convert_caps, convert_channels, convert_rings, decode_pass_dev_qstats,
@@ -395,7 +396,7 @@ fn main() {
             .sum::<usize>(),
         pools
     );
-    metrics.observe_snapshot(&prev);
+    metrics.observe(&prev, &PassDeltas::of(None, &prev));
     // One warm-up tick, so the engine state and the metrics maps exist.
     let warm = |i: u64| interval * u32::try_from(i).unwrap();
     let allocs = || GLOBAL.stats().allocations as u128;
@@ -403,13 +404,18 @@ fn main() {
                 prev: &mut Snapshot,
                 b: &mut PassBuffers,
                 engine: &mut (PolicyEngine, policy::Plan),
+                deltas: &mut PassDeltas,
                 parts: &mut [u128; 6]| {
         let (t0, a0) = (cpu_ns(), allocs());
         let snap = input.snapshot(b, &caps, i * 1000);
         let (t1, a1) = (cpu_ns(), allocs());
+        // The pass's deltas, once, for the engine and the metrics (in the
+        // engine's part: it computed them itself before).
+        deltas.compute(Some(prev), &snap);
         let obs = Observation {
             previous: Some(prev),
             current: &snap,
+            deltas,
             elapsed: interval,
             now: warm(i),
             local_time: None,
@@ -422,7 +428,7 @@ fn main() {
         let (engine, plan) = engine;
         engine.decide_into(&policy, &obs, plan);
         let (t2, a2) = (cpu_ns(), allocs());
-        metrics.observe_snapshot(&snap);
+        metrics.observe(&snap, deltas);
         let (t3, a3) = (cpu_ns(), allocs());
         parts[0] += t1 - t0;
         parts[1] += t2 - t1;
@@ -434,12 +440,27 @@ fn main() {
         plan.decisions.len()
     };
     let mut parts = [0u128; 6];
-    tick(1, &mut prev, &mut buffers, &mut engine, &mut parts);
+    let mut deltas = PassDeltas::default();
+    tick(
+        1,
+        &mut prev,
+        &mut buffers,
+        &mut engine,
+        &mut deltas,
+        &mut parts,
+    );
     parts = [0; 6];
     let m = meter::Meter::start(GLOBAL);
     let mut decisions = 0;
     for i in 2..passes + 2 {
-        decisions += tick(i, &mut prev, &mut buffers, &mut engine, &mut parts);
+        decisions += tick(
+            i,
+            &mut prev,
+            &mut buffers,
+            &mut engine,
+            &mut deltas,
+            &mut parts,
+        );
     }
     let r = m.stop(passes);
     let bytes: usize = input

@@ -1,4 +1,4 @@
-//! `/metrics` render at 2048 pools: `Metrics::observe_snapshot` (what the
+//! `/metrics` render at 2048 pools: `Metrics::observe` (what the
 //! loop does after every sample) followed by `Metrics::encode` (what a
 //! scrape does), timed together and apart.
 //!
@@ -12,6 +12,7 @@
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use policy::accounting::PassDeltas;
 use policy::snapshot::{
     Availability, Capabilities, Channels, Device, DeviceId, OperState, Pool, PoolStats, QueueStats,
     Rings, RxQueue, Snapshot,
@@ -151,7 +152,13 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("metrics");
     g.throughput(Throughput::Elements(n));
     let m = Metrics::new();
-    m.observe_snapshot(&first);
+    // The passes' deltas are the loop's, computed once before the metrics
+    // read them: not part of the metrics' cost.
+    let (d1, d2) = (
+        PassDeltas::of(None, &first),
+        PassDeltas::of(Some(&first), &second),
+    );
+    m.observe(&first, &d1);
     let text = m.encode().unwrap();
     eprintln!(
         "render: exposition {} bytes, {} lines",
@@ -164,7 +171,7 @@ fn bench(c: &mut Criterion) {
     );
     g.bench_with_input(BenchmarkId::new("observe+encode", n), &second, |b, s| {
         b.iter(|| {
-            m.observe_snapshot(black_box(s));
+            m.observe(black_box(s), &d2);
             m.encode().unwrap()
         });
     });
@@ -172,7 +179,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| m.encode().unwrap());
     });
     g.bench_with_input(BenchmarkId::new("observe", n), &second, |b, s| {
-        b.iter(|| m.observe_snapshot(black_box(s)));
+        b.iter(|| m.observe(black_box(s), &d2));
     });
     g.finish();
 
@@ -202,7 +209,7 @@ fn bench(c: &mut Criterion) {
     let runs = 20;
     let t0 = cpu();
     for _ in 0..runs {
-        m.observe_snapshot(black_box(&second));
+        m.observe(black_box(&second), &d2);
         black_box(m.encode().unwrap());
     }
     let both = (cpu() - t0) / f64::from(runs);

@@ -12,6 +12,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use pptune_policy::accounting::PassDeltas;
 use pptune_policy::policy::{
     ChangeLimits, ChannelPolicy, DaemonSettings, Disruption, DisruptionClass, MemoryBudget,
     RingPolicy, Rounding, Selector, Thresholds, Timing,
@@ -193,10 +194,16 @@ fn snapshot(devices: u32, queues: u32, tick: u64) -> Snapshot {
     }
 }
 
-fn obs<'a>(prev: Option<&'a Snapshot>, cur: &'a Snapshot, tick: u64) -> Observation<'a> {
+fn obs<'a>(
+    prev: Option<&'a Snapshot>,
+    cur: &'a Snapshot,
+    deltas: &'a PassDeltas,
+    tick: u64,
+) -> Observation<'a> {
     Observation {
         previous: prev,
         current: cur,
+        deltas,
         elapsed: INTERVAL,
         now: INTERVAL * u32::try_from(tick).unwrap(),
         local_time: None,
@@ -217,10 +224,11 @@ fn bench(c: &mut Criterion) {
         let mut state = EngineState::default();
         let mut plan = None;
         for t in 1..3 {
+            let deltas = PassDeltas::of(Some(&snaps[t - 1]), &snaps[t]);
             let (p, s) = decide(
                 &policy,
                 &state,
-                &obs(Some(&snaps[t - 1]), &snaps[t], t as u64),
+                &obs(Some(&snaps[t - 1]), &snaps[t], &deltas, t as u64),
             );
             state = s;
             plan = Some(p);
@@ -238,11 +246,13 @@ fn bench(c: &mut Criterion) {
             BenchmarkId::new(format!("{devices}x{queues}"), pools),
             &(&snaps, &state),
             |b, (snaps, state)| {
+                // The pass's deltas are part of the work a pass does.
                 b.iter(|| {
+                    let deltas = PassDeltas::of(Some(&snaps[2]), &snaps[3]);
                     decide(
                         &policy,
                         state,
-                        &black_box(obs(Some(&snaps[2]), &snaps[3], 3)),
+                        &black_box(obs(Some(&snaps[2]), &snaps[3], &deltas, 3)),
                     )
                 });
             },

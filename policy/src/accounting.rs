@@ -14,7 +14,7 @@
 //! - pools of the same RX queue id are summed; pools with no RX queue go
 //!   to the device's [`QueueKey::Unmapped`] bucket.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -110,9 +110,9 @@ struct Entry {
 
 /// The last counters seen per pool id.
 ///
-/// Built from one sample ([`Self::of_snapshot`], [`Self::of_device`]) for a
-/// two-sample delta, or kept across samples ([`Self::record`] +
-/// [`Self::retire_unseen`]) by a reader that follows every sample (metrics).
+/// Built from one device ([`Self::of_device`]) for a two-sample delta, or
+/// kept across samples ([`Self::follow`]) by [`PassDeltas`], which every
+/// pass's reader shares.
 ///
 /// Kept as a vector sorted by pool id, not a hash map: a sample lists its
 /// pools in (nearly) ascending id order, so building one is appending, and
@@ -137,31 +137,10 @@ impl Clone for PoolLedger {
 }
 
 impl PoolLedger {
-    /// The pools of a whole sample: every device and the orphans.
-    #[must_use]
-    pub fn of_snapshot(s: &Snapshot) -> Self {
-        let mut l = Self::default();
-        l.refill(s);
-        l
-    }
-
-    /// Becomes [`Self::of_snapshot`]`(s)`, in the storage it has.
-    pub fn refill(&mut self, s: &Snapshot) {
-        // Loops, not `Device::pools`' nested iterator adapters (the same
-        // order): the decide pass refills this for every pool of the
-        // previous sample.
-        let n = s
-            .devices
-            .iter()
-            .map(|d| {
-                d.rx_queues.iter().map(|q| q.pools.len()).sum::<usize>() + d.unmapped_pools.len()
-            })
-            .sum::<usize>()
-            + s.orphan_pools.len();
-        self.tick = 0;
-        self.pools.clear();
-        self.pools.reserve(n);
-        *self.cursor.get_mut() = 0;
+    /// Moves on to sample `s`: its pools, each with its stats, or with the
+    /// last stats seen when `s` lists it without (the stats dump raced);
+    /// pools not in `s` retire (what they counted stays counted).
+    pub fn follow(&mut self, s: &Snapshot) {
         for d in &s.devices {
             for q in &d.rx_queues {
                 for p in &q.pools {
@@ -175,6 +154,7 @@ impl PoolLedger {
         for p in &s.orphan_pools {
             self.record(p);
         }
+        self.retire_unseen();
     }
 
     /// The pools of one device.
@@ -351,16 +331,122 @@ fn add_pool(q: &mut QueueDelta, ledger: &PoolLedger, p: &Pool, queue_provider: b
 #[must_use]
 pub fn device_delta(ledger: &PoolLedger, dev: &Device) -> QueueDelta {
     let mut sum = QueueDelta::default();
-    queue_deltas(ledger, dev, |_, q| {
-        sum.stats = sum.stats.add(&q.stats);
-        sum.provider |= q.provider;
-        sum.pools += q.pools;
-        sum.inflight = sum.inflight.saturating_add(q.inflight);
-        sum.inflight_mem = sum.inflight_mem.saturating_add(q.inflight_mem);
-        sum.counted |= q.counted;
-        sum.reset |= q.reset;
-    });
+    queue_deltas(ledger, dev, |_, q| sum.add_queue(q));
     sum
+}
+
+impl QueueDelta {
+    /// Adds one queue's delta into a device's sum.
+    fn add_queue(&mut self, q: &Self) {
+        self.stats = self.stats.add(&q.stats);
+        self.provider |= q.provider;
+        self.pools += q.pools;
+        self.inflight = self.inflight.saturating_add(q.inflight);
+        self.inflight_mem = self.inflight_mem.saturating_add(q.inflight_mem);
+        self.counted |= q.counted;
+        self.reset |= q.reset;
+    }
+}
+
+/// Passes computed in this process, for the test that a daemon tick
+/// computes one.
+static PASSES: AtomicU64 = AtomicU64::new(0);
+
+/// One pass's pool deltas: every (device, queue) of the current sample
+/// against the previous one, computed once and read by all who need them
+/// (the engine's finding windows, the exported per-queue series, replay's
+/// series). Kept from pass to pass, it also remembers a pool's last stats
+/// across a sample that listed it without (a raced stats dump), so no
+/// count is lost; [`Self::of`] knows only the previous sample.
+#[derive(Debug, Default)]
+pub struct PassDeltas {
+    ledger: PoolLedger,
+    /// Per device of the current sample, by position: its run of `queues`.
+    devices: Vec<std::ops::Range<usize>>,
+    queues: Vec<(QueueKey, QueueDelta)>,
+}
+
+/// The deltas of no pass, for an [`crate::Observation`] that only the gates
+/// read (they judge no counters).
+pub static NO_DELTAS: PassDeltas = PassDeltas {
+    ledger: PoolLedger {
+        tick: 0,
+        pools: Vec::new(),
+        cursor: AtomicUsize::new(0),
+    },
+    devices: Vec::new(),
+    queues: Vec::new(),
+};
+
+impl PassDeltas {
+    /// The deltas of `current` against `previous` (`None`: the first
+    /// sample, each pool counted since its creation).
+    #[must_use]
+    pub fn of(previous: Option<&Snapshot>, current: &Snapshot) -> Self {
+        let mut d = Self::default();
+        d.compute(previous, current);
+        d
+    }
+
+    /// Becomes [`Self::of`]`(previous, current)`, in the storage it has.
+    pub fn compute(&mut self, previous: Option<&Snapshot>, current: &Snapshot) {
+        PASSES.fetch_add(1, Ordering::Relaxed);
+        let Self {
+            ledger,
+            devices,
+            queues,
+        } = self;
+        match previous {
+            Some(p) => ledger.follow(p),
+            None => *ledger = PoolLedger::default(),
+        }
+        devices.clear();
+        queues.clear();
+        for dev in &current.devices {
+            let start = queues.len();
+            queue_deltas(ledger, dev, |key, q| queues.push((key, *q)));
+            devices.push(start..queues.len());
+        }
+    }
+
+    /// The queues of the current sample's device at `position` (in
+    /// [`queue_deltas`]' order: ascending ids, the unmapped bucket last);
+    /// none past the end.
+    #[must_use]
+    pub fn queues(&self, position: usize) -> &[(QueueKey, QueueDelta)] {
+        self.devices
+            .get(position)
+            .and_then(|r| self.queues.get(r.clone()))
+            .unwrap_or_default()
+    }
+
+    /// The device at `position`, its queues summed ([`device_delta`]).
+    #[must_use]
+    pub fn device(&self, position: usize) -> QueueDelta {
+        let mut sum = QueueDelta::default();
+        for (_, q) in self.queues(position) {
+            sum.add_queue(q);
+        }
+        sum
+    }
+
+    /// How many devices the pass covers (the current sample's).
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.devices.len()
+    }
+
+    /// The pass covers no device.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.devices.is_empty()
+    }
+
+    /// Passes computed in this process so far.
+    #[must_use]
+    pub fn computed() -> u64 {
+        PASSES.load(Ordering::Relaxed)
+    }
 }
 
 /// The device's harm counters over an interval. Harm is read from qstats

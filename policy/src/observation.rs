@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::accounting::PassDeltas;
 use crate::plan::Knob;
 use crate::snapshot::{DeviceId, Snapshot};
 
@@ -145,6 +146,10 @@ pub struct Observation<'a> {
     /// The previous sample (`None` on the first tick).
     pub previous: Option<&'a Snapshot>,
     pub current: &'a Snapshot,
+    /// The pool deltas of `current` against `previous`, computed once for
+    /// the pass ([`PassDeltas::compute`]) and read by the engine and every
+    /// output.
+    pub deltas: &'a PassDeltas,
     /// Time between `previous` and `current`.
     pub elapsed: Duration,
     /// Monotonic time since an origin the daemon picks (cooldowns, budgets).

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::accounting::{HarmDelta, PoolLedger, QueueDelta, QueueKey, queue_deltas};
+use crate::accounting::{HarmDelta, QueueDelta, QueueKey};
 use crate::signals::{self, ratio};
 use crate::snapshot::{Device, PoolStats};
 
@@ -61,11 +61,11 @@ impl WindowAcc {
         };
     }
 
-    /// Fold one sample interval of `dev` into the window (`prev_pools`:
-    /// the previous sample's pools, [`crate::accounting`]).
+    /// Fold one sample interval of `dev` into the window (`deltas`: its
+    /// queues' pool deltas of the pass, [`crate::accounting::PassDeltas`]).
     pub(crate) fn add_tick(
         &mut self,
-        prev_pools: &PoolLedger,
+        deltas: &[(QueueKey, QueueDelta)],
         prev_dev: Option<&Device>,
         dev: &Device,
         elapsed: Duration,
@@ -77,16 +77,16 @@ impl WindowAcc {
             acc.stats = acc.stats.add(&q.stats);
             acc.inflight_peak = acc.inflight_peak.max(q.inflight);
         };
-        // `queue_deltas` gives each key once, in ascending order, and the
+        // The pass gives each key once, in ascending order, and the
         // open window's queues are kept in the same order: one merge walk.
         // A queue the window has not seen yet is inserted where it sorts
         // (at the end, in a window's first tick).
         let queues = &mut self.queues;
         let mut at = 0;
         let mut reset = false;
-        queue_deltas(prev_pools, dev, |key, q| {
+        for &(key, ref q) in deltas {
             if q.pools == 0 {
-                return;
+                continue;
             }
             reset |= q.reset;
             while queues.get(at).is_some_and(|(k, _)| *k < key) {
@@ -97,7 +97,7 @@ impl WindowAcc {
             }
             fold(&mut queues[at].1, q);
             at += 1;
-        });
+        }
         self.reset |= reset;
         if let Some(prev) = prev_dev {
             let h = HarmDelta::between(prev, dev);

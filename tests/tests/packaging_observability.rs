@@ -4,6 +4,7 @@
 //! `pptune::publish::metrics::Metrics`) and one `docs/metrics.md` documents.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use policy::accounting::PassDeltas;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -148,8 +149,9 @@ fn populated_metrics() -> pptune::publish::metrics::Metrics {
         }],
         ..Snapshot::default()
     };
-    m.observe_snapshot(&snap(1));
-    m.observe_snapshot(&snap(2));
+    let (first, second) = (snap(1), snap(2));
+    m.observe(&first, &PassDeltas::of(None, &first));
+    m.observe(&second, &PassDeltas::of(Some(&first), &second));
     let dev = || "eth0".to_string();
     m.decisions
         .get_or_create(&DecisionLabels {
@@ -610,12 +612,12 @@ fn recorded_scrapes(miss: u64, enforcing: bool) -> (String, String) {
         result: "applied".into(),
     };
     let _ = m.actions.get_or_create(&applied);
-    m.observe_snapshot(&first);
+    m.observe(&first, &PassDeltas::of(None, &first));
     let a = pptune::publish::http::openmetrics_to_text004(&m.encode().unwrap());
     if enforcing {
         m.actions.get_or_create(&applied).inc();
     }
-    m.observe_snapshot(&second);
+    m.observe(&second, &PassDeltas::of(Some(&first), &second));
     let b = pptune::publish::http::openmetrics_to_text004(&m.encode().unwrap());
     (a, b)
 }

@@ -29,6 +29,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::Duration;
 
+use policy::accounting::PassDeltas;
 use policy::engine::{ActionRecord, EngineState, Observation, Original, Outcome};
 use policy::evaluate::{Applied, Evaluation, Rates, Verdict};
 use policy::plan::{Action, Decision, Knob, ReasonCode, RingField};
@@ -193,6 +194,9 @@ struct Replayer<'p> {
     engine: policy::engine::Engine,
     /// The snapshot the engine saw last pass (modelled where modelled).
     prev: Option<(Snapshot, Duration)>,
+    /// The pass's pool deltas against `prev`, for the engine and the
+    /// totals and series.
+    deltas: PassDeltas,
     /// The recorded counters of this pass and the previous one, by pool
     /// id, of the devices the replay changed a knob of (the model's input).
     obs_now: HashMap<u64, PoolStats>,
@@ -236,6 +240,7 @@ pub fn replay_selected(
         state: EngineState::default(),
         engine: policy::engine::Engine::default(),
         prev: None,
+        deltas: PassDeltas::default(),
         obs_now: HashMap::new(),
         obs_prev: HashMap::new(),
         faithful: false,
@@ -340,9 +345,12 @@ impl Replayer<'_> {
             )
         };
         let overrides = pass.inputs.overrides.clone();
+        self.deltas
+            .compute(self.prev.as_ref().map(|(s, _)| s), snap);
         let obs = Observation {
             previous: self.prev.as_ref().map(|(s, _)| s),
             current: snap,
+            deltas: &self.deltas,
             elapsed,
             now,
             local_time: local_time(pass.local_time),
@@ -363,7 +371,7 @@ impl Replayer<'_> {
             }
         }
         let deltas = match &self.prev {
-            Some((p, _)) if reported => device_deltas(p, snap, sel),
+            Some((p, _)) if reported => device_deltas(p, snap, &self.deltas, sel),
             _ => Vec::new(),
         };
         for (name, delta) in &deltas {
@@ -677,24 +685,20 @@ fn same_decisions(plan: &policy::plan::Plan, pass: &Pass, sel: &Selection) -> bo
         })
 }
 
-/// Each selected device's counters over the interval, from what the engine
-/// saw: the totals' and the series' one source.
+/// Each selected device's counters over the interval, from the pass's
+/// deltas the engine read: the totals' and the series' one source. A
+/// device new in this pass has no interval yet.
 fn device_deltas<'s>(
     prev: &Snapshot,
     snap: &'s Snapshot,
+    deltas: &PassDeltas,
     sel: &Selection,
 ) -> Vec<(&'s str, policy::accounting::QueueDelta)> {
     snap.devices
         .iter()
-        .filter(|d| sel.device(&d.name))
-        .filter_map(|d| {
-            let pd = prev.devices.iter().find(|x| x.id == d.id)?;
-            let ledger = policy::accounting::PoolLedger::of_device(pd);
-            Some((
-                d.name.as_str(),
-                policy::accounting::device_delta(&ledger, d),
-            ))
-        })
+        .enumerate()
+        .filter(|(_, d)| sel.device(&d.name) && prev.devices.iter().any(|x| x.id == d.id))
+        .map(|(at, d)| (d.name.as_str(), deltas.device(at)))
         .collect()
 }
 

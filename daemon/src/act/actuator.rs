@@ -487,6 +487,7 @@ impl Actuator {
         let obs = Observation {
             previous: None,
             current: snap,
+            deltas: &policy::accounting::NO_DELTAS,
             elapsed: Duration::ZERO,
             now,
             local_time: Some(local_time()),

@@ -84,6 +84,7 @@ async fn sample_until_found(
     let origin = Instant::now();
     let mut prev: Option<(Snapshot, Duration)> = None;
     let mut plan = policy::Plan::default();
+    let mut deltas = policy::accounting::PassDeltas::default();
     let mut taken = 0;
     // `samples` closes the last window when every pass takes `interval`; a
     // slow host (or a slow netlink dump) drifts the window phase, and a plan
@@ -96,9 +97,11 @@ async fn sample_until_found(
         }
         let snap = kernel.sample(&SampleScope::default()).await?;
         let now = origin.elapsed();
+        deltas.compute(prev.as_ref().map(|(s, _)| s), &snap);
         let obs = Observation {
             previous: prev.as_ref().map(|(s, _)| s),
             current: &snap,
+            deltas: &deltas,
             elapsed: prev
                 .as_ref()
                 .map_or(Duration::ZERO, |(_, t)| now.saturating_sub(*t)),

@@ -23,6 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 
+use policy::accounting::PassDeltas;
 use policy::counters::METRICS as POOL_COUNTERS;
 
 use crate::act::events::Event;
@@ -464,8 +465,9 @@ impl Metrics {
             .inc();
     }
 
-    /// Updates the per-device series from one snapshot.
-    pub fn observe_snapshot(&self, snap: &Snapshot) {
+    /// Updates the per-device series from one pass: its snapshot and the
+    /// pass's pool deltas (computed once, for the engine and for these).
+    pub fn observe(&self, snap: &Snapshot, deltas: &PassDeltas) {
         let Ok(mut guard) = self.carry.lock() else {
             return;
         };
@@ -501,14 +503,12 @@ impl Metrics {
             .sum::<u64>()));
         carry.tick += 1;
         let tick = carry.tick;
-        for dev in &snap.devices {
-            if let Some(d) = carry.observe_device(dev, tick) {
+        for (at, dev) in snap.devices.iter().enumerate() {
+            if let Some(d) = carry.observe_device(dev, deltas.queues(at), tick) {
                 self.observe_rings_channels(dev, &mut d.knobs);
             }
             self.observe_info(dev);
         }
-        // Pools not seen any more retire: what they counted stays counted.
-        carry.pools.retire_unseen();
         let devices = &mut carry.devices;
         // Devices that vanished (not in this snapshot): drop their
         // ring/channel/mode series and carried totals. Queues that
@@ -817,6 +817,22 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The passes as the loop makes them: the deltas against the previous
+    /// snapshot (kept from pass to pass), then the metrics.
+    #[derive(Default)]
+    struct Passes {
+        prev: Option<Snapshot>,
+        deltas: PassDeltas,
+    }
+
+    impl Passes {
+        fn feed(&mut self, m: &Metrics, snap: &Snapshot) {
+            self.deltas.compute(self.prev.as_ref(), snap);
+            m.observe(snap, &self.deltas);
+            self.prev = Some(snap.clone());
+        }
+    }
     use policy::signals;
     use policy::snapshot::{Pool, PoolStats, RxQueue};
     use std::collections::BTreeSet;
@@ -829,6 +845,7 @@ mod tests {
     #[test]
     fn a_vanished_device_without_pools_drops_its_knob_series() {
         let m = Metrics::new();
+        let mut passes = Passes::default();
         let snap = |rx: u32| Snapshot {
             devices: vec![Device {
                 ifindex: 9,
@@ -847,12 +864,12 @@ mod tests {
             ..Snapshot::default()
         };
         let text = |m: &Metrics| m.encode().unwrap();
-        m.observe_snapshot(&snap(256));
+        passes.feed(&m, &snap(256));
         assert!(text(&m).contains("pptune_ring_entries{device=\"veth9\",ring=\"rx\"} 256"));
-        m.observe_snapshot(&Snapshot::default());
+        passes.feed(&m, &Snapshot::default());
         assert!(!text(&m).contains("veth9"), "{}", text(&m));
-        m.observe_snapshot(&snap(512));
-        m.observe_snapshot(&snap(1024));
+        passes.feed(&m, &snap(512));
+        passes.feed(&m, &snap(1024));
         let t = text(&m);
         assert!(
             t.contains("pptune_ring_entries{device=\"veth9\",ring=\"rx\"} 1024"),
@@ -864,12 +881,6 @@ mod tests {
         );
     }
 
-    /// A device that vanishes takes every per-device series with it: the
-    /// decision, action and override counters, the last-action time, the
-    /// backoff flag and the recommendation, as well as its ring and channel
-    /// gauges. Found by the soak (tests/tests/vm_faults.rs): a device
-    /// replaced every few minutes under a new name left its counters and
-    /// gauges behind, one set of series per name for the daemon's life.
     #[test]
     fn the_rollout_gauges_say_the_standing() {
         let m = Metrics::new();
@@ -888,9 +899,16 @@ mod tests {
         );
     }
 
+    /// A device that vanishes takes every per-device series with it: the
+    /// decision, action and override counters, the last-action time, the
+    /// backoff flag and the recommendation, as well as its ring and channel
+    /// gauges. Found by the soak (tests/tests/vm_faults.rs): a device
+    /// replaced every few minutes under a new name left its counters and
+    /// gauges behind, one set of series per name for the daemon's life.
     #[test]
     fn a_vanished_device_drops_its_counters_and_flags() {
         let m = Metrics::new();
+        let mut passes = Passes::default();
         let dev = |name: &str| Device {
             ifindex: 9,
             name: name.to_owned(),
@@ -901,7 +919,7 @@ mod tests {
             ..Snapshot::default()
         };
         let text = |m: &Metrics| m.encode().unwrap();
-        m.observe_snapshot(&snap(&["soakb0", "keep0"]));
+        passes.feed(&m, &snap(&["soakb0", "keep0"]));
         for device in ["soakb0", "keep0"] {
             m.count_decision(device, "set_ring", "recycle_miss_high", "enforce");
             m.set_mode(device, "enforce");
@@ -942,12 +960,12 @@ mod tests {
         }
         let t = text(&m);
         assert_eq!(t.matches("device=\"soakb0\"").count(), 8, "{t}");
-        m.observe_snapshot(&snap(&["keep0"]));
+        passes.feed(&m, &snap(&["keep0"]));
         let t = text(&m);
         assert!(!t.contains("soakb0"), "{t}");
         assert_eq!(t.matches("device=\"keep0\"").count(), 8, "{t}");
         // Back under the same name: counted from zero.
-        m.observe_snapshot(&snap(&["soakb0", "keep0"]));
+        passes.feed(&m, &snap(&["soakb0", "keep0"]));
         m.count([Event::Action {
             device: "soakb0".to_owned(),
             knob: policy::Knob::Ring(policy::RingField::Rx),
@@ -1312,6 +1330,7 @@ mod tests {
             vec![],
         ];
         let m = Metrics::new();
+        let mut passes = Passes::default();
         let mut r = Reference::new();
         let mut saw_tiny = false;
         for (tick, devices) in ticks.into_iter().enumerate() {
@@ -1319,7 +1338,7 @@ mod tests {
                 devices,
                 ..Snapshot::default()
             };
-            m.observe_snapshot(&snap);
+            passes.feed(&m, &snap);
             r.observe_snapshot(&snap);
             let text = m.encode().unwrap();
             let want = families(&r.encode());

@@ -10,6 +10,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use policy::accounting::PassDeltas;
 use policy::engine::Observation;
 use policy::plan::{Action, Decision, Plan};
 use policy::snapshot::{Device, Snapshot};
@@ -69,6 +70,9 @@ struct Daemon<K: Kernel, E: Engine> {
     devices: BTreeMap<u32, Device>,
     /// The previous sample fed to the engine, and when it was taken.
     prev: Option<(Snapshot, Duration)>,
+    /// This pass's pool deltas against `prev`: computed once per tick, read
+    /// by the engine and the metrics.
+    deltas: PassDeltas,
     host_selected: bool,
     host_id: rollout::HostId,
     log: DecisionLog,
@@ -168,6 +172,7 @@ pub async fn run<K: Kernel, E: Engine>(
         },
         devices: BTreeMap::new(),
         prev: None,
+        deltas: PassDeltas::default(),
         host_id,
         log: DecisionLog::new(Duration::from_secs(3600)),
         last_decisions: BTreeMap::new(),
@@ -326,7 +331,8 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
     }
 
     /// A sample outside the engine's cadence: keeps the device map and the
-    /// metrics current (and catches changes whose notification was lost).
+    /// view current (and catches changes whose notification was lost); the
+    /// metrics follow the passes.
     async fn refresh(&mut self) {
         if let Ok(snap) = self.kernel.sample(&SampleScope::default()).await {
             self.absorb(&snap);
@@ -372,7 +378,6 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 self.check_overrides(d.ifindex, Seen::Channels(c));
             }
         }
-        self.metrics.observe_snapshot(snap);
     }
 
     /// One pass: sample, evaluate what is due, decide, tell, act, record.
@@ -382,7 +387,10 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         };
         let now = self.now();
         self.last_sample = Some(now);
+        self.deltas
+            .compute(self.prev.as_ref().map(|(s, _)| s), &snap);
         self.absorb(&snap);
+        self.metrics.observe(&snap, &self.deltas);
         let (actuator, io) = self.lend();
         actuator.evaluate_due(&snap, now, io).await;
         self.count_events();
@@ -455,6 +463,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         let obs = Observation {
             previous: self.prev.as_ref().map(|(s, _)| s),
             current: snap,
+            deltas: &self.deltas,
             elapsed,
             now,
             local_time: local,

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
 use std::time::Duration;
 
-use crate::accounting::PoolLedger;
+use crate::accounting::{QueueDelta, QueueKey};
 use crate::drivers::{self, DriverInfo};
 use crate::gates::{self, Held, Spent};
 use crate::observation::{ActionRecord, Observation, Outcome};
@@ -75,12 +75,11 @@ impl Engine {
 }
 
 /// The buffers of one pass, kept in the [`Engine`] so that the next pass
-/// refills them instead of allocating: the previous sample's pool ledger,
-/// the selected devices and their identity keys. Nothing in them outlives
+/// refills them instead of allocating: the selected devices and their
+/// identity keys. Nothing in them outlives
 /// a pass but capacity.
 #[derive(Default)]
 struct Scratch {
-    ledger: PoolLedger,
     /// The devices of the observation, by position, in ifindex order.
     order: Vec<usize>,
     /// Every selected device's identity key, one after another.
@@ -104,16 +103,11 @@ fn run_into(
     scratch: &mut Scratch,
 ) {
     let Scratch {
-        ledger,
         order,
         keys,
         selected,
         sorted,
     } = scratch;
-    let prev_pools = obs.previous.map(|s| {
-        ledger.refill(s);
-        &*ledger
-    });
     let devs = &obs.current.devices;
     order.clear();
     order.extend(0..devs.len());
@@ -167,7 +161,7 @@ fn run_into(
             obs,
             dev,
             info: drivers::driver_info(dev),
-            prev_pools,
+            queues: obs.deltas.queues(*at),
             scratch: std::cell::Cell::new(std::mem::take(&mut out.message)),
         };
         if let Some(before) = shared.get(k) {
@@ -222,7 +216,8 @@ struct DeviceRun<'a> {
     obs: &'a Observation<'a>,
     dev: &'a Device,
     info: DriverInfo,
-    prev_pools: Option<&'a PoolLedger>,
+    /// The device's queue deltas of this pass (`obs.deltas`).
+    queues: &'a [(QueueKey, QueueDelta)],
     /// Where the proposal's message is written: the message buffer of the
     /// decision this run overwrites, so a steady pass allocates none.
     scratch: std::cell::Cell<String>,
@@ -322,7 +317,7 @@ impl<'a> DeviceRun<'a> {
                 "the kernel reports no page_pool stats (CONFIG_PAGE_POOL_STATS off): no signal",
             );
         }
-        let (Some(prev), Some(prev_pools)) = (obs.previous, self.prev_pools) else {
+        let Some(prev) = obs.previous else {
             return self.hold(
                 ReasonCode::Gathering,
                 None,
@@ -330,7 +325,7 @@ impl<'a> DeviceRun<'a> {
             );
         };
         let prev_dev = prev.devices.iter().find(|d| d.id == dev.id);
-        ds.window.add_tick(prev_pools, prev_dev, dev, obs.elapsed);
+        ds.window.add_tick(self.queues, prev_dev, dev, obs.elapsed);
         let t = &policy.timing;
         if ds.window.elapsed.saturating_add(t.interval / 2) < t.window {
             return self.hold(

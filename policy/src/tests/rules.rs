@@ -559,9 +559,11 @@ fn change_window_table() {
         let prev = w.snap.clone();
         let mut cur = prev.clone();
         super::support::advance_device(&mut cur.devices[0], &big_bursts(&w, 0));
+        let deltas = crate::accounting::PassDeltas::of(Some(&prev), &cur);
         let obs = Observation {
             previous: Some(&prev),
             current: &cur,
+            deltas: &deltas,
             elapsed: Duration::from_secs(10),
             now: Duration::from_secs(30),
             local_time: Some(LocalTime {

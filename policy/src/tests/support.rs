@@ -285,9 +285,11 @@ impl World {
             self.started = true;
             self.snap = next;
         }
+        let deltas = crate::accounting::PassDeltas::of(self.prev.as_ref(), &self.snap);
         let obs = Observation {
             previous: self.prev.as_ref(),
             current: &self.snap,
+            deltas: &deltas,
             elapsed: interval,
             now: self.now,
             local_time: self.local_time,

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use policy::accounting::{PoolLedger, QueueDelta, QueueKey, queue_deltas};
+use policy::accounting::{QueueDelta, QueueKey};
 use policy::counters::{self, METRICS as POOL_COUNTERS};
 use policy::policy::QueueSelection;
 use policy::signals;
@@ -168,25 +168,27 @@ pub(super) struct KnobGauges {
     pub(super) channels: [[Option<Gauge>; 2]; 4],
 }
 
-/// The per-queue series and the ledger of the pools behind them.
+/// The per-queue series, carried from pass to pass.
 #[derive(Debug, Default)]
 pub(super) struct Carry {
-    /// Incremented per snapshot; `seen` stamps compare against it.
+    /// Incremented per pass; `seen` stamps compare against it.
     pub(super) tick: u64,
     pub(super) devices: BTreeMap<Arc<str>, DevSeries>,
-    /// Last stats seen per live pool id (`policy::accounting`).
-    pub(super) pools: PoolLedger,
     /// Handles on the capability series, in [`CAPABILITIES`] order.
     pub(super) capabilities: Option<[Gauge; 8]>,
 }
 
 impl Carry {
-    /// One device's queues: the RX queues (pools merged per queue id),
-    /// then the pools that map to no queue.
-    /// The device's queue series and pool ledger brought up to `dev`;
-    /// returns its series.
-    pub(super) fn observe_device(&mut self, dev: &Device, tick: u64) -> Option<&mut DevSeries> {
-        let Self { devices, pools, .. } = self;
+    /// One device's queue series brought up to the pass (`queues`: its
+    /// deltas, the RX queues with pools merged per queue id, then the pools
+    /// that map to no queue); returns its series.
+    pub(super) fn observe_device(
+        &mut self,
+        dev: &Device,
+        queues: &[(QueueKey, QueueDelta)],
+        tick: u64,
+    ) -> Option<&mut DevSeries> {
+        let devices = &mut self.devices;
         let name = dev.name.as_str();
         if !devices.contains_key(name) {
             let name: Arc<str> = Arc::from(name);
@@ -203,9 +205,8 @@ impl Carry {
         let d = devices.get_mut(name)?;
         d.seen = tick;
         let mut at = 0;
-        queue_deltas(pools, dev, |key, q| observe_queue(d, &mut at, key, q, tick));
-        for p in dev.pools() {
-            pools.record(p);
+        for (key, q) in queues {
+            observe_queue(d, &mut at, *key, q, tick);
         }
         Some(d)
     }
