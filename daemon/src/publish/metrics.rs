@@ -30,17 +30,18 @@ use crate::act::events::Event;
 use crate::act::rollout::Standing;
 use policy::policy::QueueSelection;
 use policy::snapshot::{Device, Snapshot};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::info::Info;
-use prometheus_client::registry::{Registry, Unit};
-use std::sync::atomic::{AtomicU64, AtomicUsize};
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicUsize;
 
-type FGauge = Gauge<f64, AtomicU64>;
-
+mod families;
 mod labels;
 mod series;
+pub use families::Families;
+use families::exposed;
 pub use labels::*;
 use series::*;
 
@@ -80,41 +81,14 @@ struct CountedSeries {
 pub struct Metrics {
     /// Every family but the per-queue ones (see the module docs).
     registry: Registry,
-    pub ring: Family<RingLabels, Gauge>,
-    pub ring_max: Family<RingLabels, Gauge>,
-    pub channels: Family<ChannelLabels, Gauge>,
-    pub channels_max: Family<ChannelLabels, Gauge>,
-    pub orphan_pools: Gauge,
-    pub orphan_inflight_pages: Gauge,
-    pub decisions: Family<DecisionLabels, Counter>,
-    pub actions: Family<ActionLabels, Counter>,
-    pub last_action: Family<DevLabels, Gauge>,
-    pub overrides: Family<KnobLabels, Counter>,
-    pub recommendation: Family<RecLabels, Gauge>,
+    /// The registered families ([`families`]); `Metrics` derefs to them.
+    families: Families,
     /// The recommendation series currently exported per device.
     rec_current: Mutex<BTreeMap<String, RecLabels>>,
     /// The label sets of the per-device counters, by device, so a device
     /// that vanishes takes them with it (a `Family` cannot be searched by
     /// one label).
     counted: Mutex<BTreeMap<String, CountedSeries>>,
-    pub backoff: Family<DevLabels, Gauge>,
-    pub errors: Family<KindLabels, Counter>,
-    pub capability: Family<CapLabels, Gauge>,
-    pub device_mode: Family<ModeLabels, Gauge>,
-    pub device_info: Family<InfoLabels, Gauge>,
-    pub rollout_enforcing: Gauge,
-    pub rollout_host_selected: Gauge,
-    pub policy_enforcing: Gauge,
-    pub rollout_fraction: FGauge,
-    pub reloads: Family<ResultLabels, Counter>,
-    pub policy_valid: Gauge,
-    pub samples: Counter,
-    pub sample_duration: FGauge,
-    pub resyncs: Family<KindLabels, Counter>,
-    /// The recording on disk (docs/recording.md): bytes, and the start of
-    /// the oldest pass it still holds (age = time() - this).
-    pub recording_bytes: Gauge,
-    pub recording_oldest: FGauge,
     carry: Mutex<Carry>,
     /// Which queues get per-queue series (the policy's
     /// `daemon.queue_metrics`); device sums are always written.
@@ -125,55 +99,33 @@ pub struct Metrics {
     last_len: AtomicUsize,
 }
 
+impl std::ops::Deref for Metrics {
+    type Target = Families;
+
+    fn deref(&self) -> &Families {
+        &self.families
+    }
+}
+
 /// Every family name as it appears in the exposition (counters with
 /// `_total`), for docs and tests.
 pub fn family_names() -> Vec<String> {
     let mut v: Vec<String> = POOL_COUNTERS
         .iter()
-        .map(|c| match c.unit {
-            Some(u) => format!("{}_{u}_total", c.metric),
-            None => format!("{}_total", c.metric),
-        })
+        .map(|c| exposed(c.metric, c.unit, MetricType::Counter))
         .collect();
     v.extend(
-        [
-            "pptune_pools",
-            "pptune_pool_inflight_pages",
-            "pptune_pool_inflight_bytes",
-            "pptune_queue_recycling_ratio",
-            "pptune_queue_recycle_miss_ratio",
-            "pptune_queue_slow_refill_ratio",
-            "pptune_ring_entries",
-            "pptune_ring_max_entries",
-            "pptune_channels",
-            "pptune_channels_max",
-            "pptune_orphan_pools",
-            "pptune_orphan_inflight_pages",
-            "pptune_decisions_total",
-            "pptune_actions_total",
-            "pptune_last_action_timestamp_seconds",
-            "pptune_operator_overrides_total",
-            "pptune_recommendation_target",
-            "pptune_device_backoff",
-            "pptune_errors_total",
-            "pptune_capability",
-            "pptune_device_mode",
-            "pptune_device_info",
-            "pptune_build_info",
-            "pptune_rollout_enforcing",
-            "pptune_rollout_host_selected",
-            "pptune_policy_enforcing",
-            "pptune_rollout_fraction_ratio",
-            "pptune_policy_reloads_total",
-            "pptune_policy_valid",
-            "pptune_samples_total",
-            "pptune_sample_duration_seconds",
-            "pptune_resyncs_total",
-            "pptune_recording_bytes",
-            "pptune_recording_oldest_timestamp_seconds",
-        ]
-        .map(String::from),
+        QUEUE_GAUGES
+            .iter()
+            .map(|(name, unit, _)| exposed(name, *unit, MetricType::Gauge)),
     );
+    v.extend(
+        QUEUE_RATIOS
+            .iter()
+            .map(|(name, _)| exposed(name, Some("ratio"), MetricType::Gauge)),
+    );
+    v.extend(Families::names());
+    v.push("pptune_build_info".to_owned());
     v.extend(crate::publish::process_metrics::FAMILY_NAMES.map(String::from));
     let queue_families: Vec<String> = v
         .iter()
@@ -196,168 +148,7 @@ impl Metrics {
         // The per-queue families are not registered: `encode` writes them
         // (first, where their registration used to put them).
         let mut r = Registry::default();
-        macro_rules! reg {
-            ($name:expr, $help:expr, $m:expr) => {{
-                let m = $m;
-                r.register($name, $help, m.clone());
-                m
-            }};
-            ($name:expr, $help:expr, $unit:expr, $m:expr) => {{
-                let m = $m;
-                r.register_with_unit($name, $help, $unit, m.clone());
-                m
-            }};
-        }
-        let pages = || Unit::Other("pages".into());
-        let entries = || Unit::Other("entries".into());
-        let m = Self {
-            ring: reg!(
-                "pptune_ring",
-                "Current ring size",
-                entries(),
-                Family::default()
-            ),
-            ring_max: reg!(
-                "pptune_ring_max",
-                "Maximum ring size the driver allows",
-                entries(),
-                Family::default()
-            ),
-            channels: reg!(
-                "pptune_channels",
-                "Current channel count",
-                Family::default()
-            ),
-            channels_max: reg!(
-                "pptune_channels_max",
-                "Maximum channel count the driver allows",
-                Family::default()
-            ),
-            orphan_pools: reg!(
-                "pptune_orphan_pools",
-                "Pools whose device is gone but which still hold pages",
-                Gauge::default()
-            ),
-            orphan_inflight_pages: reg!(
-                "pptune_orphan_inflight",
-                "Pages held by orphaned pools",
-                pages(),
-                Gauge::default()
-            ),
-            decisions: reg!(
-                "pptune_decisions",
-                "Engine decisions by action and reason",
-                Family::default()
-            ),
-            actions: reg!(
-                "pptune_actions",
-                "Changes pptune made or tried, by knob, direction and result",
-                Family::default()
-            ),
-            last_action: reg!(
-                "pptune_last_action_timestamp",
-                "Unix time of the last change on the device",
-                Unit::Seconds,
-                Family::default()
-            ),
-            overrides: reg!(
-                "pptune_operator_overrides",
-                "Knobs someone else changed: pptune stopped managing them until the policy is reloaded",
-                Family::default()
-            ),
-            recommendation: reg!(
-                "pptune_recommendation_target",
-                "The engine's current recommendation for the device (observe and enforce alike): the target value, labelled with its stable id",
-                Family::default()
-            ),
-            rec_current: Mutex::new(BTreeMap::new()),
-            counted: Mutex::new(BTreeMap::new()),
-            backoff: reg!(
-                "pptune_device_backoff",
-                "1 while the device is backed off after repeated failures",
-                Family::default()
-            ),
-            errors: reg!("pptune_errors", "Errors by kind", Family::default()),
-            capability: reg!(
-                "pptune_capability",
-                "1 when the kernel (or process) has the capability",
-                Family::default()
-            ),
-            device_mode: reg!(
-                "pptune_device_mode",
-                "1 for the mode the device is in (after rollout)",
-                Family::default()
-            ),
-            device_info: reg!(
-                "pptune_device_info",
-                "1 per device, labelled with its driver and link kind",
-                Family::default()
-            ),
-            rollout_enforcing: reg!(
-                "pptune_rollout_enforcing",
-                "1 when this host enforces: it falls in the policy's rollout fraction and some selector is in enforce mode",
-                Gauge::default()
-            ),
-            rollout_host_selected: reg!(
-                "pptune_rollout_host_selected",
-                "1 when this host falls in the policy's rollout fraction (it would enforce what an enforcing selector selects)",
-                Gauge::default()
-            ),
-            policy_enforcing: reg!(
-                "pptune_policy_enforcing",
-                "1 when some selector of the policy in force is in enforce mode",
-                Gauge::default()
-            ),
-            rollout_fraction: reg!(
-                "pptune_rollout_fraction",
-                "The policy's rollout fraction (1 without a rollout)",
-                Unit::Other("ratio".into()),
-                FGauge::default()
-            ),
-            reloads: reg!(
-                "pptune_policy_reloads",
-                "Policy reloads by result (ok, invalid)",
-                Family::default()
-            ),
-            policy_valid: reg!(
-                "pptune_policy_valid",
-                "0 when the last reload was invalid and the last good policy is still in force",
-                Gauge::default()
-            ),
-            samples: reg!(
-                "pptune_samples",
-                "Successful sampling passes",
-                Counter::default()
-            ),
-            sample_duration: reg!(
-                "pptune_sample_duration",
-                "Duration of the last sampling pass",
-                Unit::Seconds,
-                FGauge::default()
-            ),
-            resyncs: reg!(
-                "pptune_resyncs",
-                "Full resyncs after lost notifications, by source",
-                Family::default()
-            ),
-            recording_bytes: reg!(
-                "pptune_recording",
-                "Size of the daemon's recording on disk",
-                Unit::Bytes,
-                Gauge::default()
-            ),
-            recording_oldest: reg!(
-                "pptune_recording_oldest_timestamp",
-                "Unix time of the oldest pass the recording still holds (0: none)",
-                Unit::Seconds,
-                FGauge::default()
-            ),
-            carry: Mutex::new(Carry::default()),
-            queue_series: Mutex::new(QueueSelection::All),
-            health: crate::publish::health::Health::default(),
-            last_len: AtomicUsize::new(0),
-            registry: Registry::default(),
-        };
+        let families = Families::register(&mut r);
         r.register(
             "pptune_build",
             "Build information",
@@ -368,18 +159,27 @@ impl Metrics {
         );
         r.register_collector(Box::new(crate::publish::process_metrics::ProcessCollector));
         for k in ERROR_KINDS {
-            let _ = m.errors.get_or_create(&KindLabels {
+            let _ = families.errors.get_or_create(&KindLabels {
                 kind: (*k).to_owned(),
             });
         }
         for res in ["ok", "invalid"] {
-            let _ = m.reloads.get_or_create(&ResultLabels {
+            let _ = families.reloads.get_or_create(&ResultLabels {
                 result: res.to_owned(),
             });
         }
-        m.policy_valid.set(1);
-        m.rollout_fraction.set(1.0);
-        Self { registry: r, ..m }
+        families.policy_valid.set(1);
+        families.rollout_fraction.set(1.0);
+        Self {
+            registry: r,
+            families,
+            rec_current: Mutex::new(BTreeMap::new()),
+            counted: Mutex::new(BTreeMap::new()),
+            carry: Mutex::new(Carry::default()),
+            queue_series: Mutex::new(QueueSelection::All),
+            health: crate::publish::health::Health::default(),
+            last_len: AtomicUsize::new(0),
+        }
     }
 
     /// The OpenMetrics text exposition.
@@ -817,6 +617,10 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prometheus_client::metrics::family::Family;
+    use prometheus_client::registry::Unit;
+
+    type FGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 
     /// The passes as the loop makes them: the deltas against the previous
     /// snapshot (kept from pass to pass), then the metrics.

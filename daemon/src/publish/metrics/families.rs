@@ -1,0 +1,106 @@
+//! Every family the registry holds, in one table: [`Families`] is
+//! generated from it with its registration and the names the exposition
+//! gives them (a family is one line). The per-queue families are written
+//! by hand (`series.rs`), the `process_*` ones by their collector.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::{MetricType, TypedMetric};
+use prometheus_client::registry::{Registry, Unit};
+
+use super::labels::*;
+
+type FGauge = Gauge<f64, AtomicU64>;
+
+/// A family's name as the exposition writes it: the unit appended, and
+/// `_total` on a counter.
+pub(super) fn exposed(name: &str, unit: Option<&str>, kind: MetricType) -> String {
+    let mut s = name.to_owned();
+    if let Some(u) = unit {
+        s.push('_');
+        s.push_str(u);
+    }
+    if matches!(kind, MetricType::Counter) {
+        s.push_str("_total");
+    }
+    s
+}
+
+macro_rules! unit {
+    () => {
+        None::<Unit>
+    };
+    ($u:expr) => {
+        Some($u)
+    };
+}
+
+macro_rules! families {
+    ($($(#[$doc:meta])* $field:ident: $ty:ty = ($name:literal, $help:literal $(, $unit:expr)?);)*) => {
+        /// Every registered family, each a handle the daemon updates.
+        #[derive(Debug)]
+        pub struct Families {
+            $($(#[$doc])* pub $field: $ty,)*
+        }
+
+        impl Families {
+            /// Every family, registered in `r`.
+            pub(super) fn register(r: &mut Registry) -> Self {
+                Self {
+                    $($field: {
+                        let m = <$ty>::default();
+                        match unit!($($unit)?) {
+                            Some(u) => r.register_with_unit($name, $help, u, m.clone()),
+                            None => r.register($name, $help, m.clone()),
+                        }
+                        m
+                    },)*
+                }
+            }
+
+            /// The families' names as the exposition writes them.
+            pub(super) fn names() -> Vec<String> {
+                vec![$(exposed(
+                    $name,
+                    unit!($($unit)?).as_ref().map(Unit::as_str),
+                    <$ty as TypedMetric>::TYPE,
+                )),*]
+            }
+        }
+    };
+}
+
+families! {
+    ring: Family<RingLabels, Gauge> = ("pptune_ring", "Current ring size", Unit::Other("entries".into()));
+    ring_max: Family<RingLabels, Gauge> = ("pptune_ring_max", "Maximum ring size the driver allows", Unit::Other("entries".into()));
+    channels: Family<ChannelLabels, Gauge> = ("pptune_channels", "Current channel count");
+    channels_max: Family<ChannelLabels, Gauge> = ("pptune_channels_max", "Maximum channel count the driver allows");
+    orphan_pools: Gauge = ("pptune_orphan_pools", "Pools whose device is gone but which still hold pages");
+    orphan_inflight_pages: Gauge = ("pptune_orphan_inflight", "Pages held by orphaned pools", Unit::Other("pages".into()));
+    decisions: Family<DecisionLabels, Counter> = ("pptune_decisions", "Engine decisions by action and reason");
+    actions: Family<ActionLabels, Counter> = ("pptune_actions", "Changes pptune made or tried, by knob, direction and result");
+    last_action: Family<DevLabels, Gauge> = ("pptune_last_action_timestamp", "Unix time of the last change on the device", Unit::Seconds);
+    overrides: Family<KnobLabels, Counter> = ("pptune_operator_overrides", "Knobs someone else changed: pptune stopped managing them until the policy is reloaded");
+    recommendation: Family<RecLabels, Gauge> = ("pptune_recommendation_target", "The engine's current recommendation for the device (observe and enforce alike): the target value, labelled with its stable id");
+    backoff: Family<DevLabels, Gauge> = ("pptune_device_backoff", "1 while the device is backed off after repeated failures");
+    errors: Family<KindLabels, Counter> = ("pptune_errors", "Errors by kind");
+    capability: Family<CapLabels, Gauge> = ("pptune_capability", "1 when the kernel (or process) has the capability");
+    device_mode: Family<ModeLabels, Gauge> = ("pptune_device_mode", "1 for the mode the device is in (after rollout)");
+    device_info: Family<InfoLabels, Gauge> = ("pptune_device_info", "1 per device, labelled with its driver and link kind");
+    rollout_enforcing: Gauge = ("pptune_rollout_enforcing", "1 when this host enforces: it falls in the policy's rollout fraction and some selector is in enforce mode");
+    rollout_host_selected: Gauge = ("pptune_rollout_host_selected", "1 when this host falls in the policy's rollout fraction (it would enforce what an enforcing selector selects)");
+    policy_enforcing: Gauge = ("pptune_policy_enforcing", "1 when some selector of the policy in force is in enforce mode");
+    rollout_fraction: FGauge = ("pptune_rollout_fraction", "The policy's rollout fraction (1 without a rollout)", Unit::Other("ratio".into()));
+    reloads: Family<ResultLabels, Counter> = ("pptune_policy_reloads", "Policy reloads by result (ok, invalid)");
+    policy_valid: Gauge = ("pptune_policy_valid", "0 when the last reload was invalid and the last good policy is still in force");
+    samples: Counter = ("pptune_samples", "Successful sampling passes");
+    sample_duration: FGauge = ("pptune_sample_duration", "Duration of the last sampling pass", Unit::Seconds);
+    resyncs: Family<KindLabels, Counter> = ("pptune_resyncs", "Full resyncs after lost notifications, by source");
+    /// The recording on disk (docs/recording.md): bytes, and the start of
+    /// the oldest pass it still holds (age = time() - this).
+    recording_bytes: Gauge = ("pptune_recording", "Size of the daemon's recording on disk", Unit::Bytes);
+    recording_oldest: FGauge = ("pptune_recording_oldest_timestamp", "Unix time of the oldest pass the recording still holds (0: none)", Unit::Seconds);
+}
