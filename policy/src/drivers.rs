@@ -406,7 +406,7 @@ pub fn driver_info(dev: &Device) -> DriverInfo {
 #[must_use]
 #[allow(clippy::too_many_lines)]
 pub fn driver_row(driver: &str, mode: &DriverMode, rx_mini: u32) -> DriverInfo {
-    use DisruptionClass::{Brief, Restart};
+    use DisruptionClass::Restart;
     use DriverRounding as R;
     let p = PoolMapping::times;
     let mtu = mode.mtu.unwrap_or(1500);
@@ -416,84 +416,10 @@ pub fn driver_row(driver: &str, mode: &DriverMode, rx_mini: u32) -> DriverInfo {
             .class(Restart),
         "iavf" => DriverInfo::row(p(1.0), R::UpMultiple(32), "iavf (libeth): pool = rx ring, aligned up to 32")
             .min(64),
-        "idpf" => {
-            // Split queue model: two buffer queues per RX group, each rx/2
-            // and each with its own pool; single queue: one pool = rx.
-            let split = mode.pools_per_queue != 1;
-            let mut row = if split {
-                DriverInfo::row(
-                    p(0.5),
-                    R::UpMultiple(64),
-                    "idpf split queue: two buffer queues of rx/2, one pool each; rx aligned up to 64",
-                )
-            } else {
-                DriverInfo::row(
-                    p(1.0),
-                    R::UpMultiple(64),
-                    "idpf single queue: pool = rx ring, aligned up to 64",
-                )
-            };
-            row.pools_per_queue = if split { mode.pools_per_queue.max(2) } else { 1 };
-            row.mode_known = mode.pools_per_queue > 0;
-            row.min(64).class(Restart)
-        }
-        "gve" => {
-            let mut row = DriverInfo::row(
-                p(4.0),
-                R::PowerOfTwoOrRefuse,
-                "gve DQO RDA: pool = 4 x rx ring, ring a power of two; a live change sizes the new pool from the old ring",
-            );
-            row.resize = PoolResize::NextReconfiguration;
-            row.class(Restart)
-        }
-        "bnxt_en" => match (mode.rx_jumbo, mode.rx) {
-            (Some(agg), Some(rx)) if agg > 0 && rx > 0 => {
-                // The agg ring is rx × agg_factor (4 with TPA/HDS, or the
-                // MTU's page count), capped at 8191; the pool is its fill.
-                #[allow(clippy::cast_precision_loss)]
-                let factor = (f64::from(agg) / f64::from(rx)).round().max(1.0);
-                DriverInfo::row(
-                    PoolMapping::Proportional {
-                        factor,
-                        extra: 0,
-                        floor: 0,
-                        cap: 8191,
-                    },
-                    R::None,
-                    "bnxt with aggregation rings: pool = agg ring = rx x agg factor (read from rx-jumbo), capped at 8191",
-                )
-                .class(Restart)
-            }
-            _ => {
-                let mut row = DriverInfo::row(
-                    PoolMapping::Fixed {
-                        entries: Some(POOL_RING_DEFAULT),
-                    },
-                    R::None,
-                    "bnxt without aggregation rings: pool_size 0, so the page_pool default of 1024 whatever the ring",
-                );
-                row.resize = PoolResize::Never;
-                row.mode_known = mode.rx_jumbo.is_some() || mode.rx.is_some();
-                row.class(Restart)
-            }
-        },
-        "mlx5_core" => {
-            // The RQ type is an ethtool private flag (rx_striding_rq) that
-            // pptune does not read yet: assume striding, the default where
-            // the device supports it, and say so.
-            let mut row = DriverInfo::row(
-                PoolMapping::Proportional {
-                    factor: mlx5_striding_factor(mtu, false),
-                    extra: 0,
-                    floor: 256,
-                    cap: u32::MAX,
-                },
-                R::UpPowerOfTwo,
-                "mlx5 striding RQ (assumed): pool = rx x stride/page (0.5 at MTU 1500, 4 at 9000), floor 256; ring a power of two",
-            );
-            row.mode_known = false;
-            row.min(16).class(Brief)
-        }
+        "idpf" => idpf_row(mode),
+        "gve" => gve_row(),
+        "bnxt_en" => bnxt_row(mode),
+        "mlx5_core" => mlx5_row(mtu),
         "mlx4_en" => DriverInfo::row(
             p(f64::from(mlx4_pages_per_frame(mtu))),
             R::UpPowerOfTwo,
@@ -534,48 +460,167 @@ pub fn driver_row(driver: &str, mode: &DriverMode, rx_mini: u32) -> DriverInfo {
         "enic" => DriverInfo::row(p(1.0), R::DownMultiple(32), "enic: pool = rx ring, aligned down to 32; every change closes and opens the device")
             .min(64)
             .class(Restart),
-        "fbnic" => {
-            let mut row = DriverInfo::row(
-                PoolMapping::Proportional {
-                    factor: 1.0,
-                    extra: rx_mini,
-                    floor: 0,
-                    cap: u32::MAX,
-                },
-                R::UpPowerOfTwo,
-                "fbnic: pool = rx-mini + rx-jumbo, power of two",
-            );
-            row.field = RingField::RxJumbo;
-            row.class(Restart)
-        }
-        "netdevsim" => {
-            let mut row = DriverInfo::row(
-                PoolMapping::Fixed { entries: Some(256) },
-                R::None,
-                "netdevsim: pool fixed at 256, the ring only stores the number",
-            );
-            row.resize = PoolResize::Never;
-            row
-        }
-        "virtio_net" => {
-            let mut row = DriverInfo::row(
-                PoolMapping::Fixed { entries: None },
-                R::None,
-                "virtio_net: pool keeps its probe-time vring size",
-            );
-            row.resize = PoolResize::Never;
-            row
+        "fbnic" => fbnic_row(rx_mini),
+        "netdevsim" => netdevsim_row(),
+        "virtio_net" => virtio_net_row(),
+        _ => unknown_row(),
+    }
+}
+
+/// [`driver_row`]'s row for idpf: split or single queue model.
+fn idpf_row(mode: &DriverMode) -> DriverInfo {
+    use DisruptionClass::Restart;
+    use DriverRounding as R;
+    let p = PoolMapping::times;
+    // Split queue model: two buffer queues per RX group, each rx/2
+    // and each with its own pool; single queue: one pool = rx.
+    let split = mode.pools_per_queue != 1;
+    let mut row = if split {
+        DriverInfo::row(
+            p(0.5),
+            R::UpMultiple(64),
+            "idpf split queue: two buffer queues of rx/2, one pool each; rx aligned up to 64",
+        )
+    } else {
+        DriverInfo::row(
+            p(1.0),
+            R::UpMultiple(64),
+            "idpf single queue: pool = rx ring, aligned up to 64",
+        )
+    };
+    row.pools_per_queue = if split {
+        mode.pools_per_queue.max(2)
+    } else {
+        1
+    };
+    row.mode_known = mode.pools_per_queue > 0;
+    row.min(64).class(Restart)
+}
+
+/// [`driver_row`]'s row for gve DQO RDA.
+fn gve_row() -> DriverInfo {
+    use DisruptionClass::Restart;
+    use DriverRounding as R;
+    let p = PoolMapping::times;
+    let mut row = DriverInfo::row(
+        p(4.0),
+        R::PowerOfTwoOrRefuse,
+        "gve DQO RDA: pool = 4 x rx ring, ring a power of two; a live change sizes the new pool from the old ring",
+    );
+    row.resize = PoolResize::NextReconfiguration;
+    row.class(Restart)
+}
+
+/// [`driver_row`]'s row for bnxt_en: with or without aggregation rings.
+fn bnxt_row(mode: &DriverMode) -> DriverInfo {
+    use DisruptionClass::Restart;
+    use DriverRounding as R;
+    match (mode.rx_jumbo, mode.rx) {
+        (Some(agg), Some(rx)) if agg > 0 && rx > 0 => {
+            // The agg ring is rx × agg_factor (4 with TPA/HDS, or the
+            // MTU's page count), capped at 8191; the pool is its fill.
+            #[allow(clippy::cast_precision_loss)]
+            let factor = (f64::from(agg) / f64::from(rx)).round().max(1.0);
+            DriverInfo::row(
+            PoolMapping::Proportional {
+                factor,
+                extra: 0,
+                floor: 0,
+                cap: 8191,
+            },
+            R::None,
+            "bnxt with aggregation rings: pool = agg ring = rx x agg factor (read from rx-jumbo), capped at 8191",
+        )
+        .class(Restart)
         }
         _ => {
             let mut row = DriverInfo::row(
-                PoolMapping::Unknown,
+                PoolMapping::Fixed {
+                    entries: Some(POOL_RING_DEFAULT),
+                },
                 R::None,
-                "ring-to-pool mapping unknown for this driver: assumed 1x, outcomes will tell",
+                "bnxt without aggregation rings: pool_size 0, so the page_pool default of 1024 whatever the ring",
             );
-            row.mode_known = false;
-            row
+            row.resize = PoolResize::Never;
+            row.mode_known = mode.rx_jumbo.is_some() || mode.rx.is_some();
+            row.class(Restart)
         }
     }
+}
+
+/// [`driver_row`]'s row for mlx5_core (striding RQ assumed).
+fn mlx5_row(mtu: u32) -> DriverInfo {
+    use DisruptionClass::Brief;
+    use DriverRounding as R;
+    // The RQ type is an ethtool private flag (rx_striding_rq) that
+    // pptune does not read yet: assume striding, the default where
+    // the device supports it, and say so.
+    let mut row = DriverInfo::row(
+        PoolMapping::Proportional {
+            factor: mlx5_striding_factor(mtu, false),
+            extra: 0,
+            floor: 256,
+            cap: u32::MAX,
+        },
+        R::UpPowerOfTwo,
+        "mlx5 striding RQ (assumed): pool = rx x stride/page (0.5 at MTU 1500, 4 at 9000), floor 256; ring a power of two",
+    );
+    row.mode_known = false;
+    row.min(16).class(Brief)
+}
+
+/// [`driver_row`]'s row for fbnic: the pool follows rx-jumbo.
+fn fbnic_row(rx_mini: u32) -> DriverInfo {
+    use DisruptionClass::Restart;
+    use DriverRounding as R;
+    let mut row = DriverInfo::row(
+        PoolMapping::Proportional {
+            factor: 1.0,
+            extra: rx_mini,
+            floor: 0,
+            cap: u32::MAX,
+        },
+        R::UpPowerOfTwo,
+        "fbnic: pool = rx-mini + rx-jumbo, power of two",
+    );
+    row.field = RingField::RxJumbo;
+    row.class(Restart)
+}
+
+/// [`driver_row`]'s row for netdevsim.
+fn netdevsim_row() -> DriverInfo {
+    use DriverRounding as R;
+    let mut row = DriverInfo::row(
+        PoolMapping::Fixed { entries: Some(256) },
+        R::None,
+        "netdevsim: pool fixed at 256, the ring only stores the number",
+    );
+    row.resize = PoolResize::Never;
+    row
+}
+
+/// [`driver_row`]'s row for virtio_net.
+fn virtio_net_row() -> DriverInfo {
+    use DriverRounding as R;
+    let mut row = DriverInfo::row(
+        PoolMapping::Fixed { entries: None },
+        R::None,
+        "virtio_net: pool keeps its probe-time vring size",
+    );
+    row.resize = PoolResize::Never;
+    row
+}
+
+/// [`driver_row`]'s row for a driver docs/drivers.md does not know.
+fn unknown_row() -> DriverInfo {
+    use DriverRounding as R;
+    let mut row = DriverInfo::row(
+        PoolMapping::Unknown,
+        R::None,
+        "ring-to-pool mapping unknown for this driver: assumed 1x, outcomes will tell",
+    );
+    row.mode_known = false;
+    row
 }
 
 /// mlx5 striding RQ: pages per ring entry = the linear stride

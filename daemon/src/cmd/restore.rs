@@ -45,58 +45,10 @@ pub async fn restore(interfaces: Vec<String>) -> anyhow::Result<ExitCode> {
             }
         }
         Err(e) => return Err(e.into()),
-        Ok(store) => {
-            // Held while restoring: no daemon starts acting meanwhile. A
-            // daemon already running here keeps its originals under
-            // another runtime directory, so an empty record here is not
-            // "nothing to restore".
-            let _instance = match state::InstanceLock::take() {
-                Ok(lock) => lock,
-                Err(StateError::OtherInstance) => anyhow::bail!(
-                    "another pptune (a daemon, or a restore) is running in this network \
-                     namespace with another runtime directory than {}: the record of originals \
-                     it acts on is not here. Run restore with RUNTIME_DIRECTORY set to the \
-                     daemon's (the unit's is /run/pptune), or stop the daemon",
-                    dir.display()
-                ),
-                Err(e) => return Err(e.into()),
-            };
-            let (mut rec, stale) = store.load()?;
-            if let Some(why) = stale {
-                store.clear()?;
-                crate::say!("nothing to restore: the record was stale ({why}); cleared");
-                return Ok(ExitCode::SUCCESS);
-            }
-            let kernel = NetlinkKernel::connect().await?;
-            let snap = kernel.sample(&SampleScope::default()).await?;
-            let (lines, ok, done) = crate::act::actuator::restore_originals(
-                &kernel,
-                &mut rec,
-                &snap.devices,
-                &interfaces,
-            )
-            .await;
-            // After the act, before the record: an unwritable journal does
-            // not undo a restore, it is said.
-            if let Err(e) = crate::record::journal::append_restores(
-                &crate::record::state_dir(),
-                crate::record::journal::RestoredBy::Command,
-                crate::clock::unix_ms(),
-                &done,
-            ) {
-                crate::say_err!(
-                    "pptune restore: warning: the change journal in {} was not written: {e}",
-                    crate::record::state_dir().display()
-                );
-            }
-            rec.prune();
-            if rec.devices.is_empty() {
-                store.clear()?;
-            } else {
-                store.save(&rec)?;
-            }
-            (lines, ok)
-        }
+        Ok(store) => match restore_here(&store, &dir, &interfaces).await? {
+            Some(done) => done,
+            None => return Ok(ExitCode::SUCCESS),
+        },
     };
     for i in &interfaces {
         if !lines.iter().any(|l| l.starts_with(i.as_str())) {
@@ -114,4 +66,60 @@ pub async fn restore(interfaces: Vec<String>) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The restore with no daemon running here: under the instance lock, from
+/// the record, the change journal told. `None` when the record was stale
+/// (cleared, said).
+async fn restore_here(
+    store: &StateStore,
+    dir: &std::path::Path,
+    interfaces: &[String],
+) -> anyhow::Result<Option<(Vec<String>, bool)>> {
+    // Held while restoring: no daemon starts acting meanwhile. A
+    // daemon already running here keeps its originals under
+    // another runtime directory, so an empty record here is not
+    // "nothing to restore".
+    let _instance = match state::InstanceLock::take() {
+        Ok(lock) => lock,
+        Err(StateError::OtherInstance) => anyhow::bail!(
+            "another pptune (a daemon, or a restore) is running in this network \
+             namespace with another runtime directory than {}: the record of originals \
+             it acts on is not here. Run restore with RUNTIME_DIRECTORY set to the \
+             daemon's (the unit's is /run/pptune), or stop the daemon",
+            dir.display()
+        ),
+        Err(e) => return Err(e.into()),
+    };
+    let (mut rec, stale) = store.load()?;
+    if let Some(why) = stale {
+        store.clear()?;
+        crate::say!("nothing to restore: the record was stale ({why}); cleared");
+        return Ok(None);
+    }
+    let kernel = NetlinkKernel::connect().await?;
+    let snap = kernel.sample(&SampleScope::default()).await?;
+    let (lines, ok, done) =
+        crate::act::actuator::restore_originals(&kernel, &mut rec, &snap.devices, interfaces)
+            .await;
+    // After the act, before the record: an unwritable journal does
+    // not undo a restore, it is said.
+    if let Err(e) = crate::record::journal::append_restores(
+        &crate::record::state_dir(),
+        crate::record::journal::RestoredBy::Command,
+        crate::clock::unix_ms(),
+        &done,
+    ) {
+        crate::say_err!(
+            "pptune restore: warning: the change journal in {} was not written: {e}",
+            crate::record::state_dir().display()
+        );
+    }
+    rec.prune();
+    if rec.devices.is_empty() {
+        store.clear()?;
+    } else {
+        store.save(&rec)?;
+    }
+    Ok(Some((lines, ok)))
 }

@@ -28,6 +28,8 @@ use policy::counters::METRICS as POOL_COUNTERS;
 
 use crate::act::events::Event;
 use crate::act::rollout::Standing;
+use policy::Policy;
+use policy::plan::{Action, Decision};
 use policy::policy::QueueSelection;
 use policy::snapshot::{Device, Snapshot};
 use prometheus_client::metrics::MetricType;
@@ -452,6 +454,57 @@ impl Metrics {
                 }
                 Event::BackedOff { device } => self.set_backoff(&device, true),
                 Event::Error(kind) => self.error(kind),
+            }
+        }
+    }
+
+    /// One decision of the pass: the device's mode (`enforce` or
+    /// `observe`, after rollout), its backoff flag (0 for every selected
+    /// device, so "backed off" is a value to alert on, not a missing
+    /// series), the decision counter and the recommendation.
+    pub fn observe_decision(&self, dec: &Decision, mode: &'static str, backed_off: bool) {
+        self.set_mode(&dec.device, mode);
+        self.set_backoff(&dec.device, backed_off);
+        self.count_decision(
+            &dec.device,
+            crate::publish::logging::action_kind(&dec.action),
+            dec.reason.as_str(),
+            mode,
+        );
+        let rec = match dec.action {
+            Action::Hold => None,
+            Action::SetRing { to, .. } | Action::SetChannels { to, .. } => Some((
+                RecLabels {
+                    device: dec.device.clone(),
+                    recommendation: dec.id.to_string(),
+                    knob: dec.action.knob().map(|k| k.to_string()).unwrap_or_default(),
+                    reason: dec.reason.as_str().to_owned(),
+                },
+                to,
+            )),
+        };
+        self.set_recommendation(&dec.device, rec);
+    }
+
+    /// A policy load's outcome: the policy now in force, or why the new
+    /// one was refused (the last good one stays).
+    pub fn policy_loaded(&self, loaded: Result<&Policy, &str>) {
+        let result = if loaded.is_ok() { "ok" } else { "invalid" };
+        self.reloads
+            .get_or_create(&ResultLabels {
+                result: result.into(),
+            })
+            .inc();
+        self.policy_valid.set(i64::from(loaded.is_ok()));
+        match loaded {
+            Ok(p) => {
+                self.health.set_interval(p.timing.interval);
+                self.health.set_policy_error(None);
+                self.set_queue_series(p.daemon.queue_series);
+            }
+            Err(e) => {
+                self.error("policy_reload");
+                self.health.set_policy_error(Some(e));
             }
         }
     }

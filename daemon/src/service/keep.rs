@@ -5,7 +5,7 @@
 use super::inputs::Engine;
 use crate::act::actuator::{self, Actuator};
 use crate::act::events::Events;
-use crate::act::state::{StateFile, StateStore};
+use crate::act::state::{StateError, StateFile, StateStore};
 use crate::clock::{Clock, unix_ms};
 use crate::publish::metrics::Metrics;
 
@@ -16,6 +16,21 @@ pub(super) struct Acting {
     pub(super) state: StateFile,
     pub(super) store: Option<StateStore>,
     pub(super) events: Events,
+}
+
+/// The record a previous run left in `store` (a fresh one without a
+/// store). An unparsable record is moved aside (logged there); a newer
+/// schema or an unreadable file stops the daemon rather than be
+/// overwritten.
+pub(super) fn load_record(store: Option<&StateStore>) -> Result<StateFile, StateError> {
+    let Some(s) = store else {
+        return Ok(StateFile::new(String::new()));
+    };
+    let (st, why) = s.load_or_set_aside()?;
+    if let Some(why) = why {
+        tracing::info!(path = %s.path().display(), "ignoring old state record: {why}");
+    }
+    Ok(st)
 }
 
 /// The state record as the actuator writes it: with the engine's memory.

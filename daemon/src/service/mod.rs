@@ -21,7 +21,6 @@ use tokio::time::Instant;
 use crate::act::actuator::{self, Actuator, Lent, Seen};
 use crate::act::events::Events;
 use crate::act::rollout;
-use crate::act::state::StateFile;
 use crate::clock::{Clock, local_time};
 use crate::publish::control::{self, DaemonView, RestoreRequest};
 use crate::publish::logging::DecisionLog;
@@ -127,19 +126,7 @@ pub async fn run<K: Kernel, E: Engine>(
             &policy,
         )
     });
-    let mut state = match &store {
-        // An unparsable record is moved aside (logged there); a newer
-        // schema or an unreadable file stops the daemon rather than be
-        // overwritten.
-        Some(s) => match s.load_or_set_aside()? {
-            (st, Some(why)) => {
-                tracing::info!(path = %s.path().display(), "ignoring old state record: {why}");
-                st
-            }
-            (st, None) => st,
-        },
-        None => StateFile::new(String::new()),
-    };
+    let mut state = keep::load_record(store.as_ref())?;
     let (restore_tx, mut restore_rx) = mpsc::channel::<RestoreRequest>(4);
     let view = Arc::new(Mutex::new(DaemonView::default()));
     let control_task = match &control_socket {
@@ -189,14 +176,7 @@ pub async fn run<K: Kernel, E: Engine>(
     d.metrics.set_queue_series(d.policy.daemon.queue_series);
     d.export_rollout();
     let result = d.main_loop(&mut reload, &mut restore_rx, shutdown).await;
-    d.notifier.stopping();
-    d.status("stopping");
-    if d.policy.on_stop == OnStop::Restore {
-        let (lines, ok) = d.restore(&[], RestoredBy::DaemonStop).await;
-        report::log_restore(&lines, ok);
-    }
-    d.log_left_in_place();
-    let _ = d.save_state();
+    d.stop().await;
     if let Some(t) = control_task {
         t.abort();
     }
@@ -207,6 +187,19 @@ pub async fn run<K: Kernel, E: Engine>(
 }
 
 impl<K: Kernel, E: Engine> Daemon<K, E> {
+    /// The stop: tells the service manager, restores what the policy says
+    /// to, logs what stays and writes the record.
+    async fn stop(&mut self) {
+        self.notifier.stopping();
+        self.status("stopping");
+        if self.policy.on_stop == OnStop::Restore {
+            let (lines, ok) = self.restore(&[], RestoredBy::DaemonStop).await;
+            report::log_restore(&lines, ok);
+        }
+        self.log_left_in_place();
+        let _ = self.save_state();
+    }
+
     fn now(&self) -> Duration {
         self.clock.now()
     }
@@ -488,31 +481,9 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             let _ = dec.device_id.write_key(&mut self.key);
             let enforce = dec.mode == Mode::Enforce && self.host_selected && cap;
             let mode = if enforce { "enforce" } else { "observe" };
-            self.metrics.set_mode(&dec.device, mode);
-            // 0 for every selected device, so "backed off" is a value to
-            // alert on, not a missing series.
             let backed_off = self.acting.actuator.backed_off(&self.key, now);
-            self.metrics.set_backoff(&dec.device, backed_off);
-            self.metrics.count_decision(
-                &dec.device,
-                crate::publish::logging::action_kind(&dec.action),
-                dec.reason.as_str(),
-                mode,
-            );
+            self.metrics.observe_decision(dec, mode, backed_off);
             self.log.log(dec, mode, now);
-            let rec = match dec.action {
-                Action::Hold => None,
-                Action::SetRing { to, .. } | Action::SetChannels { to, .. } => Some((
-                    crate::publish::metrics::RecLabels {
-                        device: dec.device.clone(),
-                        recommendation: dec.id.to_string(),
-                        knob: dec.action.knob().map(|k| k.to_string()).unwrap_or_default(),
-                        reason: dec.reason.as_str().to_owned(),
-                    },
-                    to,
-                )),
-            };
-            self.metrics.set_recommendation(&dec.device, rec);
             // The last decision per device, overwritten in place.
             match self.last_decisions.get_mut(self.key.as_str()) {
                 Some((last, n)) => {
@@ -687,32 +658,12 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 self.host_selected =
                     rollout::host_selected(self.policy.rollout.as_ref(), &self.host_id.value);
                 self.export_rollout();
-                self.metrics
-                    .reloads
-                    .get_or_create(&crate::publish::metrics::ResultLabels {
-                        result: "ok".into(),
-                    })
-                    .inc();
-                self.metrics.policy_valid.set(1);
-                self.metrics
-                    .health
-                    .set_interval(self.policy.timing.interval);
-                self.metrics.health.set_policy_error(None);
-                self.metrics
-                    .set_queue_series(self.policy.daemon.queue_series);
+                self.metrics.policy_loaded(Ok(&self.policy));
                 tracing::info!("policy reloaded");
             }
             Err(e) => {
                 tracing::error!(error = %e, "policy reload failed: keeping the last good policy");
-                self.metrics
-                    .reloads
-                    .get_or_create(&crate::publish::metrics::ResultLabels {
-                        result: "invalid".into(),
-                    })
-                    .inc();
-                self.metrics.error("policy_reload");
-                self.metrics.policy_valid.set(0);
-                self.metrics.health.set_policy_error(Some(&e));
+                self.metrics.policy_loaded(Err(&e));
                 self.policy_error = Some(e);
             }
         }

@@ -191,8 +191,6 @@ pub fn join_into(
         convert_pool(p, s)
     };
     rx_qstats.reset();
-    let rx_type = Some(u32::from(PASS_QUEUE_TYPE));
-    let qstats_key = |s: &Qstats| (s.queue_type == rx_type).then_some((s.ifindex?, s.queue_id?));
     // Sorting (ifindex, position) pairs keeps each device's entries in
     // dump order without a stable sort's scratch allocation.
     pools_by_dev.clear();
@@ -217,75 +215,8 @@ pub fn join_into(
             .iter()
             .find(|q| q.ifindex == Some(ifindex) && q.queue_id.is_none())
             .map(convert_qstats);
-        let mut n = 0;
-        for q in run_of(rx_by_dev, ifindex)
-            .iter()
-            .filter_map(|&(_, at)| d.queues.get(at))
-        {
-            let Some(id) = q.id else { continue };
-            let queue = RxQueue {
-                id,
-                napi_id: q.napi_id,
-                provider: provider(q.dmabuf, q.io_uring.as_ref()),
-                qstats: rx_qstats
-                    .find(d.queue_qstats, qstats_key, (ifindex, id))
-                    .and_then(|at| d.queue_qstats.get(at))
-                    .map(convert_qstats),
-                pools: Vec::new(),
-            };
-            match dev.rx_queues.get_mut(n) {
-                Some(slot) => {
-                    // Keep the slot's pool vector (its capacity) for this
-                    // pass's pools.
-                    let mut pools = std::mem::take(&mut slot.pools);
-                    pools.clear();
-                    *slot = RxQueue { pools, ..queue };
-                }
-                None => dev.rx_queues.push(queue),
-            }
-            n += 1;
-        }
-        dev.rx_queues.truncate(n);
-        // The kernel lists a device's queues by id; sort only if not.
-        if !dev.rx_queues.is_sorted_by_key(|q| q.id) {
-            dev.rx_queues.sort_by_key(|q| q.id);
-        }
-        // NAPI id -> position of the first queue with it (after the sort,
-        // as the scan below used to find it).
-        by_napi.clear();
-        by_napi.extend(
-            dev.rx_queues
-                .iter()
-                .enumerate()
-                .filter_map(|(at, q)| Some((q.napi_id?, at))),
-        );
-        if !by_napi.is_sorted() {
-            by_napi.sort_unstable();
-        }
-        let mut hint = 0;
-        dev.unmapped_pools.clear();
-        for p in run_of(pools_by_dev, ifindex)
-            .iter()
-            .filter_map(|&(_, at)| d.pools.get(at))
-        {
-            let pool = pool_of(p);
-            let slot = pool
-                .napi_id
-                .and_then(|n| queue_of_napi(by_napi, u32::try_from(n).ok()?, &mut hint))
-                .and_then(|at| dev.rx_queues.get_mut(at));
-            match slot {
-                Some(q) => {
-                    // A queue almost always has one pool: its first one
-                    // takes one slot, not the four of Vec's first growth
-                    // (2048 queues x 3 idle 192-byte slots per snapshot).
-                    if q.pools.capacity() == 0 {
-                        q.pools.reserve_exact(1);
-                    }
-                    q.pools.push(pool);
-                }
-                None => dev.unmapped_pools.push(pool),
-            }
-        }
+        fill_rx_queues(dev, run_of(rx_by_dev, ifindex), d, rx_qstats);
+        place_pools(dev, run_of(pools_by_dev, ifindex), d, by_napi, &mut pool_of);
         for q in &mut dev.rx_queues {
             sort_pools(&mut q.pools);
         }
@@ -295,6 +226,95 @@ pub fn join_into(
     orphans.clear();
     orphans.extend(d.pools.iter().filter(|p| p.ifindex.is_none()).map(pool_of));
     sort_pools(orphans);
+}
+
+/// `dev.rx_queues` become exactly its RX queues in the dump (`entries`: the
+/// device's run of the queue index), each with its qstats; the slots and
+/// their pool vectors are refilled in place. Sorted by id.
+fn fill_rx_queues(
+    dev: &mut Device,
+    entries: &[(u32, usize)],
+    d: &Dumps<'_>,
+    rx_qstats: &mut DumpIndex<(u32, u32)>,
+) {
+    let ifindex = dev.ifindex;
+    let rx_type = Some(u32::from(PASS_QUEUE_TYPE));
+    let qstats_key = |s: &Qstats| (s.queue_type == rx_type).then_some((s.ifindex?, s.queue_id?));
+    let mut n = 0;
+    for q in entries.iter().filter_map(|&(_, at)| d.queues.get(at)) {
+        let Some(id) = q.id else { continue };
+        let queue = RxQueue {
+            id,
+            napi_id: q.napi_id,
+            provider: provider(q.dmabuf, q.io_uring.as_ref()),
+            qstats: rx_qstats
+                .find(d.queue_qstats, qstats_key, (ifindex, id))
+                .and_then(|at| d.queue_qstats.get(at))
+                .map(convert_qstats),
+            pools: Vec::new(),
+        };
+        match dev.rx_queues.get_mut(n) {
+            Some(slot) => {
+                // Keep the slot's pool vector (its capacity) for this
+                // pass's pools.
+                let mut pools = std::mem::take(&mut slot.pools);
+                pools.clear();
+                *slot = RxQueue { pools, ..queue };
+            }
+            None => dev.rx_queues.push(queue),
+        }
+        n += 1;
+    }
+    dev.rx_queues.truncate(n);
+    // The kernel lists a device's queues by id; sort only if not.
+    if !dev.rx_queues.is_sorted_by_key(|q| q.id) {
+        dev.rx_queues.sort_by_key(|q| q.id);
+    }
+}
+
+/// The device's pools (`entries`: its run of the pool index) onto the
+/// queue reporting the same NAPI id (the lowest-numbered one when queues
+/// share a NAPI), the others to `unmapped_pools`.
+fn place_pools(
+    dev: &mut Device,
+    entries: &[(u32, usize)],
+    d: &Dumps<'_>,
+    by_napi: &mut Vec<(u32, usize)>,
+    pool_of: &mut impl FnMut(&PagePool) -> Pool,
+) {
+    // NAPI id -> position of the first queue with it (queues sorted by id,
+    // as the scan below used to find it).
+    by_napi.clear();
+    by_napi.extend(
+        dev.rx_queues
+            .iter()
+            .enumerate()
+            .filter_map(|(at, q)| Some((q.napi_id?, at))),
+    );
+    if !by_napi.is_sorted() {
+        by_napi.sort_unstable();
+    }
+    let mut hint = 0;
+    dev.unmapped_pools.clear();
+    for p in entries.iter().filter_map(|&(_, at)| d.pools.get(at)) {
+        let pool = pool_of(p);
+        let slot = pool
+            .napi_id
+            .and_then(|n| queue_of_napi(by_napi, u32::try_from(n).ok()?, &mut hint))
+            .and_then(|at| dev.rx_queues.get_mut(at));
+        match slot {
+            Some(q) => {
+                // A queue almost always has one pool: its first one
+                // takes one slot, not the four of Vec's first growth
+                // (2048 queues x 3 idle 192-byte slots per snapshot).
+                if q.pools.capacity() == 0 {
+                    q.pools.reserve_exact(1);
+                }
+                q.pools.push(pool);
+            }
+            None => dev.unmapped_pools.push(pool),
+        }
+    }
 }
 
 /// Pools by id; the dump lists them so already, then nothing is moved.
