@@ -7,10 +7,12 @@
 //! (`drivers.rs`), not a knob property: the engine picks a knob from there
 //! and reads and judges it through here.
 //!
-//! Adding a knob (say `ring.hds-thresh`): its netlink codec attribute (the
-//! ethtool codec already decodes every ring attribute), its snapshot field,
-//! a [`RingField`]/[`ChannelField`] variant, one [`KNOBS`] row, and the
-//! attribute the daemon's kernel seam sets for it (`kernel_netlink.rs`).
+//! One table (`knobs!` below) makes the knob vocabulary: the [`RingField`]
+//! and [`ChannelField`] variants, each knob's descriptor with a read half
+//! (value and driver maximum in a sample) and a write half (the value set
+//! into a block), and [`desc`], which indexes the table by the variant, so
+//! a knob without a row cannot exist. Adding a knob (say
+//! `ring.hds-thresh`): docs/architecture.md lists the places.
 
 use std::fmt;
 
@@ -18,23 +20,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::policy::Policy;
 use crate::snapshot::{Channels, Device, Rings};
-
-/// The ring field that sizes this driver's pool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum RingField {
-    Rx,
-    RxMini,
-    RxJumbo,
-}
-
-/// The channel count pptune manages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ChannelField {
-    Combined,
-    Rx,
-}
 
 /// A knob on a device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -60,6 +45,8 @@ pub enum Block {
 
 /// A knob's (value, driver maximum) in the block it lives in.
 type ReadPair<B> = fn(&B) -> (Option<u32>, Option<u32>);
+/// Sets a knob's value in the block it lives in.
+type Write<B> = fn(&mut B, u32);
 
 /// One knob.
 #[derive(Debug, Clone, Copy)]
@@ -72,6 +59,10 @@ pub struct KnobDesc {
     rings: Option<ReadPair<Rings>>,
     /// Current value and driver maximum in a channels block.
     channels: Option<ReadPair<Channels>>,
+    /// Sets the value in a rings block.
+    set_rings: Option<Write<Rings>>,
+    /// Sets the value in a channels block.
+    set_channels: Option<Write<Channels>>,
     /// Whether the policy manages knobs of this kind at all.
     pub managed: fn(&Policy) -> bool,
     /// A change restarts the device's queues and rebuilds every RX pool
@@ -109,6 +100,41 @@ impl KnobDesc {
     pub fn in_channels(&self, c: &Channels) -> Option<u32> {
         self.channels.and_then(|f| f(c).0)
     }
+
+    /// Sets the knob to `value` in a rings block (nothing for a channel
+    /// knob).
+    pub fn set_in_rings(&self, r: &mut Rings, value: u32) {
+        if let Some(f) = self.set_rings {
+            f(r, value);
+        }
+    }
+
+    /// Sets the knob to `value` in a channels block (nothing for a ring
+    /// knob).
+    pub fn set_in_channels(&self, c: &mut Channels, value: u32) {
+        if let Some(f) = self.set_channels {
+            f(c, value);
+        }
+    }
+
+    /// Sets the knob to `value` on a sampled device whose block is
+    /// available; whether the device held another value before.
+    pub fn write(&self, d: &mut Device, value: u32) -> bool {
+        let before = self.read(d).0;
+        match self.block {
+            Block::Rings => {
+                if let Some(r) = d.rings.available_mut() {
+                    self.set_in_rings(r, value);
+                }
+            }
+            Block::Channels => {
+                if let Some(c) = d.channels.available_mut() {
+                    self.set_in_channels(c, value);
+                }
+            }
+        }
+        before != self.read(d).0
+    }
 }
 
 fn rings_enabled(p: &Policy) -> bool {
@@ -119,61 +145,81 @@ fn channels_enabled(p: &Policy) -> bool {
     p.channels.enabled
 }
 
-/// Every knob pptune knows.
-pub const KNOBS: [KnobDesc; 5] = [
-    KnobDesc {
-        knob: Knob::Ring(RingField::Rx),
-        name: "ring.rx",
-        block: Block::Rings,
-        rings: Some(|r| (r.rx, r.rx_max)),
-        channels: None,
-        managed: rings_enabled,
-        rebuilds_pools: true,
-    },
-    KnobDesc {
-        knob: Knob::Ring(RingField::RxMini),
-        name: "ring.rx-mini",
-        block: Block::Rings,
-        rings: Some(|r| (r.rx_mini, r.rx_mini_max)),
-        channels: None,
-        managed: rings_enabled,
-        rebuilds_pools: true,
-    },
-    KnobDesc {
-        knob: Knob::Ring(RingField::RxJumbo),
-        name: "ring.rx-jumbo",
-        block: Block::Rings,
-        rings: Some(|r| (r.rx_jumbo, r.rx_jumbo_max)),
-        channels: None,
-        managed: rings_enabled,
-        rebuilds_pools: true,
-    },
-    KnobDesc {
-        knob: Knob::Channels(ChannelField::Combined),
-        name: "channels.combined",
-        block: Block::Channels,
-        rings: None,
-        channels: Some(|c| (c.combined, c.combined_max)),
-        managed: channels_enabled,
-        rebuilds_pools: true,
-    },
-    KnobDesc {
-        knob: Knob::Channels(ChannelField::Rx),
-        name: "channels.rx",
-        block: Block::Channels,
-        rings: None,
-        channels: Some(|c| (c.rx, c.rx_max)),
-        managed: channels_enabled,
-        rebuilds_pools: true,
-    },
-];
+/// The knob table: per block, each knob's variant, name and the snapshot
+/// fields of its value and driver maximum. Every knob rebuilds the RX
+/// pools when changed; the policy section that manages it is its block's.
+macro_rules! knobs {
+    (
+        rings { $($rv:ident => $rname:literal, $rf:ident, $rmax:ident;)* }
+        channels { $($cv:ident => $cname:literal, $cf:ident, $cmax:ident;)* }
+    ) => {
+        /// A ring pptune may size (the one that sizes a driver's pool).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "kebab-case")]
+        pub enum RingField {
+            $($rv,)*
+        }
 
-/// The descriptor of `knob`.
+        /// A channel count pptune may set.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "kebab-case")]
+        pub enum ChannelField {
+            $($cv,)*
+        }
+
+        /// The ring knobs, in [`RingField`] order.
+        const RING_KNOBS: &[KnobDesc] = &[$(KnobDesc {
+            knob: Knob::Ring(RingField::$rv),
+            name: $rname,
+            block: Block::Rings,
+            rings: Some(|r| (r.$rf, r.$rmax)),
+            channels: None,
+            set_rings: Some(|r, v| r.$rf = Some(v)),
+            set_channels: None,
+            managed: rings_enabled,
+            rebuilds_pools: true,
+        },)*];
+
+        /// The channel knobs, in [`ChannelField`] order.
+        const CHANNEL_KNOBS: &[KnobDesc] = &[$(KnobDesc {
+            knob: Knob::Channels(ChannelField::$cv),
+            name: $cname,
+            block: Block::Channels,
+            rings: None,
+            channels: Some(|c| (c.$cf, c.$cmax)),
+            set_rings: None,
+            set_channels: Some(|c, v| c.$cf = Some(v)),
+            managed: channels_enabled,
+            rebuilds_pools: true,
+        },)*];
+    };
+}
+
+knobs! {
+    rings {
+        Rx => "ring.rx", rx, rx_max;
+        RxMini => "ring.rx-mini", rx_mini, rx_mini_max;
+        RxJumbo => "ring.rx-jumbo", rx_jumbo, rx_jumbo_max;
+    }
+    channels {
+        Combined => "channels.combined", combined, combined_max;
+        Rx => "channels.rx", rx, rx_max;
+    }
+}
+
+/// Every knob pptune knows: the rings', then the channels'.
+pub fn all() -> impl Iterator<Item = &'static KnobDesc> {
+    RING_KNOBS.iter().chain(CHANNEL_KNOBS)
+}
+
+/// The descriptor of `knob`: its row, by its variant's place in the table
+/// both were made from.
 #[must_use]
 pub fn desc(knob: Knob) -> &'static KnobDesc {
-    // Every Knob has a row (the test below checks it); the first row is a
-    // harmless fallback the match cannot reach.
-    KNOBS.iter().find(|d| d.knob == knob).unwrap_or(&KNOBS[0])
+    match knob {
+        Knob::Ring(f) => &RING_KNOBS[f as usize],
+        Knob::Channels(f) => &CHANNEL_KNOBS[f as usize],
+    }
 }
 
 /// A knob's current value on a sampled device.
@@ -197,9 +243,10 @@ mod tests {
             Knob::Channels(ChannelField::Rx),
         ];
         for k in all {
-            assert_eq!(KNOBS.iter().filter(|d| d.knob == k).count(), 1, "{k:?}");
+            assert_eq!(super::all().filter(|d| d.knob == k).count(), 1, "{k:?}");
             assert_eq!(desc(k).knob, k);
         }
+        assert_eq!(super::all().count(), all.len());
         let d = Device {
             rings: Availability::Available(Rings {
                 rx: Some(256),
@@ -228,5 +275,31 @@ mod tests {
             Knob::Channels(ChannelField::Combined).to_string(),
             "channels.combined"
         );
+    }
+
+    /// Each row's write half sets what its read half reads, in its own
+    /// block only: a row whose halves disagree (a field copied wrong)
+    /// fails here.
+    #[test]
+    fn every_row_reads_back_what_it_writes_and_nothing_else() {
+        let blank = Device {
+            rings: Availability::Available(Rings::default()),
+            channels: Availability::Available(Channels::default()),
+            ..Device::default()
+        };
+        for (n, k) in super::all().enumerate() {
+            let mut d = blank.clone();
+            let v = 100 + u32::try_from(n).unwrap();
+            assert!(k.write(&mut d, v), "{}: nothing changed", k.name);
+            assert_eq!(k.read(&d).0, Some(v), "{}", k.name);
+            assert!(!k.write(&mut d, v), "{}: a second write changed", k.name);
+            for other in super::all().filter(|o| o.knob != k.knob) {
+                assert_eq!(other.read(&d).0, None, "{} wrote {}", k.name, other.name);
+            }
+        }
+        // A block the device does not report is left alone.
+        let mut d = Device::default();
+        assert!(!desc(Knob::Ring(RingField::Rx)).write(&mut d, 512));
+        assert_eq!(value(&d, Knob::Ring(RingField::Rx)), None);
     }
 }

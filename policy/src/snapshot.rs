@@ -202,6 +202,14 @@ impl<T> Availability<T> {
             _ => None,
         }
     }
+
+    #[must_use]
+    pub fn available_mut(&mut self) -> Option<&mut T> {
+        match self {
+            Self::Available(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 
 /// ethtool rings (`ETHTOOL_A_RINGS_*`). A pair is `None` when the driver

@@ -32,7 +32,7 @@ use std::time::Duration;
 use policy::accounting::PassDeltas;
 use policy::engine::{ActionRecord, EngineState, Observation, Original, Outcome};
 use policy::evaluate::{Applied, Evaluation, Rates, Verdict};
-use policy::plan::{Action, Decision, Knob, ReasonCode, RingField};
+use policy::plan::{Action, Decision, Knob, ReasonCode};
 use policy::snapshot::{Availability, Device, PoolStats, Snapshot};
 use policy::{Mode, Policy};
 use serde::Serialize;
@@ -559,17 +559,10 @@ impl Replayer<'_> {
             let chan = self.knobs.iter().find_map(|((k, knob), v)| {
                 (k == &key && matches!(knob, Knob::Channels(_))).then_some((*knob, *v))
             });
-            if let Some((Knob::Channels(field), v)) = chan
-                && let Availability::Available(c) = &mut d.channels
+            if let Some((knob, v)) = chan
+                && policy::knobs::desc(knob).write(d, v)
             {
-                let slot = match field {
-                    policy::plan::ChannelField::Combined => &mut c.combined,
-                    policy::plan::ChannelField::Rx => &mut c.rx,
-                };
-                if *slot != Some(v) {
-                    *slot = Some(v);
-                    self.diverged.insert(key.clone(), true);
-                }
+                self.diverged.insert(key.clone(), true);
             }
             if ring_k.is_some() {
                 self.diverged.insert(key.clone(), true);
@@ -598,22 +591,17 @@ impl Replayer<'_> {
             return None;
         };
         let mut factor = None;
-        for field in [RingField::Rx, RingField::RxMini, RingField::RxJumbo] {
-            let Some(&v) = self.knobs.get(&(key.to_owned(), Knob::Ring(field))) else {
+        for k in policy::knobs::all().filter(|k| k.block == policy::knobs::Block::Rings) {
+            let Some(&v) = self.knobs.get(&(key.to_owned(), k.knob)) else {
                 continue;
             };
-            let slot = match field {
-                RingField::Rx => &mut r.rx,
-                RingField::RxMini => &mut r.rx_mini,
-                RingField::RxJumbo => &mut r.rx_jumbo,
-            };
-            if let Some(rec) = *slot
+            if let Some(rec) = k.in_rings(r)
                 && rec != v
                 && rec > 0
             {
                 factor = Some(f64::from(v) / f64::from(rec));
             }
-            *slot = Some(v);
+            k.set_in_rings(r, v);
         }
         factor
     }

@@ -302,7 +302,7 @@ impl Actuator {
         io: &mut Lent<'_, K, R>,
     ) -> bool {
         let mut taken = false;
-        for k in knobs::KNOBS.iter() {
+        for k in knobs::all() {
             let value = match (seen, k.block) {
                 (Seen::Rings(r), Block::Rings) => k.in_rings(r),
                 (Seen::Channels(c), Block::Channels) => k.in_channels(c),

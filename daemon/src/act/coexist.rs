@@ -320,46 +320,46 @@ fn link_key_matches(key: &str, values: &str, f: &LinkFacts) -> bool {
     hit != invert
 }
 
-/// Each knob pptune manages with its name in a systemd `.link` file's
-/// `[Link]` section, a NetworkManager profile's `[ethtool]` section and a
-/// TuneD `[net]` section (`ring=` / `channels=` word): read by the
-/// detection here and written by `pptune export`.
-pub const KEYS: [(Knob, &str, &str, (&str, &str)); 5] = [
-    (
-        Knob::Ring(RingField::Rx),
-        "RxBufferSize",
-        "ring-rx",
-        ("ring", "rx"),
+/// A knob's names in the other owners' files: a systemd `.link` file's
+/// `[Link]` key, a NetworkManager profile's `[ethtool]` key and a TuneD
+/// `[net]` section's (`ring=` / `channels=`) word. An exhaustive match: a
+/// knob does not compile without them.
+const fn names(knob: Knob) -> (&'static str, &'static str, (&'static str, &'static str)) {
+    match knob {
+        Knob::Ring(RingField::Rx) => ("RxBufferSize", "ring-rx", ("ring", "rx")),
+        Knob::Ring(RingField::RxMini) => ("RxMiniBufferSize", "ring-rx-mini", ("ring", "rx-mini")),
+        Knob::Ring(RingField::RxJumbo) => {
+            ("RxJumboBufferSize", "ring-rx-jumbo", ("ring", "rx-jumbo"))
+        }
+        Knob::Channels(ChannelField::Rx) => ("RxChannels", "channels-rx", ("channels", "rx")),
+        Knob::Channels(ChannelField::Combined) => (
+            "CombinedChannels",
+            "channels-combined",
+            ("channels", "combined"),
+        ),
+    }
+}
+
+/// Each knob pptune manages with its names ([`names`]), in the knob
+/// table's order: read by the detection here and written by
+/// `pptune export`.
+pub fn keys() -> impl Iterator<
+    Item = (
+        Knob,
+        &'static str,
+        &'static str,
+        (&'static str, &'static str),
     ),
-    (
-        Knob::Ring(RingField::RxMini),
-        "RxMiniBufferSize",
-        "ring-rx-mini",
-        ("ring", "rx-mini"),
-    ),
-    (
-        Knob::Ring(RingField::RxJumbo),
-        "RxJumboBufferSize",
-        "ring-rx-jumbo",
-        ("ring", "rx-jumbo"),
-    ),
-    (
-        Knob::Channels(ChannelField::Rx),
-        "RxChannels",
-        "channels-rx",
-        ("channels", "rx"),
-    ),
-    (
-        Knob::Channels(ChannelField::Combined),
-        "CombinedChannels",
-        "channels-combined",
-        ("channels", "combined"),
-    ),
-];
+> {
+    policy::knobs::all().map(|d| {
+        let (link, nm, tuned) = names(d.knob);
+        (d.knob, link, nm, tuned)
+    })
+}
 
 /// The `[Link]` keys that set a knob pptune manages.
 fn link_knob(key: &str) -> Option<Knob> {
-    KEYS.iter().find(|k| k.1 == key).map(|k| k.0)
+    keys().find(|k| k.1 == key).map(|k| k.0)
 }
 
 fn value(v: &str) -> Option<u32> {
@@ -422,7 +422,7 @@ const NM_DIRS: [&str; 3] = [
 ];
 
 fn nm_knob(key: &str) -> Option<Knob> {
-    KEYS.iter().find(|k| k.2 == key).map(|k| k.0)
+    keys().find(|k| k.2 == key).map(|k| k.0)
 }
 
 fn nm_files(roots: &Roots) -> Vec<PathBuf> {
@@ -498,7 +498,7 @@ fn ethtool_args(kind: &str, args: &str) -> Vec<(Knob, Option<u32>)> {
         .chunks(2)
         .filter_map(|w| {
             let word = *w.first()?;
-            let knob = KEYS.iter().find(|k| k.3 == (kind, word))?.0;
+            let knob = keys().find(|k| k.3 == (kind, word))?.0;
             Some((knob, w.get(1).and_then(|v| value(v))))
         })
         .collect()
@@ -791,10 +791,7 @@ pub fn export(
     } else {
         format!("ifindex{}", d.ifindex)
     };
-    let rows = || {
-        KEYS.iter()
-            .filter_map(|k| values.get(&k.0).map(|v| (k, *v)))
-    };
+    let rows = || keys().filter_map(|k| values.get(&k.0).map(|v| (k, *v)));
     let mut s = String::new();
     match format {
         ExportFormat::SystemdLink => {
