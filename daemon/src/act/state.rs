@@ -140,12 +140,9 @@ impl StoredEngine {
 
     /// The state on this daemon's clock (`clock` now, `unix_ms` now), or why
     /// it cannot be used.
-    pub fn restore(self, clock: Duration, unix_ms: u64) -> Result<EngineState, String> {
+    pub fn restore(self, clock: Duration, unix_ms: u64) -> Result<EngineState, OtherVersion> {
         if self.version != ENGINE_STATE_VERSION {
-            return Err(format!(
-                "engine state version {} is not {ENGINE_STATE_VERSION}",
-                self.version
-            ));
+            return Err(OtherVersion(self.version));
         }
         let since_save = Duration::from_millis(unix_ms.saturating_sub(self.saved_unix_ms));
         let old_now = Duration::from_millis(self.clock_ms).saturating_add(since_save);
@@ -154,6 +151,11 @@ impl StoredEngine {
         Ok(state)
     }
 }
+
+/// Engine memory saved by a pptune with another engine state version.
+#[derive(Debug, thiserror::Error)]
+#[error("engine state version {0} is not {ENGINE_STATE_VERSION}")]
+pub struct OtherVersion(pub u32);
 
 /// What pptune knows about one device it touched.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -800,9 +802,15 @@ mod tests {
         );
         let t = tokio::time::Instant::now();
         let e = store.load().unwrap_err();
+        let chain: Vec<String> =
+            std::iter::successors(Some(&e as &dyn std::error::Error), |e| e.source())
+                .map(ToString::to_string)
+                .collect();
         assert!(
-            format!("{:#}", anyhow::Error::from(e)).contains("not a regular file: a FIFO"),
-            "FIFO"
+            chain
+                .iter()
+                .any(|m| m.contains("not a regular file: a FIFO")),
+            "{chain:?}"
         );
         let (fresh, why) = store.load_or_set_aside().unwrap();
         assert!(fresh.devices.is_empty());

@@ -205,17 +205,29 @@ pub struct JsonFlag {
     pub on: bool,
 }
 
-fn parse_listen(s: &str) -> Result<SocketAddr, String> {
-    config::parse_listen(s).ok_or_else(|| {
-        format!(
-            "`{s}` is not an address:port or :port ({})",
-            config::LISTEN_EXAMPLES
-        )
-    })
+/// A command-line value or combination that cannot be used; exit 2.
+#[derive(Debug, thiserror::Error)]
+pub enum UsageError {
+    #[error("`{0}` is not an address:port or :port ({examples})", examples = config::LISTEN_EXAMPLES)]
+    Listen(String),
+    #[error("`{0}` is not a duration (e.g. 30s, 10m, 24h)")]
+    Duration(String),
+    #[error("`{0}` is neither a duration (24h, 30m) nor an RFC 3339 time")]
+    Time(String),
+    #[error("--since ({since}) is after --until ({until}): no pass can be selected")]
+    SinceAfterUntil { since: String, until: String },
+    #[error("`pptune {0}` does not read the policy, so --config is refused (it would be ignored)")]
+    ConfigRefused(&'static str),
+    #[error("--config given twice (before and after the command name)")]
+    ConfigTwice,
 }
 
-fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    config::parse_duration(s).ok_or_else(|| format!("`{s}` is not a duration (e.g. 30s, 10m, 24h)"))
+fn parse_listen(s: &str) -> Result<SocketAddr, UsageError> {
+    config::parse_listen(s).ok_or_else(|| UsageError::Listen(s.to_owned()))
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, UsageError> {
+    config::parse_duration(s).ok_or_else(|| UsageError::Duration(s.to_owned()))
 }
 
 impl Cli {
@@ -225,7 +237,7 @@ impl Cli {
     ///
     /// # Errors
     /// A message for the operator.
-    pub fn config_path(&self) -> Result<Option<&Path>, String> {
+    pub fn config_path(&self) -> Result<Option<&Path>, UsageError> {
         let own = match &self.command {
             Command::Run { config, .. }
             | Command::Plan { config, .. }
@@ -238,18 +250,13 @@ impl Cli {
             | Command::Restore { .. }
             | Command::History { .. } => {
                 return match &self.config {
-                    Some(_) => Err(format!(
-                        "`pptune {}` does not read the policy, so --config is refused (it would be ignored)",
-                        self.command.name()
-                    )),
+                    Some(_) => Err(UsageError::ConfigRefused(self.command.name())),
                     None => Ok(None),
                 };
             }
         };
         match (&self.config, own) {
-            (Some(_), Some(_)) => {
-                Err("--config given twice (before and after the command name)".into())
-            }
+            (Some(_), Some(_)) => Err(UsageError::ConfigTwice),
             (Some(p), None) => Ok(Some(p.as_path())),
             (None, p) => Ok(p),
         }

@@ -15,6 +15,7 @@ pub mod plot;
 pub mod series;
 
 pub use crate::cmd::cli::SeriesFormat;
+use crate::cmd::cli::UsageError;
 
 /// `pptune replay`.
 pub fn replay(
@@ -58,17 +59,16 @@ impl ReplayArgs {
     ///
     /// # Errors
     /// A time that does not parse, or `--since` after `--until`.
-    pub fn selection(&self) -> Result<Selection, String> {
+    pub fn selection(&self) -> Result<Selection, UsageError> {
         let since_ms = self.since.as_deref().map(parse_time).transpose()?;
         let until_ms = self.until.as_deref().map(parse_time).transpose()?;
         if let (Some(s), Some(u)) = (since_ms, until_ms)
             && s > u
         {
-            return Err(format!(
-                "--since ({}) is after --until ({}): no pass can be selected",
-                when(s),
-                when(u)
-            ));
+            return Err(UsageError::SinceAfterUntil {
+                since: when(s),
+                until: when(u),
+            });
         }
         Ok(Selection {
             since_ms,
@@ -403,11 +403,11 @@ fn print_against(a: &Report, b: &Report) {
 ///
 /// # Errors
 /// Neither.
-pub fn parse_time(s: &str) -> Result<u64, String> {
+pub fn parse_time(s: &str) -> Result<u64, UsageError> {
     if let Some(d) = config::parse_duration(s) {
         return Ok(unix_ms().saturating_sub(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)));
     }
     chrono::DateTime::parse_from_rfc3339(s)
         .map(|t| u64::try_from(t.timestamp_millis()).unwrap_or(0))
-        .map_err(|_| format!("`{s}` is neither a duration (24h, 30m) nor an RFC 3339 time"))
+        .map_err(|_| UsageError::Time(s.to_owned()))
 }

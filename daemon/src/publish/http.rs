@@ -235,29 +235,41 @@ struct Exposition {
     cache: tokio::sync::Mutex<Option<Rendered>>,
 }
 
+/// Why `/metrics` could not be rendered (a 500 and a log line).
+#[derive(Debug, thiserror::Error)]
+enum RenderError {
+    #[error("render task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+    #[error("{0}")]
+    Encode(#[from] std::fmt::Error),
+    #[error("gzip: {0}")]
+    Gzip(#[from] std::io::Error),
+    /// The cache was filled just before: not reached.
+    #[error("no render")]
+    Missing,
+}
+
 async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, String> + Send + 'static,
-) -> Result<T, String> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| format!("render task failed: {e}"))?
+    f: impl FnOnce() -> Result<T, RenderError> + Send + 'static,
+) -> Result<T, RenderError> {
+    tokio::task::spawn_blocking(f).await?
 }
 
 impl Exposition {
-    async fn get(&self, format: Format, gz: bool) -> Result<Bytes, String> {
+    async fn get(&self, format: Format, gz: bool) -> Result<Bytes, RenderError> {
         let asked = Instant::now();
         let mut slot = self.cache.lock().await;
         if slot.as_ref().is_none_or(|r| r.started < asked) {
             let started = Instant::now();
             let m = Arc::clone(&self.metrics);
-            let om = blocking(move || m.encode().map_err(|e| e.to_string())).await?;
+            let om = blocking(move || Ok(m.encode()?)).await?;
             *slot = Some(Rendered {
                 started,
                 variants: [Some(Bytes::from(om)), None, None, None],
             });
         }
         let Some(r) = slot.as_mut() else {
-            return Err("no render".to_owned());
+            return Err(RenderError::Missing);
         };
         let plain = usize::from(format == Format::Text004);
         if r.variants[plain].is_none() {
@@ -269,7 +281,7 @@ impl Exposition {
         let want = plain + if gz { 2 } else { 0 };
         if r.variants[want].is_none() {
             let src = r.variants[plain].clone().unwrap_or_default();
-            let z = blocking(move || gzip(&src).map_err(|e| e.to_string())).await?;
+            let z = blocking(move || Ok(gzip(&src)?)).await?;
             r.variants[want] = Some(Bytes::from(z));
         }
         Ok(r.variants[want].clone().unwrap_or_default())

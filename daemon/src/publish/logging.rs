@@ -92,19 +92,26 @@ pub fn resolve(format: LogFormat) -> Format {
 /// `PPTUNE_LOG` is set but not a filter (it silently became `info`, so a
 /// `PPTUNE_LOG=pptune=verbose` while chasing a problem showed nothing new), or not
 /// UTF-8.
-pub fn filter_from_env() -> Result<EnvFilter, String> {
+pub fn filter_from_env() -> Result<EnvFilter, FilterError> {
     match std::env::var("PPTUNE_LOG") {
         Err(std::env::VarError::NotPresent) => Ok(EnvFilter::new("info")),
         Err(std::env::VarError::NotUnicode(v)) => {
-            Err(format!("PPTUNE_LOG is not UTF-8 ({})", v.to_string_lossy()))
+            Err(FilterError::NotUtf8(v.to_string_lossy().into_owned()))
         }
         Ok(v) if v.trim().is_empty() => Ok(EnvFilter::new("info")),
-        Ok(v) => EnvFilter::builder().parse(&v).map_err(|e| {
-            format!(
-                "PPTUNE_LOG=`{v}` is not a log filter: {e} (e.g. info, debug, pptune=debug,warn)"
-            )
-        }),
+        Ok(v) => EnvFilter::builder()
+            .parse(&v)
+            .map_err(|e| FilterError::NotAFilter(v, e)),
     }
+}
+
+/// Why `PPTUNE_LOG` cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum FilterError {
+    #[error("PPTUNE_LOG is not UTF-8 ({0})")]
+    NotUtf8(String),
+    #[error("PPTUNE_LOG=`{0}` is not a log filter: {1} (e.g. info, debug, pptune=debug,warn)")]
+    NotAFilter(String, tracing_subscriber::filter::ParseError),
 }
 
 /// Installs the subscriber once, in the binary, with `filter`
