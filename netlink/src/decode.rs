@@ -257,8 +257,8 @@ pub fn decode_qstats_into(
 /// A reply filter read before the decode: a reply is decoded only when its
 /// u32 attribute `attr` is present and `want`. The attributes are walked
 /// (their framing checked) up to that one; a reply it drops is not read
-/// past it, which at 2048 queues is half the queue and qstats replies, the
-/// TX halves, left undecoded.
+/// past it: the TX halves of the queue and qstats dumps, half their
+/// replies, stay undecoded.
 #[derive(Debug, Clone, Copy)]
 struct TypeFilter {
     attr: u16,
@@ -302,8 +302,7 @@ fn decode_netdev_typed<T: Default>(
     let mut n = 0;
     // Past the entries a previous dump left, a reply is parsed into `spare`
     // and moved in only when kept: a rejected reply never takes a slot of
-    // `out`, so its capacity follows the kept count (2048 kept RX queues
-    // among 4096 replies stay in 2048 slots, not 4096).
+    // `out`, so its capacity follows the kept count, not the reply count.
     let mut spare = T::default();
     // One walk: decode as the replies come; a refused exchange keeps none.
     let walked = walk_replies(ex, op, None, name_attr::<NetdevMessage>, |m| {

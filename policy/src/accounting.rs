@@ -23,9 +23,9 @@ use crate::snapshot::{Device, LinkStats, Pool, PoolStats, QueueStats, RxQueue, S
 /// Where a pool's counters are summed within its device.
 ///
 /// An integer key, not a string: the finding windows look a queue up on
-/// every tick, and a `format!("rx-{id}")` per queue per tick was a tenth of
-/// the engine's work at 2048 queues. It is written (state file, evidence,
-/// messages) as `rx-<id>` or `unmapped`, and read back from that form.
+/// every tick, and a name formatted per queue per tick would be a string
+/// per queue per pass. It is written (state file, evidence, messages) as
+/// `rx-<id>` or `unmapped`, and read back from that form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum QueueKey {
     /// An RX queue id.
@@ -528,8 +528,8 @@ fn queue_stats_sum(dev: &Device) -> Option<QueueStats> {
         .peekable();
     it.peek()?;
     // Per field: the saturating sum of the queues that report it, `None`
-    // when none does; added in place (a `QueueStats` built per queue was
-    // most of the harm delta's cost at 2048 queues).
+    // when none does; added in place, not through a `QueueStats` built
+    // per queue.
     let add = |t: &mut Option<u64>, v: Option<u64>| {
         if let Some(v) = v {
             *t = Some(t.unwrap_or(0).saturating_add(v));

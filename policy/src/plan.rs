@@ -43,7 +43,7 @@ pub struct Decision {
 ///
 /// A sorted vector of `'static` names, not a `BTreeMap<String, _>`: a
 /// device's evidence is one or two dozen entries written every pass, and
-/// the map spent an allocation per name and per node on it (issue 16).
+/// a map spends an allocation per name and per node on it.
 /// Cleared, it keeps its capacity, so a decision refilled in place
 /// allocates nothing.
 #[derive(Debug, Clone, Default, PartialEq)]

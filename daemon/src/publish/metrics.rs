@@ -11,7 +11,7 @@
 //! the one counter table, `policy::counters`.
 //!
 //! The per-queue families (the eleven pool counters, pools, inflight pages
-//! and bytes, the three ratios: 17 series per queue, ~35k at 2048 queues)
+//! and bytes, the three ratios: 17 series per queue)
 //! are kept in one map of plain values and written by [`Metrics::encode`]
 //! itself, in exactly prometheus-client's OpenMetrics text form, ahead of
 //! the registry's other families (where prometheus-client would have put

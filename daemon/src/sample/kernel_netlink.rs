@@ -405,8 +405,8 @@ impl NetlinkKernel {
             .map_err(|e| sample_err("dumping page pool stats", e))?;
         }
         // Only what `join` reads is kept of each dump (RX queues, device
-        // totals, RX queue stats): at 2048 queues the TX halves alone were
-        // megabytes of decoded counters held until the join.
+        // totals, RX queue stats): the TX halves would be decoded counters
+        // held until the join for nothing.
         b.queues.clear();
         if capabilities.queue_get {
             let filtered;

@@ -136,9 +136,8 @@ pub(super) struct DevSeries {
     pub(super) name: Arc<str>,
     /// Tick of the last snapshot that had the device.
     pub(super) seen: u64,
-    /// By key, ascending: `queue_deltas` walks a snapshot's queues in key
-    /// order, so each is found by moving a cursor (a `BTreeMap` search per
-    /// queue was a tenth of the metrics update at 2048 queues).
+    /// By key, ascending: the pass's deltas come in key order, so each is
+    /// found by moving a cursor, not by a search per queue per pass.
     pub(super) queues: Vec<(QueueKey, QueueSeries)>,
     pub(super) knobs: KnobGauges,
 }

@@ -179,9 +179,9 @@ pub fn join_into(
         by_napi,
     } = scratch;
     // The join stays linear in the number of pools and queues (a per-queue
-    // scan of every queue's qstats was quadratic: ~4M comparisons at 2048
-    // queues): stats and qstats are found where the dump walk expects
-    // them, through an index only when not (`DumpIndex`).
+    // scan of every queue's qstats would be quadratic): stats and qstats
+    // are found where the dump walk expects them, through an index only
+    // when not (`DumpIndex`).
     stats.reset();
     let stats_key = |s: &PagePoolStats| s.info.as_ref().and_then(|i| i.id);
     let mut pool_of = |p: &PagePool| {
@@ -306,7 +306,7 @@ fn place_pools(
             Some(q) => {
                 // A queue almost always has one pool: its first one
                 // takes one slot, not the four of Vec's first growth
-                // (2048 queues x 3 idle 192-byte slots per snapshot).
+                // (three idle slots per queue per snapshot).
                 if q.pools.capacity() == 0 {
                     q.pools.reserve_exact(1);
                 }
