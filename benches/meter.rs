@@ -1,7 +1,6 @@
-//! Shared by the observe-cost bench binaries (`netlink/benches/raw_floor.rs`,
-//! `daemon/benches/observe_pass.rs`), included with `#[path]`: process CPU
-//! time, monotonic wall time, peak RSS and allocation counts, and the one
-//! JSON line each binary prints.
+//! What an observe-cost bench binary measures: process CPU time, monotonic
+//! wall time, peak RSS and allocation counts, and the one JSON line each
+//! binary prints.
 //!
 //! Allocations are counted by `stats_alloc`'s instrumented system allocator
 //! (each binary installs it as its global allocator), so no unsafe code of
@@ -31,6 +30,16 @@ pub struct Meter<'a> {
     cpu0: u128,
     wall0: u128,
     region: Region<'a, System>,
+}
+
+// `stats_alloc::Region` has no `Debug`: the clocks' starting points only.
+impl std::fmt::Debug for Meter<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Meter")
+            .field("cpu0", &self.cpu0)
+            .field("wall0", &self.wall0)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What `passes` passes cost, per pass.

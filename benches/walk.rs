@@ -1,7 +1,7 @@
 //! The raw floor's attribute walk, shared by `netlink/benches/raw_floor.rs`
 //! (over live dump replies in the VM) and `daemon/benches/observe_replay.rs`
-//! (over recorded-shape bytes on the host), included with `#[path]`: read
-//! every value the way a decoder must, build nothing.
+//! (over recorded-shape bytes on the host): read every value the way a
+//! decoder must, build nothing.
 
 /// Iterate (kind, value) over an attribute stream.
 pub fn attrs(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
@@ -22,6 +22,7 @@ pub fn attrs(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
 
 /// Read every value the way a decoder must (4- or 8-byte uints, one level
 /// of nesting) and fold them so the work cannot be optimised away.
+#[allow(clippy::unwrap_used)] // the conversions follow the length's match
 pub fn touch(b: &[u8], depth: u8) -> u64 {
     let mut acc = 0u64;
     for (kind, v) in attrs(b) {

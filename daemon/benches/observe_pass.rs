@@ -20,9 +20,7 @@
 //! (the render bench's recorded input).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // bench binary
 
-#[path = "../../benches/meter.rs"]
-mod meter;
-
+use benchkit::meter;
 use std::alloc::System;
 
 use policy::Observation;

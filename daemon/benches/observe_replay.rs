@@ -30,11 +30,7 @@
 //! decode, build+join, decide, metrics).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // bench binary
 
-#[path = "../../benches/meter.rs"]
-mod meter;
-#[path = "../../benches/walk.rs"]
-mod walk;
-
+use benchkit::{meter, walk};
 use std::alloc::System;
 
 use netlink::GenlPayload;

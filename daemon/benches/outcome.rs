@@ -36,26 +36,19 @@
 //! wall figure (tests/ppsim/README.md): the figure the targets are judged
 //! on. One JSON line per
 //! measurement on stdout. ppsim is driven with the testbed's own helper
-//! (`tests/src/ppsim.rs`, included by path, so both use the same calls);
+//! (`pptune_tests::ppsim`, so both use the same calls);
 //! pool counters come from page-pool-stats over netlink and the shares are
 //! `policy::signals`'.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // bench binary
 #![allow(clippy::disallowed_types)] // wall-clock timing of a bench run
-#![allow(dead_code)] // the included helper has more than this driver uses
-
-#[path = "../../tests/src/pools.rs"]
-mod pools;
-#[path = "../../tests/src/ppsim.rs"]
-mod ppsim;
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use netlink::Client;
-use netlink::ethtool::{Header, Rings};
 use policy::signals::{recycle_miss_share, slow_refill_share};
-use pools::{attached_inflight_mem, attached_pools, stats_of};
-use ppsim::{CostPreset, Knobs, Ppsim, PpsimDev};
+use pptune_tests::pools::{attached_inflight_mem, attached_pools, set_rx_ring, stats_of};
+use pptune_tests::ppsim::{CostPreset, Knobs, Ppsim, PpsimDev};
 
 /// The value of the last `name VALUE` on the command line (so a part's own
 /// options override the common ones before them).
@@ -279,20 +272,6 @@ fn retire(d: PpsimDev, w: &Workload) {
     d.delete().unwrap();
 }
 
-async fn set_ring(c: &Client, d: &PpsimDev, ring: u32) {
-    let ifx = d.ifindex().unwrap();
-    c.set_rings(
-        Rings {
-            header: Some(Header::ifindex(ifx)),
-            rx: Some(ring),
-            ..Rings::default()
-        },
-        Some(d.name()),
-    )
-    .await
-    .unwrap();
-}
-
 fn line(kind: &str, w: &Workload, config: &str, m: &Window, extra: &str) -> String {
     format!(
         "{{\"kind\":\"{kind}\",\"workload\":\"{}\",\"burst_pages\":{},\"rate_pps\":{},\"hold_us\":{},\
@@ -393,7 +372,7 @@ async fn naive(
         let ring = rx_ring(c, ifx).await;
         if share >= GROW_AT && ring < max_ring {
             let to = (ring + ring.div_ceil(4)).min(max_ring);
-            set_ring(c, &d, to).await;
+            set_rx_ring(c, &d, to).await;
             changes += 1;
             last_change_s = t0.elapsed().as_secs_f64();
         }
@@ -503,7 +482,7 @@ async fn main() {
         // does not fall on one ring only
         for (round, &(ring, nq)) in (0..rounds).flat_map(|r| pairs.iter().map(move |x| (r, x))) {
             let d = device(&p, nq, w, &knobs);
-            set_ring(&c, &d, ring).await;
+            set_rx_ring(&c, &d, ring).await;
             d.set_up(true).unwrap();
             if w.running {
                 d.start().unwrap();

@@ -13,10 +13,8 @@ use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use policy::accounting::PassDeltas;
-use policy::snapshot::{
-    Availability, Capabilities, Channels, Device, DeviceId, OperState, Pool, PoolStats, QueueStats,
-    Rings, RxQueue, Snapshot,
-};
+use policy::fixtures::{self, Nic, QueueCounters};
+use policy::snapshot::{PoolStats, QueueStats, Snapshot};
 use pptune::cmd::status::Report;
 use pptune::publish::metrics::Metrics;
 
@@ -27,84 +25,33 @@ const RECORDED: &str = concat!(
 
 fn synthesised(devices: u32, queues: u32, tick: u64) -> Snapshot {
     let t = tick + 1;
-    Snapshot {
-        taken_at_ms: tick * 10_000,
-        capabilities: Capabilities {
-            kernel_release: "7.3.4".into(),
-            netdev_family: true,
-            page_pool_get: true,
-            page_pool_stats: true,
-            queue_get: true,
-            napi_get: true,
-            qstats_get: true,
-            ethtool_family: true,
-            cap_net_admin: true,
-        },
-        devices: (0..devices)
-            .map(|d| Device {
-                ifindex: d + 2,
-                name: format!("eni{d}np1"),
-                id: DeviceId {
-                    bus: Some("netdevsim".into()),
-                    parent: Some(format!("netdevsim{d}")),
-                    perm_addr: None,
-                    name_fallback: None,
+    let devices = (0..devices)
+        .map(|d| {
+            Nic::netdevsim(d, queues).device(|_| QueueCounters {
+                qstats: QueueStats {
+                    rx_packets: Some(t * 1000),
+                    rx_bytes: Some(t * 1_500_000),
+                    rx_alloc_fail: Some(0),
+                    rx_hw_drops: Some(t),
+                    rx_hw_drop_overruns: None,
                 },
-                driver: Some("netdevsim".into()),
-                oper_state: OperState::Up,
-                admin_up: true,
-                mtu: Some(1500),
-                rings: Availability::Available(Rings {
-                    rx: Some(512),
-                    rx_max: Some(4096),
-                    tx: Some(512),
-                    tx_max: Some(4096),
-                    ..Rings::default()
-                }),
-                channels: Availability::Available(Channels {
-                    combined: Some(queues),
-                    combined_max: Some(queues),
-                    ..Channels::default()
-                }),
-                rx_queues: (0..queues)
-                    .map(|q| RxQueue {
-                        id: q,
-                        napi_id: Some(d * 1000 + q + 8192),
-                        provider: None,
-                        qstats: Some(QueueStats {
-                            rx_packets: Some(t * 1000),
-                            rx_bytes: Some(t * 1_500_000),
-                            rx_alloc_fail: Some(0),
-                            rx_hw_drops: Some(t),
-                            rx_hw_drop_overruns: None,
-                        }),
-                        pools: vec![Pool {
-                            id: u64::from(d * queues + q + 1),
-                            ifindex: Some(d + 2),
-                            napi_id: Some(u64::from(d * 1000 + q + 8192)),
-                            inflight: Some(512),
-                            inflight_mem: Some(512 * 4096),
-                            stats: Some(PoolStats {
-                                alloc_fast: t * 100_000,
-                                alloc_slow: t * 100,
-                                alloc_empty: t * 100,
-                                alloc_refill: t * 1_500,
-                                recycle_cached: t * 20_000,
-                                recycle_cache_full: t,
-                                recycle_ring: t * 70_000,
-                                recycle_ring_full: t * 10_000,
-                                recycle_released_refcnt: t,
-                                ..PoolStats::default()
-                            }),
-                            ..Pool::default()
-                        }],
-                    })
-                    .collect(),
-                ..Device::default()
+                pool: PoolStats {
+                    alloc_fast: t * 100_000,
+                    alloc_slow: t * 100,
+                    alloc_empty: t * 100,
+                    alloc_refill: t * 1_500,
+                    recycle_cached: t * 20_000,
+                    recycle_cache_full: t,
+                    recycle_ring: t * 70_000,
+                    recycle_ring_full: t * 10_000,
+                    recycle_released_refcnt: t,
+                    ..PoolStats::default()
+                },
+                inflight: 512,
             })
-            .collect(),
-        orphan_pools: vec![],
-    }
+        })
+        .collect();
+    fixtures::snapshot(tick * 10_000, "7.3.4", devices)
 }
 
 /// The recorded snapshot with every counter advanced, so the second

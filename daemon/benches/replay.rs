@@ -17,10 +17,8 @@
 use std::time::Duration;
 
 use policy::Mode;
-use policy::snapshot::{
-    Availability, Capabilities, Channels, Device, DeviceId, OperState, Pool, PoolStats, QueueStats,
-    Rings, RxQueue, Snapshot,
-};
+use policy::fixtures::{self, Nic, QueueCounters};
+use policy::snapshot::{Device, DeviceId, PoolStats, QueueStats, Rings, Snapshot};
 use pptune::record::Recorder;
 use pptune::record::format::{Inputs, Pass, nanos};
 use tokio::time::Instant;
@@ -55,60 +53,31 @@ impl Lcg {
 }
 
 fn device(d: u32, pools: &[PoolStats], qstats: &[QueueStats], inflight: &[u64]) -> Device {
-    let ifindex = d + 2;
-    Device {
-        ifindex,
-        name: format!("eth{d}"),
+    let pci = Nic::pci(d, "mlx5_core", QUEUES);
+    let nic = Nic {
         id: DeviceId {
-            bus: Some("pci".into()),
             parent: Some(format!("0000:{:02x}:00.0", d + 0x10)),
-            perm_addr: Some(format!("0c:42:a1:00:00:{d:02x}")),
-            name_fallback: None,
+            ..pci.id
         },
-        driver: Some("mlx5_core".into()),
-        kind: None,
-        oper_state: OperState::Up,
-        admin_up: true,
-        master: None,
-        mtu: Some(1500),
-        num_rx_queues: Some(QUEUES),
-        rings: Availability::Available(Rings {
+        rings: Rings {
             rx: Some(512),
-            rx_max: Some(8192),
             tx: Some(1024),
-            tx_max: Some(8192),
-            ..Rings::default()
-        }),
-        channels: Availability::Available(Channels {
-            combined: Some(QUEUES),
-            combined_max: Some(QUEUES),
-            ..Channels::default()
-        }),
-        link_stats: None,
-        qstats: None,
-        rx_queues: (0..QUEUES)
-            .map(|q| {
-                let i = q as usize;
-                let id = u64::from(d * QUEUES + q + 1);
-                RxQueue {
-                    id: q,
-                    napi_id: Some(d * QUEUES + q + 8192),
-                    provider: None,
-                    qstats: Some(qstats[i]),
-                    pools: vec![Pool {
-                        id,
-                        ifindex: Some(ifindex),
-                        napi_id: Some(u64::from(d * QUEUES + q + 8192)),
-                        inflight: Some(inflight[i]),
-                        inflight_mem: Some(inflight[i] * 4096),
-                        detach_time: None,
-                        provider: None,
-                        stats: Some(pools[i]),
-                    }],
-                }
-            })
-            .collect(),
-        unmapped_pools: Vec::new(),
+            ..pci.rings
+        },
+        channels_max: QUEUES,
+        first_napi: d * QUEUES + 8192,
+        ..pci
+    };
+    Device {
+        num_rx_queues: Some(QUEUES),
+        ..nic.device(|q| {
+            let i = q as usize;
+            QueueCounters {
+                qstats: qstats[i],
+                pool: pools[i],
+                inflight: inflight[i],
+            }
+        })
     }
 }
 
@@ -163,27 +132,13 @@ fn main() {
             q.rx_bytes = q.rx_bytes.map(|v| v + pkts * 1400);
             inflight[k] = 480 + rng.next(64);
         }
-        let snap = Snapshot {
-            taken_at_ms: i * INTERVAL.as_millis() as u64,
-            capabilities: Capabilities {
-                kernel_release: "7.3.0".into(),
-                netdev_family: true,
-                page_pool_get: true,
-                page_pool_stats: true,
-                queue_get: true,
-                napi_get: true,
-                qstats_get: true,
-                ethtool_family: true,
-                cap_net_admin: true,
-            },
-            devices: (0..DEVICES)
-                .map(|d| {
-                    let r = (d * QUEUES) as usize..((d + 1) * QUEUES) as usize;
-                    device(d, &pools[r.clone()], &qstats[r.clone()], &inflight[r])
-                })
-                .collect(),
-            orphan_pools: Vec::new(),
-        };
+        let devices = (0..DEVICES)
+            .map(|d| {
+                let r = (d * QUEUES) as usize..((d + 1) * QUEUES) as usize;
+                device(d, &pools[r.clone()], &qstats[r.clone()], &inflight[r])
+            })
+            .collect();
+        let snap = fixtures::snapshot(i * INTERVAL.as_millis() as u64, "7.3.0", devices);
         let now = INTERVAL * u32::try_from(i).unwrap();
         rec.write(
             || None,

@@ -19,13 +19,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // bench binary
 #![allow(clippy::cast_possible_truncation)]
 
-#[path = "../../benches/meter.rs"]
-mod meter;
-#[path = "../../benches/walk.rs"]
-mod walk;
-
-use walk::{attrs, touch};
-
+use benchkit::meter;
+use benchkit::walk::{attrs, touch};
 use std::alloc::System;
 
 use netlink_sys::{Socket, SocketAddr};

@@ -13,83 +13,36 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use pptune_policy::accounting::PassDeltas;
-use pptune_policy::policy::{
-    ChangeLimits, ChannelPolicy, DaemonSettings, Disruption, DisruptionClass, MemoryBudget,
-    RingPolicy, Rounding, Selector, Thresholds, Timing,
-};
-use pptune_policy::snapshot::{
-    Availability, Capabilities, Channels, Device, DeviceId, OperState, Pool, PoolStats, QueueStats,
-    Rings, RxQueue, Snapshot,
-};
-use pptune_policy::{EngineState, Mode, Observation, OnStop, Policy, decide};
+use pptune_policy::fixtures::{self, Nic, QueueCounters};
+use pptune_policy::policy::{ChannelPolicy, Disruption, DisruptionClass, MemoryBudget, Timing};
+use pptune_policy::snapshot::{PoolStats, QueueStats, Snapshot};
+use pptune_policy::{EngineState, Observation, Policy, decide};
 
 const INTERVAL: Duration = Duration::from_secs(10);
 
-/// The shipped defaults' shape (config/src/default.yaml), built directly:
-/// the policy crate cannot depend on the config crate.
+/// The shipped defaults' shape (config/src/default.yaml) from the fixture
+/// policy: the policy crate cannot depend on the config crate.
 fn policy() -> Policy {
+    let base = fixtures::policy();
     Policy {
-        mode: Mode::Enforce,
-        selectors: vec![Selector {
-            require_pools: true,
-            ..Selector::default()
-        }],
         timing: Timing {
             interval: INTERVAL,
             window: Duration::from_secs(30),
-            windows_for_finding: 2,
-            cooldown: Duration::from_secs(300),
-            evaluation: Duration::from_secs(120),
-            calm_before_shrink: Duration::from_secs(3600),
-        },
-        thresholds: Thresholds {
-            grow_recycle_miss: 0.05,
-            grow_slow_refill: 0.25,
-            shrink_recycle_miss: 0.005,
-            min_pages_per_window: 1000,
-        },
-        rings: RingPolicy {
-            enabled: true,
-            min: 64,
-            max: 16384,
-            rounding: Rounding::Auto,
-            max_steps_to_target: 2,
-            headroom: 1.25,
-            shrink_when_calm: true,
+            ..base.timing
         },
         channels: ChannelPolicy {
             enabled: true,
-            min: 1,
-            max: 256,
-            grow_on_drops_when_healthy: true,
-            shrink_when_contended: true,
-            step: 2,
-            grow_drop_share: 0.001,
-            trial_gain: 0.05,
+            ..base.channels
         },
         budget: MemoryBudget {
-            per_device_bytes: None,
             per_host_bytes: Some(64 << 30),
-        },
-        limits: ChangeLimits {
-            max_changes_per_hour: 6,
-            windows: vec![],
-            one_bond_member_at_a_time: true,
+            ..base.budget
         },
         disruption: Disruption {
-            drivers: vec![],
-            default_class: DisruptionClass::Restart,
             allowed_while_up: vec![DisruptionClass::Brief, DisruptionClass::Restart],
+            ..base.disruption
         },
-        on_stop: OnStop::Keep,
-        coexist: pptune_policy::Coexist::Defer,
-        rollout: None,
-        daemon: DaemonSettings {
-            metrics_listen: None,
-            metrics_web_config: None,
-            queue_series: pptune_policy::policy::QueueSelection::All,
-            recording_max_bytes: pptune_policy::policy::DEFAULT_RECORDING_MAX_BYTES,
-        },
+        ..base
     }
 }
 
@@ -122,76 +75,21 @@ fn counters(bursty: bool, tick: u64, q: u64) -> PoolStats {
 fn snapshot(devices: u32, queues: u32, tick: u64) -> Snapshot {
     let devices = (0..devices)
         .map(|d| {
-            let ifindex = d + 2;
             let bursty = d % 3 == 0;
-            Device {
-                ifindex,
-                name: format!("eth{d}"),
-                id: DeviceId {
-                    bus: Some("pci".into()),
-                    parent: Some(format!("0000:{:02x}:00.0", d)),
-                    perm_addr: Some(format!("0c:42:a1:00:{:02x}:{:02x}", d / 256, d % 256)),
-                    name_fallback: None,
+            Nic::pci(d, "ice", queues).device(|q| QueueCounters {
+                qstats: QueueStats {
+                    rx_packets: Some((tick + 1) * 200_000),
+                    rx_bytes: Some((tick + 1) * 200_000 * 1500),
+                    rx_alloc_fail: Some(0),
+                    rx_hw_drops: Some(if bursty { tick * 50 } else { 0 }),
+                    rx_hw_drop_overruns: None,
                 },
-                driver: Some("ice".into()),
-                oper_state: OperState::Up,
-                admin_up: true,
-                mtu: Some(1500),
-                rings: Availability::Available(Rings {
-                    rx: Some(256),
-                    rx_max: Some(8192),
-                    tx: Some(256),
-                    tx_max: Some(8192),
-                    ..Rings::default()
-                }),
-                channels: Availability::Available(Channels {
-                    combined: Some(queues),
-                    combined_max: Some(256),
-                    ..Channels::default()
-                }),
-                rx_queues: (0..queues)
-                    .map(|q| RxQueue {
-                        id: q,
-                        napi_id: Some(d * 1000 + q + 8192),
-                        provider: None,
-                        qstats: Some(QueueStats {
-                            rx_packets: Some((tick + 1) * 200_000),
-                            rx_bytes: Some((tick + 1) * 200_000 * 1500),
-                            rx_alloc_fail: Some(0),
-                            rx_hw_drops: Some(if bursty { tick * 50 } else { 0 }),
-                            rx_hw_drop_overruns: None,
-                        }),
-                        pools: vec![Pool {
-                            id: u64::from(d * queues + q + 1),
-                            ifindex: Some(ifindex),
-                            napi_id: Some(u64::from(d * 1000 + q + 8192)),
-                            inflight: Some(1024),
-                            inflight_mem: Some(1024 * 4096),
-                            stats: Some(counters(bursty, tick, u64::from(q))),
-                            ..Pool::default()
-                        }],
-                    })
-                    .collect(),
-                ..Device::default()
-            }
+                pool: counters(bursty, tick, u64::from(q)),
+                inflight: 1024,
+            })
         })
         .collect();
-    Snapshot {
-        taken_at_ms: tick * 10_000,
-        capabilities: Capabilities {
-            kernel_release: "7.3.4".into(),
-            netdev_family: true,
-            page_pool_get: true,
-            page_pool_stats: true,
-            queue_get: true,
-            napi_get: true,
-            qstats_get: true,
-            ethtool_family: true,
-            cap_net_admin: true,
-        },
-        devices,
-        orphan_pools: vec![],
-    }
+    fixtures::snapshot(tick * 10_000, "7.3.4", devices)
 }
 
 fn obs<'a>(

@@ -16,6 +16,8 @@ mod decide;
 pub mod drivers;
 pub mod engine;
 pub mod evaluate;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
 pub mod gates;
 pub mod knobs;
 pub mod observation;

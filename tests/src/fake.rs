@@ -284,15 +284,8 @@ impl Kernel for FakeKernel {
         Ok(Snapshot {
             taken_at_ms: s.samples * 1000,
             capabilities: Capabilities {
-                kernel_release: "fake".into(),
-                netdev_family: true,
-                page_pool_get: true,
-                page_pool_stats: true,
-                queue_get: true,
-                napi_get: true,
-                qstats_get: true,
-                ethtool_family: true,
                 cap_net_admin: s.cap_net_admin,
+                ..policy::fixtures::capabilities("fake")
             },
             devices: if s.gone {
                 Vec::new()
@@ -391,80 +384,41 @@ impl Kernel for FakeKernel {
     }
 }
 
-/// A policy for loop tests: seconds instead of minutes, every driver class
-/// allowed while up, rings enabled, channels off.
+/// A policy for loop tests: the fixture policy in seconds instead of
+/// minutes, every driver class allowed while up, rings enabled (at most
+/// 8192, never shrunk), channels off (1..=16 in steps of 1 where a test
+/// turns them on), 10 changes an hour.
 #[must_use]
 pub fn test_policy(mode: policy::Mode) -> policy::Policy {
-    use policy::policy::{
-        ChangeLimits, ChannelPolicy, DaemonSettings, Disruption, DisruptionClass, MemoryBudget,
-        RingPolicy, Rounding, Selector, Thresholds, Timing,
-    };
+    use policy::policy::{ChangeLimits, ChannelPolicy, RingPolicy, Timing};
     use std::time::Duration;
+    let base = policy::fixtures::policy();
     policy::Policy {
         mode,
-        selectors: vec![Selector {
-            require_pools: true,
-            ..Selector::default()
-        }],
         timing: Timing {
             interval: Duration::from_secs(1),
             window: Duration::from_secs(1),
-            windows_for_finding: 2,
             cooldown: Duration::from_secs(10),
             evaluation: Duration::from_secs(3),
-            calm_before_shrink: Duration::from_secs(3600),
-        },
-        thresholds: Thresholds {
-            grow_recycle_miss: 0.05,
-            grow_slow_refill: 0.25,
-            shrink_recycle_miss: 0.005,
-            min_pages_per_window: 1000,
+            ..base.timing
         },
         rings: RingPolicy {
-            enabled: true,
-            min: 64,
             max: 8192,
-            rounding: Rounding::Auto,
-            max_steps_to_target: 2,
-            headroom: 1.25,
             shrink_when_calm: false,
+            ..base.rings
         },
         channels: ChannelPolicy {
-            enabled: false,
-            min: 1,
             max: 16,
             grow_on_drops_when_healthy: false,
             shrink_when_contended: false,
             step: 1,
             grow_drop_share: 0.01,
-            trial_gain: 0.05,
-        },
-        budget: MemoryBudget {
-            per_device_bytes: None,
-            per_host_bytes: None,
+            ..base.channels
         },
         limits: ChangeLimits {
             max_changes_per_hour: 10,
-            windows: Vec::new(),
-            one_bond_member_at_a_time: true,
+            ..base.limits
         },
-        disruption: Disruption {
-            drivers: Vec::new(),
-            default_class: DisruptionClass::Restart,
-            allowed_while_up: vec![
-                DisruptionClass::Brief,
-                DisruptionClass::Restart,
-                DisruptionClass::LinkDown,
-            ],
-        },
-        on_stop: policy::OnStop::Keep,
-        coexist: policy::Coexist::Defer,
-        rollout: None,
-        daemon: DaemonSettings {
-            metrics_listen: None,
-            metrics_web_config: None,
-            queue_series: policy::policy::QueueSelection::All,
-            recording_max_bytes: policy::policy::DEFAULT_RECORDING_MAX_BYTES,
-        },
+        ..base
     }
 }

@@ -1,7 +1,8 @@
 //! Test harness: the `pptune` binary (`bin`), the loop on the fake kernel
-//! (`daemon`), the fake kernel (`fake`), the
-//! VM runner (`vm`), the ppsim driver (`ppsim`), a device's pools over
-//! netlink (`pools`) and an HTTP GET for the metrics endpoint (`http`).
+//! (`daemon`), the fake kernel (`fake`), the VM runner (`vm`), the daemon
+//! as a process in the VM (`vm_daemon`), the ppsim driver (`ppsim`), a
+//! device's pools and rings over netlink (`pools`) and an HTTP GET for the
+//! metrics endpoint (`http`).
 #![forbid(unsafe_code)]
 
 pub mod bin;
@@ -11,3 +12,4 @@ pub mod http;
 pub mod pools;
 pub mod ppsim;
 pub mod vm;
+pub mod vm_daemon;

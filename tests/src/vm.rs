@@ -85,6 +85,44 @@ pub fn require_vm(test: &str) -> String {
     })
 }
 
+/// The kernels `tests/vm/test.sh` starts a ppsim suite on (`suites_for`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PpsimKernels {
+    /// 7.3 only, the full-suite kernel: the suites that run the daemon
+    /// against ppsim (6.12 runs the compatibility subset).
+    Only73,
+    /// Every kernel ppsim is built for: not 6.1, which has no page-pool
+    /// netlink.
+    AllBut61,
+}
+
+/// Gate for the ppsim suites (built with the `vm` feature): the kernel
+/// version inside the VM, which must be one `tests/vm/test.sh` starts the
+/// suite on, with the ppsim module to load (`PPTUNE_PPSIM_KO`). Anything
+/// else fails the test: it cannot run, so it must not pass.
+///
+/// # Panics
+/// Outside the test VM, on another kernel, or without the module.
+#[must_use]
+pub fn require_ppsim(test: &str, kernels: PpsimKernels) -> String {
+    let k = require_vm(test);
+    match kernels {
+        PpsimKernels::Only73 => assert!(
+            k == "7.3",
+            "{test}: this suite runs on 7.3 with ppsim, not {k} (tests/vm/test.sh suites_for)"
+        ),
+        PpsimKernels::AllBut61 => assert!(
+            k != "6.1",
+            "{test}: ppsim needs page-pool netlink, which 6.1 lacks (tests/vm/test.sh suites_for)"
+        ),
+    }
+    assert!(
+        std::env::var_os("PPTUNE_PPSIM_KO").is_some(),
+        "{test}: PPTUNE_PPSIM_KO is not set although the kernel is {k}"
+    );
+    k
+}
+
 /// The repository root (this crate lives in `<root>/tests`).
 #[must_use]
 pub fn repo_root() -> PathBuf {

@@ -13,59 +13,28 @@
 //! bursts, unlimited arrival rate unless stated, ring 256, cost preset
 //! `devmem` (slow_cost_us=100 release_cost_us=2500, see the ppsim README).
 //!
-//! The pptune binary: `PPTUNE_BIN`, else `pptune` next to this test binary's
-//! directory (`target/<profile>/pptune`, built by `cargo build -p pptune`).
-//! Each measurement prints one `MEASURE` line.
+//! The daemon runs as `pptune_tests::vm_daemon` starts it (the binary in
+//! `PPTUNE_BIN`, which tests/vm/test.sh sets). Each measurement prints one
+//! `MEASURE` line.
 #![cfg(feature = "vm")]
 // Helpers outside #[test] fns fail the test the same way.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 #![allow(clippy::cast_precision_loss)]
 
-use pptune_tests::bin::DaemonDirs;
-use std::io::{Read as _, Write as _};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use netlink::Client;
 use policy::signals::{recycle_miss_share, slow_refill_share};
-use pptune_tests::pools::{attached_pools, stats_of};
+use pptune_tests::pools::{attached_pools, combined, rx_ring, stats_of};
 use pptune_tests::ppsim::{CostPreset, Knobs, Personality, Ppsim, PpsimDev};
-use pptune_tests::vm::{repo_root, require_vm};
+use pptune_tests::vm::{PpsimKernels, require_ppsim};
+use pptune_tests::vm_daemon::Daemon;
 use tokio::time::{Instant, sleep};
 
 /// Grow threshold of the test policies (`thresholds.grow_recycle_miss`).
 const MISS_THRESHOLD: f64 = 0.05;
 /// `thresholds.grow_slow_refill`, also the "contended" level for channels.
 const SLOW_THRESHOLD: f64 = 0.25;
-
-fn gate(test: &str) -> String {
-    let k = require_vm(test);
-    // tests/vm/test.sh starts this suite on 7.3 only (suites_for): 6.1 has
-    // no page-pool netlink, 6.12 runs the compatibility subset.
-    assert!(
-        k == "7.3",
-        "{test}: the closed-loop suite runs on 7.3, not {k} (tests/vm/test.sh suites_for)"
-    );
-    if std::env::var_os("PPTUNE_PPSIM_KO").is_none() {
-        panic!("{test}: PPTUNE_PPSIM_KO is not set although the kernel is {k}");
-    }
-    k
-}
-
-fn pptune_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("PPTUNE_BIN") {
-        return PathBuf::from(p);
-    }
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe.parent().unwrap().parent().unwrap().join("pptune");
-    assert!(
-        bin.exists(),
-        "{} missing: build it on the host first (cargo build -p pptune --bin pptune) or set PPTUNE_BIN",
-        bin.display()
-    );
-    bin
-}
 
 fn bursty() -> Knobs {
     Knobs {
@@ -118,24 +87,6 @@ fn device(queues: u32, knobs: &Knobs) -> Dev {
 
 // ---------------------------------------------------------------- kernel
 
-async fn rx_ring(c: &Client, d: &PpsimDev) -> u32 {
-    let ifx = d.ifindex().expect("ifindex");
-    c.rings(ifx, Some(d.name()))
-        .await
-        .expect("rings-get")
-        .rx
-        .expect("rx ring reported")
-}
-
-async fn combined(c: &Client, d: &PpsimDev) -> u32 {
-    let ifx = d.ifindex().expect("ifindex");
-    c.channels(ifx, Some(d.name()))
-        .await
-        .expect("channels-get")
-        .combined_count
-        .expect("combined reported")
-}
-
 /// The kernel's ring_full and slow-refill shares and ppsim's goodput over
 /// `secs` on the device's current pools (retried if the pools are rebuilt
 /// during the window).
@@ -173,172 +124,6 @@ async fn measure(c: &Client, d: &PpsimDev, secs: f64) -> Window {
 
 // ---------------------------------------------------------------- pptune
 
-/// A running `pptune run` with its own runtime directory, log and metrics
-/// port. Killed on drop.
-struct Pptune {
-    child: Option<Child>,
-    dir: PathBuf,
-    config: PathBuf,
-    port: u16,
-}
-
-fn write_policy(dir: &Path, name: &str, dev: &str) -> PathBuf {
-    let src = repo_root().join("tests/policies").join(name);
-    let text = std::fs::read_to_string(&src).unwrap();
-    assert!(text.contains("\"ppsim*\""), "{}", src.display());
-    let text = text.replace("\"ppsim*\"", &format!("\"{dev}\""));
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p
-}
-
-impl Pptune {
-    fn start(dir: &Path, policy: &str, dev: &str, port: u16) -> Self {
-        let config = write_policy(dir, policy, dev);
-        let mut p = Self {
-            child: None,
-            dir: dir.to_owned(),
-            config,
-            port,
-        };
-        p.spawn();
-        p
-    }
-
-    fn spawn(&mut self) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join("pptune.log"))
-            .unwrap();
-        let child = Command::new(pptune_bin())
-            .arg("--config")
-            .arg(&self.config)
-            .args([
-                "run",
-                "--metrics-listen",
-                &format!("127.0.0.1:{}", self.port),
-            ])
-            .daemon_dirs(self.dir.join("run"))
-            .env("PPTUNE_LOG", "info")
-            .env_remove("NOTIFY_SOCKET")
-            .env_remove("JOURNAL_STREAM")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        self.child = Some(child);
-    }
-
-    fn cmd(&self, args: &[&str]) -> std::process::Output {
-        let mut c = Command::new(pptune_bin());
-        // `pptune restore` reads no policy and refuses --config.
-        if args.first() != Some(&"restore") {
-            c.arg("--config").arg(&self.config);
-        }
-        c.args(args)
-            .daemon_dirs(self.dir.join("run"))
-            .output()
-            .unwrap()
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("pptune.log")).unwrap_or_default()
-    }
-
-    fn state(&self) -> serde_json::Value {
-        let t = std::fs::read_to_string(self.dir.join("run/state.json")).unwrap();
-        serde_json::from_str(&t).unwrap()
-    }
-
-    fn alive(&mut self) -> bool {
-        self.child
-            .as_mut()
-            .is_some_and(|c| c.try_wait().unwrap().is_none())
-    }
-
-    fn metrics(&self) -> String {
-        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
-            return String::new();
-        };
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let _ = s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-        let mut out = String::new();
-        let _ = s.read_to_string(&mut out);
-        out
-    }
-
-    /// Sum of the samples of `family` whose label set contains every `labels`
-    /// entry (`key="value"`).
-    fn metric(&self, family: &str, labels: &[&str]) -> f64 {
-        pptune_tests::http::sample_sum(&self.metrics(), family, labels)
-    }
-
-    async fn view(&self) -> Option<pptune::publish::control::DaemonView> {
-        pptune::publish::control::query(&pptune::publish::control::socket_path(
-            &self.dir.join("run"),
-        ))
-        .await
-    }
-
-    /// Waits for the first sample (the control socket answers with a sample
-    /// age).
-    async fn ready(&mut self) {
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(60) {
-            assert!(self.alive(), "pptune exited early:\n{}", self.log());
-            if self
-                .view()
-                .await
-                .is_some_and(|v| v.last_sample_age_s.is_some())
-            {
-                return;
-            }
-            sleep(Duration::from_millis(200)).await;
-        }
-        panic!("pptune never took a sample:\n{}", self.log());
-    }
-
-    fn signal(&mut self, sig: &str) {
-        let pid = self.child.as_ref().unwrap().id();
-        let st = Command::new("kill")
-            .args([sig, &pid.to_string()])
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
-
-    /// SIGTERM and the exit status.
-    async fn term(&mut self) -> Option<i32> {
-        self.signal("-TERM");
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(30) {
-            if let Some(st) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                self.child = None;
-                return st.code();
-            }
-            sleep(Duration::from_millis(100)).await;
-        }
-        panic!(
-            "pptune did not stop within 30 s of SIGTERM:\n{}",
-            self.log()
-        );
-    }
-
-    fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Pptune {
-    fn drop(&mut self) {
-        self.kill9();
-    }
-}
-
 /// Kernel-observed ring values over time: polls until the ring has been
 /// raised and then held still for `settle`, or `limit` passes.
 struct Trace {
@@ -349,7 +134,7 @@ struct Trace {
 async fn converge(
     c: &Client,
     d: &PpsimDev,
-    p: &mut Pptune,
+    p: &mut Daemon,
     settle: Duration,
     limit: Duration,
 ) -> Trace {
@@ -385,7 +170,10 @@ fn tmp() -> tempfile::TempDir {
 /// workload bring no further change.
 #[tokio::test(flavor = "current_thread")]
 async fn bursty_enforce_converges_then_holds_steady() {
-    let k = gate("bursty_enforce_converges_then_holds_steady");
+    let k = require_ppsim(
+        "bursty_enforce_converges_then_holds_steady",
+        PpsimKernels::Only73,
+    );
     let c = Client::connect().await.expect("client");
     let knobs = bursty();
     let d = device(1, &knobs);
@@ -400,7 +188,9 @@ async fn bursty_enforce_converges_then_holds_steady() {
     );
 
     let dir = tmp();
-    let mut p = Pptune::start(dir.path(), "closed-loop-enforce.yaml", d.name(), 19871);
+    let mut p = Daemon::new(dir.path(), "closed-loop-enforce.yaml", Some(d.name()))
+        .metrics_port(19871)
+        .start();
     let trace = converge(
         &c,
         &d,
@@ -486,7 +276,10 @@ async fn bursty_enforce_converges_then_holds_steady() {
 /// same on one vCPU and on two (consumer on the other CPU, `run.sh --smp 2`).
 #[tokio::test(flavor = "current_thread")]
 async fn non_power_of_two_bursts_converge_near_the_burst() {
-    let k = gate("non_power_of_two_bursts_converge_near_the_burst");
+    let k = require_ppsim(
+        "non_power_of_two_bursts_converge_near_the_burst",
+        PpsimKernels::Only73,
+    );
     let c = Client::connect().await.expect("client");
     let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     // tests/vm/test.sh's two-vCPU run says how many it booted: a VM that
@@ -514,7 +307,9 @@ async fn non_power_of_two_bursts_converge_near_the_burst() {
             "{burst}-page bursts must overflow ring 256: {before:?}"
         );
         let dir = tmp();
-        let mut pt = Pptune::start(dir.path(), "closed-loop-enforce.yaml", d.name(), 19877);
+        let mut pt = Daemon::new(dir.path(), "closed-loop-enforce.yaml", Some(d.name()))
+            .metrics_port(19877)
+            .start();
         let trace = converge(
             &c,
             &d,
@@ -568,14 +363,19 @@ async fn non_power_of_two_bursts_converge_near_the_burst() {
 /// and target that `pptune plan --json` gives for the same device.
 #[tokio::test(flavor = "current_thread")]
 async fn observe_changes_nothing_and_exports_the_plan_recommendation() {
-    let k = gate("observe_changes_nothing_and_exports_the_plan_recommendation");
+    let k = require_ppsim(
+        "observe_changes_nothing_and_exports_the_plan_recommendation",
+        PpsimKernels::Only73,
+    );
     let c = Client::connect().await.expect("client");
     let d = device(1, &bursty());
     d.start().expect("start");
     let ifx = d.ifindex().unwrap();
     let pools = attached_pools(&c, ifx).await.expect("page-pool-get");
     let dir = tmp();
-    let mut p = Pptune::start(dir.path(), "closed-loop-observe.yaml", d.name(), 19878);
+    let mut p = Daemon::new(dir.path(), "closed-loop-observe.yaml", Some(d.name()))
+        .metrics_port(19878)
+        .start();
     p.ready().await;
     let dev_label = format!("device=\"{}\"", d.name());
     let t0 = Instant::now();
@@ -652,13 +452,18 @@ async fn observe_changes_nothing_and_exports_the_plan_recommendation() {
 /// and `pptune restore` puts it back.
 #[tokio::test(flavor = "current_thread")]
 async fn sigterm_restores_and_kill9_keeps_originals_for_restore() {
-    let k = gate("sigterm_restores_and_kill9_keeps_originals_for_restore");
+    let k = require_ppsim(
+        "sigterm_restores_and_kill9_keeps_originals_for_restore",
+        PpsimKernels::Only73,
+    );
     let c = Client::connect().await.expect("client");
     let d = device(1, &bursty());
     d.start().expect("start");
     let dir = tmp();
     // Part 1: on_stop restore.
-    let mut p = Pptune::start(dir.path(), "closed-loop-restore.yaml", d.name(), 19877);
+    let mut p = Daemon::new(dir.path(), "closed-loop-restore.yaml", Some(d.name()))
+        .metrics_port(19877)
+        .start();
     let raised = wait_ring_change(&c, &d, &mut p, 256, Duration::from_secs(90)).await;
     println!("raised to {raised}");
     assert_eq!(p.term().await, Some(0), "SIGTERM exits 0");
@@ -672,7 +477,9 @@ async fn sigterm_restores_and_kill9_keeps_originals_for_restore() {
 
     // Part 2: on_stop keep, kill -9.
     let dir2 = tmp();
-    let mut p = Pptune::start(dir2.path(), "closed-loop-enforce.yaml", d.name(), 19876);
+    let mut p = Daemon::new(dir2.path(), "closed-loop-enforce.yaml", Some(d.name()))
+        .metrics_port(19876)
+        .start();
     let raised = wait_ring_change(&c, &d, &mut p, 256, Duration::from_secs(90)).await;
     p.kill9();
     assert_eq!(
@@ -746,7 +553,10 @@ async fn sigterm_restores_and_kill9_keeps_originals_for_restore() {
 /// burst in one step, so an unchanged workload may have no step 2).
 #[tokio::test(flavor = "current_thread")]
 async fn restart_between_growth_steps_gives_a_calibrated_step() {
-    let k = gate("restart_between_growth_steps_gives_a_calibrated_step");
+    let k = require_ppsim(
+        "restart_between_growth_steps_gives_a_calibrated_step",
+        PpsimKernels::Only73,
+    );
     let c = Client::connect().await.expect("client");
     let knobs = Knobs {
         burst_pages: 1024,
@@ -758,7 +568,9 @@ async fn restart_between_growth_steps_gives_a_calibrated_step() {
     assert_eq!(rx_ring(&c, &d).await, 256);
     d.start().expect("start");
     let dir = tmp();
-    let mut p = Pptune::start(dir.path(), "closed-loop-enforce.yaml", d.name(), 19878);
+    let mut p = Daemon::new(dir.path(), "closed-loop-enforce.yaml", Some(d.name()))
+        .metrics_port(19878)
+        .start();
     let step1 = wait_ring_change(&c, &d, &mut p, 256, Duration::from_secs(90)).await;
     println!("step 1: 256 -> {step1}");
     assert!(
@@ -824,7 +636,7 @@ async fn restart_between_growth_steps_gives_a_calibrated_step() {
 async fn wait_ring_change(
     c: &Client,
     d: &PpsimDev,
-    p: &mut Pptune,
+    p: &mut Daemon,
     from: u32,
     limit: Duration,
 ) -> u32 {
@@ -846,12 +658,17 @@ async fn wait_ring_change(
 /// overflow it.
 #[tokio::test(flavor = "current_thread")]
 async fn ethtool_by_hand_is_an_operator_override() {
-    let k = gate("ethtool_by_hand_is_an_operator_override");
+    let k = require_ppsim(
+        "ethtool_by_hand_is_an_operator_override",
+        PpsimKernels::Only73,
+    );
     let c = Client::connect().await.expect("client");
     let d = device(1, &bursty());
     d.start().expect("start");
     let dir = tmp();
-    let mut p = Pptune::start(dir.path(), "closed-loop-enforce.yaml", d.name(), 19875);
+    let mut p = Daemon::new(dir.path(), "closed-loop-enforce.yaml", Some(d.name()))
+        .metrics_port(19875)
+        .start();
     let raised = wait_ring_change(&c, &d, &mut p, 256, Duration::from_secs(90)).await;
     d.ethtool_set_rx_ring(512).expect("ethtool -G rx 512");
     // Longer than cooldown + evaluation + a finding: pptune would act again.
@@ -893,12 +710,17 @@ async fn ethtool_by_hand_is_an_operator_override() {
 /// as far as the budget allows and says `budget_exhausted`.
 #[tokio::test(flavor = "current_thread")]
 async fn memory_budget_stops_growth_and_says_so() {
-    let k = gate("memory_budget_stops_growth_and_says_so");
+    let k = require_ppsim(
+        "memory_budget_stops_growth_and_says_so",
+        PpsimKernels::Only73,
+    );
     let c = Client::connect().await.expect("client");
     let d = device(1, &bursty());
     d.start().expect("start");
     let dir = tmp();
-    let mut p = Pptune::start(dir.path(), "closed-loop-budget.yaml", d.name(), 19874);
+    let mut p = Daemon::new(dir.path(), "closed-loop-budget.yaml", Some(d.name()))
+        .metrics_port(19874)
+        .start();
     let dev_label = format!("device=\"{}\"", d.name());
     let t0 = Instant::now();
     let mut said = 0.0;
@@ -967,12 +789,17 @@ impl Drop for RmemMax {
 /// what the kernel reports.
 #[tokio::test(flavor = "current_thread")]
 async fn lost_notifications_resync_to_the_kernels_state() {
-    let k = gate("lost_notifications_resync_to_the_kernels_state");
+    let k = require_ppsim(
+        "lost_notifications_resync_to_the_kernels_state",
+        PpsimKernels::Only73,
+    );
     let c = Client::connect().await.expect("client");
     let d = device(16, &Knobs::default());
     let rmem = RmemMax::set(4096);
     let dir = tmp();
-    let mut p = Pptune::start(dir.path(), "closed-loop-observe.yaml", d.name(), 19873);
+    let mut p = Daemon::new(dir.path(), "closed-loop-observe.yaml", Some(d.name()))
+        .metrics_port(19873)
+        .start();
     p.ready().await;
     // The sockets are open with the small buffer; give the VM its value back.
     drop(rmem);
@@ -1030,13 +857,18 @@ async fn lost_notifications_resync_to_the_kernels_state() {
 /// record stays valid.
 #[tokio::test(flavor = "current_thread")]
 async fn device_deleted_mid_change_leaves_the_daemon_consistent() {
-    let k = gate("device_deleted_mid_change_leaves_the_daemon_consistent");
+    let k = require_ppsim(
+        "device_deleted_mid_change_leaves_the_daemon_consistent",
+        PpsimKernels::Only73,
+    );
     let c = Client::connect().await.expect("client");
     let d = device(1, &bursty());
     d.start().expect("start");
     let name = d.name().to_owned();
     let dir = tmp();
-    let mut p = Pptune::start(dir.path(), "closed-loop-enforce.yaml", &name, 19872);
+    let mut p = Daemon::new(dir.path(), "closed-loop-enforce.yaml", Some(&name))
+        .metrics_port(19872)
+        .start();
     let t0 = Instant::now();
     loop {
         assert!(
@@ -1084,7 +916,10 @@ async fn device_deleted_mid_change_leaves_the_daemon_consistent() {
 /// the kernel's pool stats just before the change).
 #[tokio::test(flavor = "current_thread")]
 async fn channels_rings_first_and_no_queue_while_contended() {
-    let k = gate("channels_rings_first_and_no_queue_while_contended");
+    let k = require_ppsim(
+        "channels_rings_first_and_no_queue_while_contended",
+        PpsimKernels::Only73,
+    );
     let c = Client::connect().await.expect("client");
     // A fixed arrival rate above what the queues deliver, so RX drops give
     // the channel rule something to act on once recycling is healthy.
@@ -1097,7 +932,9 @@ async fn channels_rings_first_and_no_queue_while_contended() {
     d.start().expect("start");
     let ifx = d.ifindex().unwrap();
     let dir = tmp();
-    let mut p = Pptune::start(dir.path(), "closed-loop-channels.yaml", d.name(), 19879);
+    let mut p = Daemon::new(dir.path(), "closed-loop-channels.yaml", Some(d.name()))
+        .metrics_port(19879)
+        .start();
     // (t, ring, channels, slow share over the last interval if the pools
     // were stable)
     let mut trace: Vec<(f64, u32, u32, Option<f64>)> = Vec::new();
@@ -1216,7 +1053,10 @@ async fn channels_rings_first_and_no_queue_while_contended() {
 /// (the ring never moves, one revert and nothing after) hold in every run.
 #[tokio::test(flavor = "current_thread")]
 async fn held_pages_shed_queues_while_the_rate_rises() {
-    let k = gate("held_pages_shed_queues_while_the_rate_rises");
+    let k = require_ppsim(
+        "held_pages_shed_queues_while_the_rate_rises",
+        PpsimKernels::Only73,
+    );
     let c = Client::connect().await.expect("client");
     let mut tried = Vec::new();
     for attempt in 1..=3 {
@@ -1249,7 +1089,9 @@ async fn held_shed_attempt(k: &str, c: &Client) -> Result<(), (String, u64)> {
     let d = device(16, &knobs);
     d.start().expect("start");
     let dir = tmp();
-    let mut p = Pptune::start(dir.path(), "closed-loop-shed.yaml", d.name(), 19883);
+    let mut p = Daemon::new(dir.path(), "closed-loop-shed.yaml", Some(d.name()))
+        .metrics_port(19883)
+        .start();
     // (t, ring, channels), every 500 ms until 30 s without a change.
     let mut trace: Vec<(f64, u32, u32)> = Vec::new();
     let t0 = Instant::now();

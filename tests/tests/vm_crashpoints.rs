@@ -12,14 +12,15 @@
 #![cfg(feature = "vm")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::path::Path;
+use std::process::Child;
 use std::time::Duration;
 
 use netlink::Client;
-use pptune_tests::bin::{DaemonDirs, pptune_bin};
-use pptune_tests::ppsim::{CostPreset, Knobs, Ppsim, PpsimDev};
-use pptune_tests::vm::{repo_root, require_vm};
+use pptune_tests::pools::rx_ring;
+use pptune_tests::ppsim::{CostPreset, Knobs, Ppsim};
+use pptune_tests::vm::{PpsimKernels, require_ppsim};
+use pptune_tests::vm_daemon::Daemon;
 use tokio::time::{Instant, sleep};
 
 const ORIGINAL: u32 = 256;
@@ -46,29 +47,6 @@ struct Tally {
     corrupt: u32,
     restores_failed: u32,
     failures: Vec<String>,
-}
-
-async fn rx_ring(c: &Client, d: &PpsimDev) -> u32 {
-    let ifx = d.ifindex().expect("ifindex");
-    c.rings(ifx, Some(d.name()))
-        .await
-        .expect("rings-get")
-        .rx
-        .expect("rx ring reported")
-}
-
-fn spawn(cmd: &mut Command, log: &Path) -> Child {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .unwrap();
-    cmd.env_remove("NOTIFY_SOCKET")
-        .env_remove("JOURNAL_STREAM")
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .unwrap()
 }
 
 fn kill9(mut c: Child) {
@@ -102,15 +80,9 @@ fn recorded_originals(run: &Path) -> Result<Option<Vec<u64>>, String> {
 
 #[tokio::test(flavor = "current_thread")]
 async fn sigkill_at_random_points_loses_no_original() {
-    let k = require_vm("sigkill_at_random_points_loses_no_original");
-    // tests/vm/test.sh starts this suite on 7.3 only (suites_for).
-    assert!(
-        k == "7.3",
-        "the crash-point suite runs on 7.3 with ppsim, not {k} (tests/vm/test.sh suites_for)"
-    );
-    assert!(
-        std::env::var_os("PPTUNE_PPSIM_KO").is_some(),
-        "PPTUNE_PPSIM_KO is not set although the kernel is {k}"
+    let k = require_ppsim(
+        "sigkill_at_random_points_loses_no_original",
+        PpsimKernels::Only73,
     );
     let kills: u32 = std::env::var("PPTUNE_CRASH_KILLS")
         .ok()
@@ -147,26 +119,9 @@ async fn sigkill_at_random_points_loses_no_original() {
     assert_eq!(rx_ring(&c, &d).await, ORIGINAL);
 
     let dir = tempfile::tempdir().unwrap();
-    let run: PathBuf = dir.path().join("run");
-    let log = dir.path().join("pptune.log");
-    let policy = dir.path().join("policy.yaml");
-    let text = std::fs::read_to_string(repo_root().join("tests/policies/crashpoints.yaml"))
-        .unwrap()
-        .replace("\"ppsim*\"", &format!("\"{}\"", d.name()));
-    std::fs::write(&policy, text).unwrap();
-    let daemon = || {
-        let mut cmd = Command::new(pptune_bin());
-        cmd.arg("--config")
-            .arg(&policy)
-            .args(["run", "--metrics-listen", "127.0.0.1:0"])
-            .daemon_dirs(&run);
-        spawn(&mut cmd, &log)
-    };
-    let restore = || {
-        let mut cmd = Command::new(pptune_bin());
-        cmd.arg("restore").daemon_dirs(&run);
-        spawn(&mut cmd, &log)
-    };
+    let mut p =
+        Daemon::new(dir.path(), "crashpoints.yaml", Some(d.name())).metrics_listen("127.0.0.1:0");
+    let run = p.run_dir().to_owned();
     let mut t = Tally {
         kills: 0,
         kills_after_change: 0,
@@ -199,9 +154,9 @@ async fn sigkill_at_random_points_loses_no_original() {
         // 1. The daemon from a clean start, killed anywhere in its first
         //    seconds: startup, first samples, the finding, the state write
         //    and SET, the read-back, the evaluation window, a revert.
-        let child = daemon();
+        p.spawn();
         sleep(Duration::from_millis(rng.below(5000))).await;
-        kill9(child);
+        p.kill9();
         t.kills += 1;
         let ring = rx_ring(&c, &d).await;
         t.kills_after_change += u32::from(ring != ORIGINAL);
@@ -209,11 +164,10 @@ async fn sigkill_at_random_points_loses_no_original() {
         // 2. Every other cycle: a restart must know the original (its
         //    control view lists it), then dies too, at a random point.
         if cycle.is_multiple_of(2) && t.kills < kills {
-            let child = daemon();
-            let sock = pptune::publish::control::socket_path(&run);
+            p.spawn();
             let mut known = None;
             for _ in 0..100 {
-                if let Some(v) = pptune::publish::control::query(&sock).await
+                if let Some(v) = p.view().await
                     && v.last_sample_age_s.is_some()
                 {
                     known = v
@@ -237,7 +191,7 @@ async fn sigkill_at_random_points_loses_no_original() {
                 ));
             }
             sleep(Duration::from_millis(rng.below(2000))).await;
-            kill9(child);
+            p.kill9();
             t.kills += 1;
             let ring = rx_ring(&c, &d).await;
             t.kills_after_change += u32::from(ring != ORIGINAL);
@@ -246,18 +200,14 @@ async fn sigkill_at_random_points_loses_no_original() {
         // 3. `pptune restore`, killed at a random point one time in three,
         //    then run to completion: the original is back, nothing left.
         if rng.below(3) == 0 {
-            let child = restore();
+            let child = p.spawn_cmd(&["restore"]);
             sleep(Duration::from_millis(rng.below(300))).await;
             kill9(child);
             t.restore_kills += 1;
             let ring = rx_ring(&c, &d).await;
             check(&mut t, ring, &format!("cycle {cycle} restore kill"));
         }
-        let out = Command::new(pptune_bin())
-            .arg("restore")
-            .daemon_dirs(&run)
-            .output()
-            .unwrap();
+        let out = p.cmd(&["restore"]);
         let ring = rx_ring(&c, &d).await;
         let left = recorded_originals(&run);
         if !out.status.success()
@@ -300,16 +250,7 @@ async fn sigkill_at_random_points_loses_no_original() {
         "{} failures:\n{}\n--- log tail:\n{}",
         t.failures.len(),
         t.failures.join("\n"),
-        std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .lines()
-            .rev()
-            .take(60)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect::<Vec<_>>()
-            .join("\n")
+        p.tail(60)
     );
     // A long run must have killed the daemon with a change in the kernel
     // (the first 100-kill run here: 17). The 20-kill CI form may land none

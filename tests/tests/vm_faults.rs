@@ -24,32 +24,18 @@
 #![allow(clippy::cast_precision_loss)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use netlink::Client;
-use pptune_tests::bin::{DaemonDirs, pptune_bin};
-use pptune_tests::pools::attached_pools;
+use pptune_tests::pools::{attached_pools, rx_ring};
 use pptune_tests::ppsim::{CostPreset, Knobs, Ppsim, PpsimDev};
-use pptune_tests::vm::{repo_root, require_vm};
+use pptune_tests::vm::{PpsimKernels, require_ppsim};
+use pptune_tests::vm_daemon::Daemon;
 use tokio::time::{Instant, sleep};
 
 /// ppsim's default RX ring: every device starts there.
 const ORIGINAL: u32 = 256;
-
-fn gate(test: &str) -> String {
-    let k = require_vm(test);
-    // tests/vm/test.sh starts this suite on 7.3 only (suites_for).
-    assert!(
-        k == "7.3",
-        "{test}: the fault suite runs on 7.3 with ppsim, not {k} (tests/vm/test.sh suites_for)"
-    );
-    assert!(
-        std::env::var_os("PPTUNE_PPSIM_KO").is_some(),
-        "{test}: PPTUNE_PPSIM_KO is not set although the kernel is {k}"
-    );
-    k
-}
 
 /// A count from the environment (the campaign form), else the CI default.
 fn count(var: &str, ci: u64) -> u64 {
@@ -84,206 +70,6 @@ fn device(ppsim: &Ppsim, queues: u32, name: Option<&str>) -> PpsimDev {
     d
 }
 
-/// The device's RX ring as the kernel reports it; `None` once it is gone.
-async fn rx_ring(c: &Client, d: &PpsimDev) -> Option<u32> {
-    let ifx = d.ifindex().ok()?;
-    c.rings(ifx, Some(d.name())).await.ok()?.rx
-}
-
-/// One `pptune run` under test: its policy, runtime directory, log and
-/// metrics port. Killed on drop; [`Daemon::respawn`] starts it again on
-/// the same files (after a crash the campaign counts).
-struct Daemon {
-    child: Option<Child>,
-    config: PathBuf,
-    run: PathBuf,
-    /// `STATE_DIRECTORY` (the recording), apart from the runtime directory
-    /// that holds the state record, as under systemd.
-    state: PathBuf,
-    log: PathBuf,
-    addr: String,
-    /// `NOTIFY_SOCKET` and `WATCHDOG_USEC` as systemd sets them (the soak
-    /// counts the watchdog pings), else neither.
-    notify: Option<(PathBuf, Duration)>,
-}
-
-impl Daemon {
-    /// Starts `policy` from tests/policies with `"ppsim*"` narrowed to
-    /// `device` (or left to select every ppsim device), its runtime
-    /// directory `run` (default `dir/run`), and waits for its first sample.
-    async fn start(
-        dir: &Path,
-        policy: &str,
-        device: Option<&str>,
-        run: Option<PathBuf>,
-        port: u16,
-    ) -> Self {
-        Self::start_notifying(dir, policy, device, run, port, None).await
-    }
-
-    /// [`Daemon::start`] under a systemd-like notify socket and watchdog.
-    async fn start_notifying(
-        dir: &Path,
-        policy: &str,
-        device: Option<&str>,
-        run: Option<PathBuf>,
-        port: u16,
-        notify: Option<(PathBuf, Duration)>,
-    ) -> Self {
-        let text =
-            std::fs::read_to_string(repo_root().join("tests/policies").join(policy)).unwrap();
-        let text = match device {
-            Some(dev) => text.replace("\"ppsim*\"", &format!("\"{dev}\"")),
-            None => text,
-        };
-        let config = dir.join(policy);
-        std::fs::write(&config, text).unwrap();
-        let mut d = Self {
-            child: None,
-            config,
-            run: run.unwrap_or_else(|| dir.join("run")),
-            state: dir.join("state"),
-            log: dir.join("pptune.log"),
-            addr: format!("127.0.0.1:{port}"),
-            notify,
-        };
-        d.respawn();
-        d.ready().await;
-        d
-    }
-
-    fn respawn(&mut self) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .unwrap();
-        let mut cmd = Command::new(pptune_bin());
-        cmd.arg("--config")
-            .arg(&self.config)
-            .args(["run", "--metrics-listen", &self.addr])
-            .daemon_dirs(&self.run)
-            .env("STATE_DIRECTORY", &self.state)
-            .env("PPTUNE_LOG", "info")
-            .env_remove("NOTIFY_SOCKET")
-            .env_remove("WATCHDOG_USEC")
-            .env_remove("WATCHDOG_PID")
-            .env_remove("JOURNAL_STREAM")
-            .stdout(Stdio::null())
-            .stderr(log);
-        if let Some((socket, period)) = &self.notify {
-            cmd.env("NOTIFY_SOCKET", socket)
-                .env("WATCHDOG_USEC", period.as_micros().to_string());
-        }
-        let child = cmd.spawn().unwrap();
-        self.child = Some(child);
-    }
-
-    fn pid(&self) -> i32 {
-        i32::try_from(self.child.as_ref().unwrap().id()).unwrap()
-    }
-
-    /// Whether it still runs (`false` after an exit of any kind).
-    fn alive(&mut self) -> bool {
-        self.child
-            .as_mut()
-            .is_some_and(|c| c.try_wait().unwrap().is_none())
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// The last `n` lines of the log, for failure messages.
-    fn tail(&self, n: usize) -> String {
-        let log = self.log();
-        let lines: Vec<&str> = log.lines().collect();
-        lines[lines.len().saturating_sub(n)..].join("\n")
-    }
-
-    fn get(&self, path: &str) -> String {
-        pptune_tests::http::get(&self.addr, path, &[]).unwrap_or_default()
-    }
-
-    fn metric(&self, family: &str, labels: &[&str]) -> f64 {
-        pptune_tests::http::sample_sum(
-            pptune_tests::http::body(&self.get("/metrics")),
-            family,
-            labels,
-        )
-    }
-
-    async fn view(&self) -> Option<pptune::publish::control::DaemonView> {
-        pptune::publish::control::query(&pptune::publish::control::socket_path(&self.run)).await
-    }
-
-    /// Waits for the first sample (the control view has a sample age).
-    async fn ready(&mut self) {
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(60) {
-            assert!(self.alive(), "pptune exited early:\n{}", self.tail(40));
-            if self
-                .view()
-                .await
-                .is_some_and(|v| v.last_sample_age_s.is_some())
-            {
-                return;
-            }
-            sleep(Duration::from_millis(200)).await;
-        }
-        panic!("pptune never took a sample:\n{}", self.tail(40));
-    }
-
-    fn signal(&self, sig: nix::sys::signal::Signal) {
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), sig).unwrap();
-    }
-
-    /// SIGTERM; the exit code.
-    async fn term(&mut self) -> Option<i32> {
-        self.signal(nix::sys::signal::Signal::SIGTERM);
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(30) {
-            if let Some(st) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                self.child = None;
-                return st.code();
-            }
-            sleep(Duration::from_millis(100)).await;
-        }
-        panic!(
-            "pptune did not stop within 30 s of SIGTERM:\n{}",
-            self.tail(40)
-        );
-    }
-
-    /// Fails the test with `failures` and the log's tail unless empty.
-    fn assert_none(&self, failures: &[String]) {
-        assert!(
-            failures.is_empty(),
-            "{}\n--- log:\n{}",
-            failures.join("\n"),
-            self.tail(60)
-        );
-    }
-
-    /// `pptune restore` on the daemon's runtime directory.
-    fn restore(&self) -> std::process::Output {
-        Command::new(pptune_bin())
-            .arg("restore")
-            .daemon_dirs(&self.run)
-            .output()
-            .unwrap()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 /// One bursty device, its traffic started after `prepare` ran on it, and a
 /// ready daemon whose `policy` selects only that device.
 async fn daemon_on_one_device(
@@ -296,7 +82,10 @@ async fn daemon_on_one_device(
     prepare(&d);
     d.start().expect("start");
     let dir = tempfile::tempdir().unwrap();
-    let p = Daemon::start(dir.path(), policy, Some(d.name()), None, port).await;
+    let p = Daemon::new(dir.path(), policy, Some(d.name()))
+        .metrics_port(port)
+        .start_ready()
+        .await;
     (d, dir, p)
 }
 
@@ -346,7 +135,10 @@ fn sh_ok(cmd: &str) {
 /// restore says so and exits 1, by design: the device may come back).
 #[tokio::test(flavor = "current_thread")]
 async fn devices_deleted_at_random_points_of_changes() {
-    let k = gate("devices_deleted_at_random_points_of_changes");
+    let k = require_ppsim(
+        "devices_deleted_at_random_points_of_changes",
+        PpsimKernels::Only73,
+    );
     let deletions = count("PPTUNE_FAULT_DELETES", 6);
     let seed = count(
         "PPTUNE_FAULT_SEED",
@@ -360,7 +152,10 @@ async fn devices_deleted_at_random_points_of_changes() {
     let ppsim = Ppsim::load().expect("ppsim loads");
     let bystander = device(&ppsim, 1, None);
     let dir = tempfile::tempdir().unwrap();
-    let mut p = Daemon::start(dir.path(), "faults.yaml", None, None, 19891).await;
+    let mut p = Daemon::new(dir.path(), "faults.yaml", None)
+        .metrics_port(19891)
+        .start_ready()
+        .await;
     let (mut after_change, mut crashes, mut stuck) = (0u64, 0u64, 0u64);
     let mut failures = Vec::new();
     let t0 = Instant::now();
@@ -383,20 +178,20 @@ async fn devices_deleted_at_random_points_of_changes() {
             // After pptune's first change is in the kernel: the read-back,
             // the evaluation window, the next step.
             wait_for(Duration::from_secs(5), || async {
-                rx_ring(&c, &d).await.is_some_and(|r| r != ORIGINAL)
+                rx_ring(&c, &d).await != ORIGINAL
             })
             .await;
             sleep(Duration::from_millis(rng.u64(0..1500))).await;
         }
         let ring = rx_ring(&c, &d).await;
-        after_change += u64::from(ring.is_some_and(|r| r != ORIGINAL));
+        after_change += u64::from(ring != ORIGINAL);
         d.delete().expect("delete");
         if !p.alive() {
             crashes += 1;
             failures.push(format!(
                 "deletion {i} ({name}, ring {ring:?}): the daemon died"
             ));
-            p.respawn();
+            p.spawn();
             p.ready().await;
             continue;
         }
@@ -416,7 +211,7 @@ async fn devices_deleted_at_random_points_of_changes() {
     // The bystander is still managed: its traffic (started halfway) gets
     // a change.
     let managed = wait_for(Duration::from_secs(60), || async {
-        rx_ring(&c, &bystander).await.is_some_and(|r| r != ORIGINAL)
+        rx_ring(&c, &bystander).await != ORIGINAL
     })
     .await;
     let s0 = p.metric("pptune_samples_total", &[]);
@@ -424,10 +219,10 @@ async fn devices_deleted_at_random_points_of_changes() {
     let s1 = p.metric("pptune_samples_total", &[]);
     let alive = p.alive();
     let term = p.term().await;
-    let out = p.restore();
+    let out = p.cmd(&["restore"]);
     let restored = rx_ring(&c, &bystander).await;
     let state: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(p.run.join("state.json")).unwrap_or_else(|_| "{}".into()),
+        &std::fs::read_to_string(p.run_dir().join("state.json")).unwrap_or_else(|_| "{}".into()),
     )
     .expect("the state record parses");
     let stale = state["devices"].as_object().map_or(0, |m| {
@@ -452,7 +247,7 @@ async fn devices_deleted_at_random_points_of_changes() {
     assert!(managed, "the bystander was never changed:\n{}", p.tail(60));
     assert_eq!(
         restored,
-        Some(ORIGINAL),
+        ORIGINAL,
         "restore did not put the bystander back: {}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
@@ -476,7 +271,7 @@ async fn devices_deleted_at_random_points_of_changes() {
 /// ifindex, and a device of the reloaded module is picked up.
 #[tokio::test(flavor = "current_thread")]
 async fn module_unloaded_with_pools_held() {
-    let k = gate("module_unloaded_with_pools_held");
+    let k = require_ppsim("module_unloaded_with_pools_held", PpsimKernels::Only73);
     let c = Client::connect().await.expect("client");
     let ppsim = Ppsim::load().expect("ppsim loads");
     let d = device(&ppsim, 2, None);
@@ -489,7 +284,10 @@ async fn module_unloaded_with_pools_held() {
     d.start().expect("start");
     let name = d.name().to_owned();
     let dir = tempfile::tempdir().unwrap();
-    let mut p = Daemon::start(dir.path(), "faults.yaml", None, None, 19892).await;
+    let mut p = Daemon::new(dir.path(), "faults.yaml", None)
+        .metrics_port(19892)
+        .start_ready()
+        .await;
     let held: u64 = d.queues().expect("queues").iter().map(|q| q.held).sum();
     let seen = wait_for(Duration::from_secs(10), || async {
         p.view()
@@ -575,7 +373,7 @@ async fn module_unloaded_with_pools_held() {
 /// the kernel's message, and the ring is untouched.
 #[tokio::test(flavor = "current_thread")]
 async fn a_kernel_that_refuses_every_set() {
-    let k = gate("a_kernel_that_refuses_every_set");
+    let k = require_ppsim("a_kernel_that_refuses_every_set", PpsimKernels::Only73);
     let secs = count("PPTUNE_FAULT_REFUSE_SECS", 30);
     let budget = 1u64;
     let c = Client::connect().await.expect("client");
@@ -621,7 +419,7 @@ async fn a_kernel_that_refuses_every_set() {
         "the kernel's message is not in the log:\n{}",
         p.tail(40)
     );
-    assert_eq!(ring, Some(ORIGINAL));
+    assert_eq!(ring, ORIGINAL);
     assert_eq!(p.term().await, Some(0));
 }
 
@@ -645,7 +443,10 @@ impl Drop for RmemMaxFor {
 /// (`pptune_resyncs_total`).
 #[tokio::test(flavor = "current_thread")]
 async fn notification_overflow_at_high_rebuild_rates_resyncs() {
-    let k = gate("notification_overflow_at_high_rebuild_rates_resyncs");
+    let k = require_ppsim(
+        "notification_overflow_at_high_rebuild_rates_resyncs",
+        PpsimKernels::Only73,
+    );
     let rounds = count("PPTUNE_FAULT_REBUILD_ROUNDS", 3);
     let c = Client::connect().await.expect("client");
     let ppsim = Ppsim::load().expect("ppsim loads");
@@ -660,14 +461,10 @@ async fn notification_overflow_at_high_rebuild_rates_resyncs() {
     );
     std::fs::write("/proc/sys/net/core/rmem_max", "4096").unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let mut p = Daemon::start(
-        dir.path(),
-        "closed-loop-observe.yaml",
-        Some(&name),
-        None,
-        19894,
-    )
-    .await;
+    let mut p = Daemon::new(dir.path(), "closed-loop-observe.yaml", Some(&name))
+        .metrics_port(19894)
+        .start_ready()
+        .await;
     drop(rmem);
     let dev_label = format!("device=\"{name}\"");
     let r0 = p.metric("pptune_resyncs_total", &[]);
@@ -688,18 +485,17 @@ async fn notification_overflow_at_high_rebuild_rates_resyncs() {
         let t0 = Instant::now();
         let pools = attached_pools(&c, ifx).await.expect("page-pool-get").len() as f64;
         let ok = wait_for(Duration::from_secs(20), || async {
-            let m = p.get("/metrics");
-            let m = pptune_tests::http::body(&m);
-            pptune_tests::http::sample_sum(m, "pptune_ring_entries", &[&dev_label, "ring=\"rx\""])
+            let m = p.metrics();
+            pptune_tests::http::sample_sum(&m, "pptune_ring_entries", &[&dev_label, "ring=\"rx\""])
                 == f64::from(ring)
                 && pptune_tests::http::sample_sum(
-                    m,
+                    &m,
                     "pptune_channels",
                     &[&dev_label, "channel=\"combined\""],
                 ) == 16.0
                 // The device's own gauge: per-queue series are bounded
                 // (the default exports the 4 worst queues of 16).
-                && pptune_tests::http::sample_sum(m, "pptune_device_pools", &[&dev_label])
+                && pptune_tests::http::sample_sum(&m, "pptune_device_pools", &[&dev_label])
                     == pools
         })
         .await;
@@ -771,14 +567,21 @@ impl Drop for Tmpfs {
 /// errors), and makes the change once the directory is writable again.
 #[tokio::test(flavor = "current_thread")]
 async fn state_directory_read_only_or_full_stops_enforcing_until_writable() {
-    let k = gate("state_directory_read_only_or_full_stops_enforcing_until_writable");
+    let k = require_ppsim(
+        "state_directory_read_only_or_full_stops_enforcing_until_writable",
+        PpsimKernels::Only73,
+    );
     let c = Client::connect().await.expect("client");
     let ppsim = Ppsim::load().expect("ppsim loads");
     let d1 = device(&ppsim, 1, None);
     let d2 = device(&ppsim, 1, None);
     let dir = tempfile::tempdir().unwrap();
     let fs = Tmpfs::mount(&dir.path().join("run"), "512k");
-    let mut p = Daemon::start(dir.path(), "faults.yaml", None, Some(fs.0.clone()), 19895).await;
+    let mut p = Daemon::new(dir.path(), "faults.yaml", None)
+        .runtime_dir(&fs.0)
+        .metrics_port(19895)
+        .start_ready()
+        .await;
     let mut report = Vec::new();
     let mut failures = Vec::new();
     for (phase, dev) in [("read_only", &d1), ("full", &d2)] {
@@ -801,7 +604,8 @@ async fn state_directory_read_only_or_full_stops_enforcing_until_writable() {
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_secs(6) {
             sleep(Duration::from_millis(250)).await;
-            if let Some(r) = rx_ring(&c, dev).await.filter(|r| *r != ORIGINAL) {
+            let r = rx_ring(&c, dev).await;
+            if r != ORIGINAL {
                 moved = Some(r);
                 break;
             }
@@ -816,7 +620,7 @@ async fn state_directory_read_only_or_full_stops_enforcing_until_writable() {
         }
         let t1 = Instant::now();
         let resumed = wait_for(Duration::from_secs(30), || async {
-            rx_ring(&c, dev).await.is_some_and(|r| r != ORIGINAL)
+            rx_ring(&c, dev).await != ORIGINAL
         })
         .await;
         report.push(format!(
@@ -836,7 +640,7 @@ async fn state_directory_read_only_or_full_stops_enforcing_until_writable() {
     );
     let restore = {
         let _ = p.term().await;
-        p.restore()
+        p.cmd(&["restore"])
     };
     d1.delete().ok();
     d2.delete().ok();
@@ -893,7 +697,7 @@ impl Drop for WallClock {
 /// counted), and the daemon must keep sampling without a panic.
 #[tokio::test(flavor = "current_thread")]
 async fn clock_jumps_keep_the_change_budget() {
-    let k = gate("clock_jumps_keep_the_change_budget");
+    let k = require_ppsim("clock_jumps_keep_the_change_budget", PpsimKernels::Only73);
     let stop_secs = count("PPTUNE_FAULT_STOP_SECS", 10);
     let c = Client::connect().await.expect("client");
     let (d, _dir, mut p) = daemon_on_one_device("faults-budget.yaml", 19896, |_| ()).await;
@@ -909,7 +713,7 @@ async fn clock_jumps_keep_the_change_budget() {
             assert!(p.alive(), "the daemon died:\n{}", p.tail(60));
             let r = rx_ring(&c, &d).await;
             if r != last {
-                changes.push((t_start.elapsed().as_secs_f64(), r.unwrap_or(0)));
+                changes.push((t_start.elapsed().as_secs_f64(), r));
                 last = r;
             }
         }
@@ -1110,7 +914,10 @@ impl Drop for WatchdogListener {
 /// form can only bound gross growth (end ≤ twice the post-warm-up RSS).
 #[tokio::test(flavor = "current_thread")]
 async fn soak_of_changing_workloads_stays_flat() {
-    let k = gate("soak_of_changing_workloads_stays_flat");
+    let k = require_ppsim(
+        "soak_of_changing_workloads_stays_flat",
+        PpsimKernels::Only73,
+    );
     let secs = count("PPTUNE_SOAK_SECS", 80);
     let change_secs = count("PPTUNE_SOAK_CHANGE_SECS", 10).max(1);
     let every = Duration::from_secs((secs / 720).clamp(1, 10));
@@ -1136,15 +943,11 @@ async fn soak_of_changing_workloads_stays_flat() {
     let sock = dir.path().join("notify.sock");
     let listener = WatchdogListener::bind(&sock);
     let started = Instant::now();
-    let mut p = Daemon::start_notifying(
-        dir.path(),
-        "soak.yaml",
-        None,
-        None,
-        19897,
-        Some((sock, watchdog)),
-    )
-    .await;
+    let mut p = Daemon::new(dir.path(), "soak.yaml", None)
+        .metrics_port(19897)
+        .notify(&sock, watchdog)
+        .start_ready()
+        .await;
     let t0 = Instant::now();
     let (mut ts, mut rss, mut fds) = (Vec::new(), Vec::new(), Vec::new());
     let mut worst_age = 0u64;
@@ -1171,7 +974,7 @@ async fn soak_of_changing_workloads_stays_flat() {
             }
             soak_apply(&b, phase + 3);
         }
-        let pid = u32::try_from(p.pid()).unwrap();
+        let pid = p.pid();
         let (r, f) = (
             pptune_tests::bin::rss_kib(pid),
             pptune_tests::bin::open_fds(pid) as u64,

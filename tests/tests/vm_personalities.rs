@@ -20,42 +20,19 @@
 // Helpers outside #[test] fns fail the test the same way.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use pptune_tests::bin::DaemonDirs;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use netlink::Client;
 use policy::drivers::{DriverMode, driver_row};
 use policy::signals::recycle_miss_share;
-use pptune_tests::pools::{attached_pools, stats_of};
+use pptune_tests::pools::{attached_pools, rx_ring, stats_of};
 use pptune_tests::ppsim::{CostPreset, Knobs, Personality, Ppsim, PpsimDev};
-use pptune_tests::vm::{repo_root, require_vm};
+use pptune_tests::vm::{PpsimKernels, require_ppsim};
+use pptune_tests::vm_daemon::Daemon;
 use tokio::time::{Instant, sleep};
 
 /// `thresholds.grow_recycle_miss` of closed-loop-enforce.yaml.
 const MISS_THRESHOLD: f64 = 0.05;
-
-fn gate(test: &str) {
-    let k = require_vm(test);
-    // tests/vm/test.sh starts this suite on 7.3 only (suites_for).
-    assert!(
-        k == "7.3",
-        "{test}: the personality suite runs on 7.3, not {k} (tests/vm/test.sh suites_for)"
-    );
-    assert!(
-        std::env::var_os("PPTUNE_PPSIM_KO").is_some(),
-        "{test}: PPTUNE_PPSIM_KO is not set although the kernel is {k}"
-    );
-}
-
-fn pptune_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("PPTUNE_BIN") {
-        return PathBuf::from(p);
-    }
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().join("pptune")
-}
 
 /// A ppsim device with a personality, stopped and deleted on drop.
 struct Dev(Option<PpsimDev>);
@@ -98,11 +75,6 @@ fn device(p: Personality, ring: Option<u32>, burst: u32) -> Dev {
     d
 }
 
-async fn rx_ring(c: &Client, d: &PpsimDev) -> u32 {
-    let ifx = d.ifindex().unwrap();
-    c.rings(ifx, Some(d.name())).await.unwrap().rx.unwrap()
-}
-
 /// The pool's real ring size on queue 0.
 fn pool_size(d: &PpsimDev) -> u32 {
     d.queues().unwrap()[0].pool_size
@@ -118,63 +90,12 @@ async fn miss_share(c: &Client, d: &PpsimDev, secs: f64) -> f64 {
     recycle_miss_share(&s1.delta(&s0).expect("same pools")).unwrap_or(0.0)
 }
 
-/// `pptune run` on one device with the closed-loop enforce policy; killed
-/// on drop.
-struct Daemon {
-    child: Child,
-    dir: PathBuf,
-}
-
-impl Daemon {
-    fn start(dir: &Path, dev: &str) -> Self {
-        let src = repo_root().join("tests/policies/closed-loop-enforce.yaml");
-        let text = std::fs::read_to_string(&src)
-            .unwrap()
-            .replace("\"ppsim*\"", &format!("\"{dev}\""));
-        let config = dir.join("policy.yaml");
-        std::fs::write(&config, text).unwrap();
-        let log = std::fs::File::create(dir.join("pptune.log")).unwrap();
-        let child = Command::new(pptune_bin())
-            .arg("--config")
-            .arg(&config)
-            .arg("run")
-            .daemon_dirs(dir.join("run"))
-            .env("PPTUNE_LOG", "info")
-            .env_remove("NOTIFY_SOCKET")
-            .env_remove("JOURNAL_STREAM")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        Self {
-            child,
-            dir: dir.to_owned(),
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("pptune.log")).unwrap_or_default()
-    }
-
-    fn alive(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_none()
-    }
-
-    /// Ring changes the kernel refused: the actuator's one warning per
-    /// refusal (the line with the errno).
-    fn refusals(&self) -> usize {
-        self.log()
-            .lines()
-            .filter(|l| l.contains("kernel refused") && l.contains("errno"))
-            .count()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Ring changes the kernel refused: the actuator's one warning per refusal
+/// (the line with the errno) in the daemon's log.
+fn refusals(log: &str) -> usize {
+    log.lines()
+        .filter(|l| l.contains("kernel refused") && l.contains("errno"))
+        .count()
 }
 
 /// What the kernel showed while pptune ran: (seconds, ring, pool) at the
@@ -200,7 +121,7 @@ impl Run {
 /// last change (or for `settle` with no change at all) or `limit` passes.
 async fn run_pptune(c: &Client, d: &PpsimDev, settle: Duration, limit: Duration) -> Run {
     let dir = tempfile::tempdir().unwrap();
-    let mut p = Daemon::start(dir.path(), d.name());
+    let mut p = Daemon::new(dir.path(), "closed-loop-enforce.yaml", Some(d.name())).start();
     let t0 = Instant::now();
     let mut last = rx_ring(c, d).await;
     let mut seen = vec![(0.0, last, pool_size(d))];
@@ -218,7 +139,7 @@ async fn run_pptune(c: &Client, d: &PpsimDev, settle: Duration, limit: Duration)
     println!("{}: (s, ring, pool) {seen:?}", d.name());
     Run {
         seen,
-        refusals: p.refusals(),
+        refusals: refusals(&p.log()),
         log: p.log(),
     }
 }
@@ -247,7 +168,10 @@ fn assert_changes_follow_the_driver(p: Personality, run: &Run) {
 /// driver name, pool = f(ring), rounding and refusals, and gve's stale pool.
 #[tokio::test(flavor = "current_thread")]
 async fn personalities_behave_like_their_drivers() {
-    gate("personalities_behave_like_their_drivers");
+    let _ = require_ppsim(
+        "personalities_behave_like_their_drivers",
+        PpsimKernels::Only73,
+    );
     let c = Client::connect().await.expect("client");
     // (personality, default ring, pool at that ring)
     let cases = [
@@ -336,14 +260,17 @@ async fn personalities_behave_like_their_drivers() {
 /// overflow the pool.
 #[tokio::test(flavor = "current_thread")]
 async fn gve_ring_is_not_changed_for_the_pool() {
-    gate("gve_ring_is_not_changed_for_the_pool");
+    let _ = require_ppsim("gve_ring_is_not_changed_for_the_pool", PpsimKernels::Only73);
     hands_off(Personality::Gve, Some(512), 8192).await;
 }
 
 /// bnxt without aggregation rings: the pool is 1024 whatever the ring.
 #[tokio::test(flavor = "current_thread")]
 async fn bnxt_without_agg_ring_is_not_changed_for_the_pool() {
-    gate("bnxt_without_agg_ring_is_not_changed_for_the_pool");
+    let _ = require_ppsim(
+        "bnxt_without_agg_ring_is_not_changed_for_the_pool",
+        PpsimKernels::Only73,
+    );
     hands_off(Personality::BnxtNoAgg, None, 4096).await;
 }
 
@@ -443,7 +370,10 @@ async fn grows_to_the_burst(p: Personality, burst: u32, max_refusals: usize, set
 /// as rx-jumbo) covers the burst; rx ≤ 2047.
 #[tokio::test(flavor = "current_thread")]
 async fn bnxt_with_agg_grows_rx_until_the_pool_covers_the_burst() {
-    gate("bnxt_with_agg_grows_rx_until_the_pool_covers_the_burst");
+    let _ = require_ppsim(
+        "bnxt_with_agg_grows_rx_until_the_pool_covers_the_burst",
+        PpsimKernels::Only73,
+    );
     grows_to_the_burst(Personality::Bnxt, 4096, 0, Duration::from_secs(20)).await;
 }
 
@@ -451,7 +381,10 @@ async fn bnxt_with_agg_grows_rx_until_the_pool_covers_the_burst() {
 /// of two.
 #[tokio::test(flavor = "current_thread")]
 async fn mlx5_striding_grows_in_powers_of_two_with_half_a_page_per_entry() {
-    gate("mlx5_striding_grows_in_powers_of_two_with_half_a_page_per_entry");
+    let _ = require_ppsim(
+        "mlx5_striding_grows_in_powers_of_two_with_half_a_page_per_entry",
+        PpsimKernels::Only73,
+    );
     grows_to_the_burst(Personality::Mlx5Striding, 2048, 0, Duration::from_secs(20)).await;
 }
 
@@ -459,7 +392,10 @@ async fn mlx5_striding_grows_in_powers_of_two_with_half_a_page_per_entry() {
 /// 2048, its cap); nothing beyond.
 #[tokio::test(flavor = "current_thread")]
 async fn octeontx2_asks_only_for_rings_that_grow_the_pool() {
-    gate("octeontx2_asks_only_for_rings_that_grow_the_pool");
+    let _ = require_ppsim(
+        "octeontx2_asks_only_for_rings_that_grow_the_pool",
+        PpsimKernels::Only73,
+    );
     grows_to_the_burst(Personality::Octeontx2, 4096, 0, Duration::from_secs(20)).await;
 }
 
@@ -467,7 +403,10 @@ async fn octeontx2_asks_only_for_rings_that_grow_the_pool() {
 /// two, without words: one refusal teaches the rule.
 #[tokio::test(flavor = "current_thread")]
 async fn an_unknown_driver_refusing_non_powers_of_two_is_refused_once() {
-    gate("an_unknown_driver_refusing_non_powers_of_two_is_refused_once");
+    let _ = require_ppsim(
+        "an_unknown_driver_refusing_non_powers_of_two_is_refused_once",
+        PpsimKernels::Only73,
+    );
     // The refusal backs the device off for 60 s (the actuator), then the
     // learned power of two is asked.
     grows_to_the_burst(Personality::Pow2, 2048, 1, Duration::from_secs(80)).await;

@@ -15,40 +15,13 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use netlink::Client;
-use netlink::ethtool::{Channels, Header, Rings};
+use netlink::ethtool::{Channels, Header};
 use netlink::netdev::{QSTATS_SCOPE_QUEUE, QueueType};
 use policy::signals::{recycle_miss_share, slow_refill_share};
 use policy::snapshot::PoolStats;
-use pptune_tests::pools::{attached_pools, stats_of};
+use pptune_tests::pools::{attached_pools, set_rx_ring, stats_of};
 use pptune_tests::ppsim::{CostPreset, Knobs, Ppsim, PpsimDev};
-use pptune_tests::vm::require_vm;
-
-fn gate(test: &str) -> String {
-    let k = require_vm(test);
-    // tests/vm/test.sh does not start this suite on 6.1 (no ppsim there).
-    assert!(
-        k != "6.1",
-        "{test}: ppsim needs page-pool netlink, which 6.1 lacks (tests/vm/test.sh suites_for)"
-    );
-    if std::env::var_os("PPTUNE_PPSIM_KO").is_none() {
-        panic!("{test}: PPTUNE_PPSIM_KO is not set although the kernel is {k}");
-    }
-    k
-}
-
-async fn set_ring(c: &Client, d: &PpsimDev, ring: u32) {
-    let ifx = d.ifindex().expect("ifindex");
-    c.set_rings(
-        Rings {
-            header: Some(Header::ifindex(ifx)),
-            rx: Some(ring),
-            ..Rings::default()
-        },
-        Some(d.name()),
-    )
-    .await
-    .expect("rings-set");
-}
+use pptune_tests::vm::{PpsimKernels, require_ppsim};
 
 fn setup(queues: u32) -> PpsimDev {
     let p = Ppsim::load().expect("ppsim loads");
@@ -59,7 +32,7 @@ fn setup(queues: u32) -> PpsimDev {
 
 #[tokio::test(flavor = "current_thread")]
 async fn counters_move_under_traffic() {
-    let k = gate("counters_move_under_traffic");
+    let k = require_ppsim("counters_move_under_traffic", PpsimKernels::AllBut61);
     let c = Client::connect().await.expect("client");
     let d = setup(2);
     let ifx = d.ifindex().expect("ifindex");
@@ -161,7 +134,10 @@ async fn counters_move_under_traffic() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn ring_change_gives_new_pools_and_old_counters_stop() {
-    let k = gate("ring_change_gives_new_pools_and_old_counters_stop");
+    let k = require_ppsim(
+        "ring_change_gives_new_pools_and_old_counters_stop",
+        PpsimKernels::AllBut61,
+    );
     let c = Client::connect().await.expect("client");
     let d = setup(2);
     let ifx = d.ifindex().expect("ifindex");
@@ -181,7 +157,7 @@ async fn ring_change_gives_new_pools_and_old_counters_stop() {
     d.start().expect("start");
     tokio::time::sleep(Duration::from_millis(500)).await;
 
-    set_ring(&c, &d, 1024).await;
+    set_rx_ring(&c, &d, 1024).await;
     let new = attached_pools(&c, ifx).await.expect("page-pool-get");
     assert_eq!(new.len(), 2, "two new pools: {new:?}");
     assert!(new.is_disjoint(&old), "new pool ids {new:?} vs old {old:?}");
@@ -240,7 +216,7 @@ async fn measure(c: &Client, ring: u32, knobs: &Knobs, secs: u64) -> Measured {
 async fn measure_queues(c: &Client, ring: u32, queues: u32, knobs: &Knobs, secs: u64) -> Measured {
     let p = Ppsim::load().expect("ppsim");
     let d = p.new_device(queues).expect("device");
-    set_ring(c, &d, ring).await;
+    set_rx_ring(c, &d, ring).await;
     d.set_up(true).expect("up");
     let ifx = d.ifindex().expect("ifindex");
     d.set_knobs(knobs).expect("knobs");
@@ -292,7 +268,10 @@ fn spread(xs: &[f64]) -> f64 {
 
 #[tokio::test(flavor = "current_thread")]
 async fn bursts_overflow_a_small_ring_not_a_large_one() {
-    let k = gate("bursts_overflow_a_small_ring_not_a_large_one");
+    let k = require_ppsim(
+        "bursts_overflow_a_small_ring_not_a_large_one",
+        PpsimKernels::AllBut61,
+    );
     let c = Client::connect().await.expect("client");
     let knobs = Knobs {
         burst_pages: 2048,
@@ -326,7 +305,10 @@ async fn bursts_overflow_a_small_ring_not_a_large_one() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn charged_slow_path_makes_the_large_ring_faster() {
-    let k = gate("charged_slow_path_makes_the_large_ring_faster");
+    let k = require_ppsim(
+        "charged_slow_path_makes_the_large_ring_faster",
+        PpsimKernels::AllBut61,
+    );
     let c = Client::connect().await.expect("client");
     let mut ratios = Vec::new();
     for preset in [CostPreset::Off, CostPreset::ZoneLock, CostPreset::Devmem] {
@@ -363,14 +345,14 @@ async fn charged_slow_path_makes_the_large_ring_faster() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn posted_ring_counts_in_inflight() {
-    let k = gate("posted_ring_counts_in_inflight");
+    let k = require_ppsim("posted_ring_counts_in_inflight", PpsimKernels::AllBut61);
     let c = Client::connect().await.expect("client");
     let d = setup(2);
     let ifx = d.ifindex().expect("ifindex");
     // No traffic: what is out of each pool is the posted RX ring, as on a
     // NIC, so pool memory grows with the ring.
     for ring in [256u32, 1024, 4096] {
-        set_ring(&c, &d, ring).await;
+        set_rx_ring(&c, &d, ring).await;
         let ids = attached_pools(&c, ifx).await.expect("page-pool-get");
         let pools: Vec<_> = c
             .page_pools()
@@ -400,7 +382,7 @@ async fn posted_ring_counts_in_inflight() {
 /// rings as the wall figure does (a non-power-of-two burst, both presets).
 #[tokio::test(flavor = "current_thread")]
 async fn modelled_goodput_is_repeatable() {
-    let k = gate("modelled_goodput_is_repeatable");
+    let k = require_ppsim("modelled_goodput_is_repeatable", PpsimKernels::AllBut61);
     let c = Client::connect().await.expect("client");
     for preset in [CostPreset::ZoneLock, CostPreset::Devmem] {
         let knobs = Knobs {
@@ -448,7 +430,10 @@ async fn modelled_goodput_is_repeatable() {
 /// line rate from 6 queues up.
 #[tokio::test(flavor = "current_thread")]
 async fn contended_queue_count_peaks_then_falls() {
-    let k = gate("contended_queue_count_peaks_then_falls");
+    let k = require_ppsim(
+        "contended_queue_count_peaks_then_falls",
+        PpsimKernels::AllBut61,
+    );
     let c = Client::connect().await.expect("client");
     let knobs = Knobs::queue_anchor(1500);
     let line = f64::from(knobs.line_pps);
@@ -505,7 +490,10 @@ async fn contended_queue_count_peaks_then_falls() {
 /// figure at 2048 is within 2 % of 256's.
 #[tokio::test(flavor = "current_thread")]
 async fn held_pages_slow_path_does_not_depend_on_the_ring() {
-    let k = gate("held_pages_slow_path_does_not_depend_on_the_ring");
+    let k = require_ppsim(
+        "held_pages_slow_path_does_not_depend_on_the_ring",
+        PpsimKernels::AllBut61,
+    );
     let c = Client::connect().await.expect("client");
     let knobs = Knobs {
         burst_pages: 64,
@@ -722,7 +710,10 @@ impl Paced {
 #[tokio::test(flavor = "current_thread")]
 #[allow(clippy::cast_precision_loss)]
 async fn paced_qstats_rate_follows_the_model() {
-    let k = gate("paced_qstats_rate_follows_the_model");
+    let k = require_ppsim(
+        "paced_qstats_rate_follows_the_model",
+        PpsimKernels::AllBut61,
+    );
     let c = Client::connect().await.expect("client");
     let knobs = Knobs::queues_held();
     let mut rows = Vec::new();

@@ -10,71 +10,25 @@
 #![cfg(feature = "vm")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use netlink::Client;
+use pptune_tests::pools::rx_ring;
 use pptune_tests::ppsim::{CostPreset, Knobs, Ppsim, PpsimDev};
-use pptune_tests::vm::{repo_root, require_vm};
+use pptune_tests::vm::{PpsimKernels, require_ppsim};
+use pptune_tests::vm_daemon::Daemon;
 use tokio::time::{Instant, sleep};
 
-fn pptune_bin() -> PathBuf {
-    std::env::var_os("PPTUNE_BIN").map_or_else(
-        || {
-            let exe = std::env::current_exe().unwrap();
-            exe.parent().unwrap().parent().unwrap().join("pptune")
-        },
-        PathBuf::from,
-    )
-}
-
-/// The closed-loop policy `name`, narrowed to `dev`.
-fn policy(dir: &Path, name: &str, dev: &str) -> PathBuf {
-    let text = std::fs::read_to_string(repo_root().join("tests/policies").join(name)).unwrap();
-    let p = dir.join(name);
-    std::fs::write(&p, text.replace("\"ppsim*\"", &format!("\"{dev}\""))).unwrap();
-    p
-}
-
-/// `pptune` with its runtime and state directories under `dir` (and
-/// `--config` for the commands that read the policy).
-fn pptune(dir: &Path, config: Option<&Path>, args: &[&str]) -> Command {
-    let mut c = Command::new(pptune_bin());
-    if let Some(config) = config {
-        c.arg("--config").arg(config);
-    }
-    c.args(args)
-        .env("RUNTIME_DIRECTORY", dir.join("run"))
-        .env("STATE_DIRECTORY", dir.join("state"))
-        .env_remove("NOTIFY_SOCKET")
-        .env_remove("JOURNAL_STREAM");
-    c
-}
-
-/// Runs the daemon for `secs` (or until the ring has not moved for 15 s
-/// after a change), stops it with SIGTERM; the kernel's ring at the end.
-async fn run_daemon(c: &Client, d: &PpsimDev, dir: &Path, config: &Path, secs: u64) -> u32 {
-    let log = std::fs::File::create(dir.join("pptune.log")).unwrap();
-    let mut child: Child = pptune(
-        dir,
-        Some(config),
-        &["run", "--metrics-listen", "127.0.0.1:0"],
-    )
-    .stdout(Stdio::null())
-    .stderr(log)
-    .spawn()
-    .unwrap();
+/// Runs `p` for `secs` (or until the ring has not moved for 15 s after a
+/// change), stops it with SIGTERM; the kernel's ring at the end.
+async fn run_daemon(c: &Client, d: &PpsimDev, p: &mut Daemon, secs: u64) -> u32 {
+    p.spawn();
     let t0 = Instant::now();
     let mut ring = rx_ring(c, d).await;
     let mut last_change: Option<Instant> = None;
     while t0.elapsed() < Duration::from_secs(secs) {
         sleep(Duration::from_millis(250)).await;
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "pptune exited:\n{}",
-            std::fs::read_to_string(dir.join("pptune.log")).unwrap_or_default()
-        );
+        assert!(p.alive(), "pptune exited:\n{}", p.log());
         let r = rx_ring(c, d).await;
         if r != ring {
             ring = r;
@@ -84,21 +38,8 @@ async fn run_daemon(c: &Client, d: &PpsimDev, dir: &Path, config: &Path, secs: u
             break;
         }
     }
-    let st = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    assert!(child.wait().unwrap().success());
+    assert_eq!(p.term().await, Some(0), "{}", p.log());
     rx_ring(c, d).await
-}
-
-async fn rx_ring(c: &Client, d: &PpsimDev) -> u32 {
-    c.rings(d.ifindex().unwrap(), Some(d.name()))
-        .await
-        .expect("rings-get")
-        .rx
-        .expect("rx ring")
 }
 
 fn json(out: &std::process::Output) -> serde_json::Value {
@@ -112,8 +53,10 @@ fn json(out: &std::process::Output) -> serde_json::Value {
 
 #[tokio::test(flavor = "current_thread")]
 async fn an_observe_recording_replayed_with_enforce_predicts_the_live_enforce_run() {
-    let k = require_vm("an_observe_recording_replayed_with_enforce_predicts_the_live_enforce_run");
-    assert_eq!(k, "7.3", "tests/vm/test.sh runs vm_replay on 7.3");
+    let k = require_ppsim(
+        "an_observe_recording_replayed_with_enforce_predicts_the_live_enforce_run",
+        PpsimKernels::Only73,
+    );
     let c = Client::connect().await.unwrap();
     let ppsim = Ppsim::load().expect("ppsim loads");
     let d = ppsim.new_device(1).expect("ppsim device");
@@ -132,22 +75,20 @@ async fn an_observe_recording_replayed_with_enforce_predicts_the_live_enforce_ru
 
     // Observe, recorded.
     let obs = tempfile::tempdir().unwrap();
-    let obs_policy = policy(obs.path(), "closed-loop-observe.yaml", d.name());
-    assert_eq!(run_daemon(&c, &d, obs.path(), &obs_policy, 60).await, 256);
+    let mut observe = Daemon::new(obs.path(), "closed-loop-observe.yaml", Some(d.name()))
+        .metrics_listen("127.0.0.1:0");
+    assert_eq!(run_daemon(&c, &d, &mut observe, 60).await, 256);
 
     // The same workload, enforced live.
     let live = tempfile::tempdir().unwrap();
-    let enforce = policy(live.path(), "closed-loop-enforce.yaml", d.name());
-    let live_ring = run_daemon(&c, &d, live.path(), &enforce, 150).await;
+    let mut enforce = Daemon::new(live.path(), "closed-loop-enforce.yaml", Some(d.name()))
+        .metrics_listen("127.0.0.1:0");
+    let live_ring = run_daemon(&c, &d, &mut enforce, 150).await;
     assert!(live_ring > 256, "the live enforce run changed nothing");
-    let hist = json(
-        &pptune(live.path(), None, &["history", "--json"])
-            .output()
-            .unwrap(),
-    );
+    let hist = json(&enforce.cmd(&["history", "--json"]));
     let live_first = hist["changes"][0]["id"].as_str().unwrap().to_owned();
     // The daemon said at exit what it leaves in place (on_stop: keep).
-    let log = std::fs::read_to_string(live.path().join("pptune.log")).unwrap();
+    let log = enforce.log();
     assert!(
         log.lines().any(|l| l.contains("changes left in place")
             && l.contains(&format!("{} ring.rx {live_ring} (original 256)", d.name()))),
@@ -155,19 +96,15 @@ async fn an_observe_recording_replayed_with_enforce_predicts_the_live_enforce_ru
     );
     // `pptune restore` with the daemon stopped is journaled: `history`
     // shows every change of the ring undone, by whom.
-    let out = pptune(live.path(), None, &["restore"]).output().unwrap();
+    let out = enforce.cmd(&["restore"]);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(rx_ring(&c, &d).await, 256);
-    let hist = json(
-        &pptune(live.path(), None, &["history", "--json"])
-            .output()
-            .unwrap(),
-    );
+    let hist = json(&enforce.cmd(&["history", "--json"]));
     for ch in hist["changes"].as_array().unwrap() {
         assert_eq!(ch["restored"]["by"], "command", "{hist:#}");
         assert_eq!(ch["restored"]["to"], 256, "{hist:#}");
     }
-    let text = pptune(live.path(), None, &["history"]).output().unwrap();
+    let text = enforce.cmd(&["history"]);
     let text = String::from_utf8_lossy(&text.stdout).into_owned();
     assert!(
         text.contains("undone: ring.rx restored to 256") && text.contains("by pptune restore"),
@@ -178,14 +115,14 @@ async fn an_observe_recording_replayed_with_enforce_predicts_the_live_enforce_ru
     d.delete().unwrap();
 
     // The observe recording replayed with the enforce policy.
-    let rec = obs.path().join("state/recording");
-    let out = pptune(
-        obs.path(),
-        Some(&enforce),
-        &["replay", rec.to_str().unwrap(), "--json"],
-    )
-    .output()
-    .unwrap();
+    let rec = observe.state_dir().join("recording");
+    let out = observe
+        .command()
+        .arg("--config")
+        .arg(enforce.config())
+        .args(["replay", rec.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
     let v = json(&out);
     let r = &v["replay"];
     let first = &r["decisions"][0];
