@@ -363,7 +363,7 @@ mod tests {
     #[test]
     fn verdicts() {
         let before = r((500, 500), 10, 1_000_000);
-        let policy = crate::policy::tests_support::policy();
+        let policy = crate::fixtures::policy();
         let j = |after: &Rates| {
             judge(
                 ReasonCode::RecycleMissHigh,
@@ -424,7 +424,7 @@ mod tests {
     /// when there is no rate to compare. Harm still comes first.
     #[test]
     fn a_trial_cut_is_judged_on_the_delivered_rate() {
-        let policy = crate::policy::tests_support::policy();
+        let policy = crate::fixtures::policy();
         assert!((policy.channels.trial_gain - 0.05).abs() < 1e-12);
         let rate = |packets: u64, harm: u64| Rates {
             // held pages: the slow path is 100 % whatever the queue count
@@ -479,7 +479,7 @@ mod tests {
     /// changes keep `timing.evaluation`.
     #[test]
     fn a_trial_window_is_as_long_as_its_baseline() {
-        let policy = crate::policy::tests_support::policy();
+        let policy = crate::fixtures::policy();
         let dev = crate::tests::support::device(3, "ice", 256, 8160, 16);
         let change = Applied {
             knob: Knob::Channels(crate::plan::ChannelField::Combined),
@@ -511,7 +511,7 @@ mod tests {
     /// there and then gives one verdict.
     #[test]
     fn a_window_settles_on_its_first_sample_and_closes_after_the_evaluation() {
-        let policy = crate::policy::tests_support::policy();
+        let policy = crate::fixtures::policy();
         let w = policy.timing.evaluation;
         let dev = crate::tests::support::device(3, "mlx5_core", 1024, 8192, 2);
         let change = Applied {

@@ -294,7 +294,7 @@ mod tests {
 
     #[test]
     fn first_matching_selector_wins() {
-        let mut p = crate::policy::tests_support::policy();
+        let mut p = crate::fixtures::policy();
         p.mode = Mode::Observe;
         p.selectors = vec![
             Selector {
@@ -326,7 +326,7 @@ mod tests {
     /// pools when a selector takes the name and driver but requires them.
     #[test]
     fn why_a_device_is_unselected() {
-        let mut p = crate::policy::tests_support::policy();
+        let mut p = crate::fixtures::policy();
         p.selectors = vec![
             Selector {
                 names: vec!["eth*".into()],

@@ -10,7 +10,7 @@ use pptune::act::rollout::HostId;
 use pptune::act::state::StateStore;
 use pptune::publish::metrics::Metrics;
 use pptune::publish::notify::Notifier;
-use pptune::service::{Options, PolicyEngine, PolicySource, RunError, run};
+use pptune::service::{Options, PolicyEngine, PolicyNotLoaded, PolicySource, RunError, run};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
@@ -21,7 +21,7 @@ use crate::fake::FakeKernel;
 pub struct Fixed(pub Policy);
 
 impl PolicySource for Fixed {
-    fn load(&self) -> Result<Policy, String> {
+    fn load(&self) -> Result<Policy, PolicyNotLoaded> {
         Ok(self.0.clone())
     }
 }

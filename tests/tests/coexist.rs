@@ -14,12 +14,13 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use policy::{Coexist, Mode, Policy};
+use policy::{Coexist, Mode};
 use pptune::act::rollout::HostId;
 use pptune::publish::metrics::Metrics;
 use pptune::publish::notify::Notifier;
-use pptune::service::{Options, PolicyEngine, PolicySource, run};
+use pptune::service::{Options, PolicyEngine, run};
 use pptune_tests::bin::{DaemonDirs, in_netns, require_root};
+use pptune_tests::daemon::Fixed;
 use pptune_tests::fake::{self, FakeKernel};
 use tokio::sync::mpsc;
 
@@ -27,14 +28,6 @@ fn write(root: &Path, rel: &str, text: &str) {
     let p = root.join(rel);
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     std::fs::write(p, text).unwrap();
-}
-
-struct Fixed(Policy);
-
-impl PolicySource for Fixed {
-    fn load(&self) -> Result<Policy, String> {
-        Ok(self.0.clone())
-    }
 }
 
 /// The fake's bursty eth0 under enforce for a minute of paused time, with

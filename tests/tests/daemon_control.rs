@@ -8,23 +8,16 @@ use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use policy::{Mode, Policy};
+use policy::Mode;
 use pptune::act::rollout::HostId;
 use pptune::act::state::{StateError, StateStore};
 use pptune::publish::control::{self, Reply, Request};
 use pptune::publish::metrics::Metrics;
 use pptune::publish::notify::Notifier;
-use pptune::service::{Options, PolicyEngine, PolicySource, run};
+use pptune::service::{Options, PolicyEngine, run};
+use pptune_tests::daemon::Fixed;
 use pptune_tests::fake::{self, FakeKernel};
 use tokio::sync::mpsc;
-
-struct Fixed(Policy);
-
-impl PolicySource for Fixed {
-    fn load(&self) -> Result<Policy, String> {
-        Ok(self.0.clone())
-    }
-}
 
 #[tokio::test(flavor = "current_thread")]
 async fn status_view_and_restore_through_the_running_daemon() {

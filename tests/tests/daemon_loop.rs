@@ -16,16 +16,16 @@ use pptune::act::state::StateStore;
 use pptune::publish::metrics::Metrics;
 use pptune::publish::notify::Notifier;
 use pptune::sample::KernelEvent;
-use pptune::service::{Options, PolicyEngine, PolicySource, run};
+use pptune::service::{Options, PolicyEngine, PolicyNotLoaded, PolicySource, run};
 use pptune_tests::fake::{self, FakeKernel};
 use tokio::sync::mpsc;
 
 /// Scripted policy loads: each reload takes the next entry; the last one
 /// repeats.
-struct Scripted(Mutex<Vec<Result<Policy, String>>>);
+struct Scripted(Mutex<Vec<Result<Policy, PolicyNotLoaded>>>);
 
 impl PolicySource for Scripted {
-    fn load(&self) -> Result<Policy, String> {
+    fn load(&self) -> Result<Policy, PolicyNotLoaded> {
         let mut v = self.0.lock().unwrap();
         if v.len() > 1 {
             v.remove(0)
@@ -267,9 +267,9 @@ async fn restore_command_uses_the_record_of_a_killed_daemon() {
 async fn invalid_reload_keeps_the_last_good_policy() {
     let k = Arc::new(FakeKernel::bursty());
     let p = fake::test_policy(Mode::Observe);
-    let src = Box::new(Scripted(Mutex::new(vec![Err(
+    let src = Box::new(Scripted(Mutex::new(vec![Err(PolicyNotLoaded(
         "policy.yaml:3:7: unknown key `rx_rign`".to_owned(),
-    )])));
+    ))])));
     let (opts, h) = options(None, Notifier::off());
     let reload = h.reload.clone();
     tokio::spawn(async move {

@@ -20,17 +20,10 @@ use pptune::publish::http::{Limits, serve_with};
 use pptune::publish::metrics::{Metrics, family_names};
 use pptune::publish::notify::Notifier;
 use pptune::sample::KernelEvent;
-use pptune::service::{Options, PolicyEngine, PolicySource, run};
+use pptune::service::{Options, PolicyEngine, PolicyNotLoaded, PolicySource, run};
+use pptune_tests::daemon::Fixed;
 use pptune_tests::fake::{self, FakeKernel};
 use tokio::sync::mpsc;
-
-struct Fixed(Policy);
-
-impl PolicySource for Fixed {
-    fn load(&self) -> Result<Policy, String> {
-        Ok(self.0.clone())
-    }
-}
 
 /// A strict OpenMetrics text parser: families (HELP/TYPE/UNIT), samples
 /// belonging to the family last declared, label syntax, values, no
@@ -836,10 +829,10 @@ struct Served {
 async fn serve_daemon(policy: Policy, next: Arc<std::sync::Mutex<Policy>>) -> Served {
     struct Shared(Arc<std::sync::Mutex<Policy>>);
     impl PolicySource for Shared {
-        fn load(&self) -> Result<Policy, String> {
+        fn load(&self) -> Result<Policy, PolicyNotLoaded> {
             let p = self.0.lock().unwrap().clone();
             if p.timing.interval.is_zero() {
-                return Err("timing.interval: must be positive".into());
+                return Err(PolicyNotLoaded("timing.interval: must be positive".into()));
             }
             Ok(p)
         }
@@ -961,7 +954,7 @@ async fn a_policy_load_that_hangs_stops_neither_healthz_nor_the_loop() {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     struct Hangs(Policy, Arc<AtomicBool>, Arc<AtomicUsize>);
     impl PolicySource for Hangs {
-        fn load(&self) -> Result<Policy, String> {
+        fn load(&self) -> Result<Policy, PolicyNotLoaded> {
             self.2.fetch_add(1, Ordering::Relaxed);
             while self.1.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(20));

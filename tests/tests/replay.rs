@@ -19,18 +19,10 @@ use pptune::publish::metrics::Metrics;
 use pptune::publish::notify::Notifier;
 use pptune::record::{journal, recording_dir};
 use pptune::replay::{Basis, Point, Selection, replay, replay_selected};
-use pptune::service::{Options, PolicyEngine, PolicySource, run};
+use pptune::service::{Options, PolicyEngine, run};
+use pptune_tests::daemon::Fixed;
 use pptune_tests::fake::{self, FakeKernel};
 use tokio::sync::mpsc;
-
-#[derive(Debug)]
-struct Fixed(Policy);
-
-impl PolicySource for Fixed {
-    fn load(&self) -> Result<Policy, String> {
-        Ok(self.0.clone())
-    }
-}
 
 async fn run_for(k: &Arc<FakeKernel>, p: &Policy, state_dir: &Path, secs: u64) -> Arc<Metrics> {
     let metrics = Arc::new(Metrics::new());

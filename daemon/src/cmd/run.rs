@@ -17,16 +17,16 @@ use crate::publish::control;
 use crate::publish::metrics::Metrics;
 use crate::publish::notify::Notifier;
 use crate::sample::kernel_netlink::NetlinkKernel;
-use crate::service::{Options, PolicyEngine, PolicySource};
+use crate::service::{Options, PolicyEngine, PolicyNotLoaded, PolicySource};
 
 /// `--config` re-read on SIGHUP.
 struct ConfigSource(Option<PathBuf>);
 
 impl PolicySource for ConfigSource {
-    fn load(&self) -> Result<Policy, String> {
+    fn load(&self) -> Result<Policy, PolicyNotLoaded> {
         config::load(self.0.as_deref())
             .map(|l| l.policy)
-            .map_err(|e| config::render(&e))
+            .map_err(|e| PolicyNotLoaded(config::render(&e)))
     }
 }
 

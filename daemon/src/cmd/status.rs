@@ -743,15 +743,8 @@ mod tests {
         Snapshot {
             taken_at_ms: 0,
             capabilities: Capabilities {
-                kernel_release: "7.3.4".to_owned(),
-                netdev_family: true,
-                page_pool_get: true,
-                page_pool_stats: true,
-                queue_get: true,
-                napi_get: true,
-                qstats_get: true,
-                ethtool_family: true,
                 cap_net_admin: false,
+                ..policy::fixtures::capabilities("7.3.4")
             },
             devices: vec![
                 Device {

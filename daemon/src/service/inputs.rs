@@ -76,9 +76,16 @@ impl Engine for PolicyEngine {
 /// deadline ([`RELOAD_DEADLINE`]), never on the thread that serves
 /// `/healthz`, signals and the watchdog, so no policy can stop those.
 pub trait PolicySource: Send + Sync {
-    /// The validated policy, or every problem rendered for a person.
-    fn load(&self) -> Result<Policy, String>;
+    /// The validated policy, or why there is none.
+    fn load(&self) -> Result<Policy, PolicyNotLoaded>;
 }
+
+/// Why a policy load gave no policy: the problems the source found, or that
+/// the load failed or ran late; rendered for a person (the log, `/readyz`
+/// and the control socket's view show it as is).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PolicyNotLoaded(pub String);
 
 /// How long a reload may take before the last good policy is kept (the
 /// load itself goes on in its thread and its result is dropped). Loads are

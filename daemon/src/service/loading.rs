@@ -11,11 +11,11 @@ use policy::Policy;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::inputs::{PolicySource, RELOAD_DEADLINE};
+use super::inputs::{PolicyNotLoaded, PolicySource, RELOAD_DEADLINE};
 
 /// The load on its thread.
 pub(super) struct Loading {
-    task: JoinHandle<Result<Policy, String>>,
+    task: JoinHandle<Result<Policy, PolicyNotLoaded>>,
     deadline: Instant,
     /// Refused for its lateness already: its result is dropped.
     late: bool,
@@ -28,7 +28,7 @@ pub(super) struct Loading {
 pub(super) enum LoadEnd {
     /// In time: the policy (boxed: it is large beside the other
     /// variants), or every problem rendered for a person.
-    Finished(Result<Box<Policy>, String>),
+    Finished(Result<Box<Policy>, PolicyNotLoaded>),
     /// The deadline passed; the load goes on in its thread.
     Late,
     /// A load refused for its lateness returned at last (result dropped).
@@ -70,7 +70,9 @@ pub(super) async fn next_end(loading: &mut Option<Loading>) -> LoadEnd {
     }
     match tokio::time::timeout_at(l.deadline, &mut l.task).await {
         Ok(Ok(loaded)) => LoadEnd::Finished(loaded.map(Box::new)),
-        Ok(Err(e)) => LoadEnd::Finished(Err(format!("the policy load failed: {e}"))),
+        Ok(Err(e)) => {
+            LoadEnd::Finished(Err(PolicyNotLoaded(format!("the policy load failed: {e}"))))
+        }
         Err(_) => {
             l.late = true;
             LoadEnd::Late

@@ -35,7 +35,7 @@ mod keep;
 mod loading;
 mod report;
 use inputs::restore_engine;
-pub use inputs::{Engine, Options, PolicyEngine, PolicySource, RELOAD_DEADLINE};
+pub use inputs::{Engine, Options, PolicyEngine, PolicyNotLoaded, PolicySource, RELOAD_DEADLINE};
 use keep::{Acting, Keep};
 use loading::{LoadEnd, Loading};
 
@@ -602,9 +602,9 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             Some(l) if l.stuck() => {
                 self.notifier.reloading();
                 let past = l.late_since().elapsed().as_secs();
-                self.reload_finished(Err(format!(
+                self.reload_finished(Err(PolicyNotLoaded(format!(
                     "the last policy load has not returned ({past} s past its deadline): no new load starts until it does"
-                )));
+                ))));
             }
             // It is read again when the running load ends.
             Some(l) => l.again = true,
@@ -618,10 +618,10 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             LoadEnd::Finished(loaded) => self.reload_finished(loaded.map(|p| *p)),
             LoadEnd::Late => {
                 // Refused now; it stays in `load` until its thread returns.
-                self.reload_finished(Err(format!(
+                self.reload_finished(Err(PolicyNotLoaded(format!(
                     "the policy load did not finish in {} s",
                     RELOAD_DEADLINE.as_secs()
-                )));
+                ))));
                 return;
             }
             LoadEnd::Returned => tracing::warn!(
@@ -636,7 +636,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
 
     /// A reload's outcome: a valid policy replaces the last good one; an
     /// invalid one (or a load that failed) keeps it.
-    fn reload_finished(&mut self, loaded: Result<Policy, String>) {
+    fn reload_finished(&mut self, loaded: Result<Policy, PolicyNotLoaded>) {
         match loaded {
             Ok(p) => {
                 // Configuration management reloads unchanged files on a
@@ -663,8 +663,8 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             }
             Err(e) => {
                 tracing::error!(error = %e, "policy reload failed: keeping the last good policy");
-                self.metrics.policy_loaded(Err(&e));
-                self.policy_error = Some(e);
+                self.metrics.policy_loaded(Err(&e.0));
+                self.policy_error = Some(e.0);
             }
         }
         self.notifier.ready(&self.summary());

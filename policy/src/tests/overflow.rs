@@ -4,8 +4,8 @@
 //! (debug) nor wrap (release: a wrong memory budget).
 
 use super::support::{World, bursty, device};
+use crate::fixtures::policy;
 use crate::plan::Action;
-use crate::policy::tests_support::policy;
 
 fn saturated(ifindex: u32) -> crate::snapshot::Device {
     let mut d = device(ifindex, "ice", 512, 8160, 2);

@@ -5,8 +5,8 @@ use proptest::prelude::*;
 use super::support::{Traffic, World, device};
 use crate::drivers::{POOL_RING_CLAMP, driver_info};
 use crate::engine::device_bytes;
+use crate::fixtures::policy;
 use crate::plan::{Action, ReasonCode};
-use crate::policy::tests_support::policy;
 use crate::snapshot::PoolStats;
 
 const DRIVERS: [&str; 7] = [

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use super::support::{Traffic, World, bursty, device};
 use crate::drivers::driver_info;
+use crate::fixtures::policy;
 use crate::plan::{Action, ReasonCode};
-use crate::policy::tests_support::policy;
 use crate::snapshot::MemoryProvider;
 
 /// Report 1: AllToAll devmem TCP at 0.43 GB/s instead of 12.5 GB/s — page

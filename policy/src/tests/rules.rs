@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use super::support::{Traffic, World, bursty, device, no_harm, only, steady};
 use crate::engine::{ActionRecord, LocalTime, Observation, Original, Outcome};
+use crate::fixtures::policy;
 use crate::plan::{Action, ChannelField, Knob, ReasonCode, RingField};
-use crate::policy::tests_support::policy;
 use crate::policy::{ChangeWindow, DisruptionClass, Mode, Policy};
 use crate::snapshot::{MemoryProvider, PoolStats};
 
