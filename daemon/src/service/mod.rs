@@ -479,8 +479,11 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             // The device's key, written into the loop's buffer.
             self.key.clear();
             let _ = dec.device_id.write_key(&mut self.key);
-            let enforce = dec.mode == Mode::Enforce && self.host_selected && cap;
-            let mode = if enforce { "enforce" } else { "observe" };
+            let mode = if self.enforces(dec, cap) {
+                "enforce"
+            } else {
+                "observe"
+            };
             let backed_off = self.acting.actuator.backed_off(&self.key, now);
             self.metrics.observe_decision(dec, mode, backed_off);
             self.log.log(dec, mode, now);
@@ -511,12 +514,18 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         }
     }
 
+    /// Whether the loop carries `dec` out: its selector enforces, the host
+    /// is in the rollout, and the process may change rings and channels
+    /// (`cap`). The metrics, the log and the actuator all ask this.
+    fn enforces(&self, dec: &Decision, cap: bool) -> bool {
+        dec.mode == Mode::Enforce && self.host_selected && cap
+    }
+
     /// Serial actuation: one device at a time, each change finished (set,
     /// read back, window opened) before the next.
     async fn actuate(&mut self, plan: &Plan, snap: &Snapshot, cap: bool) {
         for dec in &plan.decisions {
-            let enforce = dec.mode == Mode::Enforce && self.host_selected && cap;
-            if enforce && dec.action != Action::Hold {
+            if self.enforces(dec, cap) && dec.action != Action::Hold {
                 let (actuator, io) = self.lend();
                 let gone = actuator.actuate(dec, snap, io).await;
                 self.count_events();
