@@ -430,18 +430,6 @@ impl PassDeltas {
         sum
     }
 
-    /// How many devices the pass covers (the current sample's).
-    #[must_use]
-    pub fn len(&self) -> usize {
-        self.devices.len()
-    }
-
-    /// The pass covers no device.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.devices.is_empty()
-    }
-
     /// Passes computed in this process so far.
     #[must_use]
     pub fn computed() -> u64 {
@@ -627,6 +615,27 @@ mod tests {
         let mut v = Vec::new();
         queue_deltas(l, d, |k, q| v.push((k, q.stats.alloc_fast, q.reset)));
         v
+    }
+
+    /// A pool listed once without stats (a raced stats dump): the kept
+    /// pass counts its interval at the next pass; a pass built from the
+    /// previous sample alone has nothing to compare with and counts none.
+    #[test]
+    fn a_kept_pass_counts_across_a_raced_stats_dump() {
+        let snap = |fast: Option<u64>| Snapshot {
+            devices: vec![dev(vec![(0, vec![pool(1, fast)])])],
+            ..Snapshot::default()
+        };
+        let (s1, s2, s3) = (snap(Some(100)), snap(None), snap(Some(250)));
+        let mut kept = PassDeltas::of(None, &s1);
+        kept.compute(Some(&s1), &s2);
+        assert!(!kept.device(0).counted, "no stats, no count");
+        kept.compute(Some(&s2), &s3);
+        assert_eq!(kept.device(0).stats.alloc_fast, 150);
+        assert!(kept.device(0).counted);
+        let fresh = PassDeltas::of(Some(&s2), &s3);
+        assert!(!fresh.device(0).counted);
+        assert_eq!(fresh.device(0).stats.alloc_fast, 0);
     }
 
     #[test]

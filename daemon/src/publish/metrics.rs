@@ -495,18 +495,23 @@ impl Metrics {
                 result: result.into(),
             })
             .inc();
-        self.policy_valid.set(i64::from(loaded.is_ok()));
         match loaded {
-            Ok(p) => {
-                self.health.set_interval(p.timing.interval);
-                self.health.set_policy_error(None);
-                self.set_queue_series(p.daemon.queue_series);
-            }
+            Ok(p) => self.policy_in_force(p),
             Err(e) => {
                 self.error("policy_reload");
+                self.policy_valid.set(0);
                 self.health.set_policy_error(Some(e));
             }
         }
+    }
+
+    /// A valid policy in force (at start, or reloaded): its interval for
+    /// `/readyz`, its queue selection for the series.
+    pub fn policy_in_force(&self, p: &Policy) {
+        self.policy_valid.set(1);
+        self.health.set_interval(p.timing.interval);
+        self.health.set_policy_error(None);
+        self.set_queue_series(p.daemon.queue_series);
     }
 
     /// The rollout gauges: whether the host enforces, is selected, whether

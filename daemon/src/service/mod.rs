@@ -172,8 +172,7 @@ pub async fn run<K: Kernel, E: Engine>(
         coexist: crate::act::coexist::Tracker::new(coexist),
         recording,
     };
-    d.metrics.health.set_interval(d.policy.timing.interval);
-    d.metrics.set_queue_series(d.policy.daemon.queue_series);
+    d.metrics.policy_in_force(&d.policy);
     d.export_rollout();
     let result = d.main_loop(&mut reload, &mut restore_rx, shutdown).await;
     d.stop().await;
