@@ -361,13 +361,25 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         }
         self.devices = new;
         // A lost notification must not hide an operator's change.
-        let devs: Vec<Device> = self.devices.values().cloned().collect();
-        for d in devs {
-            if let Some(r) = d.rings.available() {
-                self.check_overrides(d.ifindex, Seen::Rings(r));
+        // The knob blocks only (small `Copy` values), not the devices with
+        // all their queues and pools, while `check_overrides` borrows the loop.
+        let blocks: Vec<_> = self
+            .devices
+            .values()
+            .map(|d| {
+                (
+                    d.ifindex,
+                    d.rings.available().copied(),
+                    d.channels.available().copied(),
+                )
+            })
+            .collect();
+        for (ifindex, rings, channels) in blocks {
+            if let Some(r) = &rings {
+                self.check_overrides(ifindex, Seen::Rings(r));
             }
-            if let Some(c) = d.channels.available() {
-                self.check_overrides(d.ifindex, Seen::Channels(c));
+            if let Some(c) = &channels {
+                self.check_overrides(ifindex, Seen::Channels(c));
             }
         }
     }
