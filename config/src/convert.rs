@@ -364,7 +364,8 @@ impl Cx<'_> {
         selectors
     }
 
-    /// `rollout`: a salt that draws.
+    /// `rollout`: a salt that draws, and a holdout that does not overlap
+    /// the fraction.
     fn rollout(&mut self, r: Option<&RawRollout>) -> Option<p::Rollout> {
         r.map(|r| {
             if r.salt.trim().is_empty() {
@@ -374,9 +375,20 @@ impl Cx<'_> {
                     "any fixed string; change it to draw a different set of hosts",
                 );
             }
+            if r.fraction + r.holdout > 1.0 {
+                self.err(
+                    "rollout.holdout",
+                    format!(
+                        "the holdout {} and the fraction {} add up to more than 1: the control group would overlap the hosts that enforce",
+                        r.holdout, r.fraction
+                    ),
+                    "lower one of them: fraction + holdout <= 1",
+                );
+            }
             p::Rollout {
                 fraction: r.fraction,
                 salt: r.salt.clone(),
+                holdout: r.holdout,
             }
         })
     }

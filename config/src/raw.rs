@@ -291,13 +291,18 @@ pub struct RawDisruption {
 }
 
 /// Staged enforcement: hosts whose stable hash of (salt, host identity) falls
-/// below `fraction` enforce; the others observe.
+/// below `fraction` enforce; those at or above `1 - holdout` are the control
+/// group and only observe; the others observe.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawRollout {
     #[schemars(range(min = 0.0, max = 1.0))]
     pub fraction: f64,
     pub salt: String,
+    /// Share of hosts held out as a control group (0 = none).
+    #[serde(default)]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub holdout: f64,
 }
 
 /// Daemon settings that are not decisions.

@@ -152,6 +152,14 @@ fn contradictions_table() {
         ("rollout: {fraction: 0.5, salt: ''}\n", "rollout.salt"),
         ("rollout: {fraction: -0.1, salt: a}\n", "rollout.fraction"),
         (
+            "rollout: {fraction: 0.5, salt: a, holdout: 1.5}\n",
+            "rollout.holdout",
+        ),
+        (
+            "rollout: {fraction: 0.6, salt: a, holdout: 0.5}\n",
+            "rollout.holdout",
+        ),
+        (
             "daemon: {metrics_listen: 'localhost'}\n",
             "daemon.metrics_listen",
         ),

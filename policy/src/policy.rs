@@ -216,11 +216,16 @@ pub struct Disruption {
 }
 
 /// Staged enforcement: a stable hash of (salt, host identity) below
-/// `fraction` enforces; the rest observe.
+/// `fraction` enforces; at or above `1 - holdout` is the control group,
+/// which only observes; the rest observe.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rollout {
     pub fraction: f64,
     pub salt: String,
+    /// The share of hosts held out (0 = none); never overlapping the
+    /// fraction.
+    #[serde(default)]
+    pub holdout: f64,
 }
 
 /// Daemon settings that are not decisions (kept in the same file so one

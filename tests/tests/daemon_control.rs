@@ -110,23 +110,46 @@ async fn an_observe_only_host_never_reads_as_enforcing() {
     let outside = policy::policy::Rollout {
         fraction: 0.0,
         salt: "s".into(),
+        holdout: 0.0,
     };
-    for (label, mode, rollout, enforcing, sentence) in [
+    // Every host held out.
+    let held = policy::policy::Rollout {
+        holdout: 1.0,
+        ..outside.clone()
+    };
+    for (label, mode, rollout, enforcing, sentence, arm) in [
         (
             "observe policy",
             Mode::Observe,
             None,
             false,
             "no selector enforces: observing only",
+            "observe",
         ),
         (
             "outside the rollout",
             Mode::Enforce,
-            Some(outside),
+            Some(outside.clone()),
             false,
             "observes only (outside the rollout fraction)",
+            "observe",
         ),
-        ("enforcing", Mode::Enforce, None, true, "this host enforces"),
+        (
+            "held out",
+            Mode::Enforce,
+            Some(held),
+            false,
+            "in the holdout",
+            "holdout",
+        ),
+        (
+            "enforcing",
+            Mode::Enforce,
+            None,
+            true,
+            "this host enforces",
+            "enforce",
+        ),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let sock = control::socket_path(dir.path());
@@ -147,6 +170,7 @@ async fn an_observe_only_host_never_reads_as_enforcing() {
         let view = view.unwrap_or_else(|| panic!("{label}: no daemon view"));
         let json = serde_json::to_value(&view).unwrap();
         assert_eq!(json["host_enforcing"], enforcing, "{label}: {json}");
+        assert_eq!(json["arm"], arm, "{label}: {json}");
         assert!(view.rollout.contains(sentence), "{label}: {}", view.rollout);
         let text = pptune::publish::view::render(Some(&view), &[]);
         assert_eq!(
@@ -160,6 +184,12 @@ async fn an_observe_only_host_never_reads_as_enforcing() {
             metrics.contains(&want),
             "{label}: no {want:?} in the metrics"
         );
+        let want = format!("pptune_rollout_arm{{arm=\"{arm}\"}} 1\n");
+        assert!(
+            metrics.contains(&want),
+            "{label}: no {want:?} in the metrics"
+        );
+        assert!(text.contains(&format!("arm: {arm}")), "{label}: {text}");
         d.stop().await.unwrap();
     }
 }

@@ -1,10 +1,14 @@
-//! Staged enforcement: whether this host enforces under the policy's
-//! `rollout: {fraction, salt}`.
+//! Staged enforcement and its control group: whether this host enforces
+//! under the policy's `rollout: {fraction, salt, holdout}`, and which arm
+//! of the fleet it is in.
 //!
 //! The decision is a stable hash of (salt, host identity) mapped to [0, 1):
-//! below `fraction` enforces. Raising the fraction only adds hosts (a host
-//! that enforced at 10 % still enforces at 20 %), and a new salt draws a new
-//! sample of the fleet.
+//! below `fraction` enforces (the canary); at or above `1 - holdout` is the
+//! holdout, which observes only whatever the selectors say. The two ends
+//! never meet (the policy refuses `fraction + holdout > 1`). Raising the
+//! fraction only adds hosts (a host that enforced at 10 % still enforces at
+//! 20 %), raising the holdout only adds hosts to it, and a new salt draws a
+//! new sample of the fleet.
 
 use std::path::Path;
 
@@ -88,20 +92,78 @@ pub fn fraction(policy: &Policy) -> f64 {
     policy.rollout.as_ref().map_or(1.0, |r| r.fraction)
 }
 
-/// Whether this host falls in the rollout fraction. It enforces only where a
-/// selector enforces too: [`Standing`] says whether it does, and everything
-/// that tells an operator (log, metrics, `status`, `plan`) asks it.
+/// The fraction of hosts held out: the policy's, else none.
 #[must_use]
-pub fn host_selected(rollout: Option<&Rollout>, host: &str) -> bool {
-    rollout.is_none_or(|r| position(&r.salt, host) < r.fraction)
+pub fn holdout(policy: &Policy) -> f64 {
+    policy.rollout.as_ref().map_or(0.0, |r| r.holdout)
 }
 
-/// Whether this host enforces, in its two independent parts.
+/// Where this host's hash falls for a rollout: the one reading of
+/// `fraction` and `holdout`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Draw {
+    /// In the rollout fraction: it would enforce what an enforcing selector
+    /// selects (every host, without a rollout).
+    pub host_selected: bool,
+    /// In the holdout: it observes only and keeps the rings it has.
+    pub holdout: bool,
+}
+
+/// This host's draw. It enforces only where a selector enforces too:
+/// [`Standing`] says whether it does, and everything that tells an operator
+/// (log, metrics, `status`, `plan`) asks it.
+#[must_use]
+pub fn draw(rollout: Option<&Rollout>, host: &str) -> Draw {
+    match rollout {
+        None => Draw {
+            host_selected: true,
+            holdout: false,
+        },
+        Some(r) => {
+            let p = position(&r.salt, host);
+            Draw {
+                host_selected: p < r.fraction,
+                // p < 1 always: a holdout of 0 holds no host out.
+                holdout: p >= 1.0 - r.holdout && p >= r.fraction,
+            }
+        }
+    }
+}
+
+/// The fleet arm a host is in, as `pptune_rollout_arm{arm}` and `status`
+/// name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arm {
+    /// In the rollout fraction, and some selector enforces.
+    Enforce,
+    /// In the policy's holdout: the control group the enforce arm is
+    /// compared against.
+    Holdout,
+    /// Neither: outside the fraction, or the policy enforces nowhere.
+    Observe,
+}
+
+impl Arm {
+    pub const ALL: [Self; 3] = [Self::Enforce, Self::Holdout, Self::Observe];
+
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Enforce => "enforce",
+            Self::Holdout => "holdout",
+            Self::Observe => "observe",
+        }
+    }
+}
+
+/// Whether this host enforces, in its independent parts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Standing {
     /// The host falls in the rollout fraction: it would enforce what an
     /// enforcing selector selects.
     pub host_selected: bool,
+    /// The host is in the holdout (never together with `host_selected`).
+    pub holdout: bool,
     /// Some selector of the policy is in enforce mode.
     pub policy_enforces: bool,
 }
@@ -120,15 +182,28 @@ impl Standing {
     /// This host's standing under `policy`.
     #[must_use]
     pub fn for_host(policy: &Policy, host: &str) -> Self {
-        Self::of(policy, host_selected(policy.rollout.as_ref(), host))
+        Self::of(policy, draw(policy.rollout.as_ref(), host))
     }
 
-    /// `host_selected` as [`host_selected`] computed it for this host.
+    /// The standing of a host whose draw under `policy` is `draw`.
     #[must_use]
-    pub fn of(policy: &Policy, host_selected: bool) -> Self {
+    pub fn of(policy: &Policy, draw: Draw) -> Self {
         Self {
-            host_selected,
+            host_selected: draw.host_selected,
+            holdout: draw.holdout,
             policy_enforces: policy_enforces(policy),
+        }
+    }
+
+    /// The host's arm.
+    #[must_use]
+    pub fn arm(self) -> Arm {
+        if self.enforcing() {
+            Arm::Enforce
+        } else if self.holdout {
+            Arm::Holdout
+        } else {
+            Arm::Observe
         }
     }
 
@@ -143,10 +218,13 @@ impl Standing {
     pub fn report(self, policy: &Policy, host: &HostId) {
         tracing::info!(
             enforcing = self.enforcing(),
+            arm = self.arm().as_str(),
             host_selected = self.host_selected,
+            holdout = self.holdout,
             policy_enforces = self.policy_enforces,
             host_id_source = host.source,
             fraction = fraction(policy),
+            holdout_fraction = holdout(policy),
             "rollout: {}",
             self.describe()
         );
@@ -155,6 +233,9 @@ impl Standing {
     /// One sentence for the log.
     #[must_use]
     pub fn describe(self) -> &'static str {
+        if self.holdout {
+            return "this host is in the holdout (the policy's control group): it observes only and keeps the rings it has, whatever the selectors say";
+        }
         match (self.host_selected, self.policy_enforces) {
             (true, true) => "this host enforces",
             (true, false) => {
@@ -179,10 +260,11 @@ mod tests {
             let r = Rollout {
                 fraction: f,
                 salt: "s1".into(),
+                holdout: 0.0,
             };
             hosts
                 .iter()
-                .filter(|h| host_selected(Some(&r), h))
+                .filter(|h| draw(Some(&r), h).host_selected)
                 .cloned()
                 .collect::<Vec<_>>()
         };
@@ -192,14 +274,66 @@ mod tests {
         assert!(ten.iter().all(|h| twenty.contains(h)));
         assert!(at(0.0).is_empty());
         assert_eq!(at(1.0).len(), hosts.len());
-        assert!(host_selected(None, "x"));
+        assert!(draw(None, "x").host_selected);
+    }
+
+    /// The holdout is the top of the hash range: disjoint from the
+    /// fraction, near its share, growing only by adding hosts, and it never
+    /// enforces whatever the selectors say.
+    #[test]
+    fn the_holdout_is_disjoint_from_the_canary_and_never_enforces() {
+        let hosts: Vec<String> = (0..4000).map(|i| format!("host-{i}")).collect();
+        let draws = |fraction: f64, holdout: f64| {
+            let r = Rollout {
+                fraction,
+                salt: "s1".into(),
+                holdout,
+            };
+            hosts.iter().map(|h| draw(Some(&r), h)).collect::<Vec<_>>()
+        };
+        let a = draws(0.5, 0.1);
+        assert!(a.iter().all(|d| !(d.host_selected && d.holdout)));
+        let held = a.iter().filter(|d| d.holdout).count();
+        assert!(
+            (320..480).contains(&held),
+            "{held} of 4000 held out at 10 %"
+        );
+        let b = draws(0.5, 0.2);
+        assert!(a.iter().zip(&b).all(|(x, y)| !x.holdout || y.holdout));
+        // The canary is the same whatever the holdout.
+        let c = draws(0.5, 0.0);
+        assert!(
+            a.iter()
+                .zip(&c)
+                .all(|(x, y)| x.host_selected == y.host_selected)
+        );
+        assert!(c.iter().all(|d| !d.holdout));
+        // Every host held out: a policy enforcing everywhere enforces nowhere.
+        let mut enforce = config::default_policy().unwrap();
+        enforce.mode = Mode::Enforce;
+        enforce.selectors[0].mode = None;
+        for d in draws(0.0, 1.0) {
+            assert!(d.holdout);
+            let s = Standing::of(&enforce, d);
+            assert!(!s.enforcing());
+            assert_eq!(s.arm(), Arm::Holdout);
+            assert!(s.describe().contains("holdout"), "{}", s.describe());
+        }
     }
 
     #[test]
     fn an_observe_only_policy_is_not_reported_as_enforcing() {
         let observe = config::default_policy().unwrap();
         assert!(!policy_enforces(&observe));
-        let s = Standing::of(&observe, true);
+        let selected = Draw {
+            host_selected: true,
+            holdout: false,
+        };
+        let outside = Draw {
+            host_selected: false,
+            holdout: false,
+        };
+        let s = Standing::of(&observe, selected);
         assert!(!s.enforcing());
         assert!(
             s.describe().contains("no selector enforces"),
@@ -210,8 +344,8 @@ mod tests {
 
         let mut enforce = observe.clone();
         enforce.selectors[0].mode = Some(Mode::Enforce);
-        assert!(Standing::of(&enforce, true).enforcing());
-        assert!(!Standing::of(&enforce, false).enforcing());
+        assert!(Standing::of(&enforce, selected).enforcing());
+        assert!(!Standing::of(&enforce, outside).enforcing());
         // Global enforce, inherited by a selector without its own mode.
         let mut global = observe;
         global.mode = Mode::Enforce;

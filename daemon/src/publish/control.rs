@@ -57,7 +57,14 @@ pub struct DaemonView {
     /// empty from a daemon older than the field.
     #[serde(default)]
     pub rollout: String,
+    /// The host's fleet arm (`enforce`, `holdout`, `observe`), as
+    /// `pptune_rollout_arm` says; empty from a daemon older than the field.
+    #[serde(default)]
+    pub arm: String,
     pub rollout_fraction: Option<f64>,
+    /// The policy's holdout fraction, when its rollout has one.
+    #[serde(default)]
+    pub rollout_holdout: Option<f64>,
     /// Where the host identity came from (`/etc/machine-id`, `NODE_NAME`…).
     pub host_id_source: String,
     /// The last reload's error, while the last good policy stays in force.

@@ -27,7 +27,7 @@ use policy::accounting::PassDeltas;
 use policy::counters::METRICS as POOL_COUNTERS;
 
 use crate::act::events::Event;
-use crate::act::rollout::Standing;
+use crate::act::rollout::{self, Arm, Standing};
 use policy::Policy;
 use policy::plan::{Action, Decision};
 use policy::policy::QueueSelection;
@@ -76,6 +76,8 @@ struct CountedSeries {
     mode: Option<(&'static str, Gauge)>,
     /// The `pptune_device_info` label set exported.
     info: Option<InfoLabels>,
+    /// The rx counters' handles and the kernel's values they last counted.
+    link: Option<([Counter; 4], [u64; 4])>,
 }
 
 /// The registry and every family.
@@ -310,6 +312,7 @@ impl Metrics {
                 self.observe_rings_channels(dev, &mut d.knobs);
             }
             self.observe_info(dev);
+            self.observe_link(dev);
         }
         let devices = &mut carry.devices;
         // Devices that vanished (not in this snapshot): drop their
@@ -353,6 +356,42 @@ impl Metrics {
             };
             self.device_info.get_or_create(&l).set(1);
             c.info = Some(l);
+        });
+    }
+
+    /// The device's rx counters from its link stats: each pass adds what
+    /// the kernel's counters moved. A counter that went back (the device
+    /// was reset) is taken as the new base, not counted.
+    fn observe_link(&self, dev: &Device) {
+        let Some(l) = &dev.link_stats else {
+            return;
+        };
+        let now = [
+            l.rx_packets,
+            l.rx_bytes,
+            l.rx_missed_errors.saturating_add(l.rx_fifo_errors),
+            l.rx_dropped,
+        ];
+        self.with_counted(&dev.name, |c| match &mut c.link {
+            Some((counters, last)) => {
+                for ((counter, last), now) in counters.iter().zip(last.iter_mut()).zip(now) {
+                    counter.inc_by(now.saturating_sub(*last));
+                    *last = now;
+                }
+            }
+            None => {
+                let labels = DevLabels {
+                    device: dev.name.clone(),
+                };
+                let counters = [
+                    &self.rx_packets,
+                    &self.rx_bytes,
+                    &self.rx_missed,
+                    &self.rx_dropped,
+                ]
+                .map(|f| f.get_or_create_owned(&labels));
+                c.link = Some((counters, now));
+            }
         });
     }
 
@@ -515,12 +554,18 @@ impl Metrics {
     }
 
     /// The rollout gauges: whether the host enforces, is selected, whether
-    /// the policy enforces, and the fraction.
-    pub fn set_rollout(&self, s: Standing, fraction: f64) {
+    /// the policy enforces, its arm, and the policy's two fractions.
+    pub fn set_rollout(&self, s: Standing, p: &Policy) {
         self.rollout_enforcing.set(i64::from(s.enforcing()));
         self.rollout_host_selected.set(i64::from(s.host_selected));
         self.policy_enforcing.set(i64::from(s.policy_enforces));
-        self.rollout_fraction.set(fraction);
+        self.rollout_fraction.set(rollout::fraction(p));
+        self.rollout_holdout.set(rollout::holdout(p));
+        for arm in Arm::ALL {
+            self.rollout_arm
+                .get_or_create(&ArmLabels { arm: arm.as_str() })
+                .set(i64::from(arm == s.arm()));
+        }
     }
 
     /// `pptune_device_backoff` of `device`.
@@ -629,6 +674,14 @@ impl Metrics {
         };
         self.last_action.remove(&dev);
         self.backoff.remove(&dev);
+        for f in [
+            &self.rx_packets,
+            &self.rx_bytes,
+            &self.rx_missed,
+            &self.rx_dropped,
+        ] {
+            f.remove(&dev);
+        }
         self.set_recommendation(device, None);
         for ring in RINGS {
             let l = RingLabels {
@@ -748,9 +801,16 @@ mod tests {
         let m = Metrics::new();
         let s = Standing {
             host_selected: true,
+            holdout: false,
             policy_enforces: false,
         };
-        m.set_rollout(s, 0.25);
+        let mut p = config::default_policy().unwrap();
+        p.rollout = Some(policy::policy::Rollout {
+            fraction: 0.25,
+            salt: "s".into(),
+            holdout: 0.125,
+        });
+        m.set_rollout(s, &p);
         let text = m.encode().unwrap();
         assert!(text.contains("pptune_rollout_enforcing 0\n"), "{text}");
         assert!(text.contains("pptune_rollout_host_selected 1\n"), "{text}");
@@ -759,6 +819,28 @@ mod tests {
             text.contains("pptune_rollout_fraction_ratio 0.25\n"),
             "{text}"
         );
+        assert!(
+            text.contains("pptune_rollout_holdout_ratio 0.125\n"),
+            "{text}"
+        );
+        for (arm, v) in [("enforce", 0), ("holdout", 0), ("observe", 1)] {
+            assert!(
+                text.contains(&format!("pptune_rollout_arm{{arm=\"{arm}\"}} {v}\n")),
+                "{arm}: {text}"
+            );
+        }
+        let held = Standing {
+            host_selected: false,
+            holdout: true,
+            policy_enforces: true,
+        };
+        m.set_rollout(held, &p);
+        let text = m.encode().unwrap();
+        assert!(
+            text.contains("pptune_rollout_arm{arm=\"holdout\"} 1\n"),
+            "{text}"
+        );
+        assert!(text.contains("pptune_rollout_enforcing 0\n"), "{text}");
     }
 
     /// A device that vanishes takes every per-device series with it: the

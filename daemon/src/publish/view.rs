@@ -33,7 +33,7 @@ pub(crate) struct ViewInput<'a> {
     /// Whether the host is in the rollout fraction and the policy enforces:
     /// the one answer the log and the metrics give too.
     pub standing: Standing,
-    pub rollout_fraction: Option<f64>,
+    pub rollout: Option<&'a policy::policy::Rollout>,
     pub host_id: &'a HostId,
     pub policy_error: Option<&'a str>,
     pub last_sample: Option<Duration>,
@@ -123,7 +123,9 @@ pub(crate) fn build(d: &ViewInput<'_>) -> DaemonView {
         uptime_s: now.as_secs(),
         host_enforcing: d.standing.enforcing(),
         rollout: d.standing.describe().to_owned(),
-        rollout_fraction: d.rollout_fraction,
+        arm: d.standing.arm().as_str().to_owned(),
+        rollout_fraction: d.rollout.map(|r| r.fraction),
+        rollout_holdout: d.rollout.map(|r| r.holdout).filter(|h| *h > 0.0),
         host_id_source: d.host_id.source.to_owned(),
         policy_error: d.policy_error.map(str::to_owned),
         last_sample_age_s: d.last_sample.map(|t| now.saturating_sub(t).as_secs()),
@@ -156,11 +158,16 @@ pub fn render(view: Option<&DaemonView>, interfaces: &[String]) -> String {
             "this host observes only"
         },
         v.rollout_fraction.map_or_else(String::new, |f| format!(
-            " (rollout {:.0} %, host id from {})",
+            " (rollout {:.0} %{}, host id from {})",
             f * 100.0,
+            v.rollout_holdout
+                .map_or_else(String::new, |h| format!(", holdout {:.0} %", h * 100.0)),
             v.host_id_source
         )),
     );
+    if !v.arm.is_empty() {
+        let _ = writeln!(s, "  arm: {}", v.arm);
+    }
     if let Some(e) = &v.policy_error {
         let _ = writeln!(
             s,

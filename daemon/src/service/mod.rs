@@ -72,7 +72,8 @@ struct Daemon<K: Kernel, E: Engine> {
     /// This pass's pool deltas against `prev`: computed once per tick, read
     /// by the engine and the metrics.
     deltas: PassDeltas,
-    host_selected: bool,
+    /// Where this host falls in the rollout (fraction, holdout).
+    draw: rollout::Draw,
     host_id: rollout::HostId,
     log: DecisionLog,
     last_decisions: BTreeMap<String, (Decision, u64)>,
@@ -145,7 +146,7 @@ pub async fn run<K: Kernel, E: Engine>(
     let mut d = Daemon {
         kernel,
         engine,
-        host_selected: rollout::host_selected(policy.rollout.as_ref(), &host_id.value),
+        draw: rollout::draw(policy.rollout.as_ref(), &host_id.value),
         policy,
         source: Arc::from(source),
         policy_error: None,
@@ -529,7 +530,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
     /// is in the rollout, and the process may change rings and channels
     /// (`cap`). The metrics, the log and the actuator all ask this.
     fn enforces(&self, dec: &Decision, cap: bool) -> bool {
-        dec.mode == Mode::Enforce && self.host_selected && cap
+        dec.mode == Mode::Enforce && self.draw.host_selected && cap
     }
 
     /// Serial actuation: one device at a time, each change finished (set,
@@ -593,7 +594,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         report::summary(&report::Counts {
             devices: self.devices.len(),
             decisions: self.last_decisions.values().map(|(d, _)| d),
-            host_selected: self.host_selected,
+            draw: self.draw,
             overrides: self.acting.actuator.overrides().len(),
             backed_off: self.acting.actuator.backed_off_count(self.now()),
             policy_invalid: self.policy_error.is_some(),
@@ -605,10 +606,9 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
     }
 
     fn export_rollout(&self) {
-        let standing = rollout::Standing::of(&self.policy, self.host_selected);
+        let standing = rollout::Standing::of(&self.policy, self.draw);
         standing.report(&self.policy, &self.host_id);
-        self.metrics
-            .set_rollout(standing, rollout::fraction(&self.policy));
+        self.metrics.set_rollout(standing, &self.policy);
     }
 
     /// SIGHUP: the policy is re-read on a blocking thread while the loop
@@ -675,8 +675,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                     tracing::info!("policy unchanged: findings in progress and backoff kept");
                 }
                 self.acting.actuator.policy_reloaded(changed);
-                self.host_selected =
-                    rollout::host_selected(self.policy.rollout.as_ref(), &self.host_id.value);
+                self.draw = rollout::draw(self.policy.rollout.as_ref(), &self.host_id.value);
                 self.export_rollout();
                 self.metrics.policy_loaded(Ok(&self.policy));
                 tracing::info!("policy reloaded");
@@ -728,7 +727,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         let Some(dev) = self.devices.get(&ifindex) else {
             return;
         };
-        let enforced = self.host_selected
+        let enforced = self.draw.host_selected
             && self
                 .last_decisions
                 .get(&dev.id.key())
@@ -772,8 +771,8 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             now: self.now(),
             devices: &self.devices,
             last_decisions: &self.last_decisions,
-            standing: rollout::Standing::of(&self.policy, self.host_selected),
-            rollout_fraction: self.policy.rollout.as_ref().map(|r| r.fraction),
+            standing: rollout::Standing::of(&self.policy, self.draw),
+            rollout: self.policy.rollout.as_ref(),
             host_id: &self.host_id,
             policy_error: self.policy_error.as_deref(),
             last_sample: self.last_sample,

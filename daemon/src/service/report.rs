@@ -105,7 +105,8 @@ pub(super) struct Counts<'a, D: Iterator<Item = &'a Decision> + Clone> {
     pub devices: usize,
     /// The last decision per selected device.
     pub decisions: D,
-    pub host_selected: bool,
+    /// Where the host falls in the rollout.
+    pub draw: crate::act::rollout::Draw,
     pub overrides: usize,
     pub backed_off: usize,
     pub policy_invalid: bool,
@@ -127,9 +128,11 @@ pub(super) fn summary<'a, D: Iterator<Item = &'a Decision> + Clone>(c: &Counts<'
     format!(
         "{} devices, {managed} selected ({} enforce{}), {acting} recommendation(s), {} override(s), {} backed off{}",
         c.devices,
-        if c.host_selected { enforcing } else { 0 },
-        if c.host_selected {
+        if c.draw.host_selected { enforcing } else { 0 },
+        if c.draw.host_selected {
             ""
+        } else if c.draw.holdout {
+            "; rollout: holdout, observe on this host"
         } else {
             "; rollout: observe on this host"
         },

@@ -90,10 +90,20 @@ families! {
     capability: Family<CapLabels, Gauge> = ("pptune_capability", "1 when the kernel (or process) has the capability");
     device_mode: Family<ModeLabels, Gauge> = ("pptune_device_mode", "1 for the mode the device is in (after rollout)");
     device_info: Family<InfoLabels, Gauge> = ("pptune_device_info", "1 per device, labelled with its driver and link kind");
+    /// The device's own receive counters (rtnetlink stats64), counted from
+    /// the daemon's start: what a fleet compares arms on besides the pools.
+    rx_packets: Family<DevLabels, Counter> = ("pptune_device_rx_packets", "Packets the device received (rtnetlink rx_packets), counted since pptune started");
+    rx_bytes: Family<DevLabels, Counter> = ("pptune_device_rx", "Bytes the device received (rtnetlink rx_bytes), counted since pptune started", Unit::Bytes);
+    rx_missed: Family<DevLabels, Counter> = ("pptune_device_rx_missed_packets", "Packets the NIC dropped for want of a posted buffer (rtnetlink rx_missed_errors + rx_fifo_errors), counted since pptune started");
+    rx_dropped: Family<DevLabels, Counter> = ("pptune_device_rx_dropped_packets", "Packets received but dropped by the host (rtnetlink rx_dropped), counted since pptune started");
     rollout_enforcing: Gauge = ("pptune_rollout_enforcing", "1 when this host enforces: it falls in the policy's rollout fraction and some selector is in enforce mode");
     rollout_host_selected: Gauge = ("pptune_rollout_host_selected", "1 when this host falls in the policy's rollout fraction (it would enforce what an enforcing selector selects)");
     policy_enforcing: Gauge = ("pptune_policy_enforcing", "1 when some selector of the policy in force is in enforce mode");
     rollout_fraction: FGauge = ("pptune_rollout_fraction", "The policy's rollout fraction (1 without a rollout)", Unit::Other("ratio".into()));
+    rollout_holdout: FGauge = ("pptune_rollout_holdout", "The policy's holdout fraction: the control group that only observes (0 without one)", Unit::Other("ratio".into()));
+    /// 1 for the host's arm, 0 for the two others: every host exports all
+    /// three, so `sum by (arm)` counts hosts per arm.
+    rollout_arm: Family<ArmLabels, Gauge> = ("pptune_rollout_arm", "1 for this host's fleet arm: enforce (in the rollout fraction, some selector enforces), holdout (the control group: observes only, keeps its rings), observe (the rest)");
     reloads: Family<ResultLabels, Counter> = ("pptune_policy_reloads", "Policy reloads by result (ok, invalid)");
     policy_valid: Gauge = ("pptune_policy_valid", "0 when the last reload was invalid and the last good policy is still in force");
     samples: Counter = ("pptune_samples", "Successful sampling passes");

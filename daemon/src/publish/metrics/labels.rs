@@ -89,6 +89,12 @@ pub struct ModeLabels {
     pub mode: String,
 }
 
+/// `pptune_rollout_arm`'s label: enforce, holdout or observe.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ArmLabels {
+    pub arm: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CapLabels {
     pub capability: String,
