@@ -271,6 +271,8 @@ fn dashboard_covers_the_required_views() {
         "inflight pool memory",
         "operator overrides",
         "canary vs observe",
+        "by arm, with the spread",
+        "hosts per arm and driver",
     ] {
         assert!(
             titles.iter().any(|t| t.contains(want)),
