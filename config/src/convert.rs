@@ -118,6 +118,7 @@ pub(crate) fn convert(raw: &RawPolicy, tree: &Node) -> Result<p::Policy, Vec<Iss
     let selectors = cx.selectors(&raw.selectors);
     let rollout = cx.rollout(raw.rollout.as_ref());
     let daemon = cx.daemon(&raw.daemon);
+    let shadow = cx.shadow(raw.shadow.as_deref());
     let policy = p::Policy {
         mode: mode(raw.mode),
         selectors,
@@ -138,6 +139,7 @@ pub(crate) fn convert(raw: &RawPolicy, tree: &Node) -> Result<p::Policy, Vec<Iss
         },
         rollout,
         daemon,
+        shadow,
     };
     if cx.issues.is_empty() {
         Ok(policy)
@@ -362,6 +364,20 @@ impl Cx<'_> {
             });
         }
         selectors
+    }
+
+    /// `shadow`: an absolute path (the file is read by `load`).
+    fn shadow(&mut self, path: Option<&str>) -> Option<p::Shadow> {
+        let path = std::path::PathBuf::from(path?);
+        if !path.is_absolute() {
+            self.err(
+                "shadow",
+                format!("`{}` is not an absolute path", path.display()),
+                "name the shadow policy file by its absolute path, e.g. /etc/pptune/shadow.yaml",
+            );
+            return None;
+        }
+        Some(p::Shadow { path, policy: None })
     }
 
     /// `rollout`: a salt that draws, and a holdout that does not overlap

@@ -106,6 +106,12 @@ pub enum Error {
     /// all policy files may be; it and the files after it are not read.
     #[error("{}: with the policy files before it, {total} bytes, more than the {MAX_POLICY_TOTAL_BYTES} all policy files together may have; it and the files after it were not read", path.display())]
     TooMuchPolicy { path: PathBuf, total: u64 },
+    /// The policy's `shadow` names a file that does not exist.
+    #[error("{}: no such shadow policy file (named by `shadow`)", path.display())]
+    FindShadow { path: PathBuf },
+    /// The shadow policy names a shadow of its own.
+    #[error("{}: shadow: a shadow policy cannot name a shadow of its own", path.display())]
+    NestedShadow { path: PathBuf },
     /// Bytes that are not UTF-8, at the first bad byte.
     #[error("{location}: not UTF-8 text")]
     NotUtf8 { location: String },
@@ -145,6 +151,10 @@ impl Error {
             Self::TooLarge { .. } | Self::TooMuchPolicy { .. } => {
                 Some("a policy is a few kilobytes of YAML")
             }
+            Self::FindShadow { .. } => {
+                Some("create the file, or set `shadow: null` to run without a shadow policy")
+            }
+            Self::NestedShadow { .. } => Some("remove `shadow` from the shadow policy file"),
             _ => None,
         }
     }
@@ -255,7 +265,12 @@ pub fn load_with_config_dir(
             }
         }
     }
-    let built = build(&docs);
+    let built = build(&docs).and_then(|mut p| {
+        if let Some(shadow) = &mut p.shadow {
+            shadow.policy = Some(Box::new(load_shadow(&shadow.path)?));
+        }
+        Ok(p)
+    });
     match built {
         Ok(policy) if errors.errors.is_empty() => Ok(Loaded {
             policy,
@@ -396,6 +411,26 @@ fn dir_files(dir: &Path, errors: &mut Errors) -> Vec<PathBuf> {
         }
     }
     files
+}
+
+/// The shadow policy file at `path`, merged over the embedded default as a
+/// one-file configuration (no drop-ins), with every problem located in it.
+fn load_shadow(path: &Path) -> Result<policy::Policy, Errors> {
+    let one = |e: Error| Errors { errors: vec![e] };
+    if path.symlink_metadata().is_err() {
+        return Err(one(Error::FindShadow {
+            path: path.to_owned(),
+        }));
+    }
+    policy_file(path).map_err(one)?;
+    let text = read_policy_file(path, 0).map_err(one)?;
+    let shadow = build(&[(path.display().to_string(), text)])?;
+    if shadow.shadow.is_some() {
+        return Err(one(Error::NestedShadow {
+            path: path.to_owned(),
+        }));
+    }
+    Ok(shadow)
 }
 
 /// `Ok` when `path` is a regular file or a symlink to one; otherwise says

@@ -37,6 +37,9 @@ pub struct RawPolicy {
     /// Staged enforcement across a fleet; `null` = every host as `mode` says.
     pub rollout: Option<RawRollout>,
     pub daemon: RawDaemon,
+    /// An absolute path to a second policy file the daemon runs on the same
+    /// samples without acting, exporting what it would do; `null` = none.
+    pub shadow: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema)]

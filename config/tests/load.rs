@@ -488,3 +488,62 @@ fn shipped_schema_matches_the_types() {
         "packaging/policy.schema.json is stale: run `PPTUNE_BLESS=1 cargo test -p pptune-config --test load shipped_schema`"
     );
 }
+
+/// `shadow` names a second policy file: `load` reads and validates it (its
+/// problems located in it, as the main file's are), and refuses a missing
+/// file, a relative path and a shadow that names a shadow of its own; the
+/// parsers that read no file keep only the path.
+#[test]
+fn a_shadow_policy_is_read_with_the_policy_and_fails_it_when_broken() {
+    let d = tempfile::tempdir().unwrap();
+    let shadow = write(d.path(), "shadow.yaml", "mode: enforce\nrings: {min: 512}\n");
+    let main = write(
+        d.path(),
+        "policy.yaml",
+        &format!("shadow: {}\n", shadow.display()),
+    );
+    let l = load_with_config_dir(Some(&main), None).unwrap();
+    let s = l.policy.shadow.expect("a shadow");
+    assert_eq!(s.path, shadow);
+    let sp = s.policy.expect("the shadow's policy, read");
+    assert_eq!(sp.mode, policy::Mode::Enforce);
+    assert_eq!(sp.rings.min, 512);
+    assert_eq!(l.policy.mode, policy::Mode::Observe);
+    // Without the filesystem: the path only.
+    let p = parse_str("c.yaml", &format!("shadow: {}\n", shadow.display())).unwrap();
+    assert!(p.shadow.is_some_and(|s| s.policy.is_none()));
+
+    let broken = write(d.path(), "broken.yaml", "rings: {mn: 4}\n");
+    let nested = write(
+        d.path(),
+        "nested.yaml",
+        &format!("shadow: {}\n", shadow.display()),
+    );
+    let missing = d.path().join("missing.yaml");
+    for (target, want) in [
+        (&broken, format!("{}:1:9: rings.mn", broken.display())),
+        (
+            &nested,
+            format!("{}: shadow: a shadow policy cannot name", nested.display()),
+        ),
+        (
+            &missing,
+            format!("{}: no such shadow policy file", missing.display()),
+        ),
+    ] {
+        write(
+            d.path(),
+            "policy.yaml",
+            &format!("shadow: {}\n", target.display()),
+        );
+        let e = load_with_config_dir(Some(&main), None).unwrap_err();
+        let text = render(&e);
+        assert!(text.contains(&want), "want {want:?} in\n{text}");
+        assert_eq!(check_exit_code(&Err::<(), _>(e)), EX_CONFIG);
+    }
+    let e = parse_str("c.yaml", "shadow: shadow.yaml\n").unwrap_err();
+    assert_eq!(
+        located(&e).into_iter().map(|(_, k)| k).collect::<Vec<_>>(),
+        ["shadow"]
+    );
+}

@@ -90,6 +90,7 @@ pub fn policy() -> Policy {
             queue_series: QueueSelection::All,
             recording_max_bytes: DEFAULT_RECORDING_MAX_BYTES,
         },
+        shadow: None,
     }
 }
 

@@ -62,6 +62,20 @@ pub struct Policy {
     /// Staged enforcement across a fleet; `None` = every host as `mode` says.
     pub rollout: Option<Rollout>,
     pub daemon: DaemonSettings,
+    /// A second policy the daemon runs on the same samples without acting,
+    /// exporting what it would do.
+    #[serde(default)]
+    pub shadow: Option<Shadow>,
+}
+
+/// The shadow policy: a file, and the policy it holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Shadow {
+    pub path: std::path::PathBuf,
+    /// The file's policy, read and validated by `config::load` (which fails
+    /// when it cannot); `None` from the parsers that read no file
+    /// (`config::parse_str`, `parse_docs`).
+    pub policy: Option<Box<Policy>>,
 }
 
 /// Which interfaces a rule applies to.
