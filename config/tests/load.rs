@@ -496,7 +496,11 @@ fn shipped_schema_matches_the_types() {
 #[test]
 fn a_shadow_policy_is_read_with_the_policy_and_fails_it_when_broken() {
     let d = tempfile::tempdir().unwrap();
-    let shadow = write(d.path(), "shadow.yaml", "mode: enforce\nrings: {min: 512}\n");
+    let shadow = write(
+        d.path(),
+        "shadow.yaml",
+        "mode: enforce\nrings: {min: 512}\n",
+    );
     let main = write(
         d.path(),
         "policy.yaml",

@@ -10,6 +10,8 @@
 //! - [`journal`]: one JSON line per change and per outcome.
 //! - `varint`: the snapshot block's numbers on the wire (varints, zigzag
 //!   deltas) and its bounded reader;
+//! - [`counterfactual`]: a policy run as if its own changes had been made
+//!   (the ring model), for replay and the daemon's shadow policy;
 //! - [`replay`]: the policy engine over a recording's passes.
 //!
 //! A crate apart from the daemon (Cargo.toml says why); the daemon's live
@@ -17,6 +19,7 @@
 //! `publish::recording` module.
 
 pub mod coder;
+pub mod counterfactual;
 pub mod file;
 pub mod format;
 pub mod journal;

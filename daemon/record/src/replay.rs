@@ -12,31 +12,21 @@
 //!   by a model of the recycle ring (below) and every decision on that
 //!   device is marked *modelled*. Nothing modelled is presented as observed.
 //!
-//! The ring model (docs/recording.md, "Counterfactuals"): per pool and
-//! interval, the recorded counters give the excess pages per ring fill
-//! relative to the pool, `x = recycle_ring_full / recycle_ring` (the same
-//! fitted quantity as the engine's ring probe, in the counter's own units,
-//! so the bulk-path undercount carries over); a burst is `1 + x` pools. A
-//! pool scaled by `k = ring' / ring` frees `e' = max(0, 1 + x - k)` per
-//! fill, so of the interval's returns `T = recycle_ring + recycle_ring_full`,
-//! `ring_full' = T e' / (k + e')` and `recycle_ring' = T - ring_full'`.
-//! Pages freed need refilling: `alloc_slow` moves by the change in frees /
-//! 64 (one refill is up to 64 pages). Pool memory (`inflight`,
-//! `inflight_mem`) scales by `k`. Queue-count changes are not modelled: the
-//! device's counters stay as recorded and its decisions are marked modelled.
+//! The ring model is [`crate::counterfactual`]'s.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
 use policy::accounting::PassDeltas;
-use policy::engine::{ActionRecord, EngineState, Observation, Original, Outcome};
-use policy::evaluate::{Applied, Evaluation, Rates, Verdict};
-use policy::plan::{Action, Decision, Knob, ReasonCode};
-use policy::snapshot::{Availability, Device, PoolStats, Snapshot};
+use policy::engine::EngineState;
+use policy::plan::{Action, Decision, ReasonCode};
+use policy::snapshot::{Device, PoolStats, Snapshot};
 use policy::{Mode, Policy};
 use serde::Serialize;
 
+pub use crate::counterfactual::model_delta;
+use crate::counterfactual::{Counterfactual, PassClock};
 use crate::format::{Pass, Start, local_time};
 use crate::{Next, RecordError, Recording};
 
@@ -178,40 +168,16 @@ pub struct Report {
     pub series: Vec<Point>,
 }
 
-/// A simulated change under evaluation (counterfactual).
-#[derive(Debug)]
-struct SimEval {
-    ev: Evaluation,
-}
-
 /// The replay's engine and what it carries between passes.
 #[derive(Debug)]
 struct Replayer<'p> {
     policy: &'p Policy,
     selection: &'p Selection,
     policy_json: Option<String>,
-    state: EngineState,
-    engine: policy::engine::Engine,
-    /// The snapshot the engine saw last pass (modelled where modelled).
-    prev: Option<(Snapshot, Duration)>,
-    /// The pass's pool deltas against `prev`, for the engine and the
-    /// totals and series.
-    deltas: PassDeltas,
-    /// The recorded counters of this pass and the previous one, by pool
-    /// id, of the devices the replay changed a knob of (the model's input).
-    obs_now: HashMap<u64, PoolStats>,
-    obs_prev: HashMap<u64, PoolStats>,
+    /// The engine, its memory and the counterfactual's changes.
+    cf: Counterfactual,
     faithful: bool,
     run: Option<u64>,
-    // Counterfactual memory:
-    history: Vec<ActionRecord>,
-    originals: Vec<Original>,
-    /// Replayed knob values, by device key.
-    knobs: BTreeMap<(String, Knob), u32>,
-    /// Modelled cumulative counters per pool id.
-    model: HashMap<u64, PoolStats>,
-    diverged: BTreeMap<String, bool>,
-    evals: Vec<SimEval>,
     totals: BTreeMap<String, PoolStats>,
 }
 
@@ -237,20 +203,9 @@ pub fn replay_selected(
         policy,
         selection,
         policy_json: serde_json::to_string(policy).ok(),
-        state: EngineState::default(),
-        engine: policy::engine::Engine::default(),
-        prev: None,
-        deltas: PassDeltas::default(),
-        obs_now: HashMap::new(),
-        obs_prev: HashMap::new(),
+        cf: Counterfactual::default(),
         faithful: false,
         run: None,
-        history: Vec::new(),
-        originals: Vec::new(),
-        knobs: BTreeMap::new(),
-        model: HashMap::new(),
-        diverged: BTreeMap::new(),
-        evals: Vec::new(),
         totals: BTreeMap::new(),
     };
     let mut report = Report::default();
@@ -280,34 +235,28 @@ impl Replayer<'_> {
         // The daemon's memory at the segment start: taken over when this is
         // the recorded policy (that is what the daemon's engine had), or
         // when nothing earlier was replayed.
-        let first = self.prev.is_none() && self.state.devices.is_empty();
+        let first = self.cf.prev.is_none() && self.cf.state.devices.is_empty();
         if faithful || first {
             if let Some(blob) = &start.engine
                 && blob.version == policy::engine::ENGINE_STATE_VERSION
                 && let Ok(s) = serde_json::from_str::<EngineState>(&blob.json)
             {
-                self.state = s;
+                self.cf.state = s;
             } else if faithful {
-                self.state = EngineState::default();
+                self.cf.state = EngineState::default();
             }
         }
-        if faithful || new_run || self.prev.is_none() {
-            self.obs_now = previous
+        if faithful || new_run || self.cf.prev.is_none() {
+            self.cf.obs_now = previous
                 .iter()
                 .flat_map(|(s, _)| s.devices.iter())
                 .flat_map(Device::pools)
                 .filter_map(|p| Some((p.id, p.stats?)))
                 .collect();
-            self.prev = previous;
+            self.cf.prev = previous;
         }
         if new_run && !faithful {
-            // Another process, another clock: the simulated history is
-            // moved like the daemon moves its own (state.rs rebase).
-            let now = self.prev.as_ref().map_or(Duration::ZERO, |p| p.1);
-            for a in &mut self.history {
-                a.at = a.at.min(now);
-            }
-            self.evals.clear();
+            self.cf.new_clock();
         }
         self.faithful = faithful;
     }
@@ -322,46 +271,34 @@ impl Replayer<'_> {
             report.last_unix_ms = Some(pass.unix_ms);
         }
         let now = Duration::from_nanos(pass.now_ns);
-        self.remember_observed(snap);
-        if !self.faithful {
-            self.modelled(snap);
-            self.evaluate_due(snap, now);
+        if self.faithful {
+            self.cf.remember_observed(snap);
+        } else {
+            self.cf.model_pass(self.policy, snap, now);
         }
         self.decide_pass(pass, snap, report);
-        self.keep_previous(snap, now);
+        self.cf.keep_previous(snap, now);
     }
 
     /// The engine on one pass, the report and the simulated changes.
     fn decide_pass(&mut self, pass: &Pass, snap: &Snapshot, report: &mut Report) {
         let now = Duration::from_nanos(pass.now_ns);
         let elapsed = Duration::from_nanos(pass.elapsed_ns);
-        let (history, originals, backoff) = if self.faithful {
-            pass.inputs.engine_inputs()
-        } else {
-            (
-                self.history.clone(),
-                self.originals.clone(),
-                BTreeMap::new(),
-            )
-        };
-        let overrides = pass.inputs.overrides.clone();
-        self.deltas
-            .compute(self.prev.as_ref().map(|(s, _)| s), snap);
-        let obs = Observation {
-            previous: self.prev.as_ref().map(|(s, _)| s),
-            current: snap,
-            deltas: &self.deltas,
-            elapsed,
+        let clock = PassClock {
             now,
+            elapsed,
             local_time: local_time(pass.local_time),
-            history: &history,
-            overrides: &overrides,
-            originals: &originals,
-            backoff: &backoff,
         };
+        let recorded = self.faithful.then(|| pass.inputs.engine_inputs());
         let mut plan = policy::plan::Plan::default();
-        self.engine
-            .decide_into(self.policy, &mut self.state, &obs, &mut plan);
+        self.cf.decide(
+            self.policy,
+            snap,
+            clock,
+            &pass.inputs.overrides,
+            recorded,
+            &mut plan,
+        );
         let sel = self.selection;
         let reported = !sel.before(pass.unix_ms);
         if self.faithful && reported {
@@ -370,8 +307,8 @@ impl Replayer<'_> {
                 report.identical_passes += 1;
             }
         }
-        let deltas = match &self.prev {
-            Some((p, _)) if reported => device_deltas(p, snap, &self.deltas, sel),
+        let deltas = match self.cf.previous() {
+            Some(p) if reported => device_deltas(p, snap, self.cf.deltas(), sel),
             _ => Vec::new(),
         };
         for (name, delta) in &deltas {
@@ -383,12 +320,12 @@ impl Replayer<'_> {
         for dec in &plan.decisions {
             if !reported || !sel.device(&dec.device) {
                 if !self.faithful && dec.mode == Mode::Enforce && dec.action != Action::Hold {
-                    self.apply(dec, snap, now, elapsed);
+                    self.cf.apply(self.policy, dec, snap, now, elapsed);
                 }
                 continue;
             }
             let key = dec.device_id.key();
-            let modelled = !self.faithful && self.diverged.get(&key).copied().unwrap_or(false);
+            let modelled = !self.faithful && self.cf.is_modelled(&key);
             let live = snap.devices.iter().find(|d| d.ifindex == dec.ifindex);
             if sel.series {
                 report.series.push(point(
@@ -428,235 +365,10 @@ impl Replayer<'_> {
                 recorded,
             });
             if !self.faithful && dec.mode == Mode::Enforce {
-                self.apply(dec, snap, now, elapsed);
+                self.cf.apply(self.policy, dec, snap, now, elapsed);
             }
         }
     }
-
-    /// `snap` becomes the previous pass; its buffer is swapped with the
-    /// pass before, which the next pass is decoded into.
-    fn keep_previous(&mut self, snap: &mut Snapshot, now: Duration) {
-        match &mut self.prev {
-            Some((p, at)) => {
-                std::mem::swap(p, snap);
-                *at = now;
-            }
-            None => self.prev = Some((std::mem::take(snap), now)),
-        }
-    }
-
-    /// A simulated change: the knob takes the target, an evaluation opens.
-    fn apply(&mut self, dec: &Decision, snap: &Snapshot, now: Duration, elapsed: Duration) {
-        let (Some(knob), Action::SetRing { from, to, .. } | Action::SetChannels { from, to, .. }) =
-            (dec.action.knob(), dec.action)
-        else {
-            return;
-        };
-        let key = dec.device_id.key();
-        if !self
-            .originals
-            .iter()
-            .any(|o| o.device == dec.device_id && o.knob == knob)
-        {
-            self.originals.push(Original {
-                device: dec.device_id.clone(),
-                knob,
-                value: from,
-            });
-        }
-        self.knobs.insert((key.clone(), knob), to);
-        // The model continues from the recorded counters of this pass (a
-        // device not modelled yet shows them as recorded).
-        if let Some(d) = snap.devices.iter().find(|d| d.id == dec.device_id) {
-            for p in d.pools() {
-                if let Some(s) = p.stats {
-                    self.obs_now.entry(p.id).or_insert(s);
-                }
-            }
-        }
-        self.history.push(ActionRecord {
-            device: dec.device_id.clone(),
-            knob,
-            from,
-            to,
-            at: now,
-            outcome: Outcome::Pending,
-        });
-        let baseline = self.prev.as_ref().and_then(|(p, _)| {
-            let a = p.devices.iter().find(|d| d.id == dec.device_id)?;
-            let b = snap.devices.iter().find(|d| d.id == dec.device_id)?;
-            Rates::between(a, b, elapsed)
-        });
-        if let Some(start) = snap.devices.iter().find(|d| d.id == dec.device_id) {
-            let applied = Applied {
-                knob,
-                from,
-                to,
-                reason: dec.reason,
-            };
-            self.evals.push(SimEval {
-                ev: Evaluation::open(applied, baseline, start.clone(), now, self.policy),
-            });
-        }
-    }
-
-    /// Closes due simulated evaluations with the daemon's judgement.
-    fn evaluate_due(&mut self, snap: &Snapshot, now: Duration) {
-        let mut done = Vec::new();
-        for (i, e) in self.evals.iter_mut().enumerate() {
-            let Some(dev) = snap.devices.iter().find(|d| d.id.key() == e.ev.key) else {
-                continue;
-            };
-            if let Some(verdict) = e.ev.advance(dev, now, self.policy) {
-                done.push((i, verdict));
-            }
-        }
-        for (i, verdict) in done.into_iter().rev() {
-            let e = self.evals.remove(i).ev;
-            let outcome = verdict.outcome();
-            if matches!(verdict, Verdict::Harmful(_)) {
-                self.knobs.insert((e.key.clone(), e.knob), e.from);
-            }
-            if let Some(a) = self
-                .history
-                .iter_mut()
-                .rev()
-                .find(|a| a.device.key() == e.key && a.knob == e.knob)
-            {
-                a.outcome = outcome;
-            }
-        }
-    }
-
-    /// Keeps this pass's recorded counters of the devices the replay
-    /// changed a knob of (the model's next input); the previous pass's move
-    /// to `obs_prev`.
-    fn remember_observed(&mut self, snap: &Snapshot) {
-        std::mem::swap(&mut self.obs_prev, &mut self.obs_now);
-        self.obs_now.clear();
-        if !self.knobs.is_empty() {
-            for d in &snap.devices {
-                let key = d.id.key();
-                if self.knobs.keys().any(|(k, _)| k == &key) {
-                    self.obs_now
-                        .extend(d.pools().filter_map(|p| Some((p.id, p.stats?))));
-                }
-            }
-        }
-    }
-
-    /// The recorded snapshot, in place, with the replay's knob values,
-    /// counters continued by the ring model where the ring differs.
-    fn modelled(&mut self, snap: &mut Snapshot) {
-        let mut next_model = HashMap::new();
-        for d in &mut snap.devices {
-            if self.knobs.is_empty() {
-                // Nothing changed by the replay: all as recorded.
-                break;
-            }
-            let key = d.id.key();
-            let ring_k = self.ring_factor(d, &key);
-            let chan = self.knobs.iter().find_map(|((k, knob), v)| {
-                (k == &key && matches!(knob, Knob::Channels(_))).then_some((*knob, *v))
-            });
-            if let Some((knob, v)) = chan
-                && policy::knobs::desc(knob).write(d, v)
-            {
-                self.diverged.insert(key.clone(), true);
-            }
-            if ring_k.is_some() {
-                self.diverged.insert(key.clone(), true);
-            }
-            // A modelled device stays modelled: with the same ring again its
-            // deltas are as observed, on the modelled base.
-            if self.diverged.get(&key).copied().unwrap_or(false) {
-                let k = ring_k.unwrap_or(1.0);
-                for p in d
-                    .rx_queues
-                    .iter_mut()
-                    .flat_map(|q| q.pools.iter_mut())
-                    .chain(d.unmapped_pools.iter_mut())
-                {
-                    self.model_pool(p, k, &mut next_model);
-                }
-            }
-        }
-        self.model = next_model;
-    }
-
-    /// Sets the replay's ring on `d`; the pool scale `ring' / ring` when
-    /// it differs from the recorded one.
-    fn ring_factor(&self, d: &mut Device, key: &str) -> Option<f64> {
-        let Availability::Available(r) = &mut d.rings else {
-            return None;
-        };
-        let mut factor = None;
-        for k in policy::knobs::all().filter(|k| k.block == policy::knobs::Block::Rings) {
-            let Some(&v) = self.knobs.get(&(key.to_owned(), k.knob)) else {
-                continue;
-            };
-            if let Some(rec) = k.in_rings(r)
-                && rec != v
-                && rec > 0
-            {
-                factor = Some(f64::from(v) / f64::from(rec));
-            }
-            k.set_in_rings(r, v);
-        }
-        factor
-    }
-
-    fn model_pool(
-        &self,
-        p: &mut policy::snapshot::Pool,
-        k: f64,
-        next: &mut HashMap<u64, PoolStats>,
-    ) {
-        #[allow(
-            clippy::cast_possible_truncation,
-            clippy::cast_sign_loss,
-            clippy::cast_precision_loss
-        )]
-        let scale = |v: u64, k: f64| (v as f64 * k).round() as u64;
-        p.inflight = p.inflight.map(|v| scale(v, k));
-        p.inflight_mem = p.inflight_mem.map(|v| scale(v, k));
-        let Some(cur) = p.stats else {
-            return;
-        };
-        let prev_obs = self.obs_prev.get(&p.id).copied();
-        let delta = prev_obs.and_then(|b| cur.delta(&b)).unwrap_or(cur);
-        let base = self.model.get(&p.id).copied().or(prev_obs);
-        let d = model_delta(&delta, k);
-        let out = match base {
-            Some(b) => b.add(&d),
-            None => d,
-        };
-        next.insert(p.id, out);
-        p.stats = Some(out);
-    }
-}
-
-/// The ring model on one interval's counters of one pool (module docs).
-#[must_use]
-pub fn model_delta(d: &PoolStats, k: f64) -> PoolStats {
-    #[allow(clippy::cast_precision_loss)]
-    let (full, ring) = (d.recycle_ring_full as f64, d.recycle_ring as f64);
-    let total = full + ring;
-    if total <= 0.0 || (k - 1.0).abs() < f64::EPSILON {
-        return *d;
-    }
-    let x = if ring > 0.0 { full / ring } else { 0.0 };
-    let e = (1.0 + x - k).max(0.0);
-    let full2 = total * e / (k + e);
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    let full2 = full2.round().max(0.0) as u64;
-    let mut out = *d;
-    out.recycle_ring_full = full2;
-    out.recycle_ring = (d.recycle_ring + d.recycle_ring_full).saturating_sub(full2);
-    let freed_less = i128::from(d.recycle_ring_full) - i128::from(full2);
-    let slow = i128::from(d.alloc_slow) - freed_less / 64;
-    out.alloc_slow = u64::try_from(slow.max(0)).unwrap_or(0);
-    out
 }
 
 /// Whether the engine decided as the recording says it did, for the
@@ -722,30 +434,5 @@ fn point(
         } else {
             Basis::Observed
         },
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_ring_model_keeps_returns_and_frees_less_with_a_bigger_pool() {
-        let d = PoolStats {
-            recycle_ring: 1000,
-            recycle_ring_full: 500,
-            alloc_slow: 100,
-            ..PoolStats::default()
-        };
-        assert_eq!(model_delta(&d, 1.0), d);
-        // x = 0.5: a burst is 1.5 pools; a pool twice as big frees nothing.
-        let big = model_delta(&d, 2.0);
-        assert_eq!(big.recycle_ring_full, 0);
-        assert_eq!(big.recycle_ring, 1500);
-        assert!(big.alloc_slow < d.alloc_slow);
-        // Half the pool: e' = 1.0, ring_full' = 1500 * 1 / 1.5 = 1000.
-        let small = model_delta(&d, 0.5);
-        assert_eq!(small.recycle_ring_full, 1000);
-        assert_eq!(small.recycle_ring + small.recycle_ring_full, 1500);
     }
 }

@@ -1,0 +1,408 @@
+//! The counterfactual engine: a policy run on snapshots as if its own
+//! changes had been made, its counters continued by a model of the recycle
+//! ring where its ring differs from the one observed. `pptune replay
+//! --against` runs it over a recording ([`crate::replay`]); the daemon's
+//! shadow policy runs it on live samples. Nothing it decides reaches a
+//! device: its changes are written into the snapshots it is given.
+//!
+//! The ring model (docs/recording.md, "Counterfactuals"): per pool and
+//! interval, the observed counters give the excess pages per ring fill
+//! relative to the pool, `x = recycle_ring_full / recycle_ring` (the same
+//! fitted quantity as the engine's ring probe, in the counter's own units,
+//! so the bulk-path undercount carries over); a burst is `1 + x` pools. A
+//! pool scaled by `k = ring' / ring` frees `e' = max(0, 1 + x - k)` per
+//! fill, so of the interval's returns `T = recycle_ring + recycle_ring_full`,
+//! `ring_full' = T e' / (k + e')` and `recycle_ring' = T - ring_full'`.
+//! Pages freed need refilling: `alloc_slow` moves by the change in frees /
+//! 64 (one refill is up to 64 pages). Pool memory (`inflight`,
+//! `inflight_mem`) scales by `k`. Queue-count changes are not modelled: the
+//! device's counters stay as observed and its decisions are marked modelled.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use policy::Policy;
+use policy::accounting::PassDeltas;
+use policy::engine::{ActionRecord, EngineState, Observation, Original, Outcome};
+use policy::evaluate::{Applied, Evaluation, Rates, Verdict};
+use policy::observation::{Backoff, LocalTime};
+use policy::plan::{Action, Decision, Knob, Plan};
+use policy::snapshot::{Availability, Device, DeviceId, PoolStats, Snapshot};
+
+/// A simulated change under evaluation.
+#[derive(Debug)]
+struct SimEval {
+    ev: Evaluation,
+}
+
+/// What one pass gives the engine besides the snapshot.
+#[derive(Debug, Clone, Copy)]
+pub struct PassClock {
+    pub now: Duration,
+    pub elapsed: Duration,
+    pub local_time: Option<LocalTime>,
+}
+
+/// The daemon's own inputs of a pass, for a replay under the recorded
+/// policy (faithful): its history, originals and backoff instead of the
+/// counterfactual's.
+pub type Recorded = (Vec<ActionRecord>, Vec<Original>, BTreeMap<String, Backoff>);
+
+/// The counterfactual engine and what it carries between passes.
+#[derive(Debug, Default)]
+pub struct Counterfactual {
+    pub(crate) state: EngineState,
+    engine: policy::engine::Engine,
+    /// The snapshot the engine saw last pass (modelled where modelled).
+    pub(crate) prev: Option<(Snapshot, Duration)>,
+    /// The pass's pool deltas against `prev`, for the engine and the
+    /// totals and series.
+    pub(crate) deltas: PassDeltas,
+    /// The observed counters of this pass and the previous one, by pool
+    /// id, of the devices the counterfactual changed a knob of (the
+    /// model's input).
+    pub(crate) obs_now: HashMap<u64, PoolStats>,
+    obs_prev: HashMap<u64, PoolStats>,
+    pub(crate) history: Vec<ActionRecord>,
+    originals: Vec<Original>,
+    /// The counterfactual's knob values, by device key.
+    knobs: BTreeMap<(String, Knob), u32>,
+    /// Modelled cumulative counters per pool id.
+    model: HashMap<u64, PoolStats>,
+    diverged: BTreeMap<String, bool>,
+    evals: Vec<SimEval>,
+}
+
+impl Counterfactual {
+    /// A pass before the engine: the observed counters kept, then the
+    /// snapshot made this policy's world in place (its knob values, the
+    /// modelled counters) and its evaluations closed when due.
+    pub fn model_pass(&mut self, policy: &Policy, snap: &mut Snapshot, now: Duration) {
+        self.remember_observed(snap);
+        self.modelled(snap);
+        self.evaluate_due(policy, snap, now);
+    }
+
+    /// The engine on `snap` into `plan`, the pass's deltas computed first.
+    /// `recorded` replaces the counterfactual's own history, originals and
+    /// (empty) backoff with the daemon's.
+    pub fn decide(
+        &mut self,
+        policy: &Policy,
+        snap: &Snapshot,
+        clock: PassClock,
+        overrides: &[(DeviceId, Knob)],
+        recorded: Option<Recorded>,
+        plan: &mut Plan,
+    ) {
+        let (history, originals, backoff) = recorded.unwrap_or_else(|| {
+            (
+                self.history.clone(),
+                self.originals.clone(),
+                BTreeMap::new(),
+            )
+        });
+        self.deltas
+            .compute(self.prev.as_ref().map(|(s, _)| s), snap);
+        let obs = Observation {
+            previous: self.prev.as_ref().map(|(s, _)| s),
+            current: snap,
+            deltas: &self.deltas,
+            elapsed: clock.elapsed,
+            now: clock.now,
+            local_time: clock.local_time,
+            history: &history,
+            overrides,
+            originals: &originals,
+            backoff: &backoff,
+        };
+        self.engine.decide_into(policy, &mut self.state, &obs, plan);
+    }
+
+    /// Another process, another clock: the simulated history is moved
+    /// like the daemon moves its own (state.rs rebase), and the simulated
+    /// evaluations end.
+    pub fn new_clock(&mut self) {
+        let now = self.prev.as_ref().map_or(Duration::ZERO, |p| p.1);
+        for a in &mut self.history {
+            a.at = a.at.min(now);
+        }
+        self.evals.clear();
+    }
+
+    /// Whether the device's counters are modelled (its knobs differed from
+    /// the observed ones at some pass).
+    #[must_use]
+    pub fn is_modelled(&self, key: &str) -> bool {
+        self.diverged.get(key).copied().unwrap_or(false)
+    }
+
+    /// The pass's pool deltas, as the engine read them.
+    #[must_use]
+    pub fn deltas(&self) -> &PassDeltas {
+        &self.deltas
+    }
+
+    /// The snapshot of the last pass, as the engine saw it.
+    #[must_use]
+    pub fn previous(&self) -> Option<&Snapshot> {
+        self.prev.as_ref().map(|(s, _)| s)
+    }
+
+    /// `snap` becomes the previous pass; its buffer is swapped with the
+    /// pass before, which the next pass is decoded into.
+    pub fn keep_previous(&mut self, snap: &mut Snapshot, now: Duration) {
+        match &mut self.prev {
+            Some((p, at)) => {
+                std::mem::swap(p, snap);
+                *at = now;
+            }
+            None => self.prev = Some((std::mem::take(snap), now)),
+        }
+    }
+
+    /// A simulated change: the knob takes the target, an evaluation opens.
+    pub fn apply(
+        &mut self,
+        policy: &Policy,
+        dec: &Decision,
+        snap: &Snapshot,
+        now: Duration,
+        elapsed: Duration,
+    ) {
+        let (Some(knob), Action::SetRing { from, to, .. } | Action::SetChannels { from, to, .. }) =
+            (dec.action.knob(), dec.action)
+        else {
+            return;
+        };
+        let key = dec.device_id.key();
+        if !self
+            .originals
+            .iter()
+            .any(|o| o.device == dec.device_id && o.knob == knob)
+        {
+            self.originals.push(Original {
+                device: dec.device_id.clone(),
+                knob,
+                value: from,
+            });
+        }
+        self.knobs.insert((key.clone(), knob), to);
+        // The model continues from the recorded counters of this pass (a
+        // device not modelled yet shows them as recorded).
+        if let Some(d) = snap.devices.iter().find(|d| d.id == dec.device_id) {
+            for p in d.pools() {
+                if let Some(s) = p.stats {
+                    self.obs_now.entry(p.id).or_insert(s);
+                }
+            }
+        }
+        self.history.push(ActionRecord {
+            device: dec.device_id.clone(),
+            knob,
+            from,
+            to,
+            at: now,
+            outcome: Outcome::Pending,
+        });
+        let baseline = self.prev.as_ref().and_then(|(p, _)| {
+            let a = p.devices.iter().find(|d| d.id == dec.device_id)?;
+            let b = snap.devices.iter().find(|d| d.id == dec.device_id)?;
+            Rates::between(a, b, elapsed)
+        });
+        if let Some(start) = snap.devices.iter().find(|d| d.id == dec.device_id) {
+            let applied = Applied {
+                knob,
+                from,
+                to,
+                reason: dec.reason,
+            };
+            self.evals.push(SimEval {
+                ev: Evaluation::open(applied, baseline, start.clone(), now, policy),
+            });
+        }
+    }
+
+    /// Closes due simulated evaluations with the daemon's judgement.
+    pub fn evaluate_due(&mut self, policy: &Policy, snap: &Snapshot, now: Duration) {
+        let mut done = Vec::new();
+        for (i, e) in self.evals.iter_mut().enumerate() {
+            let Some(dev) = snap.devices.iter().find(|d| d.id.key() == e.ev.key) else {
+                continue;
+            };
+            if let Some(verdict) = e.ev.advance(dev, now, policy) {
+                done.push((i, verdict));
+            }
+        }
+        for (i, verdict) in done.into_iter().rev() {
+            let e = self.evals.remove(i).ev;
+            let outcome = verdict.outcome();
+            if matches!(verdict, Verdict::Harmful(_)) {
+                self.knobs.insert((e.key.clone(), e.knob), e.from);
+            }
+            if let Some(a) = self
+                .history
+                .iter_mut()
+                .rev()
+                .find(|a| a.device.key() == e.key && a.knob == e.knob)
+            {
+                a.outcome = outcome;
+            }
+        }
+    }
+
+    /// Keeps this pass's recorded counters of the devices the replay
+    /// changed a knob of (the model's next input); the previous pass's move
+    /// to `obs_prev`.
+    pub fn remember_observed(&mut self, snap: &Snapshot) {
+        std::mem::swap(&mut self.obs_prev, &mut self.obs_now);
+        self.obs_now.clear();
+        if !self.knobs.is_empty() {
+            for d in &snap.devices {
+                let key = d.id.key();
+                if self.knobs.keys().any(|(k, _)| k == &key) {
+                    self.obs_now
+                        .extend(d.pools().filter_map(|p| Some((p.id, p.stats?))));
+                }
+            }
+        }
+    }
+
+    /// The recorded snapshot, in place, with the replay's knob values,
+    /// counters continued by the ring model where the ring differs.
+    pub fn modelled(&mut self, snap: &mut Snapshot) {
+        let mut next_model = HashMap::new();
+        for d in &mut snap.devices {
+            if self.knobs.is_empty() {
+                // Nothing changed by the replay: all as recorded.
+                break;
+            }
+            let key = d.id.key();
+            let ring_k = self.ring_factor(d, &key);
+            let chan = self.knobs.iter().find_map(|((k, knob), v)| {
+                (k == &key && matches!(knob, Knob::Channels(_))).then_some((*knob, *v))
+            });
+            if let Some((knob, v)) = chan
+                && policy::knobs::desc(knob).write(d, v)
+            {
+                self.diverged.insert(key.clone(), true);
+            }
+            if ring_k.is_some() {
+                self.diverged.insert(key.clone(), true);
+            }
+            // A modelled device stays modelled: with the same ring again its
+            // deltas are as observed, on the modelled base.
+            if self.diverged.get(&key).copied().unwrap_or(false) {
+                let k = ring_k.unwrap_or(1.0);
+                for p in d
+                    .rx_queues
+                    .iter_mut()
+                    .flat_map(|q| q.pools.iter_mut())
+                    .chain(d.unmapped_pools.iter_mut())
+                {
+                    self.model_pool(p, k, &mut next_model);
+                }
+            }
+        }
+        self.model = next_model;
+    }
+
+    /// Sets the replay's ring on `d`; the pool scale `ring' / ring` when
+    /// it differs from the recorded one.
+    fn ring_factor(&self, d: &mut Device, key: &str) -> Option<f64> {
+        let Availability::Available(r) = &mut d.rings else {
+            return None;
+        };
+        let mut factor = None;
+        for k in policy::knobs::all().filter(|k| k.block == policy::knobs::Block::Rings) {
+            let Some(&v) = self.knobs.get(&(key.to_owned(), k.knob)) else {
+                continue;
+            };
+            if let Some(rec) = k.in_rings(r)
+                && rec != v
+                && rec > 0
+            {
+                factor = Some(f64::from(v) / f64::from(rec));
+            }
+            k.set_in_rings(r, v);
+        }
+        factor
+    }
+
+    fn model_pool(
+        &self,
+        p: &mut policy::snapshot::Pool,
+        k: f64,
+        next: &mut HashMap<u64, PoolStats>,
+    ) {
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            clippy::cast_precision_loss
+        )]
+        let scale = |v: u64, k: f64| (v as f64 * k).round() as u64;
+        p.inflight = p.inflight.map(|v| scale(v, k));
+        p.inflight_mem = p.inflight_mem.map(|v| scale(v, k));
+        let Some(cur) = p.stats else {
+            return;
+        };
+        let prev_obs = self.obs_prev.get(&p.id).copied();
+        let delta = prev_obs.and_then(|b| cur.delta(&b)).unwrap_or(cur);
+        let base = self.model.get(&p.id).copied().or(prev_obs);
+        let d = model_delta(&delta, k);
+        let out = match base {
+            Some(b) => b.add(&d),
+            None => d,
+        };
+        next.insert(p.id, out);
+        p.stats = Some(out);
+    }
+}
+
+/// The ring model on one interval's counters of one pool (module docs).
+#[must_use]
+pub fn model_delta(d: &PoolStats, k: f64) -> PoolStats {
+    #[allow(clippy::cast_precision_loss)]
+    let (full, ring) = (d.recycle_ring_full as f64, d.recycle_ring as f64);
+    let total = full + ring;
+    if total <= 0.0 || (k - 1.0).abs() < f64::EPSILON {
+        return *d;
+    }
+    let x = if ring > 0.0 { full / ring } else { 0.0 };
+    let e = (1.0 + x - k).max(0.0);
+    let full2 = total * e / (k + e);
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let full2 = full2.round().max(0.0) as u64;
+    let mut out = *d;
+    out.recycle_ring_full = full2;
+    out.recycle_ring = (d.recycle_ring + d.recycle_ring_full).saturating_sub(full2);
+    let freed_less = i128::from(d.recycle_ring_full) - i128::from(full2);
+    let slow = i128::from(d.alloc_slow) - freed_less / 64;
+    out.alloc_slow = u64::try_from(slow.max(0)).unwrap_or(0);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ring_model_keeps_returns_and_frees_less_with_a_bigger_pool() {
+        let d = PoolStats {
+            recycle_ring: 1000,
+            recycle_ring_full: 500,
+            alloc_slow: 100,
+            ..PoolStats::default()
+        };
+        assert_eq!(model_delta(&d, 1.0), d);
+        // x = 0.5: a burst is 1.5 pools; a pool twice as big frees nothing.
+        let big = model_delta(&d, 2.0);
+        assert_eq!(big.recycle_ring_full, 0);
+        assert_eq!(big.recycle_ring, 1500);
+        assert!(big.alloc_slow < d.alloc_slow);
+        // Half the pool: e' = 1.0, ring_full' = 1500 * 1 / 1.5 = 1000.
+        let small = model_delta(&d, 0.5);
+        assert_eq!(small.recycle_ring_full, 1000);
+        assert_eq!(small.recycle_ring + small.recycle_ring_full, 1500);
+    }
+}
