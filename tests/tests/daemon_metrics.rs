@@ -202,6 +202,11 @@ async fn exercise_with(metrics: Arc<Metrics>, secs: u64, series: QueueSelection)
     let k = Arc::new(FakeKernel::bursty());
     let mut p = fake::test_policy(Mode::Enforce);
     p.daemon.queue_series = series;
+    // A shadow too, so its families are exercised.
+    p.shadow = Some(policy::policy::Shadow {
+        path: "/etc/pptune/shadow.yaml".into(),
+        policy: Some(Box::new(fake::test_policy(Mode::Enforce))),
+    });
     let (tx, rx) = mpsc::unbounded_channel();
     let opts = options(metrics, rx);
     let k2 = Arc::clone(&k);

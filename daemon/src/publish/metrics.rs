@@ -42,6 +42,7 @@ use std::sync::atomic::AtomicUsize;
 mod families;
 mod labels;
 mod series;
+pub mod shadow;
 pub use families::Families;
 use families::exposed;
 pub use labels::*;
@@ -101,6 +102,8 @@ pub struct Metrics {
     pub health: crate::publish::health::Health,
     /// Length of the last exposition, to size the next one in one go.
     last_len: AtomicUsize,
+    /// The shadow policy's per-device series.
+    shadow: shadow::ShadowSeries,
 }
 
 impl std::ops::Deref for Metrics {
@@ -183,6 +186,17 @@ impl Metrics {
             queue_series: Mutex::new(QueueSelection::All),
             health: crate::publish::health::Health::default(),
             last_len: AtomicUsize::new(0),
+            shadow: shadow::ShadowSeries::default(),
+        }
+    }
+
+    /// One pass of the shadow policy; `None`: no shadow runs (its series
+    /// go).
+    pub fn observe_shadow(&self, pass: Option<&shadow::ShadowPass<'_>>) {
+        self.shadow_running.set(i64::from(pass.is_some()));
+        match pass {
+            Some(p) => self.shadow.observe(&self.families, p),
+            None => self.shadow.clear(&self.families),
         }
     }
 

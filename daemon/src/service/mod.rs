@@ -34,6 +34,7 @@ mod inputs;
 mod keep;
 mod loading;
 mod report;
+mod shadow;
 use inputs::restore_engine;
 pub use inputs::{Engine, Options, PolicyEngine, PolicyNotLoaded, PolicySource, RELOAD_DEADLINE};
 use keep::{Acting, Keep};
@@ -87,6 +88,8 @@ struct Daemon<K: Kernel, E: Engine> {
     last_sample: Option<Duration>,
     coexist: crate::act::coexist::Tracker,
     recording: Option<LiveRecording>,
+    /// The shadow policy's engine, when the policy names one.
+    shadow: Option<shadow::Shadow>,
 }
 
 /// `now + d` for a timer, checked: a duration past `Instant`'s range (the
@@ -147,6 +150,7 @@ pub async fn run<K: Kernel, E: Engine>(
         kernel,
         engine,
         draw: rollout::draw(policy.rollout.as_ref(), &host_id.value),
+        shadow: shadow::Shadow::start(&policy, &metrics),
         policy,
         source: Arc::from(source),
         policy_error: None,
@@ -479,6 +483,9 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         };
         let mut plan = std::mem::take(&mut self.plan);
         self.engine.decide_into(&self.policy, &obs, &mut plan);
+        if let Some(s) = &mut self.shadow {
+            s.pass(snap, (now, elapsed, local), &overrides, &self.metrics);
+        }
         (plan, asked)
     }
 
@@ -658,12 +665,14 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
     /// invalid one (or a load that failed) keeps it.
     fn reload_finished(&mut self, loaded: Result<Policy, PolicyNotLoaded>) {
         match loaded {
-            Ok(p) => {
+            Ok(mut p) => {
                 // Configuration management reloads unchanged files on a
                 // timer: an identical policy keeps the findings in progress
                 // and the backoff, or no finding would ever mature.
-                let changed = p != self.policy;
+                let changed = shadow::Shadow::differ_beyond(&mut p, &mut self.policy);
                 self.policy = p;
+                self.shadow =
+                    shadow::Shadow::reloaded(self.shadow.take(), &self.policy, &self.metrics);
                 if let Some(r) = &mut self.recording {
                     r.policy_reloaded(&self.policy, changed);
                 }

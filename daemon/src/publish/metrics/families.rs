@@ -104,6 +104,13 @@ families! {
     /// 1 for the host's arm, 0 for the two others: every host exports all
     /// three, so `sum by (arm)` counts hosts per arm.
     rollout_arm: Family<ArmLabels, Gauge> = ("pptune_rollout_arm", "1 for this host's fleet arm: enforce (in the rollout fraction, some selector enforces), holdout (the control group: observes only, keeps its rings), observe (the rest)");
+    /// The shadow policy (`publish::metrics::shadow`).
+    shadow_running: Gauge = ("pptune_shadow_running", "1 while a shadow policy runs beside the policy in force (it never acts)");
+    shadow_changes: Family<KnobLabels, Counter> = ("pptune_shadow_changes", "Changes the shadow policy would have made (modelled as made: its later decisions follow from them), by device and knob");
+    shadow_target: Family<KnobLabels, Gauge> = ("pptune_shadow_target", "The value the shadow policy would have each managed knob at, on each device it selects");
+    shadow_miss: Family<DevLabels, FGauge> = ("pptune_shadow_recycle_miss_modelled", "The shadow's recycle-miss share over the last interval: observed until its ring differs from the live one, then the ring model's", Unit::Other("ratio".into()));
+    shadow_memory: Family<DevLabels, Gauge> = ("pptune_shadow_pool_inflight_modelled", "The shadow's pool memory (inflight) on the device: observed until its ring differs from the live one, then scaled by the ring model", Unit::Bytes);
+    shadow_modelled: Family<DevLabels, Gauge> = ("pptune_shadow_modelled", "1 when the shadow's figures on the device are the ring model's, not observed");
     reloads: Family<ResultLabels, Counter> = ("pptune_policy_reloads", "Policy reloads by result (ok, invalid)");
     policy_valid: Gauge = ("pptune_policy_valid", "0 when the last reload was invalid and the last good policy is still in force");
     samples: Counter = ("pptune_samples", "Successful sampling passes");

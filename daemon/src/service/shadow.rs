@@ -1,0 +1,135 @@
+//! The shadow policy (`shadow:` in the policy): a second engine on the
+//! loop's live samples that never acts. It is the counterfactual engine
+//! `pptune replay --against` runs ([`record::counterfactual`]): each pass
+//! it gets its own copy of the sample, with the knob values it would have
+//! set written in and the counters continued by the ring model where its
+//! ring differs from the live one. It holds no kernel and no actuator:
+//! nothing it decides can reach a device, whatever its mode says. What it
+//! would do goes to the metrics (`pptune_shadow_*`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use policy::Policy;
+use policy::observation::LocalTime;
+use policy::plan::{Action, Knob, Plan};
+use policy::snapshot::{DeviceId, Snapshot};
+use record::counterfactual::{Counterfactual, PassClock};
+
+use crate::publish::metrics::Metrics;
+use crate::publish::metrics::shadow::ShadowPass;
+
+/// The shadow engine and its policy.
+#[derive(Debug)]
+pub(super) struct Shadow {
+    path: PathBuf,
+    policy: Policy,
+    engine: Counterfactual,
+    /// The pass's copy of the sample (the buffer the pass before last
+    /// used).
+    snap: Snapshot,
+    plan: Plan,
+    tick: u64,
+}
+
+impl Shadow {
+    /// The shadow `policy` names, when it names one (its file read by the
+    /// policy load).
+    pub(super) fn of(policy: &Policy) -> Option<Self> {
+        let s = policy.shadow.as_ref()?;
+        let shadow = s.policy.as_deref()?.clone();
+        tracing::info!(
+            path = %s.path.display(),
+            "shadow policy: evaluated on every sample, never acted on"
+        );
+        Some(Self {
+            path: s.path.clone(),
+            policy: shadow,
+            engine: Counterfactual::default(),
+            snap: Snapshot::default(),
+            plan: Plan::default(),
+            tick: 0,
+        })
+    }
+
+    /// The shadow at the start: [`Shadow::of`], its series cleared when
+    /// there is none.
+    pub(super) fn start(policy: &Policy, metrics: &Metrics) -> Option<Self> {
+        let s = Self::of(policy);
+        if s.is_none() {
+            metrics.observe_shadow(None);
+        }
+        s
+    }
+
+    /// After a reload: the same shadow (file and policy) keeps its engine
+    /// and what it modelled; another one starts afresh; none ends it and
+    /// its series.
+    pub(super) fn reloaded(
+        current: Option<Self>,
+        policy: &Policy,
+        metrics: &Metrics,
+    ) -> Option<Self> {
+        let same = match (&current, &policy.shadow) {
+            (Some(c), Some(s)) => {
+                s.path == c.path && s.policy.as_deref().is_some_and(|p| *p == c.policy)
+            }
+            _ => false,
+        };
+        if same {
+            current
+        } else {
+            Self::start(policy, metrics)
+        }
+    }
+
+    /// Whether two policies differ in more than their shadow: a reload
+    /// that only changes the shadow keeps the findings of the policy in
+    /// force.
+    pub(super) fn differ_beyond(a: &mut Policy, b: &mut Policy) -> bool {
+        let (sa, sb) = (a.shadow.take(), b.shadow.take());
+        let differ = a != b;
+        (a.shadow, b.shadow) = (sa, sb);
+        differ
+    }
+
+    /// One pass on `live`, with the loop's clock and overrides; what it
+    /// would do is written to `metrics`.
+    pub(super) fn pass(
+        &mut self,
+        live: &Snapshot,
+        (now, elapsed, local_time): (Duration, Duration, Option<LocalTime>),
+        overrides: &[(DeviceId, Knob)],
+        metrics: &Metrics,
+    ) {
+        let clock = PassClock {
+            now,
+            elapsed,
+            local_time,
+        };
+        self.snap.clone_from(live);
+        self.engine.model_pass(&self.policy, &mut self.snap, now);
+        self.engine.decide(
+            &self.policy,
+            &self.snap,
+            clock,
+            overrides,
+            None,
+            &mut self.plan,
+        );
+        for dec in &self.plan.decisions {
+            if dec.mode == policy::Mode::Enforce && dec.action != Action::Hold {
+                self.engine
+                    .apply(&self.policy, dec, &self.snap, now, elapsed);
+            }
+        }
+        self.engine.keep_previous(&mut self.snap, now);
+        self.tick += 1;
+        metrics.observe_shadow(Some(&ShadowPass {
+            policy: &self.policy,
+            engine: &self.engine,
+            plan: &self.plan,
+            tick: self.tick,
+        }));
+    }
+}
