@@ -59,14 +59,27 @@ pub fn start(
     store: Option<StateStore>,
     control_socket: Option<PathBuf>,
 ) -> Running {
-    let (reload, rx) = mpsc::unbounded_channel();
     let metrics = Arc::new(Metrics::new());
+    start_on_host(kernel, policy, (store, control_socket), "h", metrics)
+}
+
+/// [`start`] with the host identity the rollout draws by, exporting into
+/// `metrics` (which may be served before the loop starts).
+#[must_use]
+pub fn start_on_host(
+    kernel: &Arc<FakeKernel>,
+    policy: Policy,
+    (store, control_socket): (Option<StateStore>, Option<PathBuf>),
+    host: &str,
+    metrics: Arc<Metrics>,
+) -> Running {
+    let (reload, rx) = mpsc::unbounded_channel();
     let opts = Options {
         notifier: Notifier::off(),
         store,
         host_id: HostId {
             source: "test",
-            value: "h".into(),
+            value: host.into(),
         },
         control_socket,
         metrics: Arc::clone(&metrics),

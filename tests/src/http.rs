@@ -83,6 +83,17 @@ impl Prometheus {
     #[must_use]
     #[allow(clippy::expect_used)]
     pub fn start(scrape_configs: &str) -> Self {
+        Self::with_rules(scrape_configs, &[])
+    }
+
+    /// [`Prometheus::start`] evaluating the rule files given as (name,
+    /// text), every second.
+    ///
+    /// # Panics
+    /// As [`Prometheus::start`].
+    #[must_use]
+    #[allow(clippy::expect_used)]
+    pub fn with_rules(scrape_configs: &str, rules: &[(&str, &str)]) -> Self {
         let prom = std::path::Path::new("/usr/bin/prometheus");
         assert!(
             prom.exists(),
@@ -93,9 +104,21 @@ impl Prometheus {
         let addr = free.local_addr().expect("its address").to_string();
         drop(free);
         let cfg = dir.path().join("prometheus.yml");
+        let mut files = String::new();
+        for (name, text) in rules {
+            std::fs::write(dir.path().join(name), text).expect("writing a rule file");
+            files.push_str(&format!("  - {name}\n"));
+        }
+        let rule_files = if files.is_empty() {
+            String::new()
+        } else {
+            format!("rule_files:\n{files}")
+        };
         std::fs::write(
             &cfg,
-            format!("global:\n  scrape_interval: 1s\nscrape_configs:\n{scrape_configs}"),
+            format!(
+                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n{rule_files}scrape_configs:\n{scrape_configs}"
+            ),
         )
         .expect("writing prometheus.yml");
         let child = std::process::Command::new(prom)

@@ -77,6 +77,13 @@ impl ShadowSeries {
                 if let Some(v) = value {
                     let l = labels(&dev.name, k.knob);
                     f.shadow_target.get_or_create(&l).set(i64::from(v));
+                    // The change counter exists at 0 from the start: a
+                    // series born at 1 hides its first change from
+                    // Prometheus' increase() and rate().
+                    if !kept.changes.contains_key(&l) {
+                        let c = f.shadow_changes.get_or_create_owned(&l);
+                        kept.changes.insert(l.clone(), c);
+                    }
                     kept.targets.insert(l);
                 }
             }

@@ -1,0 +1,225 @@
+//! Fleet mode through a real Prometheus (`/usr/bin/prometheus`): daemons
+//! on the fake kernel, drawn into the two arms of one rollout (enforce and
+//! holdout), one with a shadow policy, each with its own `/metrics`
+//! endpoint, scraped by one Prometheus that evaluates the shipped
+//! recording rules (`packaging/prometheus/pptune-rules.yaml`). The arm
+//! comparison and the shadow totals are read back from the rules' series.
+//!
+//! The daemons run in this process on fake kernels, so they need no
+//! network namespace of their own: each is one loop, one registry and one
+//! listener on its own loopback port, which is all Prometheus sees of a
+//! host.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use policy::Mode;
+use policy::policy::{Rollout, Shadow};
+use pptune::act::rollout;
+use pptune::publish::metrics::Metrics;
+use pptune_tests::daemon::{self, Running};
+use pptune_tests::fake::{self, FakeKernel};
+use pptune_tests::http::Prometheus;
+
+/// One host of the fleet.
+struct Host {
+    name: String,
+    arm: &'static str,
+    kernel: Arc<FakeKernel>,
+    running: Running,
+}
+
+/// `n` host names per arm under `r` (enforce: in the fraction; holdout).
+fn hosts_by_arm(r: &Rollout, n: usize) -> Vec<(String, &'static str)> {
+    let (mut enforce, mut holdout) = (Vec::new(), Vec::new());
+    for i in 0.. {
+        let name = format!("host-{i}");
+        let d = rollout::draw(Some(r), &name);
+        if d.host_selected && enforce.len() < n {
+            enforce.push((name, "enforce"));
+        } else if d.holdout && holdout.len() < n {
+            holdout.push((name, "holdout"));
+        }
+        if enforce.len() == n && holdout.len() == n {
+            break;
+        }
+    }
+    enforce.into_iter().chain(holdout).collect()
+}
+
+/// The shipped recording rules, evaluated every second instead of every
+/// minute (the expressions as shipped).
+fn shipped_rules() -> String {
+    let path = pptune_tests::vm::repo_root().join("packaging/prometheus/pptune-rules.yaml");
+    let text = std::fs::read_to_string(path).unwrap();
+    assert!(text.contains("interval: 1m"));
+    text.replace("interval: 1m", "interval: 1s")
+}
+
+/// An instant query's vector: (labels, value) per series.
+async fn query(prom: &Arc<Prometheus>, q: &str) -> Vec<(BTreeMap<String, String>, f64)> {
+    let (p, q) = (Arc::clone(prom), q.to_owned());
+    let body = tokio::task::spawn_blocking(move || p.query(&q))
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    let json = pptune_tests::http::body(&body);
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(json) else {
+        return Vec::new();
+    };
+    v["data"]["result"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| {
+                    let labels = s["metric"]
+                        .as_object()?
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_owned()))
+                        .collect();
+                    let value = s["value"][1].as_str()?.parse().ok()?;
+                    Some((labels, value))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn by_arm(rows: &[(BTreeMap<String, String>, f64)]) -> BTreeMap<String, f64> {
+    rows.iter()
+        .map(|(l, v)| (l.get("arm").cloned().unwrap_or_default(), *v))
+        .collect()
+}
+
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "needs /usr/bin/prometheus (Debian package `prometheus`); run with --include-ignored"]
+async fn a_real_prometheus_compares_the_arms_and_sums_the_shadow() {
+    let r = Rollout {
+        fraction: 0.5,
+        salt: "fleet-test".into(),
+        holdout: 0.5,
+    };
+    // Every host's endpoint first, scraped before its loop starts, so
+    // Prometheus sees each counter from its first value.
+    let mut endpoints = Vec::new();
+    for _ in 0..4 {
+        let metrics = Arc::new(Metrics::new());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(pptune::publish::http::serve(listener, Arc::clone(&metrics)));
+        endpoints.push((metrics, addr));
+    }
+    let targets: Vec<String> = endpoints.iter().map(|(_, a)| format!("'{a}'")).collect();
+    let rules = shipped_rules();
+    let prom = Arc::new(Prometheus::with_rules(
+        &format!(
+            "  - job_name: pptune\n    static_configs:\n      - targets: [{}]\n",
+            targets.join(", ")
+        ),
+        &[("pptune-rules.yaml", &rules)],
+    ));
+    for _ in 0..60 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let up = query(&prom, "up == 1").await;
+        if up.len() == 4 {
+            break;
+        }
+    }
+    let mut hosts = Vec::new();
+    for (i, ((name, arm), (metrics, _))) in
+        hosts_by_arm(&r, 2).into_iter().zip(endpoints).enumerate()
+    {
+        let kernel = Arc::new(FakeKernel::bursty());
+        let mut p = fake::test_policy(Mode::Enforce);
+        p.rollout = Some(r.clone());
+        if i == 0 {
+            // The first enforce host also runs a shadow with a lower cap.
+            let mut s = fake::test_policy(Mode::Enforce);
+            s.rings.max = 1024;
+            p.shadow = Some(Shadow {
+                path: "/etc/pptune/shadow.yaml".into(),
+                policy: Some(Box::new(s)),
+            });
+        }
+        let running = daemon::start_on_host(&kernel, p, (None, None), &name, metrics);
+        hosts.push(Host {
+            name,
+            arm,
+            kernel,
+            running,
+        });
+    }
+
+    // Until every enforce host has grown its ring and the rules have the
+    // comparison of both arms, with the shadow's changes counted.
+    let mut shares = BTreeMap::new();
+    let mut counts = BTreeMap::new();
+    let mut shadow_changes = Vec::new();
+    for _ in 0..120 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let grown = hosts
+            .iter()
+            .filter(|h| h.arm == "enforce")
+            .all(|h| !h.kernel.sets().is_empty());
+        shares = by_arm(&query(&prom, "job_driver_arm:pptune_recycle_miss:ratio_rate5m").await);
+        counts = by_arm(&query(&prom, "job_driver_arm:pptune_hosts:count").await);
+        shadow_changes = query(&prom, "job:pptune_shadow_changes:increase1h").await;
+        if grown
+            && shares.len() == 2
+            && counts.len() == 2
+            && shadow_changes.first().is_some_and(|(_, v)| *v > 0.0)
+            && shares["enforce"] < shares["holdout"]
+        {
+            break;
+        }
+    }
+    let log = prom.log_tail();
+    assert_eq!(
+        counts,
+        BTreeMap::from([("enforce".into(), 2.0), ("holdout".into(), 2.0)]),
+        "hosts per arm\n{log}"
+    );
+    // The tuner's value on this traffic: the enforce arm grew its rings
+    // past the bursts, the holdout kept 256 and keeps freeing.
+    assert!(
+        shares.get("enforce") < shares.get("holdout"),
+        "recycle-miss share by arm: {shares:?}\n{log}"
+    );
+    assert!(shares["holdout"] > 0.25, "{shares:?}");
+    let spread = query(&prom, "job_driver_arm:pptune_recycle_miss:quantile_rate5m").await;
+    assert!(
+        spread
+            .iter()
+            .any(|(l, _)| l.get("quantile").map(String::as_str) == Some("0.9")),
+        "{spread:?}"
+    );
+    let hosts_with_shadow = query(&prom, "job:pptune_shadow_hosts:count").await;
+    assert_eq!(hosts_with_shadow.first().map(|(_, v)| *v), Some(1.0));
+    // The shadow's fleet total is its host's counter (the rule's increase
+    // sees the counter from its first sample: at most that much).
+    let own: f64 = hosts[0]
+        .running
+        .metrics
+        .encode()
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("pptune_shadow_changes_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    let total = shadow_changes.first().map_or(0.0, |(_, v)| *v);
+    assert!(
+        total > 0.0 && total <= own + 1.0,
+        "shadow changes: fleet {total}, host {own}"
+    );
+    for h in hosts {
+        let sets = h.kernel.sets();
+        match h.arm {
+            "holdout" => assert!(sets.is_empty(), "holdout {} changed {sets:?}", h.name),
+            _ => assert!(!sets.is_empty(), "enforce {} changed nothing", h.name),
+        }
+        h.running.stop().await.unwrap();
+    }
+}
