@@ -11,8 +11,8 @@ use policy::policy as p;
 
 use crate::raw::{
     ByteSize, DurationText, RawBudget, RawChannels, RawClass, RawCoexist, RawDaemon, RawDisruption,
-    RawLimits, RawMode, RawOnStop, RawPolicy, RawQueueSeries, RawRings, RawRollout, RawRounding,
-    RawSelector, RawThresholds, RawTiming, Weekday,
+    RawLimits, RawMode, RawOnStop, RawPolicy, RawPrior, RawQueueSeries, RawRings, RawRollout,
+    RawRounding, RawSelector, RawThresholds, RawTiming, Weekday,
 };
 use crate::schema::Issue;
 use crate::tree::{Loc, Node, Value};
@@ -119,6 +119,7 @@ pub(crate) fn convert(raw: &RawPolicy, tree: &Node) -> Result<p::Policy, Vec<Iss
     let rollout = cx.rollout(raw.rollout.as_ref());
     let daemon = cx.daemon(&raw.daemon);
     let shadow = cx.shadow(raw.shadow.as_deref());
+    let priors = cx.priors(&raw.priors, &raw.rings);
     let policy = p::Policy {
         mode: mode(raw.mode),
         selectors,
@@ -140,6 +141,7 @@ pub(crate) fn convert(raw: &RawPolicy, tree: &Node) -> Result<p::Policy, Vec<Iss
         rollout,
         daemon,
         shadow,
+        priors,
     };
     if cx.issues.is_empty() {
         Ok(policy)
@@ -364,6 +366,49 @@ impl Cx<'_> {
             });
         }
         selectors
+    }
+
+    /// `priors`: a driver named, a ring within `rings.min`..`rings.max`,
+    /// one class once.
+    fn priors(&mut self, priors: &[RawPrior], rings: &RawRings) -> Vec<p::Prior> {
+        let mut out: Vec<p::Prior> = Vec::new();
+        for (i, r) in priors.iter().enumerate() {
+            let at = format!("priors[{i}]");
+            if r.driver.trim().is_empty() {
+                self.err(
+                    &format!("{at}.driver"),
+                    "the driver is empty",
+                    "the name `ethtool -i` gives, e.g. mlx5_core",
+                );
+                continue;
+            }
+            if out.iter().any(|o| o.driver == r.driver && o.mtu == r.mtu) {
+                self.err(
+                    &at,
+                    format!("a second prior for driver {} and the same MTU", r.driver),
+                    "one starting ring per class: remove one",
+                );
+                continue;
+            }
+            let (min, max) = (rings.min, rings.max);
+            if !(min..=max).contains(&r.ring_rx) {
+                self.err(
+                    &format!("{at}.ring_rx"),
+                    format!(
+                        "{} is outside rings.min..rings.max ({min}..{max})",
+                        r.ring_rx
+                    ),
+                    "a prior starts a ring the policy allows",
+                );
+                continue;
+            }
+            out.push(p::Prior {
+                driver: r.driver.clone(),
+                mtu: r.mtu,
+                ring_rx: r.ring_rx,
+            });
+        }
+        out
     }
 
     /// `shadow`: an absolute path (the file is read by `load`).

@@ -40,6 +40,24 @@ pub struct RawPolicy {
     /// An absolute path to a second policy file the daemon runs on the same
     /// samples without acting, exporting what it would do; `null` = none.
     pub shadow: Option<String>,
+    /// Starting rings per device class (`pptune fleet suggest` writes
+    /// them): a device pptune has not changed yet starts there.
+    pub priors: Vec<RawPrior>,
+}
+
+/// One device class's starting ring.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawPrior {
+    /// The driver name (`ethtool -i`).
+    pub driver: String,
+    /// The MTU; absent = any.
+    #[serde(default)]
+    #[schemars(range(min = 68))]
+    pub mtu: Option<u32>,
+    /// The RX ring to start at.
+    #[schemars(range(min = 1))]
+    pub ring_rx: u32,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema)]

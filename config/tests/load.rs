@@ -160,6 +160,18 @@ fn contradictions_table() {
             "rollout.holdout",
         ),
         (
+            "priors: [{driver: '', ring_rx: 1024}]\n",
+            "priors[0].driver",
+        ),
+        (
+            "priors: [{driver: ice, ring_rx: 99999}]\n",
+            "priors[0].ring_rx",
+        ),
+        (
+            "priors: [{driver: ice, ring_rx: 1024}, {driver: ice, ring_rx: 2048}]\n",
+            "priors[1]",
+        ),
+        (
             "daemon: {metrics_listen: 'localhost'}\n",
             "daemon.metrics_listen",
         ),

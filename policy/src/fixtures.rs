@@ -91,6 +91,7 @@ pub fn policy() -> Policy {
             recording_max_bytes: DEFAULT_RECORDING_MAX_BYTES,
         },
         shadow: None,
+        priors: Vec::new(),
     }
 }
 

@@ -216,6 +216,9 @@ pub enum ReasonCode {
     /// Slow path contended by a cause a ring cannot fix (held pages):
     /// fewer queues as a trial, kept only if the delivered rate rises.
     ChannelsShrinkTrial,
+    /// A device pptune has not changed yet starts at its class's ring from
+    /// the policy's `priors` (what the fleet converged to).
+    FleetPrior,
     // --- holds ---
     /// Nothing to do: signals within thresholds.
     Healthy,
@@ -287,6 +290,7 @@ impl ReasonCode {
             Self::ChannelsGrowHealthy => "channels_grow_healthy",
             Self::ChannelsShrinkContended => "channels_shrink_contended",
             Self::ChannelsShrinkTrial => "channels_shrink_trial",
+            Self::FleetPrior => "fleet_prior",
             Self::Healthy => "healthy",
             Self::Gathering => "gathering",
             Self::UntunableCause => "untunable_cause",

@@ -66,6 +66,31 @@ pub struct Policy {
     /// exporting what it would do.
     #[serde(default)]
     pub shadow: Option<Shadow>,
+    /// Starting rings per device class, from what the fleet converged to
+    /// (`pptune fleet suggest`); the first that matches a device applies.
+    #[serde(default)]
+    pub priors: Vec<Prior>,
+}
+
+/// A device class's starting ring: a device of the class that pptune has
+/// not changed yet starts at `ring_rx` instead of the driver's default.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Prior {
+    /// The driver (`ethtool -i`'s name).
+    pub driver: String,
+    /// The MTU; `None` = any.
+    pub mtu: Option<u32>,
+    /// The RX ring (`ring.rx`) to start at.
+    pub ring_rx: u32,
+}
+
+impl Prior {
+    /// Whether `dev` is of this class.
+    #[must_use]
+    pub fn matches(&self, dev: &crate::snapshot::Device) -> bool {
+        dev.driver.as_deref() == Some(self.driver.as_str())
+            && self.mtu.is_none_or(|m| dev.mtu == Some(m))
+    }
 }
 
 /// The shadow policy: a file, and the policy it holds.

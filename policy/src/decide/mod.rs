@@ -317,6 +317,9 @@ impl<'a> DeviceRun<'a> {
                 "the kernel reports no page_pool stats (CONFIG_PAGE_POOL_STATS off): no signal",
             );
         }
+        if let Some(p) = self.ring().prior(ctx) {
+            return p;
+        }
         let Some(prev) = obs.previous else {
             return self.hold(
                 ReasonCode::Gathering,

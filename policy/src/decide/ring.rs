@@ -175,6 +175,49 @@ impl Ring<'_, '_> {
         a
     }
 
+    /// The fleet's starting ring (the policy's `priors`) on a device whose
+    /// ring pptune has never changed (no original, no history): the first
+    /// matching class's ring, within the limits, when above the current
+    /// one. Only for drivers whose pool follows `ring.rx`, the knob the
+    /// priors name.
+    pub(super) fn prior(&self, ctx: &PlanCtx) -> Option<Proposal> {
+        let knob = self.ring_knob();
+        if knob != Knob::Ring(crate::knobs::RingField::Rx) {
+            return None;
+        }
+        let prior = self.policy.priors.iter().find(|p| p.matches(self.dev))?;
+        let ours = |d: &crate::snapshot::DeviceId, k: Knob| *d == self.dev.id && k == knob;
+        if self.obs.originals.iter().any(|o| ours(&o.device, o.knob))
+            || self.obs.history.iter().any(|r| ours(&r.device, r.knob))
+        {
+            return None;
+        }
+        let l = self.limits(ctx).ok()?;
+        let target = l
+            .rounding
+            .down(prior.ring_rx.clamp(l.lo, l.hi.max(l.lo)))
+            .min(l.hi);
+        if target <= l.cur {
+            return None;
+        }
+        Some(Proposal {
+            action: Action::SetRing {
+                field: self.info.field,
+                from: l.cur,
+                to: target,
+            },
+            reason: ReasonCode::FleetPrior,
+            knob: Some(knob),
+            message: self.text(format_args!(
+                "{knob} {} → {target}: the starting ring of its class (driver {}{}) in the policy's priors, what the fleet converged to",
+                l.cur,
+                prior.driver,
+                prior.mtu.map_or_else(String::new, |m| format!(", MTU {m}")),
+            )),
+            probe: None,
+        })
+    }
+
     pub(super) fn grow(
         &self,
         ds: &DeviceState,

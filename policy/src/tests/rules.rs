@@ -1295,3 +1295,78 @@ fn no_trial_cut_while_a_change_is_pending() {
         assert_eq!(w.channels(0), 16);
     }
 }
+
+/// `priors`: a device pptune never changed starts at its class's ring on
+/// the first sample (the gates still apply); a device of another class,
+/// one already at or above the prior, or one pptune has changed before
+/// does not; observing, it is a recommendation.
+#[test]
+fn a_prior_starts_an_unchanged_device_at_its_class_ring_once() {
+    use crate::policy::Prior;
+    let with = |mtu: Option<u32>| {
+        let mut p = policy();
+        p.priors = vec![Prior {
+            driver: "ice".into(),
+            mtu,
+            ring_rx: 4096,
+        }];
+        p
+    };
+    let mut w = World::new(with(Some(1500)), vec![device(1, "ice", 512, 8160, 2)]);
+    let d = only(&w.tick(|_, _| steady(100_000))).clone();
+    assert_eq!(d.reason, ReasonCode::FleetPrior, "{d:#?}");
+    assert_eq!(
+        d.action,
+        Action::SetRing {
+            field: RingField::Rx,
+            from: 512,
+            to: 4096
+        }
+    );
+    assert_eq!(w.ring(0), 4096);
+    // Changed once: the rules take over.
+    for _ in 0..5 {
+        assert_ne!(
+            only(&w.tick(|_, _| steady(100_000))).reason,
+            ReasonCode::FleetPrior
+        );
+    }
+    assert_eq!(w.ring(0), 4096);
+
+    for (p, dev, why) in [
+        (
+            with(Some(9000)),
+            device(1, "ice", 512, 8160, 2),
+            "another MTU",
+        ),
+        (
+            with(None),
+            device(1, "mlx5_core", 512, 8192, 2),
+            "another driver",
+        ),
+        (with(None), device(1, "ice", 4096, 8160, 2), "already there"),
+    ] {
+        let mut w = World::new(p, vec![dev]);
+        let d = only(&w.tick(|_, _| steady(100_000))).clone();
+        assert_ne!(d.reason, ReasonCode::FleetPrior, "{why}: {d:#?}");
+    }
+    // An original recorded: pptune changed this ring before.
+    let mut w = World::new(with(None), vec![device(1, "ice", 512, 8160, 2)]);
+    w.originals.push(Original {
+        device: w.snap.devices[0].id.clone(),
+        knob: Knob::Ring(RingField::Rx),
+        value: 512,
+    });
+    assert_ne!(
+        only(&w.tick(|_, _| steady(100_000))).reason,
+        ReasonCode::FleetPrior
+    );
+    // Observing: recommended, not applied.
+    let mut p = with(None);
+    p.mode = Mode::Observe;
+    p.selectors.iter_mut().for_each(|s| s.mode = None);
+    let mut w = World::new(p, vec![device(1, "ice", 512, 8160, 2)]);
+    let d = only(&w.tick(|_, _| steady(100_000))).clone();
+    assert_eq!((d.reason, d.mode), (ReasonCode::FleetPrior, Mode::Observe));
+    assert_eq!(w.ring(0), 512);
+}
