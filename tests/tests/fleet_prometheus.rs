@@ -96,7 +96,7 @@ fn by_arm(rows: &[(BTreeMap<String, String>, f64)]) -> BTreeMap<String, f64> {
 
 #[tokio::test(flavor = "current_thread")]
 #[ignore = "needs /usr/bin/prometheus (Debian package `prometheus`); run with --include-ignored"]
-async fn a_real_prometheus_compares_the_arms_and_sums_the_shadow() {
+async fn a_real_prometheus_compares_the_arms_sums_the_shadow_and_suggests_priors() {
     let r = Rollout {
         fraction: 0.5,
         salt: "fleet-test".into(),
@@ -214,12 +214,147 @@ async fn a_real_prometheus_compares_the_arms_and_sums_the_shadow() {
         total > 0.0 && total <= own + 1.0,
         "shadow changes: fleet {total}, host {own}"
     );
-    for h in hosts {
+    for h in &hosts {
         let sets = h.kernel.sets();
         match h.arm {
             "holdout" => assert!(sets.is_empty(), "holdout {} changed {sets:?}", h.name),
             _ => assert!(!sets.is_empty(), "enforce {} changed nothing", h.name),
         }
+    }
+    let converged = hosts[1].kernel.ring();
+    suggest_from(&prom, converged).await;
+    for h in hosts {
         h.running.stop().await.unwrap();
+    }
+}
+
+/// `pptune fleet suggest` with `args`: (exit code, stderr).
+fn suggest(args: &[&str]) -> (Option<i32>, String) {
+    let out = std::process::Command::new(pptune_tests::bin::pptune_bin())
+        .args(["fleet", "suggest"])
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `fleet suggest` against the fleet's Prometheus: a drop-in `check`
+/// accepts, whose prior starts a recorded device at the fleet's ring in a
+/// replay; against a closed port, a 500 and an empty answer, a clear
+/// error and no file.
+async fn suggest_from(prom: &Arc<Prometheus>, converged: u32) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("50-fleet-priors.yaml");
+    let url = format!("http://{}", prom.addr);
+    let f = file.to_str().unwrap().to_owned();
+    let (code, err) = tokio::task::spawn_blocking({
+        let (url, f) = (url.clone(), f.clone());
+        move || suggest(&["--prometheus", &url, "--min-hosts", "2", "-o", &f])
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, Some(0), "{err}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        text.contains(&format!(
+            "- {{driver: ice, mtu: 1500, ring_rx: {converged}}}"
+        )),
+        "the enforce hosts converged to {converged}:\n{text}"
+    );
+    assert!(text.contains("2 hosts, 2 devices"), "{text}");
+    let check = std::process::Command::new(pptune_tests::bin::pptune_bin())
+        .args(["check", &f])
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "{check:?}");
+
+    // A recording of a fresh host (ring 256), replayed with the drop-in
+    // over the loop policy: its first decision starts it at the prior.
+    let rec = dir.path().join("fresh.pptrec");
+    let plain = fake::test_policy(Mode::Enforce);
+    pptune::cmd::record::record_with(
+        &FakeKernel::bursty(),
+        &plain,
+        Some(Duration::from_secs(3)),
+        &rec,
+        false,
+    )
+    .await
+    .unwrap();
+    let mut with = plain.clone();
+    with.priors = config::load_with_config_dir(Some(&file), None)
+        .unwrap()
+        .policy
+        .priors;
+    let first = |p: &policy::Policy| {
+        pptune::replay::replay(&rec, p)
+            .unwrap()
+            .decisions
+            .first()
+            .map(|r| (r.decision.reason, r.decision.action))
+    };
+    assert_eq!(
+        first(&with),
+        Some((
+            policy::plan::ReasonCode::FleetPrior,
+            policy::plan::Action::SetRing {
+                field: policy::plan::RingField::Rx,
+                from: 256,
+                to: converged
+            }
+        ))
+    );
+    assert_ne!(
+        first(&plain).map(|(r, _)| r),
+        Some(policy::plan::ReasonCode::FleetPrior)
+    );
+
+    // Errors change nothing.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let broken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let broken_addr = broken.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        use std::io::{Read as _, Write as _};
+        for mut c in broken.incoming().flatten().take(1) {
+            let mut buf = [0u8; 4096];
+            let _ = c.read(&mut buf);
+            let _ = c.write_all(
+                b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 14\r\nConnection: close\r\n\r\nupstream broke",
+            );
+        }
+    });
+    let missing = dir.path().join("not-written.yaml");
+    let m = missing.to_str().unwrap().to_owned();
+    for (args, want) in [
+        (
+            vec![format!("http://{closed}")],
+            format!("cannot reach Prometheus at http://{closed}"),
+        ),
+        (
+            vec![format!("http://{broken_addr}")],
+            "HTTP 500, not a query answer".to_owned(),
+        ),
+        (
+            vec![url.clone(), "--selector".into(), r#"job="nobody""#.into()],
+            "has no tuned device".to_owned(),
+        ),
+    ] {
+        let mut a: Vec<String> = vec!["--prometheus".into()];
+        a.extend(args);
+        a.extend(["-o".into(), m.clone()]);
+        let (code, err) = tokio::task::spawn_blocking(move || {
+            suggest(&a.iter().map(String::as_str).collect::<Vec<_>>())
+        })
+        .await
+        .unwrap();
+        assert_eq!(code, Some(1), "{err}");
+        assert!(err.contains(&want), "want {want:?} in {err}");
+        assert!(!missing.exists());
     }
 }

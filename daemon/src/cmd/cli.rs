@@ -171,6 +171,12 @@ pub enum Command {
         #[command(flatten)]
         json: JsonFlag,
     },
+    /// Fleet mode: what the fleet's Prometheus knows, for every host.
+    #[command(after_long_help = after_help("fleet"))]
+    Fleet {
+        #[command(subcommand)]
+        command: FleetCommand,
+    },
     /// Every change pptune made, with its evidence and outcome, across
     /// restarts (the change journal in the state directory).
     #[command(after_long_help = after_help("history"))]
@@ -183,6 +189,33 @@ pub enum Command {
         interfaces: Vec<String>,
         #[command(flatten)]
         json: JsonFlag,
+    },
+}
+
+/// `pptune fleet …`.
+#[derive(Debug, Subcommand)]
+pub enum FleetCommand {
+    /// Write a policy drop-in of starting rings per device class (driver,
+    /// MTU) from the rings the fleet's hosts converged to, with the
+    /// evidence in comments. Reads Prometheus; changes nothing else.
+    Suggest {
+        /// The Prometheus (or Thanos/Mimir query) base URL, e.g.
+        /// http://prometheus:9090.
+        #[arg(long, value_name = "URL")]
+        prometheus: String,
+        /// How far back to look (at most 720h).
+        #[arg(long, value_name = "D", default_value = "168h", value_parser = parse_duration)]
+        since: std::time::Duration,
+        /// Hosts a class needs for a prior; fewer get none.
+        #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+        min_hosts: u32,
+        /// The label matchers that pick pptune's series.
+        #[arg(long, value_name = "MATCHERS", default_value = r#"job="pptune""#)]
+        selector: String,
+        /// The drop-in to write (default: standard output); written only
+        /// when the query succeeded.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
     },
 }
 
@@ -248,7 +281,8 @@ impl Cli {
             | Command::Verify { .. }
             | Command::Export { .. }
             | Command::Restore { .. }
-            | Command::History { .. } => {
+            | Command::History { .. }
+            | Command::Fleet { .. } => {
                 return match &self.config {
                     Some(_) => Err(UsageError::ConfigRefused(self.command.name())),
                     None => Ok(None),
@@ -278,6 +312,7 @@ impl Command {
             Self::Record { .. } => "record",
             Self::Replay { .. } => "replay",
             Self::History { .. } => "history",
+            Self::Fleet { .. } => "fleet",
         }
     }
 }
@@ -544,6 +579,29 @@ const MANUALS: &[(&str, Manual)] = &[
                     2,
                     "a usage error, or a --since that is neither a duration nor an RFC 3339 time",
                 ),
+            ],
+        },
+    ),
+    (
+        "fleet",
+        Manual {
+            examples: &[
+                (
+                    "pptune fleet suggest --prometheus http://prometheus:9090 -o /etc/pptune/policy.d/50-fleet-priors.yaml",
+                    "Starting rings per driver and MTU from what the fleet's tuned hosts converged to over the last 7 days, as a policy drop-in; `pptune check` validates it and a reload applies it to devices pptune has not changed yet.",
+                ),
+                (
+                    "pptune fleet suggest --prometheus https://thanos.example:10902 --since 720h --min-hosts 20",
+                    "A month of a larger fleet, each class backed by at least 20 hosts.",
+                ),
+            ],
+            exit: &[
+                (0, "written"),
+                (
+                    1,
+                    "Prometheus unreachable, an HTTP error, an error or partial answer, or no tuned host in the window; nothing is written",
+                ),
+                USAGE,
             ],
         },
     ),

@@ -5,6 +5,7 @@
 mod check;
 pub mod cli;
 mod export;
+pub mod fleet;
 mod history;
 mod plan;
 pub mod record;
@@ -75,6 +76,22 @@ pub async fn dispatch(command: Command, config: Option<&Path>) -> anyhow::Result
             interfaces,
             json,
         } => history::history(since.as_deref(), &interfaces, json.on),
+        Command::Fleet {
+            command:
+                cli::FleetCommand::Suggest {
+                    prometheus,
+                    since,
+                    min_hosts,
+                    selector,
+                    output,
+                },
+        } => fleet::suggest(&fleet::SuggestArgs {
+            prometheus: &prometheus,
+            since,
+            min_hosts,
+            selector: &selector,
+            output: output.as_deref(),
+        }),
     }
 }
 

@@ -353,11 +353,14 @@ impl Metrics {
     fn observe_info(&self, dev: &Device) {
         let driver = dev.driver.as_deref().unwrap_or("");
         let kind = dev.kind.as_deref().unwrap_or("");
+        let mtu = dev.mtu.unwrap_or(0);
         self.with_counted(&dev.name, |c| {
-            if c.info
-                .as_ref()
-                .is_some_and(|l| l.device == dev.name && l.driver == driver && l.kind == kind)
-            {
+            if c.info.as_ref().is_some_and(|l| {
+                l.device == dev.name
+                    && l.driver == driver
+                    && l.kind == kind
+                    && l.mtu.parse().unwrap_or(0) == mtu
+            }) {
                 return;
             }
             if let Some(old) = c.info.take() {
@@ -367,6 +370,7 @@ impl Metrics {
                 device: dev.name.clone(),
                 driver: driver.to_owned(),
                 kind: kind.to_owned(),
+                mtu: dev.mtu.map_or_else(String::new, |m| m.to_string()),
             };
             self.device_info.get_or_create(&l).set(1);
             c.info = Some(l);

@@ -22,6 +22,9 @@ _pptune() {
             pptune,export)
                 cmd="pptune__subcmd__export"
                 ;;
+            pptune,fleet)
+                cmd="pptune__subcmd__fleet"
+                ;;
             pptune,help)
                 cmd="pptune__subcmd__help"
                 ;;
@@ -49,11 +52,26 @@ _pptune() {
             pptune,verify)
                 cmd="pptune__subcmd__verify"
                 ;;
+            pptune__subcmd__fleet,help)
+                cmd="pptune__subcmd__fleet__subcmd__help"
+                ;;
+            pptune__subcmd__fleet,suggest)
+                cmd="pptune__subcmd__fleet__subcmd__suggest"
+                ;;
+            pptune__subcmd__fleet__subcmd__help,help)
+                cmd="pptune__subcmd__fleet__subcmd__help__subcmd__help"
+                ;;
+            pptune__subcmd__fleet__subcmd__help,suggest)
+                cmd="pptune__subcmd__fleet__subcmd__help__subcmd__suggest"
+                ;;
             pptune__subcmd__help,check)
                 cmd="pptune__subcmd__help__subcmd__check"
                 ;;
             pptune__subcmd__help,export)
                 cmd="pptune__subcmd__help__subcmd__export"
+                ;;
+            pptune__subcmd__help,fleet)
+                cmd="pptune__subcmd__help__subcmd__fleet"
                 ;;
             pptune__subcmd__help,help)
                 cmd="pptune__subcmd__help__subcmd__help"
@@ -82,6 +100,9 @@ _pptune() {
             pptune__subcmd__help,verify)
                 cmd="pptune__subcmd__help__subcmd__verify"
                 ;;
+            pptune__subcmd__help__subcmd__fleet,suggest)
+                cmd="pptune__subcmd__help__subcmd__fleet__subcmd__suggest"
+                ;;
             *)
                 ;;
         esac
@@ -89,7 +110,7 @@ _pptune() {
 
     case "${cmd}" in
         pptune)
-            opts="-h -V --config --help --version run status plan check verify export restore record replay history help"
+            opts="-h -V --config --help --version run status plan check verify export restore record replay fleet history help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -150,8 +171,102 @@ _pptune() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        pptune__subcmd__fleet)
+            opts="-h --help suggest help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        pptune__subcmd__fleet__subcmd__help)
+            opts="suggest help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        pptune__subcmd__fleet__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        pptune__subcmd__fleet__subcmd__help__subcmd__suggest)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        pptune__subcmd__fleet__subcmd__suggest)
+            opts="-o -h --prometheus --since --min-hosts --selector --output --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --prometheus)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --since)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --selector)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         pptune__subcmd__help)
-            opts="run status plan check verify export restore record replay history help"
+            opts="run status plan check verify export restore record replay fleet history help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -181,6 +296,34 @@ _pptune() {
         pptune__subcmd__help__subcmd__export)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        pptune__subcmd__help__subcmd__fleet)
+            opts="suggest"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        pptune__subcmd__help__subcmd__fleet__subcmd__suggest)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

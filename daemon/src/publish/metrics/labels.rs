@@ -81,6 +81,9 @@ pub struct InfoLabels {
     /// The rtnetlink link kind (`veth`, `netdevsim`, …), empty for a
     /// physical NIC.
     pub kind: String,
+    /// The MTU, empty when the kernel does not say (a device class of the
+    /// fleet priors is a driver and an MTU).
+    pub mtu: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

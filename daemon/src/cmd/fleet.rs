@@ -1,0 +1,386 @@
+//! `pptune fleet suggest`: starting rings per device class from what the
+//! fleet learned, read through the Prometheus HTTP API (instant query,
+//! `/api/v1/query`), written as a policy drop-in (`priors`, docs/policy.md).
+//!
+//! The evidence is each device whose `ring.rx` change pptune judged
+//! effective in the window and none reverted (`pptune_actions_total`), at
+//! the ring it has now (`pptune_ring_entries`), in the class its
+//! `pptune_device_info` gives (driver, MTU). A class's prior is the median
+//! of its devices' rings, and only a class with `--min-hosts` hosts gets
+//! one. Holdout and observing hosts change nothing, so they give no
+//! evidence. Any error from Prometheus (unreachable, an HTTP error, an
+//! error answer, a partial answer, no series at all) ends the command
+//! before anything is written.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+
+/// One device's evidence: its host, its class, the ring it converged to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Converged {
+    pub instance: String,
+    pub driver: String,
+    pub mtu: Option<u32>,
+    pub ring: u32,
+}
+
+/// What `suggest` is asked.
+#[derive(Debug)]
+pub struct SuggestArgs<'a> {
+    pub prometheus: &'a str,
+    pub since: Duration,
+    pub min_hosts: u32,
+    pub selector: &'a str,
+    pub output: Option<&'a Path>,
+}
+
+/// `pptune fleet suggest`.
+///
+/// # Errors
+/// Prometheus could not answer the query in full, or the drop-in could not
+/// be written.
+pub fn suggest(a: &SuggestArgs<'_>) -> anyhow::Result<ExitCode> {
+    let range = promql_duration(a.since);
+    let q = query(a.selector, &range);
+    let rows = ask(a.prometheus, &q)?;
+    if rows.is_empty() {
+        bail!(
+            "Prometheus at {} has no tuned device in the last {range}: no host's ring.rx change was judged effective there (is the selector `{}` right, and does any host enforce?)",
+            a.prometheus,
+            a.selector
+        );
+    }
+    let text = drop_in(
+        &rows,
+        a.min_hosts,
+        &format!("{} (last {range}, {})", a.prometheus, a.selector),
+    );
+    match a.output {
+        Some(path) => write_atomically(path, &text)?,
+        None => std::io::stdout().write_all(text.as_bytes())?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The PromQL: each tuned device's ring now, with its driver and MTU. A
+/// counter's `max_over_time` rather than `increase`: a counter born at 1
+/// (the first effective change) has no increase Prometheus can see.
+#[must_use]
+pub fn query(selector: &str, range: &str) -> String {
+    let sel = |extra: &str| format!("{{{selector}{extra}}}");
+    format!(
+        "max by (instance, device, driver, mtu) (\
+           last_over_time(pptune_ring_entries{ring}[{range}]) \
+           * on (instance, device) group_left (driver, mtu) \
+           max by (instance, device, driver, mtu) (last_over_time(pptune_device_info{info}[{range}]))\
+         ) \
+         and on (instance, device) \
+         (max by (instance, device) (max_over_time(pptune_actions_total{effective}[{range}])) > 0) \
+         unless on (instance, device) \
+         (max by (instance, device) (max_over_time(pptune_actions_total{reverted}[{range}])) > 0)",
+        ring = sel(r#", ring="rx""#),
+        info = sel(""),
+        effective = sel(r#", knob="ring.rx", result="effective""#),
+        reverted = sel(r#", knob="ring.rx", result="reverted""#),
+    )
+}
+
+/// `7d`, `36h`, `90s`: the largest PromQL unit that divides the duration.
+fn promql_duration(d: Duration) -> String {
+    let s = d.as_secs().max(1);
+    for (unit, secs) in [("d", 86_400), ("h", 3600), ("m", 60)] {
+        if s.is_multiple_of(secs) {
+            return format!("{}{unit}", s / secs);
+        }
+    }
+    format!("{s}s")
+}
+
+/// Runs the instant query; the vector's rows, or what went wrong.
+fn ask(base: &str, q: &str) -> anyhow::Result<Vec<Converged>> {
+    let url = format!("{}/api/v1/query", base.trim_end_matches('/'));
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(60)))
+        .http_status_as_error(false)
+        .tls_config(
+            ureq::tls::TlsConfig::builder()
+                .root_certs(ureq::tls::RootCerts::PlatformVerifier)
+                .build(),
+        )
+        .build()
+        .into();
+    let mut resp = agent
+        .post(&url)
+        .send_form([("query", q)])
+        .with_context(|| format!("cannot reach Prometheus at {base}"))?;
+    let status = resp.status();
+    let body = resp
+        .body_mut()
+        .with_config()
+        .limit(64 << 20)
+        .read_to_string()
+        .with_context(|| format!("reading Prometheus' answer from {url}"))?;
+    parse_answer(status.as_u16(), &body).with_context(|| format!("Prometheus at {base}"))
+}
+
+/// Prometheus' JSON answer to an instant query: its vector, or the error
+/// it reports (HTTP status, `status: error`, warnings of a partial
+/// answer, another result type).
+///
+/// # Errors
+/// Any answer that is not a complete vector.
+pub fn parse_answer(http: u16, body: &str) -> anyhow::Result<Vec<Converged>> {
+    let v: serde_json::Value = serde_json::from_str(body)
+        .map_err(|e| anyhow::anyhow!("HTTP {http}, not a query answer ({e}): {}", excerpt(body)))?;
+    if v["status"] != "success" || !(200..300).contains(&http) {
+        bail!(
+            "HTTP {http}: {} {}",
+            v["errorType"].as_str().unwrap_or("error"),
+            v["error"]
+                .as_str()
+                .map_or_else(|| excerpt(body), str::to_owned)
+        );
+    }
+    if let Some(w) = v["warnings"].as_array().filter(|w| !w.is_empty()) {
+        bail!(
+            "a partial answer (warnings: {}): priors from part of the fleet would mislead",
+            w.iter()
+                .filter_map(|x| x.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
+    if v["data"]["resultType"] != "vector" {
+        bail!("the answer is a {}, not a vector", v["data"]["resultType"]);
+    }
+    let mut rows = Vec::new();
+    for s in v["data"]["result"].as_array().into_iter().flatten() {
+        let m = &s["metric"];
+        let label = |k: &str| m[k].as_str().unwrap_or("").to_owned();
+        let ring = s["value"][1]
+            .as_str()
+            .and_then(|x| x.parse::<f64>().ok())
+            .filter(|r| r.is_finite() && *r >= 1.0 && *r <= f64::from(u32::MAX));
+        let (driver, Some(ring)) = (label("driver"), ring) else {
+            continue;
+        };
+        if driver.is_empty() {
+            continue;
+        }
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        rows.push(Converged {
+            instance: label("instance"),
+            driver,
+            mtu: label("mtu").parse().ok(),
+            ring: ring.round() as u32,
+        });
+    }
+    Ok(rows)
+}
+
+fn excerpt(body: &str) -> String {
+    let b = body.trim();
+    match b.char_indices().nth(200) {
+        Some((i, _)) => format!("{}…", &b[..i]),
+        None => b.to_owned(),
+    }
+}
+
+/// The drop-in: one prior per class with `min_hosts` hosts, the evidence
+/// in comments, the classes left out listed.
+#[must_use]
+pub fn drop_in(rows: &[Converged], min_hosts: u32, source: &str) -> String {
+    let mut classes: BTreeMap<(&str, Option<u32>), Vec<&Converged>> = BTreeMap::new();
+    for r in rows {
+        classes.entry((&r.driver, r.mtu)).or_default().push(r);
+    }
+    let mut out = format!(
+        "# Fleet priors, written by `pptune fleet suggest` from {source}.\n\
+         # Per class (driver, MTU): the median RX ring of the devices whose ring.rx\n\
+         # change pptune judged effective and none reverted. A device pptune has\n\
+         # not changed yet starts there (docs/policy.md, `priors`).\n\
+         priors:\n"
+    );
+    let mut left_out = Vec::new();
+    let mut any = false;
+    for ((driver, mtu), devs) in &classes {
+        let mut hosts: Vec<&str> = devs.iter().map(|d| d.instance.as_str()).collect();
+        hosts.sort_unstable();
+        hosts.dedup();
+        let mut rings: Vec<u32> = devs.iter().map(|d| d.ring).collect();
+        rings.sort_unstable();
+        let mtu_text = mtu.map_or_else(|| "any MTU".to_owned(), |m| format!("MTU {m}"));
+        let n = u32::try_from(hosts.len()).unwrap_or(u32::MAX);
+        if n < min_hosts {
+            left_out.push(format!("{driver}, {mtu_text}: {n} host(s)"));
+            continue;
+        }
+        any = true;
+        let at = |q: f64| {
+            #[allow(
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                clippy::cast_precision_loss
+            )]
+            let i = ((rings.len() - 1) as f64 * q).round() as usize;
+            rings[i]
+        };
+        let _ = writeln!(
+            out,
+            "  # {driver}, {mtu_text}: {n} hosts, {} devices; ring min {}, p10 {}, median {}, p90 {}, max {}",
+            devs.len(),
+            rings[0],
+            at(0.1),
+            at(0.5),
+            at(0.9),
+            rings[rings.len() - 1],
+        );
+        let _ = writeln!(
+            out,
+            "  - {{driver: {}, {}ring_rx: {}}}",
+            yaml_str(driver),
+            mtu.map_or_else(String::new, |m| format!("mtu: {m}, ")),
+            at(0.5)
+        );
+    }
+    if !any {
+        out = out.replace("priors:\n", "priors: []\n");
+    }
+    if !left_out.is_empty() {
+        let _ = writeln!(
+            out,
+            "# No prior (fewer than {min_hosts} hosts): {}",
+            left_out.join("; ")
+        );
+    }
+    out
+}
+
+/// A driver name as a YAML scalar: plain when it is a plain word, quoted
+/// otherwise.
+fn yaml_str(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        && s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+    {
+        s.to_owned()
+    } else {
+        serde_json::to_string(s).unwrap_or_default()
+    }
+}
+
+/// Writes `text` to `path` through a temporary file in its directory and a
+/// rename: a reader (a reload) sees the old drop-in or the new one.
+fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
+    let name = path
+        .file_name()
+        .with_context(|| format!("{} names no file", path.display()))?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".{}.tmp", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(instance: &str, driver: &str, mtu: Option<u32>, ring: u32) -> Converged {
+        Converged {
+            instance: instance.into(),
+            driver: driver.into(),
+            mtu,
+            ring,
+        }
+    }
+
+    #[test]
+    fn a_class_with_enough_hosts_gets_its_median_and_the_others_are_listed() {
+        let rows = [
+            row("a", "mlx5_core", Some(1500), 4096),
+            row("b", "mlx5_core", Some(1500), 2048),
+            row("c", "mlx5_core", Some(1500), 8192),
+            row("c", "mlx5_core", Some(1500), 4096),
+            row("d", "ice", Some(9000), 2048),
+        ];
+        let text = drop_in(&rows, 3, "test");
+        assert!(
+            text.contains("  - {driver: mlx5_core, mtu: 1500, ring_rx: 4096}\n"),
+            "{text}"
+        );
+        assert!(text.contains("3 hosts, 4 devices"), "{text}");
+        assert!(
+            text.contains("# No prior (fewer than 3 hosts): ice, MTU 9000: 1 host(s)"),
+            "{text}"
+        );
+        let p = config::parse_str("fleet.yaml", &text).unwrap();
+        assert_eq!(p.priors.len(), 1);
+        assert_eq!(p.priors[0].ring_rx, 4096);
+        // Nothing with enough evidence: a valid drop-in with no prior.
+        let none = drop_in(&rows, 10, "test");
+        assert!(
+            config::parse_str("fleet.yaml", &none)
+                .unwrap()
+                .priors
+                .is_empty(),
+            "{none}"
+        );
+    }
+
+    #[test]
+    fn every_answer_that_is_not_a_complete_vector_is_an_error() {
+        let ok = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"instance":"a","device":"eth0","driver":"ice","mtu":"1500"},"value":[1,"4096"]}]}}"#;
+        assert_eq!(
+            parse_answer(200, ok).unwrap(),
+            [row("a", "ice", Some(1500), 4096)]
+        );
+        for (http, body, want) in [
+            (500, "upstream broke", "HTTP 500, not a query answer"),
+            (
+                422,
+                r#"{"status":"error","errorType":"execution","error":"query timed out"}"#,
+                "HTTP 422: execution query timed out",
+            ),
+            (
+                200,
+                r#"{"status":"success","warnings":["store eu-1 unavailable"],"data":{"resultType":"vector","result":[]}}"#,
+                "a partial answer (warnings: store eu-1 unavailable)",
+            ),
+            (
+                200,
+                r#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#,
+                "not a vector",
+            ),
+        ] {
+            let e = parse_answer(http, body).unwrap_err().to_string();
+            assert!(e.contains(want), "{http} {body}: {e}");
+        }
+    }
+
+    #[test]
+    fn durations_are_written_in_promql_units() {
+        assert_eq!(promql_duration(Duration::from_secs(7 * 86_400)), "7d");
+        assert_eq!(promql_duration(Duration::from_secs(36 * 3600)), "36h");
+        assert_eq!(promql_duration(Duration::from_secs(90)), "90s");
+    }
+}
