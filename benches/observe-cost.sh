@@ -2,7 +2,7 @@
 # Cost of one observe pass, in the VM testbed, against the kernel's own tools.
 #
 #   benches/observe-cost.sh [--smoke] [--sizes "16 128 512 2048"] [--no-build]
-#                           [--results DIR]
+#                           [--results DIR] [--shadow]
 #
 # On the host: builds the bench binaries (netlink/benches/raw_floor.rs,
 # daemon/benches/observe_pass.rs), the release `pptune`, and `ynltool` from
@@ -39,6 +39,10 @@
 # --results DIR: write the results (and the raw observe-cost.jsonl) there
 # instead of benches/results (a rerun that should not replace the recorded
 # ones).
+# --shadow: only the shadow policy's cost (daemon/src/service/shadow.rs):
+# per size, 3 rounds of observe_pass --shadow, each a `pptune-shadow` line
+# (pass time without the shadow, the shadow's time, their ratio), written to
+# observe-shadow.jsonl in the results directory.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
@@ -46,6 +50,7 @@ SMOKE=0
 IN_VM=0
 NO_BUILD=0
 RESULTS=""
+SHADOW=0
 SIZES="16 128 512 2048"
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -54,7 +59,8 @@ while [ $# -gt 0 ]; do
         --in-vm) IN_VM=1; shift ;;
         --no-build) NO_BUILD=1; shift ;;
         --results) RESULTS="$2"; shift 2 ;;
-        -h|--help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --shadow) SHADOW=1; shift ;;
+        -h|--help) sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "observe-cost: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -80,6 +86,13 @@ if [ "$IN_VM" = 1 ]; then
              runs=$(( n <= 128 ? 10 : 5 )); yruns=3; rounds=5
         fi
         log "$n pools wanted ($(ls -d /sys/bus/netdevsim/devices/netdevsim* | wc -l) devices): $rounds rounds of $passes passes, $runs runs"
+        if [ "$SHADOW" = 1 ]; then
+            for r in 1 2 3; do
+                "$B/observe_pass" --passes "$passes" --shadow | grep '"pptune-shadow"' \
+                    | sed "s/^{/{\"round\":$r,/" | tee -a "$OUT"
+            done
+            continue
+        fi
         save=()
         [ "$n" = 2048 ] && save=(--save-snapshot "$PPTUNE_VM_OUT/vm-snapshot-2048.json")
         # Pass and floor alternate over $rounds rounds (the order flips
@@ -104,6 +117,7 @@ if [ "$IN_VM" = 1 ]; then
             --spec "$TREE/Documentation/netlink/specs/netdev.yaml" \
             --dump page-pool-stats-get
     done
+    if [ "$SHADOW" = 1 ]; then nsim_del_all; exit 0; fi
     # The daemon as shipped, at the last (largest) size.
     if [ "$SMOKE" = 1 ]; then dsecs=${DAEMON_SECS:-20}; else dsecs=${DAEMON_SECS:-600}; fi
     if [ "$dsecs" -gt 0 ]; then
@@ -167,8 +181,16 @@ export PPTUNE_BENCH_BIN="$BIN"
 START=$(date +%s)
 log "running in the VM (sizes: $SIZES)"
 tests/vm/run.sh --kernel 7.3 --icount --mem 2048 --timeout 3000 --out "$VMOUT" -- \
-    "$REPO/benches/observe-cost.sh" --in-vm --sizes "$SIZES" $([ "$SMOKE" = 1 ] && echo --smoke)
+    "$REPO/benches/observe-cost.sh" --in-vm --sizes "$SIZES" $([ "$SMOKE" = 1 ] && echo --smoke) \
+    $([ "$SHADOW" = 1 ] && echo --shadow)
 log "VM part took $(( $(date +%s) - START )) s"
+if [ "$SHADOW" = 1 ]; then
+    RES="${RESULTS:-$REPO/benches/results}"
+    mkdir -p "$RES"
+    cp "$VMOUT/observe-cost.jsonl" "$RES/observe-shadow.jsonl"
+    cat "$RES/observe-shadow.jsonl"
+    exit 0
+fi
 
 cat "$VMOUT/emulation-host.jsonl" >> "$VMOUT/observe-cost.jsonl"
 

@@ -17,11 +17,16 @@
 //! ```
 //!
 //! prints one JSON line; `--save-snapshot` writes the last snapshot as JSON
-//! (the render bench's recorded input).
+//! (the render bench's recorded input). `--shadow` also runs a shadow policy
+//! (the shipped default in enforce mode, `service::shadow`) after each
+//! pass, as the daemon does, and prints a `pptune-shadow` line: the time of
+//! the pass without it and of the shadow, summed over the measured passes
+//! (under `-icount` the guest clock counts instructions).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // bench binary
 
 use benchkit::meter;
 use std::alloc::System;
+use std::time::{Duration, Instant};
 
 use policy::Observation;
 use policy::accounting::PassDeltas;
@@ -37,6 +42,7 @@ static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 fn main() {
     let passes: u64 = meter::arg("--passes").map_or(100, |s| s.parse().unwrap());
     let save = meter::arg("--save-snapshot");
+    let with_shadow = std::env::args().any(|a| a == "--shadow");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -52,6 +58,18 @@ fn main() {
         let mut deltas = PassDeltas::of(None, &prev);
         metrics.observe(&prev, &deltas);
         let interval = policy.timing.interval;
+        let mut shadow = with_shadow.then(|| {
+            let mut s = policy.clone();
+            s.mode = policy::Mode::Enforce;
+            s.selectors.iter_mut().for_each(|x| x.mode = None);
+            let mut p = policy.clone();
+            p.shadow = Some(policy::policy::Shadow {
+                path: "/bench/shadow.yaml".into(),
+                policy: Some(Box::new(s)),
+            });
+            pptune::service::shadow::Shadow::of(&p).unwrap()
+        });
+        let (mut pass_time, mut shadow_time) = (Duration::ZERO, Duration::ZERO);
         let mut bytes = 0usize;
         let mut decisions = 0usize;
         // Tick 1 warms up (the engine's memory, the metrics' series and
@@ -62,6 +80,7 @@ fn main() {
             if i == 2 {
                 m = Some(meter::Meter::start(GLOBAL));
             }
+            let t0 = Instant::now();
             let snap = kernel.sample(&scope).await.unwrap();
             // The pass's deltas, once, for the engine and the metrics.
             deltas.compute(Some(&prev), &snap);
@@ -83,6 +102,15 @@ fn main() {
                 decisions += plan.decisions.len();
             }
             metrics.observe(&snap, &deltas);
+            let t1 = Instant::now();
+            if let Some(s) = &mut shadow {
+                let now = interval * u32::try_from(i).unwrap_or(u32::MAX);
+                s.pass(&snap, (now, interval, None), &[], &metrics);
+            }
+            if i >= 2 {
+                pass_time += t1 - t0;
+                shadow_time += t1.elapsed();
+            }
             // As the run loop does with the snapshot it replaces.
             kernel.recycle(std::mem::replace(&mut prev, snap));
         }
@@ -113,6 +141,14 @@ fn main() {
                 &format!(",\"metrics_bytes\":{bytes}")
             )
         );
+        if with_shadow {
+            println!(
+                "{{\"tool\":\"pptune-shadow\",\"pools\":{pools},\"passes\":{passes},\"pass_ms\":{:.3},\"shadow_ms\":{:.3},\"shadow_per_pass\":{:.4}}}",
+                pass_time.as_secs_f64() * 1e3 / passes as f64,
+                shadow_time.as_secs_f64() * 1e3 / passes as f64,
+                shadow_time.as_secs_f64() / pass_time.as_secs_f64()
+            );
+        }
         if let Some(path) = save {
             std::fs::write(&path, serde_json::to_vec_pretty(&prev).unwrap()).unwrap();
         }

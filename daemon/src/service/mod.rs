@@ -34,7 +34,7 @@ mod inputs;
 mod keep;
 mod loading;
 mod report;
-mod shadow;
+pub mod shadow;
 use inputs::restore_engine;
 pub use inputs::{Engine, Options, PolicyEngine, PolicyNotLoaded, PolicySource, RELOAD_DEADLINE};
 use keep::{Acting, Keep};

@@ -21,7 +21,7 @@ use crate::publish::metrics::shadow::ShadowPass;
 
 /// The shadow engine and its policy.
 #[derive(Debug)]
-pub(super) struct Shadow {
+pub struct Shadow {
     path: PathBuf,
     policy: Policy,
     engine: Counterfactual,
@@ -35,7 +35,8 @@ pub(super) struct Shadow {
 impl Shadow {
     /// The shadow `policy` names, when it names one (its file read by the
     /// policy load).
-    pub(super) fn of(policy: &Policy) -> Option<Self> {
+    #[must_use]
+    pub fn of(policy: &Policy) -> Option<Self> {
         let s = policy.shadow.as_ref()?;
         let shadow = s.policy.as_deref()?.clone();
         tracing::info!(
@@ -95,7 +96,7 @@ impl Shadow {
 
     /// One pass on `live`, with the loop's clock and overrides; what it
     /// would do is written to `metrics`.
-    pub(super) fn pass(
+    pub fn pass(
         &mut self,
         live: &Snapshot,
         (now, elapsed, local_time): (Duration, Duration, Option<LocalTime>),
