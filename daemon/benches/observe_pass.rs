@@ -26,7 +26,8 @@
 
 use benchkit::meter;
 use std::alloc::System;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use policy::Observation;
 use policy::accounting::PassDeltas;
@@ -144,8 +145,8 @@ fn main() {
         if with_shadow {
             println!(
                 "{{\"tool\":\"pptune-shadow\",\"pools\":{pools},\"passes\":{passes},\"pass_ms\":{:.3},\"shadow_ms\":{:.3},\"shadow_per_pass\":{:.4}}}",
-                pass_time.as_secs_f64() * 1e3 / passes as f64,
-                shadow_time.as_secs_f64() * 1e3 / passes as f64,
+                pass_time.as_secs_f64() * 1e3 / f64::from(u32::try_from(passes).unwrap()),
+                shadow_time.as_secs_f64() * 1e3 / f64::from(u32::try_from(passes).unwrap()),
                 shadow_time.as_secs_f64() / pass_time.as_secs_f64()
             );
         }
