@@ -134,3 +134,43 @@ impl Shadow {
         }));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_shadow(max: u32) -> Policy {
+        let mut p = config::default_policy().unwrap();
+        let mut s = p.clone();
+        s.rings.max = max;
+        p.shadow = Some(policy::policy::Shadow {
+            path: "/etc/pptune/shadow.yaml".into(),
+            policy: Some(Box::new(s)),
+        });
+        p
+    }
+
+    /// A reload keeps the shadow's engine when the shadow is the same,
+    /// starts a new one when it changed, and ends it (and its series) when
+    /// the policy names none; a change to the shadow alone is not a change
+    /// of the policy in force.
+    #[test]
+    fn a_reload_keeps_replaces_or_ends_the_shadow() {
+        let m = Metrics::new();
+        let mut s = Shadow::of(&with_shadow(4096)).unwrap();
+        s.tick = 7;
+        let kept = Shadow::reloaded(Some(s), &with_shadow(4096), &m).unwrap();
+        assert_eq!(kept.tick, 7, "the same shadow keeps its engine");
+        let new = Shadow::reloaded(Some(kept), &with_shadow(2048), &m).unwrap();
+        assert_eq!((new.tick, new.policy.rings.max), (0, 2048));
+        let none = Shadow::reloaded(Some(new), &config::default_policy().unwrap(), &m);
+        assert!(none.is_none());
+        assert!(m.encode().unwrap().contains("pptune_shadow_running 0\n"));
+
+        let (mut a, mut b) = (with_shadow(4096), with_shadow(2048));
+        assert!(!Shadow::differ_beyond(&mut a, &mut b));
+        assert_eq!(a, with_shadow(4096), "the shadows are put back");
+        b.rings.max = 1024;
+        assert!(Shadow::differ_beyond(&mut a, &mut b));
+    }
+}
