@@ -83,11 +83,11 @@ pub fn query(selector: &str, range: &str) -> String {
          and on (instance, device) \
          (max by (instance, device) (max_over_time(pptune_actions_total{effective}[{range}])) > 0) \
          unless on (instance, device) \
-         (max by (instance, device) (max_over_time(pptune_actions_total{reverted}[{range}])) > 0)",
+         (max by (instance, device) (max_over_time(pptune_actions_total{taken_back}[{range}])) > 0)",
         ring = sel(r#", ring="rx""#),
         info = sel(""),
         effective = sel(r#", knob="ring.rx", result="effective""#),
-        reverted = sel(r#", knob="ring.rx", result="reverted""#),
+        taken_back = sel(r#", knob="ring.rx", result="reverted""#),
     )
 }
 
