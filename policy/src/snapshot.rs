@@ -10,8 +10,11 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Everything pptune saw in one sampling pass.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Everything pptune saw in one sampling pass. Its `clone_from` (and its
+/// devices' and queues') reuses the target's buffers: a copy kept pass
+/// after pass (the shadow policy's) allocates nothing once the shapes
+/// match.
+#[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
     /// Monotonic time of the sample in milliseconds, from an arbitrary origin
     /// chosen by the sampler. Only differences between snapshots mean
@@ -127,7 +130,7 @@ pub enum OperState {
 }
 
 /// One network device and everything sampled for it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Device {
     pub ifindex: u32,
     pub name: String,
@@ -158,6 +161,34 @@ pub struct Device {
     /// or a driver that sets none) or a napi-id no queue reported.
     pub unmapped_pools: Vec<Pool>,
 }
+
+/// `Clone` whose `clone_from` reuses the target's buffers, field by field:
+/// the source is destructured in full, so a field added to the struct and
+/// not copied here does not compile.
+macro_rules! clone_reusing {
+    ($t:ident { $($copy:ident),* ; $($reuse:ident),* }) => {
+        impl Clone for $t {
+            fn clone(&self) -> Self {
+                let mut c = Self::default();
+                c.clone_from(self);
+                c
+            }
+
+            fn clone_from(&mut self, src: &Self) {
+                let $t { $($copy,)* $($reuse,)* } = src;
+                $(self.$copy = *$copy;)*
+                $(self.$reuse.clone_from($reuse);)*
+            }
+        }
+    };
+}
+
+clone_reusing!(Snapshot { taken_at_ms; capabilities, devices, orphan_pools });
+clone_reusing!(Device {
+    ifindex, oper_state, admin_up, master, mtu, num_rx_queues, link_stats, qstats;
+    name, id, driver, kind, rings, channels, rx_queues, unmapped_pools
+});
+clone_reusing!(RxQueue { id, napi_id, provider, qstats; pools });
 
 impl Device {
     /// Every pool of the device, queue-mapped first.
@@ -276,7 +307,7 @@ pub struct QueueStats {
 }
 
 /// One active RX queue and the pools that serve it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RxQueue {
     pub id: u32,
     pub napi_id: Option<u32>,

@@ -167,7 +167,15 @@ async fn a_real_prometheus_compares_the_arms_sums_the_shadow_and_suggests_priors
         shares = by_arm(&query(&prom, "job_driver_arm:pptune_recycle_miss:ratio_rate5m").await);
         counts = by_arm(&query(&prom, "job_driver_arm:pptune_hosts:count").await);
         shadow_changes = query(&prom, "job:pptune_shadow_changes:increase1h").await;
+        // Both enforce hosts' changes judged, and scraped: what `fleet
+        // suggest` reads.
+        let judged = query(
+            &prom,
+            r#"max by (instance) (pptune_actions_total{knob="ring.rx", result="effective"}) > 0"#,
+        )
+        .await;
         if grown
+            && judged.len() == 2
             && shares.len() == 2
             && counts.len() == 2
             && shadow_changes.first().is_some_and(|(_, v)| *v > 0.0)

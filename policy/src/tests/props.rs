@@ -381,3 +381,37 @@ proptest! {
         }
     }
 }
+
+/// A snapshot copied over another of any shape (more or fewer devices,
+/// queues, pools) is equal to its source, as a fresh clone is.
+#[test]
+fn clone_from_over_any_shape_equals_its_source() {
+    use crate::fixtures::{Nic, QueueCounters, snapshot};
+    let shape = |devices: u32, queues: u32, k: u64| {
+        let devs = (0..devices)
+            .map(|d| {
+                Nic::pci(d, if d % 2 == 0 { "ice" } else { "mlx5_core" }, queues + d).device(|q| {
+                    QueueCounters {
+                        inflight: k * 10 + u64::from(q),
+                        ..QueueCounters::default()
+                    }
+                })
+            })
+            .collect();
+        snapshot(k, "7.3.4", devs)
+    };
+    let shapes = [
+        shape(0, 0, 1),
+        shape(1, 4, 2),
+        shape(3, 2, 3),
+        shape(2, 8, 4),
+    ];
+    for a in &shapes {
+        for b in &shapes {
+            let mut t = a.clone();
+            t.clone_from(b);
+            assert_eq!(&t, b);
+            assert_eq!(&b.clone(), b);
+        }
+    }
+}
