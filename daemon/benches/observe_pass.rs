@@ -106,7 +106,8 @@ fn main() {
             let t1 = Instant::now();
             if let Some(s) = &mut shadow {
                 let now = interval * u32::try_from(i).unwrap_or(u32::MAX);
-                s.pass(&snap, (now, interval, None), &[], &metrics);
+                let previous = Some((&prev, now.saturating_sub(interval)));
+                s.pass((&snap, previous, &deltas), (now, interval, None), &[], &metrics);
             }
             if i >= 2 {
                 pass_time += t1 - t0;

@@ -83,6 +83,47 @@ impl Counterfactual {
         self.evaluate_due(policy, snap, now);
     }
 
+    /// Whether it has changed nothing yet: its world is then the observed
+    /// one, pass for pass, so a caller holding the observed pass (its
+    /// previous sample and deltas) decides with [`Self::decide_observed`]
+    /// and keeps no copy of its own.
+    #[must_use]
+    pub fn unchanged(&self) -> bool {
+        self.knobs.is_empty()
+    }
+
+    /// [`Self::decide`] while [`Self::unchanged`], on the observed pass:
+    /// its previous sample and its deltas, as the caller computed them.
+    pub fn decide_observed(
+        &mut self,
+        policy: &Policy,
+        (previous, snap, deltas): (Option<&Snapshot>, &Snapshot, &PassDeltas),
+        clock: PassClock,
+        overrides: &[(DeviceId, Knob)],
+        plan: &mut Plan,
+    ) {
+        let obs = Observation {
+            previous,
+            current: snap,
+            deltas,
+            elapsed: clock.elapsed,
+            now: clock.now,
+            local_time: clock.local_time,
+            history: &self.history,
+            overrides,
+            originals: &self.originals,
+            backoff: &policy::engine::NO_BACKOFF,
+        };
+        self.engine.decide_into(policy, &mut self.state, &obs, plan);
+    }
+
+    /// Before the first change made from [`Self::unchanged`]: the observed
+    /// previous sample becomes its own (the change's baseline, the next
+    /// pass's deltas).
+    pub fn adopt_previous(&mut self, previous: Option<(&Snapshot, Duration)>) {
+        self.prev = previous.map(|(s, at)| (s.clone(), at));
+    }
+
     /// The engine on `snap` into `plan`, the pass's deltas computed first.
     /// `recorded` replaces the counterfactual's own history, originals and
     /// (empty) backoff with the daemon's.

@@ -484,7 +484,9 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         let mut plan = std::mem::take(&mut self.plan);
         self.engine.decide_into(&self.policy, &obs, &mut plan);
         if let Some(s) = &mut self.shadow {
-            s.pass(snap, (now, elapsed, local), &overrides, &self.metrics);
+            let previous = self.prev.as_ref().map(|(p, at)| (p, *at));
+            let live = (snap, previous, &self.deltas);
+            s.pass(live, (now, elapsed, local), &overrides, &self.metrics);
         }
         (plan, asked)
     }

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use policy::Policy;
+use policy::accounting::PassDeltas;
 use policy::observation::LocalTime;
 use policy::plan::{Action, Knob, Plan};
 use policy::snapshot::{DeviceId, Snapshot};
@@ -94,11 +95,13 @@ impl Shadow {
         differ
     }
 
-    /// One pass on `live`, with the loop's clock and overrides; what it
-    /// would do is written to `metrics`.
+    /// One pass on `live` (with the loop's previous sample and deltas),
+    /// its clock and overrides; what it would do is written to `metrics`.
+    /// Until its first change its world is the live one: it decides on the
+    /// loop's sample and deltas and copies nothing.
     pub fn pass(
         &mut self,
-        live: &Snapshot,
+        (live, previous, live_deltas): (&Snapshot, Option<(&Snapshot, Duration)>, &PassDeltas),
         (now, elapsed, local_time): (Duration, Duration, Option<LocalTime>),
         overrides: &[(DeviceId, Knob)],
         metrics: &Metrics,
@@ -108,6 +111,27 @@ impl Shadow {
             elapsed,
             local_time,
         };
+        self.tick += 1;
+        if self.engine.unchanged() {
+            let observed = (previous.map(|p| p.0), live, live_deltas);
+            self.engine
+                .decide_observed(&self.policy, observed, clock, overrides, &mut self.plan);
+            if self.plan.decisions.iter().any(changes) {
+                self.engine.adopt_previous(previous);
+                self.apply(live, now, elapsed);
+                self.snap.clone_from(live);
+                self.engine.keep_previous(&mut self.snap, now);
+            }
+            metrics.observe_shadow(Some(&ShadowPass {
+                policy: &self.policy,
+                snapshot: live,
+                deltas: live_deltas,
+                engine: &self.engine,
+                plan: &self.plan,
+                tick: self.tick,
+            }));
+            return;
+        }
         self.snap.clone_from(live);
         self.engine.model_pass(&self.policy, &mut self.snap, now);
         self.engine.decide(
@@ -118,21 +142,34 @@ impl Shadow {
             None,
             &mut self.plan,
         );
-        for dec in &self.plan.decisions {
-            if dec.mode == policy::Mode::Enforce && dec.action != Action::Hold {
-                self.engine
-                    .apply(&self.policy, dec, &self.snap, now, elapsed);
-            }
-        }
+        let snap = std::mem::take(&mut self.snap);
+        self.apply(&snap, now, elapsed);
+        self.snap = snap;
         self.engine.keep_previous(&mut self.snap, now);
-        self.tick += 1;
+        let (Some(snapshot), deltas) = (self.engine.previous(), self.engine.deltas()) else {
+            return;
+        };
         metrics.observe_shadow(Some(&ShadowPass {
             policy: &self.policy,
+            snapshot,
+            deltas,
             engine: &self.engine,
             plan: &self.plan,
             tick: self.tick,
         }));
     }
+
+    /// The plan's changes, made in the counterfactual.
+    fn apply(&mut self, snap: &Snapshot, now: Duration, elapsed: Duration) {
+        for dec in self.plan.decisions.iter().filter(|d| changes(d)) {
+            self.engine.apply(&self.policy, dec, snap, now, elapsed);
+        }
+    }
+}
+
+/// A decision the shadow would carry out (its own enforce mode).
+fn changes(dec: &policy::plan::Decision) -> bool {
+    dec.mode == policy::Mode::Enforce && dec.action != Action::Hold
 }
 
 #[cfg(test)]

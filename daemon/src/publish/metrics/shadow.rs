@@ -9,8 +9,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
 use policy::Policy;
+use policy::accounting::PassDeltas;
 use policy::knobs;
 use policy::plan::{Action, Knob, Plan};
+use policy::snapshot::Snapshot;
 use prometheus_client::metrics::counter::Counter;
 use record::counterfactual::Counterfactual;
 
@@ -36,9 +38,11 @@ struct ShadowDevice {
 #[derive(Debug)]
 pub struct ShadowPass<'a> {
     pub policy: &'a Policy,
-    /// The shadow's engine after the pass: its snapshot (its knob values,
-    /// its modelled counters), the pass's deltas, which devices are
-    /// modelled.
+    /// The shadow's snapshot (its knob values, its modelled counters; the
+    /// live one until its first change) and the pass's deltas over it.
+    pub snapshot: &'a Snapshot,
+    pub deltas: &'a PassDeltas,
+    /// The shadow's engine: which devices are modelled.
     pub engine: &'a Counterfactual,
     /// Its plan; the enforce-mode changes in it are the ones it applied.
     pub plan: &'a Plan,
@@ -52,10 +56,10 @@ impl ShadowSeries {
     /// miss share and pool memory, whether they are modelled; per change
     /// it would make, `pptune_shadow_changes_total`.
     pub fn observe(&self, f: &Families, p: &ShadowPass<'_>) {
-        let (Ok(mut devices), Some(snapshot)) = (self.devices.lock(), p.engine.previous()) else {
+        let Ok(mut devices) = self.devices.lock() else {
             return;
         };
-        for (at, dev) in snapshot.devices.iter().enumerate() {
+        for (at, dev) in p.snapshot.devices.iter().enumerate() {
             let Some(dec) = p.plan.decisions.iter().find(|d| d.ifindex == dev.ifindex) else {
                 continue;
             };
@@ -97,7 +101,7 @@ impl ShadowSeries {
             let d = DevLabels {
                 device: dev.name.clone(),
             };
-            let delta = p.engine.deltas().device(at);
+            let delta = p.deltas.device(at);
             match policy::signals::recycle_miss_share(&delta.stats).filter(|_| !delta.reset) {
                 Some(share) => {
                     f.shadow_miss.get_or_create(&d).set(share);
