@@ -97,8 +97,30 @@ pub fn stats_in(ns: &str, ids: &BTreeSet<u64>) -> PoolStats {
     })
 }
 
-/// Polls `pools_in(ns)` every 100 ms until `done` holds, for at most
-/// `limit`; returns the last listing and whether `done` held.
+/// Runs a NET_RX softirq on every CPU (a loopback datagram sent from
+/// each): an skb freed on another CPU than the one that built it (a
+/// reader on CPU 1, B's NAPI on CPU 0) waits on a defer list until the
+/// building CPU's next NET_RX, and an idle wire brings none, so its pages
+/// would stay out of the pool for good. Real hosts have traffic.
+pub fn flush_deferred_frees() {
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    for cpu in 0..cpus {
+        sh(
+            "taskset",
+            &[
+                "-c",
+                &cpu.to_string(),
+                "bash",
+                "-c",
+                "echo > /dev/udp/127.0.0.1/9",
+            ],
+        );
+    }
+}
+
+/// Polls `pools_in(ns)` every 100 ms (after [`flush_deferred_frees`])
+/// until `done` holds, for at most `limit`; returns the last listing and
+/// whether `done` held.
 pub fn wait_pools(
     ns: &str,
     limit: Duration,
@@ -106,12 +128,14 @@ pub fn wait_pools(
 ) -> (Vec<PagePool>, bool) {
     let steps = limit.as_millis() / 100;
     for _ in 0..steps {
+        flush_deferred_frees();
         let p = pools_in(ns);
         if done(&p) {
             return (p, true);
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+    flush_deferred_frees();
     let p = pools_in(ns);
     let ok = done(&p);
     (p, ok)
