@@ -394,3 +394,79 @@ fn main() -> std::process::ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{PERIOD, Received, stream_of, until_epoch};
+    use std::time::{Duration, Instant};
+
+    /// The first `n` bytes of flow `flow`'s stream.
+    fn bytes(seed: u64, flow: u32, n: usize) -> Vec<u8> {
+        let twice = stream_of(seed, flow);
+        (0..n).map(|i| twice[i % PERIOD]).collect()
+    }
+
+    /// Feeds `data` to a verifying receiver in reads of `chunk` bytes.
+    fn check(data: &[u8], chunk: usize) -> Received {
+        let expect = stream_of(5, 1);
+        let mut r = Received::default();
+        for c in data.chunks(chunk) {
+            r.take(c, Some(&expect)).unwrap();
+        }
+        r
+    }
+
+    #[test]
+    fn an_intact_stream_verifies_in_any_read_size() {
+        let data = bytes(5, 1, 3 * PERIOD + 777);
+        for chunk in [1, 1448, 65_536, PERIOD, 200_000] {
+            let r = check(&data, chunk);
+            assert_eq!(r.mismatch_at, None, "read size {chunk}");
+            assert_eq!(r.bytes, data.len() as u64);
+        }
+    }
+
+    #[test]
+    fn a_flipped_byte_is_found_where_it_is() {
+        let mut data = bytes(5, 1, 2 * PERIOD);
+        data[PERIOD + 12_345] ^= 0x40;
+        assert_eq!(
+            check(&data, 1448).mismatch_at,
+            Some((PERIOD + 12_345) as u64)
+        );
+    }
+
+    #[test]
+    fn a_lost_or_repeated_segment_is_found() {
+        let data = bytes(5, 1, 4 * PERIOD);
+        let mut lost = data[..70_000].to_vec();
+        lost.extend_from_slice(&data[70_000 + 1448..]);
+        assert!(
+            check(&lost, 4096)
+                .mismatch_at
+                .is_some_and(|at| at >= 70_000)
+        );
+        let mut twice = data[..70_000 + 1448].to_vec();
+        twice.extend_from_slice(&data[70_000..]);
+        assert!(
+            check(&twice, 4096)
+                .mismatch_at
+                .is_some_and(|at| at >= 70_000)
+        );
+    }
+
+    #[test]
+    fn another_flow_or_seed_is_another_stream() {
+        let a = bytes(5, 1, 4096);
+        assert_ne!(a, bytes(5, 2, 4096));
+        assert_ne!(a, bytes(6, 1, 4096));
+        assert_eq!(check(&bytes(5, 2, 4096), 512).mismatch_at, Some(0));
+    }
+
+    #[test]
+    fn sync_waits_for_the_next_multiple_of_the_pause() {
+        let pause = Duration::from_millis(50);
+        let w = until_epoch(Instant::now(), pause);
+        assert!(w > Duration::ZERO && w <= pause, "{w:?}");
+    }
+}
