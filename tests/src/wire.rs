@@ -14,7 +14,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use netlink::Client;
-use netlink::netdev::PagePool;
+use netlink::netdev::{PagePool, QstatsCounters};
 use nix::sched::{CloneFlags, setns};
 use policy::snapshot::PoolStats;
 use serde_json::Value;
@@ -116,6 +116,17 @@ pub fn flush_deferred_frees() {
             ],
         );
     }
+}
+
+/// Device totals of `ifindex`'s qstats in netns `ns` (qstats-get, device
+/// scope: the queues' counters plus the driver's base).
+pub fn qstats_in(ns: &str, ifindex: u32) -> QstatsCounters {
+    in_netns(ns, || async {
+        let c = Client::connect().await.expect("netlink client");
+        let q = c.qstats(Some(ifindex), 0).await.expect("qstats-get");
+        assert_eq!(q.len(), 1, "one device entry: {q:?}");
+        q.into_iter().next().map(|q| q.counters).unwrap_or_default()
+    })
 }
 
 /// Polls `pools_in(ns)` every 100 ms (after [`flush_deferred_frees`])

@@ -21,7 +21,8 @@ use pptune_tests::ppsim::{Ppsim, PpsimDev};
 use pptune_tests::vm::{PpsimKernels, require_ppsim};
 use pptune_tests::vm_daemon::Daemon;
 use pptune_tests::wire::{
-    RX_NS, TX_NS, Traffic, Wire, dmesg_mark, in_netns, kernel_trouble_since, stats_in, wait_pools,
+    RX_NS, TX_NS, Traffic, Wire, dmesg_mark, in_netns, kernel_trouble_since, qstats_in, stats_in,
+    wait_pools,
 };
 
 const HOME: Duration = Duration::from_secs(15);
@@ -178,6 +179,18 @@ fn rebuilds_of_b_under_traffic_keep_tcp_whole_and_old_pools_drain() {
     let t = Traffic::wait(child);
     assert_intact(&t, "4 streams across four rebuilds of B");
     let q = w.b.queues().expect("queues");
+    // The kernel's qstats of B carry ppsim's frame and overrun counts (a
+    // stray frame, an IPv6 router solicitation, may land between reads).
+    let before = packets(&w.b);
+    let qs = qstats_in(RX_NS, w.b_ifindex());
+    let after = packets(&w.b);
+    let overruns: u64 = q.iter().map(|q| q.overruns).sum();
+    assert_eq!(qs.rx_hw_drop_overruns, Some(overruns), "{k}: qstats {qs:?}");
+    assert!(qs.rx_hw_drops >= Some(overruns), "{k}: qstats {qs:?}");
+    assert!(
+        qs.rx_packets.is_some_and(|n| (before..=after).contains(&n)),
+        "{k}: qstats {qs:?}, ppsim's frames {before}..{after}"
+    );
     let now = w.b_pools();
     assert!(
         now.is_disjoint(&first),
