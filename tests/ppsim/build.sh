@@ -5,7 +5,7 @@
 #
 # The sources are copied next to the kernel (the repository stays clean) and
 # the result is cached by the hash of the sources: a rebuild happens only
-# when ppsim.c, ppsim_personality.h or Kbuild change. Same compiler as the
+# when a source (SRCS) or Kbuild changes. Same compiler as the
 # kernel: the host gcc for a source-built kernel; for a packaged (Debian-built)
 # one, its own release's gcc and kbuild in the build root kernel.sh made.
 set -euo pipefail
@@ -21,7 +21,8 @@ fi
 [ -f "$KDIR/linux/Module.symvers" ] || [ -f "$KDIR/recipe" ] \
     || die "$KDIR has no built kernel tree and no packaged-kernel build root (run tests/vm/kernel.sh)"
 
-HASH=$(cat "$HERE/ppsim.c" "$HERE/ppsim_personality.h" "$HERE/Kbuild" | sha256sum | cut -c1-12)
+SRCS=(ppsim_main.c ppsim_wire.c ppsim.h ppsim_wire.h ppsim_personality.h Kbuild)
+HASH=$(cd "$HERE" && cat "${SRCS[@]}" | sha256sum | cut -c1-12)
 OUT="$KDIR/ppsim/$HASH"
 if [ -f "$OUT/ppsim.ko" ]; then
     echo "$OUT/ppsim.ko"
@@ -32,7 +33,7 @@ flock 9
 if [ ! -f "$OUT/ppsim.ko" ]; then
     rm -rf "$OUT.tmp"
     mkdir -p "$OUT.tmp"
-    cp "$HERE/ppsim.c" "$HERE/ppsim_personality.h" "$HERE/Kbuild" "$OUT.tmp/"
+    (cd "$HERE" && cp "${SRCS[@]}" "$OUT.tmp/")
     log "building ppsim against $KDIR"
     if [ -f "$KDIR/recipe" ]; then
         # shellcheck disable=SC1091 # written by kernel.sh: ROOT, HEADERS

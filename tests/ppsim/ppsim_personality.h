@@ -11,7 +11,7 @@
  *     pool sized from the *old* ring; the new size applies at the next
  *     reconfiguration (a channel change, down/up).
  *
- * Everything personality-specific lives here; ppsim.c calls these helpers
+ * Everything personality-specific lives here; ppsim_main.c calls these helpers
  * at five points (pool creation, get/set ringparam, drvinfo, debugfs).
  * Figures are from the Linux 7.3 sources cited in tests/ppsim/README.md.
  */

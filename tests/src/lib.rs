@@ -1,8 +1,9 @@
 //! Test harness: the `pptune` binary (`bin`), the loop on the fake kernel
 //! (`daemon`), the fake kernel (`fake`), the VM runner (`vm`), the daemon
 //! as a process in the VM (`vm_daemon`), the ppsim driver (`ppsim`), a
-//! device's pools and rings over netlink (`pools`) and an HTTP GET for the
-//! metrics endpoint (`http`).
+//! device's pools and rings over netlink (`pools`), an HTTP GET for the
+//! metrics endpoint (`http`) and two ppsim devices joined as a wire across
+//! two network namespaces (`wire`; its traffic program is `src/bin/pptraffic.rs`).
 #![forbid(unsafe_code)]
 
 pub mod bin;
@@ -13,3 +14,4 @@ pub mod pools;
 pub mod ppsim;
 pub mod vm;
 pub mod vm_daemon;
+pub mod wire;

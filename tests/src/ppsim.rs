@@ -352,6 +352,10 @@ pub struct QueueState {
     /// Paced delivery: wall-clock lag the queue could not make up and
     /// wrote off (the emulated CPU did not keep up), ns.
     pub pace_behind_ns: u64,
+    /// Wire mode: frames lost because no RX descriptor was free.
+    pub overruns: u64,
+    /// Wire mode: filled descriptors the NAPI has not taken yet.
+    pub wire_filled: u64,
 }
 
 /// The loaded ppsim module.
@@ -749,6 +753,8 @@ impl PpsimDev {
                     "release_bulks" => q.release_bulks = n,
                     "model_ns" => q.model_ns = n,
                     "pace_behind_ns" => q.pace_behind_ns = n,
+                    "overruns" => q.overruns = n,
+                    "wire_filled" => q.wire_filled = n,
                     _ => return false,
                 }
                 true

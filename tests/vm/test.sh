@@ -109,8 +109,8 @@ log "daemon binary: $PPTUNE_BIN"
 
 # Which suites a kernel runs is decided here, once: a suite started on a
 # kernel it cannot test fails (it never prints SKIP and passes).
-#   vm_closed_loop, vm_crashpoints, vm_faults, vm_personalities, vm_replay: 7.3 only (the
-#     full-suite kernel; ppsim's closed loop);
+#   vm_closed_loop, vm_crashpoints, vm_faults, vm_personalities, vm_replay, vm_wire: 7.3
+#     only (the full-suite kernel; ppsim's closed loop; the wire);
 #   vm_ppsim: every kernel ppsim is built for (not 6.1);
 #   vm_netdevsim, vm_runner: every kernel.
 # --part picks the suites (in_part); in one boot the paced ones run last.
@@ -137,7 +137,7 @@ suites_for() {
     for b in "${functional[@]}" "${paced[@]}"; do
         name="$(basename "$b")"
         case "$name" in
-            vm_closed_loop-*|vm_crashpoints-*|vm_faults-*|vm_personalities-*|vm_replay-*) [ "$k" = 7.3 ] || continue ;;
+            vm_closed_loop-*|vm_crashpoints-*|vm_faults-*|vm_personalities-*|vm_replay-*|vm_wire-*) [ "$k" = 7.3 ] || continue ;;
             vm_ppsim-*) has_ppsim "$k" || continue ;;
         esac
         echo "$b"

@@ -17,183 +17,16 @@
  * with the number of queues charged at the same moment, and is capped at
  * half of each 100 ms window per queue so the VM stays responsive.
  */
-#include <linux/debugfs.h>
-#include <linux/etherdevice.h>
-#include <linux/ethtool.h>
-#include <linux/hrtimer.h>
-#include <linux/kthread.h>
-#include <linux/ktime.h>
-#include <linux/module.h>
-#include <linux/netdevice.h>
-#include <linux/rtnetlink.h>
-#include <linux/sched.h>
-#include <linux/seq_file.h>
-#include <linux/slab.h>
-#include <linux/smp.h>
-#include <linux/version.h>
-#include <linux/vmalloc.h>
-#include <linux/wait.h>
-#include <net/netdev_queues.h>
-#include <net/page_pool/helpers.h>
-
+#include "ppsim.h"
 #include "ppsim_personality.h"
+#include "ppsim_wire.h"
 
 #ifndef CONFIG_PAGE_POOL_STATS
 #error "ppsim needs CONFIG_PAGE_POOL_STATS (it reads the pool's own counters to charge costs)"
 #endif
 
-#define PPSIM_MAX_QUEUES	16
-#define PPSIM_RING_DEFAULT	256
-#define PPSIM_RING_MIN		64
-#define PPSIM_RING_MAX		16384
-#define PPSIM_BURST_MAX		16384
-/* Pages handed to the consumer and not yet returned; above this the
- * producer drops (the "socket buffer" is full). Power of two. */
-#define PPSIM_HANDOFF		32768
-#define PPSIM_BULK		64	/* pages per charged release bulk */
-#define PPSIM_MAX_STALL_NS	(50 * NSEC_PER_MSEC)	/* longest single charge */
-#define PPSIM_MAX_COST_US	50000
-/* Modelled time: what one delivered page costs on the fast path (a page
- * from the pool's cache or ring, plus handing it up), see ppsim_model(). */
-#define PPSIM_MODEL_PAGE_NS	1000
-/* Paced delivery (pace_scale): how far a lane's wall clock may fall behind
- * its paced schedule before the lag is written off (counted in
- * pace_behind_ns), so a lane that was held up does not then run unpaced. */
-#define PPSIM_PACE_SLACK_NS	(20 * NSEC_PER_MSEC)
-
-struct ppsim_dev;
-
-struct ppsim_entry {
-	struct page *page;
-	struct page_pool *pool;
-};
-
-/* Counters are written by one side (NAPI or consumer) and read anywhere;
- * 64-bit loads and stores are atomic on the architectures we build for. */
-struct ppsim_lane_stats {
-	u64 packets;		/* pages received and delivered */
-	u64 bytes;
-	u64 alloc_fail;		/* page_pool allocation failed */
-	u64 drops_ring;		/* arrivals lost while the RX ring was full */
-	u64 drops_backlog;	/* consumer backlog full */
-	u64 returned;		/* pages returned by the consumer */
-	u64 bursts;
-	u64 slow_events;	/* alloc.slow increments seen by the producer */
-	u64 ring_full_pages;	/* recycle.ring_full increments seen by the consumer */
-	u64 release_bulks;	/* charged release bulks (ring_full pages / 64, rounded up) */
-};
-
-struct ppsim_cap {
-	u64 free_until;
-};
-
-struct ppsim_lane {
-	struct ppsim_dev *pd;
-	unsigned int idx;
-
-	/* producer side (NAPI) */
-	struct napi_struct napi;
-	struct page_pool *pool;
-	struct hrtimer timer;
-	bool napi_added;
-	u64 last_ns;		/* last arrival accounting */
-	u64 pending;		/* arrived, not yet received (rate mode) */
-	u64 frac;		/* sub-packet arrival remainder, in ns*pps */
-	u64 stall_until;
-	bool in_stall;
-	u64 last_slow;
-	int napi_cpu;
-	u64 polls;
-
-	/* The posted RX ring: buffers allocated from the pool and held by the
-	 * "device" until a packet lands in them, as a NIC does. A received
-	 * page is swapped for a fresh one from the pool. */
-	struct page **posted;
-	unsigned int nposted;
-	unsigned int post_idx;
-
-	/* Burst return is atomic with respect to the producer: the consumer
-	 * raises `returning` and waits out a poll in progress (`producing`);
-	 * a poll that sees `returning` backs off. Both sides then see the same
-	 * sequence of allocations and returns whatever CPU each runs on. */
-	int producing;
-	int returning;
-
-	/* charge-cap windows: one per side, each written by its side only */
-	struct ppsim_cap cap_producer;
-	struct ppsim_cap cap_consumer;
-
-	/* single-producer single-consumer handoff ring */
-	struct ppsim_entry *ho;
-	unsigned long ho_head;	/* written by NAPI */
-	unsigned long ho_tail;	/* written by the consumer */
-
-	struct task_struct *consumer;
-	wait_queue_head_t wq;
-
-	struct ppsim_lane_stats st;
-	atomic64_t charged_ns;	/* time charged (stalls), both sides */
-	atomic64_t capped;	/* charges trimmed by the 50 % cap */
-	u32 ref_acc;		/* stack_ref_pct accumulator (ppsim_put) */
-	atomic64_t model_ns;	/* modelled busy time, both sides (ppsim_model) */
-	/* model_ns and packets as they were at the end of the last burst
-	 * return: whole receive-and-return cycles, what the modelled figure
-	 * is taken from (a window cut mid-burst would count a burst's cheap
-	 * first pages without its slow refills and release, or the reverse). */
-	atomic64_t model_done_ns;
-	atomic64_t model_done_pk;
-	/* Paced delivery (pace_scale, see ppsim_pace()): wall time and
-	 * model_ns when the schedule started, and the lag written off. */
-	u64 pace_t0;
-	u64 pace_m0;
-	u64 pace_pk0;
-	atomic64_t pace_behind_ns;
-};
-
-struct ppsim_dev {
-	struct list_head list;
-	struct net_device *netdev;
-	unsigned int id;
-	struct dentry *dir;
-
-	unsigned int rx_ring;
-	/* the ring the next queues' pools are sized from (personality) */
-	unsigned int pool_ring;
-	const struct ppsim_personality *pers;
-	unsigned int nq;	/* active queues (channels) */
-	bool up;
-
-	/* knobs, see README.md */
-	u32 running;
-	u32 rate_pps;
-	u32 burst_pages;
-	u32 hold_us;
-	u32 slow_cost_us;
-	u32 release_cost_us;
-	u32 contention_pct;
-	u32 stack_ref_pct;	/* returned pages the stack still references */
-	u32 line_pps;		/* the device's line rate in the model, 0 = none */
-	u32 pace_scale;		/* deliver at the modelled rate / this, 0 = off */
-	u32 refuse_sets;	/* refuse every ring/channel set (EBUSY, extack) */
-	u32 refused;		/* sets refused because of refuse_sets */
-	u32 producer_cpu;
-	u32 consumer_cpu;
-
-	/* goodput window */
-	u64 gp_start_ns;
-	u64 gp_base_packets;
-	u64 gp_base_drops;
-
-	/* counters of queues that no longer exist (channel shrink) */
-	struct ppsim_lane_stats base;
-	u64 tx_packets;
-	u64 tx_bytes;
-
-	struct ppsim_lane lanes[PPSIM_MAX_QUEUES];
-};
-
-static LIST_HEAD(ppsim_devs);
-static DEFINE_MUTEX(ppsim_devs_lock);
+LIST_HEAD(ppsim_devs);
+DEFINE_MUTEX(ppsim_devs_lock);
 static unsigned int ppsim_next_id;
 static struct dentry *ppsim_root;
 
@@ -739,13 +572,15 @@ static int ppsim_lane_open(struct ppsim_lane *lane)
 		.netdev = dev,
 		.dma_dir = DMA_FROM_DEVICE,
 	};
+	int (*poll)(struct napi_struct *napi, int budget) =
+		pd->wired ? ppsim_wire_poll : ppsim_poll;
 	struct page_pool *pool;
 	int err;
 
 #if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 13, 0)
-	netif_napi_add_config(dev, &lane->napi, ppsim_poll, lane->idx);
+	netif_napi_add_config(dev, &lane->napi, poll, lane->idx);
 #else
-	netif_napi_add(dev, &lane->napi, ppsim_poll);
+	netif_napi_add(dev, &lane->napi, poll);
 #endif
 	lane->napi_added = true;
 	pool = page_pool_create(&pp);
@@ -756,6 +591,11 @@ static int ppsim_lane_open(struct ppsim_lane *lane)
 	}
 	lane->pool = pool;
 	err = ppsim_post_ring(lane);
+	if (!err && pd->wired) {
+		err = ppsim_wire_lane_prepare(lane);
+		if (err)
+			ppsim_unpost_ring(lane);
+	}
 	if (err) {
 		page_pool_destroy(pool);
 		lane->pool = NULL;
@@ -769,6 +609,8 @@ static int ppsim_lane_open(struct ppsim_lane *lane)
 	lane->in_stall = false;
 	netif_queue_set_napi(dev, lane->idx, NETDEV_QUEUE_TYPE_RX, &lane->napi);
 	napi_enable(&lane->napi);
+	if (pd->wired)
+		ppsim_wire_lane_start(lane);
 	return 0;
 }
 
@@ -788,6 +630,7 @@ static void ppsim_lane_close(struct ppsim_lane *lane)
 	netif_napi_del(&lane->napi);
 	lane->napi_added = false;
 	ppsim_unpost_ring(lane);
+	ppsim_wire_lane_free(lane);
 	/* Pages still held by the consumer keep the pool alive (detached,
 	 * with detach-time) until they come back. */
 	page_pool_destroy(lane->pool);
@@ -798,6 +641,8 @@ static void ppsim_queues_close(struct ppsim_dev *pd)
 {
 	unsigned int i;
 
+	if (pd->wired)
+		ppsim_wire_quiesce(pd);
 	for (i = 0; i < pd->nq; i++)
 		ppsim_lane_close(&pd->lanes[i]);
 }
@@ -830,7 +675,10 @@ static int ppsim_open(struct net_device *dev)
 	if (err)
 		return err;
 	pd->up = true;
-	netif_carrier_on(dev);
+	if (pd->wired)
+		ppsim_wire_carrier(pd, true);
+	else
+		netif_carrier_on(dev);
 	netif_tx_start_all_queues(dev);
 	return 0;
 }
@@ -841,6 +689,8 @@ static int ppsim_stop(struct net_device *dev)
 
 	netif_tx_stop_all_queues(dev);
 	netif_carrier_off(dev);
+	if (pd->wired)
+		ppsim_wire_carrier(pd, false);
 	pd->up = false;
 	ppsim_queues_close(pd);
 	return 0;
@@ -850,6 +700,8 @@ static netdev_tx_t ppsim_xmit(struct sk_buff *skb, struct net_device *dev)
 {
 	struct ppsim_dev *pd = netdev_priv(dev);
 
+	if (READ_ONCE(pd->wired))
+		return ppsim_wire_xmit(skb, dev);
 	/* Nothing is wired to the other end: count and drop. */
 	WRITE_ONCE(pd->tx_packets, pd->tx_packets + 1);
 	WRITE_ONCE(pd->tx_bytes, pd->tx_bytes + skb->len);
@@ -875,6 +727,14 @@ static void ppsim_get_stats64(struct net_device *dev, struct rtnl_link_stats64 *
 	}
 	s->tx_packets = READ_ONCE(pd->tx_packets);
 	s->tx_bytes = READ_ONCE(pd->tx_bytes);
+	for (i = 0; i < PPSIM_MAX_QUEUES; i++) {
+		const struct ppsim_lane *l = &pd->lanes[i];
+
+		s->rx_missed_errors += READ_ONCE(l->st.overruns);
+		s->tx_packets += READ_ONCE(l->tx_packets);
+		s->tx_bytes += READ_ONCE(l->tx_bytes);
+		s->tx_dropped += READ_ONCE(l->tx_drops);
+	}
 }
 
 static const struct net_device_ops ppsim_netdev_ops = {
@@ -884,6 +744,7 @@ static const struct net_device_ops ppsim_netdev_ops = {
 	.ndo_get_stats64 = ppsim_get_stats64,
 	.ndo_set_mac_address = eth_mac_addr,
 	.ndo_validate_addr = eth_validate_addr,
+	.ndo_get_iflink = ppsim_wire_get_iflink,
 };
 
 /* ---- qstats ------------------------------------------------------------ */
@@ -898,17 +759,19 @@ static void ppsim_qstats_rx(struct net_device *dev, int idx,
 	rx->bytes = READ_ONCE(st->bytes);
 	rx->alloc_fail = READ_ONCE(st->alloc_fail);
 	rx->hw_drops = READ_ONCE(st->drops_ring);
+	rx->hw_drop_overruns = READ_ONCE(st->overruns);
 }
 
 static void ppsim_qstats_tx(struct net_device *dev, int idx,
 			    struct netdev_queue_stats_tx *tx)
 {
-	struct ppsim_dev *pd = netdev_priv(dev);
+	struct ppsim_lane *l = &((struct ppsim_dev *)netdev_priv(dev))->lanes[idx];
 
-	/* All transmits are accounted on queue 0's base (we do not spread). */
-	tx->packets = 0;
-	tx->bytes = 0;
-	(void)pd;
+	/* Unwired transmits are counted in the base (not spread); a wired
+	 * queue counts its own. */
+	tx->packets = READ_ONCE(l->tx_packets);
+	tx->bytes = READ_ONCE(l->tx_bytes);
+	tx->hw_drops = READ_ONCE(l->tx_drops);
 }
 
 static void ppsim_qstats_base(struct net_device *dev,
@@ -922,6 +785,10 @@ static void ppsim_qstats_base(struct net_device *dev,
 	rx->bytes = pd->base.bytes;
 	rx->alloc_fail = pd->base.alloc_fail;
 	rx->hw_drops = pd->base.drops_ring;
+	rx->hw_drop_overruns = pd->base.overruns;
+	tx->packets = READ_ONCE(pd->tx_packets);
+	tx->bytes = READ_ONCE(pd->tx_bytes);
+	tx->hw_drops = 0;
 	/* Lanes above the active count keep their history until folded. */
 	for (i = pd->netdev->real_num_rx_queues; i < PPSIM_MAX_QUEUES; i++) {
 		const struct ppsim_lane_stats *st = &pd->lanes[i].st;
@@ -930,9 +797,13 @@ static void ppsim_qstats_base(struct net_device *dev,
 		rx->bytes += READ_ONCE(st->bytes);
 		rx->alloc_fail += READ_ONCE(st->alloc_fail);
 		rx->hw_drops += READ_ONCE(st->drops_ring);
+		rx->hw_drop_overruns += READ_ONCE(st->overruns);
 	}
-	tx->packets = READ_ONCE(pd->tx_packets);
-	tx->bytes = READ_ONCE(pd->tx_bytes);
+	for (i = pd->netdev->real_num_tx_queues; i < PPSIM_MAX_QUEUES; i++) {
+		tx->packets += READ_ONCE(pd->lanes[i].tx_packets);
+		tx->bytes += READ_ONCE(pd->lanes[i].tx_bytes);
+		tx->hw_drops += READ_ONCE(pd->lanes[i].tx_drops);
+	}
 }
 
 static const struct netdev_stat_ops ppsim_stat_ops = {
@@ -1156,6 +1027,11 @@ static ssize_t ppsim_running_write(struct file *f, const char __user *ubuf,
 	if (err)
 		return err;
 	rtnl_lock();
+	if (on && pd->wired) {
+		/* a wire carries real frames: no engine, no modelled cost */
+		rtnl_unlock();
+		return -EBUSY;
+	}
 	if (on && !pd->running) {
 		u64 drops = lane_total(&pd->base), pk = pd->base.packets;
 		unsigned int i;
@@ -1336,7 +1212,7 @@ static int ppsim_qstate_show(struct seq_file *m, void *v)
 			   "held=%lu packets=%llu bytes=%llu alloc_fail=%llu drops_ring=%llu drops_backlog=%llu "
 			   "returned=%llu bursts=%llu slow_events=%llu ring_full_pages=%llu "
 			   "charged_ns=%llu capped=%llu pool_size=%d posted=%u release_bulks=%llu "
-			   "model_ns=%lld pace_behind_ns=%lld\n",
+			   "model_ns=%lld pace_behind_ns=%lld overruns=%llu wire_filled=%u\n",
 			   i, pd->rx_ring, l->pool ? l->pool->user.id : 0,
 			   l->napi_added ? l->napi.napi_id : 0, READ_ONCE(l->napi_cpu),
 			   READ_ONCE(l->polls), ho_count(l),
@@ -1347,7 +1223,9 @@ static int ppsim_qstate_show(struct seq_file *m, void *v)
 			   READ_ONCE(st->ring_full_pages), atomic64_read(&l->charged_ns),
 			   atomic64_read(&l->capped), l->pool ? l->pool->ring.size : 0,
 			   l->nposted, READ_ONCE(st->release_bulks), atomic64_read(&l->model_ns),
-			   atomic64_read(&l->pace_behind_ns));
+			   atomic64_read(&l->pace_behind_ns), READ_ONCE(st->overruns),
+			   READ_ONCE(l->wire_open) ?
+			   READ_ONCE(l->wire_prod) - READ_ONCE(l->wire_cons) : 0);
 	}
 	rtnl_unlock();
 	return 0;
@@ -1437,6 +1315,7 @@ static int ppsim_new_device(unsigned int nq)
 		lane->pd = pd;
 		lane->idx = i;
 		init_waitqueue_head(&lane->wq);
+		spin_lock_init(&lane->wire_lock);
 #if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 13, 0)
 		hrtimer_setup(&lane->timer, ppsim_timer_fn, CLOCK_MONOTONIC,
 			      HRTIMER_MODE_REL_PINNED);
@@ -1470,6 +1349,7 @@ static int ppsim_new_device(unsigned int nq)
 
 	mutex_lock(&ppsim_devs_lock);
 	pd->id = ppsim_next_id++;
+	strscpy(pd->name, netdev_name(dev), sizeof(pd->name));
 	list_add_tail(&pd->list, &ppsim_devs);
 	mutex_unlock(&ppsim_devs_lock);
 	ppsim_debugfs_init(pd);
@@ -1489,6 +1369,7 @@ static void ppsim_destroy(struct ppsim_dev *pd)
 
 	debugfs_remove_recursive(pd->dir);
 	WRITE_ONCE(pd->running, 0);
+	ppsim_wire_cut(pd);
 	/* Pools are destroyed in ndo_stop; held pages keep them around with
 	 * no ifindex (orphaned) until the consumers give them back below. */
 	unregister_netdev(dev);
@@ -1563,6 +1444,7 @@ static int __init ppsim_init(void)
 	ppsim_root = debugfs_create_dir("ppsim", NULL);
 	debugfs_create_file("new_device", 0200, ppsim_root, NULL, &ppsim_new_fops);
 	debugfs_create_file("del_device", 0200, ppsim_root, NULL, &ppsim_del_fops);
+	ppsim_wire_debugfs_init(ppsim_root);
 	for (i = 0; i < devices; i++) {
 		err = ppsim_new_device(4);
 		if (err) {

@@ -1,0 +1,384 @@
+//! The ppsim wire (`tests/ppsim/ppsim_wire.c`) as the VM tests build it:
+//! device A in netns `pp-tx` (10.77.0.1), device B in `pp-rx`
+//! (10.77.0.2), joined by `link_wire`; `pptraffic` runs between them; B's
+//! pools are read over pptune's netlink client from inside `pp-rx`
+//! (page-pool dumps are per namespace).
+//!
+//! Helpers of the VM tests: a failure here is the test's own failure.
+#![allow(clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use netlink::Client;
+use netlink::netdev::{PagePool, QstatsCounters};
+use nix::sched::{CloneFlags, setns};
+use policy::snapshot::PoolStats;
+use serde_json::Value;
+
+use crate::pools::stats_of;
+use crate::ppsim::{Ppsim, PpsimDev};
+
+pub const TX_NS: &str = "pp-tx";
+pub const RX_NS: &str = "pp-rx";
+pub const TX_ADDR: &str = "10.77.0.1";
+pub const RX_ADDR: &str = "10.77.0.2";
+const LINK: &str = "/sys/kernel/debug/ppsim/link_wire";
+/// `PP_ALLOC_CACHE_SIZE`: the pages a pool's per-NAPI cache holds.
+const PP_ALLOC_CACHE: u64 = 128;
+
+fn check(what: &str, out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "{what}: {} (stderr: {})",
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Run `cmd args…` and return its stdout; any failure fails the test.
+pub fn sh(cmd: &str, args: &[&str]) -> String {
+    let what = format!("{cmd} {}", args.join(" "));
+    let out = Command::new(cmd)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    check(&what, &out)
+}
+
+/// `ip netns exec <ns> args…`.
+pub fn ns_exec(ns: &str, args: &[&str]) -> String {
+    let mut v = vec!["netns", "exec", ns];
+    v.extend_from_slice(args);
+    sh("ip", &v)
+}
+
+/// Runs `f` on a thread inside netns `ns`, on a runtime of its own (a
+/// netlink socket belongs to the namespace it is created in).
+pub fn in_netns<T, F, Fut>(ns: &str, f: F) -> T
+where
+    T: Send,
+    F: FnOnce() -> Fut + Send,
+    Fut: Future<Output = T>,
+{
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let path = format!("/run/netns/{ns}");
+            let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+            setns(&file, CloneFlags::CLONE_NEWNET).unwrap_or_else(|e| panic!("setns {ns}: {e}"));
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime")
+                .block_on(f())
+        })
+        .join()
+        .unwrap_or_else(|_| panic!("the thread in {ns} panicked"))
+    })
+}
+
+/// Every page pool netns `ns` lists (attached, detached and orphaned).
+pub fn pools_in(ns: &str) -> Vec<PagePool> {
+    in_netns(ns, || async {
+        let c = Client::connect().await.expect("netlink client");
+        c.page_pools().await.expect("page-pool-get")
+    })
+}
+
+/// Summed counters of the pools `ids` in netns `ns`.
+pub fn stats_in(ns: &str, ids: &BTreeSet<u64>) -> PoolStats {
+    in_netns(ns, || async {
+        let c = Client::connect().await.expect("netlink client");
+        stats_of(&c, ids).await.expect("page-pool-stats-get")
+    })
+}
+
+/// Runs a NET_RX softirq on every CPU (a loopback datagram sent from
+/// each): an skb freed on another CPU than the one that built it (a
+/// reader on CPU 1, B's NAPI on CPU 0) waits on a defer list until the
+/// building CPU's next NET_RX, and an idle wire brings none, so its pages
+/// would stay out of the pool for good. Real hosts have traffic.
+pub fn flush_deferred_frees() {
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    for cpu in 0..cpus {
+        sh(
+            "taskset",
+            &[
+                "-c",
+                &cpu.to_string(),
+                "bash",
+                "-c",
+                "echo > /dev/udp/127.0.0.1/9",
+            ],
+        );
+    }
+}
+
+/// Device totals of `ifindex`'s qstats in netns `ns` (qstats-get, device
+/// scope: the queues' counters plus the driver's base).
+pub fn qstats_in(ns: &str, ifindex: u32) -> QstatsCounters {
+    in_netns(ns, || async {
+        let c = Client::connect().await.expect("netlink client");
+        let q = c.qstats(Some(ifindex), 0).await.expect("qstats-get");
+        assert_eq!(q.len(), 1, "one device entry: {q:?}");
+        q.into_iter().next().map(|q| q.counters).unwrap_or_default()
+    })
+}
+
+/// Polls `pools_in(ns)` every 100 ms (after [`flush_deferred_frees`])
+/// until `done` holds, for at most `limit`; returns the last listing and
+/// whether `done` held.
+pub fn wait_pools(
+    ns: &str,
+    limit: Duration,
+    done: impl Fn(&[PagePool]) -> bool,
+) -> (Vec<PagePool>, bool) {
+    let steps = limit.as_millis() / 100;
+    for _ in 0..steps {
+        flush_deferred_frees();
+        let p = pools_in(ns);
+        if done(&p) {
+            return (p, true);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    flush_deferred_frees();
+    let p = pools_in(ns);
+    let ok = done(&p);
+    (p, ok)
+}
+
+/// The two ends of a wire, each in its namespace.
+#[derive(Debug)]
+pub struct Wire {
+    pub a: PpsimDev,
+    pub b: PpsimDev,
+}
+
+impl Wire {
+    /// Builds the wire: A (1 queue, ring 256) in `pp-tx`, B (`b_queues`,
+    /// RX ring `b_ring`) in `pp-rx`, linked, addressed, up. Namespaces
+    /// left by an earlier failed test are deleted first.
+    pub fn build(p: &Ppsim, b_queues: u32, b_ring: u32) -> Self {
+        for ns in [TX_NS, RX_NS] {
+            let _ = Command::new("ip")
+                .args(["netns", "del", ns])
+                .stderr(Stdio::null())
+                .status();
+            sh("ip", &["netns", "add", ns]);
+            ns_exec(ns, &["ip", "link", "set", "lo", "up"]);
+        }
+        let a = p.new_device(1).expect("device A");
+        let b = p.new_device(b_queues).expect("device B");
+        std::fs::write(LINK, format!("{} {}", a.name(), b.name())).expect("link_wire");
+        b.ethtool_set_rx_ring(b_ring).expect("B's ring");
+        for (d, ns, addr) in [(&a, TX_NS, TX_ADDR), (&b, RX_NS, RX_ADDR)] {
+            sh("ip", &["link", "set", d.name(), "netns", ns]);
+            ns_exec(
+                ns,
+                &["ip", "addr", "add", &format!("{addr}/24"), "dev", d.name()],
+            );
+            ns_exec(ns, &["ip", "link", "set", d.name(), "up"]);
+        }
+        Self { a, b }
+    }
+
+    /// B's ifindex in `pp-rx`.
+    pub fn b_ifindex(&self) -> u32 {
+        let p = format!("/sys/class/net/{}/ifindex", self.b.name());
+        ns_exec(RX_NS, &["cat", &p])
+            .trim()
+            .parse()
+            .expect("ifindex")
+    }
+
+    /// B's pools attached now (ids).
+    pub fn b_pools(&self) -> BTreeSet<u64> {
+        let ifx = self.b_ifindex();
+        pools_in(RX_NS)
+            .iter()
+            .filter(|p| p.ifindex == Some(ifx) && p.detach_time.is_none())
+            .filter_map(|p| p.id)
+            .collect()
+    }
+
+    /// `ethtool -G <B> rx n` (a rebuild: new pools).
+    pub fn set_b_ring(&self, n: u32) {
+        ns_exec(
+            RX_NS,
+            &["ethtool", "-G", self.b.name(), "rx", &n.to_string()],
+        );
+    }
+
+    /// `ethtool -L <B> combined n`.
+    pub fn set_b_channels(&self, n: u32) {
+        ns_exec(
+            RX_NS,
+            &["ethtool", "-L", self.b.name(), "combined", &n.to_string()],
+        );
+    }
+
+    /// Waits until every pool of B is attached and its `inflight` is its
+    /// posted ring plus at most what the pool itself keeps (its ptr_ring,
+    /// `pool_size`, and the 128-page alloc cache): `inflight` counts the
+    /// pages the pool got from the page allocator and has not given back,
+    /// so recycled pages waiting in the pool are in it. Nothing is left in
+    /// a socket. Returns the listing (and ppsim's queues) if that never holds.
+    pub fn wait_b_quiet(&self, limit: Duration) -> Result<(), String> {
+        let ifx = self.b_ifindex();
+        let q = self.b.queues().expect("queues");
+        let bounds = |id: Option<u64>| {
+            q.iter()
+                .find(|q| Some(u64::from(q.pool_id)) == id)
+                .map(|q| (q.posted, q.posted + u64::from(q.pool_size) + PP_ALLOC_CACHE))
+        };
+        let (p, ok) = wait_pools(RX_NS, limit, |pools| {
+            pools.len() == q.len()
+                && pools.iter().all(|p| {
+                    let b = bounds(p.id);
+                    p.ifindex == Some(ifx)
+                        && p.detach_time.is_none()
+                        && b.zip(p.inflight)
+                            .is_some_and(|((lo, hi), n)| (lo..=hi).contains(&n))
+                })
+        });
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "pools {p:#?}
+ppsim queues {q:#?}"
+            ))
+        }
+    }
+
+    /// Rebuilds B at RX ring `ring` (`ethtool -G`) and waits until B's
+    /// pools from before are gone: `page_pool_destroy` gives back the
+    /// posted ring, the pool's ring and cache, and frees the pool at once
+    /// unless a page is still out (then it lingers, detached). Every page
+    /// the wire took came home exactly when they vanish.
+    pub fn rebuild_b_and_drain(&self, ring: u32, limit: Duration) -> Result<(), String> {
+        let old = self.b_pools();
+        self.set_b_ring(ring);
+        let (p, ok) = wait_pools(RX_NS, limit, |pools| {
+            pools
+                .iter()
+                .all(|p| p.id.is_none_or(|id| !old.contains(&id)))
+        });
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("old pools {old:?} still listed: {p:#?}"))
+        }
+    }
+
+    /// Deletes both devices and waits (up to `limit`) for every pool of
+    /// both namespaces to vanish; then deletes the namespaces. Returns the
+    /// pools still listed if they did not.
+    pub fn teardown(self, limit: Duration) -> Result<(), Vec<PagePool>> {
+        self.b.delete().expect("delete B");
+        self.a.delete().expect("delete A");
+        let (rx, rx_ok) = wait_pools(RX_NS, limit, <[PagePool]>::is_empty);
+        let (tx, tx_ok) = wait_pools(TX_NS, limit, <[PagePool]>::is_empty);
+        for ns in [TX_NS, RX_NS] {
+            sh("ip", &["netns", "del", ns]);
+        }
+        if rx_ok && tx_ok {
+            Ok(())
+        } else {
+            Err(rx.into_iter().chain(tx).collect())
+        }
+    }
+}
+
+/// A finished `pptraffic` run: exit status and its JSON lines.
+#[derive(Debug)]
+pub struct Traffic {
+    pub success: bool,
+    pub lines: Vec<Value>,
+    pub stderr: String,
+}
+
+impl Traffic {
+    /// Starts `bin args…` (stdout piped) without waiting.
+    pub fn spawn(bin: &Path, args: &[&str]) -> Child {
+        Command::new(bin)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{}: {e}", bin.display()))
+    }
+
+    /// Waits for a run started with [`Traffic::spawn`].
+    pub fn wait(child: Child) -> Self {
+        let out = child.wait_with_output().expect("pptraffic output");
+        Self {
+            success: out.status.success(),
+            lines: String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+                .collect(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Runs `bin args…` to the end.
+    pub fn run(bin: &Path, args: &[&str]) -> Self {
+        Self::wait(Self::spawn(bin, args))
+    }
+
+    fn of_type(&self, t: &str) -> impl Iterator<Item = &Value> {
+        self.lines.iter().filter(move |l| l["type"] == t)
+    }
+
+    /// The summary line (`Value::Null` when the run ended without one).
+    pub fn summary(&self) -> &Value {
+        self.of_type("summary").next().unwrap_or(&Value::Null)
+    }
+
+    /// The per-flow lines.
+    pub fn flows(&self) -> Vec<&Value> {
+        self.of_type("flow").collect()
+    }
+
+    /// An snmp/netstat delta of the receiving namespace (`Tcp.InSegs`).
+    pub fn snmp(&self, key: &str) -> i64 {
+        self.summary()["snmp"][key].as_i64().unwrap_or(0)
+    }
+
+    /// Bytes received over all flows.
+    pub fn received(&self) -> u64 {
+        self.summary()["received"].as_u64().unwrap_or(0)
+    }
+}
+
+/// The kernel log's lines now (a mark for [`kernel_trouble_since`]).
+pub fn dmesg_mark() -> usize {
+    sh("dmesg", &[]).lines().count()
+}
+
+/// Kernel log lines after `mark` that report a stalled pool shutdown, a
+/// warning, a bug or an oops.
+pub fn kernel_trouble_since(mark: usize) -> Vec<String> {
+    sh("dmesg", &[])
+        .lines()
+        .skip(mark)
+        .filter(|l| {
+            [
+                "stalled pool shutdown",
+                "WARNING",
+                "BUG",
+                "Oops",
+                "asks to queue packet",
+            ]
+            .iter()
+            .any(|w| l.contains(w))
+        })
+        .map(str::to_owned)
+        .collect()
+}
