@@ -155,6 +155,23 @@ impl Clone for Decision {
 }
 
 impl Decision {
+    /// The change this decision makes where it is carried out in its own
+    /// mode (the counterfactual of replay and of the shadow policy): the
+    /// knob, its value before and its target; `None` for a hold or an
+    /// observe-mode recommendation.
+    #[must_use]
+    pub fn enforced_change(&self) -> Option<(Knob, u32, u32)> {
+        if self.mode != Mode::Enforce {
+            return None;
+        }
+        match self.action {
+            Action::Hold => None,
+            Action::SetRing { from, to, .. } | Action::SetChannels { from, to, .. } => {
+                Some((self.action.knob()?, from, to))
+            }
+        }
+    }
+
     /// An empty slot for the engine to fill (`decide_into`).
     pub(crate) fn blank() -> Self {
         Self {

@@ -26,8 +26,36 @@ use policy::accounting::PassDeltas;
 use policy::engine::{ActionRecord, EngineState, Observation, Original, Outcome};
 use policy::evaluate::{Applied, Evaluation, Rates, Verdict};
 use policy::observation::{Backoff, LocalTime};
-use policy::plan::{Action, Decision, Knob, Plan};
+use policy::plan::{Decision, Knob, Plan};
 use policy::snapshot::{Availability, Device, DeviceId, PoolStats, Snapshot};
+
+/// The engine on one pass: `(previous, current, deltas)`, and the
+/// history, originals and backoff it is to read.
+#[allow(clippy::too_many_arguments)]
+fn run_engine(
+    engine: &mut policy::engine::Engine,
+    state: &mut EngineState,
+    policy: &Policy,
+    (previous, current, deltas): (Option<&Snapshot>, &Snapshot, &PassDeltas),
+    clock: PassClock,
+    overrides: &[(DeviceId, Knob)],
+    (history, originals, backoff): (&[ActionRecord], &[Original], &BTreeMap<String, Backoff>),
+    plan: &mut Plan,
+) {
+    let obs = Observation {
+        previous,
+        current,
+        deltas,
+        elapsed: clock.elapsed,
+        now: clock.now,
+        local_time: clock.local_time,
+        history,
+        overrides,
+        originals,
+        backoff,
+    };
+    engine.decide_into(policy, state, &obs, plan);
+}
 
 /// A simulated change under evaluation.
 #[derive(Debug)]
@@ -102,19 +130,20 @@ impl Counterfactual {
         overrides: &[(DeviceId, Knob)],
         plan: &mut Plan,
     ) {
-        let obs = Observation {
-            previous,
-            current: snap,
-            deltas,
-            elapsed: clock.elapsed,
-            now: clock.now,
-            local_time: clock.local_time,
-            history: &self.history,
-            overrides,
-            originals: &self.originals,
-            backoff: &policy::engine::NO_BACKOFF,
-        };
-        self.engine.decide_into(policy, &mut self.state, &obs, plan);
+        let Self {
+            state,
+            engine,
+            history,
+            originals,
+            ..
+        } = self;
+        let inputs = (
+            history.as_slice(),
+            originals.as_slice(),
+            &policy::engine::NO_BACKOFF,
+        );
+        let pass = (previous, snap, deltas);
+        run_engine(engine, state, policy, pass, clock, overrides, inputs, plan);
     }
 
     /// Before the first change made from [`Self::unchanged`]: the observed
@@ -133,31 +162,30 @@ impl Counterfactual {
         snap: &Snapshot,
         clock: PassClock,
         overrides: &[(DeviceId, Knob)],
-        recorded: Option<Recorded>,
+        recorded: Option<&Recorded>,
         plan: &mut Plan,
     ) {
-        let (history, originals, backoff) = recorded.unwrap_or_else(|| {
-            (
-                self.history.clone(),
-                self.originals.clone(),
-                BTreeMap::new(),
-            )
-        });
-        self.deltas
-            .compute(self.prev.as_ref().map(|(s, _)| s), snap);
-        let obs = Observation {
-            previous: self.prev.as_ref().map(|(s, _)| s),
-            current: snap,
-            deltas: &self.deltas,
-            elapsed: clock.elapsed,
-            now: clock.now,
-            local_time: clock.local_time,
-            history: &history,
-            overrides,
-            originals: &originals,
-            backoff: &backoff,
+        let Self {
+            state,
+            engine,
+            prev,
+            deltas,
+            history,
+            originals,
+            ..
+        } = self;
+        let previous = prev.as_ref().map(|(s, _)| s);
+        deltas.compute(previous, snap);
+        let inputs = match recorded {
+            Some((h, o, b)) => (h.as_slice(), o.as_slice(), b),
+            None => (
+                history.as_slice(),
+                originals.as_slice(),
+                &policy::engine::NO_BACKOFF,
+            ),
         };
-        self.engine.decide_into(policy, &mut self.state, &obs, plan);
+        let pass = (previous, snap, &*deltas);
+        run_engine(engine, state, policy, pass, clock, overrides, inputs, plan);
     }
 
     /// Another process, another clock: the simulated history is moved
@@ -203,6 +231,8 @@ impl Counterfactual {
     }
 
     /// A simulated change: the knob takes the target, an evaluation opens.
+    /// Only a decision that changes something in its own mode
+    /// ([`Decision::enforced_change`]); any other is ignored.
     pub fn apply(
         &mut self,
         policy: &Policy,
@@ -211,9 +241,7 @@ impl Counterfactual {
         now: Duration,
         elapsed: Duration,
     ) {
-        let (Some(knob), Action::SetRing { from, to, .. } | Action::SetChannels { from, to, .. }) =
-            (dec.action.knob(), dec.action)
-        else {
+        let Some((knob, from, to)) = dec.enforced_change() else {
             return;
         };
         let key = dec.device_id.key();

@@ -18,11 +18,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use policy::Policy;
 use policy::accounting::PassDeltas;
 use policy::engine::EngineState;
 use policy::plan::{Action, Decision, ReasonCode};
 use policy::snapshot::{Device, PoolStats, Snapshot};
-use policy::{Mode, Policy};
 use serde::Serialize;
 
 pub use crate::counterfactual::model_delta;
@@ -296,7 +296,7 @@ impl Replayer<'_> {
             snap,
             clock,
             &pass.inputs.overrides,
-            recorded,
+            recorded.as_ref(),
             &mut plan,
         );
         let sel = self.selection;
@@ -319,7 +319,7 @@ impl Replayer<'_> {
         }
         for dec in &plan.decisions {
             if !reported || !sel.device(&dec.device) {
-                if !self.faithful && dec.mode == Mode::Enforce && dec.action != Action::Hold {
+                if !self.faithful {
                     self.cf.apply(self.policy, dec, snap, now, elapsed);
                 }
                 continue;
@@ -364,7 +364,7 @@ impl Replayer<'_> {
                 decision: dec.clone(),
                 recorded,
             });
-            if !self.faithful && dec.mode == Mode::Enforce {
+            if !self.faithful {
                 self.cf.apply(self.policy, dec, snap, now, elapsed);
             }
         }

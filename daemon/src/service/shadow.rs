@@ -13,7 +13,7 @@ use std::time::Duration;
 use policy::Policy;
 use policy::accounting::PassDeltas;
 use policy::observation::LocalTime;
-use policy::plan::{Action, Knob, Plan};
+use policy::plan::{Knob, Plan};
 use policy::snapshot::{DeviceId, Snapshot};
 use record::counterfactual::{Counterfactual, PassClock};
 
@@ -116,7 +116,12 @@ impl Shadow {
             let observed = (previous.map(|p| p.0), live, live_deltas);
             self.engine
                 .decide_observed(&self.policy, observed, clock, overrides, &mut self.plan);
-            if self.plan.decisions.iter().any(changes) {
+            if self
+                .plan
+                .decisions
+                .iter()
+                .any(|d| d.enforced_change().is_some())
+            {
                 self.engine.adopt_previous(previous);
                 self.apply(live, now, elapsed);
                 self.snap.clone_from(live);
@@ -161,15 +166,10 @@ impl Shadow {
 
     /// The plan's changes, made in the counterfactual.
     fn apply(&mut self, snap: &Snapshot, now: Duration, elapsed: Duration) {
-        for dec in self.plan.decisions.iter().filter(|d| changes(d)) {
+        for dec in &self.plan.decisions {
             self.engine.apply(&self.policy, dec, snap, now, elapsed);
         }
     }
-}
-
-/// A decision the shadow would carry out (its own enforce mode).
-fn changes(dec: &policy::plan::Decision) -> bool {
-    dec.mode == policy::Mode::Enforce && dec.action != Action::Hold
 }
 
 #[cfg(test)]

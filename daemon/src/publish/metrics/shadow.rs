@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use policy::Policy;
 use policy::accounting::PassDeltas;
 use policy::knobs;
-use policy::plan::{Action, Knob, Plan};
+use policy::plan::{Knob, Plan};
 use policy::snapshot::Snapshot;
 use prometheus_client::metrics::counter::Counter;
 use record::counterfactual::Counterfactual;
@@ -65,14 +65,7 @@ impl ShadowSeries {
             };
             let kept = devices.entry(dev.name.clone()).or_default();
             kept.seen = p.tick;
-            let applied = match dec.action {
-                Action::SetRing { to, .. } | Action::SetChannels { to, .. }
-                    if dec.mode == policy::Mode::Enforce =>
-                {
-                    dec.action.knob().map(|k| (k, to))
-                }
-                _ => None,
-            };
+            let applied = dec.enforced_change().map(|(knob, _, to)| (knob, to));
             for k in knobs::all().filter(|k| (k.managed)(p.policy)) {
                 let value = match applied {
                     Some((knob, to)) if knob == k.knob => Some(to),
