@@ -75,8 +75,9 @@ struct CountedSeries {
     backoff: Option<Gauge>,
     /// The mode series exported, and its handle (set every pass).
     mode: Option<(&'static str, Gauge)>,
-    /// The `pptune_device_info` label set exported.
-    info: Option<InfoLabels>,
+    /// The `pptune_device_info` label set exported, and the MTU it
+    /// writes (compared each pass without parsing the label).
+    info: Option<(InfoLabels, Option<u32>)>,
     /// The rx counters' handles and the kernel's values they last counted.
     link: Option<([Counter; 4], [u64; 4])>,
 }
@@ -349,21 +350,17 @@ impl Metrics {
     }
 
     /// The device's `pptune_device_info` series; a new label set (the
-    /// driver or kind changed) replaces the old one. Allocates only then.
+    /// driver, kind or MTU changed) replaces the old one. Allocates only then.
     fn observe_info(&self, dev: &Device) {
         let driver = dev.driver.as_deref().unwrap_or("");
         let kind = dev.kind.as_deref().unwrap_or("");
-        let mtu = dev.mtu.unwrap_or(0);
         self.with_counted(&dev.name, |c| {
-            if c.info.as_ref().is_some_and(|l| {
-                l.device == dev.name
-                    && l.driver == driver
-                    && l.kind == kind
-                    && l.mtu.parse().unwrap_or(0) == mtu
+            if c.info.as_ref().is_some_and(|(l, mtu)| {
+                l.device == dev.name && l.driver == driver && l.kind == kind && *mtu == dev.mtu
             }) {
                 return;
             }
-            if let Some(old) = c.info.take() {
+            if let Some((old, _)) = c.info.take() {
                 self.device_info.remove(&old);
             }
             let l = InfoLabels {
@@ -373,7 +370,7 @@ impl Metrics {
                 mtu: dev.mtu.map_or_else(String::new, |m| m.to_string()),
             };
             self.device_info.get_or_create(&l).set(1);
-            c.info = Some(l);
+            c.info = Some((l, dev.mtu));
         });
     }
 
@@ -683,7 +680,7 @@ impl Metrics {
             for l in &c.overrides {
                 self.overrides.remove(l);
             }
-            if let Some(l) = &c.info {
+            if let Some((l, _)) = &c.info {
                 self.device_info.remove(l);
             }
         }
