@@ -159,11 +159,8 @@ impl Arm {
 /// Whether this host enforces, in its independent parts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Standing {
-    /// The host falls in the rollout fraction: it would enforce what an
-    /// enforcing selector selects.
-    pub host_selected: bool,
-    /// The host is in the holdout (never together with `host_selected`).
-    pub holdout: bool,
+    /// Where the host falls in the rollout (fraction, holdout).
+    pub draw: Draw,
     /// Some selector of the policy is in enforce mode.
     pub policy_enforces: bool,
 }
@@ -189,8 +186,7 @@ impl Standing {
     #[must_use]
     pub fn of(policy: &Policy, draw: Draw) -> Self {
         Self {
-            host_selected: draw.host_selected,
-            holdout: draw.holdout,
+            draw,
             policy_enforces: policy_enforces(policy),
         }
     }
@@ -200,7 +196,7 @@ impl Standing {
     pub fn arm(self) -> Arm {
         if self.enforcing() {
             Arm::Enforce
-        } else if self.holdout {
+        } else if self.draw.holdout {
             Arm::Holdout
         } else {
             Arm::Observe
@@ -210,7 +206,7 @@ impl Standing {
     /// The host enforces somewhere.
     #[must_use]
     pub fn enforcing(self) -> bool {
-        self.host_selected && self.policy_enforces
+        self.draw.host_selected && self.policy_enforces
     }
 
     /// Logs one line saying which it is (the gauges are
@@ -219,8 +215,8 @@ impl Standing {
         tracing::info!(
             enforcing = self.enforcing(),
             arm = self.arm().as_str(),
-            host_selected = self.host_selected,
-            holdout = self.holdout,
+            host_selected = self.draw.host_selected,
+            holdout = self.draw.holdout,
             policy_enforces = self.policy_enforces,
             host_id_source = host.source,
             fraction = fraction(policy),
@@ -233,10 +229,10 @@ impl Standing {
     /// One sentence for the log.
     #[must_use]
     pub fn describe(self) -> &'static str {
-        if self.holdout {
+        if self.draw.holdout {
             return "this host is in the holdout (the policy's control group): it observes only and keeps the rings it has, whatever the selectors say";
         }
-        match (self.host_selected, self.policy_enforces) {
+        match (self.draw.host_selected, self.policy_enforces) {
             (true, true) => "this host enforces",
             (true, false) => {
                 "this host would enforce (it is in the rollout fraction), but no selector enforces: observing only"
@@ -340,7 +336,7 @@ mod tests {
             "{}",
             s.describe()
         );
-        assert!(s.host_selected && !s.policy_enforces);
+        assert!(s.draw.host_selected && !s.policy_enforces);
 
         let mut enforce = observe.clone();
         enforce.selectors[0].mode = Some(Mode::Enforce);

@@ -572,7 +572,8 @@ impl Metrics {
     /// the policy enforces, its arm, and the policy's two fractions.
     pub fn set_rollout(&self, s: Standing, p: &Policy) {
         self.rollout_enforcing.set(i64::from(s.enforcing()));
-        self.rollout_host_selected.set(i64::from(s.host_selected));
+        self.rollout_host_selected
+            .set(i64::from(s.draw.host_selected));
         self.policy_enforcing.set(i64::from(s.policy_enforces));
         self.rollout_fraction.set(rollout::fraction(p));
         self.rollout_holdout.set(rollout::holdout(p));
@@ -815,8 +816,10 @@ mod tests {
     fn the_rollout_gauges_say_the_standing() {
         let m = Metrics::new();
         let s = Standing {
-            host_selected: true,
-            holdout: false,
+            draw: rollout::Draw {
+                host_selected: true,
+                holdout: false,
+            },
             policy_enforces: false,
         };
         let mut p = config::default_policy().unwrap();
@@ -845,8 +848,10 @@ mod tests {
             );
         }
         let held = Standing {
-            host_selected: false,
-            holdout: true,
+            draw: rollout::Draw {
+                host_selected: false,
+                holdout: true,
+            },
             policy_enforces: true,
         };
         m.set_rollout(held, &p);

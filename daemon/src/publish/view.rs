@@ -52,7 +52,9 @@ pub(crate) fn build(d: &ViewInput<'_>) -> DaemonView {
         let last = d.last_decisions.get(&key);
         let mode = match last {
             None => "unmanaged",
-            Some((dec, _)) if dec.mode == Mode::Enforce && d.standing.host_selected => "enforce",
+            Some((dec, _)) if dec.mode == Mode::Enforce && d.standing.draw.host_selected => {
+                "enforce"
+            }
             Some(_) => "observe",
         };
         let rec = d.state.devices.get(&key);
