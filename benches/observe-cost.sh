@@ -40,9 +40,12 @@
 # instead of benches/results (a rerun that should not replace the recorded
 # ones).
 # --shadow: only the shadow policy's cost (daemon/src/service/shadow.rs):
-# per size, 3 rounds of observe_pass --shadow, each a `pptune-shadow` line
-# (pass time without the shadow, the shadow's time, their ratio), written to
-# observe-shadow.jsonl in the results directory.
+# per size, 3 rounds, each of two `pptune-shadow` lines (pass time without
+# the shadow, the shadow's time, their ratio), in an order that flips each
+# round: "path":"unchanged" (observe_pass --shadow: a shadow that changed
+# nothing) and "path":"modelled" (--shadow-prior 1024: a shadow whose fleet
+# prior changed every netdevsim device at the warm-up tick, so it models
+# all of them), written to observe-shadow.jsonl in the results directory.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
@@ -60,7 +63,7 @@ while [ $# -gt 0 ]; do
         --no-build) NO_BUILD=1; shift ;;
         --results) RESULTS="$2"; shift 2 ;;
         --shadow) SHADOW=1; shift ;;
-        -h|--help) sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,48p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "observe-cost: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -87,9 +90,18 @@ if [ "$IN_VM" = 1 ]; then
         fi
         log "$n pools wanted ($(ls -d /sys/bus/netdevsim/devices/netdevsim* | wc -l) devices): $rounds rounds of $passes passes, $runs runs"
         if [ "$SHADOW" = 1 ]; then
+            shadow() {
+                "$B/observe_pass" --passes "$passes" "${@:3}" | grep '"pptune-shadow"' \
+                    | sed "s/^{/{\"round\":$1,\"path\":\"$2\",/" | tee -a "$OUT"
+            }
             for r in 1 2 3; do
-                "$B/observe_pass" --passes "$passes" --shadow | grep '"pptune-shadow"' \
-                    | sed "s/^{/{\"round\":$r,/" | tee -a "$OUT"
+                if [ $((r % 2)) = 1 ]; then
+                    shadow "$r" unchanged --shadow
+                    shadow "$r" modelled --shadow-prior 1024
+                else
+                    shadow "$r" modelled --shadow-prior 1024
+                    shadow "$r" unchanged --shadow
+                fi
             done
             continue
         fi

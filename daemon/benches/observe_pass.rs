@@ -21,7 +21,11 @@
 //! (the shipped default in enforce mode, `service::shadow`) after each
 //! pass, as the daemon does, and prints a `pptune-shadow` line: the time of
 //! the pass without it and of the shadow, summed over the measured passes
-//! (under `-icount` the guest clock counts instructions).
+//! (under `-icount` the guest clock counts instructions). `--shadow-prior
+//! RING` gives that shadow a fleet prior of RING for netdevsim: it changes
+//! each netdevsim device's ring at the warm-up tick, so every measured pass
+//! models them (the path of a shadow that has changed devices, here all of
+//! them); the line then says how many devices it modelled.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // bench binary
 
 use benchkit::meter;
@@ -43,7 +47,8 @@ static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 fn main() {
     let passes: u64 = meter::arg("--passes").map_or(100, |s| s.parse().unwrap());
     let save = meter::arg("--save-snapshot");
-    let with_shadow = std::env::args().any(|a| a == "--shadow");
+    let prior: Option<u32> = meter::arg("--shadow-prior").map(|s| s.parse().unwrap());
+    let with_shadow = prior.is_some() || std::env::args().any(|a| a == "--shadow");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -63,6 +68,14 @@ fn main() {
             let mut s = policy.clone();
             s.mode = policy::Mode::Enforce;
             s.selectors.iter_mut().for_each(|x| x.mode = None);
+            s.priors = prior
+                .map(|ring_rx| policy::policy::Prior {
+                    driver: "netdevsim".into(),
+                    mtu: None,
+                    ring_rx,
+                })
+                .into_iter()
+                .collect();
             let mut p = policy.clone();
             p.shadow = Some(policy::policy::Shadow {
                 path: "/bench/shadow.yaml".into(),
@@ -82,7 +95,7 @@ fn main() {
                 m = Some(meter::Meter::start(GLOBAL));
             }
             let t0 = Instant::now();
-            let snap = kernel.sample(&scope).await.unwrap();
+            let mut snap = kernel.sample(&scope).await.unwrap();
             // The pass's deltas, once, for the engine and the metrics.
             deltas.compute(Some(&prev), &snap);
             let obs = Observation {
@@ -106,8 +119,8 @@ fn main() {
             let t1 = Instant::now();
             if let Some(s) = &mut shadow {
                 let now = interval * u32::try_from(i).unwrap_or(u32::MAX);
-                let previous = Some((&prev, now.saturating_sub(interval)));
-                s.pass((&snap, previous, &deltas), (now, interval, None), &[], &metrics);
+                let live = (Some(&mut prev), &mut snap, &mut deltas);
+                s.pass(live, (now, interval, None), &[], &metrics);
             }
             if i >= 2 {
                 pass_time += t1 - t0;
@@ -144,8 +157,14 @@ fn main() {
             )
         );
         if with_shadow {
+            // The devices the shadow modelled: its `pptune_shadow_modelled` 1s.
+            let text = metrics.encode().unwrap();
+            let modelled = text
+                .lines()
+                .filter(|l| l.starts_with("pptune_shadow_modelled{") && l.ends_with(" 1"))
+                .count();
             println!(
-                "{{\"tool\":\"pptune-shadow\",\"pools\":{pools},\"passes\":{passes},\"pass_ms\":{:.3},\"shadow_ms\":{:.3},\"shadow_per_pass\":{:.4}}}",
+                "{{\"tool\":\"pptune-shadow\",\"pools\":{pools},\"passes\":{passes},\"modelled_devices\":{modelled},\"pass_ms\":{:.3},\"shadow_ms\":{:.3},\"shadow_per_pass\":{:.4}}}",
                 pass_time.as_secs_f64() * 1e3 / f64::from(u32::try_from(passes).unwrap()),
                 shadow_time.as_secs_f64() * 1e3 / f64::from(u32::try_from(passes).unwrap()),
                 shadow_time.as_secs_f64() / pass_time.as_secs_f64()

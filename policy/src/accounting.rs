@@ -420,6 +420,16 @@ impl PassDeltas {
             .unwrap_or_default()
     }
 
+    /// [`Self::queues`], to write: a caller that stands another reading
+    /// of one device in for a moment (the daemon's shadow policy, its
+    /// modelled devices) swaps their deltas in and back out.
+    pub fn queues_mut(&mut self, position: usize) -> &mut [(QueueKey, QueueDelta)] {
+        match self.devices.get(position) {
+            Some(r) => self.queues.get_mut(r.clone()).unwrap_or_default(),
+            None => &mut [],
+        }
+    }
+
     /// The device at `position`, its queues summed ([`device_delta`]).
     #[must_use]
     pub fn device(&self, position: usize) -> QueueDelta {

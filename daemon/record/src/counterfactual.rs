@@ -29,6 +29,8 @@ use policy::observation::{Backoff, LocalTime};
 use policy::plan::{Decision, Knob, Plan};
 use policy::snapshot::{Availability, Device, DeviceId, PoolStats, Snapshot};
 
+use crate::live::{Overlay, Slot};
+
 /// The engine on one pass: `(previous, current, deltas)`, and the
 /// history, originals and backoff it is to read.
 #[allow(clippy::too_many_arguments)]
@@ -99,6 +101,8 @@ pub struct Counterfactual {
     model: HashMap<u64, PoolStats>,
     diverged: BTreeMap<String, bool>,
     evals: Vec<SimEval>,
+    /// On a live pass, the devices it changed ([`Self::live_pass`]).
+    slots: Vec<Slot>,
 }
 
 impl Counterfactual {
@@ -111,18 +115,66 @@ impl Counterfactual {
         self.evaluate_due(policy, snap, now);
     }
 
-    /// Whether it has changed nothing yet: its world is then the observed
-    /// one, pass for pass, so a caller holding the observed pass (its
-    /// previous sample and deltas) decides with [`Self::decide_observed`]
-    /// and keeps no copy of its own.
-    #[must_use]
-    pub fn unchanged(&self) -> bool {
-        self.knobs.is_empty()
+    /// One live pass (the daemon's shadow policy) on the loop's observed
+    /// pass: its previous sample, its sample and their deltas, as the loop
+    /// computed them. The devices the counterfactual changed stand in for
+    /// the observed ones while it decides, closes its evaluations, makes
+    /// its changes and `publish`es what it saw; the loop gets its pass
+    /// back as it was ([`Overlay`]). The same decisions as
+    /// [`Self::model_pass`] and [`Self::decide`] on a copy of the pass,
+    /// without the copy.
+    #[allow(clippy::too_many_arguments)]
+    pub fn live_pass(
+        &mut self,
+        policy: &Policy,
+        (previous, snap, deltas): (Option<&mut Snapshot>, &mut Snapshot, &mut PassDeltas),
+        clock: PassClock,
+        overrides: &[(DeviceId, Knob)],
+        plan: &mut Plan,
+        publish: impl FnOnce(&Snapshot, &PassDeltas, &Self, &Plan),
+    ) {
+        let mut slots = std::mem::take(&mut self.slots);
+        std::mem::swap(&mut self.obs_prev, &mut self.obs_now);
+        self.obs_now.clear();
+        for s in &mut slots {
+            s.place(previous.as_deref(), snap, &mut self.obs_now);
+        }
+        let mut next_model = HashMap::new();
+        let mut opened = Vec::new();
+        {
+            let o = Overlay::new(&mut slots, (previous, &mut *snap, deltas), |d, key| {
+                self.model_device(d, key, &mut next_model);
+            });
+            self.model = std::mem::take(&mut next_model);
+            let (previous, snap, deltas) = o.view();
+            self.evaluate_due(policy, snap, clock.now);
+            self.decide_observed(policy, (previous, snap, deltas), clock, overrides, plan);
+            for dec in &plan.decisions {
+                if dec.enforced_change().is_some() {
+                    self.apply_on(policy, dec, (previous, snap), clock.now, clock.elapsed);
+                    opened.push(dec.device_id.key());
+                }
+            }
+            publish(snap, deltas, self, plan);
+        }
+        for s in &mut slots {
+            s.rotate();
+        }
+        // A device changed for the first time: its slot, from the pass as
+        // observed.
+        for key in opened {
+            if slots.iter().all(|s| s.key != key)
+                && let Some(d) = snap.devices.iter().find(|d| d.id.key() == key)
+            {
+                slots.push(Slot::open(d, key));
+            }
+        }
+        self.slots = slots;
     }
 
-    /// [`Self::decide`] while [`Self::unchanged`], on the observed pass:
-    /// its previous sample and its deltas, as the caller computed them.
-    pub fn decide_observed(
+    /// The engine on the observed pass: its previous sample and its
+    /// deltas, as the caller computed them.
+    fn decide_observed(
         &mut self,
         policy: &Policy,
         (previous, snap, deltas): (Option<&Snapshot>, &Snapshot, &PassDeltas),
@@ -144,13 +196,6 @@ impl Counterfactual {
         );
         let pass = (previous, snap, deltas);
         run_engine(engine, state, policy, pass, clock, overrides, inputs, plan);
-    }
-
-    /// Before the first change made from [`Self::unchanged`]: the observed
-    /// previous sample becomes its own (the change's baseline, the next
-    /// pass's deltas).
-    pub fn adopt_previous(&mut self, previous: Option<(&Snapshot, Duration)>) {
-        self.prev = previous.map(|(s, at)| (s.clone(), at));
     }
 
     /// The engine on `snap` into `plan`, the pass's deltas computed first.
@@ -233,11 +278,28 @@ impl Counterfactual {
     /// A simulated change: the knob takes the target, an evaluation opens.
     /// Only a decision that changes something in its own mode
     /// ([`Decision::enforced_change`]); any other is ignored.
+    /// The baseline of its evaluation is the counterfactual's previous
+    /// pass.
     pub fn apply(
         &mut self,
         policy: &Policy,
         dec: &Decision,
         snap: &Snapshot,
+        now: Duration,
+        elapsed: Duration,
+    ) {
+        let prev = self.prev.take();
+        let previous = prev.as_ref().map(|(p, _)| p);
+        self.apply_on(policy, dec, (previous, snap), now, elapsed);
+        self.prev = prev;
+    }
+
+    /// [`Self::apply`] against `previous`, the pass before `snap`.
+    fn apply_on(
+        &mut self,
+        policy: &Policy,
+        dec: &Decision,
+        (previous, snap): (Option<&Snapshot>, &Snapshot),
         now: Duration,
         elapsed: Duration,
     ) {
@@ -274,7 +336,7 @@ impl Counterfactual {
             at: now,
             outcome: Outcome::Pending,
         });
-        let baseline = self.prev.as_ref().and_then(|(p, _)| {
+        let baseline = previous.and_then(|p| {
             let a = p.devices.iter().find(|d| d.id == dec.device_id)?;
             let b = snap.devices.iter().find(|d| d.id == dec.device_id)?;
             Rates::between(a, b, elapsed)
@@ -341,39 +403,46 @@ impl Counterfactual {
     /// counters continued by the ring model where the ring differs.
     pub fn modelled(&mut self, snap: &mut Snapshot) {
         let mut next_model = HashMap::new();
-        for d in &mut snap.devices {
-            if self.knobs.is_empty() {
-                // Nothing changed by the replay: all as recorded.
-                break;
-            }
-            let key = d.id.key();
-            let ring_k = self.ring_factor(d, &key);
-            let chan = self.knobs.iter().find_map(|((k, knob), v)| {
-                (k == &key && matches!(knob, Knob::Channels(_))).then_some((*knob, *v))
-            });
-            if let Some((knob, v)) = chan
-                && policy::knobs::desc(knob).write(d, v)
-            {
-                self.diverged.insert(key.clone(), true);
-            }
-            if ring_k.is_some() {
-                self.diverged.insert(key.clone(), true);
-            }
-            // A modelled device stays modelled: with the same ring again its
-            // deltas are as observed, on the modelled base.
-            if self.diverged.get(&key).copied().unwrap_or(false) {
-                let k = ring_k.unwrap_or(1.0);
-                for p in d
-                    .rx_queues
-                    .iter_mut()
-                    .flat_map(|q| q.pools.iter_mut())
-                    .chain(d.unmapped_pools.iter_mut())
-                {
-                    self.model_pool(p, k, &mut next_model);
-                }
+        if !self.knobs.is_empty() {
+            // Nothing changed by the replay: all as recorded.
+            for d in &mut snap.devices {
+                let key = d.id.key();
+                self.model_device(d, &key, &mut next_model);
             }
         }
         self.model = next_model;
+    }
+
+    /// One device, in place, with the counterfactual's knob values and,
+    /// once they differed from the observed ones, modelled counters (their
+    /// cumulative values into `next`). A device it never changed stays as
+    /// observed.
+    fn model_device(&mut self, d: &mut Device, key: &str, next: &mut HashMap<u64, PoolStats>) {
+        let ring_k = self.ring_factor(d, key);
+        let chan = self.knobs.iter().find_map(|((k, knob), v)| {
+            (k == key && matches!(knob, Knob::Channels(_))).then_some((*knob, *v))
+        });
+        if let Some((knob, v)) = chan
+            && policy::knobs::desc(knob).write(d, v)
+        {
+            self.diverged.insert(key.to_owned(), true);
+        }
+        if ring_k.is_some() {
+            self.diverged.insert(key.to_owned(), true);
+        }
+        // A modelled device stays modelled: with the same ring again its
+        // deltas are as observed, on the modelled base.
+        if self.diverged.get(key).copied().unwrap_or(false) {
+            let k = ring_k.unwrap_or(1.0);
+            for p in d
+                .rx_queues
+                .iter_mut()
+                .flat_map(|q| q.pools.iter_mut())
+                .chain(d.unmapped_pools.iter_mut())
+            {
+                self.model_pool(p, k, next);
+            }
+        }
     }
 
     /// Sets the replay's ring on `d`; the pool scale `ring' / ring` when

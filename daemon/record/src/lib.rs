@@ -12,6 +12,8 @@
 //!   deltas) and its bounded reader;
 //! - [`counterfactual`]: a policy run as if its own changes had been made
 //!   (the ring model), for replay and the daemon's shadow policy;
+//! - `live`: the counterfactual on the daemon's live passes, without a
+//!   copy of the sample;
 //! - [`replay`]: the policy engine over a recording's passes.
 //!
 //! A crate apart from the daemon (Cargo.toml says why); the daemon's live
@@ -23,6 +25,7 @@ pub mod counterfactual;
 pub mod file;
 pub mod format;
 pub mod journal;
+mod live;
 pub mod replay;
 mod varint;
 

@@ -391,7 +391,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
 
     /// One pass: sample, evaluate what is due, decide, tell, act, record.
     async fn tick(&mut self) {
-        let Some(snap) = self.sample().await else {
+        let Some(mut snap) = self.sample().await else {
             return;
         };
         let now = self.now();
@@ -403,7 +403,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         let (actuator, io) = self.lend();
         actuator.evaluate_due(&snap, now, io).await;
         self.count_events();
-        let (plan, asked) = self.decide(&snap, now);
+        let (plan, asked) = self.decide(&mut snap, now);
         let cap = snap.capabilities.cap_net_admin;
         self.publish(&plan, now, cap);
         self.actuate(&plan, &snap, cap).await;
@@ -433,7 +433,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
     /// what it was asked.
     fn decide(
         &mut self,
-        snap: &Snapshot,
+        snap: &mut Snapshot,
         now: Duration,
     ) -> (Plan, Option<crate::publish::recording::Asked>) {
         let engine_before = self
@@ -484,8 +484,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         let mut plan = std::mem::take(&mut self.plan);
         self.engine.decide_into(&self.policy, &obs, &mut plan);
         if let Some(s) = &mut self.shadow {
-            let previous = self.prev.as_ref().map(|(p, at)| (p, *at));
-            let live = (snap, previous, &self.deltas);
+            let live = (self.prev.as_mut().map(|(p, _)| p), snap, &mut self.deltas);
             s.pass(live, (now, elapsed, local), &overrides, &self.metrics);
         }
         (plan, asked)

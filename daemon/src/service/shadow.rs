@@ -1,11 +1,12 @@
 //! The shadow policy (`shadow:` in the policy): a second engine on the
 //! loop's live samples that never acts. It is the counterfactual engine
-//! `pptune replay --against` runs ([`record::counterfactual`]): each pass
-//! it gets its own copy of the sample, with the knob values it would have
-//! set written in and the counters continued by the ring model where its
-//! ring differs from the live one. It holds no kernel and no actuator:
-//! nothing it decides can reach a device, whatever its mode says. What it
-//! would do goes to the metrics (`pptune_shadow_*`).
+//! `pptune replay --against` runs ([`record::counterfactual`]), on the
+//! loop's own pass: the devices it would have changed carry its knob
+//! values and counters continued by the ring model where its ring differs
+//! from the live one; the others are read as the loop has them. It holds
+//! no kernel and no actuator: nothing it decides can reach a device,
+//! whatever its mode says. What it would do goes to the metrics
+//! (`pptune_shadow_*`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -26,9 +27,6 @@ pub struct Shadow {
     path: PathBuf,
     policy: Policy,
     engine: Counterfactual,
-    /// The pass's copy of the sample (the buffer the pass before last
-    /// used).
-    snap: Snapshot,
     plan: Plan,
     tick: u64,
 }
@@ -48,7 +46,6 @@ impl Shadow {
             path: s.path.clone(),
             policy: shadow,
             engine: Counterfactual::default(),
-            snap: Snapshot::default(),
             plan: Plan::default(),
             tick: 0,
         })
@@ -95,13 +92,14 @@ impl Shadow {
         differ
     }
 
-    /// One pass on `live` (with the loop's previous sample and deltas),
+    /// One pass on the loop's `live` sample, previous sample and deltas,
     /// its clock and overrides; what it would do is written to `metrics`.
-    /// Until its first change its world is the live one: it decides on the
-    /// loop's sample and deltas and copies nothing.
+    /// Its world is the live one except on the devices it changed, which
+    /// stand in for the live ones while it runs; the loop gets its pass
+    /// back as it was ([`Counterfactual::live_pass`]).
     pub fn pass(
         &mut self,
-        (live, previous, live_deltas): (&Snapshot, Option<(&Snapshot, Duration)>, &PassDeltas),
+        live: (Option<&mut Snapshot>, &mut Snapshot, &mut PassDeltas),
         (now, elapsed, local_time): (Duration, Duration, Option<LocalTime>),
         overrides: &[(DeviceId, Knob)],
         metrics: &Metrics,
@@ -112,63 +110,26 @@ impl Shadow {
             local_time,
         };
         self.tick += 1;
-        if self.engine.unchanged() {
-            let observed = (previous.map(|p| p.0), live, live_deltas);
-            self.engine
-                .decide_observed(&self.policy, observed, clock, overrides, &mut self.plan);
-            if self
-                .plan
-                .decisions
-                .iter()
-                .any(|d| d.enforced_change().is_some())
-            {
-                self.engine.adopt_previous(previous);
-                self.apply(live, now, elapsed);
-                self.snap.clone_from(live);
-                self.engine.keep_previous(&mut self.snap, now);
-            }
-            metrics.observe_shadow(Some(&ShadowPass {
-                policy: &self.policy,
-                snapshot: live,
-                deltas: live_deltas,
-                engine: &self.engine,
-                plan: &self.plan,
-                tick: self.tick,
-            }));
-            return;
-        }
-        self.snap.clone_from(live);
-        self.engine.model_pass(&self.policy, &mut self.snap, now);
-        self.engine.decide(
-            &self.policy,
-            &self.snap,
+        let (policy, tick) = (&self.policy, self.tick);
+        let mut plan = std::mem::take(&mut self.plan);
+        self.engine.live_pass(
+            policy,
+            live,
             clock,
             overrides,
-            None,
-            &mut self.plan,
+            &mut plan,
+            |snapshot, deltas, engine, plan| {
+                metrics.observe_shadow(Some(&ShadowPass {
+                    policy,
+                    snapshot,
+                    deltas,
+                    engine,
+                    plan,
+                    tick,
+                }));
+            },
         );
-        let snap = std::mem::take(&mut self.snap);
-        self.apply(&snap, now, elapsed);
-        self.snap = snap;
-        self.engine.keep_previous(&mut self.snap, now);
-        let (Some(snapshot), deltas) = (self.engine.previous(), self.engine.deltas()) else {
-            return;
-        };
-        metrics.observe_shadow(Some(&ShadowPass {
-            policy: &self.policy,
-            snapshot,
-            deltas,
-            engine: &self.engine,
-            plan: &self.plan,
-            tick: self.tick,
-        }));
-    }
-
-    /// The plan's changes, made in the counterfactual.
-    fn apply(&mut self, snap: &Snapshot, now: Duration, elapsed: Duration) {
-        for dec in &self.plan.decisions {
-            self.engine.apply(&self.policy, dec, snap, now, elapsed);
-        }
+        self.plan = plan;
     }
 }
 
