@@ -10,7 +10,26 @@ use std::time::Duration;
 /// `None` when the connection or the read fails (5 s read timeout).
 #[must_use]
 pub fn get(addr: &str, path: &str, headers: &[&str]) -> Option<String> {
-    let mut s = TcpStream::connect(addr).ok()?;
+    get_on(TcpStream::connect(addr).ok()?, addr, path, headers)
+}
+
+/// [`get`] from inside network namespace `netns` (`ip netns` name): the
+/// connection is made on a thread that entered it.
+#[must_use]
+pub fn get_in(netns: &str, addr: &str, path: &str, headers: &[&str]) -> Option<String> {
+    let s = std::thread::scope(|t| {
+        t.spawn(|| {
+            netlink::netns::enter(netns).ok()?;
+            TcpStream::connect(addr).ok()
+        })
+        .join()
+        .ok()
+        .flatten()
+    })?;
+    get_on(s, addr, path, headers)
+}
+
+fn get_on(mut s: TcpStream, addr: &str, path: &str, headers: &[&str]) -> Option<String> {
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n");
     for h in headers {
@@ -73,6 +92,8 @@ pub struct Prometheus {
     child: std::process::Child,
     /// `127.0.0.1:PORT` of its HTTP API.
     pub addr: String,
+    /// The network namespace it runs in (`None`: this process's).
+    pub netns: Option<String>,
     dir: tempfile::TempDir,
 }
 
@@ -94,15 +115,36 @@ impl Prometheus {
     #[must_use]
     #[allow(clippy::expect_used)]
     pub fn with_rules(scrape_configs: &str, rules: &[(&str, &str)]) -> Self {
+        let free = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        let addr = free.local_addr().expect("its address").to_string();
+        drop(free);
+        Self::spawn(None, addr, scrape_configs, rules)
+    }
+
+    /// [`Prometheus::with_rules`] inside network namespace `netns` (its
+    /// loopback up), its API on `127.0.0.1:9090` there; [`Self::query`]
+    /// connects from inside it.
+    ///
+    /// # Panics
+    /// As [`Prometheus::start`].
+    #[must_use]
+    pub fn with_rules_in(netns: &str, scrape_configs: &str, rules: &[(&str, &str)]) -> Self {
+        Self::spawn(Some(netns), "127.0.0.1:9090".into(), scrape_configs, rules)
+    }
+
+    #[allow(clippy::expect_used)]
+    fn spawn(
+        netns: Option<&str>,
+        addr: String,
+        scrape_configs: &str,
+        rules: &[(&str, &str)],
+    ) -> Self {
         let prom = std::path::Path::new("/usr/bin/prometheus");
         assert!(
             prom.exists(),
             "/usr/bin/prometheus not installed (Debian package `prometheus`)"
         );
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let free = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-        let addr = free.local_addr().expect("its address").to_string();
-        drop(free);
         let cfg = dir.path().join("prometheus.yml");
         let mut files = String::new();
         for (name, text) in rules {
@@ -121,7 +163,15 @@ impl Prometheus {
             ),
         )
         .expect("writing prometheus.yml");
-        let child = std::process::Command::new(prom)
+        let mut cmd = match netns {
+            Some(ns) => {
+                let mut c = std::process::Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(prom);
+                c
+            }
+            None => std::process::Command::new(prom),
+        };
+        let child = cmd
             .arg(format!("--config.file={}", cfg.display()))
             .arg(format!(
                 "--storage.tsdb.path={}",
@@ -132,7 +182,12 @@ impl Prometheus {
             .stderr(std::fs::File::create(dir.path().join("prom.log")).expect("prom.log"))
             .spawn()
             .expect("starting /usr/bin/prometheus");
-        Self { child, addr, dir }
+        Self {
+            child,
+            addr,
+            netns: netns.map(str::to_owned),
+            dir,
+        }
     }
 
     /// The raw HTTP response to an instant query (blocking); `None` when
@@ -148,7 +203,11 @@ impl Prometheus {
                 _ => format!("%{b:02X}"),
             })
             .collect();
-        get(&self.addr, &format!("/api/v1/query?query={escaped}"), &[])
+        let path = format!("/api/v1/query?query={escaped}");
+        match &self.netns {
+            Some(ns) => get_in(ns, &self.addr, &path, &[]),
+            None => get(&self.addr, &path, &[]),
+        }
     }
 
     /// The end of its log, for a failure message.

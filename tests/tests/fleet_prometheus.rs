@@ -5,10 +5,11 @@
 //! recording rules (`packaging/prometheus/pptune-rules.yaml`). The arm
 //! comparison and the shadow totals are read back from the rules' series.
 //!
-//! The daemons run in this process on fake kernels, so they need no
-//! network namespace of their own: each is one loop, one registry and one
-//! listener on its own loopback port, which is all Prometheus sees of a
-//! host.
+//! Each host is a network namespace of its own, its endpoint on its
+//! `eth0`, a veth to the namespace Prometheus runs in: Prometheus scrapes
+//! four addresses on four links, as it scrapes a fleet, and nothing is
+//! added to this machine's own namespace. The daemons' loops run in this
+//! process, on fake kernels.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -16,6 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use netlink::netns::TempNetns;
 use policy::Mode;
 use policy::policy::{Rollout, Shadow};
 use pptune::act::rollout;
@@ -48,6 +50,45 @@ fn hosts_by_arm(r: &Rollout, n: usize) -> Vec<(String, &'static str)> {
         }
     }
     enforce.into_iter().chain(holdout).collect()
+}
+
+/// The fleet's network: Prometheus' namespace, and per host a namespace
+/// whose `eth0` (10.78.i.2/30) is a veth to Prometheus' `fl<i>`
+/// (10.78.i.1/30). Deleted, links and all, when dropped.
+struct Fleet {
+    prometheus: TempNetns,
+    hosts: Vec<TempNetns>,
+}
+
+impl Fleet {
+    fn build(n: usize) -> Self {
+        let prometheus = TempNetns::create("fleet-prom").unwrap();
+        prometheus.ip(&["link", "set", "lo", "up"]).unwrap();
+        let hosts = (0..n)
+            .map(|i| {
+                let h = TempNetns::create(&format!("fleet-h{i}")).unwrap();
+                let (p_if, p_addr, h_addr) = (
+                    format!("fl{i}"),
+                    format!("10.78.{i}.1/30"),
+                    format!("10.78.{i}.2/30"),
+                );
+                let link = [
+                    "link", "add", &p_if, "type", "veth", "peer", "name", "eth0", "netns",
+                ];
+                let mut args = link.to_vec();
+                args.push(h.name());
+                prometheus.ip(&args).unwrap();
+                prometheus
+                    .ip(&["addr", "add", &p_addr, "dev", &p_if])
+                    .unwrap();
+                prometheus.ip(&["link", "set", &p_if, "up"]).unwrap();
+                h.ip(&["addr", "add", &h_addr, "dev", "eth0"]).unwrap();
+                h.ip(&["link", "set", "eth0", "up"]).unwrap();
+                h
+            })
+            .collect();
+        Self { prometheus, hosts }
+    }
 }
 
 /// The shipped recording rules, evaluated every second instead of every
@@ -104,17 +145,25 @@ async fn a_real_prometheus_compares_the_arms_sums_the_shadow_and_suggests_priors
     };
     // Every host's endpoint first, scraped before its loop starts, so
     // Prometheus sees each counter from its first value.
+    let net = Fleet::build(4);
     let mut endpoints = Vec::new();
-    for _ in 0..4 {
+    for (i, ns) in net.hosts.iter().enumerate() {
         let metrics = Arc::new(Metrics::new());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
+        let addr = format!("10.78.{i}.2:9100");
+        let bound = addr.clone();
+        let listener = ns
+            .run(move || async move { std::net::TcpListener::bind(bound) })
+            .unwrap()
+            .unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let listener = tokio::net::TcpListener::from_std(listener).unwrap();
         tokio::spawn(pptune::publish::http::serve(listener, Arc::clone(&metrics)));
         endpoints.push((metrics, addr));
     }
     let targets: Vec<String> = endpoints.iter().map(|(_, a)| format!("'{a}'")).collect();
     let rules = shipped_rules();
-    let prom = Arc::new(Prometheus::with_rules(
+    let prom = Arc::new(Prometheus::with_rules_in(
+        net.prometheus.name(),
         &format!(
             "  - job_name: pptune\n    static_configs:\n      - targets: [{}]\n",
             targets.join(", ")
@@ -236,13 +285,19 @@ async fn a_real_prometheus_compares_the_arms_sums_the_shadow_and_suggests_priors
     }
 }
 
-/// `pptune fleet suggest` with `args`: (exit code, stderr).
-fn suggest(args: &[&str]) -> (Option<i32>, String) {
-    let out = std::process::Command::new(pptune_tests::bin::pptune_bin())
-        .args(["fleet", "suggest"])
-        .args(args)
-        .output()
-        .unwrap();
+/// `pptune fleet suggest` with `args`, in network namespace `netns` or in
+/// this process's: (exit code, stderr).
+fn suggest(netns: Option<&str>, args: &[&str]) -> (Option<i32>, String) {
+    let bin = pptune_tests::bin::pptune_bin();
+    let mut cmd = match netns {
+        Some(ns) => {
+            let mut c = std::process::Command::new("ip");
+            c.args(["netns", "exec", ns]).arg(bin);
+            c
+        }
+        None => std::process::Command::new(bin),
+    };
+    let out = cmd.args(["fleet", "suggest"]).args(args).output().unwrap();
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -259,8 +314,13 @@ async fn suggest_from(prom: &Arc<Prometheus>, converged: u32) {
     let url = format!("http://{}", prom.addr);
     let f = file.to_str().unwrap().to_owned();
     let (code, err) = tokio::task::spawn_blocking({
-        let (url, f) = (url.clone(), f.clone());
-        move || suggest(&["--prometheus", &url, "--min-hosts", "2", "-o", &f])
+        let (url, f, ns) = (url.clone(), f.clone(), prom.netns.clone());
+        move || {
+            suggest(
+                ns.as_deref(),
+                &["--prometheus", &url, "--min-hosts", "2", "-o", &f],
+            )
+        }
     })
     .await
     .unwrap();
@@ -339,16 +399,21 @@ async fn suggest_from(prom: &Arc<Prometheus>, converged: u32) {
     });
     let missing = dir.path().join("not-written.yaml");
     let m = missing.to_str().unwrap().to_owned();
-    for (args, want) in [
+    // The two broken servers are in this process's namespace; the fleet's
+    // Prometheus in its own.
+    for (ns, args, want) in [
         (
+            None,
             vec![format!("http://{closed}")],
             format!("cannot reach Prometheus at http://{closed}"),
         ),
         (
+            None,
             vec![format!("http://{broken_addr}")],
             "HTTP 500, not a query answer".to_owned(),
         ),
         (
+            prom.netns.clone(),
             vec![url.clone(), "--selector".into(), r#"job="nobody""#.into()],
             "has no tuned device".to_owned(),
         ),
@@ -357,7 +422,10 @@ async fn suggest_from(prom: &Arc<Prometheus>, converged: u32) {
         a.extend(args);
         a.extend(["-o".into(), m.clone()]);
         let (code, err) = tokio::task::spawn_blocking(move || {
-            suggest(&a.iter().map(String::as_str).collect::<Vec<_>>())
+            suggest(
+                ns.as_deref(),
+                &a.iter().map(String::as_str).collect::<Vec<_>>(),
+            )
         })
         .await
         .unwrap();
