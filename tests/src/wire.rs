@@ -355,6 +355,34 @@ impl Traffic {
     pub fn received(&self) -> u64 {
         self.summary()["received"].as_u64().unwrap_or(0)
     }
+
+    /// Fails `what` unless the run ended well, every stream intact
+    /// (`--verify`), and every flow moved bytes.
+    pub fn assert_intact(&self, what: &str) {
+        assert!(
+            self.success && self.summary()["intact"] == true,
+            "{what}: pptraffic says the streams were not intact: {:#?}\n{}",
+            self.lines,
+            self.stderr
+        );
+        for f in self.flows() {
+            assert!(
+                f["bytes"].as_u64().unwrap_or(0) > 0,
+                "{what}: a flow moved nothing: {f}"
+            );
+        }
+    }
+}
+
+/// Fails `what` when the kernel log reports trouble since `mark`
+/// ([`dmesg_mark`]).
+pub fn assert_quiet_kernel(mark: usize, what: &str) {
+    let t = kernel_trouble_since(mark);
+    assert!(
+        t.is_empty(),
+        "{what}: the kernel log reports trouble:\n{}",
+        t.join("\n")
+    );
 }
 
 /// The kernel log's lines now (a mark for [`kernel_trouble_since`]).

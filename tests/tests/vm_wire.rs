@@ -15,14 +15,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use pptune_tests::ppsim::{Ppsim, PpsimDev};
 use pptune_tests::vm::{PpsimKernels, require_ppsim};
-use pptune_tests::vm_daemon::Daemon;
 use pptune_tests::wire::{
-    RX_NS, TX_NS, Traffic, Wire, dmesg_mark, in_netns, kernel_trouble_since, qstats_in, stats_in,
-    wait_pools,
+    RX_NS, TX_NS, Traffic, Wire, assert_quiet_kernel, dmesg_mark, qstats_in, stats_in, wait_pools,
 };
 
 const HOME: Duration = Duration::from_secs(15);
@@ -31,32 +27,8 @@ fn pptraffic() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_pptraffic"))
 }
 
-fn assert_intact(t: &Traffic, what: &str) {
-    assert!(
-        t.success && t.summary()["intact"] == true,
-        "{what}: pptraffic says the streams were not intact: {:#?}\n{}",
-        t.lines,
-        t.stderr
-    );
-    for f in t.flows() {
-        assert!(
-            f["bytes"].as_u64().unwrap_or(0) > 0,
-            "{what}: a flow moved nothing: {f}"
-        );
-    }
-}
-
 fn packets(d: &PpsimDev) -> u64 {
     d.queues().expect("queues").iter().map(|q| q.packets).sum()
-}
-
-fn assert_quiet_kernel(mark: usize, what: &str) {
-    let t = kernel_trouble_since(mark);
-    assert!(
-        t.is_empty(),
-        "{what}: the kernel log reports trouble:\n{}",
-        t.join("\n")
-    );
 }
 
 #[test]
@@ -84,7 +56,7 @@ fn tcp_over_the_wire_is_intact_and_every_page_comes_home() {
             "5301",
         ],
     );
-    assert_intact(&one, "1 steady stream");
+    one.assert_intact("1 steady stream");
     let eight = Traffic::run(
         pptraffic(),
         &[
@@ -104,7 +76,7 @@ fn tcp_over_the_wire_is_intact_and_every_page_comes_home() {
             "5302",
         ],
     );
-    assert_intact(&eight, "8 draining streams");
+    eight.assert_intact("8 draining streams");
     let bytes = one.received() + eight.received();
     assert!(
         bytes > 1 << 20,
@@ -177,7 +149,7 @@ fn rebuilds_of_b_under_traffic_keep_tcp_whole_and_old_pools_drain() {
     std::thread::sleep(Duration::from_millis(700));
     w.set_b_channels(2);
     let t = Traffic::wait(child);
-    assert_intact(&t, "4 streams across four rebuilds of B");
+    t.assert_intact("4 streams across four rebuilds of B");
     let q = w.b.queues().expect("queues");
     // The kernel's qstats of B carry ppsim's frame and overrun counts (a
     // stray frame, an IPv6 router solicitation, may land between reads).
@@ -291,7 +263,7 @@ fn recycle_split(p: &Ppsim, ring: u32, port: &str) -> [f64; 5] {
         port,
     ];
     let t = Traffic::run(pptraffic(), &args);
-    assert_intact(&t, "the measured run");
+    t.assert_intact("the measured run");
     w.wait_b_quiet(HOME)
         .unwrap_or_else(|e| panic!("ring {ring}: pages still out after the sockets closed: {e}"));
     let d = stats_in(RX_NS, &ids)
@@ -347,79 +319,5 @@ fn recycle_split_of_draining_tcp_at_ring_256_and_4096() {
     println!(
         "{k}: ring 256 {small:?}, ring 4096 {large:?} (cached, ring, ring_full, alloc_slow per 1000 frames; frames)"
     );
-    assert_quiet_kernel(mark, k.as_str());
-}
-
-/// The closed loop on real traffic: pptune in `pp-rx` (enforce, the
-/// closed-loop suite's policy narrowed to B) while 4 streams drain in sync
-/// at B ring 256, where about half of the returns find the pool ring full
-/// (`recycle_split_of_draining_tcp_at_ring_256_and_4096`). pptune sees only
-/// the kernel's counters of B's pools; it must raise the ring, and TCP must
-/// carry every byte across its rebuilds.
-#[test]
-fn pptune_in_the_rx_netns_raises_the_ring_under_draining_tcp() {
-    let k = require_ppsim(
-        "pptune_in_the_rx_netns_raises_the_ring_under_draining_tcp",
-        PpsimKernels::Only73,
-    );
-    let mark = dmesg_mark();
-    let p = Ppsim::load().expect("ppsim loads");
-    let w = Wire::build(&p, 1, 256);
-    let dir = tempfile::tempdir().unwrap();
-    let traffic = Traffic::spawn(
-        pptraffic(),
-        &[
-            "--tcp",
-            "4",
-            "--pattern",
-            "drain",
-            "--sync",
-            "--pause-ms",
-            "50",
-            "--duration-ms",
-            "50000",
-            "--seed",
-            "12",
-            "--verify",
-            "--port",
-            "5308",
-        ],
-    );
-    // Started from a thread inside pp-rx, the daemon lives there.
-    let mut d = in_netns(RX_NS, || async {
-        Daemon::new(dir.path(), "closed-loop-enforce.yaml", Some(w.b.name()))
-            .metrics_port(19890)
-            .start()
-    });
-    let t0 = Instant::now();
-    let mut changes = Vec::new();
-    let mut ring = 256;
-    while t0.elapsed() < Duration::from_secs(46) {
-        std::thread::sleep(Duration::from_millis(250));
-        assert!(d.alive(), "pptune died:\n{}", d.log());
-        let r = w.b.queues().expect("queues").first().map_or(0, |q| q.ring);
-        if r != ring && r != 0 {
-            changes.push((t0.elapsed().as_secs_f64(), r));
-            ring = r;
-        }
-    }
-    let t = Traffic::wait(traffic);
-    d.kill9();
-    println!(
-        "MEASURE wire closed loop: B ring changes (s since pptune started, ring) {changes:?}; \
-         {} bytes, InSegs {}, pattern drain --sync --pause-ms 50 --tcp 4",
-        t.received(),
-        t.snmp("Tcp.InSegs")
-    );
-    assert_intact(&t, "4 draining streams while pptune rebuilt B");
-    assert!(
-        ring > 256,
-        "{k}: pptune never raised B's ring:\n{}",
-        d.tail(40)
-    );
-    w.wait_b_quiet(HOME)
-        .unwrap_or_else(|e| panic!("{k}: pages still out after the sockets closed: {e}"));
-    w.teardown(HOME)
-        .unwrap_or_else(|pools| panic!("{k}: pools outlived their devices: {pools:#?}"));
     assert_quiet_kernel(mark, k.as_str());
 }

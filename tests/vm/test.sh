@@ -9,7 +9,8 @@
 #   functional   every suite but the paced ones;
 #   closed-loop  vm_closed_loop (the daemon against ppsim, paced);
 #   ppsim        vm_ppsim (ppsim's model against the guest's clock, paced);
-#   two-vcpu     the non-power-of-two closed-loop scenario on two vCPUs;
+#   two-vcpu     the non-power-of-two and the wire closed-loop scenarios on
+#                two vCPUs;
 #   paced        closed-loop, ppsim and two-vcpu in one run.
 # A part runs its suites on each kernel that has any.
 #
@@ -176,13 +177,23 @@ boot() {
 }
 
 # The field pattern has the consumer on another CPU than the producer:
-# after the 7.3 suites, the non-power-of-two burst scenario runs again on two
-# vCPUs (issue 12; the test checks it got them). Part of the suite unless a
-# filter that leaves it out was given.
+# after the 7.3 suites, the non-power-of-two burst scenario and the closed
+# loop on real traffic (the wire) run again on two vCPUs (issues 12 and 29;
+# each test checks it got them). Part of the suite unless a filter that
+# leaves them out was given; a filter runs those of them it names.
 NP2=non_power_of_two_bursts_converge_near_the_burst
+WIRE=wire_draining_tcp_converges_and_holds
+two_vcpu_tests() {
+    local t
+    for t in "$NP2" "$WIRE"; do
+        if [ -z "${PPTUNE_VM_FILTER:-}" ] || [[ " $PPTUNE_VM_FILTER " == *" $t "* ]]; then
+            printf '%s ' "$t"
+        fi
+    done
+}
 two_vcpu_wanted() {
     case "$PART" in all|paced|two-vcpu) ;; *) return 1 ;; esac
-    [ -z "${PPTUNE_VM_FILTER:-}" ] || [[ " $PPTUNE_VM_FILTER " == *" $NP2 "* ]]
+    [ -n "$(two_vcpu_tests)" ]
 }
 for k in "${KERNELS[@]}"; do
     mapfile -t KBINS < <(suites_for "$k")
@@ -200,8 +211,9 @@ for k in "${KERNELS[@]}"; do
     if [ "$np2" = 1 ]; then
         mapfile -t CL < <(printf '%s\n' "${BINS[@]}" | grep '/vm_closed_loop-')
         [ ${#CL[@]} -eq 1 ] || die "no vm_closed_loop binary for the two-vCPU run"
-        log "=== kernel 7.3, 2 vCPUs: $NP2"
-        PPTUNE_VM_FILTER="$NP2" PPTUNE_VM_EXPECT_CPUS=2 boot "kernel 7.3, 2 vCPUs" 7.3 --smp 2 -- "${CL[@]}"
+        tests2="$(two_vcpu_tests)"
+        log "=== kernel 7.3, 2 vCPUs: $tests2"
+        PPTUNE_VM_FILTER="${tests2% }" PPTUNE_VM_EXPECT_CPUS=2 boot "kernel 7.3, 2 vCPUs" 7.3 --smp 2 -- "${CL[@]}"
     fi
 done
 log "VM suites ($PART) done in $((SECONDS - T0)) s"
