@@ -1234,7 +1234,7 @@ fn wire_draining_tcp_converges_and_holds() {
             "--pause-ms",
             "50",
             "--duration-ms",
-            "75000",
+            "100000",
             "--seed",
             "29",
             "--verify",
@@ -1257,7 +1257,7 @@ fn wire_draining_tcp_converges_and_holds() {
     let (t0, settle) = (Instant::now(), Duration::from_secs(15));
     let (mut ring, mut last_change) = (256, Instant::now());
     let mut changes = Vec::new();
-    while t0.elapsed() < Duration::from_secs(60) {
+    while t0.elapsed() < Duration::from_secs(85) {
         std::thread::sleep(Duration::from_millis(250));
         assert!(d.alive(), "pptune died:\n{}", d.log());
         let r = ring_of(&w);
@@ -1273,7 +1273,10 @@ fn wire_draining_tcp_converges_and_holds() {
     let (after, after_d) = freed(&w, 6);
     let held = ring_of(&w) == ring && last_change.elapsed() >= settle;
     let t = Traffic::wait(traffic);
+    let log = d.log();
     d.kill9();
+    let head: Vec<&str> = log.lines().take(60).collect();
+    println!("pptune's log, first 60 lines:\n{}", head.join("\n"));
     println!(
         "MEASURE scenario=wire_drain kernel={k} vcpus={cpus} streams=4 pattern=drain --sync --pause-ms 50 | \
          before ring=256 ring_full_share={before:.4} | changes (s since pptune started, ring) {changes:?} | \
