@@ -433,6 +433,12 @@ impl Client {
         crate::drvinfo::driver_name(ifname)
     }
 
+    /// Driver, firmware and model ([`crate::drvinfo::identity`]).
+    #[must_use]
+    pub fn identity(&self, ifname: &str) -> Option<crate::drvinfo::Identity> {
+        crate::drvinfo::identity(ifname)
+    }
+
     // ---- notifications ----
 
     /// Open the notification sockets (netdev `page-pool` + `mgmt`, ethtool
