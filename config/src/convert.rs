@@ -368,8 +368,8 @@ impl Cx<'_> {
         selectors
     }
 
-    /// `priors`: a driver named, a ring within `rings.min`..`rings.max`,
-    /// one class once.
+    /// `priors`: a driver named, a model written as `lspci -n` does, a
+    /// ring within `rings.min`..`rings.max`, one class once.
     fn priors(&mut self, priors: &[RawPrior], rings: &RawRings) -> Vec<p::Prior> {
         let mut out: Vec<p::Prior> = Vec::new();
         for (i, r) in priors.iter().enumerate() {
@@ -382,11 +382,30 @@ impl Cx<'_> {
                 );
                 continue;
             }
-            if out.iter().any(|o| o.driver == r.driver && o.mtu == r.mtu) {
+            let model = r.model.as_deref().map(str::to_ascii_lowercase);
+            if let Some(m) = &model
+                && !is_pci_model(m)
+            {
+                self.err(
+                    &format!("{at}.model"),
+                    format!("`{m}` is not a PCI vendor:device"),
+                    "four hex digits, a colon, four hex digits, as `lspci -n` shows, e.g. 8086:159b",
+                );
+                continue;
+            }
+            let prior = p::Prior {
+                driver: r.driver.clone(),
+                mtu: r.mtu,
+                speed_mbps: r.speed,
+                model,
+                firmware: r.firmware.clone(),
+                ring_rx: r.ring_rx,
+            };
+            if out.iter().any(|o| o.same_class(&prior)) {
                 self.err(
                     &at,
-                    format!("a second prior for driver {} and the same MTU", r.driver),
-                    "one starting ring per class: remove one",
+                    format!("a second prior for the class of driver {}", r.driver),
+                    "one starting ring per class (driver, model, firmware, MTU, speed): remove one",
                 );
                 continue;
             }
@@ -402,11 +421,7 @@ impl Cx<'_> {
                 );
                 continue;
             }
-            out.push(p::Prior {
-                driver: r.driver.clone(),
-                mtu: r.mtu,
-                ring_rx: r.ring_rx,
-            });
+            out.push(prior);
         }
         out
     }
@@ -634,6 +649,17 @@ fn parse_hhmm(s: &str) -> Option<u16> {
     let h: u16 = h.parse().ok()?;
     let m: u16 = m.parse().ok()?;
     (m < 60 && (h < 24 || (h == 24 && m == 0))).then_some(h * 60 + m)
+}
+
+/// `vendor:device`, four lower-case hex digits each (what sysfs gives and
+/// `lspci -n` prints).
+fn is_pci_model(m: &str) -> bool {
+    let b = m.as_bytes();
+    b.len() == 9
+        && b.get(4) == Some(&b':')
+        && b.iter()
+            .enumerate()
+            .all(|(i, c)| i == 4 || c.is_ascii_hexdigit())
 }
 
 #[cfg(test)]

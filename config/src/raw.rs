@@ -55,6 +55,18 @@ pub struct RawPrior {
     #[serde(default)]
     #[schemars(range(min = 68))]
     pub mtu: Option<u32>,
+    /// The link speed in Mb/s (`ethtool`'s Speed); absent = any.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub speed: Option<u32>,
+    /// The PCI `vendor:device` of the NIC (`lspci -n`), e.g. `8086:159b`;
+    /// absent = any.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// The firmware version (`ethtool -i`'s firmware-version); absent =
+    /// any.
+    #[serde(default)]
+    pub firmware: Option<String>,
     /// The RX ring to start at.
     #[schemars(range(min = 1))]
     pub ring_rx: u32,

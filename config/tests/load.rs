@@ -172,6 +172,18 @@ fn contradictions_table() {
             "priors[1]",
         ),
         (
+            "priors: [{driver: ice, speed: 25000, ring_rx: 1024}, {driver: ice, speed: 25000, ring_rx: 2048}]\n",
+            "priors[1]",
+        ),
+        (
+            "priors: [{driver: ice, model: 'Intel E810', ring_rx: 1024}]\n",
+            "priors[0].model",
+        ),
+        (
+            "priors: [{driver: ice, speed: 0, ring_rx: 1024}]\n",
+            "priors[0].speed",
+        ),
+        (
             "daemon: {metrics_listen: 'localhost'}\n",
             "daemon.metrics_listen",
         ),

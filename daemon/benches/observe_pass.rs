@@ -74,6 +74,9 @@ fn main() {
                 .map(|ring_rx| policy::policy::Prior {
                     driver: "ice".into(),
                     mtu: None,
+                    speed_mbps: None,
+                    model: None,
+                    firmware: None,
                     ring_rx,
                 })
                 .into_iter()

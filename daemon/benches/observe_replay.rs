@@ -315,8 +315,8 @@ impl Input {
         let mut snap = b.begin(
             caps,
             |l| l.name != "lo",
-            |_, slot| {
-                let driver = slot.get_or_insert_default();
+            |_, dev| {
+                let driver = dev.driver.get_or_insert_default();
                 driver.clear();
                 driver.push_str("netdevsim");
             },

@@ -183,6 +183,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
         .await?;
     write(&dir, &prefix, "ethtool-channels-get", &ex)?;
+    let ex = client
+        .ethtool_exchange(
+            &EthtoolMessage::linkmodes_get(Header::ifindex(ifindex)),
+            false,
+        )
+        .await?;
+    write(&dir, &prefix, "ethtool-linkmodes-get", &ex)?;
 
     // RINGS_SET above the maximum (or on a driver without rings): a refusal.
     let rings = client.rings(ifindex, Some(&ifname)).await.ok();

@@ -3,7 +3,7 @@
 use crate::caps::Capabilities;
 use crate::ctrl::{CtrlMessage, Family, GENL_ID_CTRL};
 use crate::error::{Error, Result};
-use crate::ethtool::{Channels, EthtoolMessage, Rings};
+use crate::ethtool::{Channels, EthtoolMessage, Linkmodes, Rings};
 use crate::events::Notifications;
 use crate::frame::NLM_F_DUMP;
 use crate::genl::GenlPayload;
@@ -346,6 +346,18 @@ impl Client {
         genl_exchange_into(g, &crate::ethtool::get_request(cmd, ifindex), false, ex).await
     }
 
+    /// LINKMODES_GET (the link's negotiated speed). `ifname` only labels
+    /// errors. A driver without link settings refuses (EOPNOTSUPP).
+    pub async fn linkmodes(&self, ifindex: u32, ifname: Option<&str>) -> Result<Linkmodes> {
+        let ex = self
+            .ethtool_exchange(
+                &EthtoolMessage::linkmodes_get(crate::ethtool::Header::ifindex(ifindex)),
+                false,
+            )
+            .await?;
+        decode_linkmodes(&ex, ifname)
+    }
+
     /// CHANNELS_SET with ack; only the `Some` fields are sent.
     pub async fn set_channels(&self, channels: Channels, ifname: Option<&str>) -> Result<()> {
         self.ethtool_req(
@@ -419,6 +431,12 @@ impl Client {
     #[must_use]
     pub fn driver_name(&self, ifname: &str) -> Option<String> {
         crate::drvinfo::driver_name(ifname)
+    }
+
+    /// Driver, firmware and model ([`crate::drvinfo::identity`]).
+    #[must_use]
+    pub fn identity(&self, ifname: &str) -> Option<crate::drvinfo::Identity> {
+        crate::drvinfo::identity(ifname)
     }
 
     // ---- notifications ----

@@ -5,7 +5,7 @@
 
 use crate::attr::DecodeInPlace;
 use crate::error::{CodecError, Error, KernelError, Result};
-use crate::ethtool::{BodyKind, Channels, EthtoolMessage, Rings, body_kind};
+use crate::ethtool::{BodyKind, Channels, EthtoolMessage, Linkmodes, Rings, body_kind};
 use crate::frame;
 use crate::genl::GenlPayload;
 use crate::netdev::{NetdevMessage, PagePool, PagePoolStats, Qstats, Queue, QueueType, cmd};
@@ -52,6 +52,15 @@ pub fn decode_channels_into(ex: &Exchange, ifname: Option<&str>, out: &mut Chann
     decode_ethtool_get(ex, "channels-get", ifname, BodyKind::Channels, |a| {
         out.parse_into(a)
     })
+}
+
+/// The link modes of a LINKMODES_GET exchange (the link's speed).
+pub fn decode_linkmodes(ex: &Exchange, ifname: Option<&str>) -> Result<Linkmodes> {
+    let mut out = Linkmodes::default();
+    decode_ethtool_get(ex, "linkmodes-get", ifname, BodyKind::Linkmodes, |a| {
+        out.parse_into(a)
+    })?;
+    Ok(out)
 }
 
 /// The first reply of an ethtool get exchange whose body is `want`,

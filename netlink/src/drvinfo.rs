@@ -1,4 +1,4 @@
-//! Driver name of a network device.
+//! Driver name, firmware and model of a network device.
 //!
 //! ethtool netlink has no drvinfo message, so this is the one place pptune
 //! uses an ioctl (`SIOCETHTOOL` / `ETHTOOL_GDRVINFO`, unprivileged). The
@@ -111,5 +111,103 @@ pub fn driver_name(ifname: &str) -> Option<String> {
     match drvinfo(ifname) {
         Ok(d) if !d.driver.is_empty() => Some(d.driver),
         _ => sysfs_driver(ifname).ok(),
+    }
+}
+
+/// What a device is, for grouping a fleet: its driver, its firmware
+/// version and its model (PCI vendor:device).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Identity {
+    pub driver: String,
+    /// `ethtool -i`'s `firmware-version`; `None` when the driver reports
+    /// none (empty, or `N/A`).
+    pub firmware: Option<String>,
+    /// `vendor:device` of its PCI function (`8086:159b`), read from sysfs
+    /// by the bus address the driver reports; `None` off PCI.
+    pub model: Option<String>,
+}
+
+/// The device's [`Identity`]: the ioctl (driver, firmware, bus address),
+/// the driver from sysfs when the ioctl fails; `None` when neither knows
+/// the driver.
+#[must_use]
+pub fn identity(ifname: &str) -> Option<Identity> {
+    match drvinfo(ifname) {
+        Ok(d) if !d.driver.is_empty() => {
+            let firmware = Some(d.fw_version).filter(|f| !f.is_empty() && f != "N/A");
+            let model = pci_model(std::path::Path::new("/sys/bus/pci/devices"), &d.bus_info);
+            Some(Identity {
+                driver: d.driver,
+                firmware,
+                model,
+            })
+        }
+        _ => sysfs_driver(ifname).ok().map(|driver| Identity {
+            driver,
+            ..Identity::default()
+        }),
+    }
+}
+
+/// `vendor:device` of PCI function `bus_info` (`0000:3b:00.0`) under
+/// `root` (`/sys/bus/pci/devices`: by bus address, the same in every
+/// network namespace); `None` for anything that is not a PCI address or
+/// has no such function.
+#[must_use]
+pub fn pci_model(root: &std::path::Path, bus_info: &str) -> Option<String> {
+    // dddd:bb:dd.f, hex digits.
+    let b = bus_info.as_bytes();
+    let hex = |r: std::ops::Range<usize>| {
+        b.get(r)
+            .is_some_and(|s| s.iter().all(u8::is_ascii_hexdigit))
+    };
+    let pci = b.len() == 12
+        && b.get(4) == Some(&b':')
+        && b.get(7) == Some(&b':')
+        && b.get(10) == Some(&b'.')
+        && hex(0..4)
+        && hex(5..7)
+        && hex(8..10)
+        && hex(11..12);
+    if !pci {
+        return None;
+    }
+    let id = |f: &str| -> Option<String> {
+        let v = std::fs::read_to_string(root.join(bus_info).join(f)).ok()?;
+        let v = v.trim().strip_prefix("0x")?;
+        (v.len() == 4 && v.bytes().all(|c| c.is_ascii_hexdigit())).then(|| v.to_ascii_lowercase())
+    };
+    Some(format!("{}:{}", id("vendor")?, id("device")?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A PCI function's ids as sysfs writes them (`0x8086\n`), lower-case;
+    /// nothing for a bus address that is not PCI's, one that is absent, or
+    /// ids that are not four hex digits.
+    #[test]
+    fn pci_model_reads_vendor_and_device() {
+        let root = tempfile::tempdir().unwrap();
+        let f = root.path().join("0000:3b:00.0");
+        std::fs::create_dir(&f).unwrap();
+        std::fs::write(f.join("vendor"), "0x8086\n").unwrap();
+        std::fs::write(f.join("device"), "0x159B\n").unwrap();
+        assert_eq!(
+            pci_model(root.path(), "0000:3b:00.0").as_deref(),
+            Some("8086:159b")
+        );
+        for other in [
+            "",
+            "netdevsim1",
+            "0000:3b:00.1",
+            "../../etc:00.0",
+            "0000:3b:00:0",
+        ] {
+            assert_eq!(pci_model(root.path(), other), None, "{other}");
+        }
+        std::fs::write(f.join("device"), "0x15\n").unwrap();
+        assert_eq!(pci_model(root.path(), "0000:3b:00.0"), None);
     }
 }

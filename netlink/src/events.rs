@@ -89,7 +89,7 @@ pub fn decode(source: Source, msg_bytes: &[u8]) -> Result<Option<Event>, CodecEr
             Ok(match m.body {
                 EthtoolBody::Rings(r) => Some(Event::Rings(r)),
                 EthtoolBody::Channels(ch) => Some(Event::Channels(ch)),
-                EthtoolBody::Other(_) => None,
+                EthtoolBody::Linkmodes(_) | EthtoolBody::Other(_) => None,
             })
         }
         Source::Route => match msg.header.kind {

@@ -3,10 +3,11 @@
 //! - the **`netdev`** generic netlink family ([`netdev`]): page pools and
 //!   their stats, queues, NAPIs, qstats;
 //! - the **`ethtool`** generic netlink family ([`ethtool`]): rings and
-//!   channels, get and set, and the `monitor` notifications;
+//!   channels, get and set, the link's speed, and the `monitor` notifications;
 //! - **nlctrl** ([`ctrl`]): family ids, registered operations, groups;
 //! - **rtnetlink** ([`rtnl`]): links (the attributes pptune reads);
-//! - the driver name ([`drvinfo`], the one ioctl);
+//! - the driver name, firmware and model ([`drvinfo`], the one ioctl, and
+//!   the PCI ids in sysfs);
 //! - the capability probe ([`caps`]) and the async [`Client`].
 //!
 //! Types here are kernel-faithful (attribute for attribute, `Option` where

@@ -211,6 +211,44 @@ fn channels_reply_and_notification() {
     assert_eq!((c.rx_count, c.tx_count), (Some(3), Some(4)));
 }
 
+/// veth's link modes (`ethtool veth0`: "Speed: 10000Mb/s, Duplex: Full"),
+/// asked with compact bitsets: the speed pptune groups a fleet by, and the
+/// bitsets and rate matching kept verbatim, so the reply re-encodes to the
+/// kernel's bytes; the request is the encoder's.
+#[test]
+fn linkmodes_reply() {
+    let ex = load("host-6.18-veth-ethtool-linkmodes-get");
+    assert_eq!(round_trip::<EthtoolMessage>(&ex), 1);
+    assert_eq!(
+        ex.request[16..],
+        netlink::GenlPayload::to_genl_bytes(&EthtoolMessage::linkmodes_get(
+            netlink::ethtool::Header::ifindex(u32::from_ne_bytes(
+                ex.request[28..32].try_into().unwrap()
+            ))
+        ))[..],
+        "the recorded request is the encoder's"
+    );
+    let l = netlink::client::decode_linkmodes(&ex, Some("veth0")).unwrap();
+    assert_eq!(
+        (l.speed, l.speed_mbps(), l.duplex, l.autoneg),
+        (Some(10_000), Some(10_000), Some(1), Some(0))
+    );
+    assert_eq!(
+        l.other.iter().map(|a| a.kind & 0x3fff).collect::<Vec<_>>(),
+        [3, 10],
+        "ours and rate-matching kept"
+    );
+    assert_eq!(
+        l.header.as_ref().and_then(|h| h.dev_name.as_deref()),
+        Some("veth0")
+    );
+    let unknown = netlink::ethtool::Linkmodes {
+        speed: Some(netlink::ethtool::SPEED_UNKNOWN),
+        ..l
+    };
+    assert_eq!(unknown.speed_mbps(), None, "no link: no speed");
+}
+
 #[test]
 fn rtnl_link_dump() {
     let ex = load("host-6.18-veth-rtnl-getlink-dump");

@@ -135,6 +135,43 @@ fn rings_on_veth_are_refused_as_not_supported() {
     .unwrap();
 }
 
+/// The link's speed as LINKMODES_GET gives it is what `ethtool` prints
+/// (veth: 10000 Mb/s); a device that has no link settings (the loopback)
+/// refuses, by name.
+#[test]
+#[ignore = "needs root: creates a network namespace (run with --include-ignored as root)"]
+fn link_speed_is_what_ethtool_says() {
+    let Some(ns) = netns_with_veth("speed") else {
+        return;
+    };
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", ns.name(), "ethtool", "veth0"])
+        .output()
+        .expect("ethtool (Debian package `ethtool`)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let said: u32 = text
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("Speed: ")?
+                .strip_suffix("Mb/s")?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no speed in `ethtool veth0`:\n{text}"));
+    ns.run(move || async move {
+        let c = Client::connect().await.unwrap();
+        let idx = ifindex(&c, "veth0").await;
+        let l = c.linkmodes(idx, Some("veth0")).await.unwrap();
+        assert_eq!(l.speed_mbps(), Some(said), "{l:?}");
+        let lo = ifindex(&c, "lo").await;
+        let e = c.linkmodes(lo, Some("lo")).await.unwrap_err();
+        assert!(e.kernel().unwrap().is_not_supported(), "{e}");
+        assert!(e.to_string().contains("lo"), "{e}");
+    })
+    .unwrap();
+}
+
 #[test]
 #[ignore = "needs root: creates a network namespace (run with --include-ignored as root)"]
 fn extack_names_the_offending_attribute() {

@@ -80,6 +80,15 @@ pub struct Prior {
     pub driver: String,
     /// The MTU; `None` = any.
     pub mtu: Option<u32>,
+    /// The link speed in Mb/s; `None` = any.
+    #[serde(default)]
+    pub speed_mbps: Option<u32>,
+    /// PCI `vendor:device`, lower case; `None` = any.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// The firmware version; `None` = any.
+    #[serde(default)]
+    pub firmware: Option<String>,
     /// The RX ring (`ring.rx`) to start at.
     pub ring_rx: u32,
 }
@@ -90,6 +99,34 @@ impl Prior {
     pub fn matches(&self, dev: &crate::snapshot::Device) -> bool {
         dev.driver.as_deref() == Some(self.driver.as_str())
             && self.mtu.is_none_or(|m| dev.mtu == Some(m))
+            && self.speed_mbps.is_none_or(|s| dev.speed_mbps == Some(s))
+            && self
+                .model
+                .as_deref()
+                .is_none_or(|m| dev.model.as_deref() == Some(m))
+            && self
+                .firmware
+                .as_deref()
+                .is_none_or(|f| dev.firmware.as_deref() == Some(f))
+    }
+
+    /// Whether `other` names the same class (the same key fields, the
+    /// ring aside).
+    #[must_use]
+    pub fn same_class(&self, other: &Self) -> bool {
+        (
+            &self.driver,
+            self.mtu,
+            self.speed_mbps,
+            &self.model,
+            &self.firmware,
+        ) == (
+            &other.driver,
+            other.mtu,
+            other.speed_mbps,
+            &other.model,
+            &other.firmware,
+        )
     }
 }
 

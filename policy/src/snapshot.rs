@@ -145,6 +145,17 @@ pub struct Device {
     /// ifindex of the bond/team master, if enslaved.
     pub master: Option<u32>,
     pub mtu: Option<u32>,
+    /// Negotiated link speed in Mb/s (ethtool `LINKMODES_GET`); `None`
+    /// with no link or from a driver that does not say. With `model` and
+    /// `firmware`, what a fleet groups devices by.
+    #[serde(default)]
+    pub speed_mbps: Option<u32>,
+    /// PCI `vendor:device` of the NIC (`8086:159b`); `None` off PCI.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// `ethtool -i`'s firmware version, when the driver reports one.
+    #[serde(default)]
+    pub firmware: Option<String>,
     /// `IFLA_NUM_RX_QUEUES`: allocated RX queues (not the active count).
     pub num_rx_queues: Option<u32>,
     /// Ring sizes, or why they are not available.
@@ -185,8 +196,8 @@ macro_rules! clone_reusing {
 
 clone_reusing!(Snapshot { taken_at_ms; capabilities, devices, orphan_pools });
 clone_reusing!(Device {
-    ifindex, oper_state, admin_up, master, mtu, num_rx_queues, link_stats, qstats;
-    name, id, driver, kind, rings, channels, rx_queues, unmapped_pools
+    ifindex, oper_state, admin_up, master, mtu, speed_mbps, num_rx_queues, link_stats, qstats;
+    name, id, driver, kind, model, firmware, rings, channels, rx_queues, unmapped_pools
 });
 clone_reusing!(RxQueue { id, napi_id, provider, qstats; pools });
 

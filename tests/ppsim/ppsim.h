@@ -29,6 +29,8 @@
 struct ppsim_personality;	/* ppsim_personality.h, ppsim_main.c only */
 
 #define PPSIM_MAX_QUEUES	16
+/* What `ethtool -i` shows as firmware-version. */
+#define PPSIM_FW_VERSION	"ppsim 1"
 #define PPSIM_RING_DEFAULT	256
 #define PPSIM_RING_MIN		64
 #define PPSIM_RING_MAX		16384

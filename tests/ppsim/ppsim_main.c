@@ -819,6 +819,26 @@ static void ppsim_get_drvinfo(struct net_device *dev, struct ethtool_drvinfo *in
 	struct ppsim_dev *pd = netdev_priv(dev);
 
 	strscpy(info->driver, pd->pers->driver, sizeof(info->driver));
+	strscpy(info->fw_version, PPSIM_FW_VERSION, sizeof(info->fw_version));
+}
+
+/* A 100G link while the device is up with its carrier on (a wired
+ * device's peer up too), none otherwise: what a NIC's link settings say. */
+static int ppsim_get_link_ksettings(struct net_device *dev,
+				    struct ethtool_link_ksettings *ks)
+{
+	ethtool_link_ksettings_zero_link_mode(ks, supported);
+	ethtool_link_ksettings_zero_link_mode(ks, advertising);
+	ks->base.port = PORT_OTHER;
+	ks->base.autoneg = AUTONEG_DISABLE;
+	if (netif_running(dev) && netif_carrier_ok(dev)) {
+		ks->base.speed = SPEED_100000;
+		ks->base.duplex = DUPLEX_FULL;
+	} else {
+		ks->base.speed = SPEED_UNKNOWN;
+		ks->base.duplex = DUPLEX_UNKNOWN;
+	}
+	return 0;
 }
 
 static void ppsim_get_ringparam(struct net_device *dev, struct ethtool_ringparam *ring,
@@ -945,6 +965,7 @@ static int ppsim_set_channels(struct net_device *dev, struct ethtool_channels *c
 static const struct ethtool_ops ppsim_ethtool_ops = {
 	.get_drvinfo = ppsim_get_drvinfo,
 	.get_link = ethtool_op_get_link,
+	.get_link_ksettings = ppsim_get_link_ksettings,
 	.get_ringparam = ppsim_get_ringparam,
 	.set_ringparam = ppsim_set_ringparam,
 	.get_channels = ppsim_get_channels,

@@ -234,6 +234,10 @@ impl FakeKernel {
             admin_up: true,
             master: None,
             mtu: Some(1500),
+            // An E810 at 25G, as `ethtool` and `ethtool -i` would say.
+            speed_mbps: Some(25_000),
+            model: Some(FAKE_MODEL.into()),
+            firmware: Some(FAKE_FIRMWARE.into()),
             num_rx_queues: Some(s.combined_max),
             rings: Availability::Available(rings(s)),
             channels: Availability::Available(Channels {
@@ -248,6 +252,11 @@ impl FakeKernel {
         }
     }
 }
+
+/// The fake NIC's model (PCI `vendor:device`, an Intel E810-XXV) and
+/// firmware version.
+pub const FAKE_MODEL: &str = "8086:159b";
+pub const FAKE_FIRMWARE: &str = "4.40 0x8001c967 1.3534.0";
 
 fn rings(s: &FakeState) -> Rings {
     Rings {

@@ -19,6 +19,9 @@ async fn a_new_device_starts_at_its_class_prior_once() {
     p.priors = vec![Prior {
         driver: "ice".into(),
         mtu: Some(1500),
+        speed_mbps: Some(25_000),
+        model: Some(fake::FAKE_MODEL.into()),
+        firmware: None,
         ring_rx: 4096,
     }];
     let running = daemon::start(&k, p, None, None);

@@ -213,8 +213,14 @@ async fn a_real_prometheus_compares_the_arms_sums_the_shadow_and_suggests_priors
             .iter()
             .filter(|h| h.arm == "enforce")
             .all(|h| !h.kernel.sets().is_empty());
-        shares = by_arm(&query(&prom, "job_driver_arm:pptune_recycle_miss:ratio_rate5m").await);
-        counts = by_arm(&query(&prom, "job_driver_arm:pptune_hosts:count").await);
+        shares = by_arm(
+            &query(
+                &prom,
+                "job_driver_speed_arm:pptune_recycle_miss:ratio_rate5m",
+            )
+            .await,
+        );
+        counts = by_arm(&query(&prom, "job_driver_speed_arm:pptune_hosts:count").await);
         shadow_changes = query(&prom, "job:pptune_shadow_changes:increase1h").await;
         // Both enforce hosts' changes judged, and scraped: what `fleet
         // suggest` reads.
@@ -246,7 +252,21 @@ async fn a_real_prometheus_compares_the_arms_sums_the_shadow_and_suggests_priors
         "recycle-miss share by arm: {shares:?}\n{log}"
     );
     assert!(shares["holdout"] > 0.25, "{shares:?}");
-    let spread = query(&prom, "job_driver_arm:pptune_recycle_miss:quantile_rate5m").await;
+    // The comparison's class is the driver and the link speed.
+    let classes = query(&prom, "job_driver_speed_arm:pptune_hosts:count").await;
+    assert!(
+        !classes.is_empty()
+            && classes.iter().all(|(l, _)| {
+                l.get("driver").map(String::as_str) == Some("ice")
+                    && l.get("speed").map(String::as_str) == Some("25000")
+            }),
+        "{classes:?}"
+    );
+    let spread = query(
+        &prom,
+        "job_driver_speed_arm:pptune_recycle_miss:quantile_rate5m",
+    )
+    .await;
     assert!(
         spread
             .iter()
@@ -326,9 +346,13 @@ async fn suggest_from(prom: &Arc<Prometheus>, converged: u32) {
     .unwrap();
     assert_eq!(code, Some(0), "{err}");
     let text = std::fs::read_to_string(&file).unwrap();
+    // The class as the hosts' pptune_device_info gives it: the fake NIC's
+    // model, firmware, MTU and link speed.
     assert!(
         text.contains(&format!(
-            "- {{driver: ice, mtu: 1500, ring_rx: {converged}}}"
+            "- {{driver: ice, model: \"{}\", firmware: \"{}\", mtu: 1500, speed: 25000, ring_rx: {converged}}}",
+            fake::FAKE_MODEL,
+            fake::FAKE_FIRMWARE
         )),
         "the enforce hosts converged to {converged}:\n{text}"
     );

@@ -23,6 +23,9 @@ use pptune_tests::pools::{attached_pools, set_rx_ring, stats_of};
 use pptune_tests::ppsim::{CostPreset, Knobs, Ppsim, PpsimDev};
 use pptune_tests::vm::{PpsimKernels, require_ppsim};
 
+use pptune::sample::kernel_netlink::NetlinkKernel;
+use pptune::sample::{Kernel as _, SampleScope};
+
 fn setup(queues: u32) -> PpsimDev {
     let p = Ppsim::load().expect("ppsim loads");
     let d = p.new_device(queues).expect("ppsim device");
@@ -779,4 +782,72 @@ async fn paced_qstats_rate_follows_the_model() {
             }
         }
     }
+}
+
+/// What pptune samples of a device's class is what ethtool says of it: its
+/// link speed (`ethtool DEV`: 100000Mb/s while up, "Unknown!" once down,
+/// where the sampler asks again because the link's state changed), its
+/// firmware (`ethtool -i`'s firmware-version), and no PCI model (ppsim is
+/// on no bus).
+#[tokio::test(flavor = "current_thread")]
+async fn sampled_speed_and_firmware_are_what_ethtool_says() {
+    let k = require_ppsim(
+        "sampled_speed_and_firmware_are_what_ethtool_says",
+        PpsimKernels::AllBut61,
+    );
+    let d = setup(1);
+    let name = d.name().to_owned();
+    let ethtool = |args: &[&str]| {
+        let out = std::process::Command::new("ethtool")
+            .args(args)
+            .output()
+            .expect("ethtool (Debian package `ethtool`)");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let said = |prefix: &str, text: &str| {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(prefix).map(str::to_owned))
+            .unwrap_or_else(|| panic!("{k}: no {prefix:?} in\n{text}"))
+    };
+    let kernel = NetlinkKernel::connect().await.expect("netlink");
+    let sample = || async {
+        let s = kernel
+            .sample(&SampleScope::default())
+            .await
+            .expect("sample");
+        s.devices
+            .into_iter()
+            .find(|x| x.name == name)
+            .expect("the ppsim device sampled")
+    };
+    let up = sample().await;
+    let speed = said("Speed: ", &ethtool(&[&name]));
+    assert_eq!(speed, "100000Mb/s", "{k}");
+    assert_eq!(up.speed_mbps, Some(100_000), "{k}: {up:?}");
+    let fw = said("firmware-version: ", &ethtool(&["-i", &name]));
+    assert_eq!(up.firmware.as_deref(), Some(fw.as_str()), "{k}");
+    assert_eq!(up.model, None, "{k}: ppsim has no PCI function");
+    // Sampled again, from the cache: the same.
+    assert_eq!(sample().await.speed_mbps, Some(100_000));
+
+    // The operational state reaches the link dump through linkwatch (up to
+    // a second later): the sampler follows within a few passes.
+    let k = k.as_str();
+    let sample = &sample;
+    let settles = |want: Option<u32>| async move {
+        for _ in 0..30 {
+            let dev = sample().await;
+            if dev.speed_mbps == want {
+                return dev;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("{k}: the sampled speed never became {want:?}")
+    };
+    d.set_up(false).expect("down");
+    assert_eq!(said("Speed: ", &ethtool(&[&name])), "Unknown!", "{k}");
+    let down = settles(None).await;
+    assert_eq!(down.firmware.as_deref(), Some(fw.as_str()));
+    d.set_up(true).expect("up");
+    settles(Some(100_000)).await;
 }

@@ -182,6 +182,14 @@ pub struct DevMeta {
     pub num_rx_queues: Option<u32>,
     pub rings: Result<RingsRec, Option<String>>,
     pub channels: Result<ChannelsRec, Option<String>>,
+    /// Absent from recordings made before pptune read them (read as
+    /// unknown).
+    #[serde(default)]
+    pub speed_mbps: Option<u32>,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub firmware: Option<String>,
 }
 
 /// rx, rx_max, rx_mini, rx_mini_max, rx_jumbo, rx_jumbo_max, tx, tx_max,
@@ -226,6 +234,9 @@ pub(super) fn dev_meta(d: &Device) -> DevMeta {
         master: d.master,
         mtu: d.mtu,
         num_rx_queues: d.num_rx_queues,
+        speed_mbps: d.speed_mbps,
+        model: d.model.clone(),
+        firmware: d.firmware.clone(),
         rings: match &d.rings {
             Availability::Available(r) => Ok(RingsRec(
                 [

@@ -588,7 +588,7 @@ const MANUALS: &[(&str, Manual)] = &[
             examples: &[
                 (
                     "pptune fleet suggest --prometheus http://prometheus:9090 -o /etc/pptune/policy.d/50-fleet-priors.yaml",
-                    "Starting rings per driver and MTU from what the fleet's tuned hosts converged to over the last 7 days, as a policy drop-in; `pptune check` validates it and a reload applies it to devices pptune has not changed yet.",
+                    "Starting rings per device class (driver, model, firmware, MTU, link speed) from what the fleet's tuned hosts converged to over the last 7 days, as a policy drop-in; `pptune check` validates it and a reload applies it to devices pptune has not changed yet.",
                 ),
                 (
                     "pptune fleet suggest --prometheus https://thanos.example:10902 --since 720h --min-hosts 20",

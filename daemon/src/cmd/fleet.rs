@@ -5,7 +5,8 @@
 //! The evidence is each device whose `ring.rx` change pptune judged
 //! effective in the window and none reverted (`pptune_actions_total`), at
 //! the ring it has now (`pptune_ring_entries`), in the class its
-//! `pptune_device_info` gives (driver, MTU). A class's prior is the median
+//! `pptune_device_info` gives (driver, model, firmware, MTU, link speed;
+//! a label the host left empty is "any"). A class's prior is the median
 //! of its devices' rings, and only a class with `--min-hosts` hosts gets
 //! one. Holdout and observing hosts change nothing, so they give no
 //! evidence. Any error from Prometheus (unreachable, an HTTP error, an
@@ -21,12 +22,62 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 
+/// A device class: what `pptune_device_info` says of it (`None`: the
+/// host did not know).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Class {
+    pub driver: String,
+    pub model: Option<String>,
+    pub firmware: Option<String>,
+    pub mtu: Option<u32>,
+    pub speed: Option<u32>,
+}
+
+impl Class {
+    /// `ice 8086:159b, firmware 4.40, MTU 1500, 25000 Mb/s`.
+    fn describe(&self) -> String {
+        let mut t = self.driver.clone();
+        if let Some(m) = &self.model {
+            let _ = write!(t, " {m}");
+        }
+        if let Some(f) = &self.firmware {
+            let _ = write!(t, ", firmware {f}");
+        }
+        let _ = match self.mtu {
+            Some(m) => write!(t, ", MTU {m}"),
+            None => write!(t, ", any MTU"),
+        };
+        if let Some(s) = self.speed {
+            let _ = write!(t, ", {s} Mb/s");
+        }
+        t
+    }
+
+    /// The prior's YAML flow mapping, the class's keys that are known.
+    fn entry(&self, ring: u32) -> String {
+        let mut t = format!("{{driver: {}", yaml_str(&self.driver));
+        if let Some(m) = &self.model {
+            let _ = write!(t, ", model: {}", yaml_str(m));
+        }
+        if let Some(f) = &self.firmware {
+            let _ = write!(t, ", firmware: {}", yaml_str(f));
+        }
+        if let Some(m) = self.mtu {
+            let _ = write!(t, ", mtu: {m}");
+        }
+        if let Some(s) = self.speed {
+            let _ = write!(t, ", speed: {s}");
+        }
+        let _ = write!(t, ", ring_rx: {ring}}}");
+        t
+    }
+}
+
 /// One device's evidence: its host, its class, the ring it converged to.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Converged {
     pub instance: String,
-    pub driver: String,
-    pub mtu: Option<u32>,
+    pub class: Class,
     pub ring: u32,
 }
 
@@ -68,22 +119,23 @@ pub fn suggest(a: &SuggestArgs<'_>) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The PromQL: each tuned device's ring now, with its driver and MTU. A
+/// The PromQL: each tuned device's ring now, with its class. A
 /// counter's `max_over_time` rather than `increase`: a counter born at 1
 /// (the first effective change) has no increase Prometheus can see.
 #[must_use]
 pub fn query(selector: &str, range: &str) -> String {
     let sel = |extra: &str| format!("{{{selector}{extra}}}");
     format!(
-        "max by (instance, device, driver, mtu) (\
+        "max by (instance, device, {CLASS}) (\
            last_over_time(pptune_ring_entries{ring}[{range}]) \
-           * on (instance, device) group_left (driver, mtu) \
-           max by (instance, device, driver, mtu) (last_over_time(pptune_device_info{info}[{range}]))\
+           * on (instance, device) group_left ({CLASS}) \
+           max by (instance, device, {CLASS}) (last_over_time(pptune_device_info{info}[{range}]))\
          ) \
          and on (instance, device) \
          (max by (instance, device) (max_over_time(pptune_actions_total{effective}[{range}])) > 0) \
          unless on (instance, device) \
          (max by (instance, device) (max_over_time(pptune_actions_total{taken_back}[{range}])) > 0)",
+        CLASS = "driver, model, firmware, mtu, speed",
         ring = sel(r#", ring="rx""#),
         info = sel(""),
         effective = sel(r#", knob="ring.rx", result="effective""#),
@@ -173,11 +225,17 @@ pub fn parse_answer(http: u16, body: &str) -> anyhow::Result<Vec<Converged>> {
         if driver.is_empty() {
             continue;
         }
+        let some = |k: &str| Some(label(k)).filter(|v| !v.is_empty());
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         rows.push(Converged {
             instance: label("instance"),
-            driver,
-            mtu: label("mtu").parse().ok(),
+            class: Class {
+                driver,
+                model: some("model"),
+                firmware: some("firmware"),
+                mtu: label("mtu").parse().ok(),
+                speed: label("speed").parse().ok(),
+            },
             ring: ring.round() as u32,
         });
     }
@@ -196,29 +254,30 @@ fn excerpt(body: &str) -> String {
 /// in comments, the classes left out listed.
 #[must_use]
 pub fn drop_in(rows: &[Converged], min_hosts: u32, source: &str) -> String {
-    let mut classes: BTreeMap<(&str, Option<u32>), Vec<&Converged>> = BTreeMap::new();
+    let mut classes: BTreeMap<&Class, Vec<&Converged>> = BTreeMap::new();
     for r in rows {
-        classes.entry((&r.driver, r.mtu)).or_default().push(r);
+        classes.entry(&r.class).or_default().push(r);
     }
     let mut out = format!(
         "# Fleet priors, written by `pptune fleet suggest` from {source}.\n\
-         # Per class (driver, MTU): the median RX ring of the devices whose ring.rx\n\
-         # change pptune judged effective and none reverted. A device pptune has\n\
-         # not changed yet starts there (docs/policy.md, `priors`).\n\
+         # Per class (driver, model, firmware, MTU, link speed): the median RX\n\
+         # ring of the devices whose ring.rx change pptune judged effective and\n\
+         # none reverted. A device pptune has not changed yet starts there\n\
+         # (docs/policy.md, `priors`).\n\
          priors:\n"
     );
     let mut left_out = Vec::new();
     let mut any = false;
-    for ((driver, mtu), devs) in &classes {
+    for (class, devs) in &classes {
         let mut hosts: Vec<&str> = devs.iter().map(|d| d.instance.as_str()).collect();
         hosts.sort_unstable();
         hosts.dedup();
         let mut rings: Vec<u32> = devs.iter().map(|d| d.ring).collect();
         rings.sort_unstable();
-        let mtu_text = mtu.map_or_else(|| "any MTU".to_owned(), |m| format!("MTU {m}"));
+        let what = class.describe();
         let n = u32::try_from(hosts.len()).unwrap_or(u32::MAX);
         if n < min_hosts {
-            left_out.push(format!("{driver}, {mtu_text}: {n} host(s)"));
+            left_out.push(format!("{what}: {n} host(s)"));
             continue;
         }
         any = true;
@@ -233,7 +292,7 @@ pub fn drop_in(rows: &[Converged], min_hosts: u32, source: &str) -> String {
         };
         let _ = writeln!(
             out,
-            "  # {driver}, {mtu_text}: {n} hosts, {} devices; ring min {}, p10 {}, median {}, p90 {}, max {}",
+            "  # {what}: {n} hosts, {} devices; ring min {}, p10 {}, median {}, p90 {}, max {}",
             devs.len(),
             rings[0],
             at(0.1),
@@ -241,13 +300,7 @@ pub fn drop_in(rows: &[Converged], min_hosts: u32, source: &str) -> String {
             at(0.9),
             rings[rings.len() - 1],
         );
-        let _ = writeln!(
-            out,
-            "  - {{driver: {}, {}ring_rx: {}}}",
-            yaml_str(driver),
-            mtu.map_or_else(String::new, |m| format!("mtu: {m}, ")),
-            at(0.5)
-        );
+        let _ = writeln!(out, "  - {}", class.entry(at(0.5)));
     }
     if !any {
         out = out.replace("priors:\n", "priors: []\n");
@@ -262,8 +315,8 @@ pub fn drop_in(rows: &[Converged], min_hosts: u32, source: &str) -> String {
     out
 }
 
-/// A driver name as a YAML scalar: plain when it is a plain word, quoted
-/// otherwise.
+/// A name as a YAML scalar: plain when it is a plain word, quoted
+/// otherwise (a model's colon, a firmware's spaces).
 fn yaml_str(s: &str) -> String {
     if !s.is_empty()
         && s.chars()
@@ -308,8 +361,13 @@ mod tests {
     fn row(instance: &str, driver: &str, mtu: Option<u32>, ring: u32) -> Converged {
         Converged {
             instance: instance.into(),
-            driver: driver.into(),
-            mtu,
+            class: Class {
+                driver: driver.into(),
+                model: None,
+                firmware: None,
+                mtu,
+                speed: None,
+            },
             ring,
         }
     }
@@ -347,9 +405,59 @@ mod tests {
         );
     }
 
+    /// A class with every key known: the prior names them all, quoted
+    /// where YAML needs it, and the policy reads them back.
+    #[test]
+    fn a_whole_class_is_written_and_read_back() {
+        let class = Class {
+            driver: "ice".into(),
+            model: Some("8086:159b".into()),
+            firmware: Some("4.40 0x8001c967 1.3534.0".into()),
+            mtu: Some(9000),
+            speed: Some(25_000),
+        };
+        let rows: Vec<Converged> = ["a", "b"]
+            .into_iter()
+            .map(|h| Converged {
+                instance: h.into(),
+                class: class.clone(),
+                ring: 2048,
+            })
+            .collect();
+        let text = drop_in(&rows, 2, "test");
+        assert!(
+            text.contains(
+                r#"  - {driver: ice, model: "8086:159b", firmware: "4.40 0x8001c967 1.3534.0", mtu: 9000, speed: 25000, ring_rx: 2048}"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "# ice 8086:159b, firmware 4.40 0x8001c967 1.3534.0, MTU 9000, 25000 Mb/s: 2 hosts"
+            ),
+            "{text}"
+        );
+        let p = config::parse_str("fleet.yaml", &text).unwrap();
+        let prior = &p.priors[0];
+        assert_eq!(
+            (
+                prior.model.as_deref(),
+                prior.firmware.as_deref(),
+                prior.mtu,
+                prior.speed_mbps
+            ),
+            (
+                Some("8086:159b"),
+                Some("4.40 0x8001c967 1.3534.0"),
+                Some(9000),
+                Some(25_000)
+            )
+        );
+    }
+
     #[test]
     fn every_answer_that_is_not_a_complete_vector_is_an_error() {
-        let ok = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"instance":"a","device":"eth0","driver":"ice","mtu":"1500"},"value":[1,"4096"]}]}}"#;
+        let ok = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"instance":"a","device":"eth0","driver":"ice","mtu":"1500","model":""},"value":[1,"4096"]}]}}"#;
         assert_eq!(
             parse_answer(200, ok).unwrap(),
             [row("a", "ice", Some(1500), 4096)]

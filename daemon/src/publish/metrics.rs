@@ -75,9 +75,9 @@ struct CountedSeries {
     backoff: Option<Gauge>,
     /// The mode series exported, and its handle (set every pass).
     mode: Option<(&'static str, Gauge)>,
-    /// The `pptune_device_info` label set exported, and the MTU it
-    /// writes (compared each pass without parsing the label).
-    info: Option<(InfoLabels, Option<u32>)>,
+    /// The `pptune_device_info` label set exported, and the MTU and speed
+    /// it writes (compared each pass without parsing the labels).
+    info: Option<(InfoLabels, [Option<u32>; 2])>,
     /// The rx counters' handles and the kernel's values they last counted.
     link: Option<([Counter; 4], [u64; 4])>,
 }
@@ -350,13 +350,20 @@ impl Metrics {
     }
 
     /// The device's `pptune_device_info` series; a new label set (the
-    /// driver, kind or MTU changed) replaces the old one. Allocates only then.
+    /// driver, kind, MTU, speed, model or firmware changed) replaces the
+    /// old one. Allocates only then.
     fn observe_info(&self, dev: &Device) {
-        let driver = dev.driver.as_deref().unwrap_or("");
-        let kind = dev.kind.as_deref().unwrap_or("");
+        let s = |v: &Option<String>| v.as_deref().unwrap_or("").to_owned();
+        let n = |v: Option<u32>| v.map_or_else(String::new, |m| m.to_string());
+        let numbers = [dev.mtu, dev.speed_mbps];
         self.with_counted(&dev.name, |c| {
-            if c.info.as_ref().is_some_and(|(l, mtu)| {
-                l.device == dev.name && l.driver == driver && l.kind == kind && *mtu == dev.mtu
+            if c.info.as_ref().is_some_and(|(l, nums)| {
+                l.device == dev.name
+                    && l.driver == dev.driver.as_deref().unwrap_or("")
+                    && l.kind == dev.kind.as_deref().unwrap_or("")
+                    && l.model == dev.model.as_deref().unwrap_or("")
+                    && l.firmware == dev.firmware.as_deref().unwrap_or("")
+                    && *nums == numbers
             }) {
                 return;
             }
@@ -365,12 +372,15 @@ impl Metrics {
             }
             let l = InfoLabels {
                 device: dev.name.clone(),
-                driver: driver.to_owned(),
-                kind: kind.to_owned(),
-                mtu: dev.mtu.map_or_else(String::new, |m| m.to_string()),
+                driver: s(&dev.driver),
+                kind: s(&dev.kind),
+                mtu: n(dev.mtu),
+                speed: n(dev.speed_mbps),
+                model: s(&dev.model),
+                firmware: s(&dev.firmware),
             };
             self.device_info.get_or_create(&l).set(1);
-            c.info = Some((l, dev.mtu));
+            c.info = Some((l, numbers));
         });
     }
 

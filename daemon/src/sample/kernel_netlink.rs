@@ -8,8 +8,6 @@
 //! NAPI id or one no queue reports go to the device's `unmapped_pools`;
 //! pools without an ifindex (orphaned to loopback) to `orphan_pools`.
 
-use std::collections::HashMap;
-
 use netlink::netdev::{PagePool, PagePoolStats, QSTATS_SCOPE_QUEUE, Qstats, Queue};
 use netlink::rtnl::Link;
 use netlink::{Client, Notifications};
@@ -21,6 +19,7 @@ use tokio::time::Instant;
 use crate::sample::{Kernel, KernelEvent, SampleError, SampleScope, SetError};
 
 mod convert;
+mod identity;
 mod join;
 use convert::convert_event;
 pub use convert::{
@@ -44,8 +43,9 @@ pub struct NetlinkKernel {
     /// two /proc files and copying both op lists every pass cost more than
     /// the rest of a small pass.
     caps: std::sync::OnceLock<Capabilities>,
-    /// Driver names by ifindex (see [`DriverCache`]).
-    drivers: std::sync::Mutex<DriverCache>,
+    /// Drivers, firmware, models and link speeds by ifindex (see
+    /// [`identity::IdentityCache`]).
+    identities: std::sync::Mutex<identity::IdentityCache>,
     /// The steady pass's buffers, taken for a pass and put back after it.
     buffers: std::sync::Mutex<PassBuffers>,
     /// The pass's netdev dump requests, encoded once.
@@ -113,7 +113,7 @@ impl PassBuffers {
         &mut self,
         capabilities: &Capabilities,
         select: impl Fn(&Link) -> bool,
-        mut driver: impl FnMut(&Link, &mut Option<String>),
+        mut identify: impl FnMut(&Link, &mut Device),
     ) -> Snapshot {
         let mut snap = self.spare.take().unwrap_or_default();
         copy_capabilities(&mut snap.capabilities, capabilities);
@@ -124,7 +124,7 @@ impl PassBuffers {
                 None => snap.devices.push(base_device(link, None)),
             }
             if let Some(dev) = snap.devices.get_mut(n) {
-                driver(link, &mut dev.driver);
+                identify(link, dev);
             }
             n += 1;
         }
@@ -173,44 +173,6 @@ fn copy_capabilities(dst: &mut Capabilities, src: &Capabilities) {
     dst.qstats_get = *qstats_get;
     dst.ethtool_family = *ethtool_family;
     dst.cap_net_admin = *cap_net_admin;
-}
-
-/// Driver names of the devices sampled, so the `ETHTOOL_GDRVINFO` ioctl
-/// (a socket, an ioctl and a close) is made once per device rather than
-/// once per device per pass. A netdev's driver never changes while it
-/// exists; an entry is used only while the link dump still shows the same
-/// ifindex with the same name, kind and parent, is dropped when the link
-/// is removed or missing from a dump, and a failed lookup is not cached.
-#[derive(Debug, Default)]
-struct DriverCache {
-    by_ifindex: HashMap<u32, (LinkIdentity, String)>,
-}
-
-/// What must match for a cached driver name to be used.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct LinkIdentity {
-    name: String,
-    kind: Option<String>,
-    parent_bus: Option<String>,
-    parent_dev: Option<String>,
-}
-
-impl LinkIdentity {
-    fn matches(&self, l: &Link) -> bool {
-        self.name == l.name
-            && self.kind == l.kind
-            && self.parent_bus == l.parent_bus
-            && self.parent_dev == l.parent_dev
-    }
-
-    fn of(l: &Link) -> Self {
-        Self {
-            name: l.name.clone(),
-            kind: l.kind.clone(),
-            parent_bus: l.parent_bus.clone(),
-            parent_dev: l.parent_dev.clone(),
-        }
-    }
 }
 
 async fn open_client() -> Result<Client, SampleError> {
@@ -266,7 +228,7 @@ impl NetlinkKernel {
             events: Mutex::new(events),
             origin: Instant::now(),
             caps: std::sync::OnceLock::new(),
-            drivers: std::sync::Mutex::new(DriverCache::default()),
+            identities: std::sync::Mutex::new(identity::IdentityCache::default()),
             buffers: std::sync::Mutex::new(PassBuffers::default()),
             requests: DumpRequests::new(),
         }
@@ -285,33 +247,48 @@ impl NetlinkKernel {
         Ok(self.caps.get_or_init(|| convert_caps(&caps)))
     }
 
-    /// The driver of `link` into `slot` (its buffer reused), from the
-    /// cache or `ETHTOOL_GDRVINFO` (then sysfs); `None` when neither knows.
-    fn driver_into(&self, link: &Link, slot: &mut Option<String>) {
-        if let Ok(cache) = self.drivers.lock()
-            && let Some((id, driver)) = cache.by_ifindex.get(&link.ifindex)
-            && id.matches(link)
-        {
-            let s = slot.get_or_insert_default();
-            s.clone_from(driver);
-            return;
-        }
-        *slot = self.client.driver_name(&link.name);
-        if let (Some(driver), Ok(mut cache)) = (slot.as_ref(), self.drivers.lock()) {
-            cache
-                .by_ifindex
-                .insert(link.ifindex, (LinkIdentity::of(link), driver.clone()));
+    /// `dev`'s driver, firmware and model, from the cache or the ioctl
+    /// (then sysfs).
+    fn identify(&self, link: &Link, dev: &mut Device) {
+        if let Ok(mut cache) = self.identities.lock() {
+            cache.identify(link, dev, |name| self.client.identity(name));
         }
     }
 
-    /// Forget the cached drivers of links no longer in `links` (a full
+    /// Forget the cached identities of links no longer in `links` (a full
     /// link dump).
-    fn prune_drivers(&self, links: &[Link]) {
-        if let Ok(mut cache) = self.drivers.lock() {
-            cache
-                .by_ifindex
-                .retain(|i, _| links.iter().any(|l| l.ifindex == *i));
+    fn prune_identities(&self, links: &[Link]) {
+        if let Ok(mut cache) = self.identities.lock() {
+            cache.prune(links);
         }
+    }
+
+    /// `dev`'s link speed: from the cache while its link keeps its
+    /// operational state, else asked (`LINKMODES_GET`). A driver without
+    /// link settings has none, and is not asked again in that state.
+    async fn link_speed(&self, link: &Link, dev: &mut Device, ex_name: Option<&str>) {
+        let cached = self.identities.lock().ok().and_then(|c| c.speed(link));
+        dev.speed_mbps = match cached {
+            Some(s) => s,
+            None => match self.client.linkmodes(link.ifindex, ex_name).await {
+                Ok(l) => {
+                    let s = l.speed_mbps();
+                    if let Ok(mut c) = self.identities.lock() {
+                        c.set_speed(link, s);
+                    }
+                    s
+                }
+                Err(e) => {
+                    if e.kernel()
+                        .is_some_and(netlink::KernelError::is_not_supported)
+                        && let Ok(mut c) = self.identities.lock()
+                    {
+                        c.set_speed(link, None);
+                    }
+                    None
+                }
+            },
+        };
     }
 
     /// The underlying client.
@@ -347,7 +324,7 @@ impl NetlinkKernel {
             .map_err(|e| sample_err("dumping links", e))?;
         netlink::client::decode_links_into(&b.ex, &mut b.links)
             .map_err(|e| sample_err("dumping links", e))?;
-        self.prune_drivers(&b.links);
+        self.prune_identities(&b.links);
         let select = |l: &Link| match &filter {
             Filter::Names([]) => l.name != "lo",
             Filter::Names(names) => names.contains(&l.name),
@@ -365,7 +342,7 @@ impl NetlinkKernel {
         }
 
         self.dump_netdev(filter, capabilities, b).await?;
-        let mut snap = b.begin(capabilities, select, |l, slot| self.driver_into(l, slot));
+        let mut snap = b.begin(capabilities, select, |l, dev| self.identify(l, dev));
         self.read_ethtool(&mut snap, select, b).await;
         b.finish(&mut snap, self.elapsed_ms());
         Ok(snap)
@@ -488,10 +465,12 @@ impl NetlinkKernel {
                     Ok(()) => Availability::Available(convert_channels(&b.channels)),
                     Err(e) => Availability::Unavailable(unavailable_reason(&e, driver)),
                 };
+                self.link_speed(link, dev, name).await;
             } else {
                 let why = "kernel has no ethtool netlink".to_owned();
                 dev.rings = Availability::Unavailable(why.clone());
                 dev.channels = Availability::Unavailable(why);
+                dev.speed_mbps = None;
             }
         }
     }
@@ -651,9 +630,9 @@ impl Kernel for NetlinkKernel {
             let e = events.next().await?;
             if let Some(k) = convert_event(e) {
                 if let KernelEvent::LinkRemoved { ifindex } = k
-                    && let Ok(mut cache) = self.drivers.lock()
+                    && let Ok(mut cache) = self.identities.lock()
                 {
-                    cache.by_ifindex.remove(&ifindex);
+                    cache.remove(ifindex);
                 }
                 return Some(k);
             }
@@ -970,8 +949,8 @@ mod tests {
             let mut snap = b.begin(
                 &caps,
                 |l| l.name != "lo",
-                |l, slot| {
-                    *slot = (l.name == "eth0").then(|| "netdevsim".to_owned());
+                |l, dev| {
+                    dev.driver = (l.name == "eth0").then(|| "netdevsim".to_owned());
                 },
             );
             b.finish(&mut snap, 42);

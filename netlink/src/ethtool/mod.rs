@@ -1,5 +1,5 @@
-//! The `ethtool` generic netlink family: rings and channels
-//! (`Documentation/netlink/specs/ethtool.yaml`).
+//! The `ethtool` generic netlink family: rings and channels, and the
+//! link's negotiated speed (`Documentation/netlink/specs/ethtool.yaml`).
 //!
 //! Message ids differ by direction and overlap (16 is RINGS_SET going in
 //! and RINGS_GET_REPLY coming out; 17 is CHANNELS_GET in and RINGS_NTF
@@ -7,9 +7,11 @@
 //! decoding maps ids the kernel→user way, since decoding is for replies.
 
 mod channels;
+mod linkmodes;
 mod rings;
 
 pub use channels::Channels;
+pub use linkmodes::{Linkmodes, SPEED_UNKNOWN};
 pub use rings::Rings;
 
 use crate::attr::{Attrs, DecodeInPlace as _, RawAttr, Writer};
@@ -22,6 +24,7 @@ pub const GROUP_MONITOR: &str = "monitor";
 
 /// userspace → kernel message ids.
 pub mod req {
+    pub const LINKMODES_GET: u8 = 4;
     pub const RINGS_GET: u8 = 15;
     pub const RINGS_SET: u8 = 16;
     pub const CHANNELS_GET: u8 = 17;
@@ -30,6 +33,8 @@ pub mod req {
 
 /// kernel → userspace message ids.
 pub mod reply {
+    pub const LINKMODES_GET_REPLY: u8 = 4;
+    pub const LINKMODES_NTF: u8 = 5;
     pub const RINGS_GET_REPLY: u8 = 16;
     pub const RINGS_NTF: u8 = 17;
     pub const CHANNELS_GET_REPLY: u8 = 18;
@@ -41,6 +46,7 @@ pub mod reply {
 pub enum BodyKind {
     Rings,
     Channels,
+    Linkmodes,
     Other,
 }
 
@@ -50,6 +56,7 @@ pub fn body_kind(cmd: u8) -> BodyKind {
     match cmd {
         req::RINGS_GET | reply::RINGS_GET_REPLY | reply::RINGS_NTF => BodyKind::Rings,
         reply::CHANNELS_GET_REPLY | reply::CHANNELS_NTF => BodyKind::Channels,
+        reply::LINKMODES_GET_REPLY | reply::LINKMODES_NTF => BodyKind::Linkmodes,
         _ => BodyKind::Other,
     }
 }
@@ -153,6 +160,7 @@ impl Header {
 pub enum EthtoolBody {
     Rings(Rings),
     Channels(Channels),
+    Linkmodes(Linkmodes),
     /// Any other message: attributes kept verbatim.
     Other(Vec<RawAttr>),
 }
@@ -198,6 +206,21 @@ impl EthtoolMessage {
         }
     }
 
+    /// LINKMODES_GET for one device, its bitsets asked compact (the reply
+    /// carries every link mode the device knows twice over; pptune reads
+    /// only the speed).
+    #[must_use]
+    pub fn linkmodes_get(mut header: Header) -> Self {
+        header.flags = Some(header.flags.unwrap_or(0) | FLAG_COMPACT_BITSETS);
+        Self {
+            cmd: req::LINKMODES_GET,
+            body: EthtoolBody::Linkmodes(Linkmodes {
+                header: Some(header),
+                ..Linkmodes::default()
+            }),
+        }
+    }
+
     /// CHANNELS_SET: only the `Some` fields are sent.
     #[must_use]
     pub fn channels_set(channels: Channels) -> Self {
@@ -220,6 +243,7 @@ impl GenlPayload for EthtoolMessage {
         match &self.body {
             EthtoolBody::Rings(r) => r.emit(w),
             EthtoolBody::Channels(c) => c.emit(w),
+            EthtoolBody::Linkmodes(l) => l.emit(w),
             EthtoolBody::Other(raw) => w.raw(raw),
         }
     }
@@ -228,6 +252,7 @@ impl GenlPayload for EthtoolMessage {
         let body = match body_kind(cmd) {
             BodyKind::Rings => EthtoolBody::Rings(Rings::parse(attrs)?),
             BodyKind::Channels => EthtoolBody::Channels(Channels::parse(attrs)?),
+            BodyKind::Linkmodes => EthtoolBody::Linkmodes(Linkmodes::parse(attrs)?),
             BodyKind::Other => EthtoolBody::Other(
                 Attrs::new(attrs)
                     .map(|a| a.map(|a| a.to_raw()))
@@ -243,6 +268,7 @@ impl GenlPayload for EthtoolMessage {
         let (obj, name): (&str, fn(u16) -> Option<&'static str>) = match cmd {
             req::RINGS_GET | req::RINGS_SET => ("rings", rings::attr_name),
             req::CHANNELS_GET | req::CHANNELS_SET => ("channels", channels::attr_name),
+            req::LINKMODES_GET => ("linkmodes", linkmodes::attr_name),
             _ => ("ethtool", |_| None),
         };
         let mut parts = vec![obj.to_owned()];

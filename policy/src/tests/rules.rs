@@ -1308,9 +1308,27 @@ fn a_prior_starts_an_unchanged_device_at_its_class_ring_once() {
         p.priors = vec![Prior {
             driver: "ice".into(),
             mtu,
+            speed_mbps: None,
+            model: None,
+            firmware: None,
             ring_rx: 4096,
         }];
         p
+    };
+    // A class by speed, model or firmware: the device's must be the same.
+    let class = |speed: u32, model: &str, firmware: &str| {
+        let mut p = with(None);
+        p.priors[0].speed_mbps = Some(speed);
+        p.priors[0].model = Some(model.into());
+        p.priors[0].firmware = Some(firmware.into());
+        p
+    };
+    let e810 = || {
+        let mut d = device(1, "ice", 512, 8160, 2);
+        d.speed_mbps = Some(25_000);
+        d.model = Some("8086:159b".into());
+        d.firmware = Some("4.40".into());
+        d
     };
     let mut w = World::new(with(Some(1500)), vec![device(1, "ice", 512, 8160, 2)]);
     let d = only(&w.tick(|_, _| steady(100_000))).clone();
@@ -1345,11 +1363,29 @@ fn a_prior_starts_an_unchanged_device_at_its_class_ring_once() {
             "another driver",
         ),
         (with(None), device(1, "ice", 4096, 8160, 2), "already there"),
+        (class(100_000, "8086:159b", "4.40"), e810(), "another speed"),
+        (class(25_000, "8086:1593", "4.40"), e810(), "another model"),
+        (
+            class(25_000, "8086:159b", "4.20"),
+            e810(),
+            "another firmware",
+        ),
+        (
+            class(25_000, "8086:159b", "4.40"),
+            device(1, "ice", 512, 8160, 2),
+            "a device that does not say",
+        ),
     ] {
         let mut w = World::new(p, vec![dev]);
         let d = only(&w.tick(|_, _| steady(100_000))).clone();
         assert_ne!(d.reason, ReasonCode::FleetPrior, "{why}: {d:#?}");
     }
+    // The same class: applied.
+    let mut w = World::new(class(25_000, "8086:159b", "4.40"), vec![e810()]);
+    assert_eq!(
+        only(&w.tick(|_, _| steady(100_000))).reason,
+        ReasonCode::FleetPrior
+    );
     // An original recorded: pptune changed this ring before.
     let mut w = World::new(with(None), vec![device(1, "ice", 512, 8160, 2)]);
     w.originals.push(Original {

@@ -89,7 +89,7 @@ families! {
     errors: Family<KindLabels, Counter> = ("pptune_errors", "Errors by kind");
     capability: Family<CapLabels, Gauge> = ("pptune_capability", "1 when the kernel (or process) has the capability");
     device_mode: Family<ModeLabels, Gauge> = ("pptune_device_mode", "1 for the mode the device is in (after rollout)");
-    device_info: Family<InfoLabels, Gauge> = ("pptune_device_info", "1 per device, labelled with its driver and link kind");
+    device_info: Family<InfoLabels, Gauge> = ("pptune_device_info", "1 per device, labelled with its driver, link kind, MTU, link speed (Mb/s), PCI model and firmware");
     /// The device's own receive counters (rtnetlink stats64), counted from
     /// the daemon's start: what a fleet compares arms on besides the pools.
     rx_packets: Family<DevLabels, Counter> = ("pptune_device_rx_packets", "Packets the device received (rtnetlink rx_packets), counted since pptune started");

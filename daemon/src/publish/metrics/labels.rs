@@ -72,7 +72,9 @@ pub struct KindLabels {
     pub kind: String,
 }
 
-/// `pptune_device_info`'s labels: what a fleet filters and joins by.
+/// `pptune_device_info`'s labels: what a fleet filters and joins by, and
+/// the device classes of the fleet's comparison and priors (driver,
+/// model, firmware, MTU, speed).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct InfoLabels {
     pub device: String,
@@ -81,9 +83,15 @@ pub struct InfoLabels {
     /// The rtnetlink link kind (`veth`, `netdevsim`, …), empty for a
     /// physical NIC.
     pub kind: String,
-    /// The MTU, empty when the kernel does not say (a device class of the
-    /// fleet priors is a driver and an MTU).
+    /// The MTU, empty when the kernel does not say.
     pub mtu: String,
+    /// The link speed in Mb/s, empty with no link or when the driver does
+    /// not say.
+    pub speed: String,
+    /// PCI `vendor:device`, empty off PCI.
+    pub model: String,
+    /// The firmware version, empty when the driver reports none.
+    pub firmware: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
