@@ -18,7 +18,7 @@
 //! `inflight_mem`) scales by `k`. Queue-count changes are not modelled: the
 //! device's counters stay as observed and its decisions are marked modelled.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use policy::Policy;
@@ -29,7 +29,7 @@ use policy::observation::{Backoff, LocalTime};
 use policy::plan::{Decision, Knob, Plan};
 use policy::snapshot::{Availability, Device, DeviceId, PoolStats, Snapshot};
 
-use crate::live::{Overlay, Slot};
+use crate::live::{Overlay, PoolMap, Slot};
 
 /// The engine on one pass: `(previous, current, deltas)`, and the
 /// history, originals and backoff it is to read.
@@ -91,14 +91,17 @@ pub struct Counterfactual {
     /// The observed counters of this pass and the previous one, by pool
     /// id, of the devices the counterfactual changed a knob of (the
     /// model's input).
-    pub(crate) obs_now: HashMap<u64, PoolStats>,
-    obs_prev: HashMap<u64, PoolStats>,
+    pub(crate) obs_now: PoolMap,
+    obs_prev: PoolMap,
     pub(crate) history: Vec<ActionRecord>,
     originals: Vec<Original>,
     /// The counterfactual's knob values, by device key.
     knobs: BTreeMap<(String, Knob), u32>,
     /// Modelled cumulative counters per pool id.
-    model: HashMap<u64, PoolStats>,
+    model: PoolMap,
+    /// The next pass's `model`, built in the buffer the pass before last
+    /// used.
+    model_next: PoolMap,
     diverged: BTreeMap<String, bool>,
     evals: Vec<SimEval>,
     /// On a live pass, the devices it changed ([`Self::live_pass`]).
@@ -139,13 +142,13 @@ impl Counterfactual {
         for s in &mut slots {
             s.place(previous.as_deref(), snap, &mut self.obs_now);
         }
-        let mut next_model = HashMap::new();
+        let mut next_model = self.model_begin();
         let mut opened = Vec::new();
         {
             let o = Overlay::new(&mut slots, (previous, &mut *snap, deltas), |d, key| {
                 self.model_device(d, key, &mut next_model);
             });
-            self.model = std::mem::take(&mut next_model);
+            self.model_end(next_model);
             let (previous, snap, deltas) = o.view();
             self.evaluate_due(policy, snap, clock.now);
             self.decide_observed(policy, (previous, snap, deltas), clock, overrides, plan);
@@ -402,22 +405,36 @@ impl Counterfactual {
     /// The recorded snapshot, in place, with the replay's knob values,
     /// counters continued by the ring model where the ring differs.
     pub fn modelled(&mut self, snap: &mut Snapshot) {
-        let mut next_model = HashMap::new();
+        let mut next_model = self.model_begin();
+        // With nothing changed by the replay, all stays as recorded.
         if !self.knobs.is_empty() {
-            // Nothing changed by the replay: all as recorded.
             for d in &mut snap.devices {
                 let key = d.id.key();
                 self.model_device(d, &key, &mut next_model);
             }
         }
-        self.model = next_model;
+        self.model_end(next_model);
+    }
+
+    /// The next pass's modelled counters, in the buffer the pass before
+    /// last used (emptied); [`Self::model_end`] makes them current.
+    fn model_begin(&mut self) -> PoolMap {
+        let mut next = std::mem::take(&mut self.model_next);
+        next.clear();
+        next
+    }
+
+    /// `next` becomes the modelled counters; the old ones' buffer is kept
+    /// for [`Self::model_begin`].
+    fn model_end(&mut self, next: PoolMap) {
+        self.model_next = std::mem::replace(&mut self.model, next);
     }
 
     /// One device, in place, with the counterfactual's knob values and,
     /// once they differed from the observed ones, modelled counters (their
     /// cumulative values into `next`). A device it never changed stays as
     /// observed.
-    fn model_device(&mut self, d: &mut Device, key: &str, next: &mut HashMap<u64, PoolStats>) {
+    fn model_device(&mut self, d: &mut Device, key: &str, next: &mut PoolMap) {
         let ring_k = self.ring_factor(d, key);
         let chan = self.knobs.iter().find_map(|((k, knob), v)| {
             (k == key && matches!(knob, Knob::Channels(_))).then_some((*knob, *v))
@@ -467,12 +484,7 @@ impl Counterfactual {
         factor
     }
 
-    fn model_pool(
-        &self,
-        p: &mut policy::snapshot::Pool,
-        k: f64,
-        next: &mut HashMap<u64, PoolStats>,
-    ) {
+    fn model_pool(&self, p: &mut policy::snapshot::Pool, k: f64, next: &mut PoolMap) {
         #[allow(
             clippy::cast_possible_truncation,
             clippy::cast_sign_loss,

@@ -8,12 +8,15 @@
 //! read where the loop has it. What a pass costs then grows with the
 //! pools of the devices it changed, and copies no device.
 
-use std::collections::HashMap;
-
 use policy::accounting::{PassDeltas, PoolLedger, QueueDelta, QueueKey, queue_deltas};
 use policy::snapshot::{
     Availability, Channels, Device, DeviceId, Pool, PoolStats, Rings, Snapshot,
 };
+
+/// Per pool id: the counterfactual's observed and modelled counters, each
+/// touched for every modelled pool every pass (foldhash: std's SipHash was
+/// a fifth of a pass that models every device).
+pub(crate) type PoolMap = foldhash::HashMap<u64, PoolStats>;
 
 /// What the ring model writes into a device (`Counterfactual::model_device`):
 /// its rings and channels, and per pool (in [`pools_mut`] order) the pages
@@ -106,7 +109,7 @@ impl Slot {
         &mut self,
         previous: Option<&Snapshot>,
         snap: &Snapshot,
-        observed: &mut HashMap<u64, PoolStats>,
+        observed: &mut PoolMap,
     ) {
         self.at = snap.devices.iter().position(|d| d.id == self.id);
         self.prev_at = self
