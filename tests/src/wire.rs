@@ -472,3 +472,30 @@ pub fn snmp_in(ns: &str, key: &str) -> u64 {
         })
         .unwrap_or_else(|| panic!("{key} not in {ns}'s /proc/net/snmp"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{PoolLedger, PoolStats};
+
+    fn stats(ring_full: u64, slow: u64) -> PoolStats {
+        PoolStats {
+            recycle_ring_full: ring_full,
+            alloc_slow: slow,
+            ..PoolStats::default()
+        }
+    }
+
+    #[test]
+    fn a_window_sums_known_pools_deltas_new_pools_whole_and_vanished_ones_last_seen() {
+        let mut start = PoolLedger::default();
+        start.pools.insert(1, stats(10, 1));
+        start.pools.insert(2, stats(5, 5));
+        let mut end = start.clone();
+        // Pool 1 moved on; pool 2 vanished (its last seen values stay);
+        // pool 3 was made by a rebuild in the window.
+        end.pools.insert(1, stats(30, 4));
+        end.pools.insert(3, stats(7, 2));
+        assert_eq!(end.since(&start), stats(20 + 7, 3 + 2));
+        assert_eq!(start.since(&start), PoolStats::default());
+    }
+}

@@ -129,9 +129,11 @@ struct Live {
 /// copied_seq`; the listener's field is its accept backlog, left out).
 /// Read + queued is what TCP delivered, whatever the readers' phase.
 fn queued(port: u16) -> u64 {
-    let Ok(text) = std::fs::read_to_string("/proc/thread-self/net/tcp") else {
-        return 0;
-    };
+    std::fs::read_to_string("/proc/thread-self/net/tcp").map_or(0, |t| queued_in(&t, port))
+}
+
+/// [`queued`] over the text of a `/proc/net/tcp`.
+fn queued_in(text: &str, port: u16) -> u64 {
     let want = format!(":{port:04X}");
     text.lines()
         .skip(1)
@@ -484,7 +486,7 @@ fn main() -> std::process::ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::{PERIOD, Received, stream_of, until_epoch};
+    use super::{PERIOD, Received, queued_in, stream_of, until_epoch};
     use std::time::{Duration, Instant};
 
     /// The first `n` bytes of flow `flow`'s stream.
@@ -548,6 +550,21 @@ mod tests {
         assert_ne!(a, bytes(5, 2, 4096));
         assert_ne!(a, bytes(6, 1, 4096));
         assert_eq!(check(&bytes(5, 2, 4096), 512).mismatch_at, Some(0));
+    }
+
+    #[test]
+    fn queued_sums_the_unread_bytes_of_the_ports_connections_only() {
+        // Kernel 7.3's format: the listener (0A) on 5400 with a backlog of
+        // 2, two established flows on 5400, one on another port.
+        let text = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 02004D0A:1518 00000000:0000 0A 00000000:00000002 00:00000000 00000000     0        0 1 1 0 100 0 0 10 0
+   1: 02004D0A:1518 01004D0A:9C40 01 00000000:00010000 00:00000000 00000000     0        0 2 1 0 20 4 30 10 -1
+   2: 02004D0A:1518 01004D0A:9C42 08 00000000:00000100 00:00000000 00000000     0        0 3 1 0 20 4 30 10 -1
+   3: 02004D0A:1519 01004D0A:9C44 01 00000000:00000400 00:00000000 00000000     0        0 4 1 0 20 4 30 10 -1
+";
+        assert_eq!(queued_in(text, 5400), 0x1_0000 + 0x100);
+        assert_eq!(queued_in(text, 5401), 0x400);
+        assert_eq!(queued_in(text, 5402), 0);
     }
 
     #[test]
