@@ -11,7 +11,7 @@
 //!     [--workloads drain,steady] [--sweep 256,362,...,16384] [--rounds 2]
 //!     [--warmup-secs 2] [--window-secs 3] [--ctl-window-secs 3]
 //!     [--quiet-secs 9] [--pptune-quiet-secs 30] [--max-run-secs 90]
-//!     [--tuners max-once,doubling,one-shot,naive,pptune]
+//!     [--tuners max-once,doubling,one-shot,naive,pptune|none]
 //! ```
 //!
 //! Every point is a fresh wire (tests/src/wire.rs: A in `pp-tx`, B with
@@ -215,6 +215,7 @@ fn opts() -> Opts {
         max_run: num("--max-run-secs", 90.0),
         tuners: list("--tuners", "max-once,doubling,one-shot,naive,pptune")
             .iter()
+            .filter(|s| *s != "none")
             .map(|s| Tuner::parse(s))
             .collect(),
         workloads: list("--workloads", "drain,steady"),
