@@ -15,8 +15,9 @@
 # much again) and runs the driver in it. pptune runs with
 # benches/outcome-policy.yaml (see benches/results/wire-outcome.md for why
 # it fits the wire unchanged). Results: NAME.jsonl (one line per
-# measurement), NAME-run.json (VM time), NAME.md (the tables and verdicts
-# of benches/wire_report.py). --smoke: one workload, 2 rings, 1 round,
+# measurement), NAME-run.json (VM time), NAME-tables.md (the tables and
+# verdicts of benches/wire_report.py; benches/results/wire-outcome.md is the
+# hand-written reading of one run). --smoke: one workload, 2 rings, 1 round,
 # short windows, results under $CARGO_TARGET_DIR/bench-smoke.
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
@@ -28,7 +29,7 @@ while [ $# -gt 0 ]; do
         --smoke) SMOKE=1; shift ;;
         --name) NAME="$2"; shift 2 ;;
         --) shift; ADHOC=("$@"); break ;;
-        -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "wire-outcome: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -89,8 +90,8 @@ printf '{"git": "%s", "driver_virtual_s": %s, "driver_exit": %s, "host_total_s":
 log "VM: $VM_S s of guest (virtual) time, exit $VM_RC; host: $TOTAL s in all"
 rc=$vmrc
 if [ -f "$RES/$NAME.jsonl" ]; then
-    python3 "$REPO/benches/wire_report.py" "$RES/$NAME.jsonl" "$RES/$NAME-run.json" > "$RES/$NAME.md" || rc=1
-    cat "$RES/$NAME.md"
+    python3 "$REPO/benches/wire_report.py" "$RES/$NAME.jsonl" "$RES/$NAME-run.json" > "$RES/$NAME-tables.md" || rc=1
+    cat "$RES/$NAME-tables.md"
 else
     rc=1
 fi

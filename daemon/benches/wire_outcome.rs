@@ -47,7 +47,9 @@
 //! 1,000 frames B received, pool memory (`inflight-mem`, sampled every
 //! 0.5 s: mean and max), delivered application bytes per 10^9 busy guest
 //! instructions (busy jiffies × 10^7 under `--icount`), the application
-//! rate, B's overruns and the sender's retransmits. One JSON line per
+//! rate, B's overruns and the sender's retransmits; each row also carries
+//! the receiving netns's snmp/netstat deltas over the whole pptraffic run
+//! (`rx_snmp_run`: TCP's collapse, prune, out-of-order counts). One JSON line per
 //! measurement on stdout; `benches/wire_report.py` makes the tables.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // bench binary
 #![allow(clippy::cast_precision_loss)] // figures from counters far below 2^52
@@ -414,7 +416,7 @@ async fn static_point(o: &Opts, p: &Ppsim, w: &Workload, ring: u32, round: u32) 
     emit(
         m,
         json!({"kind": "static", "workload": w.name, "config": ring.to_string(), "round": round,
-               "intact": summary["intact"]}),
+               "intact": summary["intact"], "rx_snmp_run": summary["snmp"]}),
     );
 }
 
@@ -542,7 +544,8 @@ async fn tuned_run(o: &Opts, p: &Ppsim, w: &Workload, tuner: Tuner) {
         json!({"kind": "tuned", "workload": w.name, "config": tuner.name(), "changes": ctl.changes,
                "last_change_s": ctl.last_change_s, "run_s": run_s, "max_ring": max,
                "changed_in_window": changed_in_window, "stopped_by_max": stopped_by_max, "daemon_cpu_s": daemon_cpu,
-               "intact": summary["intact"], "timeline": ctl.timeline}),
+               "intact": summary["intact"], "rx_snmp_run": summary["snmp"],
+               "timeline": ctl.timeline}),
     );
 }
 
