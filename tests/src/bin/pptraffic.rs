@@ -292,17 +292,23 @@ impl Received {
 }
 
 /// Read until EAGAIN (`Ok(false)`) or EOF (`Ok(true)`).
+/// Each read is counted in `live` at once: a drain can last seconds when
+/// the sender keeps up, and a `mark` must not see its bytes all at its end.
 fn drain_once(
     s: &mut TcpStream,
     buf: &mut [u8],
     r: &mut Received,
     data: Option<&[u8]>,
+    live: &Live,
 ) -> Res<bool> {
     let before = r.bytes;
     let eof = loop {
         match s.read(buf) {
             Ok(0) => break true,
-            Ok(n) => r.take(&buf[..n], data)?,
+            Ok(n) => {
+                r.take(&buf[..n], data)?;
+                live.received.fetch_add(n as u64, Ordering::Relaxed);
+            }
             Err(e) if e.kind() == ErrorKind::WouldBlock => break false,
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) => return Err(e.into()),
@@ -351,10 +357,7 @@ fn receive(args: &Args, mut s: TcpStream, t0: Instant, live: &Live) -> Res<Recei
                 } else {
                     pause
                 });
-                let before = r.bytes;
-                let eof = drain_once(&mut s, &mut buf, &mut r, data.as_deref())?;
-                live.received.fetch_add(r.bytes - before, Ordering::Relaxed);
-                if eof {
+                if drain_once(&mut s, &mut buf, &mut r, data.as_deref(), live)? {
                     break;
                 }
             }
