@@ -3,7 +3,7 @@
 #
 #   benches/run-all.sh            # everything (~1 h with warm caches)
 #   benches/run-all.sh --smoke    # only checks the benches still run (CI)
-#   benches/run-all.sh --only micro|observe|outcome
+#   benches/run-all.sh --only micro|observe|outcome|wire
 #
 # 1. cost of observing, in the VM -> benches/results/observe-cost.json/.svg
 #    (and vm-snapshot-2048.json, the render micro-bench's recorded input);
@@ -13,6 +13,8 @@
 #    -> benches/results/micro.json (+ micro-render.log: the render CPU-time line)
 # 3. tuning outcome, in the VM   -> benches/results/outcome-{zonelock,devmem,queues,settle}.json
 #    (+ outcome-run.json: each part's VM time; under an hour)
+# 4. tuning outcome on real traffic (the ppsim wire, --icount)
+#    -> benches/results/wire-outcome.{jsonl,md} (+ wire-outcome-run.json)
 # The VM parts need root, qemu and the cached test kernel (tests/vm/kernel.sh
 # builds it on first use). --smoke writes under $CARGO_TARGET_DIR/bench-smoke
 # and leaves benches/results alone.
@@ -24,7 +26,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --smoke) SMOKE=1; shift ;;
         --only) ONLY="$2"; shift 2 ;;
-        -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "run-all: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -89,6 +91,13 @@ if want outcome; then
         # time and the total (BENCHMARKS.md §3.0).
         benches/outcome.sh || failed+=(outcome)
     fi
+fi
+
+if want wire; then
+    echo "== tuning outcome on the wire (VM, icount)"
+    # Static rings, max-once, doubling, one-shot, naive and pptune on TCP
+    # over the ppsim wire (benches/results/wire-outcome.md).
+    benches/wire-outcome.sh "${smoke[@]}" || failed+=(wire)
 fi
 
 if [ ${#failed[@]} -gt 0 ]; then

@@ -42,21 +42,17 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // bench binary
 #![allow(clippy::disallowed_types)] // wall-clock timing of a bench run
 
-use std::process::{Child, Command, Stdio};
+#[path = "shared/mod.rs"]
+mod shared;
+
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use netlink::Client;
 use policy::signals::{recycle_miss_share, slow_refill_share};
 use pptune_tests::pools::{attached_inflight_mem, attached_pools, set_rx_ring, stats_of};
 use pptune_tests::ppsim::{CostPreset, Knobs, Ppsim, PpsimDev};
-
-/// The value of the last `name VALUE` on the command line (so a part's own
-/// options override the common ones before them).
-fn arg(name: &str) -> Option<String> {
-    let args: Vec<String> = std::env::args().collect();
-    let at = args.iter().rposition(|a| a == name)?;
-    args.get(at + 1).cloned()
-}
+use shared::{Daemon, GROW_AT, arg, naive_next};
 
 #[derive(Debug, Clone, Copy)]
 struct Workload {
@@ -293,32 +289,6 @@ fn line(kind: &str, w: &Workload, config: &str, m: &Window, extra: &str) -> Stri
     )
 }
 
-struct Daemon(Child);
-
-impl Daemon {
-    /// CPU seconds (user + system) the daemon has used so far, from
-    /// /proc/PID/stat (fields 14 and 15, in clock ticks of `getconf CLK_TCK`).
-    fn cpu_secs(&self) -> Option<f64> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.0.id())).ok()?;
-        // The command name (field 2) may hold spaces: count after its ')'.
-        let rest = &stat[stat.rfind(')')? + 2..];
-        let f: Vec<&str> = rest.split(' ').collect();
-        let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
-        let out = Command::new("getconf").arg("CLK_TCK").output().ok()?;
-        let hz: f64 = String::from_utf8_lossy(&out.stdout).trim().parse().ok()?;
-        Some(ticks / hz)
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        // SIGTERM through kill(1): no libc in this crate; the daemon keeps
-        // its tuned values on stop (on_stop: keep).
-        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
-        let _ = self.0.wait();
-    }
-}
-
 /// The naive tuner (the rule generic tuners use): after every window whose
 /// ring_full share is at or above 5 % (the policy's grow threshold), grow
 /// the ring by 25 %, up to the maximum. Watched like the pptune run.
@@ -335,7 +305,6 @@ async fn naive(
     window_secs: u64,
     max_ring: u32,
 ) {
-    const GROW_AT: f64 = 0.05;
     let d = device(p, queues, w, knobs);
     d.set_up(true).unwrap();
     if w.running {
@@ -371,7 +340,7 @@ async fn naive(
             .unwrap_or(0.0);
         let ring = rx_ring(c, ifx).await;
         if share >= GROW_AT && ring < max_ring {
-            let to = (ring + ring.div_ceil(4)).min(max_ring);
+            let to = naive_next(ring, max_ring);
             set_rx_ring(c, &d, to).await;
             changes += 1;
             last_change_s = t0.elapsed().as_secs_f64();

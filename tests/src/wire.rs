@@ -410,3 +410,120 @@ pub fn kernel_trouble_since(mark: usize) -> Vec<String> {
         .map(str::to_owned)
         .collect()
 }
+
+/// A netlink client whose sockets live in netns `ns`, driven by the
+/// calling thread's runtime: the thread enters `ns`, connects and comes
+/// back (a socket keeps the namespace it was created in). Unlike
+/// [`in_netns`], the client outlives the call.
+pub async fn client_in(ns: &str) -> Client {
+    let here = std::fs::File::open("/proc/thread-self/ns/net").expect("this thread's netns");
+    let path = format!("/run/netns/{ns}");
+    let there = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    setns(&there, CloneFlags::CLONE_NEWNET).unwrap_or_else(|e| panic!("setns {ns}: {e}"));
+    let c = Client::connect().await;
+    setns(&here, CloneFlags::CLONE_NEWNET).expect("back to this thread's netns");
+    c.expect("netlink client")
+}
+
+/// The counters of every page pool a namespace listed, each pool's last
+/// seen values kept after it vanishes: a rebuild (`ethtool -G`) destroys
+/// B's pools and makes new ones, and a destroyed pool whose pages all came
+/// home disappears from the dump with its counters. Sum a window over
+/// every pool that existed in it with [`PoolLedger::since`]; refresh often
+/// enough that no pool lives and vanishes between two refreshes.
+#[derive(Debug, Clone, Default)]
+pub struct PoolLedger {
+    pools: std::collections::BTreeMap<u64, PoolStats>,
+}
+
+impl PoolLedger {
+    /// Takes the current counters of every pool `c`'s namespace lists.
+    pub async fn refresh(&mut self, c: &Client) {
+        for s in c.page_pool_stats().await.expect("page-pool-stats-get") {
+            if let Some(id) = s.info.as_ref().and_then(|i| i.id) {
+                self.pools
+                    .insert(id, pptune::sample::kernel_netlink::pool_stats(&s.counters));
+            }
+        }
+    }
+
+    /// Counters summed over every pool seen: for each pool, what it
+    /// counted since `earlier` (all of it for a pool `earlier` did not
+    /// know, which started at zero).
+    pub fn since(&self, earlier: &Self) -> PoolStats {
+        self.pools
+            .iter()
+            .fold(PoolStats::default(), |acc, (id, now)| {
+                let d = earlier
+                    .pools
+                    .get(id)
+                    .map_or(Some(*now), |e| now.delta(e))
+                    .expect("pool counters go backwards");
+                acc.add(&d)
+            })
+    }
+}
+
+/// `(busy, total)` jiffies of all CPUs (`/proc/stat`, USER_HZ 100): busy
+/// is user + nice + system + irq + softirq, total adds idle and iowait.
+/// Under `--icount` a jiffy of busy time is 10^7 guest instructions
+/// (tests/vm/wire-cost.sh).
+pub fn cpu_jiffies() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
+    let line = stat.lines().next().expect("the cpu line");
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|v| v.parse().expect("a number"))
+        .collect();
+    let at = |i: usize| f.get(i).copied().unwrap_or(0);
+    let busy = at(0) + at(1) + at(2) + at(5) + at(6);
+    (busy, busy + at(3) + at(4))
+}
+
+/// `Group.Name` of `/proc/net/snmp` in netns `ns` (`Tcp.RetransSegs`).
+pub fn snmp_in(ns: &str, key: &str) -> u64 {
+    let (group, name) = key.split_once('.').expect("Group.Name");
+    let text = ns_exec(ns, &["cat", "/proc/net/snmp"]);
+    let lines: Vec<&str> = text.lines().collect();
+    lines
+        .chunks(2)
+        .find_map(|pair| {
+            let [names, values] = pair else { return None };
+            let names = names.strip_prefix(group)?.strip_prefix(':')?;
+            let values = values.strip_prefix(group)?.strip_prefix(':')?;
+            names
+                .split_whitespace()
+                .zip(values.split_whitespace())
+                .find(|(n, _)| *n == name)
+                .and_then(|(_, v)| v.parse().ok())
+        })
+        .unwrap_or_else(|| panic!("{key} not in {ns}'s /proc/net/snmp"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{PoolLedger, PoolStats};
+
+    fn stats(ring_full: u64, slow: u64) -> PoolStats {
+        PoolStats {
+            recycle_ring_full: ring_full,
+            alloc_slow: slow,
+            ..PoolStats::default()
+        }
+    }
+
+    #[test]
+    fn a_window_sums_known_pools_deltas_new_pools_whole_and_vanished_ones_last_seen() {
+        let mut start = PoolLedger::default();
+        start.pools.insert(1, stats(10, 1));
+        start.pools.insert(2, stats(5, 5));
+        let mut end = start.clone();
+        // Pool 1 moved on; pool 2 vanished (its last seen values stay);
+        // pool 3 was made by a rebuild in the window.
+        end.pools.insert(1, stats(30, 4));
+        end.pools.insert(3, stats(7, 2));
+        assert_eq!(end.since(&start), stats(20 + 7, 3 + 2));
+        assert_eq!(start.since(&start), PoolStats::default());
+    }
+}

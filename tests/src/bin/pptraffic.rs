@@ -11,7 +11,12 @@
 //! everything to EAGAIN; `--sync` aligns the pauses of all receivers, so
 //! the sockets return their pages together, the analogue of ppsim's
 //! bursts). Senders stop after `--duration-ms` (or `--bytes` per flow);
-//! receivers read to EOF.
+//! receivers read to EOF. With `--control` a driver steers the run over
+//! stdin: each `mark` line makes the program print a `mark` line (bytes
+//! read so far over all flows; bytes the receiving sockets hold in order
+//! and unread, from `/proc/net/tcp`; ms since the start), so a bench can
+//! take the kernel's counters at the same instant; `stop` (or the end of
+//! stdin) makes the senders stop writing.
 //!
 //! Output: JSON lines on stdout. The first echoes every parameter (and the
 //! receiving namespace's `tcp_rmem`/`tcp_wmem`); then one line per flow
@@ -26,9 +31,10 @@
 use std::collections::BTreeMap;
 use std::error::Error;
 use std::fs::File;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{BufRead, ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddrV4, TcpListener, TcpStream};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -105,6 +111,70 @@ struct Args {
     /// SO_SNDBUF of the senders; 0 = autotuning.
     #[arg(long, default_value_t = 0)]
     sndbuf: usize,
+    /// Read `mark` / `stop` commands from stdin (see the module docs).
+    #[arg(long)]
+    control: bool,
+}
+
+/// What the flows share with the control thread: bytes received so far
+/// over all flows, and whether the senders must stop.
+#[derive(Debug, Default)]
+struct Live {
+    received: AtomicU64,
+    stop: AtomicBool,
+}
+
+/// Bytes the established sockets on local `port` of this thread's netns
+/// hold in order and unread: `rx_queue` of `/proc/net/tcp` (`rcv_nxt −
+/// copied_seq`; the listener's field is its accept backlog, left out).
+/// Read + queued is what TCP delivered, whatever the readers' phase.
+fn queued(port: u16) -> u64 {
+    std::fs::read_to_string("/proc/thread-self/net/tcp").map_or(0, |t| queued_in(&t, port))
+}
+
+/// [`queued`] over the text of a `/proc/net/tcp`.
+fn queued_in(text: &str, port: u16) -> u64 {
+    let want = format!(":{port:04X}");
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (local, state, queues) = (f.get(1)?, f.get(3)?, f.get(4)?);
+            (local.ends_with(&want) && *state != "0A").then_some(())?;
+            u64::from_str_radix(queues.split_once(':')?.1, 16).ok()
+        })
+        .sum()
+}
+
+impl Live {
+    /// `--control`: answer `mark` lines on stdin with a `mark` line on
+    /// stdout; `stop` or the end of stdin stops the senders.
+    fn serve(&self, t0: Instant, port: u16) {
+        let mut n = 0u64;
+        for line in std::io::stdin().lock().lines() {
+            match line.as_deref().map(str::trim) {
+                Ok("mark") => {
+                    n += 1;
+                    // The count first: a read between the two is then in
+                    // neither, never in both.
+                    let received = self.received.load(Ordering::Relaxed);
+                    println!(
+                        "{}",
+                        json!({
+                            "type": "mark",
+                            "n": n,
+                            "received": received,
+                            "queued": queued(port),
+                            "elapsed_ms": t0.elapsed().as_millis(),
+                        })
+                    );
+                }
+                Ok("stop") | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+        self.stop.store(true, Ordering::Relaxed);
+    }
 }
 
 /// The seeded stream of one flow, twice over so any window of up to
@@ -159,7 +229,7 @@ struct Sent {
 
 /// One sender: enter the tx namespace, connect, announce the flow id,
 /// write the stream until the deadline or the byte limit.
-fn send(args: &Args, flow: u32, deadline: Instant) -> Res<Sent> {
+fn send(args: &Args, flow: u32, deadline: Instant, live: &Live) -> Res<Sent> {
     enter_netns(&args.tx_netns)?;
     let mut s = TcpStream::connect(SocketAddrV4::new(args.addr, args.port))?;
     if args.sndbuf > 0 {
@@ -169,7 +239,10 @@ fn send(args: &Args, flow: u32, deadline: Instant) -> Res<Sent> {
     let data = stream_of(args.seed, flow);
     let msg = args.msg_bytes.clamp(1, PERIOD);
     let mut sent = 0u64;
-    while Instant::now() < deadline && (args.bytes == 0 || sent < args.bytes) {
+    while Instant::now() < deadline
+        && !live.stop.load(Ordering::Relaxed)
+        && (args.bytes == 0 || sent < args.bytes)
+    {
         let off = usize::try_from(sent % PERIOD as u64)?;
         let mut len = msg;
         if args.bytes > 0 {
@@ -219,17 +292,23 @@ impl Received {
 }
 
 /// Read until EAGAIN (`Ok(false)`) or EOF (`Ok(true)`).
+/// Each read is counted in `live` at once: a drain can last seconds when
+/// the sender keeps up, and a `mark` must not see its bytes all at its end.
 fn drain_once(
     s: &mut TcpStream,
     buf: &mut [u8],
     r: &mut Received,
     data: Option<&[u8]>,
+    live: &Live,
 ) -> Res<bool> {
     let before = r.bytes;
     let eof = loop {
         match s.read(buf) {
             Ok(0) => break true,
-            Ok(n) => r.take(&buf[..n], data)?,
+            Ok(n) => {
+                r.take(&buf[..n], data)?;
+                live.received.fetch_add(n as u64, Ordering::Relaxed);
+            }
             Err(e) if e.kind() == ErrorKind::WouldBlock => break false,
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) => return Err(e.into()),
@@ -248,7 +327,7 @@ fn until_epoch(t0: Instant, pause: Duration) -> Duration {
     Duration::from_nanos(u64::try_from(next - since).unwrap_or(u64::MAX))
 }
 
-fn receive(args: &Args, mut s: TcpStream, t0: Instant) -> Res<Received> {
+fn receive(args: &Args, mut s: TcpStream, t0: Instant, live: &Live) -> Res<Received> {
     let mut id = [0u8; 4];
     s.read_exact(&mut id)?;
     let mut r = Received {
@@ -261,7 +340,10 @@ fn receive(args: &Args, mut s: TcpStream, t0: Instant) -> Res<Received> {
         Pattern::Steady => loop {
             match s.read(&mut buf) {
                 Ok(0) => break,
-                Ok(n) => r.take(&buf[..n], data.as_deref())?,
+                Ok(n) => {
+                    r.take(&buf[..n], data.as_deref())?;
+                    live.received.fetch_add(n as u64, Ordering::Relaxed);
+                }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => return Err(e.into()),
             }
@@ -275,7 +357,7 @@ fn receive(args: &Args, mut s: TcpStream, t0: Instant) -> Res<Received> {
                 } else {
                     pause
                 });
-                if drain_once(&mut s, &mut buf, &mut r, data.as_deref())? {
+                if drain_once(&mut s, &mut buf, &mut r, data.as_deref(), live)? {
                     break;
                 }
             }
@@ -300,6 +382,7 @@ fn start_receivers(
     args: &Arc<Args>,
     l: &TcpListener,
     t0: Instant,
+    live: &Arc<Live>,
 ) -> Res<Vec<thread::JoinHandle<Res<Received>>>> {
     let mut rx = Vec::new();
     // A sender that cannot connect must not leave the listener waiting.
@@ -316,7 +399,8 @@ fn start_receivers(
         };
         s.set_nonblocking(false)?;
         let a = Arc::clone(args);
-        rx.push(thread::spawn(move || receive(&a, s, t0)));
+        let live = Arc::clone(live);
+        rx.push(thread::spawn(move || receive(&a, s, t0, &live)));
     }
     Ok(rx)
 }
@@ -332,13 +416,21 @@ fn run(args: Args) -> Res<bool> {
     let snmp0 = read_snmp()?;
     let t0 = Instant::now();
     let deadline = t0 + Duration::from_millis(args.duration_ms);
+    let live = Arc::new(Live::default());
+    if args.control {
+        // Not joined: it blocks on stdin until the driver stops the run.
+        let live = Arc::clone(&live);
+        let port = args.port;
+        thread::spawn(move || live.serve(t0, port));
+    }
     let tx: Vec<_> = (0..args.tcp)
         .map(|flow| {
             let a = Arc::clone(&args);
-            thread::spawn(move || send(&a, flow, deadline))
+            let live = Arc::clone(&live);
+            thread::spawn(move || send(&a, flow, deadline, &live))
         })
         .collect();
-    let rx = start_receivers(&args, &l, t0)?;
+    let rx = start_receivers(&args, &l, t0, &live)?;
     let mut sent = BTreeMap::new();
     for h in tx {
         let s = h.join().map_err(|_| "a sender panicked")??;
@@ -397,7 +489,7 @@ fn main() -> std::process::ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::{PERIOD, Received, stream_of, until_epoch};
+    use super::{PERIOD, Received, queued_in, stream_of, until_epoch};
     use std::time::{Duration, Instant};
 
     /// The first `n` bytes of flow `flow`'s stream.
@@ -461,6 +553,21 @@ mod tests {
         assert_ne!(a, bytes(5, 2, 4096));
         assert_ne!(a, bytes(6, 1, 4096));
         assert_eq!(check(&bytes(5, 2, 4096), 512).mismatch_at, Some(0));
+    }
+
+    #[test]
+    fn queued_sums_the_unread_bytes_of_the_ports_connections_only() {
+        // Kernel 7.3's format: the listener (0A) on 5400 with a backlog of
+        // 2, two established flows on 5400, one on another port.
+        let text = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 02004D0A:1518 00000000:0000 0A 00000000:00000002 00:00000000 00000000     0        0 1 1 0 100 0 0 10 0
+   1: 02004D0A:1518 01004D0A:9C40 01 00000000:00010000 00:00000000 00000000     0        0 2 1 0 20 4 30 10 -1
+   2: 02004D0A:1518 01004D0A:9C42 08 00000000:00000100 00:00000000 00000000     0        0 3 1 0 20 4 30 10 -1
+   3: 02004D0A:1519 01004D0A:9C44 01 00000000:00000400 00:00000000 00000000     0        0 4 1 0 20 4 30 10 -1
+";
+        assert_eq!(queued_in(text, 5400), 0x1_0000 + 0x100);
+        assert_eq!(queued_in(text, 5401), 0x400);
+        assert_eq!(queued_in(text, 5402), 0);
     }
 
     #[test]

@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""Tables and verdicts of the wire outcome bench (benches/wire-outcome.sh).
+
+    benches/wire_report.py RESULTS.jsonl [RUN.json]  > RESULTS.md
+
+Reads the driver's JSON lines (daemon/benches/wire_outcome.rs) and prints,
+per workload, Markdown: the static sweep (mean over the rounds and the
+range), best static, the tuned runs (max once, doubling, one-shot, naive,
+pptune), and the issue's targets judged from these numbers only.
+
+The figure is delivered application bytes per 10^9 busy guest instructions
+(`bytes_per_gi`, shown in MB; higher is better): bytes TCP delivered in
+order to the receiving sockets in the window (read by the application, or
+queued unread: independent of where the readers are in their pause). Best static: the ring with the best
+mean; its spread is the range of its rounds; the best static ring is the
+smallest ring whose mean is within that spread (mean >= the best ring's
+worst round). The same rule on slow-path allocations per 1,000 frames
+(lower is better) is printed beside it.
+"""
+import json
+import sys
+from collections import defaultdict
+
+TUNERS = ["max-once", "doubling", "one-shot", "naive", "pptune"]
+MIB = 1 << 20
+
+
+def load(path):
+    rows = [json.loads(line) for line in open(path) if line.strip()]
+    for r in rows:
+        if "bytes_per_gi" in r:
+            r["mb_per_gi"] = r["bytes_per_gi"] / 1e6
+            # B's frames (kernel qstats; a page each, <= 1,448 payload bytes)
+            # per 10^9 busy instructions, in thousands, and the delivered
+            # bytes per frame that check the application's count: above
+            # 1,448 or far below it, the window's byte count is off (the
+            # drain pattern counted a drain's bytes at its end before
+            # 6961ca37).
+            r["kf_per_gi"] = r["frames"] * 100 / max(r["busy_jiffies"], 1) / 1e3
+            r["bpf"] = r["app_bytes"] / max(r["frames"], 1)
+    meta = next((r for r in rows if r["kind"] == "meta"), {})
+    kernel = next((r for r in rows if r["kind"] == "kernel"), None)
+    return meta, kernel, rows
+
+
+def mean(xs):
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def sweep(rows, wl):
+    """ring -> list of static rows (one per round)."""
+    by = defaultdict(list)
+    for r in rows:
+        if r["kind"] == "static" and r["workload"] == wl:
+            by[int(r["config"])].append(r)
+    return dict(sorted(by.items()))
+
+
+def best_static(by, key, higher):
+    """(best ring by mean, its range, smallest ring within the range)."""
+    means = {ring: mean([r[key] for r in rs]) for ring, rs in by.items()}
+    best = (max if higher else min)(means, key=lambda k: means[k])
+    vals = [r[key] for r in by[best]]
+    lo, hi = min(vals), max(vals)
+    ok = [ring for ring, m in means.items() if (m >= lo if higher else m <= hi)]
+    return best, (lo, hi), min(ok), means
+
+
+def fmt_range(rs, key, f="{:.0f}"):
+    vals = [r[key] for r in rs]
+    if len(vals) == 1:
+        return f.format(vals[0])
+    return (f + " [" + f + "–" + f + "]").format(mean(vals), min(vals), max(vals))
+
+
+def static_table(by):
+    out = ["| ring | MB / 10⁹ busy instr (mean [range]) | k frames / 10⁹ busy instr | bytes / frame | app MB/s (virtual) | slow / 1000 frames "
+           "| ring_full / 1000 | cached / 1000 | ring / 1000 | pool mem mean / max (MiB) "
+           "| B overruns | sender retrans | frames |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for ring, rs in by.items():
+        out.append(
+            f"| {ring} | {fmt_range(rs, 'mb_per_gi', '{:.1f}')} | {fmt_range(rs, 'kf_per_gi', '{:.1f}')} "
+            f"| {' / '.join(f'{r[chr(98) + chr(112) + chr(102)]:.0f}' for r in rs)} | {fmt_range(rs, 'app_mb_s', '{:.1f}')} "
+            f"| {fmt_range(rs, 'slow_per_k', '{:.2f}')} | {fmt_range(rs, 'ring_full_per_k', '{:.1f}')} "
+            f"| {mean([r['cached_per_k'] for r in rs]):.1f} | {mean([r['ring_per_k'] for r in rs]):.1f} "
+            f"| {mean([r['mem_mean'] for r in rs]) / MIB:.1f} / {max(r['mem_max'] for r in rs) / MIB:.1f} "
+            f"| {' / '.join(str(r['overruns']) for r in rs)} | {' / '.join(str(r['retrans']) for r in rs)} "
+            f"| {' / '.join(str(r['frames']) for r in rs)} |")
+    return out
+
+
+def tuned_rows(rows, wl):
+    return {r["config"]: r for r in rows if r["kind"] == "tuned" and r["workload"] == wl}
+
+
+def tuned_table(by, best_ring, best_row_vals, tuned):
+    out = ["| config | MB / 10⁹ busy instr | k frames / 10⁹ busy instr | app MB/s | slow / 1000 | ring_full / 1000 | final ring "
+           "| changes | last change (s) | pool mem mean / max (MiB) | B overruns | retrans | note |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    rs = by[best_ring]
+    out.append(
+        f"| best static ({best_ring}) | {fmt_range(rs, 'mb_per_gi', '{:.1f}')} | {fmt_range(rs, 'kf_per_gi', '{:.1f}')} "
+        f"| {fmt_range(rs, 'app_mb_s', '{:.1f}')} "
+        f"| {fmt_range(rs, 'slow_per_k', '{:.2f}')} | {fmt_range(rs, 'ring_full_per_k', '{:.1f}')} "
+        f"| {best_ring} | 0 | – | {mean([r['mem_mean'] for r in rs]) / MIB:.1f} / "
+        f"{max(r['mem_max'] for r in rs) / MIB:.1f} | {' / '.join(str(r['overruns']) for r in rs)} "
+        f"| {' / '.join(str(r['retrans']) for r in rs)} | {len(rs)} rounds |")
+    for name in TUNERS:
+        r = tuned.get(name)
+        if r is None:
+            continue
+        note = []
+        if r.get("changed_in_window"):
+            note.append("ring changed in the measured window")
+        if r.get("stopped_by_max"):
+            note.append("stopped by --max-run-secs before its quiet time")
+        if r.get("daemon_cpu_s") is not None:
+            note.append(f"daemon CPU {r['daemon_cpu_s']:.2f} s")
+        if r.get("intact") is not True:
+            note.append("STREAMS NOT INTACT")
+        out.append(
+            f"| {name} | {r['mb_per_gi']:.1f} | {r['kf_per_gi']:.1f} | {r['app_mb_s']:.1f} | {r['slow_per_k']:.2f} "
+            f"| {r['ring_full_per_k']:.1f} | {r['ring']} | {r['changes']} | {r['last_change_s']:.1f} "
+            f"| {r['mem_mean'] / MIB:.1f} / {r['mem_max'] / MIB:.1f} | {r['overruns']} | {r['retrans']} "
+            f"| {'; '.join(note)} |")
+    return out
+
+
+def verdicts(by, best_ring, spread, tuned, key="mb_per_gi", label="MB / 10⁹ busy instructions"):
+    p = tuned.get("pptune")
+    if p is None:
+        return ["(no pptune run)"]
+    lo, hi = spread
+    out = []
+    ok = p[key] >= lo
+    out.append(f"- figure ({label}) within the spread of best static ({best_ring}): pptune {p[key]:.1f} vs "
+               f"best static's rounds {lo:.1f}–{hi:.1f}: **{'met' if ok else 'NOT met'}**")
+    ok = p["ring"] <= 2 * best_ring
+    out.append(f"- ring ≤ 2× best static ring: {p['ring']} vs 2 × {best_ring} = {2 * best_ring}: "
+               f"**{'met' if ok else 'NOT met'}**")
+    ok = p["changes"] <= 2
+    out.append(f"- ≤ 2 changes: {p['changes']}: **{'met' if ok else 'NOT met'}**")
+    m = tuned.get("max-once")
+    if m is not None:
+        quarter = m["ring"] / 4
+        if best_ring <= quarter:
+            ok = p["mem_mean"] <= m["mem_mean"] / 4
+            out.append(f"- pool memory ≤ ¼ of max once's (best static {best_ring} ≤ max/4 = {quarter:.0f}): "
+                       f"{p['mem_mean'] / MIB:.1f} vs {m['mem_mean'] / MIB:.1f} / 4 = "
+                       f"{m['mem_mean'] / 4 / MIB:.1f} MiB: **{'met' if ok else 'NOT met'}**")
+        else:
+            out.append(f"- pool memory vs max once: not judged (best static {best_ring} > max/4 = {quarter:.0f})")
+    for name in TUNERS[:-1]:
+        b = tuned.get(name)
+        if b is None:
+            continue
+        width = hi - lo
+        cmp = "≥" if p[key] >= b[key] - width else "<"
+        out.append(f"- against {name} ({label}): pptune {p[key]:.1f} {cmp} {name} {b[key]:.1f} "
+                   f"(tolerance: best static's spread, {width:.1f}); memory {p['mem_mean'] / MIB:.1f} vs "
+                   f"{b['mem_mean'] / MIB:.1f} MiB; changes {p['changes']} vs {b['changes']}")
+    return out
+
+
+def workload(rows, wl):
+    by = sweep(rows, wl)
+    if not by:
+        return []
+    best, spread, best_ring, _ = best_static(by, "mb_per_gi", True)
+    sbest, sspread, sring, _ = best_static(by, "slow_per_k", False)
+    tuned = tuned_rows(rows, wl)
+    out = [f"### {wl}", "", "Static sweep (one fresh wire per point; rounds interleaved):", ""]
+    out += static_table(by)
+    out += ["", f"Best static on MB delivered per 10⁹ busy instructions: best mean at ring {best} "
+                f"(rounds {spread[0]:.1f}–{spread[1]:.1f}); smallest ring within that spread: **{best_ring}**. "
+                f"On slow-path allocations per 1,000 frames: best mean at {sbest} "
+                f"({sspread[0]:.2f}–{sspread[1]:.2f}); smallest ring within: **{sring}**.", ""]
+    out += tuned_table(by, best_ring, spread, tuned)
+    out += [""]
+    for name in TUNERS:
+        r = tuned.get(name)
+        if r is not None and r.get("timeline"):
+            steps = ", ".join(f"{t:.0f}s:{ring}" + ("" if s is None else f"({s:.2f})")
+                              for t, ring, s in r["timeline"])
+            out.append(f"- {name} timeline (s: ring (ring_full share of the window)): {steps}")
+    fbest, fspread, fring, _ = best_static(by, "kf_per_gi", True)
+    out += ["", f"Best static on thousand frames per 10⁹ busy instructions (kernel-counted): best mean at "
+                f"{fbest} ({fspread[0]:.1f}–{fspread[1]:.1f}); smallest ring within: **{fring}**."]
+    out += ["", "Targets (pptune, from the rows above):", ""]
+    out += verdicts(by, best_ring, spread, tuned)
+    out += verdicts(by, fring, fspread, tuned, "kf_per_gi", "k frames / 10⁹ busy instructions")
+    return out + [""]
+
+
+def main():
+    meta, kernel, rows = load(sys.argv[1])
+    run = json.load(open(sys.argv[2])) if len(sys.argv) > 2 else {}
+    wls = []
+    for r in rows:
+        if r["kind"] == "workload" and r["workload"] not in wls:
+            wls.append(r["workload"])
+    print(f"Clock: {meta.get('clock')}, {meta.get('cpus')} vCPU; rounds {meta.get('rounds')}, warm-up "
+          f"{meta.get('warmup_secs')} s, window {meta.get('window_secs')} s; tuners from ring "
+          f"{meta.get('start_ring')}, control window {meta.get('ctl_window_secs')} s, quiet "
+          f"{meta.get('quiet_secs')} s (pptune {meta.get('pptune_quiet_secs')} s), at most "
+          f"{meta.get('max_run_secs')} s; policy {meta.get('policy')}.")
+    if run:
+        print(f"Run: git {run.get('git')}, {run.get('driver_virtual_s')} s of guest time, "
+              f"{run.get('host_total_s')} s on the host (boot included).")
+    print()
+    for wl in wls:
+        print("\n".join(workload(rows, wl)))
+    if kernel is None:
+        print("**The run did not finish (no kernel check line).**")
+        return 1
+    if kernel["trouble"]:
+        print("**Kernel log trouble:**\n\n" + "\n".join(f"    {t}" for t in kernel["trouble"]))
+        return 1
+    print("Kernel log: no warning, oops or stalled pool shutdown during the run.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,591 @@
+//! Tuning outcome on real traffic: static RX rings, the tuning rules
+//! operators use, and pptune, on TCP over the ppsim wire (docs/testbed.md
+//! "The wire"), judged by the kernel's counters and the application only.
+//!
+//! Not a criterion bench: `benches/wire-outcome.sh` runs the built binary
+//! inside one 7.3 test VM under `--icount` (ppsim loaded from
+//! `PPTUNE_PPSIM_KO`):
+//!
+//! ```text
+//! wire_outcome-<hash> --pptraffic PATH --pptune PATH --policy FILE
+//!     [--workloads drain,steady] [--sweep 256,362,...,16384] [--rounds 2]
+//!     [--warmup-secs 2] [--window-secs 3] [--ctl-window-secs 3]
+//!     [--quiet-secs 9] [--pptune-quiet-secs 30] [--max-run-secs 90]
+//!     [--tuners max-once,doubling,one-shot,naive,pptune|none]
+//! ```
+//!
+//! Every point is a fresh wire (tests/src/wire.rs: A in `pp-tx`, B with
+//! one RX queue in `pp-rx`) and a fresh `pptraffic --control` run of the
+//! workload. **Static sweep**: B built at the ring, `--warmup-secs`, then
+//! a measured window of `--window-secs`; `--rounds` rounds, the sweep
+//! ascending in even rounds and descending in odd ones, so a drift of the
+//! host or guest does not fall on one end of the sweep. **Tuned runs**: B
+//! built at 256; a controller in this program reads B's pool counters per
+//! `--ctl-window-secs` window and acts through `ethtool -G` in `pp-rx`:
+//! - `max-once`: the device's maximum (ethtool's rx max) at the start, the
+//!   `.link RxBufferSize=max` way;
+//! - `doubling`: ring × 2 after every window whose ring_full share is ≥ 5 %;
+//! - `one-shot`: at the first window whose ring_full share is ≥ 5 %, once,
+//!   ring := R·(1 + F/K)·1.25 with F = `recycle.ring_full` and K =
+//!   `recycle.cached` + `recycle.ring` over that window: returns freed per
+//!   return that found room. If a burst of B pages returns to a ring of R,
+//!   R find room and B − R are freed, so R·(1 + F/K) = B, and the rule
+//!   sets 1.25 B;
+//! - `naive`: ring + 25 % after every window whose share is ≥ 5 %;
+//! - `pptune`: `pptune run` (enforce, `--policy`) started in `pp-rx`; this
+//!   program only watches B's ring each second.
+//!
+//! (the ring_full share is `policy::signals::recycle_miss_share`: F / (F + K).)
+//! A tuned run ends once it made no change for `--quiet-secs`
+//! (`--pptune-quiet-secs` for pptune: its policy's cooldown + evaluation),
+//! or after `--max-run-secs`; then one window is measured as a static
+//! point. Every measured window records, from B's page pools (netlink, in
+//! `pp-rx`, summed over every pool that existed in the window:
+//! `PoolLedger`), B's qstats, `/proc/stat`, pp-tx's `/proc/net/snmp` and
+//! pptraffic's byte count, taken together at `mark`s of the traffic
+//! program: slow-path allocations, ring_full and the recycle split per
+//! 1,000 frames B received, pool memory (`inflight-mem`, sampled every
+//! 0.5 s: mean and max), delivered application bytes per 10^9 busy guest
+//! instructions (busy jiffies × 10^7 under `--icount`), the application
+//! rate, B's overruns and the sender's retransmits; each row also carries
+//! the receiving netns's snmp/netstat deltas over the whole pptraffic run
+//! (`rx_snmp_run`: TCP's collapse, prune, out-of-order counts). One JSON line per
+//! measurement on stdout; `benches/wire_report.py` makes the tables.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // bench binary
+#![allow(clippy::cast_precision_loss)] // figures from counters far below 2^52
+
+#[path = "shared/mod.rs"]
+mod shared;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::Duration;
+
+use netlink::Client;
+use policy::signals::recycle_miss_share;
+use policy::snapshot::PoolStats;
+use pptune_tests::ppsim::Ppsim;
+use pptune_tests::wire::{
+    PoolLedger, RX_NS, TX_NS, Wire, client_in, cpu_jiffies, dmesg_mark, kernel_trouble_since,
+    snmp_in,
+};
+use serde_json::{Value, json};
+use shared::{Daemon, GROW_AT, arg, naive_next};
+use tokio::time::Instant;
+
+const SWEEP: &str = "256,362,512,724,1024,1448,2048,2896,4096,5793,8192,11585,16384";
+const START_RING: u32 = 256;
+const HOME: Duration = Duration::from_secs(30);
+const PORT: &str = "5400";
+
+#[derive(Debug)]
+struct Workload {
+    name: &'static str,
+    /// pptraffic's arguments (besides --control, --seed, --port).
+    args: &'static [&'static str],
+}
+
+const WORKLOADS: &[Workload] = &[
+    // Bursty: four receivers pause 50 ms in step, then drain to EAGAIN.
+    Workload {
+        name: "drain",
+        args: &[
+            "--tcp",
+            "4",
+            "--pattern",
+            "drain",
+            "--sync",
+            "--pause-ms",
+            "50",
+        ],
+    },
+    // One stream read continuously: a big ring should not help.
+    Workload {
+        name: "steady",
+        args: &["--tcp", "1", "--pattern", "steady"],
+    },
+    // The same four drains, not in step: the returns overlap.
+    Workload {
+        name: "drain-async",
+        args: &["--tcp", "4", "--pattern", "drain", "--pause-ms", "50"],
+    },
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tuner {
+    MaxOnce,
+    Doubling,
+    OneShot,
+    Naive,
+    Pptune,
+}
+
+impl Tuner {
+    fn parse(s: &str) -> Self {
+        match s {
+            "max-once" => Self::MaxOnce,
+            "doubling" => Self::Doubling,
+            "one-shot" => Self::OneShot,
+            "naive" => Self::Naive,
+            "pptune" => Self::Pptune,
+            _ => panic!("unknown tuner {s}"),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::MaxOnce => "max-once",
+            Self::Doubling => "doubling",
+            Self::OneShot => "one-shot",
+            Self::Naive => "naive",
+            Self::Pptune => "pptune",
+        }
+    }
+
+    /// The ring after a control window with counters `d` at `ring`
+    /// (`None`: no change). `acted`: the one-shot already acted.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // a ring: 0 < to <= max
+    fn next(self, ring: u32, d: &PoolStats, max: u32, acted: bool) -> Option<u32> {
+        let share = recycle_miss_share(d).unwrap_or(0.0);
+        if share < GROW_AT || ring >= max {
+            return None;
+        }
+        let to = match self {
+            Self::MaxOnce | Self::Pptune => return None,
+            Self::Doubling => ring.saturating_mul(2).min(max),
+            Self::Naive => naive_next(ring, max),
+            Self::OneShot if acted => return None,
+            Self::OneShot => {
+                let landed = d.recycle_cached + d.recycle_ring;
+                let f = d.recycle_ring_full as f64 / landed.max(1) as f64;
+                let to = (f64::from(ring) * (1.0 + f) * 1.25).ceil();
+                // Saturates: a NaN or an overflow becomes the device's max.
+                u32::try_from(to.min(f64::from(max)) as u64).unwrap_or(max)
+            }
+        };
+        Some(to)
+    }
+}
+
+#[derive(Debug)]
+struct Opts {
+    pptraffic: String,
+    pptune: String,
+    policy: String,
+    sweep: Vec<u32>,
+    rounds: u32,
+    warmup: f64,
+    window: f64,
+    ctl_window: u64,
+    quiet: f64,
+    pptune_quiet: f64,
+    max_run: f64,
+    tuners: Vec<Tuner>,
+    workloads: Vec<String>,
+}
+
+fn num<T: std::str::FromStr>(name: &str, default: T) -> T {
+    arg(name).map_or(default, |s| {
+        s.parse()
+            .unwrap_or_else(|_| panic!("{name}: not a number: {s}"))
+    })
+}
+
+fn opts() -> Opts {
+    let list = |name: &str, default: &str| -> Vec<String> {
+        arg(name)
+            .unwrap_or_else(|| default.into())
+            .split(',')
+            .map(str::to_owned)
+            .collect()
+    };
+    Opts {
+        pptraffic: arg("--pptraffic").expect("--pptraffic PATH"),
+        pptune: arg("--pptune").expect("--pptune PATH"),
+        policy: arg("--policy").expect("--policy FILE"),
+        sweep: list("--sweep", SWEEP)
+            .iter()
+            .map(|s| s.parse().expect("a ring"))
+            .collect(),
+        rounds: num("--rounds", 2),
+        warmup: num("--warmup-secs", 2.0),
+        window: num("--window-secs", 3.0),
+        ctl_window: num("--ctl-window-secs", 3),
+        quiet: num("--quiet-secs", 9.0),
+        pptune_quiet: num("--pptune-quiet-secs", 30.0),
+        max_run: num("--max-run-secs", 90.0),
+        tuners: list("--tuners", "max-once,doubling,one-shot,naive,pptune")
+            .iter()
+            .filter(|s| *s != "none")
+            .map(|s| Tuner::parse(s))
+            .collect(),
+        workloads: list("--workloads", "drain,steady"),
+    }
+}
+
+/// A `pptraffic --control` run: its stdin, and its stdout's JSON lines.
+struct Traffic {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<Value>,
+}
+
+impl Traffic {
+    fn start(o: &Opts, w: &Workload) -> Self {
+        let mut child = Command::new(&o.pptraffic)
+            .args(["--control", "--duration-ms", "36000000", "--seed", "29"])
+            .args(["--port", PORT])
+            .args(w.args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{}: {e}", o.pptraffic));
+        let stdin = child.stdin.take().expect("stdin");
+        let out = BufReader::new(child.stdout.take().expect("stdout"));
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for l in out.lines().map_while(Result::ok) {
+                let v = serde_json::from_str(&l).unwrap_or_else(|e| panic!("{l:?}: {e}"));
+                if tx.send(v).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    /// A `mark`: bytes the receivers read so far, and bytes delivered
+    /// (read + held in order, unread, in their sockets).
+    fn mark(&mut self) -> (u64, u64) {
+        writeln!(self.stdin, "mark").expect("pptraffic's stdin");
+        loop {
+            let v = self
+                .lines
+                .recv_timeout(Duration::from_secs(20))
+                .expect("pptraffic answers a mark");
+            match v["type"].as_str() {
+                Some("mark") => {
+                    let read = v["received"].as_u64().expect("received");
+                    return (read, read + v["queued"].as_u64().expect("queued"));
+                }
+                Some("error") => panic!("pptraffic: {v}"),
+                _ => {}
+            }
+        }
+    }
+
+    /// Stops the senders, waits for the end; the summary line.
+    fn stop(mut self) -> Value {
+        writeln!(self.stdin, "stop").expect("pptraffic's stdin");
+        drop(self.stdin);
+        let st = self.child.wait().expect("pptraffic");
+        let summary = self.lines.iter().find(|v| v["type"] == "summary");
+        let summary = summary.unwrap_or_else(|| panic!("pptraffic ended ({st}) without a summary"));
+        assert!(st.success(), "pptraffic: {st}: {summary}");
+        summary
+    }
+}
+
+/// Everything a window is measured from, taken at one instant.
+struct Snap {
+    t: Instant,
+    read: u64,
+    app: u64,
+    busy: u64,
+    total: u64,
+    ledger: PoolLedger,
+    frames: u64,
+    overruns: u64,
+    retrans: u64,
+}
+
+async fn snap(c: &Client, ifx: u32, ledger: &mut PoolLedger, tr: &mut Traffic) -> Snap {
+    let t = Instant::now();
+    let (read, app) = tr.mark();
+    let (busy, total) = cpu_jiffies();
+    ledger.refresh(c).await;
+    let q = c.qstats(Some(ifx), 0).await.expect("qstats-get");
+    let q = q.first().map(|q| q.counters).unwrap_or_default();
+    Snap {
+        t,
+        read,
+        app,
+        busy,
+        total,
+        ledger: ledger.clone(),
+        frames: q.rx_packets.unwrap_or(0),
+        overruns: q.rx_hw_drop_overruns.unwrap_or(0),
+        retrans: snmp_in(TX_NS, "Tcp.RetransSegs"),
+    }
+}
+
+async fn rx_ring(c: &Client, ifx: u32) -> u32 {
+    c.rings(ifx, None).await.expect("rings-get").rx.unwrap_or(0)
+}
+
+/// Pool memory now: `inflight-mem` of every pool `pp-rx` lists (attached
+/// and detached: B's only device there).
+async fn pool_mem(c: &Client) -> u64 {
+    let pools = c.page_pools().await.expect("page-pool-get");
+    pools.iter().filter_map(|p| p.inflight_mem).sum()
+}
+
+/// One measured window of `secs` at the ring B has now.
+async fn measure(
+    c: &Client,
+    ifx: u32,
+    ledger: &mut PoolLedger,
+    tr: &mut Traffic,
+    secs: f64,
+) -> Value {
+    let s0 = snap(c, ifx, ledger, tr).await;
+    let mut mem = Vec::new();
+    while s0.t.elapsed().as_secs_f64() + 0.5 <= secs {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        mem.push(pool_mem(c).await);
+        ledger.refresh(c).await;
+    }
+    let end = s0.t + Duration::from_secs_f64(secs);
+    tokio::time::sleep_until(end).await;
+    let s1 = snap(c, ifx, ledger, tr).await;
+    figures(&s0, &s1, &mem, rx_ring(c, ifx).await)
+}
+
+fn figures(s0: &Snap, s1: &Snap, mem: &[u64], ring: u32) -> Value {
+    let d = s1.ledger.since(&s0.ledger);
+    let frames = s1.frames - s0.frames;
+    let per_k = |n: u64| n as f64 * 1000.0 / frames.max(1) as f64;
+    let secs = (s1.t - s0.t).as_secs_f64();
+    let app = s1.app - s0.app;
+    let busy = s1.busy - s0.busy;
+    json!({
+        "ring": ring,
+        "secs": secs,
+        "frames": frames,
+        // delivered in order to the receiving sockets (read or queued)
+        "app_bytes": app,
+        "read_bytes": s1.read - s0.read,
+        "busy_jiffies": busy,
+        "total_jiffies": s1.total - s0.total,
+        // busy jiffies x 10^7 instructions (icount shift=0, USER_HZ 100)
+        "bytes_per_gi": app as f64 * 100.0 / busy.max(1) as f64,
+        "app_mb_s": app as f64 / secs / 1e6,
+        "slow_per_k": per_k(d.alloc_slow + d.alloc_slow_high_order),
+        "ring_full_per_k": per_k(d.recycle_ring_full),
+        "cached_per_k": per_k(d.recycle_cached),
+        "ring_per_k": per_k(d.recycle_ring),
+        "released_per_k": per_k(d.recycle_released_refcnt),
+        "ring_full_share": recycle_miss_share(&d),
+        "mem_mean": mem.iter().sum::<u64>() as f64 / mem.len().max(1) as f64,
+        "mem_max": mem.iter().max().copied().unwrap_or(0),
+        "overruns": s1.overruns - s0.overruns,
+        "retrans": s1.retrans - s0.retrans,
+    })
+}
+
+/// Ends a point: the traffic, then the wire (every pool must vanish).
+fn finish(wire: Wire, tr: Traffic) -> Value {
+    let summary = tr.stop();
+    wire.teardown(HOME)
+        .unwrap_or_else(|p| panic!("pools outlived the wire: {p:#?}"));
+    summary
+}
+
+fn emit(mut row: Value, extra: Value) {
+    if let (Some(r), Value::Object(e)) = (row.as_object_mut(), extra) {
+        r.extend(e);
+    }
+    println!("{row}");
+}
+
+async fn static_point(o: &Opts, p: &Ppsim, w: &Workload, ring: u32, round: u32) {
+    let wire = Wire::build(p, 1, ring);
+    let ifx = wire.b_ifindex();
+    let c = client_in(RX_NS).await;
+    let mut tr = Traffic::start(o, w);
+    tokio::time::sleep(Duration::from_secs_f64(o.warmup)).await;
+    let mut ledger = PoolLedger::default();
+    let m = measure(&c, ifx, &mut ledger, &mut tr, o.window).await;
+    drop(c);
+    let summary = finish(wire, tr);
+    emit(
+        m,
+        json!({"kind": "static", "workload": w.name, "config": ring.to_string(), "round": round,
+               "intact": summary["intact"], "rx_snmp_run": summary["snmp"]}),
+    );
+}
+
+/// A tuned run's controller state.
+#[derive(Debug, Default)]
+struct Ctl {
+    ring: u32,
+    changes: u32,
+    last_change_s: f64,
+    acted: bool,
+    timeline: Vec<Value>,
+}
+
+impl Ctl {
+    fn changed(&mut self, ring: u32, t: f64) {
+        self.ring = ring;
+        self.changes += 1;
+        self.last_change_s = t;
+        self.acted = true;
+    }
+}
+
+/// One control window: refresh the ledger each second (pptune: note its
+/// changes), then apply the tuner's rule to the window's counters.
+#[allow(clippy::too_many_arguments)]
+async fn control_window(
+    o: &Opts,
+    tuner: Tuner,
+    c: &Client,
+    ifx: u32,
+    wire: &Wire,
+    ledger: &mut PoolLedger,
+    ctl: &mut Ctl,
+    t0: Instant,
+    max: u32,
+) {
+    let start = ledger.clone();
+    for _ in 0..o.ctl_window {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        ledger.refresh(c).await;
+        let ring = rx_ring(c, ifx).await;
+        if ring != ctl.ring {
+            ctl.changed(ring, t0.elapsed().as_secs_f64());
+        }
+    }
+    let d = ledger.since(&start);
+    let t = t0.elapsed().as_secs_f64();
+    ctl.timeline.push(json!([
+        (t * 10.0).round() / 10.0,
+        ctl.ring,
+        recycle_miss_share(&d)
+    ]));
+    if let Some(to) = tuner.next(ctl.ring, &d, max, ctl.acted) {
+        wire.set_b_ring(to);
+        let now = rx_ring(c, ifx).await;
+        ctl.changed(now, t0.elapsed().as_secs_f64());
+    }
+}
+
+fn spawn_pptune(o: &Opts, w: &Workload) -> Daemon {
+    // A fresh runtime dir per run: B is `ppsim1` in every run, and a shared
+    // state file would hand this run an earlier run's change history.
+    let dir = std::env::temp_dir().join(format!("pptune-wire-{}-{}", std::process::id(), w.name));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("runtime dir");
+    let log = std::env::var_os("PPTUNE_VM_OUT").map_or_else(Stdio::null, |out| {
+        let path = std::path::Path::new(&out).join(format!("pptune-wire-{}.log", w.name));
+        std::fs::File::create(path).map_or_else(|_| Stdio::null(), Stdio::from)
+    });
+    let child = Command::new("ip")
+        .args([
+            "netns", "exec", RX_NS, &o.pptune, "--config", &o.policy, "run",
+        ])
+        .env("RUNTIME_DIRECTORY", &dir)
+        .env("STATE_DIRECTORY", &dir)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("pptune");
+    Daemon(child)
+}
+
+async fn tuned_run(o: &Opts, p: &Ppsim, w: &Workload, tuner: Tuner) {
+    let wire = Wire::build(p, 1, START_RING);
+    let ifx = wire.b_ifindex();
+    let c = client_in(RX_NS).await;
+    let rings = c.rings(ifx, None).await.expect("rings-get");
+    let max = rings.rx_max.expect("rx max");
+    let daemon = (tuner == Tuner::Pptune).then(|| spawn_pptune(o, w));
+    let mut ctl = Ctl {
+        ring: START_RING,
+        ..Ctl::default()
+    };
+    let t0 = Instant::now();
+    let (quiet, min_run) = match tuner {
+        Tuner::MaxOnce => {
+            wire.set_b_ring(max);
+            ctl.changed(rx_ring(&c, ifx).await, 0.0);
+            (o.warmup, o.warmup)
+        }
+        Tuner::Pptune => (o.pptune_quiet, o.pptune_quiet),
+        _ => (o.quiet, o.quiet),
+    };
+    let mut tr = Traffic::start(o, w);
+    let mut ledger = PoolLedger::default();
+    ledger.refresh(&c).await;
+    loop {
+        let t = t0.elapsed().as_secs_f64();
+        if t >= o.max_run || (t >= min_run && t >= ctl.last_change_s + quiet) {
+            break;
+        }
+        control_window(o, tuner, &c, ifx, &wire, &mut ledger, &mut ctl, t0, max).await;
+    }
+    let run_s = t0.elapsed().as_secs_f64();
+    let stopped_by_max = run_s < ctl.last_change_s + quiet;
+    let before = ctl.ring;
+    let m = measure(&c, ifx, &mut ledger, &mut tr, o.window).await;
+    let changed_in_window = m["ring"].as_u64() != Some(u64::from(before));
+    let daemon_cpu = daemon.as_ref().and_then(Daemon::cpu_secs);
+    drop(daemon);
+    drop(c);
+    let summary = finish(wire, tr);
+    emit(
+        m,
+        json!({"kind": "tuned", "workload": w.name, "config": tuner.name(), "changes": ctl.changes,
+               "last_change_s": ctl.last_change_s, "run_s": run_s, "max_ring": max,
+               "changed_in_window": changed_in_window, "stopped_by_max": stopped_by_max, "daemon_cpu_s": daemon_cpu,
+               "intact": summary["intact"], "rx_snmp_run": summary["snmp"],
+               "timeline": ctl.timeline}),
+    );
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let o = opts();
+    let mark = dmesg_mark();
+    let p = Ppsim::load().expect("ppsim loads");
+    println!(
+        "{}",
+        json!({"kind": "meta", "clock": std::env::var("PPTUNE_VM_CLOCK").ok(),
+               "cpus": std::thread::available_parallelism().map_or(0, usize::from),
+               "sweep": o.sweep, "rounds": o.rounds, "warmup_secs": o.warmup,
+               "window_secs": o.window, "ctl_window_secs": o.ctl_window, "quiet_secs": o.quiet,
+               "pptune_quiet_secs": o.pptune_quiet, "max_run_secs": o.max_run,
+               "policy": o.policy, "start_ring": START_RING})
+    );
+    for name in &o.workloads {
+        let w = WORKLOADS
+            .iter()
+            .find(|w| w.name == name)
+            .unwrap_or_else(|| panic!("unknown workload {name}"));
+        println!(
+            "{}",
+            json!({"kind": "workload", "workload": w.name, "args": w.args})
+        );
+        for round in 0..o.rounds {
+            let mut sweep = o.sweep.clone();
+            if round % 2 == 1 {
+                sweep.reverse();
+            }
+            for ring in sweep {
+                static_point(&o, &p, w, ring, round).await;
+            }
+        }
+        for &t in &o.tuners {
+            tuned_run(&o, &p, w, t).await;
+        }
+    }
+    let trouble = kernel_trouble_since(mark);
+    println!("{}", json!({"kind": "kernel", "trouble": trouble}));
+    assert!(trouble.is_empty(), "the kernel log reports trouble");
+}
