@@ -90,15 +90,7 @@ const WORKLOADS: &[Workload] = &[
     // Bursty: four receivers pause 50 ms in step, then drain to EAGAIN.
     Workload {
         name: "drain",
-        args: &[
-            "--tcp",
-            "4",
-            "--pattern",
-            "drain",
-            "--sync",
-            "--pause-ms",
-            "50",
-        ],
+        args: pptune_tests::wire::DRAIN,
     },
     // One stream read continuously: a big ring should not help.
     Workload {

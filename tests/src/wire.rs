@@ -295,6 +295,20 @@ ppsim queues {q:#?}"
     }
 }
 
+/// The bursty wire workload, as pptraffic's arguments: four TCP streams
+/// whose receivers pause 50 ms in step, then drain to EAGAIN (the returns
+/// of the closed-loop scenario, the recycle split and the outcome bench's
+/// `drain`).
+pub const DRAIN: &[&str] = &[
+    "--tcp",
+    "4",
+    "--pattern",
+    "drain",
+    "--sync",
+    "--pause-ms",
+    "50",
+];
+
 /// A finished `pptraffic` run: exit status and its JSON lines.
 #[derive(Debug)]
 pub struct Traffic {

@@ -31,7 +31,7 @@ use pptune_tests::ppsim::{CostPreset, Knobs, Personality, Ppsim, PpsimDev};
 use pptune_tests::vm::{PpsimKernels, require_ppsim};
 use pptune_tests::vm_daemon::Daemon;
 use pptune_tests::wire::{
-    RX_NS, Traffic, Wire, assert_quiet_kernel, dmesg_mark, in_netns, stats_in,
+    DRAIN, RX_NS, Traffic, Wire, assert_quiet_kernel, dmesg_mark, in_netns, stats_in,
 };
 use tokio::time::{Instant, sleep};
 
@@ -1223,16 +1223,10 @@ fn wire_draining_tcp_converges_and_holds() {
             .expect("monotonic counters");
         (recycle_miss_share(&d).unwrap_or(0.0), d)
     };
-    let traffic = Traffic::spawn(
-        Path::new(env!("CARGO_BIN_EXE_pptraffic")),
-        &[
-            "--tcp",
-            "4",
-            "--pattern",
-            "drain",
-            "--sync",
-            "--pause-ms",
-            "50",
+    let args: Vec<&str> = DRAIN
+        .iter()
+        .copied()
+        .chain([
             "--duration-ms",
             "100000",
             "--seed",
@@ -1240,8 +1234,9 @@ fn wire_draining_tcp_converges_and_holds() {
             "--verify",
             "--port",
             "5329",
-        ],
-    );
+        ])
+        .collect();
+    let traffic = Traffic::spawn(Path::new(env!("CARGO_BIN_EXE_pptraffic")), &args);
     std::thread::sleep(Duration::from_secs(1));
     let (before, before_d) = freed(&w, 3);
     assert!(

@@ -18,7 +18,8 @@ use std::time::Duration;
 use pptune_tests::ppsim::{Ppsim, PpsimDev};
 use pptune_tests::vm::{PpsimKernels, require_ppsim};
 use pptune_tests::wire::{
-    RX_NS, TX_NS, Traffic, Wire, assert_quiet_kernel, dmesg_mark, qstats_in, stats_in, wait_pools,
+    DRAIN, RX_NS, TX_NS, Traffic, Wire, assert_quiet_kernel, dmesg_mark, qstats_in, stats_in,
+    wait_pools,
 };
 
 const HOME: Duration = Duration::from_secs(15);
@@ -246,22 +247,19 @@ fn recycle_split(p: &Ppsim, ring: u32, port: &str) -> [f64; 5] {
     let ids = w.b_pools();
     let s0 = stats_in(RX_NS, &ids);
     let rx0 = packets(&w.b);
-    let args = [
-        "--tcp",
-        "4",
-        "--pattern",
-        "drain",
-        "--sync",
-        "--pause-ms",
-        "50",
-        "--duration-ms",
-        "3000",
-        "--seed",
-        "11",
-        "--verify",
-        "--port",
-        port,
-    ];
+    let args: Vec<&str> = DRAIN
+        .iter()
+        .copied()
+        .chain([
+            "--duration-ms",
+            "3000",
+            "--seed",
+            "11",
+            "--verify",
+            "--port",
+            port,
+        ])
+        .collect();
     let t = Traffic::run(pptraffic(), &args);
     t.assert_intact("the measured run");
     w.wait_b_quiet(HOME)
