@@ -43,6 +43,9 @@ use pptune::sample::{Kernel, SampleScope};
 use pptune::service::{Engine, PolicyEngine};
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 
+#[path = "shared/shadow.rs"]
+mod shadow_setup;
+
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
@@ -66,33 +69,7 @@ fn main() {
         let mut deltas = PassDeltas::of(None, &prev);
         metrics.observe(&prev, &deltas);
         let interval = policy.timing.interval;
-        let mut shadow = with_shadow.then(|| {
-            let mut s = policy.clone();
-            s.mode = policy::Mode::Enforce;
-            s.selectors.iter_mut().for_each(|x| x.mode = None);
-            if prior.is_some() {
-                // Every device changed at once (the shipped hourly budget
-                // would hold all but four): the most a shadow can model.
-                s.limits.max_changes_per_hour = u32::MAX;
-            }
-            s.priors = prior
-                .map(|ring_rx| policy::policy::Prior {
-                    driver: "ice".into(),
-                    mtu: None,
-                    speed_mbps: None,
-                    model: None,
-                    firmware: None,
-                    ring_rx,
-                })
-                .into_iter()
-                .collect();
-            let mut p = policy.clone();
-            p.shadow = Some(policy::policy::Shadow {
-                path: "/bench/shadow.yaml".into(),
-                policy: Some(Box::new(s)),
-            });
-            pptune::service::shadow::Shadow::of(&p).unwrap()
-        });
+        let mut shadow = with_shadow.then(|| shadow_setup::bench_shadow(&policy, prior));
         let (mut pass_time, mut shadow_time) = (Duration::ZERO, Duration::ZERO);
         let mut bytes = 0usize;
         let mut decisions = 0usize;
@@ -128,14 +105,12 @@ fn main() {
             metrics.observe(&snap, &deltas);
             let t1 = Instant::now();
             if prior.is_some() {
-                for d in &mut snap.devices {
-                    d.driver = Some("ice".into());
-                }
+                shadow_setup::as_ice(&mut snap);
             }
             let t2 = Instant::now();
             if let Some(s) = &mut shadow {
                 let now = interval * u32::try_from(i).unwrap_or(u32::MAX);
-                let live = (Some(&mut prev), &mut snap, &mut deltas);
+                let live = (Some(&prev), &mut snap, &mut deltas);
                 s.pass(live, (now, interval, None), &[], &metrics);
             }
             if i >= 2 {

@@ -27,7 +27,11 @@
 //!
 //! prints JSON lines: `replay-pass` (CPU, allocations, bytes per pass),
 //! `replay-floor`, `replay-encode`, and `replay-parts` (CPU µs per pass of
-//! decode, build+join, decide, metrics).
+//! decode, build+join, decide, metrics). `--shadow` and `--shadow-prior
+//! RING` run a shadow policy after each pass as `observe_pass` does
+//! (`shared/shadow.rs`) and add a `replay-shadow` line (its CPU per pass
+//! and its share of the pass; `replay-pass` then includes it): the
+//! shadow's cost on the host, where a profiler can see it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // bench binary
 
 use benchkit::{meter, walk};
@@ -56,6 +60,9 @@ use pptune::sample::kernel_netlink::{
 };
 use pptune::service::{Engine, PolicyEngine};
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
+
+#[path = "shared/shadow.rs"]
+mod shadow_setup;
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
@@ -366,6 +373,8 @@ fn main() {
     let devices: u32 = meter::arg("--devices").map_or(100, |s| s.parse().unwrap());
     let queues: u32 = meter::arg("--queues").map_or(100, |s| s.parse().unwrap());
     let passes: u64 = meter::arg("--passes").map_or(20, |s| s.parse().unwrap());
+    let prior: Option<u32> = meter::arg("--shadow-prior").map(|s| s.parse().unwrap());
+    let with_shadow = prior.is_some() || std::env::args().any(|a| a == "--shadow");
     let input = Input::build(devices, queues);
     let pools = usize::try_from(devices * queues).unwrap();
     // The recorded kernel's families, as the capability probe sees them.
@@ -383,6 +392,7 @@ fn main() {
     let interval = policy.timing.interval;
     let metrics = Metrics::new();
     let mut engine = (PolicyEngine::default(), policy::Plan::default());
+    let mut shadow = with_shadow.then(|| shadow_setup::bench_shadow(&policy, prior));
     let mut buffers = PassBuffers::default();
     let mut prev = input.snapshot(&mut buffers, &caps, 0);
     assert_eq!(
@@ -401,9 +411,10 @@ fn main() {
                 b: &mut PassBuffers,
                 engine: &mut (PolicyEngine, policy::Plan),
                 deltas: &mut PassDeltas,
-                parts: &mut [u128; 6]| {
+                shadow: &mut Option<pptune::service::shadow::Shadow>,
+                parts: &mut [u128; 7]| {
         let (t0, a0) = (cpu_ns(), allocs());
-        let snap = input.snapshot(b, &caps, i * 1000);
+        let mut snap = input.snapshot(b, &caps, i * 1000);
         let (t1, a1) = (cpu_ns(), allocs());
         // The pass's deltas, once, for the engine and the metrics (in the
         // engine's part: it computed them itself before).
@@ -426,6 +437,15 @@ fn main() {
         let (t2, a2) = (cpu_ns(), allocs());
         metrics.observe(&snap, deltas);
         let (t3, a3) = (cpu_ns(), allocs());
+        if prior.is_some() {
+            shadow_setup::as_ice(&mut snap);
+        }
+        let t4 = cpu_ns();
+        if let Some(s) = shadow {
+            let live = (Some(&*prev), &mut snap, &mut *deltas);
+            s.pass(live, (warm(i), interval, None), &[], &metrics);
+        }
+        parts[6] += cpu_ns() - t4;
         parts[0] += t1 - t0;
         parts[1] += t2 - t1;
         parts[2] += t3 - t2;
@@ -435,7 +455,7 @@ fn main() {
         b.recycle(std::mem::replace(prev, snap));
         plan.decisions.len()
     };
-    let mut parts = [0u128; 6];
+    let mut parts = [0u128; 7];
     let mut deltas = PassDeltas::default();
     tick(
         1,
@@ -443,9 +463,10 @@ fn main() {
         &mut buffers,
         &mut engine,
         &mut deltas,
+        &mut shadow,
         &mut parts,
     );
-    parts = [0; 6];
+    parts = [0; 7];
     let m = meter::Meter::start(GLOBAL);
     let mut decisions = 0;
     for i in 2..passes + 2 {
@@ -455,6 +476,7 @@ fn main() {
             &mut buffers,
             &mut engine,
             &mut deltas,
+            &mut shadow,
             &mut parts,
         );
     }
@@ -483,6 +505,18 @@ fn main() {
         per(parts[4] * 1000),
         per(parts[5] * 1000)
     );
+    if with_shadow {
+        // The shadow beside the pass (outside the parts above, inside
+        // `replay-pass`): its CPU per pass and its share of the pass
+        // without it.
+        let pass: u128 = parts[..3].iter().sum();
+        println!(
+            "{{\"tool\":\"replay-shadow\",\"pools\":{pools},\"prior\":{},\"shadow_us\":{:.1},\"shadow_per_pass\":{:.4}}}",
+            prior.map_or("null".to_owned(), |r| r.to_string()),
+            per(parts[6]),
+            parts[6] as f64 / pass as f64
+        );
+    }
     let m = meter::Meter::start(GLOBAL);
     let mut acc = 0u64;
     for _ in 0..passes {

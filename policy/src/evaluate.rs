@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::accounting::{HarmDelta, PoolLedger, device_delta};
+use crate::accounting::{HarmDelta, PoolLedger, QueueDelta, device_delta};
 use crate::observation::Outcome;
 use crate::plan::{Knob, ReasonCode};
 use crate::policy::Policy;
@@ -40,11 +40,20 @@ impl Rates {
     /// interval is empty.
     #[must_use]
     pub fn between(a: &Device, b: &Device, elapsed: Duration) -> Option<Self> {
+        if elapsed.is_zero() {
+            return None;
+        }
+        Self::over(a, b, &device_delta(&PoolLedger::of_device(a), b), elapsed)
+    }
+
+    /// [`Self::between`] with the device's pool deltas given (a pass's,
+    /// [`crate::accounting::PassDeltas::device`]).
+    #[must_use]
+    pub fn over(a: &Device, b: &Device, pools: &QueueDelta, elapsed: Duration) -> Option<Self> {
         let secs = elapsed.as_secs_f64();
         if secs <= 0.0 {
             return None;
         }
-        let pools = device_delta(&PoolLedger::of_device(a), b);
         let h = HarmDelta::between(a, b);
         Some(Self {
             secs,

@@ -27,9 +27,9 @@ use policy::engine::{ActionRecord, EngineState, Observation, Original, Outcome};
 use policy::evaluate::{Applied, Evaluation, Rates, Verdict};
 use policy::observation::{Backoff, LocalTime};
 use policy::plan::{Decision, Knob, Plan};
-use policy::snapshot::{Availability, Device, DeviceId, PoolStats, Snapshot};
+use policy::snapshot::{Availability, Device, DeviceId, Pool, PoolStats, Snapshot};
 
-use crate::live::{Overlay, PoolMap, Slot};
+use crate::live::{Overlay, Slot, pools_mut};
 
 /// The engine on one pass: `(previous, current, deltas)`, and the
 /// history, originals and backoff it is to read.
@@ -88,20 +88,16 @@ pub struct Counterfactual {
     /// The pass's pool deltas against `prev`, for the engine and the
     /// totals and series.
     pub(crate) deltas: PassDeltas,
-    /// The observed counters of this pass and the previous one, by pool
-    /// id, of the devices the counterfactual changed a knob of (the
-    /// model's input).
-    pub(crate) obs_now: PoolMap,
-    obs_prev: PoolMap,
+    /// On a copying pass, per device the counterfactual changed a knob
+    /// of, its pools' counters as of the last pass (the model's input; a
+    /// live pass keeps them in its [`Slot`]s).
+    pub(crate) tracks: BTreeMap<String, Track>,
+    /// Counts the copying passes, to find the tracked devices one lacked.
+    pass: u64,
     pub(crate) history: Vec<ActionRecord>,
     originals: Vec<Original>,
     /// The counterfactual's knob values, by device key.
     knobs: BTreeMap<(String, Knob), u32>,
-    /// Modelled cumulative counters per pool id.
-    model: PoolMap,
-    /// The next pass's `model`, built in the buffer the pass before last
-    /// used.
-    model_next: PoolMap,
     diverged: BTreeMap<String, bool>,
     evals: Vec<SimEval>,
     /// On a live pass, the devices it changed ([`Self::live_pass`]).
@@ -113,7 +109,6 @@ impl Counterfactual {
     /// snapshot made this policy's world in place (its knob values, the
     /// modelled counters) and its evaluations closed when due.
     pub fn model_pass(&mut self, policy: &Policy, snap: &mut Snapshot, now: Duration) {
-        self.remember_observed(snap);
         self.modelled(snap);
         self.evaluate_due(policy, snap, now);
     }
@@ -130,38 +125,31 @@ impl Counterfactual {
     pub fn live_pass(
         &mut self,
         policy: &Policy,
-        (previous, snap, deltas): (Option<&mut Snapshot>, &mut Snapshot, &mut PassDeltas),
+        (previous, snap, deltas): (Option<&Snapshot>, &mut Snapshot, &mut PassDeltas),
         clock: PassClock,
         overrides: &[(DeviceId, Knob)],
         plan: &mut Plan,
         publish: impl FnOnce(&Snapshot, &PassDeltas, &Self, &Plan),
     ) {
         let mut slots = std::mem::take(&mut self.slots);
-        std::mem::swap(&mut self.obs_prev, &mut self.obs_now);
-        self.obs_now.clear();
         for s in &mut slots {
-            s.place(previous.as_deref(), snap, &mut self.obs_now);
+            s.place(snap);
         }
-        let mut next_model = self.model_begin();
         let mut opened = Vec::new();
         {
-            let o = Overlay::new(&mut slots, (previous, &mut *snap, deltas), |d, key| {
-                self.model_device(d, key, &mut next_model);
+            let o = Overlay::new(&mut slots, (&mut *snap, deltas), |d, key, track| {
+                self.model_device(d, key, track);
             });
-            self.model_end(next_model);
-            let (previous, snap, deltas) = o.view();
+            let (snap, deltas) = o.view();
             self.evaluate_due(policy, snap, clock.now);
             self.decide_observed(policy, (previous, snap, deltas), clock, overrides, plan);
             for dec in &plan.decisions {
                 if dec.enforced_change().is_some() {
-                    self.apply_on(policy, dec, (previous, snap), clock.now, clock.elapsed);
+                    self.apply_on(policy, dec, (previous, snap, deltas), clock);
                     opened.push(dec.device_id.key());
                 }
             }
             publish(snap, deltas, self, plan);
-        }
-        for s in &mut slots {
-            s.rotate();
         }
         // A device changed for the first time: its slot, from the pass as
         // observed.
@@ -281,34 +269,37 @@ impl Counterfactual {
     /// A simulated change: the knob takes the target, an evaluation opens.
     /// Only a decision that changes something in its own mode
     /// ([`Decision::enforced_change`]); any other is ignored.
-    /// The baseline of its evaluation is the counterfactual's previous
-    /// pass.
-    pub fn apply(
-        &mut self,
-        policy: &Policy,
-        dec: &Decision,
-        snap: &Snapshot,
-        now: Duration,
-        elapsed: Duration,
-    ) {
-        let prev = self.prev.take();
+    /// The baseline of its evaluation is the pass [`Self::decide`] read:
+    /// the counterfactual's previous pass, `snap` and their deltas.
+    pub fn apply(&mut self, policy: &Policy, dec: &Decision, snap: &Snapshot, clock: PassClock) {
+        // A device changed for the first time: the model continues from
+        // its counters in this pass (as recorded: nothing modelled it yet).
+        if dec.enforced_change().is_some() {
+            let key = dec.device_id.key();
+            if !self.tracks.contains_key(&key)
+                && let Some(d) = snap.devices.iter().find(|d| d.id == dec.device_id)
+            {
+                self.tracks.insert(key, Track::of_device(d));
+            }
+        }
+        let (prev, deltas) = (self.prev.take(), std::mem::take(&mut self.deltas));
         let previous = prev.as_ref().map(|(p, _)| p);
-        self.apply_on(policy, dec, (previous, snap), now, elapsed);
-        self.prev = prev;
+        self.apply_on(policy, dec, (previous, snap, &deltas), clock);
+        (self.prev, self.deltas) = (prev, deltas);
     }
 
-    /// [`Self::apply`] against `previous`, the pass before `snap`.
+    /// [`Self::apply`] on the pass `(previous, snap, deltas)`.
     fn apply_on(
         &mut self,
         policy: &Policy,
         dec: &Decision,
-        (previous, snap): (Option<&Snapshot>, &Snapshot),
-        now: Duration,
-        elapsed: Duration,
+        (previous, snap, deltas): (Option<&Snapshot>, &Snapshot, &PassDeltas),
+        clock: PassClock,
     ) {
         let Some((knob, from, to)) = dec.enforced_change() else {
             return;
         };
+        let now = clock.now;
         let key = dec.device_id.key();
         if !self
             .originals
@@ -321,16 +312,9 @@ impl Counterfactual {
                 value: from,
             });
         }
+        let at = snap.devices.iter().position(|d| d.id == dec.device_id);
+        let dev = at.and_then(|i| snap.devices.get(i));
         self.knobs.insert((key.clone(), knob), to);
-        // The model continues from the recorded counters of this pass (a
-        // device not modelled yet shows them as recorded).
-        if let Some(d) = snap.devices.iter().find(|d| d.id == dec.device_id) {
-            for p in d.pools() {
-                if let Some(s) = p.stats {
-                    self.obs_now.entry(p.id).or_insert(s);
-                }
-            }
-        }
         self.history.push(ActionRecord {
             device: dec.device_id.clone(),
             knob,
@@ -339,12 +323,15 @@ impl Counterfactual {
             at: now,
             outcome: Outcome::Pending,
         });
-        let baseline = previous.and_then(|p| {
+        // The pass's deltas are the counterfactual's (modelled where
+        // modelled); the previous sample gives the harm counters, which
+        // no model touches.
+        let baseline = previous.zip(at).and_then(|(p, i)| {
             let a = p.devices.iter().find(|d| d.id == dec.device_id)?;
-            let b = snap.devices.iter().find(|d| d.id == dec.device_id)?;
-            Rates::between(a, b, elapsed)
+            let b = snap.devices.get(i)?;
+            Rates::over(a, b, &deltas.device(i), clock.elapsed)
         });
-        if let Some(start) = snap.devices.iter().find(|d| d.id == dec.device_id) {
+        if let Some(start) = dev {
             let applied = Applied {
                 knob,
                 from,
@@ -385,19 +372,28 @@ impl Counterfactual {
         }
     }
 
-    /// Keeps this pass's recorded counters of the devices the replay
-    /// changed a knob of (the model's next input); the previous pass's move
-    /// to `obs_prev`.
+    /// A faithful replay's pass (no model): each tracked device's
+    /// observed counters move on to this pass's.
     pub fn remember_observed(&mut self, snap: &Snapshot) {
-        std::mem::swap(&mut self.obs_prev, &mut self.obs_now);
-        self.obs_now.clear();
-        if !self.knobs.is_empty() {
-            for d in &snap.devices {
-                let key = d.id.key();
-                if self.knobs.keys().any(|(k, _)| k == &key) {
-                    self.obs_now
-                        .extend(d.pools().filter_map(|p| Some((p.id, p.stats?))));
-                }
+        if self.tracks.is_empty() {
+            return;
+        }
+        self.pass = self.pass.wrapping_add(1);
+        for d in &snap.devices {
+            if let Some(t) = self.tracks.get_mut(&d.id.key()) {
+                t.observe(d);
+                t.seen = self.pass;
+            }
+        }
+        self.forget_unseen();
+    }
+
+    /// The tracked devices this pass did not have: what they counted
+    /// before is no baseline for a return.
+    fn forget_unseen(&mut self) {
+        for t in self.tracks.values_mut() {
+            if t.seen != self.pass {
+                t.forget();
             }
         }
     }
@@ -405,36 +401,28 @@ impl Counterfactual {
     /// The recorded snapshot, in place, with the replay's knob values,
     /// counters continued by the ring model where the ring differs.
     pub fn modelled(&mut self, snap: &mut Snapshot) {
-        let mut next_model = self.model_begin();
         // With nothing changed by the replay, all stays as recorded.
-        if !self.knobs.is_empty() {
-            for d in &mut snap.devices {
-                let key = d.id.key();
-                self.model_device(d, &key, &mut next_model);
+        if self.tracks.is_empty() {
+            return;
+        }
+        self.pass = self.pass.wrapping_add(1);
+        let mut tracks = std::mem::take(&mut self.tracks);
+        for d in &mut snap.devices {
+            let key = d.id.key();
+            if let Some(t) = tracks.get_mut(&key) {
+                self.model_device(d, &key, t);
+                t.seen = self.pass;
             }
         }
-        self.model_end(next_model);
+        self.tracks = tracks;
+        self.forget_unseen();
     }
 
-    /// The next pass's modelled counters, in the buffer the pass before
-    /// last used (emptied); [`Self::model_end`] makes them current.
-    fn model_begin(&mut self) -> PoolMap {
-        let mut next = std::mem::take(&mut self.model_next);
-        next.clear();
-        next
-    }
-
-    /// `next` becomes the modelled counters; the old ones' buffer is kept
-    /// for [`Self::model_begin`].
-    fn model_end(&mut self, next: PoolMap) {
-        self.model_next = std::mem::replace(&mut self.model, next);
-    }
-
-    /// One device, in place, with the counterfactual's knob values and,
-    /// once they differed from the observed ones, modelled counters (their
-    /// cumulative values into `next`). A device it never changed stays as
-    /// observed.
-    fn model_device(&mut self, d: &mut Device, key: &str, next: &mut PoolMap) {
+    /// One device the counterfactual changed a knob of, in place, with its
+    /// knob values and, once they differed from the observed ones,
+    /// modelled counters; `track` moves on to this pass. A device whose
+    /// knobs never differed stays as observed.
+    pub(crate) fn model_device(&mut self, d: &mut Device, key: &str, track: &mut Track) {
         let ring_k = self.ring_factor(d, key);
         let chan = self.knobs.iter().find_map(|((k, knob), v)| {
             (k == key && matches!(knob, Knob::Channels(_))).then_some((*knob, *v))
@@ -449,17 +437,25 @@ impl Counterfactual {
         }
         // A modelled device stays modelled: with the same ring again its
         // deltas are as observed, on the modelled base.
-        if self.diverged.get(key).copied().unwrap_or(false) {
-            let k = ring_k.unwrap_or(1.0);
-            for p in d
-                .rx_queues
-                .iter_mut()
-                .flat_map(|q| q.pools.iter_mut())
-                .chain(d.unmapped_pools.iter_mut())
-            {
-                self.model_pool(p, k, next);
-            }
+        let k = self
+            .diverged
+            .get(key)
+            .copied()
+            .unwrap_or(false)
+            .then(|| ring_k.unwrap_or(1.0));
+        let mut next = std::mem::take(&mut track.next);
+        next.clear();
+        for (i, p) in pools_mut(d).enumerate() {
+            let last = track.find(i, p.id);
+            let observed = p.stats;
+            let modelled = k.and_then(|k| model_pool(p, k, last));
+            next.push(Tracked {
+                id: p.id,
+                observed,
+                modelled,
+            });
         }
+        track.next = std::mem::replace(&mut track.pools, next);
     }
 
     /// Sets the replay's ring on `d`; the pool scale `ring' / ring` when
@@ -483,29 +479,92 @@ impl Counterfactual {
         }
         factor
     }
+}
 
-    fn model_pool(&self, p: &mut policy::snapshot::Pool, k: f64, next: &mut PoolMap) {
-        #[allow(
-            clippy::cast_possible_truncation,
-            clippy::cast_sign_loss,
-            clippy::cast_precision_loss
-        )]
-        let scale = |v: u64, k: f64| (v as f64 * k).round() as u64;
-        p.inflight = p.inflight.map(|v| scale(v, k));
-        p.inflight_mem = p.inflight_mem.map(|v| scale(v, k));
-        let Some(cur) = p.stats else {
-            return;
-        };
-        let prev_obs = self.obs_prev.get(&p.id).copied();
-        let delta = prev_obs.and_then(|b| cur.delta(&b)).unwrap_or(cur);
-        let base = self.model.get(&p.id).copied().or(prev_obs);
-        let d = model_delta(&delta, k);
-        let out = match base {
-            Some(b) => b.add(&d),
-            None => d,
-        };
-        next.insert(p.id, out);
-        p.stats = Some(out);
+/// One pool of a modelled device, in place: its pages and bytes in flight
+/// scaled by `k`, its counters continued from `last` (the pool at the last
+/// pass) by the ring model. Its modelled counters, when it has counters.
+fn model_pool(p: &mut Pool, k: f64, last: Option<&Tracked>) -> Option<PoolStats> {
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )]
+    let scale = |v: u64, k: f64| (v as f64 * k).round() as u64;
+    p.inflight = p.inflight.map(|v| scale(v, k));
+    p.inflight_mem = p.inflight_mem.map(|v| scale(v, k));
+    let cur = p.stats?;
+    let prev_obs = last.and_then(|t| t.observed);
+    let delta = prev_obs.and_then(|b| cur.delta(&b)).unwrap_or(cur);
+    let base = last.and_then(|t| t.modelled).or(prev_obs);
+    let d = model_delta(&delta, k);
+    let out = match base {
+        Some(b) => b.add(&d),
+        None => d,
+    };
+    p.stats = Some(out);
+    Some(out)
+}
+
+/// One pool as the counterfactual last saw it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Tracked {
+    id: u64,
+    /// Its counters as observed (`None`: it had none).
+    observed: Option<PoolStats>,
+    /// Its counters as modelled (`None`: not modelled, or no counters).
+    modelled: Option<PoolStats>,
+}
+
+/// The pools of one device the counterfactual changed a knob of, as of the
+/// last pass, in the model's order ([`pools_mut`]): a sample lists a
+/// device's pools in the same order pass after pass, so each is found at
+/// its position, without a map.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Track {
+    pools: Vec<Tracked>,
+    /// The next pass's `pools`, built in the buffer the pass before last
+    /// used.
+    next: Vec<Tracked>,
+    /// The copying pass that last had the device.
+    seen: u64,
+}
+
+impl Track {
+    /// `d` as observed: the baseline the model continues from.
+    pub(crate) fn of_device(d: &Device) -> Self {
+        let mut t = Self::default();
+        t.observe(d);
+        t
+    }
+
+    /// The observed counters become `d`'s (pools it no longer has are
+    /// forgotten, the modelled counters of the others kept).
+    pub(crate) fn observe(&mut self, d: &Device) {
+        let mut next = std::mem::take(&mut self.next);
+        next.clear();
+        for (i, p) in d.pools().enumerate() {
+            next.push(Tracked {
+                id: p.id,
+                observed: p.stats,
+                modelled: self.find(i, p.id).and_then(|t| t.modelled),
+            });
+        }
+        self.next = std::mem::replace(&mut self.pools, next);
+    }
+
+    /// Pool `id`, looked for at position `at` first.
+    fn find(&self, at: usize, id: u64) -> Option<&Tracked> {
+        match self.pools.get(at) {
+            Some(t) if t.id == id => Some(t),
+            _ => self.pools.iter().find(|t| t.id == id),
+        }
+    }
+
+    /// Nothing of the device is known any more (it went away: what it
+    /// counted before is no baseline for a return).
+    pub(crate) fn forget(&mut self) {
+        self.pools.clear();
     }
 }
 

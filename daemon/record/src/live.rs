@@ -13,10 +13,7 @@ use policy::snapshot::{
     Availability, Channels, Device, DeviceId, Pool, PoolStats, Rings, Snapshot,
 };
 
-/// Per pool id: the counterfactual's observed and modelled counters, each
-/// touched for every modelled pool every pass (foldhash: std's SipHash was
-/// a fifth of a pass that models every device).
-pub(crate) type PoolMap = foldhash::HashMap<u64, PoolStats>;
+use crate::counterfactual::Track;
 
 /// What the ring model writes into a device (`Counterfactual::model_device`):
 /// its rings and channels, and per pool (in [`pools_mut`] order) the pages
@@ -31,7 +28,7 @@ pub(crate) struct Modelled {
 
 /// A device's pools in the model's order: its RX queues' pools, then the
 /// unmapped ones.
-fn pools_mut(d: &mut Device) -> impl Iterator<Item = &mut Pool> {
+pub(crate) fn pools_mut(d: &mut Device) -> impl Iterator<Item = &mut Pool> {
     d.rx_queues
         .iter_mut()
         .flat_map(|q| q.pools.iter_mut())
@@ -71,19 +68,16 @@ pub(crate) struct Slot {
     id: DeviceId,
     /// Its identity key ([`DeviceId::key`]), the counterfactual's knobs'.
     pub(crate) key: String,
-    /// During a pass, the observed fields the model replaced; after it,
-    /// this pass's modelled fields.
-    now: Modelled,
-    /// The modelled fields of the last pass; `None` until there is one
-    /// (the observed device was then the counterfactual's too).
-    prev: Option<Modelled>,
+    /// During a pass, the observed fields the model replaced.
+    observed: Modelled,
+    /// Its pools' counters as of the last pass, the model's input.
+    track: Track,
     /// Its pools' modelled counters as of the last pass, for the deltas.
     ledger: PoolLedger,
     /// This pass's modelled queue deltas against `ledger`.
     queues: Vec<(QueueKey, QueueDelta)>,
-    /// Where the device is in this pass's sample and in the previous one.
+    /// Where the device is in this pass's sample.
     at: Option<usize>,
-    prev_at: Option<usize>,
 }
 
 impl Slot {
@@ -93,96 +87,60 @@ impl Slot {
         Self {
             id: dev.id.clone(),
             key,
-            now: Modelled::default(),
-            prev: None,
+            observed: Modelled::default(),
+            track: Track::of_device(dev),
             ledger: PoolLedger::of_device(dev),
             queues: Vec::new(),
             at: None,
-            prev_at: None,
         }
     }
 
-    /// Finds the device in this pass's sample (and, when it has modelled
-    /// fields of the last pass, in the previous sample); the observed
-    /// device's counters go to `observed`.
-    pub(crate) fn place(
-        &mut self,
-        previous: Option<&Snapshot>,
-        snap: &Snapshot,
-        observed: &mut PoolMap,
-    ) {
+    /// Finds the device in this pass's sample.
+    pub(crate) fn place(&mut self, snap: &Snapshot) {
         self.at = snap.devices.iter().position(|d| d.id == self.id);
-        self.prev_at = self
-            .prev
-            .as_ref()
-            .and(previous)
-            .and_then(|p| p.devices.iter().position(|d| d.id == self.id));
-        let Some(dev) = self.at.and_then(|i| snap.devices.get(i)) else {
-            // Gone: what it counted before is no baseline for a return.
-            self.prev = None;
-            self.ledger = PoolLedger::default();
-            return;
-        };
-        observed.extend(dev.pools().filter_map(|p| Some((p.id, p.stats?))));
-    }
-
-    /// After the pass: this pass's modelled fields become the last pass's.
-    pub(crate) fn rotate(&mut self) {
         if self.at.is_none() {
-            return;
-        }
-        match &mut self.prev {
-            Some(p) => std::mem::swap(p, &mut self.now),
-            None => self.prev = Some(std::mem::take(&mut self.now)),
+            // Gone: what it counted before is no baseline for a return.
+            self.track.forget();
+            self.ledger = PoolLedger::default();
         }
     }
 }
 
 /// The loop's pass with the placed slots' devices modelled, for as long as
 /// it lives: dropped (returned, or unwound), it puts the observed fields
-/// and deltas back, so the loop gets its sample, previous sample and
-/// deltas as they were, and each slot keeps its pass's modelled fields.
+/// and deltas back, so the loop gets its sample and deltas as they were.
+/// The previous sample is read as observed: the engine reads only harm
+/// counters there (`HarmDelta`), which no model touches, and the pool
+/// deltas come from the slots.
 pub(crate) struct Overlay<'a> {
     slots: &'a mut [Slot],
-    previous: Option<&'a mut Snapshot>,
     snap: &'a mut Snapshot,
     deltas: &'a mut PassDeltas,
 }
 
 impl<'a> Overlay<'a> {
     /// Models each placed slot's device in place with `model` (its
-    /// observed fields kept in the slot), gives it its modelled deltas,
-    /// and its modelled fields of the last pass to the previous sample.
+    /// observed fields kept in the slot) and gives it its modelled deltas.
     pub(crate) fn new(
         slots: &'a mut [Slot],
-        (mut previous, snap, deltas): (
-            Option<&'a mut Snapshot>,
-            &'a mut Snapshot,
-            &'a mut PassDeltas,
-        ),
-        mut model: impl FnMut(&mut Device, &str),
+        (snap, deltas): (&'a mut Snapshot, &'a mut PassDeltas),
+        mut model: impl FnMut(&mut Device, &str, &mut Track),
     ) -> Self {
         for s in slots.iter_mut() {
             let Some(d) = s.at.and_then(|i| snap.devices.get_mut(i)) else {
                 continue;
             };
-            s.now.read(d);
-            model(d, &s.key);
+            s.observed.read(d);
+            model(d, &s.key, &mut s.track);
             s.queues.clear();
             queue_deltas(&s.ledger, d, |k, q| s.queues.push((k, *q)));
             for p in d.pools() {
                 s.ledger.record(p);
             }
             s.ledger.retire_unseen();
-            if let (Some(j), Some(p), Some(m)) = (s.prev_at, previous.as_deref_mut(), &mut s.prev)
-                && let Some(pd) = p.devices.get_mut(j)
-            {
-                m.swap(pd);
-            }
         }
         let mut o = Self {
             slots,
-            previous,
             snap,
             deltas,
         };
@@ -190,9 +148,9 @@ impl<'a> Overlay<'a> {
         o
     }
 
-    /// The pass as the counterfactual sees it.
-    pub(crate) fn view(&self) -> (Option<&Snapshot>, &Snapshot, &PassDeltas) {
-        (self.previous.as_deref(), self.snap, self.deltas)
+    /// The pass as the counterfactual sees it: its sample and deltas.
+    pub(crate) fn view(&self) -> (&Snapshot, &PassDeltas) {
+        (self.snap, self.deltas)
     }
 
     /// Trades each placed slot's queue deltas with the loop's of its
@@ -215,15 +173,9 @@ impl Drop for Overlay<'_> {
     fn drop(&mut self) {
         self.swap_deltas();
         for s in self.slots.iter_mut() {
-            if let (Some(j), Some(p), Some(m)) =
-                (s.prev_at, self.previous.as_deref_mut(), &mut s.prev)
-                && let Some(pd) = p.devices.get_mut(j)
-            {
-                m.swap(pd);
-            }
-            // The observed fields back; the modelled ones stay in the slot.
+            // The observed fields back.
             if let Some(d) = s.at.and_then(|i| self.snap.devices.get_mut(i)) {
-                s.now.swap(d);
+                s.observed.swap(d);
             }
         }
     }
@@ -274,8 +226,8 @@ mod tests {
     }
 
     /// The live pass decides, changes and models exactly what the copying
-    /// one (replay's) does, pass for pass, and gives the loop its sample,
-    /// previous sample and deltas back as they were.
+    /// one (replay's) does, pass for pass, and gives the loop its sample
+    /// and deltas back as they were.
     #[test]
     fn a_live_pass_is_a_copying_pass_without_the_copy() {
         let policy = fixtures::policy();
@@ -302,15 +254,15 @@ mod tests {
             copying.model_pass(&policy, &mut copy, now);
             copying.decide(&policy, &copy, clock, &[], None, &mut plan_c);
             for dec in &plan_c.decisions {
-                copying.apply(&policy, dec, &copy, now, clock.elapsed);
+                copying.apply(&policy, dec, &copy, clock);
             }
 
-            let (snap_before, prev_before) = (host(n), n.checked_sub(1).map(host));
+            let snap_before = host(n);
             let queues_before: Vec<_> = (0..4).map(|i| deltas.queues(i).to_vec()).collect();
             let mut seen = false;
             live.live_pass(
                 &policy,
-                (prev.as_mut(), &mut snap, &mut deltas),
+                (prev.as_ref(), &mut snap, &mut deltas),
                 clock,
                 &[],
                 &mut plan_l,
@@ -325,7 +277,6 @@ mod tests {
             assert!(seen);
             assert_eq!(plan_l, plan_c, "pass {n}");
             assert_eq!(snap, snap_before, "pass {n}: the loop's sample");
-            assert_eq!(prev, prev_before, "pass {n}: the loop's previous sample");
             for (i, q) in queues_before.iter().enumerate() {
                 assert_eq!(
                     deltas.queues(i),

@@ -22,7 +22,7 @@ use policy::Policy;
 use policy::accounting::PassDeltas;
 use policy::engine::EngineState;
 use policy::plan::{Action, Decision, ReasonCode};
-use policy::snapshot::{Device, PoolStats, Snapshot};
+use policy::snapshot::{PoolStats, Snapshot};
 use serde::Serialize;
 
 pub use crate::counterfactual::model_delta;
@@ -247,12 +247,9 @@ impl Replayer<'_> {
             }
         }
         if faithful || new_run || self.cf.prev.is_none() {
-            self.cf.obs_now = previous
-                .iter()
-                .flat_map(|(s, _)| s.devices.iter())
-                .flat_map(Device::pools)
-                .filter_map(|p| Some((p.id, p.stats?)))
-                .collect();
+            if let Some((p, _)) = &previous {
+                self.cf.remember_observed(p);
+            }
             self.cf.prev = previous;
         }
         if new_run && !faithful {
@@ -320,7 +317,7 @@ impl Replayer<'_> {
         for dec in &plan.decisions {
             if !reported || !sel.device(&dec.device) {
                 if !self.faithful {
-                    self.cf.apply(self.policy, dec, snap, now, elapsed);
+                    self.cf.apply(self.policy, dec, snap, clock);
                 }
                 continue;
             }
@@ -365,7 +362,7 @@ impl Replayer<'_> {
                 recorded,
             });
             if !self.faithful {
-                self.cf.apply(self.policy, dec, snap, now, elapsed);
+                self.cf.apply(self.policy, dec, snap, clock);
             }
         }
     }

@@ -484,7 +484,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         let mut plan = std::mem::take(&mut self.plan);
         self.engine.decide_into(&self.policy, &obs, &mut plan);
         if let Some(s) = &mut self.shadow {
-            let live = (self.prev.as_mut().map(|(p, _)| p), snap, &mut self.deltas);
+            let live = (self.prev.as_ref().map(|(p, _)| p), snap, &mut self.deltas);
             s.pass(live, (now, elapsed, local), &overrides, &self.metrics);
         }
         (plan, asked)

@@ -99,7 +99,7 @@ impl Shadow {
     /// back as it was ([`Counterfactual::live_pass`]).
     pub fn pass(
         &mut self,
-        live: (Option<&mut Snapshot>, &mut Snapshot, &mut PassDeltas),
+        live: (Option<&Snapshot>, &mut Snapshot, &mut PassDeltas),
         (now, elapsed, local_time): (Duration, Duration, Option<LocalTime>),
         overrides: &[(DeviceId, Knob)],
         metrics: &Metrics,
