@@ -22,14 +22,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use policy::Policy;
-use policy::accounting::PassDeltas;
+use policy::accounting::{PassDeltas, QueueKey};
 use policy::engine::{ActionRecord, EngineState, Observation, Original, Outcome};
 use policy::evaluate::{Applied, Evaluation, Rates, Verdict};
 use policy::observation::{Backoff, LocalTime};
 use policy::plan::{Decision, Knob, Plan};
 use policy::snapshot::{Availability, Device, DeviceId, Pool, PoolStats, Snapshot};
 
-use crate::live::{Overlay, Slot, pools_mut};
+use crate::live::{Overlay, Slot};
 
 /// The engine on one pass: `(previous, current, deltas)`, and the
 /// history, originals and backoff it is to read.
@@ -420,8 +420,10 @@ impl Counterfactual {
 
     /// One device the counterfactual changed a knob of, in place, with its
     /// knob values and, once they differed from the observed ones,
-    /// modelled counters; `track` moves on to this pass. A device whose
-    /// knobs never differed stays as observed.
+    /// modelled counters (the three the ring model moves, [`Moved`]) and
+    /// pages in flight; `track` moves on to this pass and says, per pool,
+    /// what was observed and what the model changed. A device whose knobs
+    /// never differed stays as observed.
     pub(crate) fn model_device(&mut self, d: &mut Device, key: &str, track: &mut Track) {
         let ring_k = self.ring_factor(d, key);
         let chan = self.knobs.iter().find_map(|((k, knob), v)| {
@@ -445,15 +447,17 @@ impl Counterfactual {
             .then(|| ring_k.unwrap_or(1.0));
         let mut next = std::mem::take(&mut track.next);
         next.clear();
-        for (i, p) in pools_mut(d).enumerate() {
-            let last = track.find(i, p.id);
-            let observed = p.stats;
-            let modelled = k.and_then(|k| model_pool(p, k, last));
-            next.push(Tracked {
-                id: p.id,
-                observed,
-                modelled,
-            });
+        let mut i = 0;
+        let queues = d
+            .rx_queues
+            .iter_mut()
+            .map(|q| (QueueKey::Id(q.id), &mut q.pools));
+        let unmapped = std::iter::once((QueueKey::Unmapped, &mut d.unmapped_pools));
+        for (queue, pools) in queues.chain(unmapped) {
+            for p in pools {
+                next.push(model_pool(p, queue, k, track.find(i, p.id)));
+                i += 1;
+            }
         }
         track.next = std::mem::replace(&mut track.pools, next);
     }
@@ -481,39 +485,184 @@ impl Counterfactual {
     }
 }
 
-/// One pool of a modelled device, in place: its pages and bytes in flight
-/// scaled by `k`, its counters continued from `last` (the pool at the last
-/// pass) by the ring model. Its modelled counters, when it has counters.
-fn model_pool(p: &mut Pool, k: f64, last: Option<&Tracked>) -> Option<PoolStats> {
+/// One pool of a device the counterfactual changed, in place: with `k`
+/// (the device is modelled) its pages and bytes in flight scaled by `k`
+/// and its moved counters continued from `last` (the pool at the last
+/// pass) by the ring model; without, as observed. What the pool is now.
+fn model_pool(p: &mut Pool, queue: QueueKey, k: Option<f64>, last: Option<&Tracked>) -> Tracked {
     #[allow(
         clippy::cast_possible_truncation,
         clippy::cast_sign_loss,
         clippy::cast_precision_loss
     )]
-    let scale = |v: u64, k: f64| (v as f64 * k).round() as u64;
-    p.inflight = p.inflight.map(|v| scale(v, k));
-    p.inflight_mem = p.inflight_mem.map(|v| scale(v, k));
-    let cur = p.stats?;
-    let prev_obs = last.and_then(|t| t.observed);
-    let delta = prev_obs.and_then(|b| cur.delta(&b)).unwrap_or(cur);
-    let base = last.and_then(|t| t.modelled).or(prev_obs);
-    let d = model_delta(&delta, k);
-    let out = match base {
-        Some(b) => b.add(&d),
-        None => d,
+    // Rounded to nearest (`+ 0.5` and truncation: both are non-negative,
+    // and libm's `round` was a tenth of a modelled pass).
+    let scale = |v: u64| k.map_or(v, |k| (v as f64 * k + 0.5) as u64);
+    let mut t = Tracked {
+        queue,
+        inflight: p.inflight,
+        inflight_mem: p.inflight_mem,
+        change: Change::default(),
+        ..last.copied().unwrap_or_else(|| Tracked::new(p.id))
     };
-    p.stats = Some(out);
-    Some(out)
+    p.inflight = p.inflight.map(scale);
+    p.inflight_mem = p.inflight_mem.map(scale);
+    let Some(stats) = &mut p.stats else {
+        // No counters this pass: the last ones stay the baseline (as the
+        // pass's ledger keeps them).
+        return t;
+    };
+    let now = Moved::of(stats);
+    // The interval's observed movement; a pool new to the track, or one
+    // whose moved counters went backwards, starts from zero.
+    let (obs, modl) = match last.filter(|l| l.counted && now.at_least(&l.observed)) {
+        Some(l) => (l.observed, l.modelled),
+        None => (Moved::default(), Moved::default()),
+    };
+    let delta = now.minus(&obs);
+    let modelled = modl.plus(&k.map_or(delta, |k| delta.ring_model(k)));
+    modelled.write(stats);
+    t.counted = true;
+    // As the pass's ledger counts it: a pool it never saw with its whole
+    // counters, one it saw without counters not at all, a reset not.
+    let counted = last.is_none_or(|l| l.counted && now.at_least(&l.observed));
+    t.change = Change {
+        moved: modelled.minus(&modl).diff(&delta),
+        counted,
+    };
+    (t.observed, t.modelled) = (now, modelled);
+    t
+}
+
+/// The three counters of a pool the ring model moves (docs/recording.md,
+/// "Counterfactuals"); a modelled pool's other counters are its observed
+/// ones.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Moved {
+    ring: u64,
+    ring_full: u64,
+    slow: u64,
+}
+
+impl Moved {
+    fn of(s: &PoolStats) -> Self {
+        Self {
+            ring: s.recycle_ring,
+            ring_full: s.recycle_ring_full,
+            slow: s.alloc_slow,
+        }
+    }
+
+    pub(crate) fn write(&self, s: &mut PoolStats) {
+        (s.recycle_ring, s.recycle_ring_full, s.alloc_slow) =
+            (self.ring, self.ring_full, self.slow);
+    }
+
+    fn at_least(&self, o: &Self) -> bool {
+        self.ring >= o.ring && self.ring_full >= o.ring_full && self.slow >= o.slow
+    }
+
+    fn minus(&self, o: &Self) -> Self {
+        Self {
+            ring: self.ring.saturating_sub(o.ring),
+            ring_full: self.ring_full.saturating_sub(o.ring_full),
+            slow: self.slow.saturating_sub(o.slow),
+        }
+    }
+
+    fn plus(&self, o: &Self) -> Self {
+        Self {
+            ring: self.ring.saturating_add(o.ring),
+            ring_full: self.ring_full.saturating_add(o.ring_full),
+            slow: self.slow.saturating_add(o.slow),
+        }
+    }
+
+    /// `self - o` per counter, wrapping: what adding it to `o` gives back
+    /// `self`.
+    fn diff(&self, o: &Self) -> Self {
+        Self {
+            ring: self.ring.wrapping_sub(o.ring),
+            ring_full: self.ring_full.wrapping_sub(o.ring_full),
+            slow: self.slow.wrapping_sub(o.slow),
+        }
+    }
+
+    /// Adds a [`Self::diff`] into `s`'s moved counters (wrapping).
+    pub(crate) fn add_to(&self, s: &mut PoolStats) {
+        s.recycle_ring = s.recycle_ring.wrapping_add(self.ring);
+        s.recycle_ring_full = s.recycle_ring_full.wrapping_add(self.ring_full);
+        s.alloc_slow = s.alloc_slow.wrapping_add(self.slow);
+    }
+
+    /// The ring model on one interval's movement (module docs).
+    fn ring_model(&self, k: f64) -> Self {
+        #[allow(clippy::cast_precision_loss)]
+        let (full, ring) = (self.ring_full as f64, self.ring as f64);
+        let total = full + ring;
+        if total <= 0.0 || (k - 1.0).abs() < f64::EPSILON {
+            return *self;
+        }
+        let x = if ring > 0.0 { full / ring } else { 0.0 };
+        let e = (1.0 + x - k).max(0.0);
+        let full2 = total * e / (k + e);
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let full2 = (full2 + 0.5) as u64;
+        let freed_less = i128::from(self.ring_full) - i128::from(full2);
+        let slow = i128::from(self.slow) - freed_less / 64;
+        Self {
+            ring: (self.ring + self.ring_full).saturating_sub(full2),
+            ring_full: full2,
+            slow: u64::try_from(slow.max(0)).unwrap_or(0),
+        }
+    }
+}
+
+/// What the model changed in one pool this pass, for a live pass to
+/// move the loop's queue deltas by.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Change {
+    /// Modelled minus observed movement of the moved counters (wrapping).
+    pub(crate) moved: Moved,
+    /// The pass's ledger counted the pool's delta (it had counters now and
+    /// at its last pass, none went backwards): only then is its movement
+    /// in the queue's delta.
+    pub(crate) counted: bool,
 }
 
 /// One pool as the counterfactual last saw it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Tracked {
     id: u64,
-    /// Its counters as observed (`None`: it had none).
-    observed: Option<PoolStats>,
-    /// Its counters as modelled (`None`: not modelled, or no counters).
-    modelled: Option<PoolStats>,
+    /// The queue its counters count for.
+    pub(crate) queue: QueueKey,
+    /// Its pages and bytes in flight, as observed.
+    pub(crate) inflight: Option<u64>,
+    pub(crate) inflight_mem: Option<u64>,
+    /// `observed` and `modelled` hold counters (of this pass or, without
+    /// counters now, of the last one that had them).
+    counted: bool,
+    /// Its moved counters, as observed and as modelled.
+    pub(crate) observed: Moved,
+    modelled: Moved,
+    /// What the model changed this pass.
+    pub(crate) change: Change,
+}
+
+impl Tracked {
+    /// A pool not seen before.
+    fn new(id: u64) -> Self {
+        Self {
+            id,
+            queue: QueueKey::Unmapped,
+            inflight: None,
+            inflight_mem: None,
+            counted: false,
+            observed: Moved::default(),
+            modelled: Moved::default(),
+            change: Change::default(),
+        }
+    }
 }
 
 /// The pools of one device the counterfactual changed a knob of, as of the
@@ -544,13 +693,25 @@ impl Track {
         let mut next = std::mem::take(&mut self.next);
         next.clear();
         for (i, p) in d.pools().enumerate() {
-            next.push(Tracked {
-                id: p.id,
-                observed: p.stats,
-                modelled: self.find(i, p.id).and_then(|t| t.modelled),
-            });
+            let mut t = self
+                .find(i, p.id)
+                .copied()
+                .unwrap_or_else(|| Tracked::new(p.id));
+            if let Some(s) = &p.stats {
+                let now = Moved::of(s);
+                if !t.counted {
+                    t.modelled = now;
+                }
+                (t.observed, t.counted) = (now, true);
+            }
+            next.push(t);
         }
         self.next = std::mem::replace(&mut self.pools, next);
+    }
+
+    /// The pools as of this pass, in the model's order.
+    pub(crate) fn pools(&self) -> &[Tracked] {
+        &self.pools
     }
 
     /// Pool `id`, looked for at position `at` first.
@@ -568,26 +729,12 @@ impl Track {
     }
 }
 
-/// The ring model on one interval's counters of one pool (module docs).
+/// The ring model on one interval's counters of one pool (module docs):
+/// the moved counters modelled, the others as given.
 #[must_use]
 pub fn model_delta(d: &PoolStats, k: f64) -> PoolStats {
-    #[allow(clippy::cast_precision_loss)]
-    let (full, ring) = (d.recycle_ring_full as f64, d.recycle_ring as f64);
-    let total = full + ring;
-    if total <= 0.0 || (k - 1.0).abs() < f64::EPSILON {
-        return *d;
-    }
-    let x = if ring > 0.0 { full / ring } else { 0.0 };
-    let e = (1.0 + x - k).max(0.0);
-    let full2 = total * e / (k + e);
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    let full2 = full2.round().max(0.0) as u64;
     let mut out = *d;
-    out.recycle_ring_full = full2;
-    out.recycle_ring = (d.recycle_ring + d.recycle_ring_full).saturating_sub(full2);
-    let freed_less = i128::from(d.recycle_ring_full) - i128::from(full2);
-    let slow = i128::from(d.alloc_slow) - freed_less / 64;
-    out.alloc_slow = u64::try_from(slow.max(0)).unwrap_or(0);
+    Moved::of(d).ring_model(k).write(&mut out);
     out
 }
 
@@ -601,6 +748,8 @@ mod tests {
             recycle_ring: 1000,
             recycle_ring_full: 500,
             alloc_slow: 100,
+            alloc_fast: 9000,
+            recycle_cached: 7000,
             ..PoolStats::default()
         };
         assert_eq!(model_delta(&d, 1.0), d);
@@ -609,6 +758,8 @@ mod tests {
         assert_eq!(big.recycle_ring_full, 0);
         assert_eq!(big.recycle_ring, 1500);
         assert!(big.alloc_slow < d.alloc_slow);
+        // The counters the ring does not move stay as observed.
+        assert_eq!((big.alloc_fast, big.recycle_cached), (9000, 7000));
         // Half the pool: e' = 1.0, ring_full' = 1500 * 1 / 1.5 = 1000.
         let small = model_delta(&d, 0.5);
         assert_eq!(small.recycle_ring_full, 1000);

@@ -8,57 +8,18 @@
 //! read where the loop has it. What a pass costs then grows with the
 //! pools of the devices it changed, and copies no device.
 
-use policy::accounting::{PassDeltas, PoolLedger, QueueDelta, QueueKey, queue_deltas};
-use policy::snapshot::{
-    Availability, Channels, Device, DeviceId, Pool, PoolStats, Rings, Snapshot,
-};
+use policy::accounting::{PassDeltas, QueueDelta, QueueKey};
+use policy::snapshot::{Availability, Channels, Device, DeviceId, Pool, Rings, Snapshot};
 
 use crate::counterfactual::Track;
 
-/// What the ring model writes into a device (`Counterfactual::model_device`):
-/// its rings and channels, and per pool (in [`pools_mut`] order) the pages
-/// and bytes in flight and the counters. Everything else in a modelled
-/// device is the observed device's.
-#[derive(Debug, Default)]
-pub(crate) struct Modelled {
-    rings: Availability<Rings>,
-    channels: Availability<Channels>,
-    pools: Vec<(Option<u64>, Option<u64>, Option<PoolStats>)>,
-}
-
-/// A device's pools in the model's order: its RX queues' pools, then the
-/// unmapped ones.
-pub(crate) fn pools_mut(d: &mut Device) -> impl Iterator<Item = &mut Pool> {
+/// A device's pools in the model's order ([`Device::pools`]'s): its RX
+/// queues' pools, then the unmapped ones.
+fn pools_mut(d: &mut Device) -> impl Iterator<Item = &mut Pool> {
     d.rx_queues
         .iter_mut()
         .flat_map(|q| q.pools.iter_mut())
         .chain(d.unmapped_pools.iter_mut())
-}
-
-impl Modelled {
-    /// Becomes `d`'s modelled fields (its buffer kept).
-    fn read(&mut self, d: &Device) {
-        self.rings.clone_from(&d.rings);
-        self.channels.clone_from(&d.channels);
-        self.pools.clear();
-        self.pools
-            .extend(d.pools().map(|p| (p.inflight, p.inflight_mem, p.stats)));
-    }
-
-    /// Trades its fields with `d`'s; nothing when `d` has other pools than
-    /// it was read from (by construction it has the same).
-    fn swap(&mut self, d: &mut Device) {
-        if d.pools().count() != self.pools.len() {
-            return;
-        }
-        std::mem::swap(&mut self.rings, &mut d.rings);
-        std::mem::swap(&mut self.channels, &mut d.channels);
-        for (p, f) in pools_mut(d).zip(self.pools.iter_mut()) {
-            std::mem::swap(&mut p.inflight, &mut f.0);
-            std::mem::swap(&mut p.inflight_mem, &mut f.1);
-            std::mem::swap(&mut p.stats, &mut f.2);
-        }
-    }
 }
 
 /// One device the counterfactual changed a knob of.
@@ -68,13 +29,13 @@ pub(crate) struct Slot {
     id: DeviceId,
     /// Its identity key ([`DeviceId::key`]), the counterfactual's knobs'.
     pub(crate) key: String,
-    /// During a pass, the observed fields the model replaced.
-    observed: Modelled,
-    /// Its pools' counters as of the last pass, the model's input.
+    /// Its pools as of the last pass, the model's input; during a pass,
+    /// what the model changed in each and what it had observed.
     track: Track,
-    /// Its pools' modelled counters as of the last pass, for the deltas.
-    ledger: PoolLedger,
-    /// This pass's modelled queue deltas against `ledger`.
+    /// During a pass, the observed rings and channels the model replaced
+    /// and the loop's queue deltas of the device.
+    rings: Availability<Rings>,
+    channels: Availability<Channels>,
     queues: Vec<(QueueKey, QueueDelta)>,
     /// Where the device is in this pass's sample.
     at: Option<usize>,
@@ -87,9 +48,9 @@ impl Slot {
         Self {
             id: dev.id.clone(),
             key,
-            observed: Modelled::default(),
             track: Track::of_device(dev),
-            ledger: PoolLedger::of_device(dev),
+            rings: Availability::default(),
+            channels: Availability::default(),
             queues: Vec::new(),
             at: None,
         }
@@ -101,7 +62,36 @@ impl Slot {
         if self.at.is_none() {
             // Gone: what it counted before is no baseline for a return.
             self.track.forget();
-            self.ledger = PoolLedger::default();
+        }
+    }
+
+    /// Moves the loop's queue deltas of the device (`queues`, in ascending
+    /// key order) by what the model changed in its pools (`d`, modelled).
+    fn move_deltas(&self, d: &Device, queues: &mut [(QueueKey, QueueDelta)]) {
+        let mut at = 0;
+        for (p, t) in d.pools().zip(self.track.pools()) {
+            // The pools come queue by queue, in the deltas' order: the
+            // queue is the last one or the next.
+            if queues.get(at).is_none_or(|(k, _)| *k != t.queue) {
+                if queues.get(at + 1).is_some_and(|(k, _)| *k == t.queue) {
+                    at += 1;
+                } else {
+                    match queues.iter().position(|(k, _)| *k == t.queue) {
+                        Some(i) => at = i,
+                        None => continue,
+                    }
+                }
+            }
+            let Some((_, q)) = queues.get_mut(at) else {
+                continue;
+            };
+            let (now, was) = (p.inflight.unwrap_or(0), t.inflight.unwrap_or(0));
+            q.inflight = q.inflight.wrapping_sub(was).wrapping_add(now);
+            let (now, was) = (p.inflight_mem.unwrap_or(0), t.inflight_mem.unwrap_or(0));
+            q.inflight_mem = q.inflight_mem.wrapping_sub(was).wrapping_add(now);
+            if t.change.counted && p.stats.is_some() {
+                t.change.moved.add_to(&mut q.stats);
+            }
         }
     }
 }
@@ -110,8 +100,10 @@ impl Slot {
 /// it lives: dropped (returned, or unwound), it puts the observed fields
 /// and deltas back, so the loop gets its sample and deltas as they were.
 /// The previous sample is read as observed: the engine reads only harm
-/// counters there (`HarmDelta`), which no model touches, and the pool
-/// deltas come from the slots.
+/// counters there (`HarmDelta`), which no model touches. A modelled
+/// device's queue deltas are the loop's moved by what the model changed
+/// in each pool; a queue whose delta is a reset is no data to every
+/// reader, whatever its counters say.
 pub(crate) struct Overlay<'a> {
     slots: &'a mut [Slot],
     snap: &'a mut Snapshot,
@@ -119,63 +111,62 @@ pub(crate) struct Overlay<'a> {
 }
 
 impl<'a> Overlay<'a> {
-    /// Models each placed slot's device in place with `model` (its
-    /// observed fields kept in the slot) and gives it its modelled deltas.
+    /// Models each placed slot's device in place with `model` (what it
+    /// observed kept in the slot) and moves its deltas.
     pub(crate) fn new(
         slots: &'a mut [Slot],
         (snap, deltas): (&'a mut Snapshot, &'a mut PassDeltas),
         mut model: impl FnMut(&mut Device, &str, &mut Track),
     ) -> Self {
         for s in slots.iter_mut() {
-            let Some(d) = s.at.and_then(|i| snap.devices.get_mut(i)) else {
+            let Some(i) = s.at else {
                 continue;
             };
-            s.observed.read(d);
+            let Some(d) = snap.devices.get_mut(i) else {
+                s.at = None;
+                continue;
+            };
+            s.rings.clone_from(&d.rings);
+            s.channels.clone_from(&d.channels);
             model(d, &s.key, &mut s.track);
+            let q = deltas.queues_mut(i);
             s.queues.clear();
-            queue_deltas(&s.ledger, d, |k, q| s.queues.push((k, *q)));
-            for p in d.pools() {
-                s.ledger.record(p);
-            }
-            s.ledger.retire_unseen();
+            s.queues.extend_from_slice(q);
+            s.move_deltas(d, q);
         }
-        let mut o = Self {
+        Self {
             slots,
             snap,
             deltas,
-        };
-        o.swap_deltas();
-        o
+        }
     }
 
     /// The pass as the counterfactual sees it: its sample and deltas.
     pub(crate) fn view(&self) -> (&Snapshot, &PassDeltas) {
         (self.snap, self.deltas)
     }
-
-    /// Trades each placed slot's queue deltas with the loop's of its
-    /// device: in, and (called again) back out. The same queues by
-    /// construction (the deltas of the same device); a count that differs
-    /// leaves the loop's.
-    fn swap_deltas(&mut self) {
-        for s in self.slots.iter_mut() {
-            if let Some(i) = s.at {
-                let q = self.deltas.queues_mut(i);
-                if q.len() == s.queues.len() {
-                    q.swap_with_slice(&mut s.queues);
-                }
-            }
-        }
-    }
 }
 
 impl Drop for Overlay<'_> {
     fn drop(&mut self) {
-        self.swap_deltas();
         for s in self.slots.iter_mut() {
-            // The observed fields back.
-            if let Some(d) = s.at.and_then(|i| self.snap.devices.get_mut(i)) {
-                s.observed.swap(d);
+            let Some(i) = s.at else {
+                continue;
+            };
+            let q = self.deltas.queues_mut(i);
+            if q.len() == s.queues.len() {
+                q.copy_from_slice(&s.queues);
+            }
+            let Some(d) = self.snap.devices.get_mut(i) else {
+                continue;
+            };
+            std::mem::swap(&mut s.rings, &mut d.rings);
+            std::mem::swap(&mut s.channels, &mut d.channels);
+            for (p, t) in pools_mut(d).zip(s.track.pools()) {
+                (p.inflight, p.inflight_mem) = (t.inflight, t.inflight_mem);
+                if let Some(st) = &mut p.stats {
+                    t.observed.write(st);
+                }
             }
         }
     }
