@@ -6,6 +6,7 @@
 #
 #   benches/wire-outcome.sh            # the whole run -> benches/results/wire-outcome.*
 #   benches/wire-outcome.sh --smoke    # checks the bench still runs (CI)
+#   benches/wire-outcome.sh --remedy   # time to remedy at the shipped default
 #   benches/wire-outcome.sh [--name NAME] -- DRIVER-OPTIONS...   # an ad-hoc run
 #
 # Host: builds the driver, the release pptune (one `cargo bench --no-run`,
@@ -19,17 +20,23 @@
 # verdicts of benches/wire_report.py; benches/results/wire-outcome.md is the
 # hand-written reading of one run). --smoke: one workload, 2 rings, 1 round,
 # short windows, results under $CARGO_TARGET_DIR/bench-smoke.
+# --remedy: pptune alone with benches/remedy-policy.yaml (the shipped
+# default, enforcing) on the drain workload, --rounds 3 runs from ring 256,
+# B's counters read every second: the time from the first second whose
+# ring_full share is >= 20 % to pptune's first change (wire-remedy.*).
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 SMOKE=0
+REMEDY=0
 NAME=wire-outcome
 ADHOC=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --smoke) SMOKE=1; shift ;;
+        --remedy) REMEDY=1; shift ;;
         --name) NAME="$2"; shift 2 ;;
         --) shift; ADHOC=("$@"); break ;;
-        -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "wire-outcome: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -44,6 +51,15 @@ if [ "$SMOKE" = 1 ]; then
     NAME=wire-outcome-smoke
     ARGS=(--workloads drain --sweep 256,4096 --rounds 1 --warmup-secs 1 --window-secs 2
           --tuners doubling,pptune --quiet-secs 3 --pptune-quiet-secs 8 --max-run-secs 12)
+fi
+POLICY=benches/outcome-policy.yaml
+if [ "$REMEDY" = 1 ]; then
+    NAME=wire-remedy
+    POLICY=benches/remedy-policy.yaml
+    # No static sweep (0 rounds of it): pptune alone, three runs, each
+    # until 150 s (the shipped windows' path would change at ~90-100 s).
+    ARGS=(--workloads drain --rounds 0 --tuners pptune,pptune,pptune --ctl-window-secs 1
+          --window-secs 3 --pptune-quiet-secs 1000 --max-run-secs 150)
 fi
 ARGS+=("${ADHOC[@]}")
 
@@ -60,7 +76,6 @@ print([m["executable"] for m in map(json.loads, open(sys.argv[1]))
        and m["target"]["name"] == "pptraffic"][-1])' "$CARGO_TARGET_DIR/pptraffic-build.json")"
 KO="$(tests/ppsim/build.sh 7.3)"
 export PPTUNE_PPSIM_KO="$KO"
-POLICY=benches/outcome-policy.yaml
 "$PPTUNE" --config "$POLICY" check >&2
 
 VMOUT="$CARGO_TARGET_DIR/wire-outcome-vm"

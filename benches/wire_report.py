@@ -193,6 +193,37 @@ def workload(rows, wl):
     return out + [""]
 
 
+SEVERE = 0.20
+
+
+def remedy(rows, wl, interval):
+    """Time to remedy (issue 29 part 4): per pptune run of `wl`, from the
+    end of the first control window whose ring_full share (the kernel's
+    counters, read by the bench) is >= 20 % to pptune's first change."""
+    runs = [r for r in rows if r["kind"] == "tuned" and r["workload"] == wl
+            and r["config"] == "pptune" and r.get("timeline")]
+    if not runs:
+        return []
+    out = [f"Time to remedy, pptune at {interval:g} s samples: from the first control window with "
+           f"≥ {SEVERE:.0%} of returns freed to the first change", "",
+           "| run | onset (s) | first change (s) | time to remedy (s) | in samples | ring → | changes |",
+           "|---|---|---|---|---|---|---|"]
+    verdict = []
+    for i, r in enumerate(runs, 1):
+        onset = next((t for t, _, sh in r["timeline"] if sh is not None and sh >= SEVERE), None)
+        first = r.get("first_change_s")
+        took = None if onset is None or first is None else first - onset
+        samples = None if took is None else took / interval
+        out.append(f"| {i} | {'—' if onset is None else f'{onset:.0f}'} | "
+                   f"{'none' if first is None else f'{first:.0f}'} | "
+                   f"{'—' if took is None else f'{took:.0f}'} | {'—' if samples is None else f'{samples:.1f}'} | "
+                   f"{r['ring']} | {r['changes']} |")
+        verdict.append(samples)
+    ok = all(v is not None and v <= 3 for v in verdict)
+    out += ["", f"- within 3 samples of the onset in every run: **{'met' if ok else 'NOT met'}**"]
+    return out + [""]
+
+
 def main():
     meta, kernel, rows = load(sys.argv[1])
     run = json.load(open(sys.argv[2])) if len(sys.argv) > 2 else {}
@@ -211,6 +242,9 @@ def main():
     print()
     for wl in wls:
         print("\n".join(workload(rows, wl)))
+        interval = meta.get("policy_interval_s")
+        if interval:
+            print("\n".join(remedy(rows, wl, interval)))
     if kernel is None:
         print("**The run did not finish (no kernel check line).**")
         return 1

@@ -203,11 +203,23 @@ impl Cx<'_> {
                 "keep them apart (e.g. shrink at a tenth of grow) so a pool near one threshold cannot alternate",
             );
         }
+        if th.severe_samples > 0 && th.severe_recycle_miss < th.grow_recycle_miss {
+            self.err(
+                "thresholds.severe_recycle_miss",
+                format!(
+                    "the severe threshold {} is below the grow threshold {}",
+                    th.severe_recycle_miss, th.grow_recycle_miss
+                ),
+                "a severe miss is one worse than a finding: raise it, or set thresholds.severe_samples to 0 to turn the early path off",
+            );
+        }
         p::Thresholds {
             grow_recycle_miss: th.grow_recycle_miss,
             grow_slow_refill: th.grow_slow_refill,
             shrink_recycle_miss: th.shrink_recycle_miss,
             min_pages_per_window: th.min_pages_per_window,
+            severe_recycle_miss: th.severe_recycle_miss,
+            severe_samples: th.severe_samples,
         }
     }
 

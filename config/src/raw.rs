@@ -178,6 +178,14 @@ pub struct RawThresholds {
     pub shrink_recycle_miss: f64,
     /// Ignore a queue with fewer returned pages than this in a window.
     pub min_pages_per_window: u64,
+    /// A severe miss: a queue's recycle-miss share at or above this in
+    /// `severe_samples` samples in a row closes its window early, and the
+    /// ring may grow without waiting for `timing.windows_for_finding`.
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub severe_recycle_miss: f64,
+    /// Samples in a row that make a severe miss; 0 turns the early path off.
+    #[schemars(range(max = 100))]
+    pub severe_samples: u32,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema)]

@@ -78,14 +78,11 @@ fn snapshot(k: u64) -> Snapshot {
     }
 }
 
-#[test]
-fn default_policy_reaches_a_finding_in_the_announced_samples() {
-    let policy = pptune_config::default_policy().unwrap();
-    let (samples, span) = findings_needed(&policy);
-    assert_eq!((samples, span), (10, Duration::from_secs(90)));
+/// The decisions of `policy` on `samples` samples of the bursty NIC.
+fn run(policy: &policy::Policy, samples: u32) -> Vec<policy::Decision> {
     let mut state = EngineState::default();
     let mut prev: Option<Snapshot> = None;
-    let mut last = None;
+    let mut out = Vec::new();
     for k in 1..=u64::from(samples) {
         let cur = snapshot(k);
         let deltas = policy::accounting::PassDeltas::of(prev.as_ref(), &cur);
@@ -101,16 +98,58 @@ fn default_policy_reaches_a_finding_in_the_announced_samples() {
             originals: &[],
             backoff: &policy::engine::NO_BACKOFF,
         };
-        let (plan, next) = decide(&policy, &state, &obs);
+        let (plan, next) = decide(policy, &state, &obs);
         state = next;
-        let d = plan.decisions[0].clone();
-        if k < u64::from(samples) {
-            assert_eq!(d.action, Action::Hold, "sample {k}: {d:?}");
-        }
-        last = Some(d);
+        out.push(plan.decisions[0].clone());
         prev = Some(cur);
     }
-    let d = last.unwrap();
+    out
+}
+
+/// The bursty NIC frees three quarters of its returns: a severe miss. The
+/// shipped default grows the ring on the second sample that shows it (the
+/// third sample: the first has no rate), not after three windows.
+#[test]
+fn default_policy_acts_on_a_severe_miss_at_its_second_sample() {
+    let policy = pptune_config::default_policy().unwrap();
+    assert_eq!(
+        (
+            policy.thresholds.severe_recycle_miss,
+            policy.thresholds.severe_samples
+        ),
+        (0.2, 2)
+    );
+    let d = run(&policy, 3);
+    assert!(d[..2].iter().all(|d| d.action == Action::Hold), "{d:?}");
+    assert!(
+        matches!(
+            d[2].action,
+            Action::SetRing {
+                from: 512,
+                to: 2560,
+                ..
+            }
+        ),
+        "{:?}",
+        d[2]
+    );
+    assert!(d[2].message.contains("a severe miss"), "{}", d[2].message);
+}
+
+/// With the early path off, the finding takes the windows `pptune plan`
+/// announces.
+#[test]
+fn default_policy_reaches_a_finding_in_the_announced_samples() {
+    let mut policy = pptune_config::default_policy().unwrap();
+    policy.thresholds.severe_samples = 0;
+    let (samples, span) = findings_needed(&policy);
+    assert_eq!((samples, span), (10, Duration::from_secs(90)));
+    let all = run(&policy, samples);
+    let (d, before) = all.split_last().unwrap();
+    assert!(
+        before.iter().all(|d| d.action == Action::Hold),
+        "{before:?}"
+    );
     assert_eq!(d.reason, ReasonCode::RecycleMissHigh, "{d:?}");
     assert_eq!(d.mode, Mode::Observe, "the default only observes");
     // 512 × (1 + 30720/10240) = 2048-page bursts, × 1.25 = 2560.

@@ -49,8 +49,12 @@
 //! instructions (busy jiffies × 10^7 under `--icount`), the application
 //! rate, B's overruns and the sender's retransmits; each row also carries
 //! the receiving netns's snmp/netstat deltas over the whole pptraffic run
-//! (`rx_snmp_run`: TCP's collapse, prune, out-of-order counts). One JSON line per
-//! measurement on stdout; `benches/wire_report.py` makes the tables.
+//! (`rx_snmp_run`: TCP's collapse, prune, out-of-order counts). A tuned row
+//! also carries its control windows' timeline (`[end s, ring, ring_full
+//! share]`) and the times of its first and last change: with
+//! `--ctl-window-secs 1` and the shipped policy (`wire-outcome.sh
+//! --remedy`) the report reads the time to remedy from them. One JSON line
+//! per measurement on stdout; `benches/wire_report.py` makes the tables.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // bench binary
 #![allow(clippy::cast_precision_loss)] // figures from counters far below 2^52
 
@@ -182,6 +186,14 @@ fn num<T: std::str::FromStr>(name: &str, default: T) -> T {
         s.parse()
             .unwrap_or_else(|_| panic!("{name}: not a number: {s}"))
     })
+}
+
+/// The sampling interval of the policy pptune runs with, in seconds (the
+/// unit the time to remedy is judged in).
+fn policy_interval(path: &str) -> f64 {
+    let loaded = config::load(Some(std::path::Path::new(path)))
+        .unwrap_or_else(|e| panic!("{path}: {}", config::render(&e)));
+    loaded.policy.timing.interval.as_secs_f64()
 }
 
 fn opts() -> Opts {
@@ -417,6 +429,7 @@ async fn static_point(o: &Opts, p: &Ppsim, w: &Workload, ring: u32, round: u32) 
 struct Ctl {
     ring: u32,
     changes: u32,
+    first_change_s: Option<f64>,
     last_change_s: f64,
     acted: bool,
     timeline: Vec<Value>,
@@ -426,6 +439,7 @@ impl Ctl {
     fn changed(&mut self, ring: u32, t: f64) {
         self.ring = ring;
         self.changes += 1;
+        self.first_change_s.get_or_insert(t);
         self.last_change_s = t;
         self.acted = true;
     }
@@ -534,7 +548,7 @@ async fn tuned_run(o: &Opts, p: &Ppsim, w: &Workload, tuner: Tuner) {
     emit(
         m,
         json!({"kind": "tuned", "workload": w.name, "config": tuner.name(), "changes": ctl.changes,
-               "last_change_s": ctl.last_change_s, "run_s": run_s, "max_ring": max,
+               "first_change_s": ctl.first_change_s, "last_change_s": ctl.last_change_s, "run_s": run_s, "max_ring": max,
                "changed_in_window": changed_in_window, "stopped_by_max": stopped_by_max, "daemon_cpu_s": daemon_cpu,
                "intact": summary["intact"], "rx_snmp_run": summary["snmp"],
                "timeline": ctl.timeline}),
@@ -553,7 +567,8 @@ async fn main() {
                "sweep": o.sweep, "rounds": o.rounds, "warmup_secs": o.warmup,
                "window_secs": o.window, "ctl_window_secs": o.ctl_window, "quiet_secs": o.quiet,
                "pptune_quiet_secs": o.pptune_quiet, "max_run_secs": o.max_run,
-               "policy": o.policy, "start_ring": START_RING})
+               "policy": o.policy, "start_ring": START_RING,
+               "policy_interval_s": policy_interval(&o.policy)})
     );
     for name in &o.workloads {
         let w = WORKLOADS

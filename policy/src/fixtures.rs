@@ -43,6 +43,8 @@ pub fn policy() -> Policy {
             grow_slow_refill: 0.25,
             shrink_recycle_miss: 0.005,
             min_pages_per_window: 1000,
+            severe_recycle_miss: 0.2,
+            severe_samples: 2,
         },
         rings: RingPolicy {
             enabled: true,

@@ -184,6 +184,23 @@ pub struct Thresholds {
     /// Ignore a window with fewer returned pages than this (ratios of tiny
     /// numbers mean nothing).
     pub min_pages_per_window: u64,
+    /// A severe miss: a queue whose recycle-miss share is at or above this
+    /// in `severe_samples` samples in a row (each over its share of
+    /// `min_pages_per_window`) closes its window early and may grow the
+    /// ring without waiting for `windows_for_finding` windows.
+    #[serde(default = "default_severe_recycle_miss")]
+    pub severe_recycle_miss: f64,
+    /// Samples in a row that make a severe miss; 0 turns the early path off.
+    #[serde(default = "default_severe_samples")]
+    pub severe_samples: u32,
+}
+
+fn default_severe_recycle_miss() -> f64 {
+    0.2
+}
+
+fn default_severe_samples() -> u32 {
+    2
 }
 
 /// How rounding drivers treat a requested ring size.

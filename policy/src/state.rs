@@ -41,6 +41,10 @@ pub struct DeviceState {
     /// calibrates the burst estimate against it (`docs/decisions.md` §4).
     #[serde(default)]
     pub ring_probe: Option<RingProbe>,
+    /// Samples in a row with a severe miss on some queue
+    /// (`thresholds.severe_recycle_miss`), since the last window closed.
+    #[serde(default)]
+    pub severe_samples: u32,
 }
 
 /// The window a ring growth was decided on: the pool it had and the pages

@@ -139,6 +139,22 @@ pub struct QueueFacts {
 }
 
 impl QueueFacts {
+    /// Whether the queue moved enough pages (returned or allocated fast)
+    /// for its shares to mean something: at least `min_pages`.
+    pub(crate) fn judged(&self, min_pages: u64) -> bool {
+        self.returned.max(self.stats.alloc_fast) >= min_pages
+    }
+
+    /// The facts of one queue's delta over one interval.
+    pub(crate) fn of_delta(key: QueueKey, q: &QueueDelta) -> Self {
+        let acc = QueueAcc {
+            stats: q.stats,
+            provider: q.provider,
+            inflight_peak: q.inflight,
+        };
+        Self::from_acc(key, &acc)
+    }
+
     pub(crate) fn from_acc(key: QueueKey, acc: &QueueAcc) -> Self {
         let s = acc.stats;
         let returned = s

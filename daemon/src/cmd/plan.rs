@@ -35,7 +35,7 @@ pub async fn plan(
     let progress = !json && std::io::stderr().is_terminal();
     if progress {
         crate::say_err!(
-            "pptune plan: sampling {samples} times over {}s (every {}s: {} window(s) of {}s) to reach a finding; nothing is changed",
+            "pptune plan: sampling {samples} times over {}s (every {}s: {} window(s) of {}s) to reach a finding, sooner on a severe miss; nothing is changed",
             span.as_secs(),
             interval.as_secs_f64(),
             policy.timing.windows_for_finding,
@@ -86,6 +86,8 @@ async fn sample_until_found(
     let mut plan = policy::Plan::default();
     let mut deltas = policy::accounting::PassDeltas::default();
     let mut taken = 0;
+    let mut acted: std::collections::BTreeMap<u32, policy::plan::Decision> =
+        std::collections::BTreeMap::new();
     // `samples` closes the last window when every pass takes `interval`; a
     // slow host (or a slow netlink dump) drifts the window phase, and a plan
     // that stopped mid-window would answer "gathering" for a device with a
@@ -113,6 +115,17 @@ async fn sample_until_found(
             backoff: &policy::engine::NO_BACKOFF,
         };
         plan = engine.decide(policy, &obs);
+        // A device's first recommendation is its answer: a severe miss
+        // recommends before the windows close, and the engine then
+        // gathers afresh (its evidence spent), so a later pass of the
+        // same device would say less.
+        for d in &mut plan.decisions {
+            if d.action != policy::plan::Action::Hold {
+                acted.insert(d.ifindex, d.clone());
+            } else if let Some(a) = acted.get(&d.ifindex) {
+                d.clone_from(a);
+            }
+        }
         prev = Some((snap, now));
         taken = i + 1;
         if progress {
@@ -124,7 +137,11 @@ async fn sample_until_found(
         }
         // Nothing selected, or nothing that more samples could judge:
         // answer now instead of sampling for nothing.
-        if plan.decisions.iter().all(|d| d.reason.cannot_judge()) {
+        if plan
+            .decisions
+            .iter()
+            .all(|d| d.reason.cannot_judge() || d.action != policy::plan::Action::Hold)
+        {
             break;
         }
         if taken >= samples

@@ -252,6 +252,9 @@ struct Findings {
     worst_miss: Option<QueueFacts>,
     /// Worst queue by slow-refill share.
     worst_slow: Option<QueueFacts>,
+    /// The window closed early on a severe miss and says grow: the ring
+    /// may grow without a streak of windows.
+    severe: bool,
 }
 
 impl<'a> DeviceRun<'a> {
@@ -330,7 +333,17 @@ impl<'a> DeviceRun<'a> {
         let prev_dev = prev.devices.iter().find(|d| d.id == dev.id);
         ds.window.add_tick(self.queues, prev_dev, dev, obs.elapsed);
         let t = &policy.timing;
-        if ds.window.elapsed.saturating_add(t.interval / 2) < t.window {
+        let th = &policy.thresholds;
+        ds.severe_samples = if self.severe_sample() {
+            ds.severe_samples.saturating_add(1)
+        } else {
+            0
+        };
+        // A severe miss closes the window early: it is judged on what it
+        // has, its page floor in proportion.
+        let severe = th.severe_samples > 0 && ds.severe_samples >= th.severe_samples;
+        let full = ds.window.elapsed.saturating_add(t.interval / 2) >= t.window;
+        if !full && !severe {
             return self.hold(
                 ReasonCode::Gathering,
                 None,
@@ -354,14 +367,64 @@ impl<'a> DeviceRun<'a> {
                 "a counter went backwards inside the window: no data, no action",
             );
         }
-        let f = self.findings(&ds.window);
+        let min_pages = if full {
+            th.min_pages_per_window
+        } else {
+            self.pages_over(ds.window.elapsed)
+        };
+        let mut f = self.findings(&ds.window, min_pages);
+        if severe {
+            ds.severe_samples = 0;
+            f.severe = f.grow;
+            ev.insert("severe_samples", f64::from(th.severe_samples));
+        }
         self.evidence(&f, &ds.window, ev);
         ds.window.clear();
         self.update_streaks(ds, &f);
         self.choose(ds, &f, ctx, ev)
     }
 
-    fn findings(&self, acc: &crate::window::WindowAcc) -> Findings {
+    /// `thresholds.min_pages_per_window` in proportion to `span` of a
+    /// window.
+    fn pages_over(&self, span: Duration) -> u64 {
+        let (min, window) = (
+            self.policy.thresholds.min_pages_per_window,
+            self.policy.timing.window.as_secs_f64(),
+        );
+        if window <= 0.0 {
+            return min;
+        }
+        #[allow(
+            clippy::cast_precision_loss,
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss
+        )]
+        let pages = (min as f64 * (span.as_secs_f64() / window).min(1.0)).ceil() as u64;
+        pages
+    }
+
+    /// Whether this pass's interval had a severe miss on some queue: its
+    /// recycle-miss share at or above `thresholds.severe_recycle_miss`
+    /// over at least the interval's share of the window's page floor.
+    fn severe_sample(&self) -> bool {
+        let th = &self.policy.thresholds;
+        if th.severe_samples == 0 {
+            return false;
+        }
+        let min_pages = self.pages_over(self.obs.elapsed);
+        self.queues.iter().any(|(key, q)| {
+            if q.pools == 0 || q.reset {
+                return false;
+            }
+            let facts = QueueFacts::of_delta(*key, q);
+            facts.judged(min_pages)
+                && facts
+                    .recycle_miss
+                    .is_some_and(|m| m >= th.severe_recycle_miss)
+        })
+    }
+
+    fn findings(&self, acc: &crate::window::WindowAcc, min_pages: u64) -> Findings {
         let th = &self.policy.thresholds;
         let mut f = Findings {
             pressure: acc.alloc_fail > 0,
@@ -370,8 +433,7 @@ impl<'a> DeviceRun<'a> {
         };
         for (key, q) in &acc.queues {
             let facts = QueueFacts::from_acc(*key, q);
-            let alloc_pages = facts.stats.alloc_fast;
-            if facts.returned.max(alloc_pages) < th.min_pages_per_window {
+            if !facts.judged(min_pages) {
                 continue;
             }
             let miss = facts.recycle_miss.unwrap_or(0.0);
@@ -480,8 +542,16 @@ impl<'a> DeviceRun<'a> {
                 "rx-alloc-fail rose: memory is short, a bigger ring would make it worse",
             );
         }
-        if ds.grow_windows >= n {
-            let p = self.ring().grow(ds, f, ctx, ev);
+        if ds.grow_windows >= n || f.severe {
+            let mut p = self.ring().grow(ds, f, ctx, ev);
+            if f.severe && ds.grow_windows < n && p.action != Action::Hold {
+                let _ = write!(
+                    p.message,
+                    "; a severe miss: {} samples in a row at or above {:.0} %, not waiting for {n} windows",
+                    self.policy.thresholds.severe_samples,
+                    self.policy.thresholds.severe_recycle_miss * 100.0
+                );
+            }
             if p.action == Action::Hold
                 && ds.contended_windows >= n
                 && let Some(c) = self.channels().shrink(f, ev, Shed::RingAtLimit(&p))
@@ -676,6 +746,7 @@ impl<'a> DeviceRun<'a> {
                         ds.ring_probe = p.probe;
                     }
                     ds.grow_windows = 0;
+                    ds.severe_samples = 0;
                     ds.calm_since = None;
                     let before = device_bytes(dev, &self.info, from);
                     let after = device_bytes(dev, &self.info, to);

@@ -5,4 +5,5 @@ mod overflow;
 mod props;
 mod replay;
 mod rules;
+mod severe;
 pub(crate) mod support;

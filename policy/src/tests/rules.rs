@@ -657,6 +657,9 @@ fn low_traffic_is_not_judged() {
 fn window_longer_than_interval_accumulates() {
     let mut p = policy();
     p.timing.window = Duration::from_secs(30);
+    // The windows' path: a severe miss would close them early
+    // (tests/severe.rs).
+    p.thresholds.severe_samples = 0;
     let mut w = World::new(p, vec![device(1, "ice", 512, 8160, 2)]);
     let r = reasons(&mut w, 7, big_bursts);
     use ReasonCode::{Gathering as G, RecycleMissHigh as R};

@@ -1,0 +1,127 @@
+//! A severe miss (docs/decisions.md §3, "A severe miss"): at the shipped
+//! timing (10 s samples, 30 s windows, 3 windows for a finding), a queue
+//! freeing at least `severe_recycle_miss` of its returns in
+//! `severe_samples` samples in a row grows the ring on the second of them;
+//! anything less waits for its windows as before.
+
+use std::time::Duration;
+
+use super::support::{Traffic, World, bursty, device, only, steady};
+use crate::fixtures::policy;
+use crate::plan::{Action, ReasonCode};
+use crate::snapshot::PoolStats;
+
+/// The fixture policy at the shipped timing.
+fn shipped_world() -> World {
+    let mut p = policy();
+    p.timing.interval = Duration::from_secs(10);
+    p.timing.window = Duration::from_secs(30);
+    p.timing.windows_for_finding = 3;
+    World::new(p, vec![device(1, "ice", 512, 8160, 2)])
+}
+
+/// Bursts of 4 pools into the pool: three quarters of returns freed.
+fn severe(w: &World, i: usize) -> Traffic {
+    bursty(w.pool_size(i), u64::from(w.pool_size(i)) * 4, 50, false)
+}
+
+/// Bursts an eighth over the pool: about 11 % of returns freed, a finding
+/// but not a severe one.
+fn moderate(w: &World, i: usize) -> Traffic {
+    let pool = u64::from(w.pool_size(i));
+    bursty(w.pool_size(i), pool + pool / 8, 50, false)
+}
+
+/// The sample (1-based) of the first decision that acts, if any in `n`.
+fn first_action(
+    w: &mut World,
+    n: usize,
+    t: impl Fn(&World, usize, usize) -> Traffic,
+) -> Option<usize> {
+    (1..=n).find(|&k| only(&w.tick(|w, i| t(w, i, k))).action != Action::Hold)
+}
+
+#[test]
+fn a_severe_miss_grows_on_its_second_sample() {
+    let mut w = shipped_world();
+    let first = only(&w.tick(severe)).clone();
+    assert_eq!(
+        first.reason,
+        ReasonCode::Gathering,
+        "the first sample has no rate"
+    );
+    let second = only(&w.tick(severe)).clone();
+    assert_eq!(second.action, Action::Hold, "one severe sample waits");
+    let third = only(&w.tick(severe)).clone();
+    assert_eq!(third.reason, ReasonCode::RecycleMissHigh, "{third:?}");
+    assert!(
+        matches!(third.action, Action::SetRing { from: 512, .. }),
+        "{third:?}"
+    );
+    assert!(
+        third.message.contains("a severe miss: 2 samples in a row"),
+        "{}",
+        third.message
+    );
+    assert_eq!(third.evidence.get("severe_samples"), Some(2.0));
+    // Judged on the 20 s the early window had.
+    assert_eq!(third.evidence.get("window_seconds"), Some(20.0));
+}
+
+#[test]
+fn a_moderate_miss_waits_for_its_windows() {
+    let mut w = shipped_world();
+    // One sample to start from, then three windows of three samples.
+    assert_eq!(first_action(&mut w, 12, |w, i, _| moderate(w, i)), Some(10));
+}
+
+#[test]
+fn one_severe_sample_alone_waits() {
+    let mut w = shipped_world();
+    // A spike on sample 3 (an incast, a backup), steady before and after.
+    let t = |w: &World, i: usize, k: usize| {
+        if k == 3 {
+            severe(w, i)
+        } else {
+            steady(100_000)
+        }
+    };
+    assert_eq!(first_action(&mut w, 15, t), None);
+    // Spikes every other sample never make two in a row, but they are
+    // still a finding in every window: the windows grow the ring.
+    let mut w = shipped_world();
+    let t = |w: &World, i: usize, k: usize| {
+        if k.is_multiple_of(2) {
+            severe(w, i)
+        } else {
+            steady(100_000)
+        }
+    };
+    assert_eq!(first_action(&mut w, 12, t), Some(10));
+}
+
+#[test]
+fn held_pages_are_never_a_severe_miss() {
+    // Every returned page still referenced, the slow path taken for all
+    // of them, no ring_full: no ring fixes it, however bad it is.
+    let held = |_: &World, _: usize, _: usize| Traffic {
+        pool: PoolStats {
+            alloc_fast: 100_000,
+            alloc_slow: 1_500,
+            alloc_refill: 50,
+            recycle_released_refcnt: 100_000,
+            ..PoolStats::default()
+        },
+        packets: 100_000,
+        ..Traffic::default()
+    };
+    let mut w = shipped_world();
+    assert_eq!(first_action(&mut w, 15, held), None);
+}
+
+#[test]
+fn severe_samples_zero_turns_the_early_path_off() {
+    let mut w = shipped_world();
+    w.policy.thresholds.severe_samples = 0;
+    assert_eq!(first_action(&mut w, 12, |w, i, _| severe(w, i)), Some(10));
+}
