@@ -120,6 +120,20 @@ fn queues_from_map<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(QueueKey, Que
         .collect())
 }
 
+/// Whether a queue's counters over a span moved enough pages (returned,
+/// or allocated fast) for its shares to mean something: at least
+/// `min_pages`.
+pub(crate) fn judged(s: &PoolStats, min_pages: u64) -> bool {
+    returned(s).max(s.alloc_fast) >= min_pages
+}
+
+/// Pages returned to the pool: cached + ring + ring_full.
+fn returned(s: &PoolStats) -> u64 {
+    s.recycle_cached
+        .saturating_add(s.recycle_ring)
+        .saturating_add(s.recycle_ring_full)
+}
+
 /// The signals of one queue over a closed window.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueueFacts {
@@ -139,28 +153,15 @@ pub struct QueueFacts {
 }
 
 impl QueueFacts {
-    /// Whether the queue moved enough pages (returned or allocated fast)
-    /// for its shares to mean something: at least `min_pages`.
+    /// Whether the queue moved enough pages for its shares to mean
+    /// something ([`judged`]).
     pub(crate) fn judged(&self, min_pages: u64) -> bool {
-        self.returned.max(self.stats.alloc_fast) >= min_pages
-    }
-
-    /// The facts of one queue's delta over one interval.
-    pub(crate) fn of_delta(key: QueueKey, q: &QueueDelta) -> Self {
-        let acc = QueueAcc {
-            stats: q.stats,
-            provider: q.provider,
-            inflight_peak: q.inflight,
-        };
-        Self::from_acc(key, &acc)
+        judged(&self.stats, min_pages)
     }
 
     pub(crate) fn from_acc(key: QueueKey, acc: &QueueAcc) -> Self {
         let s = acc.stats;
-        let returned = s
-            .recycle_cached
-            .saturating_add(s.recycle_ring)
-            .saturating_add(s.recycle_ring_full);
+        let returned = returned(&s);
         // `signals::slow_refill_share` is the one definition; it picks
         // alloc_empty for provider pools itself.
         let slow_refill = signals::slow_refill_share(&s, acc.provider);

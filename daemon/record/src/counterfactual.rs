@@ -137,8 +137,8 @@ impl Counterfactual {
         }
         let mut opened = Vec::new();
         {
-            let o = Overlay::new(&mut slots, (&mut *snap, deltas), |d, key, track| {
-                self.model_device(d, key, track);
+            let o = Overlay::new(&mut slots, (&mut *snap, deltas), |d, key, track, each| {
+                self.model_device(d, key, track, each);
             });
             let (snap, deltas) = o.view();
             self.evaluate_due(policy, snap, clock.now);
@@ -410,7 +410,7 @@ impl Counterfactual {
         for d in &mut snap.devices {
             let key = d.id.key();
             if let Some(t) = tracks.get_mut(&key) {
-                self.model_device(d, &key, t);
+                self.model_device(d, &key, t, &mut |_, _, _| {});
                 t.seen = self.pass;
             }
         }
@@ -421,10 +421,17 @@ impl Counterfactual {
     /// One device the counterfactual changed a knob of, in place, with its
     /// knob values and, once they differed from the observed ones,
     /// modelled counters (the three the ring model moves, [`Moved`]) and
-    /// pages in flight; `track` moves on to this pass and says, per pool,
-    /// what was observed and what the model changed. A device whose knobs
-    /// never differed stays as observed.
-    pub(crate) fn model_device(&mut self, d: &mut Device, key: &str, track: &mut Track) {
+    /// pages in flight; `track` moves on to this pass (per pool, what was
+    /// observed and what the model changed), and `each` is told, per pool
+    /// in the model's order, its queue, its track and the pool as
+    /// modelled. A device whose knobs never differed stays as observed.
+    pub(crate) fn model_device(
+        &mut self,
+        d: &mut Device,
+        key: &str,
+        track: &mut Track,
+        each: &mut dyn FnMut(QueueKey, &Tracked, &Pool),
+    ) {
         let ring_k = self.ring_factor(d, key);
         let chan = self.knobs.iter().find_map(|((k, knob), v)| {
             (k == key && matches!(knob, Knob::Channels(_))).then_some((*knob, *v))
@@ -434,7 +441,7 @@ impl Counterfactual {
         {
             self.diverged.insert(key.to_owned(), true);
         }
-        if ring_k.is_some() {
+        if ring_k.is_some() && !self.diverged.get(key).copied().unwrap_or(false) {
             self.diverged.insert(key.to_owned(), true);
         }
         // A modelled device stays modelled: with the same ring again its
@@ -455,7 +462,9 @@ impl Counterfactual {
         let unmapped = std::iter::once((QueueKey::Unmapped, &mut d.unmapped_pools));
         for (queue, pools) in queues.chain(unmapped) {
             for p in pools {
-                next.push(model_pool(p, queue, k, track.find(i, p.id)));
+                let t = model_pool(p, k, track.find(i, p.id));
+                each(queue, &t, p);
+                next.push(t);
                 i += 1;
             }
         }
@@ -488,8 +497,9 @@ impl Counterfactual {
 /// One pool of a device the counterfactual changed, in place: with `k`
 /// (the device is modelled) its pages and bytes in flight scaled by `k`
 /// and its moved counters continued from `last` (the pool at the last
-/// pass) by the ring model; without, as observed. What the pool is now.
-fn model_pool(p: &mut Pool, queue: QueueKey, k: Option<f64>, last: Option<&Tracked>) -> Tracked {
+/// pass) by the ring model; without, as observed. What the pool is now,
+/// and what the model changed in it.
+fn model_pool(p: &mut Pool, k: Option<f64>, last: Option<&Tracked>) -> Tracked {
     #[allow(
         clippy::cast_possible_truncation,
         clippy::cast_sign_loss,
@@ -499,7 +509,6 @@ fn model_pool(p: &mut Pool, queue: QueueKey, k: Option<f64>, last: Option<&Track
     // and libm's `round` was a tenth of a modelled pass).
     let scale = |v: u64| k.map_or(v, |k| (v as f64 * k + 0.5) as u64);
     let mut t = Tracked {
-        queue,
         inflight: p.inflight,
         inflight_mem: p.inflight_mem,
         change: Change::default(),
@@ -588,6 +597,15 @@ impl Moved {
         }
     }
 
+    /// What adding gives back (wrapping): `x + d + d.negated() == x`.
+    pub(crate) fn negated(&self) -> Self {
+        Self {
+            ring: self.ring.wrapping_neg(),
+            ring_full: self.ring_full.wrapping_neg(),
+            slow: self.slow.wrapping_neg(),
+        }
+    }
+
     /// Adds a [`Self::diff`] into `s`'s moved counters (wrapping).
     pub(crate) fn add_to(&self, s: &mut PoolStats) {
         s.recycle_ring = s.recycle_ring.wrapping_add(self.ring);
@@ -634,8 +652,6 @@ pub(crate) struct Change {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Tracked {
     id: u64,
-    /// The queue its counters count for.
-    pub(crate) queue: QueueKey,
     /// Its pages and bytes in flight, as observed.
     pub(crate) inflight: Option<u64>,
     pub(crate) inflight_mem: Option<u64>,
@@ -645,7 +661,7 @@ pub(crate) struct Tracked {
     /// Its moved counters, as observed and as modelled.
     pub(crate) observed: Moved,
     modelled: Moved,
-    /// What the model changed this pass.
+    /// What the model changed in it this pass.
     pub(crate) change: Change,
 }
 
@@ -654,7 +670,6 @@ impl Tracked {
     fn new(id: u64) -> Self {
         Self {
             id,
-            queue: QueueKey::Unmapped,
             inflight: None,
             inflight_mem: None,
             counted: false,

@@ -11,7 +11,7 @@
 use policy::accounting::{PassDeltas, QueueDelta, QueueKey};
 use policy::snapshot::{Availability, Channels, Device, DeviceId, Pool, Rings, Snapshot};
 
-use crate::counterfactual::Track;
+use crate::counterfactual::{Track, Tracked};
 
 /// A device's pools in the model's order ([`Device::pools`]'s): its RX
 /// queues' pools, then the unmapped ones.
@@ -32,11 +32,9 @@ pub(crate) struct Slot {
     /// Its pools as of the last pass, the model's input; during a pass,
     /// what the model changed in each and what it had observed.
     track: Track,
-    /// During a pass, the observed rings and channels the model replaced
-    /// and the loop's queue deltas of the device.
+    /// During a pass, the observed rings and channels the model replaced.
     rings: Availability<Rings>,
     channels: Availability<Channels>,
-    queues: Vec<(QueueKey, QueueDelta)>,
     /// Where the device is in this pass's sample.
     at: Option<usize>,
 }
@@ -51,7 +49,6 @@ impl Slot {
             track: Track::of_device(dev),
             rings: Availability::default(),
             channels: Availability::default(),
-            queues: Vec::new(),
             at: None,
         }
     }
@@ -64,35 +61,63 @@ impl Slot {
             self.track.forget();
         }
     }
+}
 
-    /// Moves the loop's queue deltas of the device (`queues`, in ascending
-    /// key order) by what the model changed in its pools (`d`, modelled).
-    fn move_deltas(&self, d: &Device, queues: &mut [(QueueKey, QueueDelta)]) {
-        let mut at = 0;
-        for (p, t) in d.pools().zip(self.track.pools()) {
-            // The pools come queue by queue, in the deltas' order: the
-            // queue is the last one or the next.
-            if queues.get(at).is_none_or(|(k, _)| *k != t.queue) {
-                if queues.get(at + 1).is_some_and(|(k, _)| *k == t.queue) {
-                    at += 1;
-                } else {
-                    match queues.iter().position(|(k, _)| *k == t.queue) {
-                        Some(i) => at = i,
-                        None => continue,
-                    }
-                }
-            }
-            let Some((_, q)) = queues.get_mut(at) else {
-                continue;
-            };
-            let (now, was) = (p.inflight.unwrap_or(0), t.inflight.unwrap_or(0));
-            q.inflight = q.inflight.wrapping_sub(was).wrapping_add(now);
-            let (now, was) = (p.inflight_mem.unwrap_or(0), t.inflight_mem.unwrap_or(0));
-            q.inflight_mem = q.inflight_mem.wrapping_sub(was).wrapping_add(now);
-            if t.change.counted && p.stats.is_some() {
-                t.change.moved.add_to(&mut q.stats);
+/// Moves the loop's delta of `queue` (in `queues`, ascending by key; `at`
+/// where the last pool's was) by what the model changed in a pool (`t`:
+/// its observed pages in flight and the change; `now`: the pool as
+/// modelled): its moved counters when the delta counts them, its pages
+/// and bytes in flight. `undo` moves it back (exactly: wrapping sums).
+fn move_delta(
+    queues: &mut [(QueueKey, QueueDelta)],
+    at: &mut usize,
+    (queue, t, now): (QueueKey, &Tracked, &Pool),
+    undo: bool,
+) {
+    // The pools come queue by queue, in the deltas' order: the queue is
+    // the last one or the next.
+    if queues.get(*at).is_none_or(|(k, _)| *k != queue) {
+        if queues.get(*at + 1).is_some_and(|(k, _)| *k == queue) {
+            *at += 1;
+        } else {
+            match queues.iter().position(|(k, _)| *k == queue) {
+                Some(i) => *at = i,
+                None => return,
             }
         }
+    }
+    let Some((_, q)) = queues.get_mut(*at) else {
+        return;
+    };
+    let (mut by, mut by_mem) = (
+        now.inflight
+            .unwrap_or(0)
+            .wrapping_sub(t.inflight.unwrap_or(0)),
+        now.inflight_mem
+            .unwrap_or(0)
+            .wrapping_sub(t.inflight_mem.unwrap_or(0)),
+    );
+    let mut moved = t.change.moved;
+    if undo {
+        (by, by_mem) = (by.wrapping_neg(), by_mem.wrapping_neg());
+        moved = moved.negated();
+    }
+    q.inflight = q.inflight.wrapping_add(by);
+    q.inflight_mem = q.inflight_mem.wrapping_add(by_mem);
+    if t.change.counted && now.stats.is_some() {
+        moved.add_to(&mut q.stats);
+    }
+}
+
+/// Each pool of `d` with its queue, in the model's order.
+fn each_pool(d: &Device, mut f: impl FnMut(QueueKey, &Pool)) {
+    for q in &d.rx_queues {
+        for p in &q.pools {
+            f(QueueKey::Id(q.id), p);
+        }
+    }
+    for p in &d.unmapped_pools {
+        f(QueueKey::Unmapped, p);
     }
 }
 
@@ -116,7 +141,7 @@ impl<'a> Overlay<'a> {
     pub(crate) fn new(
         slots: &'a mut [Slot],
         (snap, deltas): (&'a mut Snapshot, &'a mut PassDeltas),
-        mut model: impl FnMut(&mut Device, &str, &mut Track),
+        mut model: impl FnMut(&mut Device, &str, &mut Track, &mut dyn FnMut(QueueKey, &Tracked, &Pool)),
     ) -> Self {
         for s in slots.iter_mut() {
             let Some(i) = s.at else {
@@ -128,11 +153,11 @@ impl<'a> Overlay<'a> {
             };
             s.rings.clone_from(&d.rings);
             s.channels.clone_from(&d.channels);
-            model(d, &s.key, &mut s.track);
             let q = deltas.queues_mut(i);
-            s.queues.clear();
-            s.queues.extend_from_slice(q);
-            s.move_deltas(d, q);
+            let mut at = 0;
+            model(d, &s.key, &mut s.track, &mut |queue, t, now| {
+                move_delta(q, &mut at, (queue, t, now), false);
+            });
         }
         Self {
             slots,
@@ -153,13 +178,19 @@ impl Drop for Overlay<'_> {
             let Some(i) = s.at else {
                 continue;
             };
-            let q = self.deltas.queues_mut(i);
-            if q.len() == s.queues.len() {
-                q.copy_from_slice(&s.queues);
-            }
             let Some(d) = self.snap.devices.get_mut(i) else {
                 continue;
             };
+            // The deltas moved back, while the pools are still modelled.
+            let q = self.deltas.queues_mut(i);
+            let (mut at, mut n) = (0, 0);
+            let pools = s.track.pools();
+            each_pool(d, |queue, p| {
+                if let Some(t) = pools.get(n) {
+                    move_delta(q, &mut at, (queue, t, p), true);
+                }
+                n += 1;
+            });
             std::mem::swap(&mut s.rings, &mut d.rings);
             std::mem::swap(&mut s.channels, &mut d.channels);
             for (p, t) in pools_mut(d).zip(s.track.pools()) {

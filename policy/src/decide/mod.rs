@@ -412,14 +412,11 @@ impl<'a> DeviceRun<'a> {
             return false;
         }
         let min_pages = self.pages_over(self.obs.elapsed);
-        self.queues.iter().any(|(key, q)| {
-            if q.pools == 0 || q.reset {
-                return false;
-            }
-            let facts = QueueFacts::of_delta(*key, q);
-            facts.judged(min_pages)
-                && facts
-                    .recycle_miss
+        self.queues.iter().any(|(_, q)| {
+            q.pools > 0
+                && !q.reset
+                && crate::window::judged(&q.stats, min_pages)
+                && crate::signals::recycle_miss_share(&q.stats)
                     .is_some_and(|m| m >= th.severe_recycle_miss)
         })
     }
