@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::support::{Traffic, World, bursty, device, no_harm, only, steady};
+use super::support::{Traffic, World, bursty, device, held, no_harm, only, steady};
 use crate::engine::{ActionRecord, LocalTime, Observation, Original, Outcome};
 use crate::fixtures::policy;
 use crate::plan::{Action, ChannelField, Knob, ReasonCode, RingField};
@@ -1152,23 +1152,6 @@ fn devices_sharing_an_identity_decide_alike_in_every_engine() {
         assert_eq!(w.state, alone.state);
     }
     assert_eq!(w.state.devices.len(), 2);
-}
-
-/// Held pages on a contended slow path (ppsim's `queues-held`): every
-/// returned page is released (released_refcnt), the slow path is taken for
-/// all of them at any ring, no ring_full. Untunable: no ring growth.
-fn held(_: &World, _: usize) -> Traffic {
-    Traffic {
-        pool: PoolStats {
-            alloc_fast: 100_000,
-            alloc_slow: 1_500,
-            alloc_refill: 50,
-            recycle_released_refcnt: 100_000,
-            ..PoolStats::default()
-        },
-        packets: 100_000,
-        ..Traffic::default()
-    }
 }
 
 fn shedding_world() -> World {

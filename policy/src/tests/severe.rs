@@ -6,10 +6,9 @@
 
 use std::time::Duration;
 
-use super::support::{Traffic, World, bursty, device, only, steady};
+use super::support::{Traffic, World, bursty, device, held, only, steady};
 use crate::fixtures::policy;
 use crate::plan::{Action, ReasonCode};
-use crate::snapshot::PoolStats;
 
 /// The fixture policy at the shipped timing.
 fn shipped_world() -> World {
@@ -104,17 +103,7 @@ fn one_severe_sample_alone_waits() {
 fn held_pages_are_never_a_severe_miss() {
     // Every returned page still referenced, the slow path taken for all
     // of them, no ring_full: no ring fixes it, however bad it is.
-    let held = |_: &World, _: usize, _: usize| Traffic {
-        pool: PoolStats {
-            alloc_fast: 100_000,
-            alloc_slow: 1_500,
-            alloc_refill: 50,
-            recycle_released_refcnt: 100_000,
-            ..PoolStats::default()
-        },
-        packets: 100_000,
-        ..Traffic::default()
-    };
+    let held = |w: &World, i: usize, _: usize| held(w, i);
     let mut w = shipped_world();
     assert_eq!(first_action(&mut w, 15, held), None);
 }

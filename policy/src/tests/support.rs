@@ -125,6 +125,23 @@ pub(crate) fn bursty(pool: u32, burst: u64, bursts: u64, provider: bool) -> Traf
     }
 }
 
+/// Held pages on a contended slow path (ppsim's `queues-held`): every
+/// returned page is released (released_refcnt), the slow path is taken for
+/// all of them at any ring, no ring_full. Untunable: no ring growth.
+pub(crate) fn held(_: &World, _: usize) -> Traffic {
+    Traffic {
+        pool: PoolStats {
+            alloc_fast: 100_000,
+            alloc_slow: 1_500,
+            alloc_refill: 50,
+            recycle_released_refcnt: 100_000,
+            ..PoolStats::default()
+        },
+        packets: 100_000,
+        ..Traffic::default()
+    }
+}
+
 /// Healthy steady traffic: everything recycles through the cache and ring.
 pub(crate) fn steady(pages: u64) -> Traffic {
     Traffic {
