@@ -1,12 +1,13 @@
 //! The counterfactual on a live pass (the daemon's shadow policy), without
 //! a copy of the sample: its world is the observed one except on the
 //! devices it changed a knob of, and there only in what its model writes
-//! ([`Modelled`]: their rings, channels and pool counters). While its
-//! engine runs, the [`Overlay`] writes those fields of the loop's sample
-//! and previous sample, and the devices' deltas, in place, and puts the
-//! observed ones back afterwards; every other device, field and delta is
-//! read where the loop has it. What a pass costs then grows with the
-//! pools of the devices it changed, and copies no device.
+//! (their rings, channels, pages in flight and the three counters the
+//! ring model moves). While its engine runs, the [`Overlay`] writes those
+//! fields of the loop's sample in place and moves the devices' queue
+//! deltas by what the model changed in each pool, and puts both back
+//! afterwards; every other device, field and delta, and the previous
+//! sample, are read where the loop has them. What a pass costs then grows
+//! with the pools of the devices it changed, and copies no device.
 
 use policy::accounting::{PassDeltas, QueueDelta, QueueKey};
 use policy::snapshot::{Availability, Channels, Device, DeviceId, Pool, Rings, Snapshot};
