@@ -1250,6 +1250,10 @@ fn wire_draining_tcp_converges_and_holds() {
     let (t0, settle) = (Instant::now(), Duration::from_secs(15));
     let (mut ring, mut last_change) = (256, Instant::now());
     let mut changes = Vec::new();
+    // Until the ring has held 9 s, then the last 6 s of the settle time
+    // measured on the pools it kept; a change inside the measurement (the
+    // pools rebuilt) goes on waiting, inside the 85 s.
+    let mut after = None;
     while t0.elapsed() < Duration::from_secs(85) {
         std::thread::sleep(Duration::from_millis(250));
         assert!(d.alive(), "pptune died:\n{}", d.log());
@@ -1259,12 +1263,14 @@ fn wire_draining_tcp_converges_and_holds() {
             (ring, last_change) = (r, Instant::now());
         }
         if !changes.is_empty() && last_change.elapsed() >= settle - Duration::from_secs(6) {
-            break;
+            let measured = freed(&w, 6);
+            if measured.is_some() && ring_of(&w) == ring {
+                after = measured;
+                break;
+            }
         }
     }
-    // The last 6 s of the settle time, measured on the pools it kept.
-    let after = freed(&w, 6);
-    let held = after.is_some() && ring_of(&w) == ring && last_change.elapsed() >= settle;
+    let held = after.is_some() && last_change.elapsed() >= settle;
     let t = Traffic::wait(traffic);
     let log = d.log();
     d.kill9();
@@ -1272,8 +1278,8 @@ fn wire_draining_tcp_converges_and_holds() {
     println!("pptune's log, first 60 lines:\n{}", head.join("\n"));
     let Some((after, after_d)) = after else {
         panic!(
-            "{k}: B's pools were rebuilt (the ring changed again) in the 6 s measured from {:.0} s after pptune started; changes before it {changes:?}: not converged inside 85 s:\n{}",
-            t0.elapsed().as_secs_f64() - 6.0,
+            "{k}: the ring did not hold {} s inside 85 s: changes (s since pptune started, ring) {changes:?}:\n{}",
+            settle.as_secs(),
             d.tail(40)
         );
     };
