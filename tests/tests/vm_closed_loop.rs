@@ -1303,10 +1303,8 @@ fn wire_draining_tcp_converges_and_holds() {
         changes.len(),
         d.tail(40)
     );
-    assert!(
-        held,
-        "{k}: the ring moved again inside the settle time: {changes:?}"
-    );
+    // Held by construction here: `after` is measured only once the ring
+    // has held the settle time (the loop above), else the test failed.
     assert!(
         after < MISS_THRESHOLD,
         "{k}: at ring {ring} the pools still free {after:.4} of returns: {after_d:?}"

@@ -9,10 +9,12 @@
 //! and [`memory`] (what a ring costs, for the budget).
 
 mod channels;
+mod findings;
 mod memory;
 mod ring;
 
 use channels::Shed;
+use findings::Findings;
 use memory::current_bytes;
 pub use memory::device_bytes;
 
@@ -28,7 +30,6 @@ use crate::plan::{Action, Decision, Evidence, Knob, Plan, ReasonCode};
 use crate::policy::{Mode, Policy};
 use crate::snapshot::Device;
 use crate::state::{DeviceState, EngineState, RingProbe};
-use crate::window::QueueFacts;
 
 /// The engine: a pure function of (policy, state, observation).
 ///
@@ -233,30 +234,6 @@ struct Proposal {
     probe: Option<RingProbe>,
 }
 
-/// The per-window findings of one device.
-#[derive(Debug, Default)]
-struct Findings {
-    /// Queues with enough traffic to judge.
-    judged: usize,
-    grow: bool,
-    contended: bool,
-    calm: bool,
-    healthy_drops: bool,
-    pressure: bool,
-    untunable: Option<String>,
-    /// The untunable cause is held pages (released_refcnt, or slow refills
-    /// with ring_full flat): no ring fixes it, fewer queues contending for
-    /// the allocator may ([`Shed::Held`]).
-    held: bool,
-    /// Worst queue by recycle-miss share.
-    worst_miss: Option<QueueFacts>,
-    /// Worst queue by slow-refill share.
-    worst_slow: Option<QueueFacts>,
-    /// The window closed early on a severe miss and says grow: the ring
-    /// may grow without a streak of windows.
-    severe: bool,
-}
-
 impl<'a> DeviceRun<'a> {
     /// Decides for the device into `out`, the decision it overwrites.
     fn run_into(&self, mode: Mode, ds: &mut DeviceState, ctx: &mut PlanCtx, out: &mut Decision) {
@@ -382,145 +359,6 @@ impl<'a> DeviceRun<'a> {
         ds.window.clear();
         self.update_streaks(ds, &f);
         self.choose(ds, &f, ctx, ev)
-    }
-
-    /// `thresholds.min_pages_per_window` in proportion to `span` of a
-    /// window.
-    fn pages_over(&self, span: Duration) -> u64 {
-        let (min, window) = (
-            self.policy.thresholds.min_pages_per_window,
-            self.policy.timing.window.as_secs_f64(),
-        );
-        if window <= 0.0 {
-            return min;
-        }
-        #[allow(
-            clippy::cast_precision_loss,
-            clippy::cast_possible_truncation,
-            clippy::cast_sign_loss
-        )]
-        let pages = (min as f64 * (span.as_secs_f64() / window).min(1.0)).ceil() as u64;
-        pages
-    }
-
-    /// Whether this pass's interval had a severe miss on some queue: its
-    /// recycle-miss share at or above `thresholds.severe_recycle_miss`
-    /// over at least the interval's share of the window's page floor.
-    fn severe_sample(&self) -> bool {
-        let th = &self.policy.thresholds;
-        if th.severe_samples == 0 {
-            return false;
-        }
-        let min_pages = self.pages_over(self.obs.elapsed);
-        self.queues.iter().any(|(_, q)| {
-            q.pools > 0
-                && !q.reset
-                && crate::window::judged(&q.stats, min_pages)
-                && crate::signals::recycle_miss_share(&q.stats)
-                    .is_some_and(|m| m >= th.severe_recycle_miss)
-        })
-    }
-
-    fn findings(&self, acc: &crate::window::WindowAcc, min_pages: u64) -> Findings {
-        let th = &self.policy.thresholds;
-        let mut f = Findings {
-            pressure: acc.alloc_fail > 0,
-            calm: true,
-            ..Findings::default()
-        };
-        for (key, q) in &acc.queues {
-            let facts = QueueFacts::from_acc(*key, q);
-            if !facts.judged(min_pages) {
-                continue;
-            }
-            let miss = facts.recycle_miss.unwrap_or(0.0);
-            let slow = facts.slow_refill.unwrap_or(0.0);
-            // Tunable: the pool ring overflowed, or slow refills follow
-            // from ring_full (the ring had to free pages it later lacked).
-            let grow_q = miss >= th.grow_recycle_miss
-                || (slow >= th.grow_slow_refill
-                    && facts.stats.recycle_ring_full > 0
-                    && miss >= th.shrink_recycle_miss);
-            f.grow |= grow_q;
-            f.contended |= slow >= th.grow_slow_refill;
-            f.calm &= miss < th.shrink_recycle_miss;
-            if !grow_q && f.untunable.is_none() {
-                let rel = facts.released_share.unwrap_or(0.0);
-                let waive = facts.waive_share.unwrap_or(0.0);
-                if rel >= th.grow_recycle_miss {
-                    f.held = true;
-                    f.untunable = Some(format!(
-                        "{}: {:.1} % of returned pages were still referenced (released_refcnt); a bigger ring cannot fix that",
-                        facts.key,
-                        rel * 100.0
-                    ));
-                } else if waive >= th.grow_slow_refill {
-                    f.untunable = Some(format!(
-                        "{}: {:.1} % of refills hit NUMA-remote pages (waive): IRQ/NAPI on the wrong node, not a ring size problem",
-                        facts.key,
-                        waive * 100.0
-                    ));
-                } else if slow >= th.grow_slow_refill {
-                    f.held = true;
-                    f.untunable = Some(format!(
-                        "{}: {:.1} % of refills went to the slow path while ring_full stayed flat: pages are held (sockets, driver ring), not overflowing the pool ring",
-                        facts.key,
-                        slow * 100.0
-                    ));
-                }
-            }
-            f.judged += 1;
-            keep_worst(&mut f.worst_miss, &facts, |q| q.recycle_miss);
-            keep_worst(&mut f.worst_slow, &facts, |q| q.slow_refill);
-        }
-        let drop_share = crate::signals::ratio(acc.drops, acc.packets).unwrap_or(0.0);
-        f.healthy_drops = !f.grow
-            && !f.contended
-            && f.judged > 0
-            && acc.drops > 0
-            && drop_share >= self.policy.channels.grow_drop_share;
-        f
-    }
-
-    fn evidence(&self, f: &Findings, acc: &crate::window::WindowAcc, ev: &mut Evidence) {
-        #[allow(clippy::cast_precision_loss)]
-        let n = |v: u64| v as f64;
-        ev.insert("queues_judged", n(f.judged as u64));
-        ev.insert("rx_alloc_fail", n(acc.alloc_fail));
-        ev.insert("harm_drops", n(acc.drops));
-        ev.insert("rx_packets", n(acc.packets));
-        if let Some(q) = &f.worst_miss {
-            ev.insert("recycle_miss_share", q.recycle_miss.unwrap_or(0.0));
-            ev.insert("ring_full", n(q.stats.recycle_ring_full));
-            ev.insert("recycle_ring", n(q.stats.recycle_ring));
-            ev.insert("recycle_cached", n(q.stats.recycle_cached));
-            ev.insert("released_refcnt", n(q.stats.recycle_released_refcnt));
-            ev.insert("alloc_waive", n(q.stats.alloc_waive));
-            if let Some(p) = q.recycling_pct {
-                ev.insert("recycling_pct", p);
-            }
-            if let crate::accounting::QueueKey::Id(id) = q.key {
-                ev.insert("worst_queue", f64::from(id));
-            }
-        }
-        if let Some(q) = &f.worst_slow {
-            ev.insert("slow_refill_share", q.slow_refill.unwrap_or(0.0));
-            ev.insert("memory_provider", if q.provider { 1.0 } else { 0.0 });
-        }
-    }
-
-    fn update_streaks(&self, ds: &mut DeviceState, f: &Findings) {
-        let bump = |c: &mut u32, on: bool| *c = if on { c.saturating_add(1) } else { 0 };
-        // Memory pressure breaks a growth streak: growth must be re-earned
-        // once allocations stop failing.
-        bump(&mut ds.grow_windows, f.grow && !f.pressure);
-        bump(&mut ds.contended_windows, f.contended);
-        bump(&mut ds.drop_windows, f.healthy_drops);
-        if f.calm && !f.grow {
-            ds.calm_since.get_or_insert(self.obs.now);
-        } else {
-            ds.calm_since = None;
-        }
     }
 
     fn choose(
@@ -766,23 +604,6 @@ impl<'a> DeviceRun<'a> {
         out.message = message;
         out.evidence = evidence;
         out.id.set(&dev.id, knob, reason);
-    }
-}
-
-/// Keeps in `worst` the queue with the largest `key` of those that have
-/// one; of equal ones, the later (queues come in key order).
-fn keep_worst(
-    worst: &mut Option<QueueFacts>,
-    q: &QueueFacts,
-    key: impl Fn(&QueueFacts) -> Option<f64>,
-) {
-    let Some(v) = key(q) else { return };
-    if worst
-        .as_ref()
-        .and_then(&key)
-        .is_none_or(|w| v.total_cmp(&w).is_ge())
-    {
-        *worst = Some(q.clone());
     }
 }
 
