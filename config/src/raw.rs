@@ -220,7 +220,8 @@ pub struct RawRings {
     /// Room over the estimated burst, as a factor (1.25 = 25 % more).
     #[schemars(range(min = 1.0, max = 4.0))]
     pub headroom: f64,
-    /// Shrink back toward the recorded original when calm.
+    /// Shrink back toward the recorded original when calm, keeping the ring
+    /// the pages held at once lately still need.
     pub shrink_when_calm: bool,
 }
 

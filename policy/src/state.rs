@@ -45,6 +45,53 @@ pub struct DeviceState {
     /// (`thresholds.severe_recycle_miss`), since the last window closed.
     #[serde(default)]
     pub severe_samples: u32,
+    /// While calm: the most pages any queue had out at once beyond its
+    /// posted ring lately (`decide::ring::held_pages`): a calm shrink keeps
+    /// the ring those pages still need.
+    #[serde(default)]
+    pub calm_held: HeldPeak,
+}
+
+impl DeviceState {
+    /// Calm ends: a window that was not calm, or a ring change.
+    pub fn end_calm(&mut self) {
+        self.calm_since = None;
+        self.calm_held = HeldPeak::default();
+    }
+}
+
+/// The largest of a count over the last `span` of samples, in two halves:
+/// the peak covers at least the last `span` and at most the last 2 ×
+/// `span`, so a peak that stopped recurring falls out within 2 × `span`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldPeak {
+    /// When the current half began (obs.now).
+    pub started: Duration,
+    pub current: u64,
+    pub previous: u64,
+}
+
+impl HeldPeak {
+    /// Notes a sample's `held` at `now`.
+    pub fn note(&mut self, now: Duration, span: Duration, held: u64) {
+        let age = now.saturating_sub(self.started);
+        if age >= span {
+            self.previous = if age >= span.saturating_mul(2) {
+                0
+            } else {
+                self.current
+            };
+            self.current = 0;
+            self.started = now;
+        }
+        self.current = self.current.max(held);
+    }
+
+    /// The peak over the last `span` to 2 × `span`.
+    #[must_use]
+    pub fn peak(&self) -> u64 {
+        self.current.max(self.previous)
+    }
 }
 
 /// The window a ring growth was decided on: the pool it had and the pages
@@ -66,9 +113,11 @@ impl EngineState {
     /// clock's origin become its origin.
     pub fn rebase(&mut self, old_now: Duration, new_now: Duration) {
         for d in self.devices.values_mut() {
+            let rebase = |t: Duration| new_now.saturating_sub(old_now.saturating_sub(t));
             if let Some(since) = &mut d.calm_since {
-                *since = new_now.saturating_sub(old_now.saturating_sub(*since));
+                *since = rebase(*since);
             }
+            d.calm_held.started = rebase(d.calm_held.started);
         }
     }
 }
@@ -76,6 +125,26 @@ impl EngineState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_held_peak_covers_one_to_two_spans() {
+        let span = Duration::from_secs(60);
+        let at = Duration::from_secs;
+        let mut p = HeldPeak::default();
+        p.note(at(0), span, 500);
+        p.note(at(50), span, 100);
+        assert_eq!(p.peak(), 500);
+        // A new half: the last one's peak stays.
+        p.note(at(70), span, 0);
+        assert_eq!(p.peak(), 500);
+        // Two halves on, it is gone.
+        p.note(at(130), span, 0);
+        assert_eq!(p.peak(), 0);
+        // A gap of two spans or more forgets both halves at once.
+        p.note(at(140), span, 900);
+        p.note(at(400), span, 10);
+        assert_eq!(p.peak(), 10);
+    }
 
     #[test]
     fn rebase_keeps_ages_and_round_trips_through_json() {

@@ -31,6 +31,9 @@ pub(super) struct Findings {
     /// The window closed early on a severe miss and says grow: the ring
     /// may grow without a streak of windows.
     pub(super) severe: bool,
+    /// The most pages a queue had out at once beyond its posted ring in
+    /// the window (any queue, judged or not).
+    pub(super) held_peak: u64,
 }
 
 impl DeviceRun<'_> {
@@ -78,8 +81,11 @@ impl DeviceRun<'_> {
             calm: true,
             ..Findings::default()
         };
+        let ring = super::ring::Ring(self).current();
         for (key, q) in &acc.queues {
             let facts = QueueFacts::from_acc(*key, q);
+            let held = super::ring::held_pages(&facts, &self.info, ring).unwrap_or(0);
+            f.held_peak = f.held_peak.max(held);
             if !facts.judged(min_pages) {
                 continue;
             }
@@ -168,8 +174,10 @@ impl DeviceRun<'_> {
         bump(&mut ds.drop_windows, f.healthy_drops);
         if f.calm && !f.grow {
             ds.calm_since.get_or_insert(self.obs.now);
+            let span = self.policy.timing.calm_before_shrink;
+            ds.calm_held.note(self.obs.now, span, f.held_peak);
         } else {
-            ds.calm_since = None;
+            ds.end_calm();
         }
     }
 }

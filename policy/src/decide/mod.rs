@@ -582,7 +582,7 @@ impl<'a> DeviceRun<'a> {
                     }
                     ds.grow_windows = 0;
                     ds.severe_samples = 0;
-                    ds.calm_since = None;
+                    ds.end_calm();
                     let before = device_bytes(dev, &self.info, from);
                     let after = device_bytes(dev, &self.info, to);
                     ctx.host_added = ctx.host_added.saturating_add(after.saturating_sub(before));

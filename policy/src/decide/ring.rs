@@ -367,7 +367,7 @@ impl Ring<'_, '_> {
             .ring_probe
             .filter(|p| steps >= 1 && p.ring == l.cur)
             .and_then(|p| calibrate(&p, pool_now, excess));
-        let held = held_pages(q, &self.info, l.cur);
+        let held = held_pages(q, &self.info, l.cur).map(n64);
         let (burst, basis) = burst_estimate(
             f64::from(pool_now) + excess,
             calibrated.filter(|_| step <= max_steps).map(|(b, _)| b),
@@ -396,11 +396,7 @@ impl Ring<'_, '_> {
             basis,
             ..
         } = *b;
-        let needed_pool = burst * self.policy.rings.headroom;
-        let estimate = self
-            .info
-            .ring_for_pool(to_u32(needed_pool))
-            .unwrap_or(l.cur);
+        let estimate = self.ring_for_burst(burst).unwrap_or(l.cur);
         let target = if basis == BurstBasis::Limit {
             l.hi
         } else {
@@ -463,6 +459,21 @@ impl Ring<'_, '_> {
         ev.insert("grow_step", f64::from(step));
     }
 
+    /// The ring whose pool takes a return burst of `burst` pages with the
+    /// policy's headroom (`None`: the driver's mapping cannot say): what
+    /// a growth step asks for, and what a calm shrink keeps.
+    fn ring_for_burst(&self, burst: f64) -> Option<u32> {
+        self.info
+            .ring_for_pool(to_u32(burst * self.policy.rings.headroom))
+    }
+
+    /// A calm pool gives memory back: to the recorded original, but never
+    /// below the ring the pages held at once lately still need
+    /// (`DeviceState::calm_held`: over the last one to two
+    /// `calm_before_shrink`, through [`Self::ring_for_burst`]).
+    /// A stationary bursty load that a grown ring absorbs is calm because
+    /// the ring is big enough; shrinking it would bring the misses back
+    /// and regrow, every `calm_before_shrink` (docs/decisions.md §7).
     pub(super) fn calm_shrink(&self, ds: &DeviceState, ev: &mut Evidence) -> Option<Proposal> {
         let since = ds.calm_since?;
         if !self.policy.rings.enabled || !self.policy.rings.shrink_when_calm {
@@ -487,13 +498,27 @@ impl Ring<'_, '_> {
         let rounding = self
             .learned()
             .rounding(self.info.rounding.with_policy(self.policy.rings.rounding));
-        let target = rounding.up(original.max(self.policy.rings.min));
+        let floor = original.max(self.policy.rings.min);
+        let held = ds.calm_held.peak();
+        let keep = (held > 0)
+            .then(|| self.ring_for_burst(n64(held)))
+            .flatten()
+            .filter(|k| *k > floor);
+        let target = rounding.up(keep.unwrap_or(floor));
         if target >= cur {
             return None;
         }
         ev.insert("ring_current", f64::from(cur));
         ev.insert("ring_target", f64::from(target));
         ev.insert("calm_seconds", calm_for.as_secs_f64());
+        ev.insert("calm_held_peak", n64(held));
+        let to_what = if keep.is_some() {
+            format!(
+                "what the pages held at once still need: up to {held} beyond the posted ring lately, with headroom"
+            )
+        } else {
+            "the original".to_owned()
+        };
         Some(Proposal {
             probe: None,
             action: Action::SetRing {
@@ -504,7 +529,7 @@ impl Ring<'_, '_> {
             reason: ReasonCode::CalmShrink,
             knob: Some(knob),
             message: self.text(format_args!(
-                "the pool has been calm for {:.0} min (recycle-miss share below {:.2} %): give memory back, {knob} {cur} → {target} (the original)",
+                "the pool has been calm for {:.0} min (recycle-miss share below {:.2} %): give memory back, {knob} {cur} → {target} ({to_what})",
                 calm_for.as_secs_f64() / 60.0,
                 self.policy.thresholds.shrink_recycle_miss * 100.0
             )),
@@ -671,11 +696,10 @@ fn burst_estimate(
 /// include every page of a burst before it returns, whatever path it takes
 /// back, so this does not share ring_full's undercount (though a sample
 /// can miss the peak). `None` when nothing is out beyond the posted ring.
-fn held_pages(q: &QueueFacts, info: &DriverInfo, ring: u32) -> Option<f64> {
+pub(super) fn held_pages(q: &QueueFacts, info: &DriverInfo, ring: u32) -> Option<u64> {
     let posted =
         u64::from(posted_pages(info, ring)).saturating_mul(u64::from(info.pools_per_queue.max(1)));
-    let held = q.inflight_peak.checked_sub(posted).filter(|h| *h > 0)?;
-    Some(n64(held))
+    q.inflight_peak.checked_sub(posted).filter(|h| *h > 0)
 }
 
 /// The value a change left the knob at: its target, unless it failed or was

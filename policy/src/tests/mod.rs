@@ -5,5 +5,6 @@ mod overflow;
 mod props;
 mod replay;
 mod rules;
+mod settle;
 mod severe;
 pub(crate) mod support;
