@@ -3,7 +3,7 @@
 //! as a process in the VM (`vm_daemon`), the ppsim driver (`ppsim`), a
 //! device's pools and rings over netlink (`pools`), an HTTP GET for the
 //! metrics endpoint (`http`) and two ppsim devices joined as a wire across
-//! two network namespaces (`wire`; its traffic program is `src/bin/pptraffic.rs`).
+//! two network namespaces (`wire`; its traffic program is `src/bin/pptraffic/`).
 #![forbid(unsafe_code)]
 
 pub mod bin;

@@ -1,0 +1,298 @@
+//! The TCP streams: their senders, their receivers' read patterns, the
+//! listener's accept loop.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddrV4, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use nix::sys::socket::{setsockopt, sockopt};
+use serde::Serialize;
+
+use crate::mice::{self, MOUSE, MouseRx};
+use crate::pace::{Budget, until_epoch};
+use crate::{Args, Live, PERIOD, Pattern, Res, enter_netns, stream_of};
+
+#[derive(Debug, Default)]
+pub struct Sent {
+    pub flow: u32,
+    pub bytes: u64,
+}
+
+/// One sender: enter the tx namespace, connect, announce the flow id,
+/// write the stream until the deadline or the byte limit.
+pub fn send(args: &Args, flow: u32, deadline: Instant, live: &Live) -> Res<Sent> {
+    enter_netns(&args.tx_netns)?;
+    let mut s = TcpStream::connect(SocketAddrV4::new(args.addr, args.port))?;
+    if args.sndbuf > 0 {
+        setsockopt(&s, sockopt::SndBuf, &args.sndbuf)?;
+    }
+    s.write_all(&flow.to_le_bytes())?;
+    let data = stream_of(args.seed, flow);
+    let msg = args.msg_bytes.clamp(1, PERIOD);
+    let mut sent = 0u64;
+    while Instant::now() < deadline
+        && !live.stop.load(Ordering::Relaxed)
+        && (args.bytes == 0 || sent < args.bytes)
+    {
+        let off = usize::try_from(sent % PERIOD as u64)?;
+        let mut len = msg;
+        if args.bytes > 0 {
+            len = len.min(usize::try_from(args.bytes - sent).unwrap_or(usize::MAX));
+        }
+        s.write_all(&data[off..off + len])?;
+        sent += len as u64;
+    }
+    s.shutdown(Shutdown::Write)?;
+    Ok(Sent { flow, bytes: sent })
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct Received {
+    pub flow: u32,
+    pub bytes: u64,
+    pub reads: u64,
+    /// `drain`: read phases, and the most bytes one of them read.
+    pub drains: u64,
+    pub max_drain_bytes: u64,
+    /// `--verify`: the stream offset of the first wrong byte.
+    pub mismatch_at: Option<u64>,
+}
+
+impl Received {
+    /// Count `buf` (the next bytes of the flow) and check it.
+    pub fn take(&mut self, buf: &[u8], data: Option<&[u8]>) -> Res<()> {
+        if let (Some(data), None) = (data, self.mismatch_at) {
+            let mut done = 0;
+            while done < buf.len() {
+                let off = usize::try_from((self.bytes + done as u64) % PERIOD as u64)?;
+                let k = (buf.len() - done).min(PERIOD);
+                if buf[done..done + k] != data[off..off + k] {
+                    let bad = (0..k)
+                        .find(|&i| buf[done + i] != data[off + i])
+                        .unwrap_or(0);
+                    self.mismatch_at = Some(self.bytes + (done + bad) as u64);
+                    break;
+                }
+                done += k;
+            }
+        }
+        self.bytes += buf.len() as u64;
+        self.reads += 1;
+        Ok(())
+    }
+}
+
+/// Read until EAGAIN (`Ok(false)`) or EOF (`Ok(true)`).
+/// Each read is counted in `live` at once: a drain can last seconds when
+/// the sender keeps up, and a `mark` must not see its bytes all at its end.
+fn drain_once(
+    s: &mut TcpStream,
+    buf: &mut [u8],
+    r: &mut Received,
+    data: Option<&[u8]>,
+    live: &Live,
+) -> Res<bool> {
+    let before = r.bytes;
+    let eof = loop {
+        match s.read(buf) {
+            Ok(0) => break true,
+            Ok(n) => {
+                r.take(&buf[..n], data)?;
+                live.received.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => break false,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    };
+    r.drains += 1;
+    r.max_drain_bytes = r.max_drain_bytes.max(r.bytes - before);
+    Ok(eof)
+}
+
+/// Blocking reads to EOF, each counted in `live` at once; `slow`: after
+/// each, the [`Budget`]'s sleep.
+fn read_to_eof(
+    s: &mut TcpStream,
+    buf: &mut [u8],
+    r: &mut Received,
+    data: Option<&[u8]>,
+    live: &Live,
+    mut budget: Option<Budget>,
+) -> Res<()> {
+    loop {
+        match s.read(buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => {
+                r.take(&buf[..n], data)?;
+                live.received.fetch_add(n as u64, Ordering::Relaxed);
+                if let Some(b) = &mut budget {
+                    b.took(n);
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// What a connection to the listener was, by its header: one of the
+/// `--tcp` streams or a mouse.
+#[derive(Debug)]
+pub enum Rx {
+    Flow(Received),
+    Mouse(MouseRx),
+}
+
+/// Read the flow header of connection `s` (from remote port `from`) and
+/// receive it as what it says it is.
+fn receive(args: &Args, mut s: TcpStream, from: u16, t0: Instant, live: &Live) -> Res<Rx> {
+    let mut id = [0u8; 4];
+    s.read_exact(&mut id)?;
+    let id = u32::from_le_bytes(id);
+    if id & MOUSE != 0 {
+        live.mouse_port(from);
+        return Ok(Rx::Mouse(mice::receive(args, s, id, t0, live)?));
+    }
+    receive_stream(args, s, id, t0, live).map(Rx::Flow)
+}
+
+/// Stream `flow`'s receiver: reads to EOF in `--pattern`.
+fn receive_stream(
+    args: &Args,
+    mut s: TcpStream,
+    flow: u32,
+    t0: Instant,
+    live: &Live,
+) -> Res<Received> {
+    let mut r = Received {
+        flow,
+        ..Received::default()
+    };
+    let data = args.verify.then(|| stream_of(args.seed, r.flow));
+    let mut buf = vec![0u8; args.read_bytes.max(1)];
+    match args.pattern {
+        Pattern::Steady => read_to_eof(&mut s, &mut buf, &mut r, data.as_deref(), live, None)?,
+        Pattern::Slow => {
+            let budget = Some(Budget::new(args.read_rate));
+            read_to_eof(&mut s, &mut buf, &mut r, data.as_deref(), live, budget)?;
+        }
+        Pattern::Drain => {
+            s.set_nonblocking(true)?;
+            let pause = Duration::from_millis(args.pause_ms);
+            loop {
+                thread::sleep(if args.sync {
+                    until_epoch(t0, pause)
+                } else {
+                    pause
+                });
+                if drain_once(&mut s, &mut buf, &mut r, data.as_deref(), live)? {
+                    break;
+                }
+            }
+        }
+    }
+    Ok(r)
+}
+
+/// Accept the streams' and the mice's connections and start one receiver
+/// each.
+pub fn start_receivers(
+    args: &Arc<Args>,
+    l: &TcpListener,
+    t0: Instant,
+    live: &Arc<Live>,
+) -> Res<Vec<thread::JoinHandle<Res<Rx>>>> {
+    let mut rx = Vec::new();
+    // A sender that cannot connect must not leave the listener waiting.
+    l.set_nonblocking(true)?;
+    let give_up = Instant::now() + Duration::from_secs(30);
+    let connections = u64::from(args.tcp) + u64::from(args.mice);
+    while (rx.len() as u64) < connections {
+        let (s, from) = match l.accept() {
+            Ok((s, peer)) => (s, peer.port()),
+            Err(e) if e.kind() == ErrorKind::WouldBlock && Instant::now() < give_up => {
+                thread::sleep(Duration::from_millis(5));
+                continue;
+            }
+            Err(e) => return Err(format!("accepting flow {}: {e}", rx.len()).into()),
+        };
+        s.set_nonblocking(false)?;
+        let a = Arc::clone(args);
+        let live = Arc::clone(live);
+        rx.push(thread::spawn(move || receive(&a, s, from, t0, &live)));
+    }
+    Ok(rx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Received;
+    use crate::{PERIOD, stream_of};
+
+    /// The first `n` bytes of flow `flow`'s stream.
+    fn bytes(seed: u64, flow: u32, n: usize) -> Vec<u8> {
+        let twice = stream_of(seed, flow);
+        (0..n).map(|i| twice[i % PERIOD]).collect()
+    }
+
+    /// Feeds `data` to a verifying receiver in reads of `chunk` bytes.
+    fn check(data: &[u8], chunk: usize) -> Received {
+        let expect = stream_of(5, 1);
+        let mut r = Received::default();
+        for c in data.chunks(chunk) {
+            r.take(c, Some(&expect)).unwrap();
+        }
+        r
+    }
+
+    #[test]
+    fn an_intact_stream_verifies_in_any_read_size() {
+        let data = bytes(5, 1, 3 * PERIOD + 777);
+        for chunk in [1, 1448, 65_536, PERIOD, 200_000] {
+            let r = check(&data, chunk);
+            assert_eq!(r.mismatch_at, None, "read size {chunk}");
+            assert_eq!(r.bytes, data.len() as u64);
+        }
+    }
+
+    #[test]
+    fn a_flipped_byte_is_found_where_it_is() {
+        let mut data = bytes(5, 1, 2 * PERIOD);
+        data[PERIOD + 12_345] ^= 0x40;
+        assert_eq!(
+            check(&data, 1448).mismatch_at,
+            Some((PERIOD + 12_345) as u64)
+        );
+    }
+
+    #[test]
+    fn a_lost_or_repeated_segment_is_found() {
+        let data = bytes(5, 1, 4 * PERIOD);
+        let mut lost = data[..70_000].to_vec();
+        lost.extend_from_slice(&data[70_000 + 1448..]);
+        assert!(
+            check(&lost, 4096)
+                .mismatch_at
+                .is_some_and(|at| at >= 70_000)
+        );
+        let mut twice = data[..70_000 + 1448].to_vec();
+        twice.extend_from_slice(&data[70_000..]);
+        assert!(
+            check(&twice, 4096)
+                .mismatch_at
+                .is_some_and(|at| at >= 70_000)
+        );
+    }
+
+    #[test]
+    fn another_flow_or_seed_is_another_stream() {
+        let a = bytes(5, 1, 4096);
+        assert_ne!(a, bytes(5, 2, 4096));
+        assert_ne!(a, bytes(6, 1, 4096));
+        assert_eq!(check(&bytes(5, 2, 4096), 512).mismatch_at, Some(0));
+    }
+}
