@@ -7,13 +7,16 @@
 #   benches/wire-outcome.sh            # the whole run -> benches/results/wire-outcome.*
 #   benches/wire-outcome.sh --smoke    # checks the bench still runs (CI)
 #   benches/wire-outcome.sh --remedy   # time to remedy at the shipped default
-#   benches/wire-outcome.sh [--name NAME] -- DRIVER-OPTIONS...   # an ad-hoc run
+#   benches/wire-outcome.sh [--name NAME] [--jobs N] -- DRIVER-OPTIONS...   # an ad-hoc run
 #
 # Host: builds the driver, the release pptune (one `cargo bench --no-run`,
 # benches/lib.sh), pptraffic (debug, as tests/vm/wire-cost.sh measured it)
-# and ppsim.ko (tests/ppsim/build.sh 7.3); boots ONE 7.3 VM under --icount
-# (1 vCPU, 2048 MiB: ring 16384 posts 64 MiB and the pool ring may hold as
-# much again) and runs the driver in it. pptune runs with
+# and ppsim.ko (tests/ppsim/build.sh 7.3); boots --jobs (default 2) 7.3
+# VMs side by side under --icount (1 vCPU, 2048 MiB each: ring 16384 posts
+# 64 MiB and the pool ring may hold as much again), the workloads dealt
+# round-robin between them, and runs the driver in each. Every figure is in
+# guest instructions (icount), so the VMs do not time each other; only the
+# host's wall clock is shared. pptune runs with
 # benches/outcome-policy.yaml (see benches/results/wire-outcome.md for why
 # it fits the wire unchanged). Results: NAME.jsonl (one line per
 # measurement), NAME-run.json (VM time), NAME-tables.md (the tables and
@@ -29,14 +32,16 @@ REPO="$(cd "$(dirname "$0")/.." && pwd)"
 SMOKE=0
 REMEDY=0
 NAME=wire-outcome
+JOBS=2
 ADHOC=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --smoke) SMOKE=1; shift ;;
         --remedy) REMEDY=1; shift ;;
         --name) NAME="$2"; shift 2 ;;
+        --jobs) JOBS="$2"; shift 2 ;;
         --) shift; ADHOC=("$@"); break ;;
-        -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "wire-outcome: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -44,12 +49,17 @@ log() { printf '[wire-outcome] %s\n' "$*" >&2; }
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target-bench}"
 cd "$REPO"
 
-# The whole run: 2 workloads x 13 rings x 2 rounds, then 5 tuned runs each.
-ARGS=(--workloads drain,steady --rounds 2 --warmup-secs 2 --window-secs 3
-      --ctl-window-secs 3 --quiet-secs 9 --pptune-quiet-secs 30 --max-run-secs 90)
+# The whole run: 5 workloads x 13 rings x 2 rounds, then 5 tuned runs each
+# and the settle check on the stationary bursty ones (drain-pinned, udp).
+WORKLOADS=drain-pinned,udp,steady,mice,slow
+ARGS=(--rounds 2 --warmup-secs 2 --window-secs 3 --ctl-window-secs 3 --quiet-secs 9
+      --pptune-quiet-secs 30 --max-run-secs 90
+      --tuners max-once,doubling,one-shot,naive,pptune,settle --settle-calm-secs 30)
 if [ "$SMOKE" = 1 ]; then
     NAME=wire-outcome-smoke
-    ARGS=(--workloads drain --sweep 256,4096 --rounds 1 --warmup-secs 1 --window-secs 2
+    JOBS=1
+    WORKLOADS=drain
+    ARGS=(--sweep 256,4096 --rounds 1 --warmup-secs 1 --window-secs 2
           --tuners doubling,pptune --quiet-secs 3 --pptune-quiet-secs 8 --max-run-secs 12)
 fi
 POLICY=benches/outcome-policy.yaml
@@ -58,9 +68,15 @@ if [ "$REMEDY" = 1 ]; then
     POLICY=benches/remedy-policy.yaml
     # No static sweep (0 rounds of it): pptune alone, three runs, each
     # until 150 s (the shipped windows' path would change at ~90-100 s).
-    ARGS=(--workloads drain --rounds 0 --tuners pptune,pptune,pptune --ctl-window-secs 1
+    JOBS=1
+    WORKLOADS=drain
+    ARGS=(--rounds 0 --tuners pptune,pptune,pptune --ctl-window-secs 1
           --window-secs 3 --pptune-quiet-secs 1000 --max-run-secs 150)
 fi
+# An ad-hoc --workloads replaces the list (the driver takes the last one).
+for ((i = 0; i < ${#ADHOC[@]}; i++)); do
+    [ "${ADHOC[$i]}" = --workloads ] && WORKLOADS="${ADHOC[$((i + 1))]}"
+done
 ARGS+=("${ADHOC[@]}")
 
 log "building the driver, release pptune, pptraffic, ppsim.ko"
@@ -78,31 +94,58 @@ KO="$(tests/ppsim/build.sh 7.3)"
 export PPTUNE_PPSIM_KO="$KO"
 "$PPTUNE" --config "$POLICY" check >&2
 
-VMOUT="$CARGO_TARGET_DIR/wire-outcome-vm"
-rm -rf "$VMOUT"; mkdir -p "$VMOUT"
+# The workloads dealt round-robin to JOBS groups, one VM each.
+IFS=, read -ra WL <<< "$WORKLOADS"
+[ "$JOBS" -ge 1 ] || JOBS=1
+[ "$JOBS" -le "${#WL[@]}" ] || JOBS=${#WL[@]}
+GROUPS_=()
+for ((i = 0; i < ${#WL[@]}; i++)); do
+    g=$((i % JOBS))
+    GROUPS_[$g]="${GROUPS_[$g]:+${GROUPS_[$g]},}${WL[$i]}"
+done
+VMROOT="$CARGO_TARGET_DIR/wire-outcome-vm"
+rm -rf "$VMROOT"; mkdir -p "$VMROOT"
 # Content-named copies: 9p may serve a rebuilt binary's stale pages.
-cp "$PT" "$VMOUT/pptraffic-$(sha256sum "$PT" | cut -c1-12)"
-PT="$(ls "$VMOUT"/pptraffic-*)"
-{
-    printf 's=$(date +%%s); %q' "$EXE"
-    printf ' %q' --pptraffic "$PT" --pptune "$PPTUNE" --policy "$REPO/$POLICY" "${ARGS[@]}"
-    printf ' > %q; r=$?\n' "$VMOUT/$NAME.jsonl"
-    printf 'echo "$(( $(date +%%s) - s )) $r" > %q; exit $r\n' "$VMOUT/vm.times"
-} > "$VMOUT/job.sh"
+cp "$PT" "$VMROOT/pptraffic-$(sha256sum "$PT" | cut -c1-12)"
+PT="$(ls "$VMROOT"/pptraffic-*)"
 START=$(date +%s)
-log "running in the VM (icount): $NAME"
+PIDS=()
+for ((g = 0; g < JOBS; g++)); do
+    VMOUT="$VMROOT/part$g"; mkdir -p "$VMOUT"
+    {
+        printf 's=$(date +%%s); %q' "$EXE"
+        printf ' %q' --pptraffic "$PT" --pptune "$PPTUNE" --policy "$REPO/$POLICY" "${ARGS[@]}" \
+            --workloads "${GROUPS_[$g]}"
+        printf ' > %q; r=$?\n' "$VMOUT/$NAME.jsonl"
+        printf 'echo "$(( $(date +%%s) - s )) $r" > %q; exit $r\n' "$VMOUT/vm.times"
+    } > "$VMOUT/job.sh"
+    log "VM $g (icount): ${GROUPS_[$g]}"
+    tests/vm/run.sh --kernel 7.3 --icount --mem 2048 --timeout 6000 --out "$VMOUT" -- \
+        bash "$VMOUT/job.sh" > "$VMOUT/console.log" 2>&1 &
+    PIDS+=($!)
+done
 vmrc=0
-tests/vm/run.sh --kernel 7.3 --icount --mem 2048 --timeout 4800 --out "$VMOUT" -- bash "$VMOUT/job.sh" || vmrc=$?
+for ((g = 0; g < JOBS; g++)); do
+    wait "${PIDS[$g]}" || { vmrc=$?; log "VM $g failed ($vmrc): tail of $VMROOT/part$g/console.log"; tail -20 "$VMROOT/part$g/console.log" >&2; }
+done
 TOTAL=$(( $(date +%s) - START ))
 RES="$REPO/benches/results"
 [ "$SMOKE" = 1 ] && RES="$CARGO_TARGET_DIR/bench-smoke"
 mkdir -p "$RES"
-[ -f "$VMOUT/$NAME.jsonl" ] && cp "$VMOUT/$NAME.jsonl" "$RES/$NAME.jsonl"
-read -r VM_S VM_RC < "$VMOUT/vm.times" || { VM_S=-1; VM_RC=-1; }
+rm -f "$RES/$NAME.jsonl"
+VM_S=0; VM_RC=0; PARTS=()
+for ((g = 0; g < JOBS; g++)); do
+    VMOUT="$VMROOT/part$g"
+    [ -f "$VMOUT/$NAME.jsonl" ] && cat "$VMOUT/$NAME.jsonl" >> "$RES/$NAME.jsonl"
+    read -r s r < "$VMOUT/vm.times" || { s=-1; r=-1; }
+    PARTS+=("{\"workloads\": \"${GROUPS_[$g]}\", \"driver_virtual_s\": $s, \"driver_exit\": $r}")
+    [ "$s" -gt "$VM_S" ] && VM_S=$s
+    [ "$r" = 0 ] || VM_RC=$r
+done
 GIT="$(git rev-parse --short HEAD)"
-printf '{"git": "%s", "driver_virtual_s": %s, "driver_exit": %s, "host_total_s": %s}\n' \
-    "$GIT" "$VM_S" "$VM_RC" "$TOTAL" > "$RES/$NAME-run.json"
-log "VM: $VM_S s of guest (virtual) time, exit $VM_RC; host: $TOTAL s in all"
+printf '{"git": "%s", "driver_virtual_s": %s, "driver_exit": %s, "host_total_s": %s, "vms": [%s]}\n' \
+    "$GIT" "$VM_S" "$VM_RC" "$TOTAL" "$(IFS=,; echo "${PARTS[*]}")" > "$RES/$NAME-run.json"
+log "VMs: at most $VM_S s of guest (virtual) time each, exit $VM_RC; host: $TOTAL s in all"
 rc=$vmrc
 if [ -f "$RES/$NAME.jsonl" ]; then
     python3 "$REPO/benches/wire_report.py" "$RES/$NAME.jsonl" "$RES/$NAME-run.json" > "$RES/$NAME-tables.md" || rc=1

@@ -21,7 +21,11 @@ import json
 import sys
 from collections import defaultdict
 
-TUNERS = ["max-once", "doubling", "one-shot", "naive", "pptune"]
+BASELINES = ["max-once", "doubling", "one-shot", "naive"]
+TUNERS = BASELINES + ["pptune", "settle"]
+# The shipped grow threshold: a window freeing less than this share of its
+# returns is not a ring problem (policy::signals, GROW_AT in the driver).
+GROW_AT = 0.05
 MIB = 1 << 20
 
 
@@ -38,9 +42,30 @@ def load(path):
             # 6961ca37).
             r["kf_per_gi"] = r["frames"] * 100 / max(r["busy_jiffies"], 1) / 1e3
             r["bpf"] = r["app_bytes"] / max(r["frames"], 1)
-    meta = next((r for r in rows if r["kind"] == "meta"), {})
-    kernel = next((r for r in rows if r["kind"] == "kernel"), None)
+    metas = [r for r in rows if r["kind"] == "meta"]
+    meta = metas[0] if metas else {}
+    # One kernel check per VM (benches/wire-outcome.sh --jobs): finished
+    # when every VM that started reported one.
+    kernels = [r for r in rows if r["kind"] == "kernel"]
+    kernel = None
+    if kernels and len(kernels) >= len(metas):
+        kernel = {"trouble": [t for k in kernels for t in k["trouble"]]}
     return meta, kernel, rows
+
+
+def delay(r, q):
+    """The mice's delivery delay percentile `q` (p50, p99) of a window, µs."""
+    d = r.get("delay_us")
+    return d.get(q) if isinstance(d, dict) and d.get("n") else None
+
+
+def fmt_delay(rs):
+    """p50 / p99 over a point's rounds (mean of each), or '–'."""
+    p50 = [delay(r, "p50") for r in rs if delay(r, "p50") is not None]
+    p99 = [delay(r, "p99") for r in rs if delay(r, "p99") is not None]
+    if not p50:
+        return "–"
+    return f"{mean(p50):.0f} / {mean(p99):.0f}"
 
 
 def mean(xs):
@@ -76,8 +101,8 @@ def fmt_range(rs, key, f="{:.0f}"):
 def static_table(by):
     out = ["| ring | MB / 10⁹ busy instr (mean [range]) | k frames / 10⁹ busy instr | bytes / frame | app MB/s (virtual) | slow / 1000 frames "
            "| ring_full / 1000 | cached / 1000 | ring / 1000 | pool mem mean / max (MiB) "
-           "| B overruns | sender retrans | frames |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| B overruns | sender retrans | frames | mice delay p50 / p99 (µs) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for ring, rs in by.items():
         out.append(
             f"| {ring} | {fmt_range(rs, 'mb_per_gi', '{:.1f}')} | {fmt_range(rs, 'kf_per_gi', '{:.1f}')} "
@@ -86,7 +111,7 @@ def static_table(by):
             f"| {mean([r['cached_per_k'] for r in rs]):.1f} | {mean([r['ring_per_k'] for r in rs]):.1f} "
             f"| {mean([r['mem_mean'] for r in rs]) / MIB:.1f} / {max(r['mem_max'] for r in rs) / MIB:.1f} "
             f"| {' / '.join(str(r['overruns']) for r in rs)} | {' / '.join(str(r['retrans']) for r in rs)} "
-            f"| {' / '.join(str(r['frames']) for r in rs)} |")
+            f"| {' / '.join(str(r['frames']) for r in rs)} | {fmt_delay(rs)} |")
     return out
 
 
@@ -96,8 +121,8 @@ def tuned_rows(rows, wl):
 
 def tuned_table(by, best_ring, best_row_vals, tuned):
     out = ["| config | MB / 10⁹ busy instr | k frames / 10⁹ busy instr | app MB/s | slow / 1000 | ring_full / 1000 | final ring "
-           "| changes | last change (s) | pool mem mean / max (MiB) | B overruns | retrans | note |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| changes | last change (s) | pool mem mean / max (MiB) | B overruns | retrans | mice delay p50 / p99 (µs) | note |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     rs = by[best_ring]
     out.append(
         f"| best static ({best_ring}) | {fmt_range(rs, 'mb_per_gi', '{:.1f}')} | {fmt_range(rs, 'kf_per_gi', '{:.1f}')} "
@@ -105,7 +130,7 @@ def tuned_table(by, best_ring, best_row_vals, tuned):
         f"| {fmt_range(rs, 'slow_per_k', '{:.2f}')} | {fmt_range(rs, 'ring_full_per_k', '{:.1f}')} "
         f"| {best_ring} | 0 | – | {mean([r['mem_mean'] for r in rs]) / MIB:.1f} / "
         f"{max(r['mem_max'] for r in rs) / MIB:.1f} | {' / '.join(str(r['overruns']) for r in rs)} "
-        f"| {' / '.join(str(r['retrans']) for r in rs)} | {len(rs)} rounds |")
+        f"| {' / '.join(str(r['retrans']) for r in rs)} | {fmt_delay(rs)} | {len(rs)} rounds |")
     for name in TUNERS:
         r = tuned.get(name)
         if r is None:
@@ -119,11 +144,15 @@ def tuned_table(by, best_ring, best_row_vals, tuned):
             note.append(f"daemon CPU {r['daemon_cpu_s']:.2f} s")
         if r.get("intact") is not True:
             note.append("STREAMS NOT INTACT")
+        st = r.get("settle")
+        if st:
+            note.append(f"settle: converged at {st['converged_s']:.0f} s, then {st['changes_in_watch']} changes "
+                        f"in {st['watch_s']:.0f} s (calm_before_shrink {st['calm_before_shrink_s']:.0f} s)")
         out.append(
             f"| {name} | {r['mb_per_gi']:.1f} | {r['kf_per_gi']:.1f} | {r['app_mb_s']:.1f} | {r['slow_per_k']:.2f} "
             f"| {r['ring_full_per_k']:.1f} | {r['ring']} | {r['changes']} | {r['last_change_s']:.1f} "
             f"| {r['mem_mean'] / MIB:.1f} / {r['mem_max'] / MIB:.1f} | {r['overruns']} | {r['retrans']} "
-            f"| {'; '.join(note)} |")
+            f"| {fmt_delay([r])} | {'; '.join(note)} |")
     return out
 
 
@@ -151,7 +180,7 @@ def verdicts(by, best_ring, spread, tuned, key="mb_per_gi", label="MB / 10⁹ bu
                        f"{m['mem_mean'] / 4 / MIB:.1f} MiB: **{'met' if ok else 'NOT met'}**")
         else:
             out.append(f"- pool memory vs max once: not judged (best static {best_ring} > max/4 = {quarter:.0f})")
-    for name in TUNERS[:-1]:
+    for name in BASELINES:
         b = tuned.get(name)
         if b is None:
             continue
@@ -160,6 +189,30 @@ def verdicts(by, best_ring, spread, tuned, key="mb_per_gi", label="MB / 10⁹ bu
         out.append(f"- against {name} ({label}): pptune {p[key]:.1f} {cmp} {name} {b[key]:.1f} "
                    f"(tolerance: best static's spread, {width:.1f}); memory {p['mem_mean'] / MIB:.1f} vs "
                    f"{b['mem_mean'] / MIB:.1f} MiB; changes {p['changes']} vs {b['changes']}")
+    return out
+
+
+def behaviour_verdicts(by, tuned):
+    """The targets that are not about the figure: no ring growth where the
+    slow path comes from held pages (the sweep's smallest ring takes the
+    slow path while freeing < GROW_AT of its returns to a full ring), and
+    no change over 2 x calm_before_shrink after convergence (settle)."""
+    out = []
+    p = tuned.get("pptune")
+    first = by[min(by)]
+    slow = mean([r["slow_per_k"] for r in first])
+    share = mean([r["ring_full_share"] or 0.0 for r in first])
+    if p is not None and slow >= 1.0 and share < GROW_AT:
+        ok = p["changes"] == 0
+        out.append(f"- held pages (ring {min(by)}: {slow:.2f} slow / 1000 frames, ring_full share {share:.3f}): "
+                   f"pptune changes {p['changes']}, ring {p['ring']}: **{'met' if ok else 'NOT met'}** (target: no growth)")
+    st = (tuned.get("settle") or {}).get("settle")
+    if st:
+        ok = st["changes_in_watch"] == 0 and st["watch_s"] >= 2 * st["calm_before_shrink_s"]
+        out.append(f"- settle: {st['changes_in_watch']} changes in {st['watch_s']:.0f} s after convergence "
+                   f"(2 × calm_before_shrink = {2 * st['calm_before_shrink_s']:.0f} s): **{'met' if ok else 'NOT met'}**")
+    elif tuned.get("settle") is not None:
+        out.append("- settle: the run never converged (no quiet spell): **NOT met**")
     return out
 
 
@@ -190,6 +243,7 @@ def workload(rows, wl):
     out += ["", "Targets (pptune, from the rows above):", ""]
     out += verdicts(by, best_ring, spread, tuned)
     out += verdicts(by, fring, fspread, tuned, "kf_per_gi", "k frames / 10⁹ busy instructions")
+    out += behaviour_verdicts(by, tuned)
     return out + [""]
 
 
@@ -237,8 +291,10 @@ def main():
           f"{meta.get('quiet_secs')} s (pptune {meta.get('pptune_quiet_secs')} s), at most "
           f"{meta.get('max_run_secs')} s; policy {meta.get('policy')}.")
     if run:
-        print(f"Run: git {run.get('git')}, {run.get('driver_virtual_s')} s of guest time, "
-              f"{run.get('host_total_s')} s on the host (boot included).")
+        vms = run.get("vms") or []
+        print(f"Run: git {run.get('git')}, {len(vms) or 1} VM(s) side by side, at most "
+              f"{run.get('driver_virtual_s')} s of guest time each, {run.get('host_total_s')} s on the host "
+              f"(builds excluded, boots included).")
     print()
     for wl in wls:
         print("\n".join(workload(rows, wl)))

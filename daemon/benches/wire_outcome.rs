@@ -11,7 +11,8 @@
 //!     [--workloads drain,steady] [--sweep 256,362,...,16384] [--rounds 2]
 //!     [--warmup-secs 2] [--window-secs 3] [--ctl-window-secs 3]
 //!     [--quiet-secs 9] [--pptune-quiet-secs 30] [--max-run-secs 90]
-//!     [--tuners max-once,doubling,one-shot,naive,pptune|none]
+//!     [--tuners max-once,doubling,one-shot,naive,pptune,settle|none]
+//!     [--settle-calm-secs 30]
 //! ```
 //!
 //! Every point is a fresh wire (tests/src/wire.rs: A in `pp-tx`, B with
@@ -33,13 +34,22 @@
 //!   sets 1.25 B;
 //! - `naive`: ring + 25 % after every window whose share is ≥ 5 %;
 //! - `pptune`: `pptune run` (enforce, `--policy`) started in `pp-rx`; this
-//!   program only watches B's ring each second.
+//!   program only watches B's ring each second;
+//! - `settle` (stationary bursty workloads only): `pptune` with `--policy`
+//!   and `timing.calm_before_shrink` set to `--settle-calm-secs` (a drop-in,
+//!   nothing else differs); once it made no change for
+//!   `--pptune-quiet-secs` it is watched for 2 × that calm and a control
+//!   window more, and the row says how many changes the watch saw (the
+//!   target: none, docs/decisions.md §7).
 //!
 //! (the ring_full share is `policy::signals::recycle_miss_share`: F / (F + K).)
 //! A tuned run ends once it made no change for `--quiet-secs`
 //! (`--pptune-quiet-secs` for pptune: its policy's cooldown + evaluation),
-//! or after `--max-run-secs`; then one window is measured as a static
-//! point. Every measured window records, from B's page pools (netlink, in
+//! or after `--max-run-secs`; then one window of twice `--window-secs` is
+//! measured as a static point (one run against a sweep's rounds). With
+//! mice (workload `mice`) every window also carries their messages'
+//! delivery delay (`delay_us`: n, p50, p99, max), the figure that grows
+//! when frames wait in a big ring. Every measured window records, from B's page pools (netlink, in
 //! `pp-rx`, summed over every pool that existed in the window:
 //! `PoolLedger`), B's qstats, `/proc/stat`, pp-tx's `/proc/net/snmp` and
 //! pptraffic's byte count, taken together at `mark`s of the traffic
@@ -88,23 +98,93 @@ struct Workload {
     name: &'static str,
     /// pptraffic's arguments (besides --control, --seed, --port).
     args: &'static [&'static str],
+    /// A stationary bursty load: the settle check (tuner `settle`) runs
+    /// on it.
+    stationary: bool,
 }
 
 const WORKLOADS: &[Workload] = &[
-    // Bursty: four receivers pause 50 ms in step, then drain to EAGAIN.
+    // Bursty: four receivers pause 50 ms in step, then drain to EAGAIN;
+    // TCP's receive autotuning grows the bursts over the run.
     Workload {
         name: "drain",
         args: pptune_tests::wire::DRAIN,
+        stationary: false,
+    },
+    // The same drains with the receive buffers pinned (no autotuning): the
+    // bursts stop growing, a stationary bursty load.
+    Workload {
+        name: "drain-pinned",
+        args: &[
+            "--tcp",
+            "4",
+            "--pattern",
+            "drain",
+            "--sync",
+            "--pause-ms",
+            "50",
+            "--rcvbuf",
+            "1048576",
+        ],
+        stationary: true,
     },
     // One stream read continuously: a big ring should not help.
     Workload {
         name: "steady",
         args: &["--tcp", "1", "--pattern", "steady"],
+        stationary: false,
     },
-    // The same four drains, not in step: the returns overlap.
+    // A slow consumer: one stream read at 20 MB/s, its socket full; the
+    // pages it holds are not returned (held pages: no ring fixes it).
+    Workload {
+        name: "slow",
+        args: &["--tcp", "1", "--pattern", "slow", "--read-rate", "20000000"],
+        stationary: false,
+    },
+    // Many small flows beside one elephant: 16 mice send 2 KiB messages
+    // every 10 ms over the elephant's queue; their delivery delay is the
+    // price of frames waiting in a big ring.
+    Workload {
+        name: "mice",
+        args: &[
+            "--tcp",
+            "1",
+            "--pattern",
+            "steady",
+            "--mice",
+            "16",
+            "--mice-bytes",
+            "2048",
+            "--mice-gap-ms",
+            "10",
+        ],
+        stationary: false,
+    },
+    // UDP: four 10 MB/s flows, receivers draining every 50 ms in step.
+    Workload {
+        name: "udp",
+        args: &[
+            "--tcp",
+            "0",
+            "--udp",
+            "4",
+            "--udp-rate",
+            "10000000",
+            "--pattern",
+            "drain",
+            "--sync",
+            "--pause-ms",
+            "50",
+            "--rcvbuf",
+            "4194304",
+        ],
+        stationary: true,
+    },
+    // The drains, not in step: the returns overlap.
     Workload {
         name: "drain-async",
         args: &["--tcp", "4", "--pattern", "drain", "--pause-ms", "50"],
+        stationary: false,
     },
 ];
 
@@ -115,6 +195,9 @@ enum Tuner {
     OneShot,
     Naive,
     Pptune,
+    /// pptune with the settle policy: converges, then is watched for 2 ×
+    /// its `calm_before_shrink` (stationary workloads only).
+    Settle,
 }
 
 impl Tuner {
@@ -125,6 +208,7 @@ impl Tuner {
             "one-shot" => Self::OneShot,
             "naive" => Self::Naive,
             "pptune" => Self::Pptune,
+            "settle" => Self::Settle,
             _ => panic!("unknown tuner {s}"),
         }
     }
@@ -136,6 +220,7 @@ impl Tuner {
             Self::OneShot => "one-shot",
             Self::Naive => "naive",
             Self::Pptune => "pptune",
+            Self::Settle => "settle",
         }
     }
 
@@ -148,7 +233,7 @@ impl Tuner {
             return None;
         }
         let to = match self {
-            Self::MaxOnce | Self::Pptune => return None,
+            Self::MaxOnce | Self::Pptune | Self::Settle => return None,
             Self::Doubling => ring.saturating_mul(2).min(max),
             Self::Naive => naive_next(ring, max),
             Self::OneShot if acted => return None,
@@ -179,6 +264,10 @@ struct Opts {
     max_run: f64,
     tuners: Vec<Tuner>,
     workloads: Vec<String>,
+    /// `settle`: the policy directory (`--policy` with
+    /// `timing.calm_before_shrink` overridden) and that calm.
+    settle_policy: String,
+    settle_calm: f64,
 }
 
 fn num<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -225,7 +314,32 @@ fn opts() -> Opts {
             .map(|s| Tuner::parse(s))
             .collect(),
         workloads: list("--workloads", "drain,steady"),
+        settle_policy: String::new(),
+        settle_calm: num("--settle-calm-secs", 30.0),
     }
+}
+
+/// The settle policy: `--policy` as `policy.yaml` of a directory whose
+/// drop-in overrides only `timing.calm_before_shrink`, so the settle check
+/// runs the outcome policy and nothing else differs.
+fn settle_policy(o: &mut Opts) {
+    let dir = std::env::temp_dir().join("pptune-wire-settle");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("policy.d")).expect("settle policy dir");
+    std::fs::copy(&o.policy, dir.join("policy.yaml")).expect("settle policy");
+    std::fs::write(
+        dir.join("policy.d/settle.yaml"),
+        format!("timing:\n  calm_before_shrink: {}s\n", o.settle_calm),
+    )
+    .expect("settle drop-in");
+    o.settle_policy = dir.display().to_string();
+    let calm = config::load(Some(&dir))
+        .unwrap_or_else(|e| panic!("{}: {}", dir.display(), config::render(&e)))
+        .policy
+        .timing
+        .calm_before_shrink
+        .as_secs_f64();
+    assert!((calm - o.settle_calm).abs() < 1e-9, "settle calm {calm}");
 }
 
 /// A `pptraffic --control` run: its stdin, and its stdout's JSON lines.
@@ -263,9 +377,10 @@ impl Traffic {
         }
     }
 
-    /// A `mark`: bytes the receivers read so far, and bytes delivered
-    /// (read + held in order, unread, in their sockets).
-    fn mark(&mut self) -> (u64, u64) {
+    /// A `mark`: bytes the receivers read so far, bytes delivered (read +
+    /// held in order, unread, in their sockets), and the mice messages'
+    /// delivery delay since the last mark (`null` without mice).
+    fn mark(&mut self) -> (u64, u64, Value) {
         writeln!(self.stdin, "mark").expect("pptraffic's stdin");
         loop {
             let v = self
@@ -275,7 +390,8 @@ impl Traffic {
             match v["type"].as_str() {
                 Some("mark") => {
                     let read = v["received"].as_u64().expect("received");
-                    return (read, read + v["queued"].as_u64().expect("queued"));
+                    let app = read + v["queued"].as_u64().expect("queued");
+                    return (read, app, v["delay_us"].clone());
                 }
                 Some("error") => panic!("pptraffic: {v}"),
                 _ => {}
@@ -300,6 +416,8 @@ struct Snap {
     t: Instant,
     read: u64,
     app: u64,
+    /// The mice's delay since the previous mark (pptraffic's `delay_us`).
+    delay: Value,
     busy: u64,
     total: u64,
     ledger: PoolLedger,
@@ -310,7 +428,7 @@ struct Snap {
 
 async fn snap(c: &Client, ifx: u32, ledger: &mut PoolLedger, tr: &mut Traffic) -> Snap {
     let t = Instant::now();
-    let (read, app) = tr.mark();
+    let (read, app, delay) = tr.mark();
     let (busy, total) = cpu_jiffies();
     ledger.refresh(c).await;
     let q = c.qstats(Some(ifx), 0).await.expect("qstats-get");
@@ -319,6 +437,7 @@ async fn snap(c: &Client, ifx: u32, ledger: &mut PoolLedger, tr: &mut Traffic) -
         t,
         read,
         app,
+        delay,
         busy,
         total,
         ledger: ledger.clone(),
@@ -389,6 +508,9 @@ fn figures(s0: &Snap, s1: &Snap, mem: &[u64], ring: u32) -> Value {
         "mem_max": mem.iter().max().copied().unwrap_or(0),
         "overruns": s1.overruns - s0.overruns,
         "retrans": s1.retrans - s0.retrans,
+        // the mice's messages completed in the window (the mark at its
+        // start reset pptraffic's count): {n, p50, p99, max} in µs
+        "delay_us": s1.delay,
     })
 }
 
@@ -482,7 +604,7 @@ async fn control_window(
     }
 }
 
-fn spawn_pptune(o: &Opts, w: &Workload) -> Daemon {
+fn spawn_pptune(o: &Opts, w: &Workload, policy: &str) -> Daemon {
     // A fresh runtime dir per run: B is `ppsim1` in every run, and a shared
     // state file would hand this run an earlier run's change history.
     let dir = std::env::temp_dir().join(format!("pptune-wire-{}-{}", std::process::id(), w.name));
@@ -493,9 +615,7 @@ fn spawn_pptune(o: &Opts, w: &Workload) -> Daemon {
         std::fs::File::create(path).map_or_else(|_| Stdio::null(), Stdio::from)
     });
     let child = Command::new("ip")
-        .args([
-            "netns", "exec", RX_NS, &o.pptune, "--config", &o.policy, "run",
-        ])
+        .args(["netns", "exec", RX_NS, &o.pptune, "--config", policy, "run"])
         .env("RUNTIME_DIRECTORY", &dir)
         .env("STATE_DIRECTORY", &dir)
         .stdout(Stdio::null())
@@ -511,7 +631,15 @@ async fn tuned_run(o: &Opts, p: &Ppsim, w: &Workload, tuner: Tuner) {
     let c = client_in(RX_NS).await;
     let rings = c.rings(ifx, None).await.expect("rings-get");
     let max = rings.rx_max.expect("rx max");
-    let daemon = (tuner == Tuner::Pptune).then(|| spawn_pptune(o, w));
+    let daemon = match tuner {
+        Tuner::Pptune => Some(spawn_pptune(o, w, &o.policy)),
+        Tuner::Settle => Some(spawn_pptune(o, w, &o.settle_policy)),
+        _ => None,
+    };
+    // `settle`: once converged, watched for 2 × calm_before_shrink and a
+    // control window more; (converged at, changes then).
+    let watch = 2.0 * o.settle_calm + f64::from(u32::try_from(o.ctl_window).unwrap_or(u32::MAX));
+    let mut converged: Option<(f64, u32)> = None;
     let mut ctl = Ctl {
         ring: START_RING,
         ..Ctl::default()
@@ -523,7 +651,7 @@ async fn tuned_run(o: &Opts, p: &Ppsim, w: &Workload, tuner: Tuner) {
             ctl.changed(rx_ring(&c, ifx).await, 0.0);
             (o.warmup, o.warmup)
         }
-        Tuner::Pptune => (o.pptune_quiet, o.pptune_quiet),
+        Tuner::Pptune | Tuner::Settle => (o.pptune_quiet, o.pptune_quiet),
         _ => (o.quiet, o.quiet),
     };
     let mut tr = Traffic::start(o, w);
@@ -531,7 +659,15 @@ async fn tuned_run(o: &Opts, p: &Ppsim, w: &Workload, tuner: Tuner) {
     ledger.refresh(&c).await;
     loop {
         let t = t0.elapsed().as_secs_f64();
-        if t >= o.max_run || (t >= min_run && t >= ctl.last_change_s + quiet) {
+        let settled = t >= min_run && t >= ctl.last_change_s + quiet;
+        if tuner == Tuner::Settle {
+            if settled && converged.is_none() {
+                converged = Some((t, ctl.changes));
+            }
+            if converged.is_some_and(|(at, _)| t >= at + watch) || t >= o.max_run + watch {
+                break;
+            }
+        } else if t >= o.max_run || settled {
             break;
         }
         control_window(o, tuner, &c, ifx, &wire, &mut ledger, &mut ctl, t0, max).await;
@@ -539,7 +675,8 @@ async fn tuned_run(o: &Opts, p: &Ppsim, w: &Workload, tuner: Tuner) {
     let run_s = t0.elapsed().as_secs_f64();
     let stopped_by_max = run_s < ctl.last_change_s + quiet;
     let before = ctl.ring;
-    let m = measure(&c, ifx, &mut ledger, &mut tr, o.window).await;
+    // Twice a static point's window: one run against a sweep's rounds.
+    let m = measure(&c, ifx, &mut ledger, &mut tr, 2.0 * o.window).await;
     let changed_in_window = m["ring"].as_u64() != Some(u64::from(before));
     let daemon_cpu = daemon.as_ref().and_then(Daemon::cpu_secs);
     drop(daemon);
@@ -550,6 +687,8 @@ async fn tuned_run(o: &Opts, p: &Ppsim, w: &Workload, tuner: Tuner) {
         json!({"kind": "tuned", "workload": w.name, "config": tuner.name(), "changes": ctl.changes,
                "first_change_s": ctl.first_change_s, "last_change_s": ctl.last_change_s, "run_s": run_s, "max_ring": max,
                "changed_in_window": changed_in_window, "stopped_by_max": stopped_by_max, "daemon_cpu_s": daemon_cpu,
+               "settle": converged.map(|(at, n)| json!({"converged_s": at, "watch_s": run_s - at,
+                   "calm_before_shrink_s": o.settle_calm, "changes_in_watch": ctl.changes - n})),
                "intact": summary["intact"], "rx_snmp_run": summary["snmp"],
                "timeline": ctl.timeline}),
     );
@@ -557,7 +696,10 @@ async fn tuned_run(o: &Opts, p: &Ppsim, w: &Workload, tuner: Tuner) {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    let o = opts();
+    let mut o = opts();
+    if o.tuners.contains(&Tuner::Settle) {
+        settle_policy(&mut o);
+    }
     let mark = dmesg_mark();
     let p = Ppsim::load().expect("ppsim loads");
     println!(
@@ -567,7 +709,7 @@ async fn main() {
                "sweep": o.sweep, "rounds": o.rounds, "warmup_secs": o.warmup,
                "window_secs": o.window, "ctl_window_secs": o.ctl_window, "quiet_secs": o.quiet,
                "pptune_quiet_secs": o.pptune_quiet, "max_run_secs": o.max_run,
-               "policy": o.policy, "start_ring": START_RING,
+               "policy": o.policy, "start_ring": START_RING, "settle_calm_secs": o.settle_calm,
                "policy_interval_s": policy_interval(&o.policy)})
     );
     for name in &o.workloads {
@@ -589,7 +731,9 @@ async fn main() {
             }
         }
         for &t in &o.tuners {
-            tuned_run(&o, &p, w, t).await;
+            if t != Tuner::Settle || w.stationary {
+                tuned_run(&o, &p, w, t).await;
+            }
         }
     }
     let trouble = kernel_trouble_since(mark);
