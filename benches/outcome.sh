@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tuning outcome: pptune in enforce mode against static rings, on ppsim.
 #
-#   benches/outcome.sh                    # the whole run of BENCHMARKS.md §3.0
+#   benches/outcome.sh                    # the whole run of benches/results/outcome-model.md §3.0
 #   benches/outcome.sh --parts devmem,queues   # some of its parts
 #   benches/outcome.sh --smoke            # checks the bench still runs (CI)
 #   benches/outcome.sh --preset zonelock|devmem|off [--workloads a,b,...]
@@ -60,8 +60,8 @@ log() { printf '[outcome] %s\n' "$*" >&2; }
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target-bench}"
 cd "$REPO"
 
-# The parts of the whole run (BENCHMARKS.md §3.0). Every part starts from
-# COMMON; later options override earlier ones in the driver.
+# The parts of the whole run (benches/results/outcome-model.md §3.0). Every
+# part starts from COMMON; later options override earlier ones in the driver.
 FULL_SWEEP=256,512,1024,2048,4096,8192,16384
 COMMON=(--sweep "$FULL_SWEEP" --rounds 2 --warmup-secs 0.5 --static-secs 1 --enforce-secs 60
         --quiet-secs 30)

@@ -486,8 +486,9 @@ def verdicts(rows, stat, period_s):
         watched = pp.get("daemon_run_s") or pp.get("enforce_secs") or 0
         v["watched_after_last_change_s"] = round(watched - (last or 0), 1)
         # The static windows' repeatability in this run: the largest spread
-        # of the modelled figure between rounds at one sweep point (§3.1's
-        # bound for a decidable 5 % target: 2 %).
+        # of the modelled figure between rounds at one sweep point
+        # (benches/results/outcome-model.md §3.1's bound for a decidable 5 %
+        # target: 2 %).
         # The points that decide: the goodput reference (the sweep's best
         # modelled goodput) and the ring reference (capacity at the picked
         # ring and at the sweep's best capacity); a rate-limited workload's
@@ -589,9 +590,10 @@ def svg_convergence(runs, stat, path, title):
 
 
 def preset_table(stat, runs):
-    """One table for the whole preset (BENCHMARKS.md §3.2's form): per
-    workload the default, max and best static rings, the naive tuner and
-    pptune; ring with the queue count on the queue workloads."""
+    """One table for the whole preset (benches/results/outcome-model.md
+    §3.2's form): per workload the default, max and best static rings, the
+    naive tuner and pptune; ring with the queue count on the queue
+    workloads."""
     print("\n| workload | config | ring | modelled pps | / best | wall pps | ring_full share | pool MiB | changes |")
     print("|---|---|---|---|---|---|---|---|---|")
     for (wl, preset), st in stat.items():

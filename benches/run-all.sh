@@ -88,7 +88,7 @@ if want outcome; then
         # non-power-of-two bursts, steady, idle, the rate-limited and the
         # held-pages workloads; the queue-count case; the settle run ("0
         # changes in 10 minutes after convergence"). Prints each part's VM
-        # time and the total (BENCHMARKS.md §3.0).
+        # time and the total (benches/results/outcome-model.md §3.0).
         benches/outcome.sh || failed+=(outcome)
     fi
 fi

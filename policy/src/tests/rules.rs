@@ -934,7 +934,7 @@ fn devices_without_pools_or_stats_hold() {
     assert_eq!(r, [ReasonCode::NoPools, ReasonCode::NoStats]);
 }
 
-/// BENCHMARKS.md §3, bursty-1k-100kpps: 1024-page bursts on a fresh ppsim
+/// benches/results/outcome-model.md §3, bursty-1k-100kpps: 1024-page bursts on a fresh ppsim
 /// device at 256. ppsim devices have no parent bus and a random MAC, so
 /// their id is the name, and the bench re-created `ppsim0` for every
 /// workload in one boot: the daemon's state still held the previous
