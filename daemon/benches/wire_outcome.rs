@@ -115,17 +115,7 @@ const WORKLOADS: &[Workload] = &[
     // bursts stop growing, a stationary bursty load.
     Workload {
         name: "drain-pinned",
-        args: &[
-            "--tcp",
-            "4",
-            "--pattern",
-            "drain",
-            "--sync",
-            "--pause-ms",
-            "50",
-            "--rcvbuf",
-            "1048576",
-        ],
+        args: pptune_tests::wire::DRAIN_PINNED,
         stationary: true,
     },
     // One stream read continuously: a big ring should not help.

@@ -309,6 +309,23 @@ pub const DRAIN: &[&str] = &[
     "50",
 ];
 
+/// [`DRAIN`] with the receive buffers pinned at 1 MiB (SO_RCVBUF; no
+/// receive autotuning): the bursts stop growing, a stationary bursty load
+/// (the closed-loop scenario, the outcome bench's `drain-pinned`). With
+/// autotuning the drains' bursts keep growing for a minute or more, so a
+/// ring that took them at one moment frees pages again later.
+pub const DRAIN_PINNED: &[&str] = &[
+    "--tcp",
+    "4",
+    "--pattern",
+    "drain",
+    "--sync",
+    "--pause-ms",
+    "50",
+    "--rcvbuf",
+    "1048576",
+];
+
 /// A finished `pptraffic` run: exit status and its JSON lines.
 #[derive(Debug)]
 pub struct Traffic {

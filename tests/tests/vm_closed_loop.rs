@@ -31,7 +31,7 @@ use pptune_tests::ppsim::{CostPreset, Knobs, Personality, Ppsim, PpsimDev};
 use pptune_tests::vm::{PpsimKernels, require_ppsim};
 use pptune_tests::vm_daemon::Daemon;
 use pptune_tests::wire::{
-    DRAIN, RX_NS, Traffic, Wire, assert_quiet_kernel, dmesg_mark, in_netns, stats_in,
+    DRAIN_PINNED, RX_NS, Traffic, Wire, assert_quiet_kernel, dmesg_mark, in_netns, stats_in,
 };
 use tokio::time::{Instant, sleep};
 
@@ -1188,7 +1188,9 @@ async fn held_shed_attempt(k: &str, c: &Client) -> Result<(), (String, u64)> {
 /// The closed loop on real traffic (issue 29): four TCP streams over
 /// ppsim's wire into B (netns `pp-rx`, 1 queue, ring 256), their receivers
 /// pausing 50 ms and draining in sync, so the pages come back from socket
-/// reads, GRO and TCP's queues, overlapping the refills. pptune runs in
+/// reads, GRO and TCP's queues, overlapping the refills; receive buffers
+/// pinned (`DRAIN_PINNED`), so the bursts do not keep growing under the
+/// measurement. pptune runs in
 /// `pp-rx` on B with the suite's enforce policy. Judged from the kernel's
 /// own counters: before pptune, B's pools free ≥ 5 % of returns
 /// (`ring_full`); pptune raises the ring in at most three changes and
@@ -1221,7 +1223,7 @@ fn wire_draining_tcp_converges_and_holds() {
         let d = stats_in(RX_NS, &ids).delta(&s0)?;
         Some((recycle_miss_share(&d).unwrap_or(0.0), d))
     };
-    let args: Vec<&str> = DRAIN
+    let args: Vec<&str> = DRAIN_PINNED
         .iter()
         .copied()
         .chain([
@@ -1284,7 +1286,7 @@ fn wire_draining_tcp_converges_and_holds() {
         );
     };
     println!(
-        "MEASURE scenario=wire_drain kernel={k} vcpus={cpus} streams=4 pattern=drain --sync --pause-ms 50 | \
+        "MEASURE scenario=wire_drain kernel={k} vcpus={cpus} streams=4 pattern=drain --sync --pause-ms 50 --rcvbuf 1048576 | \
          before ring=256 ring_full_share={before:.4} | changes (s since pptune started, ring) {changes:?} | \
          after ring={ring} ring_full_share={after:.4} held_15s={held} | {} bytes, InSegs {}, RetransSegs {}",
         t.received(),
