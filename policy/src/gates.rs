@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use crate::knobs::Knob;
 use crate::observation::{ActionRecord, Observation, Outcome};
-use crate::plan::{Action, ReasonCode};
+use crate::plan::{Action, Evidence, ReasonCode};
 use crate::policy::{ChangeWindow, Mode, Policy};
 use crate::snapshot::{Device, OperState};
 
@@ -71,6 +71,40 @@ pub fn cooldown(policy: &Policy) -> Duration {
     policy.timing.cooldown.max(policy.timing.evaluation)
 }
 
+/// The evidence name a decision carries when its window closed early on
+/// a severe miss (`thresholds.severe_samples` in a row): written by the
+/// engine, read by [`severe`].
+pub const SEVERE_EVIDENCE: &str = "severe_samples";
+
+/// Whether a decision was made on a window that closed on a severe miss.
+#[must_use]
+pub fn severe(evidence: &Evidence) -> bool {
+    evidence.get(SEVERE_EVIDENCE).is_some()
+}
+
+/// The wait before a further ring growth decided on a severe miss
+/// (`severe`) after `last`, a growth of the same ring judged effective:
+/// its evaluation, not the whole cooldown. The cooldown is there so that a
+/// change is judged before the next; this one was, it helped, and what it
+/// left still frees a fifth of the returns (growing bursts: TCP opening
+/// its windows). `None`: the cooldown.
+#[must_use]
+pub fn follow_up_wait(
+    policy: &Policy,
+    last: &ActionRecord,
+    knob: Knob,
+    target: u32,
+    severe: bool,
+) -> Option<Duration> {
+    (severe
+        && matches!(knob, Knob::Ring(_))
+        && last.knob == knob
+        && last.from < last.to
+        && last.to < target
+        && last.outcome == Outcome::Effective)
+        .then_some(policy.timing.evaluation)
+}
+
 /// The one admissibility check. `Ok` = the change may be made now;
 /// `Err` = held, and why. `Action::Hold` is always admitted.
 ///
@@ -82,6 +116,7 @@ pub fn admit(
     dev: &Device,
     mode: Mode,
     action: &Action,
+    evidence: &Evidence,
     spent: &Spent,
 ) -> Result<(), Held> {
     let Some(knob) = action.knob() else {
@@ -97,6 +132,7 @@ pub fn admit(
         dev,
         knob,
         target,
+        severe: severe(evidence),
         now: obs.now,
         spent,
     };
@@ -124,6 +160,8 @@ struct Gate<'a> {
     dev: &'a Device,
     knob: Knob,
     target: u32,
+    /// The decision's window closed on a severe miss ([`severe`]).
+    severe: bool,
     now: Duration,
     spent: &'a Spent,
 }
@@ -193,23 +231,18 @@ impl Gate<'_> {
         Ok(())
     }
 
-    /// The device's last change is still judged, or within the cooldown.
+    /// The device's last change is still judged, or within the cooldown
+    /// ([`follow_up_wait`] for a severe miss that outlived a growth).
     fn cooled_down(&self) -> Result<(), Held> {
-        let Gate {
-            policy,
-            obs,
-            dev,
-            now,
-            ..
-        } = *self;
-        let wait = cooldown(policy);
+        let Gate { obs, dev, now, .. } = *self;
         if let Some(r) = obs
             .history
             .iter()
             .rev()
             .find(|r| r.device == dev.id && touched(r))
-            && (r.outcome == Outcome::Pending || within(r.at, wait, now))
+            && (r.outcome == Outcome::Pending || within(r.at, self.wait_after(r), now))
         {
+            let wait = self.wait_after(r);
             return Err(Held::new(
                 ReasonCode::Cooldown,
                 format!(
@@ -223,6 +256,13 @@ impl Gate<'_> {
             ));
         }
         Ok(())
+    }
+
+    /// The wait after `last` before this change: [`follow_up_wait`] or
+    /// the cooldown.
+    fn wait_after(&self, last: &ActionRecord) -> Duration {
+        follow_up_wait(self.policy, last, self.knob, self.target, self.severe)
+            .unwrap_or_else(|| cooldown(self.policy))
     }
 
     /// The hourly change budget, with what this plan spent already.

@@ -502,6 +502,7 @@ impl Actuator {
             dev,
             dec.mode,
             &dec.action,
+            &dec.evidence,
             &gates::Spent::default(),
         ) {
             let what = match held.reason {

@@ -353,7 +353,7 @@ impl<'a> DeviceRun<'a> {
         if severe {
             ds.severe_samples = 0;
             f.severe = f.grow;
-            ev.insert("severe_samples", f64::from(th.severe_samples));
+            ev.insert(gates::SEVERE_EVIDENCE, f64::from(th.severe_samples));
         }
         self.evidence(&f, &ds.window, ev);
         ds.window.clear();
@@ -548,7 +548,15 @@ impl<'a> DeviceRun<'a> {
         if mode == Mode::Enforce && !dev.has_harm_signal() {
             eff_mode = Mode::Observe;
         }
-        let admitted = gates::admit(self.policy, self.obs, dev, mode, &p.action, &ctx.spent);
+        let admitted = gates::admit(
+            self.policy,
+            self.obs,
+            dev,
+            mode,
+            &p.action,
+            &evidence,
+            &ctx.spent,
+        );
         let (action, reason, message) = match admitted {
             Err(Held {
                 reason,

@@ -114,3 +114,100 @@ fn severe_samples_zero_turns_the_early_path_off() {
     w.policy.thresholds.severe_samples = 0;
     assert_eq!(first_action(&mut w, 12, |w, i, _| severe(w, i)), Some(10));
 }
+
+/// The shipped timing with the shipped cooldown (10 min) and evaluation
+/// (2 min).
+fn shipped_cooldown_world() -> World {
+    let mut w = shipped_world();
+    w.policy.timing.cooldown = Duration::from_secs(600);
+    w.policy.timing.evaluation = Duration::from_secs(120);
+    w
+}
+
+/// Samples (1-based) of the changes in `n`, with the ring after each.
+fn changes(
+    w: &mut World,
+    n: usize,
+    t: impl Fn(&World, usize) -> Traffic + Copy,
+) -> Vec<(usize, u32)> {
+    (1..=n)
+        .filter_map(|k| {
+            let d = only(&w.tick(t)).clone();
+            (d.action != Action::Hold).then(|| (k, w.ring(0)))
+        })
+        .collect()
+}
+
+#[test]
+fn a_severe_miss_that_outlives_an_effective_growth_grows_again_after_its_evaluation() {
+    // Bursts of four pools whatever the ring (TCP opening its windows as
+    // the ring grows): every growth leaves three quarters freed.
+    let mut w = shipped_cooldown_world();
+    let c = changes(&mut w, 40, severe);
+    assert!(c.len() >= 2, "{c:?}");
+    let (k1, k2) = (c[0].0, c[1].0);
+    assert_eq!(k1, 3, "{c:?}");
+    // Not before the evaluation (12 samples) closed; then two severe
+    // samples: not the cooldown's 60.
+    assert!((k1 + 12..=k1 + 15).contains(&k2), "{c:?}");
+}
+
+#[test]
+fn a_moderate_miss_after_a_growth_waits_for_the_cooldown() {
+    // A severe miss grows the ring; what is left is moderate (an eighth
+    // over the pool): the next step waits for the whole cooldown.
+    let mut w = shipped_cooldown_world();
+    let c = changes(&mut w, 75, |w, i| {
+        if w.ring(i) == 512 {
+            severe(w, i)
+        } else {
+            moderate(w, i)
+        }
+    });
+    assert!(c.len() >= 2, "{c:?}");
+    assert!(c[1].0 >= c[0].0 + 60, "{c:?}");
+}
+
+#[test]
+fn the_follow_up_wait_needs_an_effective_growth_of_the_same_ring() {
+    use crate::gates::follow_up_wait;
+    use crate::knobs::{ChannelField, Knob, RingField};
+    use crate::observation::{ActionRecord, Outcome};
+    let p = shipped_cooldown_world().policy;
+    let ring = Knob::Ring(RingField::Rx);
+    let last = |knob, from, to, outcome| ActionRecord {
+        device: device(1, "ice", 512, 8160, 2).id,
+        knob,
+        from,
+        to,
+        at: Duration::ZERO,
+        outcome,
+    };
+    let grown = last(ring, 512, 2560, Outcome::Effective);
+    assert_eq!(
+        follow_up_wait(&p, &grown, ring, 5120, true),
+        Some(Duration::from_secs(120))
+    );
+    // Not a severe window, a step that does not grow past the last one,
+    // the channels: the cooldown.
+    assert_eq!(follow_up_wait(&p, &grown, ring, 5120, false), None);
+    assert_eq!(follow_up_wait(&p, &grown, ring, 2560, true), None);
+    let chans = Knob::Channels(ChannelField::Combined);
+    assert_eq!(follow_up_wait(&p, &grown, chans, 5120, true), None);
+    // The last change was not an effective growth of this ring.
+    for (knob, from, to, outcome) in [
+        (ring, 512, 2560, Outcome::Pending),
+        (ring, 512, 2560, Outcome::Ineffective),
+        (ring, 512, 2560, Outcome::Reverted),
+        (ring, 512, 2560, Outcome::Inconclusive),
+        (ring, 2560, 512, Outcome::Effective),
+        (chans, 4, 8, Outcome::Effective),
+    ] {
+        let r = last(knob, from, to, outcome.clone());
+        assert_eq!(
+            follow_up_wait(&p, &r, ring, 5120, true),
+            None,
+            "{knob} {from}→{to} {outcome:?}"
+        );
+    }
+}

@@ -415,7 +415,15 @@ pub(crate) fn check_seam(policy: &Policy, obs: &Observation<'_>, plan: &Plan) {
             history: &history,
             ..*obs
         };
-        let admitted = gates::admit(policy, &at_act, dev, d.mode, &d.action, &Spent::default());
+        let admitted = gates::admit(
+            policy,
+            &at_act,
+            dev,
+            d.mode,
+            &d.action,
+            &d.evidence,
+            &Spent::default(),
+        );
         assert_eq!(
             admitted,
             Ok(()),
