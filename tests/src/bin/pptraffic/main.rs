@@ -28,7 +28,7 @@
 //!
 //! UDP flows (`--udp N`): flow i sends `--udp-bytes` datagrams (header:
 //! flow, sequence number, send time; then seeded bytes) to port `--port` +
-//! 1 + i, paced to `--udp-rate` bytes per second in 1 ms ticks; its
+//! 1 + i, paced to `--udp-rate` bytes per second in 997 µs ticks; its
 //! receiver reads in `--pattern` (`drain`: to EAGAIN after each pause).
 //! After the senders' end each sender sends 5 end markers 10 ms apart; a
 //! receiver stops at the first, or 2 s after the end without a datagram.
