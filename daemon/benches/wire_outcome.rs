@@ -96,8 +96,9 @@ const PORT: &str = "5400";
 #[derive(Debug)]
 struct Workload {
     name: &'static str,
-    /// pptraffic's arguments (besides --control, --seed, --port).
-    args: &'static [&'static str],
+    /// pptraffic's arguments (besides --control, --seed, --port), in
+    /// groups.
+    args: &'static [&'static [&'static str]],
     /// A stationary bursty load: the settle check (tuner `settle`) runs
     /// on it.
     stationary: bool,
@@ -108,27 +109,27 @@ const WORKLOADS: &[Workload] = &[
     // TCP's receive autotuning grows the bursts over the run.
     Workload {
         name: "drain",
-        args: pptune_tests::wire::DRAIN,
+        args: &[pptune_tests::wire::DRAIN],
         stationary: false,
     },
     // The same drains with the receive buffers pinned (no autotuning): the
     // bursts stop growing, a stationary bursty load.
     Workload {
         name: "drain-pinned",
-        args: pptune_tests::wire::DRAIN_PINNED,
+        args: &[pptune_tests::wire::DRAIN_PINNED],
         stationary: true,
     },
     // One stream read continuously: a big ring should not help.
     Workload {
         name: "steady",
-        args: &["--tcp", "1", "--pattern", "steady"],
+        args: &[&["--tcp", "1", "--pattern", "steady"]],
         stationary: false,
     },
     // A slow consumer: one stream read at 20 MB/s, its socket full; the
     // pages it holds are not returned (held pages: no ring fixes it).
     Workload {
         name: "slow",
-        args: &["--tcp", "1", "--pattern", "slow", "--read-rate", "20000000"],
+        args: &[&["--tcp", "1", "--pattern", "slow", "--read-rate", "20000000"]],
         stationary: false,
     },
     // Many small flows beside one elephant: 16 mice send 2 KiB messages
@@ -136,7 +137,7 @@ const WORKLOADS: &[Workload] = &[
     // price of frames waiting in a big ring.
     Workload {
         name: "mice",
-        args: &[
+        args: &[&[
             "--tcp",
             "1",
             "--pattern",
@@ -147,33 +148,31 @@ const WORKLOADS: &[Workload] = &[
             "2048",
             "--mice-gap-ms",
             "10",
-        ],
+        ]],
         stationary: false,
     },
     // UDP: four 10 MB/s flows, receivers draining every 50 ms in step.
     Workload {
         name: "udp",
         args: &[
-            "--tcp",
-            "0",
-            "--udp",
-            "4",
-            "--udp-rate",
-            "10000000",
-            "--pattern",
-            "drain",
-            "--sync",
-            "--pause-ms",
-            "50",
-            "--rcvbuf",
-            "4194304",
+            &[
+                "--tcp",
+                "0",
+                "--udp",
+                "4",
+                "--udp-rate",
+                "10000000",
+                "--rcvbuf",
+                "4194304",
+            ],
+            pptune_tests::wire::DRAIN_READS,
         ],
         stationary: true,
     },
     // The drains, not in step: the returns overlap.
     Workload {
         name: "drain-async",
-        args: &["--tcp", "4", "--pattern", "drain", "--pause-ms", "50"],
+        args: &[&["--tcp", "4", "--pattern", "drain", "--pause-ms", "50"]],
         stationary: false,
     },
 ];
@@ -344,7 +343,7 @@ impl Traffic {
         let mut child = Command::new(&o.pptraffic)
             .args(["--control", "--duration-ms", "36000000", "--seed", "29"])
             .args(["--port", PORT])
-            .args(w.args)
+            .args(w.args.concat())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -709,7 +708,7 @@ async fn main() {
             .unwrap_or_else(|| panic!("unknown workload {name}"));
         println!(
             "{}",
-            json!({"kind": "workload", "workload": w.name, "args": w.args})
+            json!({"kind": "workload", "workload": w.name, "args": w.args.concat()})
         );
         for round in 0..o.rounds {
             let mut sweep = o.sweep.clone();

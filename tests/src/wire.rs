@@ -295,36 +295,29 @@ ppsim queues {q:#?}"
     }
 }
 
+/// pptraffic's bursty read pattern: receivers pause 50 ms in step, then
+/// drain to EAGAIN (their sockets return their pages together).
+macro_rules! drain_reads {
+    ($($arg:literal),*) => {
+        &[$($arg,)* "--pattern", "drain", "--sync", "--pause-ms", "50"]
+    };
+}
+
+/// The read pattern of [`DRAIN`] alone, for other flows (the outcome
+/// bench's UDP workload).
+pub const DRAIN_READS: &[&str] = drain_reads!();
+
 /// The bursty wire workload, as pptraffic's arguments: four TCP streams
-/// whose receivers pause 50 ms in step, then drain to EAGAIN (the returns
-/// of the closed-loop scenario, the recycle split and the outcome bench's
-/// `drain`).
-pub const DRAIN: &[&str] = &[
-    "--tcp",
-    "4",
-    "--pattern",
-    "drain",
-    "--sync",
-    "--pause-ms",
-    "50",
-];
+/// read with [`DRAIN_READS`] (the returns of the closed-loop scenario, the
+/// recycle split and the outcome bench's `drain`).
+pub const DRAIN: &[&str] = drain_reads!("--tcp", "4");
 
 /// [`DRAIN`] with the receive buffers pinned at 1 MiB (SO_RCVBUF; no
 /// receive autotuning): the bursts stop growing, a stationary bursty load
 /// (the closed-loop scenario, the outcome bench's `drain-pinned`). With
 /// autotuning the drains' bursts keep growing for a minute or more, so a
 /// ring that took them at one moment frees pages again later.
-pub const DRAIN_PINNED: &[&str] = &[
-    "--tcp",
-    "4",
-    "--pattern",
-    "drain",
-    "--sync",
-    "--pause-ms",
-    "50",
-    "--rcvbuf",
-    "1048576",
-];
+pub const DRAIN_PINNED: &[&str] = drain_reads!("--tcp", "4", "--rcvbuf", "1048576");
 
 /// A finished `pptraffic` run: exit status and its JSON lines.
 #[derive(Debug)]
