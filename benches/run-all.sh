@@ -96,7 +96,7 @@ fi
 if want wire; then
     echo "== tuning outcome on the wire (VM, icount)"
     # Static rings, max-once, doubling, one-shot, naive and pptune on TCP
-    # over the ppsim wire (benches/results/wire-outcome.md).
+    # over the ppsim wire (BENCHMARKS §3).
     benches/wire-outcome.sh "${smoke[@]}" || failed+=(wire)
 fi
 

@@ -17,11 +17,11 @@
 # round-robin between them, and runs the driver in each. Every figure is in
 # guest instructions (icount), so the VMs do not time each other; only the
 # host's wall clock is shared. pptune runs with
-# benches/outcome-policy.yaml (see benches/results/wire-outcome.md for why
-# it fits the wire unchanged). Results: NAME.jsonl (one line per
+# benches/outcome-policy.yaml (see benches/results/wire-outcome-first-run.md
+# for why it fits the wire unchanged). Results: NAME.jsonl (one line per
 # measurement), NAME-run.json (VM time), NAME-tables.md (the tables and
-# verdicts of benches/wire_report.py; benches/results/wire-outcome.md is the
-# hand-written reading of one run). --smoke: one workload, 2 rings, 1 round,
+# verdicts of benches/wire_report.py; BENCHMARKS §3 is the reading of the
+# current run). --smoke: one workload, 2 rings, 1 round,
 # short windows, results under $CARGO_TARGET_DIR/bench-smoke.
 # --remedy: pptune alone with benches/remedy-policy.yaml (the shipped
 # default, enforcing) on the drain workload, --rounds 3 runs from ring 256,
@@ -103,7 +103,7 @@ for ((i = 0; i < ${#WL[@]}; i++)); do
     g=$((i % JOBS))
     GROUPS_[$g]="${GROUPS_[$g]:+${GROUPS_[$g]},}${WL[$i]}"
 done
-VMROOT="$CARGO_TARGET_DIR/wire-outcome-vm"
+VMROOT="$CARGO_TARGET_DIR/wire-outcome-vm/$NAME"
 rm -rf "$VMROOT"; mkdir -p "$VMROOT"
 # Content-named copies: 9p may serve a rebuilt binary's stale pages.
 cp "$PT" "$VMROOT/pptraffic-$(sha256sum "$PT" | cut -c1-12)"
