@@ -310,6 +310,13 @@ impl Ring<'_, '_> {
                     q.inflight_peak
                 );
             }
+            BurstBasis::Bracketed => {
+                let _ = write!(
+                    msg,
+                    " (step {step}: between ring_full's lower bound and the pages out at once beyond the posted ring (inflight peak {}), which may stay out rather than come back together; the next step calibrates)",
+                    q.inflight_peak
+                );
+            }
             BurstBasis::Confirmed => {
                 let _ = write!(
                     msg,
@@ -658,6 +665,9 @@ enum BurstBasis {
     Confirmed,
     /// The pages out at once beyond the posted ring ([`held_pages`]).
     Held,
+    /// Between the lower bound and the pages out at once, which may hold
+    /// more than comes back together: their geometric mean.
+    Bracketed,
     /// The burst calibrated from the last step ([`calibrate`]).
     Calibrated,
     /// The last step with nothing but the lower bound: the limit.
@@ -668,11 +678,20 @@ enum BurstBasis {
 /// from. `lower`: pool + excess from ring_full, a lower bound (ring_full
 /// undercounts on bulk return paths); `fit`: the calibrated burst, when this
 /// step may use it; `held`: pages out at once beyond the posted ring
-/// ([`held_pages`]). Held pages above the lower bound are an estimate of
-/// their own; at or below it they confirm it. The tighter of the estimates
-/// wins, never below the lower bound; the limit only on the last step when
-/// the lower bound is all there is (it already failed to cover the burst,
-/// and nothing the kernel shows says by how much).
+/// ([`held_pages`]). The pages out at once bound the burst from above
+/// (nothing comes back that was not out) but are not the burst: a reader
+/// behind a deep receive queue keeps thousands of pages out all the time
+/// and returns them one read at a time (the wire's steady stream: lower
+/// bound 293, 2,392 out, 724 enough). At or below the lower bound they
+/// confirm it. Above it, with nothing calibrated, a step that is not the
+/// last goes to their geometric mean with the lower bound: the minimax
+/// guess on a ratio scale (off by at most √(held / lower) either way), and
+/// the next step calibrates from what it moved (docs/decisions.md §4);
+/// the last step takes the pages out (covering them beats the limit). With
+/// a fit, the tighter of the fit and the pages out wins, never below the
+/// lower bound; the limit only on the last step when the lower bound is
+/// all there is (it already failed to cover the burst, and nothing the
+/// kernel shows says by how much).
 fn burst_estimate(
     lower: f64,
     fit: Option<f64>,
@@ -683,7 +702,8 @@ fn burst_estimate(
     match (fit, above) {
         (Some(a), Some(h)) if h < a => (h, BurstBasis::Held),
         (Some(a), _) => (a.max(lower), BurstBasis::Calibrated),
-        (None, Some(h)) => (h, BurstBasis::Held),
+        (None, Some(h)) if last => (h, BurstBasis::Held),
+        (None, Some(h)) => ((lower * h).sqrt(), BurstBasis::Bracketed),
         (None, None) if held.is_some() => (lower, BurstBasis::Confirmed),
         (None, None) if last => (lower, BurstBasis::Limit),
         (None, None) => (lower, BurstBasis::Lower),

@@ -351,11 +351,18 @@ fn second_step_calibrates_the_undercount() {
             want: &[512, 1056, 1824, 8160],
         },
         Row {
-            name: "bulk path, but inflight shows the whole burst out beyond the posted ring: one change, sized from it",
+            name: "bulk path, and inflight shows the whole burst out beyond the posted ring: the first step goes between ring_full's 855 and the 6000 out (√ = 2265, × 1.25), the second to what the pages out show",
             burst: 6_000,
             seen: |freed, _| freed / 16,
             inflight: Some(|burst, pool| burst + u64::from(pool)),
-            want: &[512, 7488],
+            want: &[512, 2816, 7488],
+        },
+        Row {
+            name: "exact counters, 1000-page bursts beside 8000 pages a reader keeps out all the time: the first step goes between (√(1000 × 8000) × 1.25), not to the 8000, and the bursts fit",
+            burst: 1_000,
+            seen: |freed, _| freed,
+            inflight: Some(|_, pool| 8_000 + u64::from(pool)),
+            want: &[512, 3520],
         },
         Row {
             name: "the first step did not shrink the excess, and the samples caught 2500 of a 3000-page burst: the second step goes to what inflight shows, not to the limit",
