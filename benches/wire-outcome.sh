@@ -24,7 +24,7 @@
 # current run). --smoke: one workload, 2 rings, 1 round,
 # short windows, results under $CARGO_TARGET_DIR/bench-smoke.
 # --remedy: pptune alone with benches/remedy-policy.yaml (the shipped
-# default, enforcing) on the drain workload, --rounds 3 runs from ring 256,
+# default, enforcing) on the drain workload, two 240 s runs from ring 256,
 # B's counters read every second: the time from the first second whose
 # ring_full share is >= 20 % to pptune's first change (wire-remedy.*).
 set -euo pipefail
