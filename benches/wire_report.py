@@ -92,7 +92,8 @@ def noise(by, key):
     range of each ring's rounds over d2 (every ring's rounds are repeats of
     one configuration). The best ring's own two rounds alone would be a
     two-sample range of the point picked for being highest (biased up, and
-    a new measurement of the same ring falls inside it one time in three)."""
+    a new measurement of the same ring falls below its lower end one time
+    in three)."""
     groups = [[r[key] for r in rs] for rs in by.values()]
     n = min(len(g) for g in groups)
     ranges = [max(g) - min(g) for g in groups if len(g) >= 2]
