@@ -179,7 +179,7 @@ def tuned_table(by, best_ring, best_row_vals, tuned):
     return out
 
 
-def verdicts(by, best_ring, spread, tuned, key="mb_per_gi", label="MB / 10⁹ busy instructions"):
+def verdicts(by, best_ring, spread, tuned, key="mb_per_gi", label="MB / 10⁹ busy instructions", slow_ring=None):
     p = tuned.get("pptune")
     if p is None:
         return ["(no pptune run)"]
@@ -191,6 +191,11 @@ def verdicts(by, best_ring, spread, tuned, key="mb_per_gi", label="MB / 10⁹ bu
     ok = p["ring"] <= 2 * best_ring
     out.append(f"- ring ≤ 2× best static ring: {p['ring']} vs 2 × {best_ring} = {2 * best_ring}: "
                f"**{'met' if ok else 'NOT met'}**")
+    if slow_ring is not None:
+        ok = p["ring"] <= 2 * slow_ring
+        out.append(f"- ring ≤ 2× the best static ring by slow-path allocations: {p['ring']} vs 2 × {slow_ring} = "
+                   f"{2 * slow_ring}: **{'met' if ok else 'NOT met'}** (pptune: {p['slow_per_k']:.2f} slow, "
+                   f"{p['ring_full_per_k']:.1f} ring_full per 1,000 frames)")
     ok = p["changes"] <= 2
     out.append(f"- ≤ 2 changes: {p['changes']}: **{'met' if ok else 'NOT met'}**")
     m = tuned.get("max-once")
@@ -269,7 +274,7 @@ def workload(rows, wl):
     out += ["", f"Best static on thousand frames per 10⁹ busy instructions (kernel-counted): best mean at "
                 f"{fbest} (within its noise: {fspread[0]:.1f}–{fspread[1]:.1f}); smallest ring within: **{fring}**."]
     out += ["", "Targets (pptune, from the rows above):", ""]
-    out += verdicts(by, best_ring, spread, tuned)
+    out += verdicts(by, best_ring, spread, tuned, slow_ring=sring)
     out += verdicts(by, fring, fspread, tuned, "kf_per_gi", "k frames / 10⁹ busy instructions")
     out += behaviour_verdicts(by, tuned)
     return out + [""]

@@ -235,14 +235,14 @@ impl Gate<'_> {
     /// ([`follow_up_wait`] for a severe miss that outlived a growth).
     fn cooled_down(&self) -> Result<(), Held> {
         let Gate { obs, dev, now, .. } = *self;
-        if let Some(r) = obs
+        if let Some((r, wait)) = obs
             .history
             .iter()
             .rev()
             .find(|r| r.device == dev.id && touched(r))
-            && (r.outcome == Outcome::Pending || within(r.at, self.wait_after(r), now))
+            .map(|r| (r, self.wait_after(r)))
+            && (r.outcome == Outcome::Pending || within(r.at, wait, now))
         {
-            let wait = self.wait_after(r);
             return Err(Held::new(
                 ReasonCode::Cooldown,
                 format!(

@@ -383,6 +383,23 @@ fn params_line(args: &Args) -> Res<String> {
     Ok(v.to_string())
 }
 
+/// One thread per flow `0..n`, each running `f(args, flow, live)` with
+/// its own handles on the shared parameters and counters.
+fn spawn_each<T: Send + 'static>(
+    n: u32,
+    args: &Arc<Args>,
+    live: &Arc<Live>,
+    f: impl Fn(&Args, u32, &Live) -> T + Copy + Send + 'static,
+) -> Vec<thread::JoinHandle<T>> {
+    (0..n)
+        .map(|flow| {
+            let a = Arc::clone(args);
+            let live = Arc::clone(live);
+            thread::spawn(move || f(&a, flow, &live))
+        })
+        .collect()
+}
+
 fn run(args: Args) -> Res<bool> {
     validate(&args)?;
     let args = Arc::new(args);
@@ -403,20 +420,12 @@ fn run(args: Args) -> Res<bool> {
         let port = args.port;
         thread::spawn(move || live.serve(t0, port));
     }
-    let tx: Vec<_> = (0..args.tcp)
-        .map(|flow| {
-            let a = Arc::clone(&args);
-            let live = Arc::clone(&live);
-            thread::spawn(move || tcp::send(&a, flow, deadline, &live))
-        })
-        .collect();
-    let mice_tx: Vec<_> = (0..args.mice)
-        .map(|i| {
-            let a = Arc::clone(&args);
-            let live = Arc::clone(&live);
-            thread::spawn(move || mice::send(&a, i, t0, deadline, &live))
-        })
-        .collect();
+    let tx = spawn_each(args.tcp, &args, &live, move |a, flow, live| {
+        tcp::send(a, flow, deadline, live)
+    });
+    let mice_tx = spawn_each(args.mice, &args, &live, move |a, i, live| {
+        mice::send(a, i, t0, deadline, live)
+    });
     let udp_rx: Vec<_> = (0..args.udp)
         .zip(udp_socks)
         .map(|(flow, s)| {
@@ -427,13 +436,9 @@ fn run(args: Args) -> Res<bool> {
             thread::spawn(move || udp::receive(&a, &s, flow, t0, deadline, &live).map(|r| (r, s)))
         })
         .collect();
-    let udp_tx: Vec<_> = (0..args.udp)
-        .map(|flow| {
-            let a = Arc::clone(&args);
-            let live = Arc::clone(&live);
-            thread::spawn(move || udp::send(&a, flow, t0, deadline, &live))
-        })
-        .collect();
+    let udp_tx = spawn_each(args.udp, &args, &live, move |a, flow, live| {
+        udp::send(a, flow, t0, deadline, live)
+    });
     let rx = tcp::start_receivers(&args, &l, t0, &live)?;
     let mut sent = BTreeMap::new();
     for h in tx {
