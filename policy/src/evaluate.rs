@@ -10,86 +10,12 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
-use crate::accounting::{HarmDelta, PoolLedger, QueueDelta, device_delta};
 use crate::observation::Outcome;
 use crate::plan::{Knob, ReasonCode};
 use crate::policy::Policy;
-use crate::signals::{self, ratio};
-use crate::snapshot::{Device, PoolStats};
-
-/// What one window of one device looked like.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Rates {
-    pub secs: f64,
-    /// Pool counter deltas ([`crate::accounting::device_delta`]).
-    pub pools: PoolStats,
-    pub provider: bool,
-    /// Harm events: packets lost plus buffers that could not be allocated
-    /// ([`HarmDelta::drops`] + [`HarmDelta::alloc_fail`]).
-    pub harm: u64,
-    /// Received packets, for normalising harm.
-    pub packets: u64,
-    /// A counter went backwards inside the window: no data.
-    pub reset: bool,
-}
-
-impl Rates {
-    /// The rates between two samples of the same device; `None` when the
-    /// interval is empty.
-    #[must_use]
-    pub fn between(a: &Device, b: &Device, elapsed: Duration) -> Option<Self> {
-        if elapsed.is_zero() {
-            return None;
-        }
-        Self::over(a, b, &device_delta(&PoolLedger::of_device(a), b), elapsed)
-    }
-
-    /// [`Self::between`] with the device's pool deltas given (a pass's,
-    /// [`crate::accounting::PassDeltas::device`]).
-    #[must_use]
-    pub fn over(a: &Device, b: &Device, pools: &QueueDelta, elapsed: Duration) -> Option<Self> {
-        let secs = elapsed.as_secs_f64();
-        if secs <= 0.0 {
-            return None;
-        }
-        let h = HarmDelta::between(a, b);
-        Some(Self {
-            secs,
-            pools: pools.stats,
-            provider: pools.provider,
-            harm: h.drops.saturating_add(h.alloc_fail),
-            packets: h.packets,
-            reset: pools.reset || h.reset,
-        })
-    }
-
-    #[must_use]
-    pub fn recycle_miss(&self) -> Option<f64> {
-        signals::recycle_miss_share(&self.pools)
-    }
-
-    #[must_use]
-    pub fn slow_refill(&self) -> Option<f64> {
-        signals::slow_refill_share(&self.pools, self.provider)
-    }
-
-    /// Received packets per second (qstats rx-packets, or the link's):
-    /// the delivered rate a trial queue cut is judged on.
-    #[must_use]
-    #[allow(clippy::cast_precision_loss)]
-    pub fn delivered_rate(&self) -> f64 {
-        self.packets as f64 / self.secs
-    }
-
-    /// Harm per received packet when packets were counted, else per second.
-    #[must_use]
-    #[allow(clippy::cast_precision_loss)]
-    pub fn harm_level(&self) -> f64 {
-        ratio(self.harm, self.packets).unwrap_or(self.harm as f64 / self.secs)
-    }
-}
+use crate::signals::n64;
+use crate::snapshot::Device;
+use crate::window::Rates;
 
 /// The verdict on a change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,6 +73,7 @@ const MOVE_FACTOR: f64 = 0.9;
 #[must_use]
 pub fn judge(
     reason: ReasonCode,
+    (from, to): (u32, u32),
     before: Option<&Rates>,
     after: Option<&Rates>,
     policy: &Policy,
@@ -190,12 +117,20 @@ pub fn judge(
         )),
     };
     match reason {
-        ReasonCode::RecycleMissHigh => moved(
+        ReasonCode::RecycleMissHigh => match moved(
             before.recycle_miss(),
             after.recycle_miss(),
             "recycle-miss share",
             Some(grow_threshold),
-        ),
+        ) {
+            Verdict::Ineffective(why) if after.recycle_miss().is_some() => {
+                match outgrown(before, after, (from, to)) {
+                    Some(load) => Verdict::NoData(format!("{why}, {load}")),
+                    None => Verdict::Ineffective(why),
+                }
+            }
+            v => v,
+        },
         ReasonCode::ChannelsShrinkContended => moved(
             before.slow_refill(),
             after.slow_refill(),
@@ -244,6 +179,31 @@ pub fn judge(
     }
 }
 
+/// Whether the returns outgrew a ring growth `from` → `to` while it was
+/// judged (`Some`: what grew). With the load held, each part of the pages
+/// in flight follows the ring (the buffers posted, the pages a bigger pool
+/// ring parks) or does not depend on it (the pages the stack holds), so
+/// together they grow by at most the ring's ratio. More means the traffic
+/// grew under the step — TCP autotuning deepening a receive queue, a new
+/// flow — and the recycle-miss shares before and after do not compare:
+/// the wire's steady stream went from 0.11 to 0.15 across 256 → 361 while
+/// the pages out went ×2 to ×7. Such a step is not judged ineffective
+/// (which would end growth), and the next window decides afresh
+/// (docs/decisions.md §4).
+fn outgrown(before: &Rates, after: &Rates, (from, to): (u32, u32)) -> Option<String> {
+    if from == 0 || to <= from || before.inflight <= 0.0 {
+        return None;
+    }
+    let ring = f64::from(to) / f64::from(from);
+    let load = after.inflight / before.inflight;
+    (load > ring).then(|| {
+        format!(
+            "but the returns grew under the step: the pages in flight went {:.0} -> {:.0} (x{load:.2}), more than the ring's x{ring:.2} accounts for; not judged",
+            before.inflight, after.inflight
+        )
+    })
+}
+
 /// An open post-change evaluation window: what the daemon keeps between
 /// the change and the verdict.
 #[derive(Debug, Clone, PartialEq)]
@@ -267,6 +227,10 @@ pub struct Evaluation {
     /// new setting. The window restarts at the first regular sample after
     /// the change.
     pub settled: bool,
+    /// Pages the device's pools had out, summed over the settled window's
+    /// samples, and how many: the load the change is judged under.
+    pub inflight_sum: u64,
+    pub samples: u32,
 }
 
 /// A change the kernel took: `knob` went `from` → `to` (the value read
@@ -304,6 +268,8 @@ impl Evaluation {
             start,
             start_at: at,
             settled: false,
+            inflight_sum: 0,
+            samples: 0,
         }
     }
 
@@ -311,7 +277,12 @@ impl Evaluation {
     /// settles a fresh window, and once it has closed, the verdict (judged
     /// with the policy's growth threshold). `None`: still open.
     pub fn advance(&mut self, dev: &Device, now: Duration, policy: &Policy) -> Option<Verdict> {
-        self.settle(dev, now, policy);
+        if self.settled {
+            self.inflight_sum = self.inflight_sum.saturating_add(dev.inflight_pages());
+            self.samples = self.samples.saturating_add(1);
+        } else {
+            self.settle(dev, now, policy);
+        }
         self.due(now).then(|| self.judge(dev, now, policy))
     }
 
@@ -333,6 +304,8 @@ impl Evaluation {
             self.start_at = now;
             self.ends = now.saturating_add(len);
             self.settled = true;
+            self.inflight_sum = dev.inflight_pages();
+            self.samples = 1;
         }
     }
 
@@ -345,14 +318,25 @@ impl Evaluation {
     /// The verdict on the window ending with `dev` at `now`.
     #[must_use]
     fn judge(&self, dev: &Device, now: Duration, policy: &Policy) -> Verdict {
-        let after = Rates::between(&self.start, dev, now.saturating_sub(self.start_at));
-        judge(self.reason, self.baseline.as_ref(), after.as_ref(), policy)
+        let after =
+            Rates::between(&self.start, dev, now.saturating_sub(self.start_at)).map(|r| Rates {
+                inflight: n64(self.inflight_sum) / f64::from(self.samples.max(1)),
+                ..r
+            });
+        judge(
+            self.reason,
+            (self.from, self.to),
+            self.baseline.as_ref(),
+            after.as_ref(),
+            policy,
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::snapshot::PoolStats;
 
     fn r(miss: (u64, u64), harm: u64, packets: u64) -> Rates {
         Rates {
@@ -366,6 +350,7 @@ mod tests {
             harm,
             packets,
             reset: false,
+            inflight: 0.0,
         }
     }
 
@@ -376,6 +361,7 @@ mod tests {
         let j = |after: &Rates| {
             judge(
                 ReasonCode::RecycleMissHigh,
+                (512, 1024),
                 Some(&before),
                 Some(after),
                 &policy,
@@ -448,6 +434,7 @@ mod tests {
         let j = |after: &Rates| {
             judge(
                 ReasonCode::ChannelsShrinkTrial,
+                (16, 14),
                 Some(&before),
                 Some(after),
                 &policy,
@@ -476,11 +463,116 @@ mod tests {
         // No baseline: nothing shows a gain, the cut is put back.
         let v = judge(
             ReasonCode::ChannelsShrinkTrial,
+            (16, 14),
             None,
             Some(&rate(3_000_000, 0)),
             &policy,
         );
         assert!(matches!(v, Verdict::Harmful(_)), "{v:?}");
+    }
+
+    /// A ring growth whose recycle-miss share did not fall is ineffective
+    /// when the load held, and not judged when the returns outgrew the step
+    /// (the pages out grew by more than the ring did): the wire's steady
+    /// stream, where TCP autotuning deepened the receive queue under a
+    /// 256 → 361 step and the share rose 0.11 → 0.15.
+    #[test]
+    fn a_growth_outgrown_by_its_returns_is_not_judged() {
+        let policy = crate::fixtures::policy();
+        let load = |miss, inflight| Rates {
+            inflight,
+            ..r(miss, 0, 1_000_000)
+        };
+        let before = load((113, 887), 512.0);
+        let j = |before: &Rates, after: Rates| {
+            judge(
+                ReasonCode::RecycleMissHigh,
+                (256, 361),
+                Some(before),
+                Some(&after),
+                &policy,
+            )
+        };
+        let v = j(&before, load((152, 848), 1063.0));
+        assert!(matches!(v, Verdict::NoData(_)), "{v:?}");
+        assert_eq!(v.outcome(), Outcome::Inconclusive);
+        assert!(
+            v.why().contains("x2.08") && v.why().contains("x1.41"),
+            "{v:?}"
+        );
+        // Pages out grown no more than the ring: the step did not work.
+        for inflight in [400.0, 512.0, 700.0, 512.0 * 361.0 / 256.0] {
+            let v = j(&before, load((152, 848), inflight));
+            assert!(matches!(v, Verdict::Ineffective(_)), "{inflight}: {v:?}");
+        }
+        // The share fell: effective, whatever the load did.
+        assert!(matches!(
+            j(&before, load((50, 950), 3000.0)),
+            Verdict::Effective(_)
+        ));
+        // Harm first: a growth that made harm worse is reverted.
+        let harmed = Rates {
+            inflight: 3000.0,
+            ..r((152, 848), 5000, 1_000_000)
+        };
+        assert!(matches!(j(&before, harmed), Verdict::Harmful(_)));
+        // No load measured before (a kernel without inflight): judged on the
+        // share alone.
+        assert!(matches!(
+            j(&load((113, 887), 0.0), load((152, 848), 3000.0)),
+            Verdict::Ineffective(_)
+        ));
+        // No traffic after: ineffective, not "outgrown".
+        let idle = Rates {
+            inflight: 3000.0,
+            ..r((0, 0), 0, 0)
+        };
+        assert!(matches!(j(&before, idle), Verdict::Ineffective(_)));
+    }
+
+    /// The load a change is judged under is the pages out at the settled
+    /// window's samples, on average: not the sample taken at the change,
+    /// which still shows the old pools.
+    #[test]
+    fn the_load_is_averaged_over_the_settled_window() {
+        let policy = crate::fixtures::policy();
+        let w = policy.timing.evaluation;
+        let mut dev = crate::tests::support::device(3, "mlx5_core", 1024, 8192, 1);
+        let at = |dev: &Device, inflight: u64, miss: (u64, u64)| {
+            let mut d = dev.clone();
+            let p = &mut d.rx_queues[0].pools[0];
+            p.inflight = Some(inflight);
+            p.stats = Some(PoolStats {
+                recycle_ring_full: miss.0,
+                recycle_ring: miss.1,
+                ..PoolStats::default()
+            });
+            d
+        };
+        let change = Applied {
+            knob: Knob::Ring(crate::plan::RingField::Rx),
+            from: 512,
+            to: 1024,
+            reason: ReasonCode::RecycleMissHigh,
+        };
+        let before = Rates {
+            inflight: 1000.0,
+            ..r((500, 500), 0, 0)
+        };
+        let t0 = Duration::from_secs(100);
+        dev = at(&dev, 99_999, (0, 0));
+        let mut ev = Evaluation::open(change, Some(before), dev.clone(), t0, &policy);
+        let t1 = t0 + Duration::from_secs(2);
+        assert_eq!(ev.advance(&at(&dev, 1000, (0, 0)), t1, &policy), None);
+        assert_eq!(
+            ev.advance(&at(&dev, 2000, (250, 250)), t1 + w / 2, &policy),
+            None
+        );
+        let v = ev.advance(&at(&dev, 6000, (500, 500)), t1 + w, &policy);
+        // Mean of 1000, 2000 and 6000: x3.00 against the ring's x2.00.
+        let v = v.expect("closed");
+        assert!(matches!(v, Verdict::NoData(_)), "{v:?}");
+        assert!(v.why().contains("1000 -> 3000 (x3.00)"), "{v:?}");
     }
 
     /// A trial cut's window is as long as its baseline (equal windows

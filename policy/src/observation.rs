@@ -73,9 +73,10 @@ pub enum Outcome {
     Ineffective,
     /// Made harm worse and was put back.
     Reverted,
-    /// No data to judge by: a counter went backwards during the evaluation,
-    /// or the daemon restarted before it closed (neither effective nor
-    /// ineffective; it does not block the next step).
+    /// Could not be judged: a counter went backwards during the evaluation,
+    /// the daemon restarted before it closed, or the returns outgrew a ring
+    /// growth (`evaluate::outgrown`): neither effective nor ineffective; it
+    /// does not block the next step.
     Inconclusive,
     /// The kernel refused (an answer, not a transient error).
     Refused { errno: i32, message: String },
@@ -107,7 +108,7 @@ impl std::fmt::Display for Outcome {
             Self::Effective => f.write_str("effective"),
             Self::Ineffective => f.write_str("ineffective"),
             Self::Reverted => f.write_str("reverted (made harm worse)"),
-            Self::Inconclusive => f.write_str("inconclusive (no data to judge by)"),
+            Self::Inconclusive => f.write_str("inconclusive (could not be judged)"),
             Self::Refused { errno, message } => {
                 write!(f, "refused by the kernel: {message} (errno {errno})")
             }

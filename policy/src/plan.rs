@@ -36,6 +36,12 @@ pub struct Decision {
     pub evidence: Evidence,
     /// Stable recommendation id: a hash of device identity, knob and reason.
     pub id: RecommendationId,
+    /// For a change: the finding window it was decided on, the baseline its
+    /// evaluation judges it against (`None`: not decided on a window, such
+    /// as a fleet prior; the daemon then takes the last interval). Not
+    /// part of the plan's JSON.
+    #[serde(skip)]
+    pub baseline: Option<crate::window::Rates>,
 }
 
 /// The numbers behind a decision, by stable name, in name order; read and
@@ -138,6 +144,7 @@ impl Clone for Decision {
             message: self.message.clone(),
             evidence: self.evidence.clone(),
             id: RecommendationId(self.id.0.clone()),
+            baseline: self.baseline,
         }
     }
 
@@ -151,6 +158,7 @@ impl Clone for Decision {
         self.message.clone_from(&source.message);
         self.evidence.0.clone_from(&source.evidence.0);
         self.id.0.clone_from(&source.id.0);
+        self.baseline = source.baseline;
     }
 }
 
@@ -172,6 +180,17 @@ impl Decision {
         }
     }
 
+    /// The baseline a change's evaluation is judged against: the finding
+    /// window it was decided on, else (a decision made on no window) the
+    /// last sample interval, `last_interval`.
+    #[must_use]
+    pub fn baseline_or(
+        &self,
+        last_interval: impl FnOnce() -> Option<crate::window::Rates>,
+    ) -> Option<crate::window::Rates> {
+        self.baseline.or_else(last_interval)
+    }
+
     /// An empty slot for the engine to fill (`decide_into`).
     pub(crate) fn blank() -> Self {
         Self {
@@ -184,6 +203,7 @@ impl Decision {
             message: String::new(),
             evidence: Evidence::default(),
             id: RecommendationId(String::new()),
+            baseline: None,
         }
     }
 }

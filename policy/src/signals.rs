@@ -55,6 +55,14 @@ pub fn ratio(num: u64, den: u64) -> Option<f64> {
     (den > 0).then(|| num as f64 / den as f64)
 }
 
+/// A page count as a float, for the figures computed on counts (exact
+/// below 2⁵³ pages).
+#[must_use]
+#[allow(clippy::cast_precision_loss)]
+pub(crate) fn n64(v: u64) -> f64 {
+    v as f64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

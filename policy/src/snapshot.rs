@@ -210,6 +210,15 @@ impl Device {
             .chain(self.unmapped_pools.iter())
     }
 
+    /// Pages its pools have out of the allocator now (posted, in the stack,
+    /// parked in the pools' rings and caches): the sum of their `inflight`.
+    #[must_use]
+    pub fn inflight_pages(&self) -> u64 {
+        self.pools()
+            .filter_map(|p| p.inflight)
+            .fold(0, u64::saturating_add)
+    }
+
     /// Whether the device carries any harm signal (qstats drops or link drop
     /// counters) against which a change could be evaluated.
     #[must_use]

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::accounting::{HarmDelta, QueueDelta, QueueKey};
-use crate::signals::{self, ratio};
+use crate::accounting::{HarmDelta, PoolLedger, QueueDelta, QueueKey, device_delta};
+use crate::signals::{self, n64, ratio};
 use crate::snapshot::{Device, PoolStats};
 
 /// Counters summed over one queue's pools during the open window.
@@ -48,6 +48,10 @@ pub struct WindowAcc {
     pub packets: u64,
     /// Samples folded into this window.
     pub samples: u32,
+    /// Pages the device's pools had out, summed over the window's samples
+    /// ([`Device::inflight_pages`]; [`Self::inflight_mean`]).
+    #[serde(default)]
+    pub inflight_sum: u64,
 }
 
 impl WindowAcc {
@@ -61,6 +65,16 @@ impl WindowAcc {
         };
     }
 
+    /// Pages the device's pools had out at the window's samples, on
+    /// average (0 for an empty window).
+    #[must_use]
+    pub fn inflight_mean(&self) -> f64 {
+        if self.samples == 0 {
+            return 0.0;
+        }
+        n64(self.inflight_sum) / f64::from(self.samples)
+    }
+
     /// Fold one sample interval of `dev` into the window (`deltas`: its
     /// queues' pool deltas of the pass, [`crate::accounting::PassDeltas`]).
     pub(crate) fn add_tick(
@@ -72,6 +86,7 @@ impl WindowAcc {
     ) {
         self.elapsed = self.elapsed.saturating_add(elapsed);
         self.samples = self.samples.saturating_add(1);
+        self.inflight_sum = self.inflight_sum.saturating_add(dev.inflight_pages());
         let fold = |acc: &mut QueueAcc, q: &QueueDelta| {
             acc.provider |= q.provider;
             acc.stats = acc.stats.add(&q.stats);
@@ -180,6 +195,105 @@ impl QueueFacts {
             waive_share: ratio(s.alloc_waive, s.alloc_refill.saturating_add(s.alloc_waive)),
             inflight_peak: acc.inflight_peak,
         }
+    }
+}
+
+/// What one window of one device looked like.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Rates {
+    pub secs: f64,
+    /// Pool counter deltas ([`crate::accounting::device_delta`]).
+    pub pools: PoolStats,
+    pub provider: bool,
+    /// Harm events: packets lost plus buffers that could not be allocated
+    /// ([`HarmDelta::drops`] + [`HarmDelta::alloc_fail`]).
+    pub harm: u64,
+    /// Received packets, for normalising harm.
+    pub packets: u64,
+    /// A counter went backwards inside the window: no data.
+    pub reset: bool,
+    /// Pages the device's pools had out at its samples, on average
+    /// ([`Device::inflight_pages`]): how much the returns hold, the load a
+    /// ring step is judged under ([`outgrown`]).
+    #[serde(default)]
+    pub inflight: f64,
+}
+
+impl Rates {
+    /// The rates between two samples of the same device; `None` when the
+    /// interval is empty.
+    #[must_use]
+    pub fn between(a: &Device, b: &Device, elapsed: Duration) -> Option<Self> {
+        if elapsed.is_zero() {
+            return None;
+        }
+        Self::over(a, b, &device_delta(&PoolLedger::of_device(a), b), elapsed)
+    }
+
+    /// [`Self::between`] with the device's pool deltas given (a pass's,
+    /// [`crate::accounting::PassDeltas::device`]).
+    #[must_use]
+    pub fn over(a: &Device, b: &Device, pools: &QueueDelta, elapsed: Duration) -> Option<Self> {
+        let secs = elapsed.as_secs_f64();
+        if secs <= 0.0 {
+            return None;
+        }
+        let h = HarmDelta::between(a, b);
+        Some(Self {
+            secs,
+            pools: pools.stats,
+            provider: pools.provider,
+            harm: h.drops.saturating_add(h.alloc_fail),
+            packets: h.packets,
+            reset: pools.reset || h.reset,
+            inflight: (n64(a.inflight_pages()) + n64(b.inflight_pages())) / 2.0,
+        })
+    }
+
+    /// The rates of a closed finding window (every queue of the device):
+    /// the baseline a change decided on that window is judged against.
+    #[must_use]
+    pub fn of_window(w: &WindowAcc) -> Self {
+        let mut pools = PoolStats::default();
+        let mut provider = false;
+        for (_, q) in &w.queues {
+            pools = pools.add(&q.stats);
+            provider |= q.provider;
+        }
+        Self {
+            secs: w.elapsed.as_secs_f64(),
+            pools,
+            provider,
+            harm: w.drops.saturating_add(w.alloc_fail),
+            packets: w.packets,
+            reset: w.reset,
+            inflight: w.inflight_mean(),
+        }
+    }
+
+    #[must_use]
+    pub fn recycle_miss(&self) -> Option<f64> {
+        signals::recycle_miss_share(&self.pools)
+    }
+
+    #[must_use]
+    pub fn slow_refill(&self) -> Option<f64> {
+        signals::slow_refill_share(&self.pools, self.provider)
+    }
+
+    /// Received packets per second (qstats rx-packets, or the link's):
+    /// the delivered rate a trial queue cut is judged on.
+    #[must_use]
+    #[allow(clippy::cast_precision_loss)]
+    pub fn delivered_rate(&self) -> f64 {
+        self.packets as f64 / self.secs
+    }
+
+    /// Harm per received packet when packets were counted, else per second.
+    #[must_use]
+    #[allow(clippy::cast_precision_loss)]
+    pub fn harm_level(&self) -> f64 {
+        ratio(self.harm, self.packets).unwrap_or(self.harm as f64 / self.secs)
     }
 }
 

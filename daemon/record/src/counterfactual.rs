@@ -24,10 +24,11 @@ use std::time::Duration;
 use policy::Policy;
 use policy::accounting::{PassDeltas, QueueKey};
 use policy::engine::{ActionRecord, EngineState, Observation, Original, Outcome};
-use policy::evaluate::{Applied, Evaluation, Rates, Verdict};
+use policy::evaluate::{Applied, Evaluation, Verdict};
 use policy::observation::{Backoff, LocalTime};
 use policy::plan::{Decision, Knob, Plan};
 use policy::snapshot::{Availability, Device, DeviceId, Pool, PoolStats, Snapshot};
+use policy::window::Rates;
 
 use crate::live::{Overlay, Slot};
 
@@ -269,8 +270,10 @@ impl Counterfactual {
     /// A simulated change: the knob takes the target, an evaluation opens.
     /// Only a decision that changes something in its own mode
     /// ([`Decision::enforced_change`]); any other is ignored.
-    /// The baseline of its evaluation is the pass [`Self::decide`] read:
-    /// the counterfactual's previous pass, `snap` and their deltas.
+    /// The baseline of its evaluation is the finding window the decision
+    /// was made on ([`Decision::baseline_or`]), else the pass
+    /// [`Self::decide`] read: the counterfactual's previous pass, `snap`
+    /// and their deltas.
     pub fn apply(&mut self, policy: &Policy, dec: &Decision, snap: &Snapshot, clock: PassClock) {
         // A device changed for the first time: the model continues from
         // its counters in this pass (as recorded: nothing modelled it yet).
@@ -326,7 +329,8 @@ impl Counterfactual {
         // The pass's deltas are the counterfactual's (modelled where
         // modelled); the previous sample gives the harm counters, which
         // no model touches.
-        let baseline = previous.zip(at).and_then(|(p, i)| {
+        let baseline = dec.baseline_or(|| {
+            let (p, i) = previous.zip(at)?;
             let a = p.devices.iter().find(|d| d.id == dec.device_id)?;
             let b = snap.devices.get(i)?;
             Rates::over(a, b, &deltas.device(i), clock.elapsed)

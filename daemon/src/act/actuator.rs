@@ -16,11 +16,12 @@ use std::time::Duration;
 
 use policy::Policy;
 use policy::engine::{ActionRecord, Observation, Outcome};
-use policy::evaluate::{Applied, Evaluation, Rates, Verdict};
+use policy::evaluate::{Applied, Evaluation, Verdict};
 use policy::gates::{self, Backoff};
 use policy::knobs::{self, Block};
 use policy::plan::{Decision, Knob, ReasonCode};
 use policy::snapshot::{Channels, Device, DeviceId, Rings, Snapshot};
+use policy::window::Rates;
 
 use crate::act::events::{Event, Events};
 use crate::act::state::{StateFile, StoredAction};
@@ -148,7 +149,8 @@ pub(crate) struct Lent<'a, K, R> {
     /// The loop's device map (what restore falls back to when sampling
     /// fails).
     pub devices: &'a BTreeMap<u32, Device>,
-    /// The previous sample and when it was taken: a change's baseline.
+    /// The previous sample and when it was taken: the baseline of a change
+    /// not decided on a finding window ([`Decision::baseline_or`]).
     pub prev: Option<&'a (Snapshot, Duration)>,
     /// The knobs another configuration owns (`coexist: defer`).
     pub deferred: &'a [(DeviceId, Knob)],
@@ -386,7 +388,8 @@ impl Actuator {
     /// Applies one decision, if the gates still admit it (the plan asked
     /// them too; an earlier change in this tick may have used up what this
     /// one needed). `snap` is the sample the plan was made from; the
-    /// baseline is the loop's previous sample and the knobs another
+    /// baseline is the finding window the decision was made on (else the
+    /// loop's previous sample) and the knobs another
     /// configuration owns are deferred (both in `io`). Returns whether the
     /// device vanished (the loop drops it from its map).
     pub(crate) async fn actuate<K: Kernel, R: Record>(
@@ -429,8 +432,8 @@ impl Actuator {
                 return false;
             }
         };
-        // Stamped after the read, as the loop stamps its samples: the
-        // baseline's rates span exactly the two reads.
+        // Stamped after the read, as the loop stamps its samples: a
+        // last-interval baseline's rates span exactly the two reads.
         let pre_at = io.clock.now();
         let Some(live) = knob_value(&pre, knob) else {
             return false;
@@ -444,7 +447,8 @@ impl Actuator {
             tracing::info!(device = %name, knob = %knob, planned_from = from, live, "value changed since the plan; not acting");
             return false;
         }
-        let baseline = io.prev.and_then(|(p, at)| {
+        let baseline = dec.baseline_or(|| {
+            let (p, at) = io.prev?;
             let before = p.devices.iter().find(|d| d.id.key() == key)?;
             Rates::between(before, &pre, pre_at.saturating_sub(*at))
         });

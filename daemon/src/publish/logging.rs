@@ -528,6 +528,7 @@ mod tests {
             reason,
             message: "m".into(),
             evidence: [("recycle_miss_share", 0.5)].into_iter().collect(),
+            baseline: None,
         }
     }
 

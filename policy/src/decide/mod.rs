@@ -30,6 +30,7 @@ use crate::plan::{Action, Decision, Evidence, Knob, Plan, ReasonCode};
 use crate::policy::{Mode, Policy};
 use crate::snapshot::Device;
 use crate::state::{DeviceState, EngineState, RingProbe};
+use crate::window::Rates;
 
 /// The engine: a pure function of (policy, state, observation).
 ///
@@ -164,6 +165,7 @@ fn run_into(
             info: drivers::driver_info(dev),
             queues: obs.deltas.queues(*at),
             scratch: std::cell::Cell::new(std::mem::take(&mut out.message)),
+            window: std::cell::Cell::new(None),
         };
         if let Some(before) = shared.get(k) {
             let mut ds = before.clone();
@@ -222,6 +224,9 @@ struct DeviceRun<'a> {
     /// Where the proposal's message is written: the message buffer of the
     /// decision this run overwrites, so a steady pass allocates none.
     scratch: std::cell::Cell<String>,
+    /// The finding window that closed in this pass, as rates: the baseline
+    /// of a change decided on it ([`Decision::baseline`]).
+    window: std::cell::Cell<Option<Rates>>,
 }
 
 /// A decision before the safety gates.
@@ -356,6 +361,7 @@ impl<'a> DeviceRun<'a> {
             ev.insert(gates::SEVERE_EVIDENCE, f64::from(th.severe_samples));
         }
         self.evidence(&f, &ds.window, ev);
+        self.window.set(Some(Rates::of_window(&ds.window)));
         ds.window.clear();
         self.update_streaks(ds, &f);
         self.choose(ds, &f, ctx, ev)
@@ -611,6 +617,11 @@ impl<'a> DeviceRun<'a> {
         out.reason = reason;
         out.message = message;
         out.evidence = evidence;
+        out.baseline = if action == Action::Hold {
+            None
+        } else {
+            self.window.get()
+        };
         out.id.set(&dev.id, knob, reason);
     }
 }

@@ -11,6 +11,7 @@ use crate::drivers::{self, DriverInfo, DriverRounding, Learned, POOL_RING_CLAMP,
 use crate::gates;
 use crate::observation::{ActionRecord, Outcome};
 use crate::plan::{Action, Evidence, Knob, ReasonCode};
+use crate::signals::n64;
 use crate::state::{DeviceState, RingProbe};
 use crate::window::QueueFacts;
 
@@ -729,11 +730,6 @@ fn landed(r: &ActionRecord) -> u32 {
         Outcome::Failed { .. } | Outcome::Reverted => r.from,
         _ => r.to,
     }
-}
-
-#[allow(clippy::cast_precision_loss)]
-fn n64(v: u64) -> f64 {
-    v as f64
 }
 
 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]

@@ -43,6 +43,32 @@ fn ring_full_grows_after_consecutive_windows() {
     assert_eq!(w.ring(0), 2560);
 }
 
+/// A change carries the finding window it was decided on, the whole
+/// device over it, as its evaluation's baseline (docs/decisions.md §5);
+/// a hold carries none.
+#[test]
+fn a_change_carries_its_window_as_baseline() {
+    let mut w = world("ice", 512, 8160);
+    let t = big_bursts(&w, 0);
+    w.tick(big_bursts);
+    let gathering = w.tick(big_bursts);
+    assert_eq!(only(&gathering).action, Action::Hold);
+    assert_eq!(only(&gathering).baseline, None);
+    let p = w.tick(big_bursts);
+    let d = only(&p);
+    assert_eq!(d.reason, ReasonCode::RecycleMissHigh);
+    let b = d
+        .baseline
+        .expect("a change decided on a window has a baseline");
+    // Both queues, over the window that closed (one interval here).
+    assert_eq!(w.policy.timing.window, w.policy.timing.interval);
+    assert_eq!(b.pools.recycle_ring_full, 2 * t.pool.recycle_ring_full);
+    assert_eq!((b.packets, b.reset), (2 * t.packets, false));
+    assert!((b.secs - w.policy.timing.interval.as_secs_f64()).abs() < 1e-9);
+    // Each pool had 1024 pages out at the window's one sample.
+    assert!((b.inflight - 2048.0).abs() < 1e-9, "{b:?}");
+}
+
 #[test]
 fn a_window_without_the_finding_breaks_the_streak() {
     let mut w = world("ice", 512, 8160);
