@@ -49,9 +49,9 @@ log() { printf '[wire-outcome] %s\n' "$*" >&2; }
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target-bench}"
 cd "$REPO"
 
-# The whole run: 5 workloads x 13 rings x 2 rounds, then 5 tuned runs each
+# The whole run: 6 workloads x 13 rings x 2 rounds, then 5 tuned runs each
 # and the settle check on the stationary bursty ones (drain-pinned, udp).
-WORKLOADS=drain-pinned,udp,steady,mice,slow
+WORKLOADS=drain-pinned,udp,steady,mice,slow,splice
 ARGS=(--rounds 2 --warmup-secs 2 --window-secs 3 --ctl-window-secs 3 --quiet-secs 9
       --pptune-quiet-secs 30 --max-run-secs 90
       --tuners max-once,doubling,one-shot,naive,pptune,settle --settle-calm-secs 30)

@@ -126,10 +126,20 @@ const WORKLOADS: &[Workload] = &[
         stationary: false,
     },
     // A slow consumer: one stream read at 20 MB/s, its socket full; the
-    // pages it holds are not returned (held pages: no ring fixes it).
+    // pages it holds stay out, but what it reads comes back as fast as
+    // the ring refills: no slow path on this wire, nothing to tune.
     Workload {
         name: "slow",
         args: &[&["--tcp", "1", "--pattern", "slow", "--read-rate", "20000000"]],
+        stationary: false,
+    },
+    // A proxy's zero-copy path: one stream spliced through a pipe, whose
+    // page references make the pool release every fragment page to the
+    // allocator (`released_refcnt`): a slow path from held pages, which
+    // no ring fixes.
+    Workload {
+        name: "splice",
+        args: &[&["--tcp", "1", "--pattern", "splice"]],
         stationary: false,
     },
     // Many small flows beside one elephant: 16 mice send 2 KiB messages

@@ -14,7 +14,12 @@
 //! bursts) or `slow` (blocking reads, but after a read that puts a
 //! receiver's bytes since its first one ahead of `--read-rate` × the time
 //! since, one sleep until they are not: the socket's queue stays full and
-//! the pages it holds are not returned). Senders stop after
+//! the pages it holds are not returned) or `splice` (the socket's bytes
+//! spliced into a pipe and read out of it, a proxy's zero-copy path: the
+//! pipe takes a reference on every page it is given, so when the stack
+//! frees the skb its page_pool pages are still referenced and the pool
+//! releases them to the page allocator, `recycle.released_refcnt`: a slow
+//! path no ring fixes). Senders stop after
 //! `--duration-ms` (or `--bytes` per stream); receivers read to EOF.
 //!
 //! Mice (`--mice N`): N more TCP connections to the same listener, told
@@ -103,6 +108,10 @@ enum Pattern {
     /// Read continuously, but never more than `--read-rate` bytes per
     /// second since the first byte: the socket's queue stays full.
     Slow,
+    /// Splice the socket's bytes into a pipe and read them out of it (a
+    /// proxy's zero-copy path): the pipe holds a reference on each page,
+    /// so the pool cannot take its pages back (TCP only).
+    Splice,
 }
 
 #[derive(Debug, Clone, Parser, Serialize)]
@@ -197,6 +206,9 @@ struct Args {
 fn validate(args: &Args) -> Res<()> {
     if args.pattern == Pattern::Slow && args.read_rate == 0 {
         return Err("--pattern slow needs --read-rate BYTES_PER_SEC > 0".into());
+    }
+    if args.pattern == Pattern::Splice && args.udp > 0 {
+        return Err("--pattern splice is for TCP streams: not with --udp".into());
     }
     if !(16..=PERIOD).contains(&args.mice_bytes) {
         return Err(format!("--mice-bytes must be 16 to {PERIOD}").into());
@@ -582,6 +594,16 @@ mod tests {
         assert!(e.contains("--read-rate"), "{e}");
         validate(&args(&["--pattern", "slow", "--read-rate", "2000000"])).unwrap();
         validate(&args(&[])).unwrap();
+    }
+
+    #[test]
+    fn splice_is_for_tcp_streams() {
+        let splice = args(&["--pattern", "splice"]);
+        assert_eq!(splice.pattern, Pattern::Splice);
+        validate(&splice).unwrap();
+        let udp = args(&["--pattern", "splice", "--udp", "1", "--udp-rate", "1000"]);
+        let e = validate(&udp).unwrap_err().to_string();
+        assert!(e.contains("not with --udp"), "{e}");
     }
 
     #[test]

@@ -139,6 +139,48 @@ fn read_to_eof(
     }
 }
 
+/// `splice`: moves the socket's bytes into a pipe and reads them out of
+/// it, to EOF. `splice(2)` takes a page reference for each page of an
+/// skb's fragments it puts in the pipe (the linear part it copies), and
+/// the skb is freed once spliced whole: its page_pool pages then have a
+/// second reference, the pool cannot recycle them and releases them to
+/// the page allocator (`recycle.released_refcnt`); the read from the pipe
+/// drops the last one. Every such page is a slow-path allocation later,
+/// whatever the ring.
+fn splice_to_eof(
+    s: &TcpStream,
+    buf: &mut [u8],
+    r: &mut Received,
+    data: Option<&[u8]>,
+    live: &Live,
+) -> Res<()> {
+    use nix::errno::Errno;
+    use nix::fcntl::{SpliceFFlags, splice};
+    let (out, into) = nix::unistd::pipe()?;
+    let mut out = std::fs::File::from(out);
+    loop {
+        let n = match splice(s, None, &into, None, buf.len(), SpliceFFlags::SPLICE_F_MOVE) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(format!("splice from the socket: {e}").into()),
+        };
+        let mut left = n;
+        while left > 0 {
+            let want = left.min(buf.len());
+            let k = match out.read(&mut buf[..want]) {
+                Ok(0) => return Err("the pipe ended with spliced bytes unread".into()),
+                Ok(k) => k,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e.into()),
+            };
+            r.take(&buf[..k], data)?;
+            live.received.fetch_add(k as u64, Ordering::Relaxed);
+            left -= k;
+        }
+    }
+}
+
 /// What a connection to the listener was, by its header: one of the
 /// `--tcp` streams or a mouse.
 #[derive(Debug)]
@@ -180,6 +222,7 @@ fn receive_stream(
             let budget = Some(Budget::new(args.read_rate));
             read_to_eof(&mut s, &mut buf, &mut r, data.as_deref(), live, budget)?;
         }
+        Pattern::Splice => splice_to_eof(&s, &mut buf, &mut r, data.as_deref(), live)?,
         Pattern::Drain => {
             s.set_nonblocking(true)?;
             let pause = Duration::from_millis(args.pause_ms);

@@ -290,7 +290,8 @@ pub fn receive(
     let ended = || Instant::now() >= deadline || live.stop.load(Ordering::Relaxed);
     let mut buf = vec![0u8; 65_536];
     match args.pattern {
-        Pattern::Steady | Pattern::Slow => {
+        // `validate` refuses splice with UDP flows.
+        Pattern::Steady | Pattern::Slow | Pattern::Splice => {
             s.set_read_timeout(Some(POLL))?;
             let mut budget = (args.pattern == Pattern::Slow).then(|| Budget::new(args.read_rate));
             loop {
