@@ -104,6 +104,11 @@ pub struct RingProbe {
     pub pool_before: u32,
     /// Excess pages per ring fill before the growth.
     pub excess_before: f64,
+    /// The growth went to the geometric mean of ring_full's lower bound
+    /// and the pages out at once (`BurstBasis::Bracketed`): a later step
+    /// with nothing calibrated may take the pages out.
+    #[serde(default)]
+    pub bracketed: bool,
 }
 
 impl EngineState {
@@ -158,6 +163,7 @@ mod tests {
                     ring: 1024,
                     pool_before: 256,
                     excess_before: 1500.5,
+                    bracketed: true,
                 }),
                 ..DeviceState::default()
             },

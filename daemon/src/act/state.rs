@@ -856,6 +856,7 @@ mod tests {
                     ring: 1656,
                     pool_before: 256,
                     excess_before: 1800.25,
+                    bracketed: false,
                 }),
                 ..DeviceState::default()
             },

@@ -276,6 +276,7 @@ impl Ring<'_, '_> {
                 ring: target,
                 pool_before: pool_now,
                 excess_before: excess,
+                bracketed: b.basis == BurstBasis::Bracketed,
             }),
         }
     }
@@ -371,16 +372,15 @@ impl Ring<'_, '_> {
         let step = steps.saturating_add(1);
         // After a growth step the engine knows how much that step moved the
         // excess, which calibrates the undercount (`calibrate`).
-        let calibrated = ds
-            .ring_probe
-            .filter(|p| steps >= 1 && p.ring == l.cur)
-            .and_then(|p| calibrate(&p, pool_now, excess));
+        let probe = ds.ring_probe.filter(|p| steps >= 1 && p.ring == l.cur);
+        let calibrated = probe.and_then(|p| calibrate(&p, pool_now, excess));
         let held = held_pages(q, &self.info, l.cur).map(n64);
         let (burst, basis) = burst_estimate(
             f64::from(pool_now) + excess,
             calibrated.filter(|_| step <= max_steps).map(|(b, _)| b),
             held,
             step >= max_steps,
+            probe.is_some_and(|p| p.bracketed),
         );
         Burst {
             pool_now,
@@ -684,11 +684,17 @@ enum BurstBasis {
 /// behind a deep receive queue keeps thousands of pages out all the time
 /// and returns them one read at a time (the wire's steady stream: lower
 /// bound 293, 2,392 out, 724 enough). At or below the lower bound they
-/// confirm it. Above it, with nothing calibrated, a step that is not the
-/// last goes to their geometric mean with the lower bound: the minimax
-/// guess on a ratio scale (off by at most √(held / lower) either way), and
-/// the next step calibrates from what it moved (docs/decisions.md §4);
-/// the last step takes the pages out (covering them beats the limit). With
+/// confirm it. Above it, with nothing calibrated, a step goes to their
+/// geometric mean with the lower bound: the minimax guess on a ratio scale
+/// (off by at most √(held / lower) either way), and the next step
+/// calibrates from what it moved (docs/decisions.md §4). Only the last
+/// step after such a guess (`bracketed`: the step that led to the ring now
+/// was one) takes the pages out: the guess fell short and nothing fits, so
+/// covering them beats the limit. A last step whose bracket was never
+/// tried guesses first: the wire's mice took one step on ring_full's
+/// figure (the pages out confirmed it then), saw 3,267 pages out behind
+/// the elephant's receive queue at the next, and went 353 → 4084 where
+/// 724 took every return. With
 /// a fit, the tighter of the fit and the pages out wins, never below the
 /// lower bound; the limit only on the last step when the lower bound is
 /// all there is (it already failed to cover the burst, and nothing the
@@ -698,12 +704,13 @@ fn burst_estimate(
     fit: Option<f64>,
     held: Option<f64>,
     last: bool,
+    bracketed: bool,
 ) -> (f64, BurstBasis) {
     let above = held.filter(|h| *h > lower);
     match (fit, above) {
         (Some(a), Some(h)) if h < a => (h, BurstBasis::Held),
         (Some(a), _) => (a.max(lower), BurstBasis::Calibrated),
-        (None, Some(h)) if last => (h, BurstBasis::Held),
+        (None, Some(h)) if last && bracketed => (h, BurstBasis::Held),
         (None, Some(h)) => ((lower * h).sqrt(), BurstBasis::Bracketed),
         (None, None) if held.is_some() => (lower, BurstBasis::Confirmed),
         (None, None) if last => (lower, BurstBasis::Limit),

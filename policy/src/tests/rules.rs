@@ -391,7 +391,7 @@ fn second_step_calibrates_the_undercount() {
             want: &[512, 3520],
         },
         Row {
-            name: "the first step did not shrink the excess, and the samples caught 2500 of a 3000-page burst: the second step goes to what inflight shows, not to the limit",
+            name: "the first step did not shrink the excess, and the samples caught 2500 of a 3000-page burst: the second step guesses between ring_full's figure and the 2500 out (its bracket was never tried), the third goes to what inflight shows, not to the limit",
             burst: 3_000,
             seen: |freed, pool| if pool <= 512 { freed / 16 } else { freed / 4 },
             inflight: Some(|burst, pool| {
@@ -401,7 +401,20 @@ fn second_step_calibrates_the_undercount() {
                     burst - 500 + u64::from(pool)
                 }
             }),
-            want: &[512, 832, 3104],
+            want: &[512, 832, 2304, 3104],
+        },
+        Row {
+            name: "1500-page bursts, the first step on ring_full's figure (the pages out confirm it), then 8000 pages a reader keeps out appear (the wire's mice): the second step goes between, not to the 8000, and the bursts fit",
+            burst: 1_500,
+            seen: |freed, pool| if pool <= 512 { freed / 16 } else { freed / 4 },
+            inflight: Some(|_, pool| {
+                if pool <= 512 {
+                    u64::from(pool) + 300
+                } else {
+                    8_000 + u64::from(pool)
+                }
+            }),
+            want: &[512, 704, 3360],
         },
         Row {
             name: "the first step did not shrink the excess, and inflight confirms ring_full's figure at the second (5 pages short of it): the second step goes to that figure, not to the limit",
