@@ -96,6 +96,17 @@ fn without_the_held_pages_the_calm_ring_shrinks() {
 }
 
 #[test]
+fn a_need_within_the_headroom_is_not_a_shrink() {
+    // Bursts a little smaller than the ones the ring was grown for (the
+    // wire's drains: 2597 → 2594 after the calm) go on: the ring stays.
+    let mut w = world();
+    let ring = converge(&mut w, |w, i| bursts(w, i, BURST, BURST));
+    let c = changes(&mut w, 48, |w, i, _| bursts(w, i, BURST, BURST * 9 / 10));
+    assert!(c.is_empty(), "a shrink inside the headroom: {c:#?}");
+    assert_eq!(w.ring(0), ring);
+}
+
+#[test]
 fn smaller_bursts_give_back_only_what_they_do_not_need() {
     // Grown for 2048-page bursts; they shrink to 1024 and go on: the calm
     // shrink goes to the ring 1024 pages need with headroom, not to 512.
