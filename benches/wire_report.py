@@ -220,6 +220,19 @@ def verdicts(by, best_ring, spread, tuned, key="mb_per_gi", label="MB / 10⁹ bu
     return out
 
 
+def held_beyond(by):
+    """(slow / 1000 at the largest ring, smallest ring with no ring_full)
+    when the largest ring still takes the slow path (>= 1 per 1,000
+    frames) with no ring_full (< 1 per 1,000): held pages no ring fixes.
+    None otherwise."""
+    top = by[max(by)]
+    slow = mean([r["slow_per_k"] for r in top])
+    if slow < 1.0 or mean([r["ring_full_per_k"] for r in top]) >= 1.0:
+        return None
+    clear = min(k for k, rs in by.items() if mean([r["ring_full_per_k"] for r in rs]) < 1.0)
+    return slow, clear
+
+
 def behaviour_verdicts(by, tuned):
     """The targets that are not about the figure: no ring growth where the
     slow path comes from held pages (the sweep's smallest ring takes the
@@ -234,6 +247,16 @@ def behaviour_verdicts(by, tuned):
         ok = p["changes"] == 0
         out.append(f"- held pages (ring {min(by)}: {slow:.2f} slow / 1000 frames, ring_full share {share:.3f}): "
                    f"pptune changes {p['changes']}, ring {p['ring']}: **{'met' if ok else 'NOT met'}** (target: no growth)")
+    elif p is not None and share >= GROW_AT and held_beyond(by):
+        # Part of the slow path is tunable (ring_full at the small rings),
+        # part comes from held pages (it stays at the largest ring with no
+        # ring_full): growth must stop where ring_full does.
+        top, clear = held_beyond(by)
+        ok = p["ring"] <= 2 * clear
+        out.append(f"- held pages beyond any ring (ring {max(by)}: {top:.2f} slow / 1000 frames, no ring_full; "
+                   f"ring_full reaches 0 at {clear}): pptune ring {p['ring']} after {p['changes']} changes, "
+                   f"{p['slow_per_k']:.2f} slow / 1000 left: **{'met' if ok else 'NOT met'}** "
+                   f"(target: no growth past 2 × {clear} = {2 * clear} for the held part)")
     elif p is not None and share < GROW_AT:
         ok = p["changes"] == 0
         out.append(f"- nothing to tune (ring {min(by)}: {slow:.2f} slow / 1000 frames, ring_full share {share:.3f}): "
