@@ -262,20 +262,30 @@ def behaviour_verdicts(by, tuned):
         out.append(f"- nothing to tune (ring {min(by)}: {slow:.2f} slow / 1000 frames, ring_full share {share:.3f}): "
                    f"pptune changes {p['changes']}: **{'met' if ok else 'NOT met'}** (target: none); the held-pages "
                    f"case is not exercised here")
-    st = (tuned.get("settle") or {}).get("settle")
-    if st:
-        ok = st["changes_in_watch"] == 0 and st["watch_s"] >= 2 * st["calm_before_shrink_s"]
-        out.append(f"- settle: {st['changes_in_watch']} changes in {st['watch_s']:.0f} s after convergence "
-                   f"(2 × calm_before_shrink = {2 * st['calm_before_shrink_s']:.0f} s): **{'met' if ok else 'NOT met'}**")
-    elif tuned.get("settle") is not None:
-        out.append("- settle: the run never converged (no quiet spell): **NOT met**")
-    return out
+    return out + settle_verdict(tuned)
+
+
+def settle_verdict(tuned):
+    """The settle check (tuner `settle`): no change over 2 ×
+    calm_before_shrink after convergence. Needs no sweep."""
+    r = tuned.get("settle")
+    if r is None:
+        return []
+    st = r.get("settle")
+    if not st:
+        return ["- settle: the run never converged (no quiet spell): **NOT met**"]
+    ok = st["changes_in_watch"] == 0 and st["watch_s"] >= 2 * st["calm_before_shrink_s"]
+    return [f"- settle: converged at {st['converged_s']:.0f} s (ring {r['ring']}, {r['changes']} changes), then "
+            f"{st['changes_in_watch']} changes in {st['watch_s']:.0f} s "
+            f"(2 × calm_before_shrink = {2 * st['calm_before_shrink_s']:.0f} s): **{'met' if ok else 'NOT met'}**"]
 
 
 def workload(rows, wl):
     by = sweep(rows, wl)
     if not by:
-        return []
+        # A tuned-only run (--rounds 0): what needs no sweep.
+        st = settle_verdict(tuned_rows(rows, wl))
+        return [f"### {wl}", "", "No static sweep in this run (`--rounds 0`).", ""] + st + [""] if st else []
     best, spread, best_ring, _ = best_static(by, "mb_per_gi", True)
     sbest, sspread, sring, _ = best_static(by, "slow_per_k", False)
     tuned = tuned_rows(rows, wl)
