@@ -247,11 +247,11 @@ def behaviour_verdicts(by, tuned):
         ok = p["changes"] == 0
         out.append(f"- held pages (ring {min(by)}: {slow:.2f} slow / 1000 frames, ring_full share {share:.3f}): "
                    f"pptune changes {p['changes']}, ring {p['ring']}: **{'met' if ok else 'NOT met'}** (target: no growth)")
-    elif p is not None and share >= GROW_AT and held_beyond(by):
+    elif p is not None and share >= GROW_AT and (beyond := held_beyond(by)):
         # Part of the slow path is tunable (ring_full at the small rings),
         # part comes from held pages (it stays at the largest ring with no
         # ring_full): growth must stop where ring_full does.
-        top, clear = held_beyond(by)
+        top, clear = beyond
         ok = p["ring"] <= 2 * clear
         out.append(f"- held pages beyond any ring (ring {max(by)}: {top:.2f} slow / 1000 frames, no ring_full; "
                    f"ring_full reaches 0 at {clear}): pptune ring {p['ring']} after {p['changes']} changes, "

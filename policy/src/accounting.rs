@@ -467,7 +467,21 @@ pub struct HarmDelta {
     pub reset: bool,
 }
 
+/// The one harm count: packets lost plus buffers that could not be
+/// allocated. A change is judged on it ([`crate::window::Rates::harm`]),
+/// over an interval ([`HarmDelta::events`]) or a finding window.
+#[must_use]
+pub fn harm_events(drops: u64, alloc_fail: u64) -> u64 {
+    drops.saturating_add(alloc_fail)
+}
+
 impl HarmDelta {
+    /// [`harm_events`] over this interval.
+    #[must_use]
+    pub fn events(&self) -> u64 {
+        harm_events(self.drops, self.alloc_fail)
+    }
+
     /// Harm between two samples of one device.
     #[must_use]
     pub fn between(prev: &Device, dev: &Device) -> Self {

@@ -13,9 +13,8 @@ use std::time::Duration;
 use crate::observation::Outcome;
 use crate::plan::{Knob, ReasonCode};
 use crate::policy::Policy;
-use crate::signals::n64;
 use crate::snapshot::Device;
-use crate::window::Rates;
+use crate::window::{Rates, mean_pages};
 
 /// The verdict on a change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -320,7 +319,7 @@ impl Evaluation {
     fn judge(&self, dev: &Device, now: Duration, policy: &Policy) -> Verdict {
         let after =
             Rates::between(&self.start, dev, now.saturating_sub(self.start_at)).map(|r| Rates {
-                inflight: n64(self.inflight_sum) / f64::from(self.samples.max(1)),
+                inflight: mean_pages(self.inflight_sum, self.samples),
                 ..r
             });
         judge(

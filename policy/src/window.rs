@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::accounting::{HarmDelta, PoolLedger, QueueDelta, QueueKey, device_delta};
+use crate::accounting::{HarmDelta, PoolLedger, QueueDelta, QueueKey, device_delta, harm_events};
 use crate::signals::{self, n64, ratio};
 use crate::snapshot::{Device, PoolStats};
 
@@ -49,7 +49,7 @@ pub struct WindowAcc {
     /// Samples folded into this window.
     pub samples: u32,
     /// Pages the device's pools had out, summed over the window's samples
-    /// ([`Device::inflight_pages`]; [`Self::inflight_mean`]).
+    /// (the pass's queue deltas, every pool; [`Self::inflight_mean`]).
     #[serde(default)]
     pub inflight_sum: u64,
 }
@@ -69,10 +69,7 @@ impl WindowAcc {
     /// average (0 for an empty window).
     #[must_use]
     pub fn inflight_mean(&self) -> f64 {
-        if self.samples == 0 {
-            return 0.0;
-        }
-        n64(self.inflight_sum) / f64::from(self.samples)
+        mean_pages(self.inflight_sum, self.samples)
     }
 
     /// Fold one sample interval of `dev` into the window (`deltas`: its
@@ -86,7 +83,6 @@ impl WindowAcc {
     ) {
         self.elapsed = self.elapsed.saturating_add(elapsed);
         self.samples = self.samples.saturating_add(1);
-        self.inflight_sum = self.inflight_sum.saturating_add(dev.inflight_pages());
         let fold = |acc: &mut QueueAcc, q: &QueueDelta| {
             acc.provider |= q.provider;
             acc.stats = acc.stats.add(&q.stats);
@@ -100,6 +96,7 @@ impl WindowAcc {
         let mut at = 0;
         let mut reset = false;
         for &(key, ref q) in deltas {
+            self.inflight_sum = self.inflight_sum.saturating_add(q.inflight);
             if q.pools == 0 {
                 continue;
             }
@@ -198,6 +195,17 @@ impl QueueFacts {
     }
 }
 
+/// Pages out per sample: `sum` over `samples` samples (0 for none). The
+/// load a ring step is judged under, for a finding window and for an
+/// evaluation window alike.
+#[must_use]
+pub fn mean_pages(sum: u64, samples: u32) -> f64 {
+    if samples == 0 {
+        return 0.0;
+    }
+    n64(sum) / f64::from(samples)
+}
+
 /// What one window of one device looked like.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Rates {
@@ -205,8 +213,8 @@ pub struct Rates {
     /// Pool counter deltas ([`crate::accounting::device_delta`]).
     pub pools: PoolStats,
     pub provider: bool,
-    /// Harm events: packets lost plus buffers that could not be allocated
-    /// ([`HarmDelta::drops`] + [`HarmDelta::alloc_fail`]).
+    /// Harm events ([`harm_events`]: packets lost plus buffers that could
+    /// not be allocated).
     pub harm: u64,
     /// Received packets, for normalising harm.
     pub packets: u64,
@@ -243,10 +251,10 @@ impl Rates {
             secs,
             pools: pools.stats,
             provider: pools.provider,
-            harm: h.drops.saturating_add(h.alloc_fail),
+            harm: h.events(),
             packets: h.packets,
             reset: pools.reset || h.reset,
-            inflight: (n64(a.inflight_pages()) + n64(b.inflight_pages())) / 2.0,
+            inflight: mean_pages(a.inflight_pages().saturating_add(pools.inflight), 2),
         })
     }
 
@@ -264,7 +272,7 @@ impl Rates {
             secs: w.elapsed.as_secs_f64(),
             pools,
             provider,
-            harm: w.drops.saturating_add(w.alloc_fail),
+            harm: harm_events(w.drops, w.alloc_fail),
             packets: w.packets,
             reset: w.reset,
             inflight: w.inflight_mean(),
