@@ -36,7 +36,7 @@ STEPS="$LOGS/steps.tsv"
 : > "$STEPS"
 T0=$SECONDS
 HOST_NICE=19
-VM_FUNCTIONAL="VM suites, functional (7.3, 6.1, 6.12)"
+VM_FUNCTIONAL="VM suites, functional (7.3, 6.1, 6.12) and host profiles (7.3)"
 VM_CLOSED_LOOP="VM suite, closed loop (7.3)"
 VM_PPSIM="VM suites, ppsim (7.3, 6.12)"
 VM=1
@@ -170,7 +170,9 @@ if ((VM)); then
   step "build: host tests and VM test binaries (debug)" sh -c \
     'cargo test --workspace --locked --no-run && cargo test -p pptune-tests --features vm --locked --no-run && cargo build -p pptune --bin pptune --locked'
   join "kernels 7.3, 6.1 (Debian's)"
-  bg "$VM_FUNCTIONAL" tests/vm/test.sh --part functional
+  # The host profiles' boots (tests/vm/test.sh --part profiles) follow
+  # the functional part in its VM slot: they judge counts, not pace.
+  bg "$VM_FUNCTIONAL" sh -c 'tests/vm/test.sh --part functional && tests/vm/test.sh --part profiles 7.3'
 fi
 
 # --- host steps, beside the VM ------------------------------------------------

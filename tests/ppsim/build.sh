@@ -21,7 +21,7 @@ fi
 [ -f "$KDIR/linux/Module.symvers" ] || [ -f "$KDIR/recipe" ] \
     || die "$KDIR has no built kernel tree and no packaged-kernel build root (run tests/vm/kernel.sh)"
 
-SRCS=(ppsim_main.c ppsim_wire.c ppsim.h ppsim_wire.h ppsim_personality.h Kbuild)
+SRCS=(ppsim_main.c ppsim_wire.c ppsim_dma.c ppsim.h ppsim_wire.h ppsim_personality.h Kbuild)
 HASH=$(cd "$HERE" && cat "${SRCS[@]}" | sha256sum | cut -c1-12)
 OUT="$KDIR/ppsim/$HASH"
 if [ -f "$OUT/ppsim.ko" ]; then

@@ -83,6 +83,7 @@ struct ppsim_lane {
 	/* producer side (NAPI) */
 	struct napi_struct napi;
 	struct page_pool *pool;
+	bool dma_mapped;	/* the pool maps its pages (ppsim_dma.c) */
 	struct hrtimer timer;
 	bool napi_added;
 	u64 last_ns;		/* last arrival accounting */
@@ -203,6 +204,11 @@ struct ppsim_dev {
 };
 
 extern struct list_head ppsim_devs;
+
+/* ppsim_dma.c: pools map through the VM's PCI test device when it has one. */
+void ppsim_dma_pool_params(struct page_pool_params *pp);
+int ppsim_dma_init(struct dentry *root);
+void ppsim_dma_exit(void);
 extern struct mutex ppsim_devs_lock;
 
 #endif /* PPSIM_H */

@@ -577,6 +577,7 @@ static int ppsim_lane_open(struct ppsim_lane *lane)
 	struct page_pool *pool;
 	int err;
 
+	ppsim_dma_pool_params(&pp);
 #if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 13, 0)
 	netif_napi_add_config(dev, &lane->napi, poll, lane->idx);
 #else
@@ -590,6 +591,7 @@ static int ppsim_lane_open(struct ppsim_lane *lane)
 		return PTR_ERR(pool);
 	}
 	lane->pool = pool;
+	lane->dma_mapped = pp.flags & PP_FLAG_DMA_MAP;
 	err = ppsim_post_ring(lane);
 	if (!err && pd->wired) {
 		err = ppsim_wire_lane_prepare(lane);
@@ -1463,6 +1465,11 @@ static int __init ppsim_init(void)
 	int err;
 
 	ppsim_root = debugfs_create_dir("ppsim", NULL);
+	err = ppsim_dma_init(ppsim_root);
+	if (err) {
+		debugfs_remove_recursive(ppsim_root);
+		return err;
+	}
 	debugfs_create_file("new_device", 0200, ppsim_root, NULL, &ppsim_new_fops);
 	debugfs_create_file("del_device", 0200, ppsim_root, NULL, &ppsim_del_fops);
 	ppsim_wire_debugfs_init(ppsim_root);
@@ -1486,6 +1493,7 @@ static void __exit ppsim_exit(void)
 		ppsim_destroy(pd);
 	}
 	mutex_unlock(&ppsim_devs_lock);
+	ppsim_dma_exit();
 	debugfs_remove_recursive(ppsim_root);
 }
 

@@ -39,6 +39,9 @@ static void ppsim_wire_rx_one(struct ppsim_lane *lane, u32 slot)
 	}
 	page = lane->posted[slot];
 	lane->posted[slot] = fresh;
+	/* What the "device" wrote becomes the CPU's, as in a NIC driver. */
+	if (lane->dma_mapped)
+		page_pool_dma_sync_for_cpu(lane->pool, page, PPSIM_WIRE_HEADROOM, len);
 	skb = napi_build_skb(page_address(page), PAGE_SIZE);
 	if (!skb) {
 		page_pool_recycle_direct(lane->pool, page);

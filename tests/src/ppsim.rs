@@ -425,6 +425,83 @@ fn u32_of(path: &Path, k: &str, n: u64) -> Result<u32, PpsimError> {
     })
 }
 
+/// ppsim's `calibrate`: per-page times of each pool path, on a pool made
+/// as an RX queue's (under `--icount`, guest instructions), medians over
+/// its rounds, and what the slow path's pages showed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Calibration {
+    /// A page taken by the slow path (bulk refill from the page allocator,
+    /// cleared on a distro host, mapped through an IOMMU).
+    pub slow_ns: u64,
+    /// A page put into a pool ring with room.
+    pub put_ring_ns: u64,
+    /// A page taken back from the ring.
+    pub get_ring_ns: u64,
+    /// A page put into a full ring: unmapped and freed.
+    pub release_ns: u64,
+    /// Slow-path pages that still held what was written into them before
+    /// they were freed (the allocator did not clear them).
+    pub dirty_refills: u64,
+    /// Slow-path pages the zeroing check looked at.
+    pub checked_refills: u64,
+    /// Slow-path pages whose DMA address is not their physical address
+    /// (mapped through an IOMMU).
+    pub mapped: u64,
+    /// Slow-path pages in all.
+    pub slow_pages: u64,
+}
+
+impl Calibration {
+    /// A recycled page: put into the ring, taken back.
+    #[must_use]
+    pub fn recycled_ns(&self) -> u64 {
+        self.put_ring_ns + self.get_ring_ns
+    }
+
+    /// A recycle miss: freed past a full ring, then bought back by the
+    /// slow path.
+    #[must_use]
+    pub fn miss_ns(&self) -> u64 {
+        self.release_ns + self.slow_ns
+    }
+}
+
+impl Ppsim {
+    /// Run ppsim's calibration (debugfs `calibrate`; seconds of guest time).
+    ///
+    /// # Errors
+    /// Read or parse failure.
+    pub fn calibrate(&self) -> Result<Calibration, PpsimError> {
+        let p = self.root.join("calibrate");
+        let s = read(&p)?;
+        parse_kv(&p, s.trim(), |c: &mut Calibration, k, n| {
+            match k {
+                "slow_ns" => c.slow_ns = n,
+                "put_ring_ns" => c.put_ring_ns = n,
+                "get_ring_ns" => c.get_ring_ns = n,
+                "release_ns" => c.release_ns = n,
+                "dirty_refills" => c.dirty_refills = n,
+                "checked_refills" => c.checked_refills = n,
+                "mapped" => c.mapped = n,
+                "slow_pages" => c.slow_pages = n,
+                _ => return false,
+            }
+            true
+        })
+    }
+
+    /// The PCI function ppsim's pools map through (`0000:00:01.0`), if the
+    /// VM has one (the iommu profiles).
+    ///
+    /// # Errors
+    /// Read failure.
+    pub fn dma_device(&self) -> Result<Option<String>, PpsimError> {
+        let s = read(&self.root.join("dma_device"))?;
+        let s = s.trim();
+        Ok((s != "none").then(|| s.to_owned()))
+    }
+}
+
 impl Ppsim {
     /// Load the module from `PPTUNE_PPSIM_KO` unless it is loaded already.
     ///

@@ -68,6 +68,72 @@ pub fn out_dir() -> Option<PathBuf> {
     }
 }
 
+/// The host profile the VM was booted with (`tests/vm/run.sh --profile`):
+/// what the RX slow path costs on it (docs/testbed.md "Host profiles").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    /// Nothing on the refill path but the page allocator.
+    Free,
+    /// `init_on_alloc=1`: every page the allocator hands out is cleared.
+    Distro,
+    /// Distro, and pools map through the emulated Intel IOMMU; the IOTLB
+    /// is invalidated on every unmap.
+    IommuStrict,
+    /// Distro, and pools map through the emulated Intel IOMMU; unmaps'
+    /// invalidations are batched by the flush queue.
+    IommuLazy,
+}
+
+impl Profile {
+    /// Its name on `run.sh --profile` and in `PPTUNE_VM_PROFILE`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Free => "free",
+            Self::Distro => "distro",
+            Self::IommuStrict => "iommu-strict",
+            Self::IommuLazy => "iommu-lazy",
+        }
+    }
+
+    /// Whether pools map their pages through the IOMMU.
+    #[must_use]
+    pub fn iommu(self) -> bool {
+        matches!(self, Self::IommuStrict | Self::IommuLazy)
+    }
+
+    /// Whether the page allocator clears every page it hands out.
+    #[must_use]
+    pub fn zeroes(self) -> bool {
+        self != Self::Free
+    }
+}
+
+/// The profile this VM was booted with (`PPTUNE_VM_PROFILE`, set by
+/// `run.sh`), if in the VM.
+///
+/// # Panics
+/// An unknown profile name: the runner and this list disagree.
+#[must_use]
+#[allow(clippy::panic)] // the test's own failure
+pub fn profile() -> Option<Profile> {
+    if !in_vm() {
+        return None;
+    }
+    let name = std::env::var("PPTUNE_VM_PROFILE").ok()?;
+    let all = [
+        Profile::Free,
+        Profile::Distro,
+        Profile::IommuStrict,
+        Profile::IommuLazy,
+    ];
+    Some(
+        all.into_iter()
+            .find(|p| p.name() == name)
+            .unwrap_or_else(|| panic!("PPTUNE_VM_PROFILE={name:?} is no profile this crate knows")),
+    )
+}
+
 /// Gate for VM-only tests (built with the `vm` feature): the kernel
 /// version inside the VM. Outside it the test fails: it cannot run, so it
 /// must not pass (`tests/vm/test.sh` runs these suites inside the VM).

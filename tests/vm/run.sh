@@ -2,7 +2,7 @@
 # Run one command inside a pptune test VM and return its exit status.
 #
 #   tests/vm/run.sh [--kernel 7.3|6.12|6.1|DIR] [--timeout SECS] [--mem MB]
-#                   [--smp N] [--icount] [--out DIR] -- CMD ARGS...
+#                   [--smp N] [--icount] [--profile P] [--out DIR] -- CMD ARGS...
 #
 # Boots the cached test kernel (tests/vm/kernel.sh builds it on first use) in
 # qemu TCG with the host's root filesystem read-only over 9p. CMD runs as root
@@ -21,6 +21,15 @@
 # shared with the guest read-only (like the root filesystem) and mounted at
 # the same path over the tmpfs. Other host files under them stay hidden (use
 # --out to hand files in or out).
+#
+# --profile prices the RX slow path as a kind of host does (docs/testbed.md
+# "Host profiles"; packaged kernels only): free (the default: nothing on
+# the refill path but the page allocator), distro (Debian's
+# init_on_alloc=1: every page the allocator hands out is cleared), and
+# iommu-strict / iommu-lazy (distro, plus a q35 machine with QEMU's
+# emulated Intel IOMMU and its `edu` PCI test device, to which ppsim binds
+# its pools' DMA mappings; IOTLB invalidated on every unmap, or batched by
+# the flush queue). The guest sees it as PPTUNE_VM_PROFILE.
 #
 # Output streams to stdout as the command writes it. Exit status: the
 # command's, or 124 on timeout, 125 if the VM ended without reporting one
@@ -41,6 +50,7 @@ MEM=1024
 # first; `--smp 2` is there for measurements that want the second CPU.
 SMP=1
 CLOCK=tcg   # --icount: icount (the guest sees it as PPTUNE_VM_CLOCK)
+PROFILE=free
 OUTDIR=""
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -49,14 +59,19 @@ while [ $# -gt 0 ]; do
         --mem) MEM="$2"; shift 2 ;;
         --smp) SMP="$2"; shift 2 ;;
         --icount) CLOCK=icount; shift ;;
+        --profile) PROFILE="$2"; shift 2 ;;
         --out) OUTDIR="$2"; shift 2 ;;
         --) shift; break ;;
-        -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown option '$1' (see --help)" ;;
     esac
 done
 [ $# -gt 0 ] || die "no command given (usage: run.sh [options] -- CMD ARGS...)"
 [[ "$TIMEOUT" =~ ^[0-9]+$ ]] || die "--timeout must be whole seconds"
+case "$PROFILE" in
+    free|distro|iommu-strict|iommu-lazy) ;;
+    *) die "unknown --profile '$PROFILE' (free, distro, iommu-strict, iommu-lazy)" ;;
+esac
 
 if [ -d "$KERNEL" ] && [ -f "$KERNEL/bzImage" ]; then
     KDIR="$(cd "$KERNEL" && pwd)"
@@ -116,13 +131,13 @@ done
     echo "cd $(printf '%q' "$PWD") || exit 125"
     for name in $(compgen -e); do
         case "$name" in
-            PPTUNE_IN_VM|PPTUNE_KERNEL|PPTUNE_KERNEL_DIR|PPTUNE_VM_OUT|PPTUNE_VM_CLOCK) ;;
+            PPTUNE_IN_VM|PPTUNE_KERNEL|PPTUNE_KERNEL_DIR|PPTUNE_VM_OUT|PPTUNE_VM_CLOCK|PPTUNE_VM_PROFILE) ;;
             PATH|HOME|USER|LOGNAME|LANG|LC_ALL|TERM|NO_COLOR|RUST_*|CARGO_*|PPTUNE_*)
                 printf 'export %s=%q\n' "$name" "${!name}" ;;
         esac
     done
-    printf 'export PPTUNE_IN_VM=1 PPTUNE_KERNEL=%q PPTUNE_KERNEL_DIR=%q PPTUNE_VM_OUT=%q PPTUNE_VM_CLOCK=%q\n' \
-        "$KVER" "$KDIR" "$OUTDIR" "$CLOCK"
+    printf 'export PPTUNE_IN_VM=1 PPTUNE_KERNEL=%q PPTUNE_KERNEL_DIR=%q PPTUNE_VM_OUT=%q PPTUNE_VM_CLOCK=%q PPTUNE_VM_PROFILE=%q\n' \
+        "$KVER" "$KDIR" "$OUTDIR" "$CLOCK" "$PROFILE"
     printf 'exec'
     printf ' %q' "$@"
     printf '\n'
@@ -198,10 +213,30 @@ if [ -f "$KDIR/initrd.img" ]; then
     # source-built test kernel's (kernel.sh says which and why).
     [ -f "$KDIR/cmdline" ] && MODPROBE_CMDLINE="$MODPROBE_CMDLINE $(cat "$KDIR/cmdline")"
 fi
+# The host profile: the slow path's price (see --profile above). The
+# packaged kernels have what it needs (ACPI, the Intel IOMMU driver, the
+# init_on_alloc default); the source-built one has neither ACPI nor IOMMU.
+MACHINE=pc
+PROFILE_ARGS=()
+if [ "$PROFILE" != free ]; then
+    [ -f "$KDIR/cmdline" ] || die "--profile $PROFILE needs a packaged kernel (7.3 or 6.1): $KDIR has no ACPI or IOMMU driver"
+    MODPROBE_CMDLINE="${MODPROBE_CMDLINE/ init_on_alloc=0/} init_on_alloc=1"
+fi
+case "$PROFILE" in
+    iommu-strict|iommu-lazy)
+        # The IOMMU first: devices created before it are not behind it.
+        MACHINE=q35
+        PROFILE_ARGS=(-device intel-iommu,intremap=off -device edu)
+        strict=1
+        [ "$PROFILE" = iommu-lazy ] && strict=0
+        MODPROBE_CMDLINE="$MODPROBE_CMDLINE intel_iommu=on iommu.passthrough=0 iommu.strict=$strict"
+        ;;
+esac
 setsid setpriv --pdeathsig KILL \
-    qemu-system-x86_64 -accel "$ACCEL" "${ICOUNT_ARGS[@]}" -cpu max -machine pc \
+    qemu-system-x86_64 -accel "$ACCEL" "${ICOUNT_ARGS[@]}" -cpu max -machine "$MACHINE" \
     -m "$MEM" -smp "$SMP_ARGS" -nodefaults -display none -no-user-config \
     -chardev "stdio,id=console,logfile=$CONSOLE_LOG,logappend=off" -serial chardev:console -no-reboot \
+    "${PROFILE_ARGS[@]}" \
     -kernel "$KDIR/bzImage" \
     "${INITRD_ARGS[@]}" \
     -fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap \

@@ -11,6 +11,9 @@
 #   ppsim        vm_ppsim (ppsim's model against the guest's clock, paced);
 #   two-vcpu     the non-power-of-two and the wire closed-loop scenarios on
 #                two vCPUs;
+#   profiles     vm_profiles under each priced host profile (distro,
+#                iommu-strict, iommu-lazy; 7.3), one boot each; the free
+#                profile's run of it is in the functional part;
 #   paced        closed-loop, ppsim and two-vcpu in one run.
 # A part runs its suites on each kernel that has any.
 #
@@ -24,8 +27,8 @@ if [ "${1:-}" = --part ]; then
     shift 2 || true
 fi
 case "$PART" in
-    all|functional|closed-loop|ppsim|two-vcpu|paced) ;;
-    *) die "--part takes functional, closed-loop, ppsim, two-vcpu or paced, not '$PART'" ;;
+    all|functional|closed-loop|ppsim|two-vcpu|profiles|paced) ;;
+    *) die "--part takes functional, closed-loop, ppsim, two-vcpu, profiles or paced, not '$PART'" ;;
 esac
 KERNELS=("$@")
 # 6.12 last by default: it is the one kernel built from source (kernel.sh),
@@ -110,8 +113,9 @@ log "daemon binary: $PPTUNE_BIN"
 
 # Which suites a kernel runs is decided here, once: a suite started on a
 # kernel it cannot test fails (it never prints SKIP and passes).
-#   vm_closed_loop, vm_crashpoints, vm_faults, vm_personalities, vm_replay, vm_wire: 7.3
-#     only (the full-suite kernel; ppsim's closed loop; the wire);
+#   vm_closed_loop, vm_crashpoints, vm_faults, vm_personalities, vm_profiles, vm_replay,
+#     vm_wire: 7.3 only (the full-suite kernel; ppsim's closed loop; the wire;
+#     the host profiles need a packaged kernel's ACPI and IOMMU driver);
 #   vm_ppsim: every kernel ppsim is built for (not 6.1);
 #   vm_netdevsim, vm_runner: every kernel.
 # --part picks the suites (in_part); in one boot the paced ones run last.
@@ -138,7 +142,7 @@ suites_for() {
     for b in "${functional[@]}" "${paced[@]}"; do
         name="$(basename "$b")"
         case "$name" in
-            vm_closed_loop-*|vm_crashpoints-*|vm_faults-*|vm_personalities-*|vm_replay-*|vm_wire-*) [ "$k" = 7.3 ] || continue ;;
+            vm_closed_loop-*|vm_crashpoints-*|vm_faults-*|vm_personalities-*|vm_profiles-*|vm_replay-*|vm_wire-*) [ "$k" = 7.3 ] || continue ;;
             vm_ppsim-*) has_ppsim "$k" || continue ;;
         esac
         echo "$b"
@@ -152,7 +156,15 @@ suites_for() {
 skips_for() {
     case "$1" in
         6.1) echo held_page_gives_inflight_and_detach_time deleted_device_orphans_its_pool page_pool_stats_agree_with_ynl ;;
+        # The free profile has no IOMMU to map through.
+        7.3) echo "$IOMMU_ONLY" ;;
     esac
+}
+IOMMU_ONLY=wire_pages_are_mapped_and_unmapped_by_the_iommu
+PRICED_PROFILES=(distro iommu-strict iommu-lazy)
+profiles_wanted() {
+    case "$PART" in all|profiles) ;; *) return 1 ;; esac
+    [ "$1" = 7.3 ]
 }
 
 failed=()
@@ -199,7 +211,9 @@ for k in "${KERNELS[@]}"; do
     mapfile -t KBINS < <(suites_for "$k")
     np2=0
     [ "$k" = 7.3 ] && two_vcpu_wanted && np2=1
-    if [ ${#KBINS[@]} -eq 0 ] && [ "$np2" = 0 ]; then
+    prof=0
+    profiles_wanted "$k" && prof=1
+    if [ ${#KBINS[@]} -eq 0 ] && [ "$np2" = 0 ] && [ "$prof" = 0 ]; then
         log "=== kernel $k: no $PART suites"
         continue
     fi
@@ -214,6 +228,16 @@ for k in "${KERNELS[@]}"; do
         tests2="$(two_vcpu_tests)"
         log "=== kernel 7.3, 2 vCPUs: $tests2"
         PPTUNE_VM_FILTER="${tests2% }" PPTUNE_VM_EXPECT_CPUS=2 boot "kernel 7.3, 2 vCPUs" 7.3 --smp 2 -- "${CL[@]}"
+    fi
+    if [ "$prof" = 1 ]; then
+        mapfile -t PR < <(printf '%s\n' "${BINS[@]}" | grep '/vm_profiles-')
+        [ ${#PR[@]} -eq 1 ] || die "no vm_profiles binary for the profile runs"
+        for p in "${PRICED_PROFILES[@]}"; do
+            skip=""
+            case "$p" in iommu-*) ;; *) skip="$IOMMU_ONLY" ;; esac
+            log "=== kernel 7.3, profile $p"
+            PPTUNE_VM_SKIP="$skip" boot "kernel 7.3, profile $p" 7.3 --profile "$p" -- "${PR[@]}"
+        done
     fi
 done
 log "VM suites ($PART) done in $((SECONDS - T0)) s"
