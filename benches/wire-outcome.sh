@@ -7,7 +7,7 @@
 #   benches/wire-outcome.sh            # the whole run -> benches/results/wire-outcome.*
 #   benches/wire-outcome.sh --smoke    # checks the bench still runs (CI)
 #   benches/wire-outcome.sh --remedy   # time to remedy at the shipped default
-#   benches/wire-outcome.sh [--name NAME] [--jobs N] -- DRIVER-OPTIONS...   # an ad-hoc run
+#   benches/wire-outcome.sh [--name NAME] [--jobs N] [--profile P] -- DRIVER-OPTIONS...   # an ad-hoc run
 #
 # Host: builds the driver, the release pptune (one `cargo bench --no-run`,
 # benches/lib.sh), pptraffic (debug, as tests/vm/wire-cost.sh measured it)
@@ -27,12 +27,15 @@
 # default, enforcing) on the drain workload, two 240 s runs from ring 256,
 # B's counters read every second: the time from the first second whose
 # ring_full share is >= 20 % to pptune's first change (wire-remedy.*).
+# --profile: the host profile the VMs boot with (tests/vm/run.sh --profile:
+# free, distro, iommu-strict, iommu-lazy; default free).
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 SMOKE=0
 REMEDY=0
 NAME=wire-outcome
 JOBS=2
+PROFILE=free
 ADHOC=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -40,8 +43,9 @@ while [ $# -gt 0 ]; do
         --remedy) REMEDY=1; shift ;;
         --name) NAME="$2"; shift 2 ;;
         --jobs) JOBS="$2"; shift 2 ;;
+        --profile) PROFILE="$2"; shift 2 ;;
         --) shift; ADHOC=("$@"); break ;;
-        -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "wire-outcome: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -123,7 +127,7 @@ for ((g = 0; g < JOBS; g++)); do
         printf 'echo "$(( $(date +%%s) - s )) $r" > %q; exit $r\n' "$VMOUT/vm.times"
     } > "$VMOUT/job.sh"
     log "VM $g (icount): ${GROUPS_[$g]}"
-    tests/vm/run.sh --kernel 7.3 --icount --mem 2048 --timeout 6000 --out "$VMOUT" -- \
+    tests/vm/run.sh --kernel 7.3 --icount --profile "$PROFILE" --mem 2048 --timeout 6000 --out "$VMOUT" -- \
         bash "$VMOUT/job.sh" > "$VMOUT/console.log" 2>&1 &
     PIDS+=($!)
 done
@@ -145,8 +149,8 @@ for ((g = 0; g < JOBS; g++)); do
     [ "$s" -gt "$VM_S" ] && VM_S=$s
     [ "$r" = 0 ] || VM_RC=$r
 done
-printf '{"git": "%s", "driver_virtual_s": %s, "driver_exit": %s, "host_total_s": %s, "vms": [%s]}\n' \
-    "$GIT" "$VM_S" "$VM_RC" "$TOTAL" "$(IFS=,; echo "${PARTS[*]}")" > "$RES/$NAME-run.json"
+printf '{"git": "%s", "profile": "%s", "driver_virtual_s": %s, "driver_exit": %s, "host_total_s": %s, "vms": [%s]}\n' \
+    "$GIT" "$PROFILE" "$VM_S" "$VM_RC" "$TOTAL" "$(IFS=,; echo "${PARTS[*]}")" > "$RES/$NAME-run.json"
 log "VMs: at most $VM_S s of guest (virtual) time each, exit $VM_RC; host: $TOTAL s in all"
 rc=$vmrc
 if [ -f "$RES/$NAME.jsonl" ]; then

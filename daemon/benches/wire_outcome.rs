@@ -704,6 +704,7 @@ async fn main() {
     println!(
         "{}",
         json!({"kind": "meta", "clock": std::env::var("PPTUNE_VM_CLOCK").ok(),
+               "profile": std::env::var("PPTUNE_VM_PROFILE").ok(),
                "cpus": std::thread::available_parallelism().map_or(0, usize::from),
                "sweep": o.sweep, "rounds": o.rounds, "warmup_secs": o.warmup,
                "window_secs": o.window, "ctl_window_secs": o.ctl_window, "quiet_secs": o.quiet,
