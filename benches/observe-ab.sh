@@ -8,7 +8,7 @@
 # $CARGO_TARGET_DIR/bench-bin by benches/observe-cost.sh; build the other
 # side from a git worktree of the commit to compare). B_DIR also gives the
 # raw floor (`raw_floor`). One 7.3 VM boot with `tests/vm/run.sh --icount`
-# (the guest clock counts instructions, BENCHMARKS.md §2), netdevsim
+# (the guest clock counts instructions, BENCHMARKS.md §2.1), netdevsim
 # devices with 128 queues each up to N pools (default 2048), then R rounds
 # (default 3) of A, B and the floor, the order rotated each round, P passes
 # each (default: benches/lib.sh bench_passes). Prints, per round and as the median

@@ -32,7 +32,7 @@
 # inside (pass, floor, processes, the daemon) is an instruction count,
 # repeatable whatever the shared host is doing; TCG's own clock counted host
 # stalls and moved a pass/floor ratio between 1.2 and 1.9 with the host's
-# load. Instructions are not seconds on a real CPU: see BENCHMARKS.md §2.
+# load. Instructions are not seconds on a real CPU: see BENCHMARKS.md §2.1.
 # Results: benches/results/observe-cost.json (+ .svg plot, and the 2048-pool
 # snapshot benches/results/vm-snapshot-2048.json for the render bench).
 # --smoke: 16 pools only, few passes, results to $CARGO_TARGET_DIR instead.

@@ -118,7 +118,7 @@ const WORKLOADS: &[Workload] = &[
     bursty("bursty-2500", 2500),
     bursty("bursty-6000", 6000),
     bursty("bursty-10000", 10000),
-    // The sizes earlier runs used (BENCHMARKS.md history).
+    // The sizes earlier runs used (benches/results/outcome-model.md).
     bursty("bursty-2k", 2048),
     bursty("bursty-8k", 8192),
     // Bursty at a fixed arrival rate (per queue): the ring buffers arrivals,
