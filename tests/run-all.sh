@@ -188,8 +188,7 @@ step "cargo clippy -D warnings (all targets, pptune-tests/vm)" \
 
 # Tests that need root, a tool or the cached test kernel are #[ignore]d for a
 # plain `cargo test`; here they run, and a missing prerequisite fails them.
-# status_on_this_host reads the host's own interfaces: by hand only.
-skips=(--skip status_on_this_host)
+skips=()
 if ((!VM)); then
   skips+=(--skip exit_status_and_environment_come_back --skip timeout_stops_the_vm_and_leaves_no_qemu)
 fi

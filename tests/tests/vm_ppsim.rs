@@ -2,8 +2,9 @@
 //! pptune's netlink client, in the test VM (`tests/vm/test.sh`).
 //!
 //! Runs on 7.3 and 6.12 (ppsim needs page-pool netlink, queue↔NAPI linking
-//! and `netdev_stat_ops`); on 6.1 ppsim is not built and these tests print
-//! why they skip. Outside the VM every test prints why it is skipped.
+//! and `netdev_stat_ops`); `tests/vm/test.sh` does not start it on 6.1,
+//! where ppsim is not built. Started anywhere it cannot run (outside the VM,
+//! on 6.1, without the module), every test fails (`vm::require_ppsim`).
 //!
 //! The measurement tests print one `MEASURE` line each with the knob values
 //! they used (`tests/vm/test.sh` output is where the report numbers come from).

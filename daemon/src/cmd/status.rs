@@ -890,19 +890,6 @@ mod tests {
         assert_eq!(json["schema_version"], 1);
     }
 
-    /// Manual: `cargo test -p pptune status_on_this_host -- --ignored --nocapture`
-    /// prints this host's status (reads only).
-    #[test]
-    #[ignore = "reads the host's real interfaces; run by hand"]
-    fn status_on_this_host() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let code = rt.block_on(run(StatusArgs::default())).unwrap();
-        assert_eq!(code, ExitCode::SUCCESS);
-    }
-
     /// `--json` into a file or pipe is one line of JSON that reads back as
     /// the report; text mode prints the text rendering.
     #[test]
