@@ -29,7 +29,8 @@ use policy::counters::METRICS as POOL_COUNTERS;
 use crate::act::events::Event;
 use crate::act::rollout::{self, Arm, Standing};
 use policy::Policy;
-use policy::plan::{Action, Decision};
+use policy::knobs::{self, Block, Knob};
+use policy::plan::{Action, Decision, ReasonCode};
 use policy::policy::QueueSelection;
 use policy::snapshot::{Device, Snapshot};
 use prometheus_client::metrics::MetricType;
@@ -80,6 +81,8 @@ struct CountedSeries {
     info: Option<(InfoLabels, [Option<u32>; 2])>,
     /// The rx counters' handles and the kernel's values they last counted.
     link: Option<([Counter; 4], [u64; 4])>,
+    /// The knobs and modes whose counters exist at 0 ([`Metrics::known`]).
+    zeroed: BTreeSet<(Knob, &'static str)>,
 }
 
 /// The registry and every family.
@@ -169,6 +172,11 @@ impl Metrics {
         for k in ERROR_KINDS {
             let _ = families.errors.get_or_create(&KindLabels {
                 kind: (*k).to_owned(),
+            });
+        }
+        for source in netlink::events::NOTIFY_SOURCES {
+            let _ = families.resyncs.get_or_create(&KindLabels {
+                kind: source.to_owned(),
             });
         }
         for res in ["ok", "invalid"] {
@@ -522,6 +530,67 @@ impl Metrics {
         }
     }
 
+    /// A device the pass decided for, with the knobs the policy manages on
+    /// it: every counter the rules, alerts and dashboard read for it exists
+    /// from now on, at 0 for what has not happened yet (the Prometheus
+    /// client convention: a series born at 1 hides its first event from
+    /// `increase()` and `rate()`). Per managed knob the device has: the
+    /// change results of `pptune_actions_total`
+    /// ([`crate::act::events::ACTION_SERIES`]), the override counter, and
+    /// the change decisions of its block in `mode`. Allocates only the
+    /// first time a (knob, mode) is seen.
+    pub fn known(&self, dev: &Device, policy: &Policy, mode: &'static str) {
+        self.with_counted(&dev.name, |c| {
+            for k in knobs::all().filter(|k| (k.managed)(policy) && k.read(dev).0.is_some()) {
+                if c.zeroed.contains(&(k.knob, mode)) {
+                    continue;
+                }
+                let knob_seen = c.zeroed.iter().any(|(z, _)| *z == k.knob);
+                c.zeroed.insert((k.knob, mode));
+                for &(reason, block) in &ReasonCode::CHANGES {
+                    if block != k.block {
+                        continue;
+                    }
+                    let action = match block {
+                        Block::Rings => "set_ring",
+                        Block::Channels => "set_channels",
+                    };
+                    c.decisions
+                        .entry((action, reason.as_str(), mode))
+                        .or_insert_with(|| {
+                            self.decisions.get_or_create_owned(&DecisionLabels {
+                                device: dev.name.clone(),
+                                action: action.to_owned(),
+                                reason: reason.as_str().to_owned(),
+                                mode: mode.to_owned(),
+                            })
+                        });
+                }
+                if knob_seen {
+                    continue;
+                }
+                for &(direction, results) in crate::act::events::ACTION_SERIES {
+                    for result in results {
+                        let l = ActionLabels {
+                            device: dev.name.clone(),
+                            knob: k.name.to_owned(),
+                            direction: direction.to_owned(),
+                            result: (*result).to_owned(),
+                        };
+                        let _ = self.actions.get_or_create(&l);
+                        c.actions.insert(l);
+                    }
+                }
+                let l = KnobLabels {
+                    device: dev.name.clone(),
+                    knob: k.name.to_owned(),
+                };
+                let _ = self.overrides.get_or_create(&l);
+                c.overrides.insert(l);
+            }
+        });
+    }
+
     /// One decision of the pass: the device's mode (`enforce` or
     /// `observe`, after rollout), its backoff flag (0 for every selected
     /// device, so "backed off" is a value to alert on, not a missing
@@ -871,6 +940,78 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("pptune_rollout_enforcing 0\n"), "{text}");
+    }
+
+    /// A device pptune decides for has its change, override and change
+    /// decision counters at 0 before anything happens, for each knob the
+    /// policy manages on it (not for knobs it lacks or the policy leaves
+    /// alone), so the first change is a step from 0 that `increase()`
+    /// sees; the first event then reads 1 and the vanished device takes
+    /// them all.
+    #[test]
+    fn a_known_device_exports_its_counters_at_zero() {
+        let m = Metrics::new();
+        let t = m.encode().unwrap();
+        for source in netlink::events::NOTIFY_SOURCES {
+            assert!(
+                t.contains(&format!("pptune_resyncs_total{{kind=\"{source}\"}} 0\n")),
+                "{t}"
+            );
+        }
+        let mut p = policy::fixtures::policy();
+        p.channels.enabled = false;
+        let dev = Device {
+            ifindex: 9,
+            name: "eth9".to_owned(),
+            rings: policy::snapshot::Availability::Available(policy::snapshot::Rings {
+                rx: Some(256),
+                rx_max: Some(4096),
+                ..Default::default()
+            }),
+            channels: policy::snapshot::Availability::Available(policy::snapshot::Channels {
+                combined: Some(2),
+                ..Default::default()
+            }),
+            ..Device::default()
+        };
+        let mut passes = Passes::default();
+        passes.feed(
+            &m,
+            &Snapshot {
+                devices: vec![dev.clone()],
+                ..Snapshot::default()
+            },
+        );
+        m.known(&dev, &p, "observe");
+        m.known(&dev, &p, "observe");
+        let t = m.encode().unwrap();
+        for want in [
+            "pptune_actions_total{device=\"eth9\",knob=\"ring.rx\",direction=\"grow\",result=\"applied\"} 0\n",
+            "pptune_actions_total{device=\"eth9\",knob=\"ring.rx\",direction=\"shrink\",result=\"refused\"} 0\n",
+            "pptune_actions_total{device=\"eth9\",knob=\"ring.rx\",direction=\"revert\",result=\"applied\"} 0\n",
+            "pptune_operator_overrides_total{device=\"eth9\",knob=\"ring.rx\"} 0\n",
+            "pptune_decisions_total{device=\"eth9\",action=\"set_ring\",reason=\"recycle_miss_high\",mode=\"observe\"} 0\n",
+        ] {
+            assert!(t.contains(want), "{want} in\n{t}");
+        }
+        assert!(
+            !t.contains("ring.rx-jumbo") && !t.contains("channels."),
+            "{t}"
+        );
+        assert!(!t.contains("mode=\"enforce\""), "{t}");
+        m.known(&dev, &p, "enforce");
+        let t = m.encode().unwrap();
+        assert!(t.contains("pptune_decisions_total{device=\"eth9\",action=\"set_ring\",reason=\"calm_shrink\",mode=\"enforce\"} 0\n"), "{t}");
+        m.count([Event::Action {
+            device: "eth9".to_owned(),
+            knob: policy::Knob::Ring(policy::RingField::Rx),
+            direction: "grow",
+            result: "applied".to_owned(),
+        }]);
+        let t = m.encode().unwrap();
+        assert!(t.contains("pptune_actions_total{device=\"eth9\",knob=\"ring.rx\",direction=\"grow\",result=\"applied\"} 1\n"), "{t}");
+        passes.feed(&m, &Snapshot::default());
+        assert!(!m.encode().unwrap().contains("eth9"));
     }
 
     /// A device that vanishes takes every per-device series with it: the

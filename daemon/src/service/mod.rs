@@ -505,6 +505,9 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 "observe"
             };
             let backed_off = self.acting.actuator.backed_off(&self.key, now);
+            if let Some(dev) = self.devices.get(&dec.ifindex) {
+                self.metrics.known(dev, &self.policy, mode);
+            }
             self.metrics.observe_decision(dec, mode, backed_off);
             self.log.log(dec, mode, now);
             // The last decision per device, overwritten in place.
