@@ -185,6 +185,10 @@ fn populated_metrics() -> pptune::publish::metrics::Metrics {
         })
         .inc();
     m.set_mode("eth0", "enforce");
+    m.set_unjudged(
+        "eth1",
+        Some(pptune::publish::notes::Unjudged::DriverHidesPools),
+    );
     m.set_recommendation(
         "eth0",
         Some((

@@ -28,6 +28,7 @@ use policy::counters::METRICS as POOL_COUNTERS;
 
 use crate::act::events::Event;
 use crate::act::rollout::{self, Arm, Standing};
+use crate::publish::notes::Unjudged;
 use policy::Policy;
 use policy::knobs::{self, Block, Knob};
 use policy::plan::{Action, Decision, ReasonCode};
@@ -83,6 +84,8 @@ struct CountedSeries {
     link: Option<([Counter; 4], [u64; 4])>,
     /// The knobs and modes whose counters exist at 0 ([`Metrics::known`]).
     zeroed: BTreeSet<(Knob, &'static str)>,
+    /// The `pptune_device_unjudged` series exported, if any.
+    unjudged: Option<Unjudged>,
 }
 
 /// The registry and every family.
@@ -177,6 +180,11 @@ impl Metrics {
         for source in netlink::events::NOTIFY_SOURCES {
             let _ = families.resyncs.get_or_create(&KindLabels {
                 kind: source.to_owned(),
+            });
+        }
+        for why in Unjudged::ALL {
+            let _ = families.judging_nothing.get_or_create(&ReasonLabels {
+                reason: why.as_str(),
             });
         }
         for res in ["ok", "invalid"] {
@@ -591,6 +599,41 @@ impl Metrics {
         });
     }
 
+    /// Why pptune cannot judge `device` (`None`: it can): its one
+    /// `pptune_device_unjudged` series, or none.
+    pub fn set_unjudged(&self, device: &str, why: Option<Unjudged>) {
+        self.with_counted(device, |c| {
+            if c.unjudged == why {
+                return;
+            }
+            if let Some(old) = c.unjudged.take() {
+                self.device_unjudged.remove(&DevReasonLabels {
+                    device: device.to_owned(),
+                    reason: old.as_str(),
+                });
+            }
+            if let Some(w) = why {
+                self.device_unjudged
+                    .get_or_create(&DevReasonLabels {
+                        device: device.to_owned(),
+                        reason: w.as_str(),
+                    })
+                    .set(1);
+            }
+            c.unjudged = why;
+        });
+    }
+
+    /// Why the host judges no device (`None`: it judges some): 1 for that
+    /// reason of `pptune_judging_nothing`, 0 for the others.
+    pub fn set_judging_nothing(&self, why: Option<Unjudged>) {
+        for w in Unjudged::ALL {
+            self.judging_nothing
+                .get_or_create(&ReasonLabels { reason: w.as_str() })
+                .set(i64::from(Some(w) == why));
+        }
+    }
+
     /// One decision of the pass: the device's mode (`enforce` or
     /// `observe`, after rollout), its backoff flag (0 for every selected
     /// device, so "backed off" is a value to alert on, not a missing
@@ -762,6 +805,12 @@ impl Metrics {
             }
             if let Some((l, _)) = &c.info {
                 self.device_info.remove(l);
+            }
+            if let Some(w) = c.unjudged {
+                self.device_unjudged.remove(&DevReasonLabels {
+                    device: device.to_owned(),
+                    reason: w.as_str(),
+                });
             }
         }
         let dev = DevLabels {

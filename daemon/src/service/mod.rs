@@ -406,6 +406,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         let (plan, asked) = self.decide(&mut snap, now);
         let cap = snap.capabilities.cap_net_admin;
         self.publish(&plan, now, cap);
+        report::export_judging(&self.metrics, &snap, &self.policy, &plan.decisions);
         self.actuate(&plan, &snap, cap).await;
         self.close_pass(plan, snap, now, asked, cap);
     }

@@ -96,6 +96,9 @@ families! {
     rx_bytes: Family<DevLabels, Counter> = ("pptune_device_rx", "Bytes the device received (rtnetlink rx_bytes), counted since pptune started", Unit::Bytes);
     rx_missed: Family<DevLabels, Counter> = ("pptune_device_rx_missed_packets", "Packets the NIC dropped for want of a posted buffer (rtnetlink rx_missed_errors + rx_fifo_errors), counted since pptune started");
     rx_dropped: Family<DevLabels, Counter> = ("pptune_device_rx_dropped_packets", "Packets received but dropped by the host (rtnetlink rx_dropped), counted since pptune started");
+    /// Why pptune judges nothing (`publish::notes::Unjudged`).
+    judging_nothing: Family<ReasonLabels, Gauge> = ("pptune_judging_nothing", "1 for the reason this host judges no device (every reason exported, all 0 while some device is judged): no_pool_introspection, no_pool_stats, driver_hides_pools, no_pools, device_down, rings_unavailable, not_managed, not_selected, no_devices");
+    device_unjudged: Family<DevReasonLabels, Gauge> = ("pptune_device_unjudged", "1 with the reason pptune cannot judge the device (absent while it can)");
     rollout_enforcing: Gauge = ("pptune_rollout_enforcing", "1 when this host enforces: it falls in the policy's rollout fraction and some selector is in enforce mode");
     rollout_host_selected: Gauge = ("pptune_rollout_host_selected", "1 when this host falls in the policy's rollout fraction (it would enforce what an enforcing selector selects)");
     policy_enforcing: Gauge = ("pptune_policy_enforcing", "1 when some selector of the policy in force is in enforce mode");

@@ -123,3 +123,16 @@ pub struct BuildLabels {
     /// checkout unless `PPTUNE_GIT_REVISION` was set at build time).
     pub revision: String,
 }
+
+/// `pptune_judging_nothing`'s label: why the host judges nothing.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: &'static str,
+}
+
+/// `pptune_device_unjudged`'s labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DevReasonLabels {
+    pub device: String,
+    pub reason: &'static str,
+}
