@@ -944,6 +944,146 @@ async fn readiness_fails_while_sampling_hangs_and_while_the_policy_is_invalid() 
     served.daemon.abort();
 }
 
+/// A loop stopped by the test hook (every sample blocks, as on a wedged
+/// netlink socket) fails `/livez` within the liveness deadline, the
+/// watchdog's rule, while `/healthz` (the process) still answers; the loop
+/// back, `/livez` passes again.
+#[tokio::test(flavor = "current_thread")]
+async fn livez_fails_when_the_loop_stops_passing() {
+    use pptune::publish::health::LOOP_DEADLINE;
+    let livez = |addr| {
+        client(move || {
+            let mut s = connect(addr);
+            let r = exchange(&mut s, "GET /livez HTTP/1.1\r\nHost: x", false).unwrap();
+            (r.status, String::from_utf8(r.body).unwrap())
+        })
+    };
+    let mut policy = fake::test_policy(Mode::Observe);
+    policy.timing.interval = Duration::from_millis(200);
+    let next = Arc::new(std::sync::Mutex::new(policy.clone()));
+    let served = serve_daemon(policy, next).await;
+    let addr = served.addr;
+    readyz_until(addr, 200).await;
+    assert_eq!(livez(addr).await.0, 200);
+    served.kernel.state.lock().unwrap().hang_sampling = true;
+    let t0 = tokio::time::Instant::now();
+    let body = loop {
+        let (status, body) = livez(addr).await;
+        if status == 503 {
+            break body;
+        }
+        assert!(
+            t0.elapsed() < LOOP_DEADLINE + Duration::from_secs(3),
+            "/livez still {status} after {:?}: {body}",
+            t0.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert!(
+        t0.elapsed() >= LOOP_DEADLINE - Duration::from_secs(1),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert!(body.contains("\"alive\":false"), "{body}");
+    let hz = client(move || {
+        let mut s = connect(addr);
+        exchange(&mut s, "GET /healthz HTTP/1.1\r\nHost: x", false)
+            .unwrap()
+            .status
+    })
+    .await;
+    assert_eq!(hz, 200);
+    served.kernel.state.lock().unwrap().hang_sampling = false;
+    readyz_until(addr, 200).await;
+    assert_eq!(livez(addr).await.0, 200);
+    served.daemon.abort();
+}
+
+/// `/metrics` of `addr`, the body.
+async fn metrics_text(addr: std::net::SocketAddr) -> String {
+    client(move || {
+        let mut s = connect(addr);
+        let r = exchange(&mut s, "GET /metrics HTTP/1.1\r\nHost: x", false).unwrap();
+        String::from_utf8(r.body).unwrap()
+    })
+    .await
+}
+
+/// The `pptune_policy_info` lines and the load time of `text`.
+fn policy_series(text: &str) -> (Vec<String>, f64) {
+    let info = text
+        .lines()
+        .filter(|l| l.starts_with("pptune_policy_info{"))
+        .map(str::to_owned)
+        .collect();
+    let at = text
+        .lines()
+        .find_map(|l| l.strip_prefix("pptune_policy_loaded_timestamp_seconds "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    (info, at)
+}
+
+/// Which policy runs, as its content hash: one `pptune_policy_info`
+/// series with the policy's hash (and its shadow's), replaced when a
+/// reload brings another policy, with the time of that load; an invalid
+/// reload leaves both as they were.
+#[tokio::test(flavor = "current_thread")]
+async fn the_policy_hash_and_load_time_follow_each_reload() {
+    use pptune::publish::policy_hash::hash;
+    let mut policy = fake::test_policy(Mode::Observe);
+    policy.timing.interval = Duration::from_millis(200);
+    let next = Arc::new(std::sync::Mutex::new(policy.clone()));
+    let served = serve_daemon(policy.clone(), Arc::clone(&next)).await;
+    readyz_until(served.addr, 200).await;
+    let (info, t0) = policy_series(&metrics_text(served.addr).await);
+    assert_eq!(
+        info,
+        [format!(
+            "pptune_policy_info{{hash=\"{}\",shadow_hash=\"\"}} 1",
+            hash(&policy)
+        )]
+    );
+    assert!(t0 > 1.7e9, "{t0}");
+    // Another policy, with a shadow.
+    let mut other = policy.clone();
+    other.rings.max = 2048;
+    let mut shadow = policy.clone();
+    shadow.rings.max = 1024;
+    other.shadow = Some(policy::policy::Shadow {
+        path: "/etc/pptune/shadow.yaml".into(),
+        policy: Some(Box::new(shadow.clone())),
+    });
+    *next.lock().unwrap() = other.clone();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    served.reload.send(()).unwrap();
+    let want = format!(
+        "pptune_policy_info{{hash=\"{}\",shadow_hash=\"{}\"}} 1",
+        hash(&other),
+        hash(&shadow)
+    );
+    let t = tokio::time::Instant::now();
+    let (info, t1) = loop {
+        let got = policy_series(&metrics_text(served.addr).await);
+        if got.0 == [want.clone()] || t.elapsed() > Duration::from_secs(10) {
+            break got;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(info, std::slice::from_ref(&want));
+    assert_ne!(hash(&other), hash(&policy));
+    assert!(t1 > t0, "{t0} -> {t1}");
+    // An invalid one: the policy in force, and its series, stay.
+    next.lock().unwrap().timing.interval = Duration::ZERO;
+    served.reload.send(()).unwrap();
+    readyz_until(served.addr, 503).await;
+    assert_eq!(
+        policy_series(&metrics_text(served.addr).await),
+        (vec![want], t1)
+    );
+    served.daemon.abort();
+}
+
 /// A policy load that does not finish (a wedged file system; before the
 /// linear matcher, a glob that backtracked) ran on the loop's own thread:
 /// `/healthz` and signals stopped with it and only the watchdog ended it;

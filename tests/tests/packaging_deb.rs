@@ -103,7 +103,8 @@ const EXPECTED_FILES: &[&str] = &[
     "./usr/share/pptune/policy.schema.json",
     "./usr/share/pptune/prometheus/pptune-rules.yaml",
     "./usr/share/doc/pptune/kubernetes/daemonset.yaml",
-    "./usr/share/doc/pptune/kubernetes/configmap.yaml",
+    "./usr/share/doc/pptune/kubernetes/policy.yaml",
+    "./usr/share/doc/pptune/kubernetes/kustomization.yaml",
 ];
 
 fn check_listing(deb: &Path) {
@@ -352,13 +353,7 @@ fn check_policies(x: &Path) -> usize {
         policies.push(e.unwrap().path());
     }
     // The Kubernetes ConfigMap's policy, as the pod will see it.
-    let cm: serde_json::Value = serde_saphyr::from_str(
-        &std::fs::read_to_string(x.join("usr/share/doc/pptune/kubernetes/configmap.yaml")).unwrap(),
-    )
-    .unwrap();
-    let cm_policy = x.join("configmap-policy.yaml");
-    std::fs::write(&cm_policy, cm["data"]["policy.yaml"].as_str().unwrap()).unwrap();
-    policies.push(cm_policy);
+    policies.push(x.join("usr/share/doc/pptune/kubernetes/policy.yaml"));
 
     for p in &policies {
         let out = run(Command::new(&bin).arg("check").arg("--config").arg(p));

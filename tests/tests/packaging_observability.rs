@@ -185,6 +185,7 @@ fn populated_metrics() -> pptune::publish::metrics::Metrics {
         })
         .inc();
     m.set_mode("eth0", "enforce");
+    let _ = m.policy_in_force(&policy::fixtures::policy());
     m.set_unjudged(
         "eth1",
         Some(pptune::publish::notes::Unjudged::DriverHidesPools),

@@ -662,9 +662,13 @@ impl Metrics {
         self.set_recommendation(&dec.device, rec);
     }
 
-    /// A policy load's outcome: the policy now in force, or why the new
-    /// one was refused (the last good one stays).
-    pub fn policy_loaded(&self, loaded: Result<&Policy, &str>) {
+    /// A policy load's outcome: the policy now in force (its hashes
+    /// returned, for the log), or why the new one was refused (the last
+    /// good one stays).
+    pub fn policy_loaded(
+        &self,
+        loaded: Result<&Policy, &str>,
+    ) -> Option<crate::publish::policy_hash::PolicyHashes> {
         let result = if loaded.is_ok() { "ok" } else { "invalid" };
         self.reloads
             .get_or_create(&ResultLabels {
@@ -672,22 +676,35 @@ impl Metrics {
             })
             .inc();
         match loaded {
-            Ok(p) => self.policy_in_force(p),
+            Ok(p) => Some(self.policy_in_force(p)),
             Err(e) => {
                 self.error("policy_reload");
                 self.policy_valid.set(0);
                 self.health.set_policy_error(Some(e));
+                None
             }
         }
     }
 
-    /// A valid policy in force (at start, or reloaded): its interval for
-    /// `/readyz`, its queue selection for the series.
-    pub fn policy_in_force(&self, p: &Policy) {
+    /// A valid policy in force (at start, or reloaded): its hashes and
+    /// load time, its interval for `/readyz`, its queue selection for the
+    /// series. Returns the hashes, for the log.
+    pub fn policy_in_force(&self, p: &Policy) -> crate::publish::policy_hash::PolicyHashes {
+        let h = crate::publish::policy_hash::PolicyHashes::of(p);
+        let labels = PolicyLabels {
+            hash: h.policy.clone(),
+            shadow_hash: h.shadow.clone().unwrap_or_default(),
+        };
+        self.policy_info.clear();
+        self.policy_info.get_or_create(&labels).set(1);
+        #[allow(clippy::cast_precision_loss)]
+        self.policy_loaded
+            .set(crate::clock::unix_ms() as f64 / 1000.0);
         self.policy_valid.set(1);
         self.health.set_interval(p.timing.interval);
         self.health.set_policy_error(None);
         self.set_queue_series(p.daemon.queue_series);
+        h
     }
 
     /// The rollout gauges: whether the host enforces, is selected, whether

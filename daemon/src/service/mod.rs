@@ -177,7 +177,8 @@ pub async fn run<K: Kernel, E: Engine>(
         coexist: crate::act::coexist::Tracker::new(coexist),
         recording,
     };
-    d.metrics.policy_in_force(&d.policy);
+    let hashes = d.metrics.policy_in_force(&d.policy);
+    tracing::info!(policy_hash = %hashes.policy, shadow_hash = hashes.shadow.as_deref().unwrap_or(""), "policy loaded: {hashes}");
     d.export_rollout();
     let result = d.main_loop(&mut reload, &mut restore_rx, shutdown).await;
     d.stop().await;
@@ -209,9 +210,15 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
     }
 
     /// Wake-up period: the policy interval, but at least twice per watchdog
-    /// period so the loop's own ping never misses.
+    /// period and per liveness deadline (`/livez`) so the loop's own ping
+    /// never misses.
     fn tick_period(&self) -> Duration {
-        let i = self.policy.timing.interval.max(Duration::from_millis(10));
+        let i = self
+            .policy
+            .timing
+            .interval
+            .max(Duration::from_millis(10))
+            .min(crate::publish::health::LOOP_DEADLINE / 2);
         match self.notifier.watchdog() {
             Some(w) => i.min(w / 2),
             None => i,
@@ -251,8 +258,10 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                         self.tick().await;
                         next_sample = after(self.policy.timing.interval);
                     }
-                    // From the loop itself: a wedged tick stops the pings.
+                    // From the loop itself: a wedged tick stops the pings
+                    // and fails `/livez`.
                     self.notifier.watchdog_ping();
+                    self.metrics.health.passed();
                     next_ping = after(self.tick_period());
                 }
                 msg = reload.recv(), if reload_open => match msg {
@@ -691,8 +700,8 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 self.acting.actuator.policy_reloaded(changed);
                 self.draw = rollout::draw(self.policy.rollout.as_ref(), &self.host_id.value);
                 self.export_rollout();
-                self.metrics.policy_loaded(Ok(&self.policy));
-                tracing::info!("policy reloaded");
+                let hashes = self.metrics.policy_loaded(Ok(&self.policy));
+                tracing::info!(policy_hash = %hashes.as_ref().map_or("", |h| h.policy.as_str()), shadow_hash = hashes.as_ref().and_then(|h| h.shadow.as_deref()).unwrap_or(""), "policy reloaded: {}", hashes.as_ref().map(ToString::to_string).unwrap_or_default());
             }
             Err(e) => {
                 tracing::error!(error = %e, "policy reload failed: keeping the last good policy");

@@ -115,6 +115,10 @@ families! {
     shadow_memory: Family<DevLabels, Gauge> = ("pptune_shadow_pool_inflight_modelled", "The shadow's pool memory (inflight) on the device: observed until its ring differs from the live one, then scaled by the ring model", Unit::Bytes);
     shadow_modelled: Family<DevLabels, Gauge> = ("pptune_shadow_modelled", "1 when the shadow's figures on the device are the ring model's, not observed");
     reloads: Family<ResultLabels, Counter> = ("pptune_policy_reloads", "Policy reloads by result (ok, invalid)");
+    /// Which policy runs (`publish::policy_hash`): one series, replaced
+    /// on each load.
+    policy_info: Family<PolicyLabels, Gauge> = ("pptune_policy_info", "1, labelled with the content hash of the policy in force (hash) and of its shadow (shadow_hash, empty without one): sha256 of the effective policy, drop-ins merged, first 16 hex digits");
+    policy_loaded: FGauge = ("pptune_policy_loaded_timestamp", "Unix time the policy in force was loaded (at start or by the last successful reload)", Unit::Seconds);
     policy_valid: Gauge = ("pptune_policy_valid", "0 when the last reload was invalid and the last good policy is still in force");
     samples: Counter = ("pptune_samples", "Successful sampling passes");
     sample_duration: FGauge = ("pptune_sample_duration", "Duration of the last sampling pass", Unit::Seconds);

@@ -136,3 +136,11 @@ pub struct DevReasonLabels {
     pub device: String,
     pub reason: &'static str,
 }
+
+/// `pptune_policy_info`'s labels: the content hashes of the policy in
+/// force and of its shadow (empty without one).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyLabels {
+    pub hash: String,
+    pub shadow_hash: String,
+}
