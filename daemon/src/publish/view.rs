@@ -46,6 +46,15 @@ pub(crate) struct ViewInput<'a> {
 pub(crate) fn build(d: &ViewInput<'_>) -> DaemonView {
     let now = d.now;
     let wall_ms = crate::clock::unix_ms();
+    // A time on the loop's clock as wall time (unix ms).
+    let wall = |t: Duration| {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        if t <= now {
+            wall_ms.saturating_sub(ms(now - t))
+        } else {
+            wall_ms.saturating_add(ms(t - now))
+        }
+    };
     let mut devices = Vec::new();
     for dev in d.devices.values() {
         let key = dev.id.key();
@@ -66,7 +75,9 @@ pub(crate) fn build(d: &ViewInput<'_>) -> DaemonView {
                 failures: b.failures,
                 retry_in_s: b.until.saturating_sub(now).as_secs(),
                 last_error: b.last_error.clone(),
+                retry_at_unix_ms: Some(wall(b.until)),
             });
+        let evaluation = d.evaluations.iter().find(|e| e.key == key);
         devices.push(DeviceView {
             name: dev.name.clone(),
             ifindex: dev.ifindex,
@@ -100,6 +111,7 @@ pub(crate) fn build(d: &ViewInput<'_>) -> DaemonView {
                             outcome: a.outcome.to_string(),
                             reason: a.reason.clone(),
                             age_s: wall_ms.saturating_sub(a.at_unix_ms) / 1000,
+                            at_unix_ms: Some(a.at_unix_ms),
                         })
                         .collect()
                 })
@@ -111,11 +123,9 @@ pub(crate) fn build(d: &ViewInput<'_>) -> DaemonView {
                 .map(|(_, knob)| knob.to_string())
                 .collect(),
             backoff,
-            evaluating: d
-                .evaluations
-                .iter()
-                .find(|e| e.key == key)
+            evaluating: evaluation
                 .map(|e| (e.knob.to_string(), e.ends.saturating_sub(now).as_secs())),
+            evaluating_until_unix_ms: evaluation.map(|e| wall(e.ends)),
         });
     }
     DaemonView {
@@ -131,6 +141,8 @@ pub(crate) fn build(d: &ViewInput<'_>) -> DaemonView {
         host_id_source: d.host_id.source.to_owned(),
         policy_error: d.policy_error.map(str::to_owned),
         last_sample_age_s: d.last_sample.map(|t| now.saturating_sub(t).as_secs()),
+        started_unix_ms: Some(wall(Duration::ZERO)),
+        last_sample_unix_ms: d.last_sample.map(wall),
         devices,
     }
 }
