@@ -202,11 +202,17 @@ async fn exercise_with(metrics: Arc<Metrics>, secs: u64, series: QueueSelection)
     let k = Arc::new(FakeKernel::bursty());
     let mut p = fake::test_policy(Mode::Enforce);
     p.daemon.queue_series = series;
-    // A shadow too, so its families are exercised.
+    // A shadow too, so its families are exercised; and a memory budget.
     p.shadow = Some(policy::policy::Shadow {
         path: "/etc/pptune/shadow.yaml".into(),
         policy: Some(Box::new(fake::test_policy(Mode::Enforce))),
     });
+    p.budget.per_device_bytes = Some(1 << 40);
+    p.budget.per_host_bytes = Some(1 << 41);
+    // The reload turns ring management off: the device can no longer be
+    // judged (pptune_device_unjudged).
+    let mut reloaded = p.clone();
+    reloaded.rings.enabled = false;
     let (tx, rx) = mpsc::unbounded_channel();
     let opts = options(metrics, rx);
     let k2 = Arc::clone(&k);
@@ -222,7 +228,7 @@ async fn exercise_with(metrics: Arc<Metrics>, secs: u64, series: QueueSelection)
     run(
         k,
         PolicyEngine::default(),
-        Box::new(Fixed(p.clone())),
+        Box::new(Fixed(reloaded)),
         p,
         opts,
         tokio::time::sleep(Duration::from_secs(secs)),
@@ -997,6 +1003,63 @@ async fn livez_fails_when_the_loop_stops_passing() {
     readyz_until(addr, 200).await;
     assert_eq!(livez(addr).await.0, 200);
     served.daemon.abort();
+}
+
+/// The ring cost estimate the memory budget gates on is exported per
+/// selected device beside its observed inflight bytes, with the budget;
+/// the fake's device at ring 256 costs what `policy::engine::
+/// current_device_bytes` says, in the daemon's view too.
+#[tokio::test(flavor = "current_thread")]
+async fn the_ring_cost_estimate_and_its_budget_are_exported() {
+    use pptune::sample::{Kernel, SampleScope};
+    let dir = tempfile::tempdir().unwrap();
+    let sock = pptune::publish::control::socket_path(dir.path());
+    let mut policy = fake::test_policy(Mode::Observe);
+    policy.timing.interval = Duration::from_millis(200);
+    policy.budget.per_device_bytes = Some(64 << 20);
+    policy.budget.per_host_bytes = None;
+    let kernel = Arc::new(FakeKernel::bursty());
+    let running = pptune_tests::daemon::start(&kernel, policy, None, Some(sock.clone()));
+    let snap = kernel.sample(&SampleScope::default()).await.unwrap();
+    let want = policy::engine::current_device_bytes(&snap.devices[0]).unwrap();
+    assert!(want > 0);
+    let mut text = String::new();
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        text = running.metrics.encode().unwrap();
+        if text.contains("pptune_device_ring_cost_estimate_bytes{") {
+            break;
+        }
+    }
+    assert!(
+        text.contains(&format!(
+            "pptune_device_ring_cost_estimate_bytes{{device=\"eth0\"}} {want}\n"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("pptune_device_pool_inflight_bytes{device=\"eth0\"}"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "pptune_memory_budget_bytes{{scope=\"device\"}} {}\n",
+            64 << 20
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("scope=\"host\""), "{text}");
+    let view = pptune::publish::control::query(&sock).await.unwrap();
+    assert_eq!(view.devices[0].ring_cost_bytes, Some(want));
+    let words = pptune::publish::view::render(Some(&view), &[]);
+    assert!(
+        words.contains(&format!(
+            "ring cost estimate: {} (budget 64.0 MiB per device)",
+            pptune::human::bytes(want)
+        )),
+        "{words}"
+    );
+    running.stop().await.unwrap();
 }
 
 /// `/metrics` of `addr`, the body.

@@ -78,6 +78,12 @@ pub struct DaemonView {
     pub started_unix_ms: Option<u64>,
     #[serde(default)]
     pub last_sample_unix_ms: Option<u64>,
+    /// The policy's memory budget (`budget.per_device_bytes`,
+    /// `per_host_bytes`), which the ring cost estimates are judged against.
+    #[serde(default)]
+    pub budget_per_device_bytes: Option<u64>,
+    #[serde(default)]
+    pub budget_per_host_bytes: Option<u64>,
     pub devices: Vec<DeviceView>,
 }
 
@@ -133,6 +139,10 @@ pub struct DeviceView {
     /// When that window closes (unix ms).
     #[serde(default)]
     pub evaluating_until_unix_ms: Option<u64>,
+    /// What its rings cost by the estimate the memory budget gates on
+    /// (`policy::engine::current_device_bytes`), for a selected device.
+    #[serde(default)]
+    pub ring_cost_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -186,9 +196,15 @@ pub enum Request {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "reply", rename_all = "snake_case")]
 pub enum Reply {
-    View(DaemonView),
-    Restored { lines: Vec<String>, ok: bool },
-    Error { message: String },
+    /// Boxed: the view is large beside the other replies.
+    View(Box<DaemonView>),
+    Restored {
+        lines: Vec<String>,
+        ok: bool,
+    },
+    Error {
+        message: String,
+    },
 }
 
 /// A restore the loop must carry out (it owns the kernel and the record).
@@ -291,7 +307,7 @@ async fn handle(
     let reply = if allowed {
         match serde_json::from_str::<Request>(&line) {
             Ok(Request::View) => match view.lock() {
-                Ok(v) => Reply::View(v.clone()),
+                Ok(v) => Reply::View(Box::new(v.clone())),
                 Err(_) => Reply::Error {
                     message: "view unavailable".into(),
                 },
@@ -392,7 +408,7 @@ pub async fn query(path: &Path) -> Option<DaemonView> {
         Ok(Ok(Reply::View(mut v))) => {
             // Ages as of now, not as of the pass that built the view.
             v.age_at(crate::clock::unix_ms());
-            Some(v)
+            Some(*v)
         }
         _ => None,
     }

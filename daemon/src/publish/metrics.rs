@@ -599,6 +599,22 @@ impl Metrics {
         });
     }
 
+    /// The ring cost estimate of a selected device (`None`: not selected,
+    /// or its ring is unknown: no series).
+    pub fn set_ring_cost(&self, device: &str, bytes: Option<u64>) {
+        let l = DevLabels {
+            device: device.to_owned(),
+        };
+        match bytes {
+            Some(b) => {
+                self.ring_cost.get_or_create(&l).set(sat(b));
+            }
+            None => {
+                self.ring_cost.remove(&l);
+            }
+        }
+    }
+
     /// Why pptune cannot judge `device` (`None`: it can): its one
     /// `pptune_device_unjudged` series, or none.
     pub fn set_unjudged(&self, device: &str, why: Option<Unjudged>) {
@@ -700,6 +716,20 @@ impl Metrics {
         #[allow(clippy::cast_precision_loss)]
         self.policy_loaded
             .set(crate::clock::unix_ms() as f64 / 1000.0);
+        for (scope, budget) in [
+            ("device", p.budget.per_device_bytes),
+            ("host", p.budget.per_host_bytes),
+        ] {
+            let l = ScopeLabels { scope };
+            match budget {
+                Some(b) => {
+                    self.memory_budget.get_or_create(&l).set(sat(b));
+                }
+                None => {
+                    self.memory_budget.remove(&l);
+                }
+            }
+        }
         self.policy_valid.set(1);
         self.health.set_interval(p.timing.interval);
         self.health.set_policy_error(None);
@@ -835,6 +865,7 @@ impl Metrics {
         };
         self.last_action.remove(&dev);
         self.backoff.remove(&dev);
+        self.ring_cost.remove(&dev);
         for f in [
             &self.rx_packets,
             &self.rx_bytes,

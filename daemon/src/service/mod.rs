@@ -517,6 +517,8 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             let backed_off = self.acting.actuator.backed_off(&self.key, now);
             if let Some(dev) = self.devices.get(&dec.ifindex) {
                 self.metrics.known(dev, &self.policy, mode);
+                self.metrics
+                    .set_ring_cost(&dev.name, policy::engine::current_device_bytes(dev));
             }
             self.metrics.observe_decision(dec, mode, backed_off);
             self.log.log(dec, mode, now);
@@ -543,6 +545,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         for d in self.devices.values() {
             if !managed.contains(&d.ifindex) {
                 self.metrics.set_mode(&d.name, "unmanaged");
+                self.metrics.set_ring_cost(&d.name, None);
             }
         }
     }
@@ -803,6 +806,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             backoff: self.acting.actuator.backoff(),
             overrides: self.acting.actuator.overrides(),
             evaluations: self.acting.actuator.evaluations(),
+            budget: self.policy.budget,
         });
         if let Ok(mut v) = self.view.lock() {
             *v = view;

@@ -96,6 +96,10 @@ families! {
     rx_bytes: Family<DevLabels, Counter> = ("pptune_device_rx", "Bytes the device received (rtnetlink rx_bytes), counted since pptune started", Unit::Bytes);
     rx_missed: Family<DevLabels, Counter> = ("pptune_device_rx_missed_packets", "Packets the NIC dropped for want of a posted buffer (rtnetlink rx_missed_errors + rx_fifo_errors), counted since pptune started");
     rx_dropped: Family<DevLabels, Counter> = ("pptune_device_rx_dropped_packets", "Packets received but dropped by the host (rtnetlink rx_dropped), counted since pptune started");
+    /// The memory estimate the budget gates on (`policy::device_bytes`),
+    /// per selected device, beside the pools' observed inflight bytes.
+    ring_cost: Family<DevLabels, Gauge> = ("pptune_device_ring_cost_estimate", "What the device's configured rings cost by pptune's estimate, the figure its memory budget is judged against ((posted buffers + pool ring + cache) x page bytes x queues); per device pptune selects", Unit::Bytes);
+    memory_budget: Family<ScopeLabels, Gauge> = ("pptune_memory_budget", "The policy's memory budget for the ring cost estimate: per device (scope=device) and for the selected devices' sum (scope=host); absent when the policy sets none", Unit::Bytes);
     /// Why pptune judges nothing (`publish::notes::Unjudged`).
     judging_nothing: Family<ReasonLabels, Gauge> = ("pptune_judging_nothing", "1 for the reason this host judges no device (every reason exported, all 0 while some device is judged): no_pool_introspection, no_pool_stats, driver_hides_pools, no_pools, device_down, rings_unavailable, not_managed, not_selected, no_devices");
     device_unjudged: Family<DevReasonLabels, Gauge> = ("pptune_device_unjudged", "1 with the reason pptune cannot judge the device (absent while it can)");

@@ -124,6 +124,12 @@ pub struct BuildLabels {
     pub revision: String,
 }
 
+/// `pptune_memory_budget_bytes`'s label: `device` or `host`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ScopeLabels {
+    pub scope: &'static str,
+}
+
 /// `pptune_judging_nothing`'s label: why the host judges nothing.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabels {
