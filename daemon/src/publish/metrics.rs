@@ -997,6 +997,7 @@ mod tests {
                 holdout: false,
             },
             policy_enforces: false,
+            has_rollout: true,
         };
         let mut p = config::default_policy().unwrap();
         p.rollout = Some(policy::policy::Rollout {
@@ -1029,6 +1030,7 @@ mod tests {
                 holdout: true,
             },
             policy_enforces: true,
+            has_rollout: true,
         };
         m.set_rollout(held, &p);
         let text = m.encode().unwrap();
@@ -1109,6 +1111,34 @@ mod tests {
         assert!(t.contains("pptune_actions_total{device=\"eth9\",knob=\"ring.rx\",direction=\"grow\",result=\"applied\"} 1\n"), "{t}");
         passes.feed(&m, &Snapshot::default());
         assert!(!m.encode().unwrap().contains("eth9"));
+    }
+
+    /// The per-device sums describe a device, not "the queue" their
+    /// per-queue families describe.
+    #[test]
+    fn device_sums_say_device_in_their_help() {
+        let m = Metrics::new();
+        let mut passes = Passes::default();
+        let snap = |k: u64| Snapshot {
+            devices: vec![device(
+                "eth0",
+                vec![queue(0, vec![pool(1, Some(stats(k)))])],
+                vec![],
+            )],
+            ..Snapshot::default()
+        };
+        passes.feed(&m, &snap(1));
+        passes.feed(&m, &snap(2));
+        let t = m.encode().unwrap();
+        let help: Vec<&str> = t
+            .lines()
+            .filter(|l| l.starts_with("# HELP pptune_device_pool"))
+            .collect();
+        assert_eq!(help.len(), 11 + 3, "{t}");
+        for h in help {
+            assert!(!h.contains("queue's") && !h.contains("the queue"), "{h}");
+            assert!(h.contains("device"), "{h}");
+        }
     }
 
     /// A device that vanishes takes every per-device series with it: the
