@@ -491,7 +491,14 @@ const MANUALS: &[(&str, Manual)] = &[
                     "One interface's values as a TuneD profile fragment.",
                 ),
             ],
-            exit: &[(0, "printed"), FAILED, USAGE],
+            exit: &[
+                (
+                    0,
+                    "printed, or nothing to export (pptune set nothing it still owns)",
+                ),
+                FAILED,
+                USAGE,
+            ],
         },
     ),
     (
