@@ -25,7 +25,7 @@ use crate::publish::logging::LogFormat;
 )]
 pub struct Cli {
     /// Policy file or directory, for the commands that read the policy
-    /// (run, plan, check).
+    /// (run, plan, check, record, replay).
     #[arg(long, value_name = "PATH")]
     pub config: Option<PathBuf>,
     #[command(subcommand)]
