@@ -919,15 +919,8 @@ async fn readiness_fails_while_sampling_hangs_and_while_the_policy_is_invalid() 
     assert_eq!(body["ready"], false, "{body}");
     let why = body["reasons"][0].as_str().unwrap();
     assert!(why.contains("last successful sample is"), "{body}");
-    // Liveness is the process, not the loop: still 200.
-    let hz = client(move || {
-        let mut s = connect(addr);
-        exchange(&mut s, "GET /healthz HTTP/1.1\r\nHost: x", false)
-            .unwrap()
-            .status
-    })
-    .await;
-    assert_eq!(hz, 200);
+    // /healthz is the process, not the loop: still 200.
+    assert_eq!(get_status(addr, "/healthz").await.0, 200);
     // Sampling recovers: ready again.
     served.kernel.state.lock().unwrap().hang_sampling = false;
     readyz_until(addr, 200).await;
@@ -957,13 +950,7 @@ async fn readiness_fails_while_sampling_hangs_and_while_the_policy_is_invalid() 
 #[tokio::test(flavor = "current_thread")]
 async fn livez_fails_when_the_loop_stops_passing() {
     use pptune::publish::health::LOOP_DEADLINE;
-    let livez = |addr| {
-        client(move || {
-            let mut s = connect(addr);
-            let r = exchange(&mut s, "GET /livez HTTP/1.1\r\nHost: x", false).unwrap();
-            (r.status, String::from_utf8(r.body).unwrap())
-        })
-    };
+    let livez = |addr| get_status(addr, "/livez");
     let mut policy = fake::test_policy(Mode::Observe);
     policy.timing.interval = Duration::from_millis(200);
     let next = Arc::new(std::sync::Mutex::new(policy.clone()));
@@ -991,14 +978,7 @@ async fn livez_fails_when_the_loop_stops_passing() {
         t0.elapsed()
     );
     assert!(body.contains("\"alive\":false"), "{body}");
-    let hz = client(move || {
-        let mut s = connect(addr);
-        exchange(&mut s, "GET /healthz HTTP/1.1\r\nHost: x", false)
-            .unwrap()
-            .status
-    })
-    .await;
-    assert_eq!(hz, 200);
+    assert_eq!(get_status(addr, "/healthz").await.0, 200);
     served.kernel.state.lock().unwrap().hang_sampling = false;
     readyz_until(addr, 200).await;
     assert_eq!(livez(addr).await.0, 200);
@@ -1062,14 +1042,19 @@ async fn the_ring_cost_estimate_and_its_budget_are_exported() {
     running.stop().await.unwrap();
 }
 
-/// `/metrics` of `addr`, the body.
-async fn metrics_text(addr: std::net::SocketAddr) -> String {
+/// `GET path` of `addr`: the status and the body.
+async fn get_status(addr: std::net::SocketAddr, path: &'static str) -> (u16, String) {
     client(move || {
         let mut s = connect(addr);
-        let r = exchange(&mut s, "GET /metrics HTTP/1.1\r\nHost: x", false).unwrap();
-        String::from_utf8(r.body).unwrap()
+        let r = exchange(&mut s, &format!("GET {path} HTTP/1.1\r\nHost: x"), false).unwrap();
+        (r.status, String::from_utf8(r.body).unwrap())
     })
     .await
+}
+
+/// `/metrics` of `addr`, the body.
+async fn metrics_text(addr: std::net::SocketAddr) -> String {
+    get_status(addr, "/metrics").await.1
 }
 
 /// The `pptune_policy_info` lines and the load time of `text`.

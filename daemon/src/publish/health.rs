@@ -186,10 +186,11 @@ mod tests {
                 .alive,
             "never passed"
         );
-        h.passed();
+        // Read before the pass: the pass is no earlier than `t`.
         let t = Instant::now();
+        h.passed();
         assert!(h.liveness_at(t + LOOP_DEADLINE).alive);
-        let l = h.liveness_at(t + LOOP_DEADLINE + Duration::from_secs(1));
+        let l = h.liveness_at(t + LOOP_DEADLINE + Duration::from_secs(2));
         assert!(!l.alive && l.last_pass_age_seconds > 30.0, "{l:?}");
     }
 

@@ -311,6 +311,16 @@ fn response(
     r
 }
 
+/// A probe's answer: 200 when it passes, else 503, with its reasons.
+fn probe(passes: bool, v: &impl serde::Serialize) -> Response<Full<Bytes>> {
+    let status = if passes {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    json(status, v)
+}
+
 fn json(status: StatusCode, v: &impl serde::Serialize) -> Response<Full<Bytes>> {
     let mut body = serde_json::to_vec(v).unwrap_or_default();
     body.push(b'\n');
@@ -337,21 +347,11 @@ impl Server {
             "/healthz" => json(StatusCode::OK, &serde_json::json!({"status": "ok"})),
             "/livez" => {
                 let l = self.exposition.metrics.health.liveness();
-                let status = if l.alive {
-                    StatusCode::OK
-                } else {
-                    StatusCode::SERVICE_UNAVAILABLE
-                };
-                json(status, &l)
+                probe(l.alive, &l)
             }
             "/readyz" => {
                 let r = self.exposition.metrics.health.readiness();
-                let status = if r.ready {
-                    StatusCode::OK
-                } else {
-                    StatusCode::SERVICE_UNAVAILABLE
-                };
-                json(status, &r)
+                probe(r.ready, &r)
             }
             "/" => response(
                 StatusCode::OK,

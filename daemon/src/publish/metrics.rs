@@ -944,6 +944,25 @@ mod tests {
     use policy::snapshot::{Pool, PoolStats, RxQueue};
     use std::collections::BTreeSet;
 
+    /// A device with rings (rx `rx` of 4096) and 2 combined channels, no
+    /// pools.
+    fn knob_device(name: &str, rx: u32) -> Device {
+        Device {
+            ifindex: 9,
+            name: name.to_owned(),
+            rings: policy::snapshot::Availability::Available(policy::snapshot::Rings {
+                rx: Some(rx),
+                rx_max: Some(4096),
+                ..Default::default()
+            }),
+            channels: policy::snapshot::Availability::Available(policy::snapshot::Channels {
+                combined: Some(2),
+                ..Default::default()
+            }),
+            ..Device::default()
+        }
+    }
+
     /// A device with rings but no pools (so no per-queue series) that
     /// vanishes takes its ring and channel series with it, and when it
     /// comes back its series are live again (the kept handles went with
@@ -954,20 +973,7 @@ mod tests {
         let m = Metrics::new();
         let mut passes = Passes::default();
         let snap = |rx: u32| Snapshot {
-            devices: vec![Device {
-                ifindex: 9,
-                name: "veth9".to_owned(),
-                rings: policy::snapshot::Availability::Available(policy::snapshot::Rings {
-                    rx: Some(rx),
-                    rx_max: Some(4096),
-                    ..Default::default()
-                }),
-                channels: policy::snapshot::Availability::Available(policy::snapshot::Channels {
-                    combined: Some(2),
-                    ..Default::default()
-                }),
-                ..Device::default()
-            }],
+            devices: vec![knob_device("veth9", rx)],
             ..Snapshot::default()
         };
         let text = |m: &Metrics| m.encode().unwrap();
@@ -1059,20 +1065,7 @@ mod tests {
         }
         let mut p = policy::fixtures::policy();
         p.channels.enabled = false;
-        let dev = Device {
-            ifindex: 9,
-            name: "eth9".to_owned(),
-            rings: policy::snapshot::Availability::Available(policy::snapshot::Rings {
-                rx: Some(256),
-                rx_max: Some(4096),
-                ..Default::default()
-            }),
-            channels: policy::snapshot::Availability::Available(policy::snapshot::Channels {
-                combined: Some(2),
-                ..Default::default()
-            }),
-            ..Device::default()
-        };
+        let dev = knob_device("eth9", 256);
         let mut passes = Passes::default();
         passes.feed(
             &m,
