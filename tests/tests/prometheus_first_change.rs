@@ -7,11 +7,13 @@
 //! - a real Prometheus scrapes them too, with the shipped recording rules:
 //!   the changes rule and the dashboard's change annotation see `a`'s
 //!   first change;
+//! - host `c`'s policy manages no knob, so pptune judges nothing there;
 //! - what the test scraped is replayed, sample by sample as the daemon
 //!   exported it (absent until exported), into `promtool test rules` with
 //!   the shipped alert and recording rules: the override alert fires for
-//!   `a` and not `b`, and the canary's change count and the change
-//!   annotation see the first change.
+//!   `a` and not `b`, the canary's change count and the change annotation
+//!   see the first change, and (`c`'s last scrape held past the alert's
+//!   hour) the judging-nothing alert fires for `c` alone, with its reason.
 //!
 //! A counter created on its first event is born at 1, and neither reads
 //! it: this is the test that fails then.
@@ -30,7 +32,15 @@ use pptune_tests::daemon;
 use pptune_tests::fake::{self, FakeKernel};
 use pptune_tests::http::{Prometheus, body, get_in};
 
-const HOSTS: [(&str, &str); 2] = [("a", "127.0.0.1:9101"), ("b", "127.0.0.1:9102")];
+const HOSTS: [(&str, &str); 3] = [
+    ("a", "127.0.0.1:9101"),
+    ("b", "127.0.0.1:9102"),
+    ("c", "127.0.0.1:9103"),
+];
+
+/// Minutes host `c`'s last scrape is held in the replay: its steady state
+/// for longer than `PptuneJudgingNothing`'s `for: 1h`.
+const HELD_MINUTES: usize = 65;
 
 fn read(rel: &str) -> String {
     std::fs::read_to_string(pptune_tests::vm::repo_root().join(rel)).unwrap()
@@ -124,10 +134,11 @@ fn promtool_replay(scrapes: &[(String, Vec<BTreeMap<String, f64>>)], changed: us
     std::fs::write(dir.path().join("probes.yaml"), probes).unwrap();
     let n = scrapes[0].1.len();
     let last = n - 1;
+    let held = last + HELD_MINUTES;
     let runbook =
         "https://example.invalid/pptune/blob/main/docs/troubleshooting.md#pptuneoperatoroverride";
     let test = format!(
-        "rule_files:\n  - pptune-alerts.yaml\n  - pptune-rules.yaml\n  - probes.yaml\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n{series}    alert_rule_test:\n      - eval_time: {last}m\n        alertname: PptuneOperatorOverride\n        exp_alerts:\n          - exp_labels: {{severity: info, job: pptune, instance: a, device: eth0, knob: ring.rx}}\n            exp_annotations:\n              runbook_url: \"{runbook}\"\n              summary: \"a eth0: ring.rx changed by someone else; pptune stopped managing it\"\n      - eval_time: {last}m\n        alertname: CanaryChangesSeen\n        exp_alerts:\n          - exp_labels: {{job: pptune}}\n      - eval_time: {changed}m\n        alertname: ChangeAnnotationSeen\n        exp_alerts:\n          - exp_labels: {{instance: a, device: eth0, knob: ring.rx, direction: grow, result: applied}}\n",
+        "rule_files:\n  - pptune-alerts.yaml\n  - pptune-rules.yaml\n  - probes.yaml\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n{series}    alert_rule_test:\n      - eval_time: {last}m\n        alertname: PptuneOperatorOverride\n        exp_alerts:\n          - exp_labels: {{severity: info, job: pptune, instance: a, device: eth0, knob: ring.rx}}\n            exp_annotations:\n              runbook_url: \"{runbook}\"\n              summary: \"a eth0: ring.rx changed by someone else; pptune stopped managing it\"\n      - eval_time: {last}m\n        alertname: CanaryChangesSeen\n        exp_alerts:\n          - exp_labels: {{job: pptune}}\n      - eval_time: {changed}m\n        alertname: ChangeAnnotationSeen\n        exp_alerts:\n          - exp_labels: {{instance: a, device: eth0, knob: ring.rx, direction: grow, result: applied}}\n      - eval_time: {held}m\n        alertname: PptuneJudgingNothing\n        exp_alerts:\n          - exp_labels: {{severity: info, job: pptune, instance: c, reason: not_managed}}\n            exp_annotations:\n              runbook_url: \"https://example.invalid/pptune/blob/main/docs/troubleshooting.md#pptunejudgingnothing\"\n              summary: \"c: pptune can judge no device here (not_managed)\"\n",
         series = input_series(scrapes),
     );
     std::fs::write(dir.path().join("replay.test.yaml"), &test).unwrap();
@@ -197,25 +208,33 @@ async fn prometheus_and_promtool_see_the_first_change_as_the_daemon_exports_it()
         &[("pptune-rules.yaml", &rules)],
     ));
     for _ in 0..60 {
-        if count(&prom, "up == 1").await == 2 {
+        if count(&prom, "up == 1").await == HOSTS.len() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    assert_eq!(count(&prom, "up == 1").await, 2, "{}", prom.log_tail());
+    assert_eq!(
+        count(&prom, "up == 1").await,
+        HOSTS.len(),
+        "{}",
+        prom.log_tail()
+    );
 
-    let kernels = [
-        Arc::new(FakeKernel::bursty()),
-        Arc::new(FakeKernel::bursty()),
+    let kernels = HOSTS.map(|_| Arc::new(FakeKernel::bursty()));
+    let mut unmanaged = fake::test_policy(Mode::Observe);
+    unmanaged.rings.enabled = false;
+    unmanaged.channels.enabled = false;
+    let policies = [
+        fake::test_policy(Mode::Enforce),
+        fake::test_policy(Mode::Observe),
+        unmanaged,
     ];
-    let running: Vec<_> = [Mode::Enforce, Mode::Observe]
+    let running: Vec<_> = policies
         .into_iter()
         .zip(&kernels)
         .zip(endpoints)
         .zip(HOSTS)
-        .map(|(((mode, k), m), (name, _))| {
-            daemon::start_on_host(k, fake::test_policy(mode), (None, None), name, m)
-        })
+        .map(|(((p, k), m), (name, _))| daemon::start_on_host(k, p, (None, None), name, m))
         .collect();
 
     let scrape = |addr: &'static str| {
@@ -228,7 +247,7 @@ async fn prometheus_and_promtool_see_the_first_change_as_the_daemon_exports_it()
                 .unwrap_or_default()
         }
     };
-    let mut scraped: Vec<Vec<BTreeMap<String, f64>>> = vec![Vec::new(), Vec::new()];
+    let mut scraped: Vec<Vec<BTreeMap<String, f64>>> = vec![Vec::new(); HOSTS.len()];
     let mut overridden_at = None;
     let annotation = change_annotation();
     let mut seen = (0, 0);
@@ -273,11 +292,18 @@ async fn prometheus_and_promtool_see_the_first_change_as_the_daemon_exports_it()
         Some(0.0),
         "host b's change counter"
     );
-    let replay: Vec<(String, Vec<BTreeMap<String, f64>>)> = HOSTS
+    let c = scraped[2].last().cloned().unwrap();
+    assert_eq!(
+        c.get(r#"pptune_judging_nothing{reason="not_managed"}"#),
+        Some(&1.0),
+        "host c: {c:?}"
+    );
+    let mut replay: Vec<(String, Vec<BTreeMap<String, f64>>)> = HOSTS
         .iter()
         .map(|(name, _)| (*name).to_owned())
         .zip(scraped.clone())
         .collect();
+    replay[2].1.extend(std::iter::repeat_n(c, HELD_MINUTES));
     promtool_replay(&replay, changed);
     // The daemon exported the change counter at 0 before the change.
     assert!(
