@@ -240,7 +240,7 @@ impl Standing {
             (true, false) if self.has_rollout => {
                 "this host would enforce (it is in the rollout fraction), but no selector enforces: observing only"
             }
-            (true, false) => "no selector enforces: this host observes only",
+            (true, false) => "no selector enforces: observing only",
             (false, true) => "this host observes only (outside the rollout fraction)",
             (false, false) => {
                 "this host observes only (outside the rollout fraction, and no selector enforces)"
@@ -342,10 +342,7 @@ mod tests {
         );
         // Without a rollout there is no fraction to be in.
         assert!(observe.rollout.is_none());
-        assert_eq!(
-            s.describe(),
-            "no selector enforces: this host observes only"
-        );
+        assert_eq!(s.describe(), "no selector enforces: observing only");
         let mut with = observe.clone();
         with.rollout = Some(Rollout {
             fraction: 1.0,
