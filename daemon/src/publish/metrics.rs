@@ -86,6 +86,8 @@ struct CountedSeries {
     zeroed: BTreeSet<(Knob, &'static str)>,
     /// The `pptune_device_unjudged` series exported, if any.
     unjudged: Option<Unjudged>,
+    /// The ring cost estimate's handle (set every pass).
+    ring_cost: Option<Gauge>,
 }
 
 /// The registry and every family.
@@ -602,17 +604,24 @@ impl Metrics {
     /// The ring cost estimate of a selected device (`None`: not selected,
     /// or its ring is unknown: no series).
     pub fn set_ring_cost(&self, device: &str, bytes: Option<u64>) {
-        let l = DevLabels {
-            device: device.to_owned(),
-        };
-        match bytes {
+        self.with_counted(device, |c| match bytes {
             Some(b) => {
-                self.ring_cost.get_or_create(&l).set(sat(b));
+                c.ring_cost
+                    .get_or_insert_with(|| {
+                        self.ring_cost.get_or_create_owned(&DevLabels {
+                            device: device.to_owned(),
+                        })
+                    })
+                    .set(sat(b));
             }
             None => {
-                self.ring_cost.remove(&l);
+                if c.ring_cost.take().is_some() {
+                    self.ring_cost.remove(&DevLabels {
+                        device: device.to_owned(),
+                    });
+                }
             }
-        }
+        });
     }
 
     /// Why pptune cannot judge `device` (`None`: it can): its one
