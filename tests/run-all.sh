@@ -130,6 +130,7 @@ install_packages() {
   # kubectl's kustomize builds packaging/kubernetes (packaging_kubernetes).
   if ! command -v kubectl >/dev/null && [[ $(id -u) -eq 0 ]]; then
     log "installing kubernetes-client (kubectl)"
+    apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends kubernetes-client
   fi
   # hadolint lints packaging/container/Containerfile (packaging_kubernetes);
