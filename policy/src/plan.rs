@@ -308,6 +308,17 @@ pub enum ReasonCode {
 }
 
 impl ReasonCode {
+    /// The reasons of a change (a decision whose action sets a knob), each
+    /// with the block of the knob it turns; every other reason is a hold's.
+    pub const CHANGES: [(Self, crate::knobs::Block); 6] = [
+        (Self::RecycleMissHigh, crate::knobs::Block::Rings),
+        (Self::CalmShrink, crate::knobs::Block::Rings),
+        (Self::FleetPrior, crate::knobs::Block::Rings),
+        (Self::ChannelsGrowHealthy, crate::knobs::Block::Channels),
+        (Self::ChannelsShrinkContended, crate::knobs::Block::Channels),
+        (Self::ChannelsShrinkTrial, crate::knobs::Block::Channels),
+    ];
+
     /// A reason more samples cannot change: the device cannot be judged at
     /// all (no pools, no stats, no rings, nothing managed).
     #[must_use]

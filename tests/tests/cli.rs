@@ -62,6 +62,24 @@ fn check_takes_the_file_as_an_argument_or_with_config() {
     assert!(text(&out.stderr).contains("twice"), "{out:?}");
 }
 
+/// The top-level `--config` help names every command that reads the
+/// policy: each takes `--config` after its name too.
+#[test]
+fn config_help_names_every_command_that_reads_the_policy() {
+    let help = text(&pptune(&["--help"]).stdout);
+    let line = help
+        .lines()
+        .skip_while(|l| !l.contains("--config"))
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ");
+    for cmd in ["run", "plan", "check", "record", "replay"] {
+        let sub = text(&pptune(&[cmd, "--help"]).stdout);
+        assert!(sub.contains("--config"), "{cmd} --help: {sub}");
+        assert!(line.contains(cmd), "{cmd} not in {line:?}");
+    }
+}
+
 #[test]
 fn config_is_refused_by_commands_that_do_not_read_the_policy() {
     let ex = example();

@@ -155,7 +155,10 @@ fn systemd_notify_reload_device_appearance_and_sigterm_in_a_netns() {
         "the new veth never reached the daemon's view\n{}",
         log()
     );
-    // SIGHUP: RELOADING=1 (+ MONOTONIC_USEC), then READY=1 again.
+    // SIGHUP: RELOADING=1 (+ MONOTONIC_USEC), then READY=1 again. The
+    // policy changed meanwhile: the reload logs the new policy's hash, the
+    // start logged the embedded default's.
+    std::fs::write(cfg.join("policy.yaml"), "timing:\n  interval: 2s\n").unwrap();
     signal(pid, "-HUP");
     let mut rel = Vec::new();
     assert!(
@@ -183,6 +186,20 @@ fn systemd_notify_reload_device_appearance_and_sigterm_in_a_netns() {
     assert!(
         serde_json::from_str::<serde_json::Value>(first).is_ok(),
         "{first}"
+    );
+    let hashes: Vec<(String, String)> = l
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter_map(|v| {
+            let msg = v["message"].as_str()?;
+            let hash = v["policy_hash"].as_str()?;
+            Some((msg.split(':').next()?.to_owned(), hash.to_owned()))
+        })
+        .collect();
+    assert!(
+        matches!(hashes.as_slice(), [(a, h1), (b, h2)]
+            if a == "policy loaded" && b == "policy reloaded" && h1 != h2 && h1.len() == 16 && h2.len() == 16),
+        "{hashes:?}\n{l}"
     );
 }
 

@@ -193,3 +193,47 @@ async fn an_observe_only_host_never_reads_as_enforcing() {
         d.stop().await.unwrap();
     }
 }
+
+/// `pptune status` reads the view the loop built at its last pass; ages in
+/// it are computed when it is read. A loop wedged on the kernel (the fake's
+/// sampling hook) stops building views: its last sample grows old and its
+/// uptime goes on, where the view built at the last pass said "0 s ago".
+#[tokio::test(flavor = "current_thread")]
+async fn status_ages_grow_while_the_loop_is_wedged() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = control::socket_path(dir.path());
+    let k = Arc::new(FakeKernel::bursty());
+    let mut p = fake::test_policy(Mode::Observe);
+    p.timing.interval = Duration::from_millis(200);
+    let running = pptune_tests::daemon::start(&k, p, None, Some(sock.clone()));
+    let mut first = None;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if let Some(v) = control::query(&sock).await
+            && v.last_sample_age_s.is_some()
+        {
+            first = Some(v);
+            break;
+        }
+    }
+    let first = first.expect("a view with a sample");
+    assert!(first.last_sample_age_s.unwrap() <= 1, "{first:?}");
+    k.state.lock().unwrap().hang_sampling = true;
+    tokio::time::sleep(Duration::from_millis(2600)).await;
+    let later = control::query(&sock).await.expect("the view");
+    assert!(
+        later.last_sample_age_s.unwrap() >= 2,
+        "last sample {:?} s ago after 2.6 s of a wedged loop",
+        later.last_sample_age_s
+    );
+    assert!(
+        later.uptime_s >= first.uptime_s + 2,
+        "{} -> {}",
+        first.uptime_s,
+        later.uptime_s
+    );
+    let text = pptune::publish::view::render(Some(&later), &[]);
+    assert!(!text.contains("last sample 0s ago"), "{text}");
+    k.state.lock().unwrap().hang_sampling = false;
+    running.stop().await.unwrap();
+}

@@ -202,11 +202,17 @@ async fn exercise_with(metrics: Arc<Metrics>, secs: u64, series: QueueSelection)
     let k = Arc::new(FakeKernel::bursty());
     let mut p = fake::test_policy(Mode::Enforce);
     p.daemon.queue_series = series;
-    // A shadow too, so its families are exercised.
+    // A shadow too, so its families are exercised; and a memory budget.
     p.shadow = Some(policy::policy::Shadow {
         path: "/etc/pptune/shadow.yaml".into(),
         policy: Some(Box::new(fake::test_policy(Mode::Enforce))),
     });
+    p.budget.per_device_bytes = Some(1 << 40);
+    p.budget.per_host_bytes = Some(1 << 41);
+    // The reload turns ring management off: the device can no longer be
+    // judged (pptune_device_unjudged).
+    let mut reloaded = p.clone();
+    reloaded.rings.enabled = false;
     let (tx, rx) = mpsc::unbounded_channel();
     let opts = options(metrics, rx);
     let k2 = Arc::clone(&k);
@@ -222,7 +228,7 @@ async fn exercise_with(metrics: Arc<Metrics>, secs: u64, series: QueueSelection)
     run(
         k,
         PolicyEngine::default(),
-        Box::new(Fixed(p.clone())),
+        Box::new(Fixed(reloaded)),
         p,
         opts,
         tokio::time::sleep(Duration::from_secs(secs)),
@@ -913,15 +919,8 @@ async fn readiness_fails_while_sampling_hangs_and_while_the_policy_is_invalid() 
     assert_eq!(body["ready"], false, "{body}");
     let why = body["reasons"][0].as_str().unwrap();
     assert!(why.contains("last successful sample is"), "{body}");
-    // Liveness is the process, not the loop: still 200.
-    let hz = client(move || {
-        let mut s = connect(addr);
-        exchange(&mut s, "GET /healthz HTTP/1.1\r\nHost: x", false)
-            .unwrap()
-            .status
-    })
-    .await;
-    assert_eq!(hz, 200);
+    // /healthz is the process, not the loop: still 200.
+    assert_eq!(get_status(addr, "/healthz").await.0, 200);
     // Sampling recovers: ready again.
     served.kernel.state.lock().unwrap().hang_sampling = false;
     readyz_until(addr, 200).await;
@@ -941,6 +940,195 @@ async fn readiness_fails_while_sampling_hangs_and_while_the_policy_is_invalid() 
     *next.lock().unwrap() = policy;
     served.reload.send(()).unwrap();
     readyz_until(addr, 200).await;
+    served.daemon.abort();
+}
+
+/// A loop stopped by the test hook (every sample blocks, as on a wedged
+/// netlink socket) fails `/livez` within the liveness deadline, the
+/// watchdog's rule, while `/healthz` (the process) still answers; the loop
+/// back, `/livez` passes again.
+#[tokio::test(flavor = "current_thread")]
+async fn livez_fails_when_the_loop_stops_passing() {
+    use pptune::publish::health::LOOP_DEADLINE;
+    let livez = |addr| get_status(addr, "/livez");
+    let mut policy = fake::test_policy(Mode::Observe);
+    policy.timing.interval = Duration::from_millis(200);
+    let next = Arc::new(std::sync::Mutex::new(policy.clone()));
+    let served = serve_daemon(policy, next).await;
+    let addr = served.addr;
+    readyz_until(addr, 200).await;
+    assert_eq!(livez(addr).await.0, 200);
+    served.kernel.state.lock().unwrap().hang_sampling = true;
+    let t0 = tokio::time::Instant::now();
+    let body = loop {
+        let (status, body) = livez(addr).await;
+        if status == 503 {
+            break body;
+        }
+        assert!(
+            t0.elapsed() < LOOP_DEADLINE + Duration::from_secs(3),
+            "/livez still {status} after {:?}: {body}",
+            t0.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert!(
+        t0.elapsed() >= LOOP_DEADLINE - Duration::from_secs(1),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert!(body.contains("\"alive\":false"), "{body}");
+    assert_eq!(get_status(addr, "/healthz").await.0, 200);
+    served.kernel.state.lock().unwrap().hang_sampling = false;
+    readyz_until(addr, 200).await;
+    assert_eq!(livez(addr).await.0, 200);
+    served.daemon.abort();
+}
+
+/// The ring cost estimate the memory budget gates on is exported per
+/// selected device beside its observed inflight bytes, with the budget;
+/// the fake's device at ring 256 costs what `policy::engine::
+/// current_device_bytes` says, in the daemon's view too.
+#[tokio::test(flavor = "current_thread")]
+async fn the_ring_cost_estimate_and_its_budget_are_exported() {
+    use pptune::sample::{Kernel, SampleScope};
+    let dir = tempfile::tempdir().unwrap();
+    let sock = pptune::publish::control::socket_path(dir.path());
+    let mut policy = fake::test_policy(Mode::Observe);
+    policy.timing.interval = Duration::from_millis(200);
+    policy.budget.per_device_bytes = Some(64 << 20);
+    policy.budget.per_host_bytes = None;
+    let kernel = Arc::new(FakeKernel::bursty());
+    let running = pptune_tests::daemon::start(&kernel, policy, None, Some(sock.clone()));
+    let snap = kernel.sample(&SampleScope::default()).await.unwrap();
+    let want = policy::engine::current_device_bytes(&snap.devices[0]).unwrap();
+    assert!(want > 0);
+    let mut text = String::new();
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        text = running.metrics.encode().unwrap();
+        if text.contains("pptune_device_ring_cost_estimate_bytes{") {
+            break;
+        }
+    }
+    assert!(
+        text.contains(&format!(
+            "pptune_device_ring_cost_estimate_bytes{{device=\"eth0\"}} {want}\n"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("pptune_device_pool_inflight_bytes{device=\"eth0\"}"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "pptune_memory_budget_bytes{{scope=\"device\"}} {}\n",
+            64 << 20
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("scope=\"host\""), "{text}");
+    let view = pptune::publish::control::query(&sock).await.unwrap();
+    assert_eq!(view.devices[0].ring_cost_bytes, Some(want));
+    let words = pptune::publish::view::render(Some(&view), &[]);
+    assert!(
+        words.contains(&format!(
+            "ring cost estimate: {} (budget 64.0 MiB per device)",
+            pptune::human::bytes(want)
+        )),
+        "{words}"
+    );
+    running.stop().await.unwrap();
+}
+
+/// `GET path` of `addr`: the status and the body.
+async fn get_status(addr: std::net::SocketAddr, path: &'static str) -> (u16, String) {
+    client(move || {
+        let mut s = connect(addr);
+        let r = exchange(&mut s, &format!("GET {path} HTTP/1.1\r\nHost: x"), false).unwrap();
+        (r.status, String::from_utf8(r.body).unwrap())
+    })
+    .await
+}
+
+/// `/metrics` of `addr`, the body.
+async fn metrics_text(addr: std::net::SocketAddr) -> String {
+    get_status(addr, "/metrics").await.1
+}
+
+/// The `pptune_policy_info` lines and the load time of `text`.
+fn policy_series(text: &str) -> (Vec<String>, f64) {
+    let info = text
+        .lines()
+        .filter(|l| l.starts_with("pptune_policy_info{"))
+        .map(str::to_owned)
+        .collect();
+    let at = text
+        .lines()
+        .find_map(|l| l.strip_prefix("pptune_policy_loaded_timestamp_seconds "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    (info, at)
+}
+
+/// Which policy runs, as its content hash: one `pptune_policy_info`
+/// series with the policy's hash (and its shadow's), replaced when a
+/// reload brings another policy, with the time of that load; an invalid
+/// reload leaves both as they were.
+#[tokio::test(flavor = "current_thread")]
+async fn the_policy_hash_and_load_time_follow_each_reload() {
+    use pptune::publish::policy_hash::hash;
+    let mut policy = fake::test_policy(Mode::Observe);
+    policy.timing.interval = Duration::from_millis(200);
+    let next = Arc::new(std::sync::Mutex::new(policy.clone()));
+    let served = serve_daemon(policy.clone(), Arc::clone(&next)).await;
+    readyz_until(served.addr, 200).await;
+    let (info, t0) = policy_series(&metrics_text(served.addr).await);
+    assert_eq!(
+        info,
+        [format!(
+            "pptune_policy_info{{hash=\"{}\",shadow_hash=\"\"}} 1",
+            hash(&policy)
+        )]
+    );
+    assert!(t0 > 1.7e9, "{t0}");
+    // Another policy, with a shadow.
+    let mut other = policy.clone();
+    other.rings.max = 2048;
+    let mut shadow = policy.clone();
+    shadow.rings.max = 1024;
+    other.shadow = Some(policy::policy::Shadow {
+        path: "/etc/pptune/shadow.yaml".into(),
+        policy: Some(Box::new(shadow.clone())),
+    });
+    *next.lock().unwrap() = other.clone();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    served.reload.send(()).unwrap();
+    let want = format!(
+        "pptune_policy_info{{hash=\"{}\",shadow_hash=\"{}\"}} 1",
+        hash(&other),
+        hash(&shadow)
+    );
+    let t = tokio::time::Instant::now();
+    let (info, t1) = loop {
+        let got = policy_series(&metrics_text(served.addr).await);
+        if got.0 == [want.clone()] || t.elapsed() > Duration::from_secs(10) {
+            break got;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(info, std::slice::from_ref(&want));
+    assert_ne!(hash(&other), hash(&policy));
+    assert!(t1 > t0, "{t0} -> {t1}");
+    // An invalid one: the policy in force, and its series, stay.
+    next.lock().unwrap().timing.interval = Duration::ZERO;
+    served.reload.send(()).unwrap();
+    readyz_until(served.addr, 503).await;
+    assert_eq!(
+        policy_series(&metrics_text(served.addr).await),
+        (vec![want], t1)
+    );
     served.daemon.abort();
 }
 

@@ -103,7 +103,8 @@ const EXPECTED_FILES: &[&str] = &[
     "./usr/share/pptune/policy.schema.json",
     "./usr/share/pptune/prometheus/pptune-rules.yaml",
     "./usr/share/doc/pptune/kubernetes/daemonset.yaml",
-    "./usr/share/doc/pptune/kubernetes/configmap.yaml",
+    "./usr/share/doc/pptune/kubernetes/policy.yaml",
+    "./usr/share/doc/pptune/kubernetes/kustomization.yaml",
 ];
 
 fn check_listing(deb: &Path) {
@@ -352,13 +353,7 @@ fn check_policies(x: &Path) -> usize {
         policies.push(e.unwrap().path());
     }
     // The Kubernetes ConfigMap's policy, as the pod will see it.
-    let cm: serde_json::Value = serde_saphyr::from_str(
-        &std::fs::read_to_string(x.join("usr/share/doc/pptune/kubernetes/configmap.yaml")).unwrap(),
-    )
-    .unwrap();
-    let cm_policy = x.join("configmap-policy.yaml");
-    std::fs::write(&cm_policy, cm["data"]["policy.yaml"].as_str().unwrap()).unwrap();
-    policies.push(cm_policy);
+    policies.push(x.join("usr/share/doc/pptune/kubernetes/policy.yaml"));
 
     for p in &policies {
         let out = run(Command::new(&bin).arg("check").arg("--config").arg(p));
@@ -569,4 +564,54 @@ fn debian_package_builds_and_ships_what_it_should() {
     println!("packaged `pptune check` accepted {n} shipped policies");
     run_packaged_daemon(&x);
     let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// `prerm remove` warns that NICs keep pptune's settings only when the
+/// record holds originals (changes pptune made), not for the record an
+/// observe-only daemon writes too. The records are written as the daemon
+/// writes them (pretty JSON of `StateFile`); the script is the source's,
+/// its record path pointed at a temporary file.
+#[test]
+fn prerm_warns_only_when_changes_are_recorded() {
+    use pptune::act::state::{DeviceRecord, KnobValue, StateFile};
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state.json");
+    let src = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/deb/maintainer-scripts/prerm"),
+    )
+    .unwrap();
+    assert!(src.contains("state=/run/pptune/state.json"));
+    let script = tmp.path().join("prerm");
+    std::fs::write(
+        &script,
+        src.replace(
+            "state=/run/pptune/state.json",
+            &format!("state={}", state.display()),
+        )
+        .replace("#DEBHELPER#", ""),
+    )
+    .unwrap();
+    let warns = |record: &StateFile| {
+        std::fs::write(&state, serde_json::to_string_pretty(record).unwrap()).unwrap();
+        let out = run(Command::new("sh").arg(&script).arg("remove"));
+        String::from_utf8_lossy(&out.stderr).contains("NICs keep the settings")
+    };
+    let mut observed = StateFile::default();
+    observed.devices.insert(
+        "pci/0000:3b:00.0".into(),
+        DeviceRecord {
+            last_name: "eth0".into(),
+            ..DeviceRecord::default()
+        },
+    );
+    assert!(!warns(&StateFile::default()), "an empty record");
+    assert!(!warns(&observed), "a device seen, nothing changed");
+    let mut changed = observed.clone();
+    changed.devices.values_mut().for_each(|d| {
+        d.originals.push(KnobValue {
+            knob: policy::Knob::Ring(policy::RingField::Rx),
+            value: 256,
+        })
+    });
+    assert!(warns(&changed), "an original recorded");
 }

@@ -2,7 +2,7 @@
 //! (`k8s-openapi`): host network, root with every capability dropped but
 //! NET_ADMIN, policy from the ConfigMap, metrics on the host address and
 //! declared for scraping, host identity from the node name, state on the host;
-//! probes on /readyz and /healthz; every manifest validated against the
+//! probes on /readyz and /livez; every manifest validated against the
 //! Kubernetes OpenAPI schema (k8s-openapi's transcription of it, made strict)
 //! and the PodMonitor against a vendored subset of its CRD schema; the
 //! Containerfile linted and the binary it copies run in a minimal root.
@@ -159,10 +159,41 @@ fn metrics_bind_the_host_address_and_are_declared_for_scraping() {
     );
 }
 
+/// kustomization.yaml's `configMapGenerator` entry of the policy.
+#[derive(serde::Deserialize)]
+struct Generated {
+    name: String,
+    namespace: String,
+    files: Vec<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct Kustomization {
+    resources: Vec<String>,
+    #[serde(rename = "configMapGenerator", default)]
+    config_map_generator: Vec<Generated>,
+}
+
+fn kustomization(sub: &str) -> Kustomization {
+    let path = dir().join(sub).join("kustomization.yaml");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    serde_saphyr::from_str(&text).unwrap()
+}
+
+/// The generated policy ConfigMap (name and namespace before kustomize adds
+/// the content hash to the name) and its one file.
+fn policy_generator() -> Generated {
+    let mut k = kustomization("");
+    assert_eq!(k.config_map_generator.len(), 1, "one generated ConfigMap");
+    let g = k.config_map_generator.remove(0);
+    assert_eq!(g.files, ["policy.yaml"]);
+    g
+}
+
 #[test]
 fn policy_comes_from_the_configmap_and_state_from_the_host() {
     let ds: DaemonSet = load("daemonset.yaml");
-    let cm: ConfigMap = load("configmap.yaml");
+    let generated = policy_generator();
     let c = container(&ds);
     let spec = pod_spec(&ds);
     let volumes = spec.volumes.as_deref().unwrap_or_default();
@@ -175,7 +206,8 @@ fn policy_comes_from_the_configmap_and_state_from_the_host() {
         .find(|v| v.config_map.is_some())
         .expect("a configMap volume");
     let cm_src = policy_vol.config_map.as_ref().unwrap();
-    assert_eq!(cm_src.name, cm.metadata.name.clone().unwrap());
+    // kustomize renames the reference with the generated name.
+    assert_eq!(cm_src.name, generated.name);
     let mount = mounts
         .iter()
         .find(|m| m.name == policy_vol.name)
@@ -185,10 +217,13 @@ fn policy_comes_from_the_configmap_and_state_from_the_host() {
     let item = items.first().expect("items");
     assert_eq!(config, format!("{}/{}", mount.mount_path, item.path));
     assert_eq!(env_value(c, "CONFIGURATION_DIRECTORY"), mount.mount_path);
-    let data = cm.data.as_ref().expect("data");
-    let policy = data.get(&item.key).expect("the policy key");
+    assert_eq!(
+        item.key, generated.files[0],
+        "the generated ConfigMap's key"
+    );
+    let policy = read(&generated.files[0]);
     // The same parser and validation `pptune check` uses.
-    let parsed = config::parse_str("configmap.yaml#policy.yaml", policy)
+    let parsed = config::parse_str("policy.yaml", &policy)
         .unwrap_or_else(|e| panic!("ConfigMap policy invalid:\n{}", config::render(&e)));
     assert_eq!(parsed.mode, policy::policy::Mode::Observe, "ship observe");
 
@@ -238,9 +273,11 @@ fn policy_comes_from_the_configmap_and_state_from_the_host() {
 fn namespace_and_kustomization_cover_every_manifest() {
     let ns: Namespace = load("namespace.yaml");
     let ds: DaemonSet = load("daemonset.yaml");
-    let cm: ConfigMap = load("configmap.yaml");
     assert_eq!(ns.metadata.name, ds.metadata.namespace);
-    assert_eq!(ns.metadata.name, cm.metadata.namespace);
+    assert_eq!(
+        ns.metadata.name.as_deref(),
+        Some(policy_generator().namespace.as_str())
+    );
 
     // Every manifest is listed; the prometheus-operator and Grafana objects
     // are their own kustomization (they need the operator's CRDs).
@@ -257,16 +294,12 @@ fn namespace_and_kustomization_cover_every_manifest() {
     assert_eq!(dash.metadata.namespace, ns.metadata.name);
 }
 
-/// The resources a kustomization.yaml under packaging/kubernetes lists, sorted.
+/// The resources and generator files a kustomization.yaml under
+/// packaging/kubernetes lists, sorted.
 fn kustomized(sub: &str) -> Vec<String> {
-    #[derive(serde::Deserialize)]
-    struct Kustomization {
-        resources: Vec<String>,
-    }
-    let path = dir().join(sub).join("kustomization.yaml");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
-    let k: Kustomization = serde_saphyr::from_str(&text).unwrap();
+    let k = kustomization(sub);
     let mut listed = k.resources;
+    listed.extend(k.config_map_generator.into_iter().flat_map(|g| g.files));
     listed.sort();
     listed
 }
@@ -322,7 +355,6 @@ fn validate(name: &str, schema: &serde_json::Value) {
 #[test]
 fn manifests_validate_against_the_kubernetes_openapi_schema() {
     validate("daemonset.yaml", &strict_schema::<DaemonSet>());
-    validate("configmap.yaml", &strict_schema::<ConfigMap>());
     validate("namespace.yaml", &strict_schema::<Namespace>());
     // The check can fail: a misspelt field and a wrong type are caught.
     let schema = strict_schema::<DaemonSet>();
@@ -464,7 +496,7 @@ fn the_dashboard_configmap_holds_the_dashboard() {
 }
 
 #[test]
-fn probes_use_readyz_and_healthz_and_updates_wait_for_a_good_sample() {
+fn probes_use_readyz_and_livez_and_updates_wait_for_a_good_sample() {
     let ds: DaemonSet = load("daemonset.yaml");
     let c = container(&ds);
     let path = |p: &Option<k8s_openapi::api::core::v1::Probe>| {
@@ -480,7 +512,14 @@ fn probes_use_readyz_and_healthz_and_updates_wait_for_a_good_sample() {
     };
     assert_eq!(path(&c.readiness_probe), "/readyz");
     assert_eq!(path(&c.startup_probe), "/readyz");
-    assert_eq!(path(&c.liveness_probe), "/healthz");
+    // Liveness is the watchdog's rule (`/livez`: the loop passed within
+    // its deadline), not the HTTP server's: a wedged loop is restarted
+    // within the deadline plus the probe's failures.
+    assert_eq!(path(&c.liveness_probe), "/livez");
+    let l = c.liveness_probe.as_ref().unwrap();
+    let restart_after = pptune::publish::health::LOOP_DEADLINE.as_secs()
+        + u64::try_from(l.period_seconds.unwrap_or(10) * l.failure_threshold.unwrap_or(3)).unwrap();
+    assert!(restart_after <= 90, "{restart_after} s");
     // Ready needs a sample younger than two intervals: the readiness probe
     // must not give up faster than the daemon can become ready again.
     let r = c.readiness_probe.as_ref().unwrap();
@@ -489,27 +528,110 @@ fn probes_use_readyz_and_healthz_and_updates_wait_for_a_good_sample() {
     assert!(ds.spec.min_ready_seconds.unwrap_or(0) >= 30);
 }
 
-#[test]
-fn a_policy_change_rolls_the_pods() {
-    use sha2::Digest;
-    let ds: DaemonSet = load("daemonset.yaml");
-    let cm: ConfigMap = load("configmap.yaml");
-    let policy = &cm.data.as_ref().unwrap()["policy.yaml"];
-    let want = hex::encode(sha2::Sha256::digest(policy.as_bytes()));
-    let ann = ds
-        .spec
-        .template
-        .metadata
-        .as_ref()
-        .unwrap()
-        .annotations
-        .as_ref()
-        .unwrap();
-    assert_eq!(
-        ann.get("pptune.example.invalid/policy-sha256"),
-        Some(&want),
-        "the pod template's policy checksum is stale: set it to {want}"
+/// `kubectl kustomize` of a copy of packaging/kubernetes whose policy.yaml
+/// is `policy`: (the generated ConfigMap's name, the name the DaemonSet's
+/// pod template mounts, the policy text in the ConfigMap).
+fn kustomize_with(policy: &str) -> (String, String, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(dir()).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), tmp.path().join(e.file_name())).unwrap();
+        }
+    }
+    std::fs::write(tmp.path().join("policy.yaml"), policy).unwrap();
+    let out = std::process::Command::new("kubectl")
+        .arg("kustomize")
+        .arg(tmp.path())
+        .output()
+        .expect("kubectl (Debian package kubernetes-client)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (mut cm_name, mut mounted, mut data) = (String::new(), String::new(), String::new());
+    for doc in text.split("\n---\n") {
+        let v: serde_json::Value = serde_saphyr::from_str(doc).unwrap();
+        match v["kind"].as_str() {
+            Some("ConfigMap") => {
+                let cm: ConfigMap = serde_json::from_value(v).unwrap();
+                cm_name = cm.metadata.name.unwrap();
+                data = cm.data.unwrap()["policy.yaml"].clone();
+            }
+            Some("DaemonSet") => {
+                let ds: DaemonSet = serde_json::from_value(v).unwrap();
+                mounted = pod_spec(&ds)
+                    .volumes
+                    .as_deref()
+                    .unwrap_or_default()
+                    .iter()
+                    .find_map(|v| v.config_map.as_ref().map(|c| c.name.clone()))
+                    .unwrap();
+            }
+            _ => {}
+        }
+    }
+    (cm_name, mounted, data)
+}
+
+/// The kubelet updates a mounted ConfigMap but nothing tells the daemon: a
+/// policy change must roll the pods. kustomize names the generated
+/// ConfigMap after its content and writes that name into the pod
+/// template, so an edited policy.yaml makes a new pod template.
+#[test]
+#[ignore = "needs kubectl (Debian package kubernetes-client); run with --include-ignored"]
+fn a_policy_change_rolls_the_pods() {
+    let shipped = read("policy.yaml");
+    let (name, mounted, data) = kustomize_with(&shipped);
+    assert_eq!(
+        mounted, name,
+        "the DaemonSet mounts the generated ConfigMap"
+    );
+    assert!(
+        name.starts_with(&format!("{}-", policy_generator().name)),
+        "{name}"
+    );
+    assert_eq!(data, shipped);
+    let edited = shipped.replace("mode: observe", "mode: enforce");
+    assert_ne!(edited, shipped);
+    let (name2, mounted2, _) = kustomize_with(&edited);
+    assert_eq!(mounted2, name2);
+    assert_ne!(
+        name2, name,
+        "an edited policy keeps its ConfigMap name: the pods would not roll"
+    );
+}
+
+/// `coexist: defer` in the pod sees the node's other ring owners: every
+/// directory under /etc and /run the daemon reads them from
+/// (`act::coexist::host_dirs`) is the host's, mounted read-only below
+/// `PPTUNE_COEXIST_ROOT` (vendor defaults under /usr are left out: see the
+/// manifest).
+#[test]
+fn the_pod_sees_the_hosts_other_ring_owners_read_only() {
+    let ds: DaemonSet = load("daemonset.yaml");
+    let c = container(&ds);
+    let root = env_value(c, "PPTUNE_COEXIST_ROOT");
+    let volumes = pod_spec(&ds).volumes.as_deref().unwrap_or_default();
+    let mounts = c.volume_mounts.as_deref().unwrap_or_default();
+    let wanted: Vec<&str> = pptune::act::coexist::host_dirs()
+        .filter(|d| d.starts_with("/etc/") || d.starts_with("/run/"))
+        .collect();
+    assert!(wanted.len() >= 5, "{wanted:?}");
+    for d in wanted {
+        let covered = mounts.iter().any(|m| {
+            let host = volumes
+                .iter()
+                .find(|v| v.name == m.name)
+                .and_then(|v| v.host_path.as_ref())
+                .map(|h| h.path.clone());
+            m.read_only == Some(true)
+                && host.is_some_and(|h| d.starts_with(&h) && m.mount_path == format!("{root}{h}"))
+        });
+        assert!(covered, "{d} is not mounted read-only at {root}{d}");
+    }
 }
 
 fn containerfile() -> String {

@@ -185,6 +185,14 @@ fn populated_metrics() -> pptune::publish::metrics::Metrics {
         })
         .inc();
     m.set_mode("eth0", "enforce");
+    let mut p = policy::fixtures::policy();
+    p.budget.per_device_bytes = Some(64 << 20);
+    let _ = m.policy_in_force(&p);
+    m.set_ring_cost("eth0", Some(8 << 20));
+    m.set_unjudged(
+        "eth1",
+        Some(pptune::publish::notes::Unjudged::DriverHidesPools),
+    );
     m.set_recommendation(
         "eth0",
         Some((
@@ -273,12 +281,23 @@ fn dashboard_covers_the_required_views() {
         "canary vs observe",
         "by arm, with the spread",
         "hosts per arm and driver",
+        "hosts judging nothing, by reason",
+        "devices pptune cannot judge",
+        "policy in force per host",
+        "hosts per policy hash",
     ] {
         assert!(
             titles.iter().any(|t| t.contains(want)),
             "no panel titled like {want:?} in {titles:?}"
         );
     }
+    // The ring cost estimate beside the pools' inflight memory.
+    assert!(
+        dashboard_exprs(&d)
+            .iter()
+            .any(|e| e.contains("pptune_device_ring_cost_estimate_bytes")),
+        "no panel reads the ring cost estimate"
+    );
     // pptune's own changes are drawn on the time series as annotations.
     let anns = d["annotations"]["list"].as_array().unwrap();
     assert!(

@@ -99,6 +99,7 @@ fn an_unreadable_record_is_an_error_not_nothing_set() {
     let dir = tempfile::tempdir().unwrap();
     let script = r#"
         "$0" verify; echo "missing=$?"
+        "$0" export --format tuned; echo "export_missing=$?"
         echo '{"schema_version": 1, "boot_' > "$RUNTIME_DIRECTORY/state.json"
         "$0" verify; echo "truncated=$?"
         "$0" export --format tuned; echo "export=$?"
@@ -108,9 +109,17 @@ fn an_unreadable_record_is_an_error_not_nothing_set() {
     let out = in_netns(script).daemon_dirs(dir.path()).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    for want in ["missing=0", "truncated=1", "export=1", "fifo=1"] {
+    // Nothing set: `export` says so and exits 0, as `verify` does.
+    for want in [
+        "missing=0",
+        "export_missing=0",
+        "truncated=1",
+        "export=1",
+        "fifo=1",
+    ] {
         assert!(stdout.contains(want), "{want}: {stdout}\n{stderr}");
     }
+    assert!(stderr.contains("nothing to export"), "{stderr}");
     assert!(stderr.contains("parsing pptune's state record"), "{stderr}");
     assert!(stderr.contains("not a regular file: a FIFO"), "{stderr}");
 }

@@ -258,6 +258,12 @@ fn ini(text: &str) -> Vec<(String, String, String)> {
 /// there is skipped as unreadable (config::file::read_regular).
 const MAX_FOREIGN_FILE_BYTES: u64 = 1 << 20;
 
+/// Every directory the other owners' files are read from (below the
+/// root): where a container must see the host's.
+pub fn host_dirs() -> impl Iterator<Item = &'static str> {
+    LINK_DIRS.into_iter().chain(NM_DIRS).chain(TUNED_DIRS)
+}
+
 const LINK_DIRS: [&str; 5] = [
     "/etc/systemd/network",
     "/run/systemd/network",

@@ -4,6 +4,32 @@
 
 use policy::Knob;
 
+/// The `(direction, result)` pairs of a change's `pptune_actions_total`
+/// series that exist, at 0, for every knob pptune manages on a device from
+/// the pass it first decides for the device: the change (`grow`, `shrink`)
+/// applied, refused or failed and its evaluation's outcome, a harmful
+/// change's revert, a restore. The `skipped_<gate>` results (an actuator
+/// gate held a change the engine decided: `pptune_decisions_total` counts
+/// the gate's hold) are created when they first happen.
+pub const ACTION_SERIES: &[(&str, &[&str])] = &[
+    ("grow", CHANGE_RESULTS),
+    ("shrink", CHANGE_RESULTS),
+    ("revert", &["applied", "failed"]),
+    ("restore", &["applied"]),
+];
+
+/// The results of a grow or a shrink: the kernel's answer, then the
+/// evaluation's outcome (`policy::observation::Outcome::label`).
+const CHANGE_RESULTS: &[&str] = &[
+    "applied",
+    "refused",
+    "failed",
+    "effective",
+    "ineffective",
+    "reverted",
+    "inconclusive",
+];
+
 /// What acting did that the outputs count.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
@@ -57,5 +83,23 @@ impl Events {
             direction,
             result: result.to_owned(),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use policy::observation::Outcome;
+
+    /// Every evaluation outcome the actuator counts is in the table.
+    #[test]
+    fn the_zero_series_cover_every_evaluation_outcome() {
+        for o in [
+            Outcome::Effective,
+            Outcome::Ineffective,
+            Outcome::Reverted,
+            Outcome::Inconclusive,
+        ] {
+            assert!(super::CHANGE_RESULTS.contains(&o.label()), "{o:?}");
+        }
     }
 }

@@ -163,6 +163,8 @@ pub struct Standing {
     pub draw: Draw,
     /// Some selector of the policy is in enforce mode.
     pub policy_enforces: bool,
+    /// The policy has a `rollout` (without one every host is drawn).
+    pub has_rollout: bool,
 }
 
 /// Whether any selector of `policy` enforces (its own mode, or the global
@@ -188,6 +190,7 @@ impl Standing {
         Self {
             draw,
             policy_enforces: policy_enforces(policy),
+            has_rollout: policy.rollout.is_some(),
         }
     }
 
@@ -234,9 +237,10 @@ impl Standing {
         }
         match (self.draw.host_selected, self.policy_enforces) {
             (true, true) => "this host enforces",
-            (true, false) => {
+            (true, false) if self.has_rollout => {
                 "this host would enforce (it is in the rollout fraction), but no selector enforces: observing only"
             }
+            (true, false) => "no selector enforces: observing only",
             (false, true) => "this host observes only (outside the rollout fraction)",
             (false, false) => {
                 "this host observes only (outside the rollout fraction, and no selector enforces)"
@@ -335,6 +339,22 @@ mod tests {
             s.describe().contains("no selector enforces"),
             "{}",
             s.describe()
+        );
+        // Without a rollout there is no fraction to be in.
+        assert!(observe.rollout.is_none());
+        assert_eq!(s.describe(), "no selector enforces: observing only");
+        let mut with = observe.clone();
+        with.rollout = Some(Rollout {
+            fraction: 1.0,
+            salt: "s".into(),
+            holdout: 0.0,
+        });
+        assert!(
+            Standing::of(&with, selected)
+                .describe()
+                .contains("it is in the rollout fraction"),
+            "{}",
+            Standing::of(&with, selected).describe()
         );
         assert!(s.draw.host_selected && !s.policy_enforces);
 

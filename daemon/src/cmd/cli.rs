@@ -25,7 +25,7 @@ use crate::publish::logging::LogFormat;
 )]
 pub struct Cli {
     /// Policy file or directory, for the commands that read the policy
-    /// (run, plan, check).
+    /// (run, plan, check, record, replay).
     #[arg(long, value_name = "PATH")]
     pub config: Option<PathBuf>,
     #[command(subcommand)]
@@ -491,7 +491,14 @@ const MANUALS: &[(&str, Manual)] = &[
                     "One interface's values as a TuneD profile fragment.",
                 ),
             ],
-            exit: &[(0, "printed"), FAILED, USAGE],
+            exit: &[
+                (
+                    0,
+                    "printed, or nothing to export (pptune set nothing it still owns)",
+                ),
+                FAILED,
+                USAGE,
+            ],
         },
     ),
     (

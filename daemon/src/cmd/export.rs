@@ -54,8 +54,11 @@ pub async fn export(
             refused.join("\n  ")
         );
     }
+    // Nothing set is an answer, not a failure (as `verify` says 0 for it):
+    // the note on stderr, nothing on stdout.
     if out.is_empty() {
-        anyhow::bail!("pptune has set nothing it still owns on these devices: nothing to export");
+        crate::say_err!("pptune has set nothing it still owns on these devices: nothing to export");
+        return Ok(ExitCode::SUCCESS);
     }
     print!("{out}");
     Ok(ExitCode::SUCCESS)

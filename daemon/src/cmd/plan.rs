@@ -42,7 +42,7 @@ pub async fn plan(
             policy.timing.window.as_secs_f64(),
         );
     }
-    let (plan, taken, sampled_for) = sample_until_found(&policy, samples, progress).await?;
+    let (plan, taken, sampled_for, costs) = sample_until_found(&policy, samples, progress).await?;
     let changes = plan
         .decisions
         .iter()
@@ -62,21 +62,44 @@ pub async fn plan(
             "duration_s": sampled_for.as_secs_f64(),
             "host_enforcing": enforcing,
             "decisions": plan.decisions,
+            "ring_cost_bytes": costs.iter().map(|(d, b)| (d.clone(), *b)).collect::<std::collections::BTreeMap<_, _>>(),
+            "budget": policy.budget,
         });
         crate::human::print_json(&v)?;
         return Ok(done);
     }
     print_plan(&plan, &standing, host.source);
+    let host_cost = costs.values().sum();
+    for d in &plan.decisions {
+        if let Some(b) = costs.get(&d.device) {
+            crate::say!(
+                "{}: {}",
+                d.device,
+                crate::publish::view::ring_cost_words(
+                    *b,
+                    host_cost,
+                    policy.budget.per_device_bytes,
+                    policy.budget.per_host_bytes
+                )
+            );
+        }
+    }
     Ok(done)
 }
 
 /// Samples as often as the policy needs for a finding (see `plan`): the
-/// last plan, how many samples it took, and how long from the first.
+/// last plan, how many samples it took, how long from the first, and the
+/// ring cost estimate of each decided device in the last sample.
 async fn sample_until_found(
     policy: &Policy,
     samples: u32,
     progress: bool,
-) -> anyhow::Result<(policy::Plan, u32, Duration)> {
+) -> anyhow::Result<(
+    policy::Plan,
+    u32,
+    Duration,
+    std::collections::BTreeMap<String, u64>,
+)> {
     let interval = policy.timing.interval;
     let kernel = NetlinkKernel::connect().await?;
     let originals = recorded_originals()?;
@@ -156,7 +179,13 @@ async fn sample_until_found(
     if progress {
         eprintln!();
     }
-    Ok((plan, taken, origin.elapsed()))
+    let costs = prev
+        .iter()
+        .flat_map(|(s, _)| &s.devices)
+        .filter(|d| plan.decisions.iter().any(|dec| dec.ifindex == d.ifindex))
+        .filter_map(|d| Some((d.name.clone(), policy::engine::current_device_bytes(d)?)))
+        .collect();
+    Ok((plan, taken, origin.elapsed(), costs))
 }
 
 /// `pptune plan`'s text: the host's standing, then each decision with its

@@ -70,7 +70,52 @@ pub struct DaemonView {
     /// The last reload's error, while the last good policy stays in force.
     pub policy_error: Option<String>,
     pub last_sample_age_s: Option<u64>,
+    /// Wall times (unix ms) of the daemon's start and of its last
+    /// successful sample, from which the reader computes `uptime_s` and
+    /// `last_sample_age_s` ([`DaemonView::age_at`]): the view is built at
+    /// each pass, and a loop that stopped passing serves its last one.
+    #[serde(default)]
+    pub started_unix_ms: Option<u64>,
+    #[serde(default)]
+    pub last_sample_unix_ms: Option<u64>,
+    /// The policy's memory budget (`budget.per_device_bytes`,
+    /// `per_host_bytes`), which the ring cost estimates are judged against.
+    #[serde(default)]
+    pub budget_per_device_bytes: Option<u64>,
+    #[serde(default)]
+    pub budget_per_host_bytes: Option<u64>,
     pub devices: Vec<DeviceView>,
+}
+
+impl DaemonView {
+    /// Recomputes every age and time left in the view for the reader's
+    /// clock `now_unix_ms` from the wall times the daemon put in it (a view
+    /// from a daemon older than those keeps the ages it was built with).
+    pub fn age_at(&mut self, now_unix_ms: u64) {
+        let since = |t: u64| now_unix_ms.saturating_sub(t) / 1000;
+        let until = |t: u64| t.saturating_sub(now_unix_ms).div_ceil(1000);
+        if let Some(t) = self.started_unix_ms {
+            self.uptime_s = since(t);
+        }
+        if let Some(t) = self.last_sample_unix_ms {
+            self.last_sample_age_s = Some(since(t));
+        }
+        for d in &mut self.devices {
+            for a in &mut d.last_actions {
+                if let Some(t) = a.at_unix_ms {
+                    a.age_s = since(t);
+                }
+            }
+            if let Some(b) = &mut d.backoff
+                && let Some(t) = b.retry_at_unix_ms
+            {
+                b.retry_in_s = until(t);
+            }
+            if let (Some((_, left)), Some(t)) = (&mut d.evaluating, d.evaluating_until_unix_ms) {
+                *left = until(t);
+            }
+        }
+    }
 }
 
 /// One device as the daemon sees it.
@@ -91,6 +136,13 @@ pub struct DeviceView {
     pub backoff: Option<BackoffView>,
     /// An evaluation window in progress: (knob, seconds left).
     pub evaluating: Option<(String, u64)>,
+    /// When that window closes (unix ms).
+    #[serde(default)]
+    pub evaluating_until_unix_ms: Option<u64>,
+    /// What its rings cost by the estimate the memory budget gates on
+    /// (`policy::engine::current_device_bytes`), for a selected device.
+    #[serde(default)]
+    pub ring_cost_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -113,6 +165,9 @@ pub struct ActionView {
     pub outcome: String,
     pub reason: String,
     pub age_s: u64,
+    /// When it was made (unix ms).
+    #[serde(default)]
+    pub at_unix_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -120,6 +175,9 @@ pub struct BackoffView {
     pub failures: u32,
     pub retry_in_s: u64,
     pub last_error: String,
+    /// When the backoff ends (unix ms).
+    #[serde(default)]
+    pub retry_at_unix_ms: Option<u64>,
 }
 
 /// A request on the socket.
@@ -138,9 +196,15 @@ pub enum Request {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "reply", rename_all = "snake_case")]
 pub enum Reply {
-    View(DaemonView),
-    Restored { lines: Vec<String>, ok: bool },
-    Error { message: String },
+    /// Boxed: the view is large beside the other replies.
+    View(Box<DaemonView>),
+    Restored {
+        lines: Vec<String>,
+        ok: bool,
+    },
+    Error {
+        message: String,
+    },
 }
 
 /// A restore the loop must carry out (it owns the kernel and the record).
@@ -243,7 +307,7 @@ async fn handle(
     let reply = if allowed {
         match serde_json::from_str::<Request>(&line) {
             Ok(Request::View) => match view.lock() {
-                Ok(v) => Reply::View(v.clone()),
+                Ok(v) => Reply::View(Box::new(v.clone())),
                 Err(_) => Reply::Error {
                     message: "view unavailable".into(),
                 },
@@ -341,7 +405,54 @@ async fn exchange(path: &Path, req: &Request) -> std::io::Result<Reply> {
 /// running, or not permitted). For `pptune status`.
 pub async fn query(path: &Path) -> Option<DaemonView> {
     match tokio::time::timeout(Duration::from_secs(2), request(path, &Request::View)).await {
-        Ok(Ok(Reply::View(v))) => Some(v),
+        Ok(Ok(Reply::View(mut v))) => {
+            // Ages as of now, not as of the pass that built the view.
+            v.age_at(crate::clock::unix_ms());
+            Some(*v)
+        }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every age and time left follows the reader's clock; a view without
+    /// wall times (an older daemon's) keeps its own.
+    #[test]
+    fn ages_are_computed_for_the_readers_clock() {
+        let t0 = 1_800_000_000_000;
+        let mut v = DaemonView {
+            started_unix_ms: Some(t0),
+            last_sample_unix_ms: Some(t0 + 10_000),
+            devices: vec![DeviceView {
+                last_actions: vec![ActionView {
+                    at_unix_ms: Some(t0 + 5_000),
+                    ..ActionView::default()
+                }],
+                backoff: Some(BackoffView {
+                    retry_at_unix_ms: Some(t0 + 100_000),
+                    ..BackoffView::default()
+                }),
+                evaluating: Some(("ring.rx".into(), 0)),
+                evaluating_until_unix_ms: Some(t0 + 40_500),
+                ..DeviceView::default()
+            }],
+            ..DaemonView::default()
+        };
+        v.age_at(t0 + 30_000);
+        assert_eq!((v.uptime_s, v.last_sample_age_s), (30, Some(20)));
+        let d = &v.devices[0];
+        assert_eq!(d.last_actions[0].age_s, 25);
+        assert_eq!(d.backoff.as_ref().map(|b| b.retry_in_s), Some(70));
+        assert_eq!(d.evaluating, Some(("ring.rx".into(), 11)));
+        let mut old = DaemonView {
+            uptime_s: 7,
+            last_sample_age_s: Some(1),
+            ..DaemonView::default()
+        };
+        old.age_at(t0);
+        assert_eq!((old.uptime_s, old.last_sample_age_s), (7, Some(1)));
     }
 }

@@ -8,9 +8,12 @@
 //! [`Readiness`] from them. Nothing else of the loop's state is visible here.
 //!
 //! Ready means: the last successful sample is younger than two intervals,
-//! and the last policy load was valid. Liveness is the process answering at
-//! all (a wedged loop is a readiness failure, not a reason to restart the
-//! pod mid-change).
+//! and the last policy load was valid. `/healthz` is the process answering
+//! at all; `/livez` is the watchdog's rule: the control loop passed (woke,
+//! did its work, came back) within [`LOOP_DEADLINE`], whatever the samples
+//! said. The loop wakes at least twice per deadline for that, as it pings
+//! systemd's watchdog (`WatchdogSec=30s` in the unit): a wedged loop is
+//! restarted by the kubelet as systemd would restart it.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -20,6 +23,19 @@ use tokio::time::Instant;
 
 /// Samples older than this many intervals make the daemon unready.
 pub const MAX_SAMPLE_AGE_INTERVALS: u32 = 2;
+
+/// How long the control loop may go without a pass before `/livez`
+/// fails: the unit's `WatchdogSec=`.
+pub const LOOP_DEADLINE: Duration = Duration::from_secs(30);
+
+/// The `/livez` answer (its JSON body).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Liveness {
+    pub alive: bool,
+    /// Seconds since the loop's last pass (since start before the first).
+    pub last_pass_age_seconds: f64,
+    pub deadline_seconds: f64,
+}
 
 /// What the loop tells the HTTP server.
 #[derive(Debug)]
@@ -32,6 +48,8 @@ struct State {
     /// Set when the loop starts; `None` before.
     interval: Option<Duration>,
     last_sample: Option<Instant>,
+    /// The control loop's last pass.
+    last_pass: Option<Instant>,
     policy_error: Option<String>,
     created: Instant,
 }
@@ -54,6 +72,7 @@ impl Default for Health {
             inner: Mutex::new(State {
                 interval: None,
                 last_sample: None,
+                last_pass: None,
                 policy_error: None,
                 created: Instant::now(),
             }),
@@ -74,6 +93,29 @@ impl Health {
     /// A sampling pass succeeded now.
     pub fn sampled(&self) {
         self.with(|s| s.last_sample = Some(Instant::now()));
+    }
+
+    /// The control loop passed now (from the loop itself, where it pings
+    /// systemd's watchdog).
+    pub fn passed(&self) {
+        self.with(|s| s.last_pass = Some(Instant::now()));
+    }
+
+    /// Whether the control loop passed within [`LOOP_DEADLINE`].
+    #[must_use]
+    pub fn liveness(&self) -> Liveness {
+        self.liveness_at(Instant::now())
+    }
+
+    fn liveness_at(&self, now: Instant) -> Liveness {
+        let age = self
+            .with(|s| now.saturating_duration_since(s.last_pass.unwrap_or(s.created)))
+            .unwrap_or(Duration::MAX);
+        Liveness {
+            alive: age <= LOOP_DEADLINE,
+            last_pass_age_seconds: age.as_secs_f64(),
+            deadline_seconds: LOOP_DEADLINE.as_secs_f64(),
+        }
     }
 
     /// The outcome of the last policy load: `None` when valid, else why
@@ -133,6 +175,24 @@ impl Health {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn alive_while_the_loop_passes_within_the_deadline() {
+        let h = Health::default();
+        let t = Instant::now();
+        assert!(h.liveness_at(t).alive, "starting");
+        assert!(
+            !h.liveness_at(t + LOOP_DEADLINE + Duration::from_secs(1))
+                .alive,
+            "never passed"
+        );
+        // Read before the pass: the pass is no earlier than `t`.
+        let t = Instant::now();
+        h.passed();
+        assert!(h.liveness_at(t + LOOP_DEADLINE).alive);
+        let l = h.liveness_at(t + LOOP_DEADLINE + Duration::from_secs(2));
+        assert!(!l.alive && l.last_pass_age_seconds > 30.0, "{l:?}");
+    }
 
     #[test]
     fn ready_only_with_a_young_sample_and_a_valid_policy() {

@@ -1,13 +1,15 @@
-//! The HTTP endpoint: `/metrics`, `/healthz`, `/readyz`, on hyper's HTTP/1
-//! server.
+//! The HTTP endpoint: `/metrics`, `/healthz`, `/livez`, `/readyz`, on
+//! hyper's HTTP/1 server.
 //!
 //! - `/metrics` negotiates the format from `Accept`: OpenMetrics 1.0 when the
 //!   scraper asks for `application/openmetrics-text` (Prometheus does), else
 //!   the 0.0.4 text format (`curl`, `promtool check metrics`); gzip when
 //!   `Accept-Encoding` allows it.
-//! - `/healthz`: the process answers. `/readyz`: the last successful sample
-//!   is younger than two intervals and the policy is valid (503 otherwise);
-//!   both with a JSON body saying why.
+//! - `/healthz`: the process answers. `/livez`: the control loop passed
+//!   within `health::LOOP_DEADLINE` (the watchdog's rule; 503 otherwise).
+//!   `/readyz`: the last successful sample is younger than two intervals
+//!   and the policy is valid (503 otherwise); each with a JSON body saying
+//!   why.
 //! - GET and HEAD; keep-alive; requests bounded in size; a client that does
 //!   not send its headers in time is dropped; at most
 //!   [`Limits::max_connections`] connections are open at once, and a new one
@@ -309,6 +311,16 @@ fn response(
     r
 }
 
+/// A probe's answer: 200 when it passes, else 503, with its reasons.
+fn probe(passes: bool, v: &impl serde::Serialize) -> Response<Full<Bytes>> {
+    let status = if passes {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    json(status, v)
+}
+
 fn json(status: StatusCode, v: &impl serde::Serialize) -> Response<Full<Bytes>> {
     let mut body = serde_json::to_vec(v).unwrap_or_default();
     body.push(b'\n');
@@ -333,19 +345,18 @@ impl Server {
         match req.uri().path() {
             "/metrics" => self.metrics(&req).await,
             "/healthz" => json(StatusCode::OK, &serde_json::json!({"status": "ok"})),
+            "/livez" => {
+                let l = self.exposition.metrics.health.liveness();
+                probe(l.alive, &l)
+            }
             "/readyz" => {
                 let r = self.exposition.metrics.health.readiness();
-                let status = if r.ready {
-                    StatusCode::OK
-                } else {
-                    StatusCode::SERVICE_UNAVAILABLE
-                };
-                json(status, &r)
+                probe(r.ready, &r)
             }
             "/" => response(
                 StatusCode::OK,
                 "text/plain; charset=utf-8",
-                "pptune: /metrics, /healthz, /readyz\n",
+                "pptune: /metrics, /healthz, /livez, /readyz\n",
             ),
             _ => response(
                 StatusCode::NOT_FOUND,

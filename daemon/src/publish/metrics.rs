@@ -28,8 +28,10 @@ use policy::counters::METRICS as POOL_COUNTERS;
 
 use crate::act::events::Event;
 use crate::act::rollout::{self, Arm, Standing};
+use crate::publish::notes::Unjudged;
 use policy::Policy;
-use policy::plan::{Action, Decision};
+use policy::knobs::{self, Block, Knob};
+use policy::plan::{Action, Decision, ReasonCode};
 use policy::policy::QueueSelection;
 use policy::snapshot::{Device, Snapshot};
 use prometheus_client::metrics::MetricType;
@@ -80,6 +82,12 @@ struct CountedSeries {
     info: Option<(InfoLabels, [Option<u32>; 2])>,
     /// The rx counters' handles and the kernel's values they last counted.
     link: Option<([Counter; 4], [u64; 4])>,
+    /// The knobs and modes whose counters exist at 0 ([`Metrics::known`]).
+    zeroed: BTreeSet<(Knob, &'static str)>,
+    /// The `pptune_device_unjudged` series exported, if any.
+    unjudged: Option<Unjudged>,
+    /// The ring cost estimate's handle (set every pass).
+    ring_cost: Option<Gauge>,
 }
 
 /// The registry and every family.
@@ -169,6 +177,16 @@ impl Metrics {
         for k in ERROR_KINDS {
             let _ = families.errors.get_or_create(&KindLabels {
                 kind: (*k).to_owned(),
+            });
+        }
+        for source in netlink::events::NOTIFY_SOURCES {
+            let _ = families.resyncs.get_or_create(&KindLabels {
+                kind: source.to_owned(),
+            });
+        }
+        for why in Unjudged::ALL {
+            let _ = families.judging_nothing.get_or_create(&ReasonLabels {
+                reason: why.as_str(),
             });
         }
         for res in ["ok", "invalid"] {
@@ -522,6 +540,125 @@ impl Metrics {
         }
     }
 
+    /// A device the pass decided for, with the knobs the policy manages on
+    /// it: every counter the rules, alerts and dashboard read for it exists
+    /// from now on, at 0 for what has not happened yet (the Prometheus
+    /// client convention: a series born at 1 hides its first event from
+    /// `increase()` and `rate()`). Per managed knob the device has: the
+    /// change results of `pptune_actions_total`
+    /// ([`crate::act::events::ACTION_SERIES`]), the override counter, and
+    /// the change decisions of its block in `mode`. Allocates only the
+    /// first time a (knob, mode) is seen.
+    pub fn known(&self, dev: &Device, policy: &Policy, mode: &'static str) {
+        self.with_counted(&dev.name, |c| {
+            for k in knobs::all().filter(|k| (k.managed)(policy) && k.read(dev).0.is_some()) {
+                if c.zeroed.contains(&(k.knob, mode)) {
+                    continue;
+                }
+                let knob_seen = c.zeroed.iter().any(|(z, _)| *z == k.knob);
+                c.zeroed.insert((k.knob, mode));
+                for &(reason, block) in &ReasonCode::CHANGES {
+                    if block != k.block {
+                        continue;
+                    }
+                    let action = match block {
+                        Block::Rings => "set_ring",
+                        Block::Channels => "set_channels",
+                    };
+                    c.decisions
+                        .entry((action, reason.as_str(), mode))
+                        .or_insert_with(|| {
+                            self.decisions.get_or_create_owned(&DecisionLabels {
+                                device: dev.name.clone(),
+                                action: action.to_owned(),
+                                reason: reason.as_str().to_owned(),
+                                mode: mode.to_owned(),
+                            })
+                        });
+                }
+                if knob_seen {
+                    continue;
+                }
+                for &(direction, results) in crate::act::events::ACTION_SERIES {
+                    for result in results {
+                        let l = ActionLabels {
+                            device: dev.name.clone(),
+                            knob: k.name.to_owned(),
+                            direction: direction.to_owned(),
+                            result: (*result).to_owned(),
+                        };
+                        let _ = self.actions.get_or_create(&l);
+                        c.actions.insert(l);
+                    }
+                }
+                let l = KnobLabels {
+                    device: dev.name.clone(),
+                    knob: k.name.to_owned(),
+                };
+                let _ = self.overrides.get_or_create(&l);
+                c.overrides.insert(l);
+            }
+        });
+    }
+
+    /// The ring cost estimate of a selected device (`None`: not selected,
+    /// or its ring is unknown: no series).
+    pub fn set_ring_cost(&self, device: &str, bytes: Option<u64>) {
+        self.with_counted(device, |c| match bytes {
+            Some(b) => {
+                c.ring_cost
+                    .get_or_insert_with(|| {
+                        self.ring_cost.get_or_create_owned(&DevLabels {
+                            device: device.to_owned(),
+                        })
+                    })
+                    .set(sat(b));
+            }
+            None => {
+                if c.ring_cost.take().is_some() {
+                    self.ring_cost.remove(&DevLabels {
+                        device: device.to_owned(),
+                    });
+                }
+            }
+        });
+    }
+
+    /// Why pptune cannot judge `device` (`None`: it can): its one
+    /// `pptune_device_unjudged` series, or none.
+    pub fn set_unjudged(&self, device: &str, why: Option<Unjudged>) {
+        self.with_counted(device, |c| {
+            if c.unjudged == why {
+                return;
+            }
+            if let Some(old) = c.unjudged.take() {
+                self.device_unjudged.remove(&DevReasonLabels {
+                    device: device.to_owned(),
+                    reason: old.as_str(),
+                });
+            }
+            if let Some(w) = why {
+                self.device_unjudged
+                    .get_or_create(&DevReasonLabels {
+                        device: device.to_owned(),
+                        reason: w.as_str(),
+                    })
+                    .set(1);
+            }
+            c.unjudged = why;
+        });
+    }
+
+    /// Why the host judges no device (`None`: it judges some): 1 for that
+    /// reason of `pptune_judging_nothing`, 0 for the others.
+    pub fn set_judging_nothing(&self, why: Option<Unjudged>) {
+        for w in Unjudged::ALL {
+            self.judging_nothing
+                .get_or_create(&ReasonLabels { reason: w.as_str() })
+                .set(i64::from(Some(w) == why));
+        }
+    }
+
     /// One decision of the pass: the device's mode (`enforce` or
     /// `observe`, after rollout), its backoff flag (0 for every selected
     /// device, so "backed off" is a value to alert on, not a missing
@@ -550,9 +687,13 @@ impl Metrics {
         self.set_recommendation(&dec.device, rec);
     }
 
-    /// A policy load's outcome: the policy now in force, or why the new
-    /// one was refused (the last good one stays).
-    pub fn policy_loaded(&self, loaded: Result<&Policy, &str>) {
+    /// A policy load's outcome: the policy now in force (its hashes
+    /// returned, for the log), or why the new one was refused (the last
+    /// good one stays).
+    pub fn policy_loaded(
+        &self,
+        loaded: Result<&Policy, &str>,
+    ) -> Option<crate::publish::policy_hash::PolicyHashes> {
         let result = if loaded.is_ok() { "ok" } else { "invalid" };
         self.reloads
             .get_or_create(&ResultLabels {
@@ -560,22 +701,49 @@ impl Metrics {
             })
             .inc();
         match loaded {
-            Ok(p) => self.policy_in_force(p),
+            Ok(p) => Some(self.policy_in_force(p)),
             Err(e) => {
                 self.error("policy_reload");
                 self.policy_valid.set(0);
                 self.health.set_policy_error(Some(e));
+                None
             }
         }
     }
 
-    /// A valid policy in force (at start, or reloaded): its interval for
-    /// `/readyz`, its queue selection for the series.
-    pub fn policy_in_force(&self, p: &Policy) {
+    /// A valid policy in force (at start, or reloaded): its hashes and
+    /// load time, its interval for `/readyz`, its queue selection for the
+    /// series. Returns the hashes, for the log.
+    pub fn policy_in_force(&self, p: &Policy) -> crate::publish::policy_hash::PolicyHashes {
+        let h = crate::publish::policy_hash::PolicyHashes::of(p);
+        let labels = PolicyLabels {
+            hash: h.policy.clone(),
+            shadow_hash: h.shadow.clone().unwrap_or_default(),
+        };
+        self.policy_info.clear();
+        self.policy_info.get_or_create(&labels).set(1);
+        #[allow(clippy::cast_precision_loss)]
+        self.policy_loaded
+            .set(crate::clock::unix_ms() as f64 / 1000.0);
+        for (scope, budget) in [
+            ("device", p.budget.per_device_bytes),
+            ("host", p.budget.per_host_bytes),
+        ] {
+            let l = ScopeLabels { scope };
+            match budget {
+                Some(b) => {
+                    self.memory_budget.get_or_create(&l).set(sat(b));
+                }
+                None => {
+                    self.memory_budget.remove(&l);
+                }
+            }
+        }
         self.policy_valid.set(1);
         self.health.set_interval(p.timing.interval);
         self.health.set_policy_error(None);
         self.set_queue_series(p.daemon.queue_series);
+        h
     }
 
     /// The rollout gauges: whether the host enforces, is selected, whether
@@ -694,12 +862,19 @@ impl Metrics {
             if let Some((l, _)) = &c.info {
                 self.device_info.remove(l);
             }
+            if let Some(w) = c.unjudged {
+                self.device_unjudged.remove(&DevReasonLabels {
+                    device: device.to_owned(),
+                    reason: w.as_str(),
+                });
+            }
         }
         let dev = DevLabels {
             device: device.to_owned(),
         };
         self.last_action.remove(&dev);
         self.backoff.remove(&dev);
+        self.ring_cost.remove(&dev);
         for f in [
             &self.rx_packets,
             &self.rx_bytes,
@@ -778,6 +953,25 @@ mod tests {
     use policy::snapshot::{Pool, PoolStats, RxQueue};
     use std::collections::BTreeSet;
 
+    /// A device with rings (rx `rx` of 4096) and 2 combined channels, no
+    /// pools.
+    fn knob_device(name: &str, rx: u32) -> Device {
+        Device {
+            ifindex: 9,
+            name: name.to_owned(),
+            rings: policy::snapshot::Availability::Available(policy::snapshot::Rings {
+                rx: Some(rx),
+                rx_max: Some(4096),
+                ..Default::default()
+            }),
+            channels: policy::snapshot::Availability::Available(policy::snapshot::Channels {
+                combined: Some(2),
+                ..Default::default()
+            }),
+            ..Device::default()
+        }
+    }
+
     /// A device with rings but no pools (so no per-queue series) that
     /// vanishes takes its ring and channel series with it, and when it
     /// comes back its series are live again (the kept handles went with
@@ -788,20 +982,7 @@ mod tests {
         let m = Metrics::new();
         let mut passes = Passes::default();
         let snap = |rx: u32| Snapshot {
-            devices: vec![Device {
-                ifindex: 9,
-                name: "veth9".to_owned(),
-                rings: policy::snapshot::Availability::Available(policy::snapshot::Rings {
-                    rx: Some(rx),
-                    rx_max: Some(4096),
-                    ..Default::default()
-                }),
-                channels: policy::snapshot::Availability::Available(policy::snapshot::Channels {
-                    combined: Some(2),
-                    ..Default::default()
-                }),
-                ..Device::default()
-            }],
+            devices: vec![knob_device("veth9", rx)],
             ..Snapshot::default()
         };
         let text = |m: &Metrics| m.encode().unwrap();
@@ -831,6 +1012,7 @@ mod tests {
                 holdout: false,
             },
             policy_enforces: false,
+            has_rollout: true,
         };
         let mut p = config::default_policy().unwrap();
         p.rollout = Some(policy::policy::Rollout {
@@ -863,6 +1045,7 @@ mod tests {
                 holdout: true,
             },
             policy_enforces: true,
+            has_rollout: true,
         };
         m.set_rollout(held, &p);
         let text = m.encode().unwrap();
@@ -871,6 +1054,93 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("pptune_rollout_enforcing 0\n"), "{text}");
+    }
+
+    /// A device pptune decides for has its change, override and change
+    /// decision counters at 0 before anything happens, for each knob the
+    /// policy manages on it (not for knobs it lacks or the policy leaves
+    /// alone), so the first change is a step from 0 that `increase()`
+    /// sees; the first event then reads 1 and the vanished device takes
+    /// them all.
+    #[test]
+    fn a_known_device_exports_its_counters_at_zero() {
+        let m = Metrics::new();
+        let t = m.encode().unwrap();
+        for source in netlink::events::NOTIFY_SOURCES {
+            assert!(
+                t.contains(&format!("pptune_resyncs_total{{kind=\"{source}\"}} 0\n")),
+                "{t}"
+            );
+        }
+        let mut p = policy::fixtures::policy();
+        p.channels.enabled = false;
+        let dev = knob_device("eth9", 256);
+        let mut passes = Passes::default();
+        passes.feed(
+            &m,
+            &Snapshot {
+                devices: vec![dev.clone()],
+                ..Snapshot::default()
+            },
+        );
+        m.known(&dev, &p, "observe");
+        m.known(&dev, &p, "observe");
+        let t = m.encode().unwrap();
+        for want in [
+            "pptune_actions_total{device=\"eth9\",knob=\"ring.rx\",direction=\"grow\",result=\"applied\"} 0\n",
+            "pptune_actions_total{device=\"eth9\",knob=\"ring.rx\",direction=\"shrink\",result=\"refused\"} 0\n",
+            "pptune_actions_total{device=\"eth9\",knob=\"ring.rx\",direction=\"revert\",result=\"applied\"} 0\n",
+            "pptune_operator_overrides_total{device=\"eth9\",knob=\"ring.rx\"} 0\n",
+            "pptune_decisions_total{device=\"eth9\",action=\"set_ring\",reason=\"recycle_miss_high\",mode=\"observe\"} 0\n",
+        ] {
+            assert!(t.contains(want), "{want} in\n{t}");
+        }
+        assert!(
+            !t.contains("ring.rx-jumbo") && !t.contains("channels."),
+            "{t}"
+        );
+        assert!(!t.contains("mode=\"enforce\""), "{t}");
+        m.known(&dev, &p, "enforce");
+        let t = m.encode().unwrap();
+        assert!(t.contains("pptune_decisions_total{device=\"eth9\",action=\"set_ring\",reason=\"calm_shrink\",mode=\"enforce\"} 0\n"), "{t}");
+        m.count([Event::Action {
+            device: "eth9".to_owned(),
+            knob: policy::Knob::Ring(policy::RingField::Rx),
+            direction: "grow",
+            result: "applied".to_owned(),
+        }]);
+        let t = m.encode().unwrap();
+        assert!(t.contains("pptune_actions_total{device=\"eth9\",knob=\"ring.rx\",direction=\"grow\",result=\"applied\"} 1\n"), "{t}");
+        passes.feed(&m, &Snapshot::default());
+        assert!(!m.encode().unwrap().contains("eth9"));
+    }
+
+    /// The per-device sums describe a device, not "the queue" their
+    /// per-queue families describe.
+    #[test]
+    fn device_sums_say_device_in_their_help() {
+        let m = Metrics::new();
+        let mut passes = Passes::default();
+        let snap = |k: u64| Snapshot {
+            devices: vec![device(
+                "eth0",
+                vec![queue(0, vec![pool(1, Some(stats(k)))])],
+                vec![],
+            )],
+            ..Snapshot::default()
+        };
+        passes.feed(&m, &snap(1));
+        passes.feed(&m, &snap(2));
+        let t = m.encode().unwrap();
+        let help: Vec<&str> = t
+            .lines()
+            .filter(|l| l.starts_with("# HELP pptune_device_pool"))
+            .collect();
+        assert_eq!(help.len(), 11 + 3, "{t}");
+        for h in help {
+            assert!(!h.contains("queue's") && !h.contains("the queue"), "{h}");
+            assert!(h.contains("device"), "{h}");
+        }
     }
 
     /// A device that vanishes takes every per-device series with it: the

@@ -9,6 +9,7 @@
 //!   serves.
 //! - [`notes`]: what the kernel can and cannot show, in words.
 //! - [`notify`]: systemd's `sd_notify`.
+//! - [`policy_hash`]: which policy runs, as a content hash.
 //!
 //! Imports: `act`, `sample` and the base; never the loop or a command.
 pub mod control;
@@ -18,6 +19,7 @@ pub mod logging;
 pub mod metrics;
 pub mod notes;
 pub mod notify;
+pub mod policy_hash;
 pub mod process_metrics;
 pub mod recording;
 pub mod view;

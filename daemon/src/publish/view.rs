@@ -41,11 +41,22 @@ pub(crate) struct ViewInput<'a> {
     pub backoff: &'a BTreeMap<String, Backoff>,
     pub overrides: &'a BTreeMap<(String, Knob), DeviceId>,
     pub evaluations: &'a [Evaluation],
+    /// The policy's memory budget.
+    pub budget: policy::policy::MemoryBudget,
 }
 
 pub(crate) fn build(d: &ViewInput<'_>) -> DaemonView {
     let now = d.now;
     let wall_ms = crate::clock::unix_ms();
+    // A time on the loop's clock as wall time (unix ms).
+    let wall = |t: Duration| {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        if t <= now {
+            wall_ms.saturating_sub(ms(now - t))
+        } else {
+            wall_ms.saturating_add(ms(t - now))
+        }
+    };
     let mut devices = Vec::new();
     for dev in d.devices.values() {
         let key = dev.id.key();
@@ -66,7 +77,9 @@ pub(crate) fn build(d: &ViewInput<'_>) -> DaemonView {
                 failures: b.failures,
                 retry_in_s: b.until.saturating_sub(now).as_secs(),
                 last_error: b.last_error.clone(),
+                retry_at_unix_ms: Some(wall(b.until)),
             });
+        let evaluation = d.evaluations.iter().find(|e| e.key == key);
         devices.push(DeviceView {
             name: dev.name.clone(),
             ifindex: dev.ifindex,
@@ -100,6 +113,7 @@ pub(crate) fn build(d: &ViewInput<'_>) -> DaemonView {
                             outcome: a.outcome.to_string(),
                             reason: a.reason.clone(),
                             age_s: wall_ms.saturating_sub(a.at_unix_ms) / 1000,
+                            at_unix_ms: Some(a.at_unix_ms),
                         })
                         .collect()
                 })
@@ -111,11 +125,10 @@ pub(crate) fn build(d: &ViewInput<'_>) -> DaemonView {
                 .map(|(_, knob)| knob.to_string())
                 .collect(),
             backoff,
-            evaluating: d
-                .evaluations
-                .iter()
-                .find(|e| e.key == key)
+            evaluating: evaluation
                 .map(|e| (e.knob.to_string(), e.ends.saturating_sub(now).as_secs())),
+            evaluating_until_unix_ms: evaluation.map(|e| wall(e.ends)),
+            ring_cost_bytes: last.and_then(|_| policy::engine::current_device_bytes(dev)),
         });
     }
     DaemonView {
@@ -131,8 +144,43 @@ pub(crate) fn build(d: &ViewInput<'_>) -> DaemonView {
         host_id_source: d.host_id.source.to_owned(),
         policy_error: d.policy_error.map(str::to_owned),
         last_sample_age_s: d.last_sample.map(|t| now.saturating_sub(t).as_secs()),
+        started_unix_ms: Some(wall(Duration::ZERO)),
+        last_sample_unix_ms: d.last_sample.map(wall),
+        budget_per_device_bytes: d.budget.per_device_bytes,
+        budget_per_host_bytes: d.budget.per_host_bytes,
         devices,
     }
+}
+
+/// A device's ring cost estimate and the budget it is judged against, in
+/// words (`status` and `plan` say it alike): `bytes` on the device, `host`
+/// over the selected devices.
+#[must_use]
+pub fn ring_cost_words(
+    bytes: u64,
+    host: u64,
+    per_device: Option<u64>,
+    per_host: Option<u64>,
+) -> String {
+    let b = crate::human::bytes;
+    let budget = match (per_device, per_host) {
+        (None, None) => "no memory budget".to_owned(),
+        (d, h) => {
+            let mut parts = Vec::new();
+            if let Some(d) = d {
+                parts.push(format!("{} per device", b(d)));
+            }
+            if let Some(h) = h {
+                parts.push(format!(
+                    "{} per host, selected devices now {}",
+                    b(h),
+                    b(host)
+                ));
+            }
+            format!("budget {}", parts.join("; "))
+        }
+    };
+    format!("ring cost estimate: {} ({budget})", b(bytes))
 }
 
 /// Renders the daemon's view as text, for the devices named (all when
@@ -203,6 +251,14 @@ pub fn render(view: Option<&DaemonView>, interfaces: &[String]) -> String {
                 a.age_s, a.knob, a.from, a.to, a.reason, a.outcome
             );
         }
+        if let Some(b) = d.ring_cost_bytes {
+            let host = v.devices.iter().filter_map(|d| d.ring_cost_bytes).sum();
+            let _ = writeln!(
+                s,
+                "    {}",
+                ring_cost_words(b, host, v.budget_per_device_bytes, v.budget_per_host_bytes)
+            );
+        }
         if let Some((k, left)) = &d.evaluating {
             let _ = writeln!(s, "    evaluating {k}: {left}s left");
         }
@@ -221,4 +277,21 @@ pub fn render(view: Option<&DaemonView>, interfaces: &[String]) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    /// The ring cost with each budget it can be judged against.
+    #[test]
+    fn ring_cost_words_name_the_budget() {
+        let w = |d, h| super::ring_cost_words(8 << 20, 24 << 20, d, h);
+        assert_eq!(
+            w(None, None),
+            "ring cost estimate: 8.0 MiB (no memory budget)"
+        );
+        assert_eq!(
+            w(Some(64 << 20), Some(1 << 30)),
+            "ring cost estimate: 8.0 MiB (budget 64.0 MiB per device; 1.0 GiB per host, selected devices now 24.0 MiB)"
+        );
+    }
 }

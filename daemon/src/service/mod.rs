@@ -177,7 +177,8 @@ pub async fn run<K: Kernel, E: Engine>(
         coexist: crate::act::coexist::Tracker::new(coexist),
         recording,
     };
-    d.metrics.policy_in_force(&d.policy);
+    let hashes = d.metrics.policy_in_force(&d.policy);
+    tracing::info!(policy_hash = %hashes.policy, shadow_hash = hashes.shadow.as_deref().unwrap_or(""), "policy loaded: {hashes}");
     d.export_rollout();
     let result = d.main_loop(&mut reload, &mut restore_rx, shutdown).await;
     d.stop().await;
@@ -209,9 +210,15 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
     }
 
     /// Wake-up period: the policy interval, but at least twice per watchdog
-    /// period so the loop's own ping never misses.
+    /// period and per liveness deadline (`/livez`) so the loop's own ping
+    /// never misses.
     fn tick_period(&self) -> Duration {
-        let i = self.policy.timing.interval.max(Duration::from_millis(10));
+        let i = self
+            .policy
+            .timing
+            .interval
+            .max(Duration::from_millis(10))
+            .min(crate::publish::health::LOOP_DEADLINE / 2);
         match self.notifier.watchdog() {
             Some(w) => i.min(w / 2),
             None => i,
@@ -251,8 +258,10 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                         self.tick().await;
                         next_sample = after(self.policy.timing.interval);
                     }
-                    // From the loop itself: a wedged tick stops the pings.
+                    // From the loop itself: a wedged tick stops the pings
+                    // and fails `/livez`.
                     self.notifier.watchdog_ping();
+                    self.metrics.health.passed();
                     next_ping = after(self.tick_period());
                 }
                 msg = reload.recv(), if reload_open => match msg {
@@ -406,6 +415,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         let (plan, asked) = self.decide(&mut snap, now);
         let cap = snap.capabilities.cap_net_admin;
         self.publish(&plan, now, cap);
+        report::export_judging(&self.metrics, &snap, &self.policy, &plan.decisions);
         self.actuate(&plan, &snap, cap).await;
         self.close_pass(plan, snap, now, asked, cap);
     }
@@ -505,6 +515,11 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 "observe"
             };
             let backed_off = self.acting.actuator.backed_off(&self.key, now);
+            if let Some(dev) = self.devices.get(&dec.ifindex) {
+                self.metrics.known(dev, &self.policy, mode);
+                self.metrics
+                    .set_ring_cost(&dev.name, policy::engine::current_device_bytes(dev));
+            }
             self.metrics.observe_decision(dec, mode, backed_off);
             self.log.log(dec, mode, now);
             // The last decision per device, overwritten in place.
@@ -530,6 +545,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         for d in self.devices.values() {
             if !managed.contains(&d.ifindex) {
                 self.metrics.set_mode(&d.name, "unmanaged");
+                self.metrics.set_ring_cost(&d.name, None);
             }
         }
     }
@@ -687,8 +703,8 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 self.acting.actuator.policy_reloaded(changed);
                 self.draw = rollout::draw(self.policy.rollout.as_ref(), &self.host_id.value);
                 self.export_rollout();
-                self.metrics.policy_loaded(Ok(&self.policy));
-                tracing::info!("policy reloaded");
+                let hashes = self.metrics.policy_loaded(Ok(&self.policy));
+                tracing::info!(policy_hash = %hashes.as_ref().map_or("", |h| h.policy.as_str()), shadow_hash = hashes.as_ref().and_then(|h| h.shadow.as_deref()).unwrap_or(""), "policy reloaded: {}", hashes.as_ref().map(ToString::to_string).unwrap_or_default());
             }
             Err(e) => {
                 tracing::error!(error = %e, "policy reload failed: keeping the last good policy");
@@ -790,6 +806,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             backoff: self.acting.actuator.backoff(),
             overrides: self.acting.actuator.overrides(),
             evaluations: self.acting.actuator.evaluations(),
+            budget: self.policy.budget,
         });
         if let Ok(mut v) = self.view.lock() {
             *v = view;

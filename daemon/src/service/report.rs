@@ -11,6 +11,7 @@ use policy::snapshot::{Device, Snapshot};
 
 use crate::act::actuator;
 use crate::act::state::StateFile;
+use crate::publish::notes::Unjudged;
 
 /// When no device in `snap` can be judged (every decision's reason is one
 /// more samples cannot change, or there is none), warns once with the
@@ -21,7 +22,7 @@ pub(super) fn why_nothing_is_judged<'a>(
     policy: &Policy,
     decisions: impl Iterator<Item = &'a Decision> + Clone,
 ) {
-    if decisions.clone().any(|d| !d.reason.cannot_judge()) {
+    if judges_some(decisions.clone()) {
         return;
     }
     let why: Vec<String> = snap
@@ -57,6 +58,40 @@ pub(super) fn why_nothing_is_judged<'a>(
         why = %why,
         "no device can be judged, so pptune will neither recommend nor change anything here; `pptune status` shows each device and what the kernel offers"
     );
+}
+
+/// Whether some decision judged its device (its reason is one more
+/// samples can change).
+fn judges_some<'a>(mut decisions: impl Iterator<Item = &'a Decision>) -> bool {
+    decisions.any(|d| !d.reason.cannot_judge())
+}
+
+/// Why each device of the pass cannot be judged, and why the host judges
+/// nothing, into `pptune_device_unjudged` and `pptune_judging_nothing`.
+pub(super) fn export_judging(
+    metrics: &crate::publish::metrics::Metrics,
+    snap: &Snapshot,
+    policy: &Policy,
+    decisions: &[Decision],
+) {
+    let mut host = None;
+    for d in &snap.devices {
+        let dec = decisions.iter().find(|dec| dec.ifindex == d.ifindex);
+        let why = Unjudged::of(d, &snap.capabilities, policy, dec);
+        metrics.set_unjudged(&d.name, why);
+        host = match (host, why) {
+            (Some(h), Some(w)) => Some(std::cmp::min(h, w)),
+            (h, w) => h.or(w),
+        };
+    }
+    let why = if judges_some(decisions.iter()) {
+        None
+    } else if snap.devices.is_empty() {
+        Some(Unjudged::NoDevices)
+    } else {
+        host
+    };
+    metrics.set_judging_nothing(why);
 }
 
 /// A restore's lines in the daemon's log, however it was asked for.
@@ -144,4 +179,128 @@ pub(super) fn summary<'a, D: Iterator<Item = &'a Decision> + Clone>(c: &Counts<'
             ""
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::publish::metrics::Metrics;
+    use policy::plan::{Action, ReasonCode, RecommendationId};
+    use policy::snapshot::Capabilities;
+
+    fn device(ifindex: u32, name: &str, driver: &str, up: bool) -> Device {
+        Device {
+            ifindex,
+            name: name.to_owned(),
+            driver: Some(driver.to_owned()),
+            admin_up: up,
+            ..Device::default()
+        }
+    }
+
+    fn hold(d: &Device, reason: ReasonCode) -> Decision {
+        Decision {
+            ifindex: d.ifindex,
+            device: d.name.clone(),
+            device_id: d.id.clone(),
+            mode: policy::Mode::Enforce,
+            action: Action::Hold,
+            reason,
+            message: String::new(),
+            evidence: policy::plan::Evidence::default(),
+            id: RecommendationId(String::new()),
+            baseline: None,
+        }
+    }
+
+    fn judging(m: &Metrics) -> Vec<String> {
+        m.encode()
+            .unwrap()
+            .lines()
+            .filter(|l| {
+                l.starts_with("pptune_judging_nothing{") && l.ends_with(" 1")
+                    || l.starts_with("pptune_device_unjudged{")
+            })
+            .map(str::to_owned)
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    }
+
+    /// Each host and device where pptune can judge nothing says why, in
+    /// one series a recording rule can count; a host that judges one
+    /// device judges something, and its series go back to 0.
+    #[test]
+    fn why_nothing_is_judged_is_exported_per_host_and_device() {
+        let m = Metrics::new();
+        let p = policy::fixtures::policy();
+        let caps = Capabilities {
+            page_pool_get: true,
+            page_pool_stats: true,
+            ..Capabilities::default()
+        };
+        let snap = |caps: &Capabilities, devices: Vec<Device>| Snapshot {
+            capabilities: caps.clone(),
+            devices,
+            ..Snapshot::default()
+        };
+        let down = device(2, "eth0", "ice", false);
+        let veth = device(3, "veth0", "veth", true);
+        export_judging(&m, &snap(&caps, vec![down.clone(), veth.clone()]), &p, &[]);
+        assert_eq!(
+            judging(&m),
+            [
+                r#"pptune_device_unjudged{device="eth0",reason="device_down"} 1"#,
+                r#"pptune_device_unjudged{device="veth0",reason="driver_hides_pools"} 1"#,
+                r#"pptune_judging_nothing{reason="driver_hides_pools"} 1"#,
+            ]
+        );
+
+        let old = Capabilities {
+            page_pool_get: false,
+            ..Capabilities::default()
+        };
+        export_judging(&m, &snap(&old, vec![down.clone()]), &p, &[]);
+        let j = judging(&m);
+        assert!(
+            j.contains(&r#"pptune_judging_nothing{reason="no_pool_introspection"} 1"#.to_owned()),
+            "{j:?}"
+        );
+        assert!(
+            j.contains(
+                &r#"pptune_device_unjudged{device="eth0",reason="no_pool_introspection"} 1"#
+                    .to_owned()
+            ),
+            "{j:?}"
+        );
+
+        let mut pooled = device(2, "eth0", "ice", true);
+        pooled.unmapped_pools = vec![policy::snapshot::Pool::default()];
+        let no_stats = Capabilities {
+            page_pool_stats: false,
+            ..caps.clone()
+        };
+        let s = snap(&no_stats, vec![pooled.clone()]);
+        export_judging(&m, &s, &p, &[hold(&pooled, ReasonCode::NoStats)]);
+        let j = judging(&m);
+        assert!(
+            j.contains(&r#"pptune_judging_nothing{reason="no_pool_stats"} 1"#.to_owned()),
+            "{j:?}"
+        );
+
+        export_judging(&m, &snap(&caps, vec![]), &p, &[]);
+        assert!(
+            judging(&m).contains(&r#"pptune_judging_nothing{reason="no_devices"} 1"#.to_owned())
+        );
+
+        let s = snap(&caps, vec![pooled.clone(), veth.clone()]);
+        export_judging(&m, &s, &p, &[hold(&pooled, ReasonCode::Healthy)]);
+        assert_eq!(
+            judging(&m),
+            [
+                r#"pptune_device_unjudged{device="veth0",reason="driver_hides_pools"} 1"#
+                    .to_owned()
+            ]
+        );
+    }
 }

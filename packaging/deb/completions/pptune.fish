@@ -24,7 +24,7 @@ function __fish_pptune_using_subcommand
     contains -- $cmd[1] $argv
 end
 
-complete -c pptune -n "__fish_pptune_needs_command" -l config -d 'Policy file or directory, for the commands that read the policy (run, plan, check)' -r -F
+complete -c pptune -n "__fish_pptune_needs_command" -l config -d 'Policy file or directory, for the commands that read the policy (run, plan, check, record, replay)' -r -F
 complete -c pptune -n "__fish_pptune_needs_command" -s h -l help -d 'Print help'
 complete -c pptune -n "__fish_pptune_needs_command" -s V -l version -d 'Print version'
 complete -c pptune -n "__fish_pptune_needs_command" -f -a "run" -d 'Run the daemon in the foreground (the systemd unit runs this)'

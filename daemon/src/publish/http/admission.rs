@@ -1,5 +1,5 @@
 //! Which connections the HTTP endpoint serves when it is full, so that no
-//! client can starve the probes (`/healthz` is the Kubernetes liveness
+//! client can starve the probes (`/livez` is the Kubernetes liveness
 //! probe, `/readyz` the readiness probe; RELIABILITY.md §7, class 4).
 //!
 //! At most [`Limits::max_connections`](super::Limits::max_connections)

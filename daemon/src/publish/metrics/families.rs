@@ -96,6 +96,13 @@ families! {
     rx_bytes: Family<DevLabels, Counter> = ("pptune_device_rx", "Bytes the device received (rtnetlink rx_bytes), counted since pptune started", Unit::Bytes);
     rx_missed: Family<DevLabels, Counter> = ("pptune_device_rx_missed_packets", "Packets the NIC dropped for want of a posted buffer (rtnetlink rx_missed_errors + rx_fifo_errors), counted since pptune started");
     rx_dropped: Family<DevLabels, Counter> = ("pptune_device_rx_dropped_packets", "Packets received but dropped by the host (rtnetlink rx_dropped), counted since pptune started");
+    /// The memory estimate the budget gates on (`policy::device_bytes`),
+    /// per selected device, beside the pools' observed inflight bytes.
+    ring_cost: Family<DevLabels, Gauge> = ("pptune_device_ring_cost_estimate", "What the device's configured rings cost by pptune's estimate, the figure its memory budget is judged against ((posted buffers + pool ring + cache) x page bytes x queues); per device pptune selects", Unit::Bytes);
+    memory_budget: Family<ScopeLabels, Gauge> = ("pptune_memory_budget", "The policy's memory budget for the ring cost estimate: per device (scope=device) and for the selected devices' sum (scope=host); absent when the policy sets none", Unit::Bytes);
+    /// Why pptune judges nothing (`publish::notes::Unjudged`).
+    judging_nothing: Family<ReasonLabels, Gauge> = ("pptune_judging_nothing", "1 for the reason this host judges no device (every reason exported, all 0 while some device is judged): no_pool_introspection, no_pool_stats, driver_hides_pools, no_pools, device_down, rings_unavailable, not_managed, not_selected, no_devices");
+    device_unjudged: Family<DevReasonLabels, Gauge> = ("pptune_device_unjudged", "1 with the reason pptune cannot judge the device (absent while it can)");
     rollout_enforcing: Gauge = ("pptune_rollout_enforcing", "1 when this host enforces: it falls in the policy's rollout fraction and some selector is in enforce mode");
     rollout_host_selected: Gauge = ("pptune_rollout_host_selected", "1 when this host falls in the policy's rollout fraction (it would enforce what an enforcing selector selects)");
     policy_enforcing: Gauge = ("pptune_policy_enforcing", "1 when some selector of the policy in force is in enforce mode");
@@ -112,6 +119,10 @@ families! {
     shadow_memory: Family<DevLabels, Gauge> = ("pptune_shadow_pool_inflight_modelled", "The shadow's pool memory (inflight) on the device: observed until its ring differs from the live one, then scaled by the ring model", Unit::Bytes);
     shadow_modelled: Family<DevLabels, Gauge> = ("pptune_shadow_modelled", "1 when the shadow's figures on the device are the ring model's, not observed");
     reloads: Family<ResultLabels, Counter> = ("pptune_policy_reloads", "Policy reloads by result (ok, invalid)");
+    /// Which policy runs (`publish::policy_hash`): one series, replaced
+    /// on each load.
+    policy_info: Family<PolicyLabels, Gauge> = ("pptune_policy_info", "1, labelled with the content hash of the policy in force (hash) and of its shadow (shadow_hash, empty without one): sha256 of the effective policy, drop-ins merged, first 16 hex digits");
+    policy_loaded: FGauge = ("pptune_policy_loaded_timestamp", "Unix time the policy in force was loaded (at start or by the last successful reload)", Unit::Seconds);
     policy_valid: Gauge = ("pptune_policy_valid", "0 when the last reload was invalid and the last good policy is still in force");
     samples: Counter = ("pptune_samples", "Successful sampling passes");
     sample_duration: FGauge = ("pptune_sample_duration", "Duration of the last sampling pass", Unit::Seconds);

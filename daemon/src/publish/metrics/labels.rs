@@ -123,3 +123,30 @@ pub struct BuildLabels {
     /// checkout unless `PPTUNE_GIT_REVISION` was set at build time).
     pub revision: String,
 }
+
+/// `pptune_memory_budget_bytes`'s label: `device` or `host`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ScopeLabels {
+    pub scope: &'static str,
+}
+
+/// `pptune_judging_nothing`'s label: why the host judges nothing.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: &'static str,
+}
+
+/// `pptune_device_unjudged`'s labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DevReasonLabels {
+    pub device: String,
+    pub reason: &'static str,
+}
+
+/// `pptune_policy_info`'s labels: the content hashes of the policy in
+/// force and of its shadow (empty without one).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyLabels {
+    pub hash: String,
+    pub shadow_hash: String,
+}

@@ -29,6 +29,25 @@ pub(super) const QUEUE_GAUGES: [(&str, Option<&str>, &str); 3] = [
     ),
 ];
 
+/// The help of the per-device sums of [`QUEUE_GAUGES`], in their order.
+const DEVICE_GAUGE_HELP: [&str; 3] = [
+    "Live page pools serving the device's RX queues",
+    "Pages out of the device's pools (held by the NIC, the stack, or the pools' own ring and cache)",
+    "Memory of the device's inflight pages",
+];
+
+/// The help of the per-device sums of the pool counters: the counter's own,
+/// summed over the device's queues.
+fn device_counter_help(i: usize) -> &'static str {
+    static HELP: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+        POOL_COUNTERS
+            .iter()
+            .map(|m| format!("{}, summed over the device's RX queues", m.help))
+            .collect()
+    });
+    HELP.get(i).map_or("", String::as_str)
+}
+
 /// The per-queue ratio gauges (unit `ratio`), last: (name, help).
 pub(super) const QUEUE_RATIOS: [(&str, &str); 3] = [
     (
@@ -326,7 +345,7 @@ pub(super) fn encode_device_sums(out: &mut String, devices: &BTreeMap<Arc<str>, 
     if sums.iter().any(|s| s.3) {
         for (i, m) in POOL_COUNTERS.iter().enumerate() {
             let name = device_name(m.metric);
-            descriptor(out, &name, m.unit, m.help, "counter");
+            descriptor(out, &name, m.unit, device_counter_help(i), "counter");
             for (labels, c, _, has) in &sums {
                 if *has {
                     series(out, &name, m.unit, "_total", labels);
@@ -336,7 +355,7 @@ pub(super) fn encode_device_sums(out: &mut String, devices: &BTreeMap<Arc<str>, 
             }
         }
     }
-    for (i, (name, unit, help)) in QUEUE_GAUGES.iter().enumerate() {
+    for (i, ((name, unit, _), help)) in QUEUE_GAUGES.iter().zip(DEVICE_GAUGE_HELP).enumerate() {
         let name = device_name(name);
         descriptor(out, &name, *unit, help, "gauge");
         for (labels, _, g, _) in &sums {
