@@ -327,7 +327,9 @@ impl Sink {
             }
         }
         line.push('\n');
-        line
+        // What the kernel and the files name (an interface, a path, an
+        // error's text) cannot move a terminal's cursor or forge a line.
+        crate::human::printable(&line).into_owned()
     }
 
     fn journal(meta: &tracing::Metadata<'_>, f: &Fields) -> Vec<u8> {
