@@ -304,11 +304,11 @@ pub fn runtime_dir() -> PathBuf {
 
 /// The running kernel's boot id.
 pub fn read_boot_id() -> Result<String, StateError> {
-    fs::read_to_string(BOOT_ID)
+    config::file::read_regular_text(Path::new(BOOT_ID), 4096)
         .map(|s| s.trim().to_owned())
-        .map_err(|source| StateError::BootId {
+        .map_err(|e| StateError::BootId {
             path: PathBuf::from(BOOT_ID),
-            source,
+            source: std::io::Error::other(e.to_string()),
         })
 }
 

@@ -118,6 +118,12 @@ pub async fn run(
             }
         },
     };
+    if let Some(why) = crate::clock::local_zone_problem() {
+        tracing::warn!(
+            cause = why,
+            "the local time zone does not load: change windows and the log's times are in UTC"
+        );
+    }
     if loaded.default_applied {
         tracing::info!("no policy file: the embedded default policy applies");
     }

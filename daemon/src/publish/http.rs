@@ -461,9 +461,14 @@ pub async fn serve_secured(
         let ticket = admission.place().await;
         let _ = stream.set_nodelay(true);
         let server = Arc::clone(&server);
-        let active = web.as_ref().map(|w| w.current());
+        let web = web.clone();
         let builder = builder.clone();
         tokio::spawn(async move {
+            // Off the accept loop: a re-read waits here, not there.
+            let active = match &web {
+                Some(w) => Some(w.current().await),
+                None => None,
+            };
             match active.as_ref().and_then(|a| a.tls.clone()) {
                 None => drive(builder, stream, server, active, ticket, limits).await,
                 Some(acceptor) => {

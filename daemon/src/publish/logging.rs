@@ -298,7 +298,7 @@ impl Sink {
     fn human(meta: &tracing::Metadata<'_>, f: &Fields) -> String {
         let mut line = format!(
             "{} {:>5} {}",
-            chrono::Local::now().format("%H:%M:%S%.3f"),
+            crate::clock::local_now().strftime("%H:%M:%S%.3f"),
             meta.level().as_str(),
             f.message
         );
