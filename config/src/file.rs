@@ -123,6 +123,31 @@ pub fn open_for_write(path: &Path, opts: &mut OpenOptions) -> io::Result<File> {
     Ok(file)
 }
 
+/// Creates the output file `path` of a command (a recording, a plot), which
+/// must not exist: `O_CREAT | O_EXCL` refuses an existing file and any
+/// symlink there (dangling or not) with `EEXIST`, so nothing is written
+/// over or through one. The one rule for a command's new output file.
+///
+/// # Errors
+/// It exists, or cannot be created.
+pub fn create_new(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| {
+            if e.kind() == io::ErrorKind::AlreadyExists {
+                io::Error::new(
+                    e.kind(),
+                    format!("{} exists: not overwritten", path.display()),
+                )
+            } else {
+                e
+            }
+        })
+}
+
 /// The bytes of the regular file `path`, at most `limit` of them.
 ///
 /// # Errors

@@ -112,6 +112,9 @@ pub fn suggest(a: &SuggestArgs<'_>) -> anyhow::Result<ExitCode> {
         a.min_hosts,
         &format!("{} (last {range}, {})", a.prometheus, a.selector),
     );
+    // Parsed back before it goes anywhere: a label value that made it say
+    // more than its priors is a bug here, and nothing is written.
+    read_back(&text, &rows, a.min_hosts)?;
     match a.output {
         Some(path) => write_atomically(path, &text)?,
         None => std::io::stdout().write_all(text.as_bytes())?,
@@ -222,7 +225,13 @@ pub fn parse_answer(http: u16, body: &str) -> anyhow::Result<Vec<Converged>> {
         let (driver, Some(ring)) = (label("driver"), ring) else {
             continue;
         };
-        if driver.is_empty() {
+        // Labels pptune never writes (a blank driver, a model that is not
+        // a PCI id) are not pptune's evidence: the policy would refuse them.
+        if driver.trim().is_empty()
+            || m["model"]
+                .as_str()
+                .is_some_and(|v| !v.is_empty() && !config::is_pci_model(v))
+        {
             continue;
         }
         let some = |k: &str| Some(label(k)).filter(|v| !v.is_empty());
@@ -250,46 +259,130 @@ fn excerpt(body: &str) -> String {
     }
 }
 
-/// The drop-in: one prior per class with `min_hosts` hosts, the evidence
-/// in comments, the classes left out listed.
-#[must_use]
-pub fn drop_in(rows: &[Converged], min_hosts: u32, source: &str) -> String {
+/// Text for one YAML comment line: what came from outside (a label value
+/// any exporter, federation source or remote write can set; the
+/// Prometheus address and selector) cannot end the comment and start a
+/// key. Every control character (newline and carriage return among them),
+/// the Unicode line and paragraph separators, the byte-order mark and the
+/// characters that reorder text are written as `\u{..}` escapes. The one
+/// place comment text is made; every comment of the drop-in goes through
+/// it.
+fn comment(s: &str) -> String {
+    let hidden = |c: char| {
+        c.is_control()
+            || matches!(
+                c,
+                '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+            )
+    };
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if hidden(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The classes that get a prior (those with `min_hosts` hosts), each with
+/// its devices, and the others.
+fn by_class(rows: &[Converged]) -> BTreeMap<&Class, Vec<&Converged>> {
     let mut classes: BTreeMap<&Class, Vec<&Converged>> = BTreeMap::new();
     for r in rows {
         classes.entry(&r.class).or_default().push(r);
     }
+    classes
+}
+
+/// A class's hosts (distinct) and its rings (sorted).
+fn hosts_and_rings(devs: &[&Converged]) -> (u32, Vec<u32>) {
+    let mut hosts: Vec<&str> = devs.iter().map(|d| d.instance.as_str()).collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    let mut rings: Vec<u32> = devs.iter().map(|d| d.ring).collect();
+    rings.sort_unstable();
+    (u32::try_from(hosts.len()).unwrap_or(u32::MAX), rings)
+}
+
+/// The ring at quantile `q` of sorted, non-empty `rings`.
+fn quantile(rings: &[u32], q: f64) -> u32 {
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )]
+    let i = ((rings.len() - 1) as f64 * q).round() as usize;
+    rings[i]
+}
+
+/// The priors the drop-in is meant to hold, as the policy has them.
+fn meant(rows: &[Converged], min_hosts: u32) -> Vec<policy::policy::Prior> {
+    by_class(rows)
+        .into_iter()
+        .filter_map(|(class, devs)| {
+            let (n, rings) = hosts_and_rings(&devs);
+            (n >= min_hosts).then(|| policy::policy::Prior {
+                driver: class.driver.clone(),
+                mtu: class.mtu,
+                speed_mbps: class.speed,
+                model: class.model.clone(),
+                firmware: class.firmware.clone(),
+                ring_rx: quantile(&rings, 0.5),
+            })
+        })
+        .collect()
+}
+
+/// `text` parsed as a drop-in over the embedded default must be that
+/// default with exactly the priors meant, nothing else.
+///
+/// # Errors
+/// It does not parse, or says something the generator did not mean.
+pub fn read_back(text: &str, rows: &[Converged], min_hosts: u32) -> anyhow::Result<()> {
+    let got = config::parse_str("fleet suggest's drop-in", text).map_err(|e| {
+        anyhow::anyhow!(
+            "the generated drop-in does not parse (nothing written): {}",
+            config::render(&e)
+        )
+    })?;
+    let mut want =
+        config::parse_str("empty", "{}").map_err(|e| anyhow::anyhow!("{}", config::render(&e)))?;
+    want.priors = meant(rows, min_hosts);
+    if got != want {
+        bail!(
+            "the generated drop-in says more than its priors (nothing written): a label value changed it"
+        );
+    }
+    Ok(())
+}
+
+/// The drop-in: one prior per class with `min_hosts` hosts, the evidence
+/// in comments, the classes left out listed.
+#[must_use]
+pub fn drop_in(rows: &[Converged], min_hosts: u32, source: &str) -> String {
+    let classes = by_class(rows);
     let mut out = format!(
-        "# Fleet priors, written by `pptune fleet suggest` from {source}.\n\
+        "# Fleet priors, written by `pptune fleet suggest` from {}.\n\
          # Per class (driver, model, firmware, MTU, link speed): the median RX\n\
          # ring of the devices whose ring.rx change pptune judged effective and\n\
          # none reverted. A device pptune has not changed yet starts there\n\
          # (docs/policy.md, `priors`).\n\
-         priors:\n"
+         priors:\n",
+        comment(source)
     );
     let mut left_out = Vec::new();
     let mut any = false;
     for (class, devs) in &classes {
-        let mut hosts: Vec<&str> = devs.iter().map(|d| d.instance.as_str()).collect();
-        hosts.sort_unstable();
-        hosts.dedup();
-        let mut rings: Vec<u32> = devs.iter().map(|d| d.ring).collect();
-        rings.sort_unstable();
-        let what = class.describe();
-        let n = u32::try_from(hosts.len()).unwrap_or(u32::MAX);
+        let (n, rings) = hosts_and_rings(devs);
+        let what = comment(&class.describe());
         if n < min_hosts {
             left_out.push(format!("{what}: {n} host(s)"));
             continue;
         }
         any = true;
-        let at = |q: f64| {
-            #[allow(
-                clippy::cast_possible_truncation,
-                clippy::cast_sign_loss,
-                clippy::cast_precision_loss
-            )]
-            let i = ((rings.len() - 1) as f64 * q).round() as usize;
-            rings[i]
-        };
+        let at = |q: f64| quantile(&rings, q);
         let _ = writeln!(
             out,
             "  # {what}: {n} hosts, {} devices; ring min {}, p10 {}, median {}, p90 {}, max {}",
@@ -315,18 +408,42 @@ pub fn drop_in(rows: &[Converged], min_hosts: u32, source: &str) -> String {
     out
 }
 
-/// A name as a YAML scalar: plain when it is a plain word, quoted
-/// otherwise (a model's colon, a firmware's spaces).
+/// A name as a YAML scalar: plain when it is a plain word, double-quoted
+/// otherwise (a model's colon, a firmware's spaces), with `"` and `\`
+/// escaped and every character YAML may not carry raw or reads as a line
+/// break (controls, DEL, C1, U+2028/9, the byte-order mark, U+FFFE/F) as a
+/// `\u`/`\U` escape, which YAML reads back as that character.
 fn yaml_str(s: &str) -> String {
     if !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
         && s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
     {
-        s.to_owned()
-    } else {
-        serde_json::to_string(s).unwrap_or_default()
+        return s.to_owned();
     }
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control()
+                || matches!(
+                    c,
+                    '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}'
+                ) =>
+            {
+                let _ = if u32::from(c) <= 0xffff {
+                    write!(out, "\\u{:04x}", u32::from(c))
+                } else {
+                    write!(out, "\\U{:08x}", u32::from(c))
+                };
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// Writes `text` to `path` through a temporary file in its directory and a
@@ -482,6 +599,94 @@ mod tests {
         ] {
             let e = parse_answer(http, body).unwrap_err().to_string();
             assert!(e.contains(want), "{http} {body}: {e}");
+        }
+    }
+
+    fn class_rows(class: &Class) -> Vec<Converged> {
+        ["a", "b"]
+            .into_iter()
+            .map(|h| Converged {
+                instance: h.into(),
+                class: class.clone(),
+                ring: 2048,
+            })
+            .collect()
+    }
+
+    /// A `firmware` label holding a newline wrote `mode: enforce` with a
+    /// selector on `*` into the drop-in, and `check` passed it. Now it
+    /// stays in its comment, escaped, and the drop-in holds its prior only.
+    #[test]
+    fn a_label_value_cannot_add_a_key_to_the_drop_in() {
+        let class = Class {
+            driver: "ice".into(),
+            model: None,
+            firmware: Some("1.0\nmode: enforce\nselectors:\n  - names: [\"*\"]\n#".into()),
+            mtu: None,
+            speed: None,
+        };
+        let rows = class_rows(&class);
+        let text = drop_in(&rows, 2, "http://prom\r\nmode: enforce");
+        read_back(&text, &rows, 2).unwrap();
+        assert!(
+            !text
+                .lines()
+                .any(|l| l.starts_with("mode") || l.starts_with("selectors")),
+            "{text}"
+        );
+        let p = config::parse_str("fleet.yaml", &text).unwrap();
+        assert_eq!(p.mode, policy::Mode::default(), "{text}");
+        assert_eq!(p.priors[0].firmware, class.firmware);
+    }
+
+    /// What the generator did not mean is refused before anything is
+    /// written, whatever put it there.
+    #[test]
+    fn a_drop_in_that_says_more_than_its_priors_is_refused() {
+        let rows = class_rows(&Class {
+            driver: "ice".into(),
+            model: None,
+            firmware: None,
+            mtu: Some(1500),
+            speed: None,
+        });
+        let text = drop_in(&rows, 2, "test");
+        read_back(&text, &rows, 2).unwrap();
+        for extra in [
+            "mode: enforce\n",
+            "priors: []\n",
+            "timing:\n  interval: 1s\n",
+        ] {
+            let e = read_back(&format!("{text}{extra}"), &rows, 2).unwrap_err();
+            assert!(e.to_string().contains("nothing written"), "{extra}: {e}");
+        }
+        // One prior fewer (fewer hosts than asked for) is not what was meant.
+        assert!(read_back(&text, &rows, 3).is_err());
+    }
+
+    /// The variant: every control character, the Unicode line breaks, the
+    /// byte-order mark and a bidi override, in every label: the drop-in
+    /// reads back as exactly its priors, the labels as they were.
+    #[test]
+    fn every_control_character_in_a_label_round_trips() {
+        let odd = (0u32..0x20)
+            .chain([0x7f, 0x85, 0x9b, 0x2028, 0x2029, 0xfeff, 0x202e])
+            .filter_map(char::from_u32);
+        for c in odd {
+            let class = Class {
+                driver: format!("d{c}x"),
+                model: Some("8086:159b".into()),
+                firmware: Some(format!("f{c}")),
+                mtu: None,
+                speed: None,
+            };
+            let rows = class_rows(&class);
+            let text = drop_in(&rows, 2, &format!("src{c}"));
+            read_back(&text, &rows, 2).unwrap_or_else(|e| panic!("{:?}: {e}\n{text}", c));
+            let p = config::parse_str("fleet.yaml", &text).unwrap();
+            assert_eq!(p.priors[0].driver, class.driver, "{c:?}");
+            assert_eq!(p.priors[0].model, class.model, "{c:?}");
+            assert_eq!(p.priors[0].firmware, class.firmware, "{c:?}");
         }
     }
 
