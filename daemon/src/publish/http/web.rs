@@ -345,13 +345,76 @@ fn server_config(t: &TlsServer) -> Result<rustls::ServerConfig, WebError> {
     Ok(cfg)
 }
 
+/// Password checks at once: one bcrypt at a time, on the blocking pool, so
+/// wrong passwords cost at most one core and one thread however many come.
+pub const VERIFIERS: usize = 1;
+/// Requests waiting for a check; past them a request is answered "busy"
+/// at once.
+pub const VERIFY_QUEUE: usize = 16;
+/// How long a request waits for its check before it is answered "busy".
+pub const VERIFY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The one bound on unauthenticated work: every bcrypt check goes through
+/// it.
+struct Verifier {
+    running: tokio::sync::Semaphore,
+    waiting: std::sync::atomic::AtomicUsize,
+}
+
+static VERIFIER: Verifier = Verifier {
+    running: tokio::sync::Semaphore::const_new(VERIFIERS),
+    waiting: std::sync::atomic::AtomicUsize::new(0),
+};
+
+impl Verifier {
+    /// `Some(verdict)`, or `None` when the queue is full or the wait ran
+    /// out. A request whose client goes away drops this future: it stops
+    /// waiting, and a check not yet started never starts.
+    async fn verify(&'static self, password: String, hash: String) -> Option<bool> {
+        use std::sync::atomic::Ordering;
+        struct Queued<'a>(&'a std::sync::atomic::AtomicUsize);
+        impl Drop for Queued<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        if self.waiting.fetch_add(1, Ordering::AcqRel) >= VERIFY_QUEUE {
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        let queued = Queued(&self.waiting);
+        let permit = tokio::time::timeout(VERIFY_WAIT, self.running.acquire())
+            .await
+            .ok()?
+            .ok()?;
+        drop(queued);
+        let ok = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            bcrypt::verify(password, &hash).unwrap_or(false)
+        })
+        .await
+        .unwrap_or(false);
+        Some(ok)
+    }
+}
+
+/// What a request's credentials come to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Auth {
+    Allowed,
+    Denied,
+    /// Not checked: the password checks are all taken (answer 503).
+    Busy,
+}
+
 impl Active {
     /// Whether the request may be answered: no users configured, or an
     /// `Authorization: Basic` header whose password verifies against its
-    /// user's bcrypt hash. bcrypt runs on the blocking pool.
-    pub async fn authorized(&self, headers: &hyper::HeaderMap) -> bool {
+    /// user's bcrypt hash. A password that verified is remembered (by a
+    /// digest); any other costs a check under [`VERIFIER`]'s bound.
+    pub async fn authorized(&self, headers: &hyper::HeaderMap) -> Auth {
         if self.users.is_empty() {
-            return true;
+            return Auth::Allowed;
         }
         let Some((user, password)) = headers
             .get(header::AUTHORIZATION)
@@ -365,7 +428,7 @@ impl Active {
             .and_then(|b| String::from_utf8(b).ok())
             .and_then(|s| s.split_once(':').map(|(u, p)| (u.to_owned(), p.to_owned())))
         else {
-            return false;
+            return Auth::Denied;
         };
         // An unknown user costs a bcrypt check too (at cost 10, what
         // htpasswd -B writes): the time of a refusal does not tell at a
@@ -385,20 +448,19 @@ impl Active {
             .finalize()
             .into();
         if known && self.verified.lock().is_ok_and(|v| v.contains(&key)) {
-            return true;
+            return Auth::Allowed;
         }
-        let ok =
-            tokio::task::spawn_blocking(move || bcrypt::verify(password, &hash).unwrap_or(false))
-                .await
-                .unwrap_or(false)
-                && known;
+        let Some(verified) = VERIFIER.verify(password, hash).await else {
+            return Auth::Busy;
+        };
+        let ok = verified && known;
         if ok && let Ok(mut v) = self.verified.lock() {
             if v.len() >= VERIFIED_CACHE {
                 v.clear();
             }
             v.insert(key);
         }
-        ok
+        if ok { Auth::Allowed } else { Auth::Denied }
     }
 
     /// The response headers the web config adds.
