@@ -372,7 +372,7 @@ impl Server {
                 r
             }
             Err(e) => {
-                tracing::warn!(error = %e, "rendering /metrics failed");
+                tracing::warn!(error = %crate::publish::logging::cause(&e), "rendering /metrics failed");
                 response(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "text/plain; charset=utf-8",
@@ -448,12 +448,13 @@ pub async fn serve_secured(
         .keep_alive(true)
         .header_read_timeout(limits.header_read_timeout)
         .max_buf_size(limits.max_request_bytes.max(8192));
+    let mut failures = crate::publish::logging::AcceptFailures::new("metrics");
     loop {
         let stream = match listener.accept().await {
             Ok((s, _)) => s,
             Err(e) => {
                 // EMFILE and friends: back off briefly rather than spin.
-                tracing::debug!(error = %e, "accept failed");
+                failures.failed(&e);
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
@@ -480,7 +481,7 @@ pub async fn serve_secured(
                     tokio::select! {
                         r = hs => match r {
                             Ok(Ok(tls)) => drive(builder, tls, server, active, ticket, limits).await,
-                            Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                            Ok(Err(e)) => tracing::debug!(error = %crate::publish::logging::cause(&e), "TLS handshake failed"),
                             Err(_) => tracing::debug!("TLS handshake timed out"),
                         },
                         () = ticket.conn().evicted() => tracing::debug!("TLS handshake evicted"),

@@ -79,7 +79,7 @@ impl Notifier {
             Target::Off => {}
             Target::Systemd => {
                 if let Err(e) = sd_notify::notify(states) {
-                    tracing::debug!(error = %e, "sd_notify failed");
+                    tracing::debug!(error = %crate::publish::logging::cause(&e), "sd_notify failed");
                 }
             }
             Target::Path(p) => {
