@@ -120,7 +120,7 @@ async fn wrong_passwords_cost_one_check_at_a_time_and_the_probes_answer() {
     let most = most.load(Ordering::Acquire);
     report(&format!(
         "wrong-password flood: 600 requests, threads {before} -> max {most}, CPU {:.2} s over {:.2} s, slowest /healthz {slowest:?}, answers {codes:?}",
-        cpu as f64 / 100.0,
+        Duration::from_millis(cpu * 10).as_secs_f64(),
         t0.elapsed().as_secs_f64()
     ));
     // The sampler thread, one password check, one spare.
@@ -164,7 +164,7 @@ async fn stalled_tls_handshakes_are_evicted_and_the_probes_answer() {
     let url = format!("https://{addr}/healthz");
     let ca = d.join("s.crt");
     let probe = move || {
-        let t = std::time::Instant::now();
+        let t = Instant::now();
         let out = Command::new("curl")
             .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-m", "10"])
             .arg("--cacert")
