@@ -377,6 +377,42 @@ fn may_be_pptune(uid: u32) -> bool {
     uid == 0 || uid == nix::unistd::geteuid().as_raw()
 }
 
+/// The lock of the state directory (the recording and the change journal),
+/// held by the daemon for its life: two daemons given one state directory
+/// (in two network namespaces, so the instance lock does not meet) mixed
+/// their recordings and journal runs and each kept only its own segments
+/// under the cap.
+pub const STATE_DIR_LOCK: &str = "pptune.lock";
+
+/// Creates `dir` if needed and takes an exclusive `flock` on `dir/name`
+/// without waiting (a second holder is a mistake to report, not to queue
+/// behind); the lock is held while the returned file is open. The one way
+/// pptune locks a directory: the runtime directory's state record and the
+/// state directory.
+pub fn lock_directory(dir: &Path, name: &str) -> Result<File, StateError> {
+    fs::create_dir_all(dir).map_err(|source| StateError::CreateDir {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let lock_path = dir.join(name);
+    let lock = config::file::open_for_write(
+        &lock_path,
+        OpenOptions::new().create(true).truncate(false).write(true),
+    )
+    .map_err(|source| StateError::OpenLock {
+        path: lock_path.clone(),
+        source,
+    })?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(std::fs::TryLockError::WouldBlock) => Err(StateError::Locked { path: lock_path }),
+        Err(std::fs::TryLockError::Error(source)) => Err(StateError::OpenLock {
+            path: lock_path,
+            source,
+        }),
+    }
+}
+
 /// The locked state record in one directory.
 #[derive(Debug)]
 pub struct StateStore {
@@ -395,31 +431,7 @@ impl StateStore {
     /// Creates the directory if needed and takes the lock without waiting:
     /// a second writer is a mistake to report, not to queue behind.
     pub fn open(dir: &Path, boot_id: String) -> Result<Self, StateError> {
-        fs::create_dir_all(dir).map_err(|source| StateError::CreateDir {
-            path: dir.to_owned(),
-            source,
-        })?;
-        let lock_path = dir.join(LOCK_FILE);
-        let lock = config::file::open_for_write(
-            &lock_path,
-            OpenOptions::new().create(true).truncate(false).write(true),
-        )
-        .map_err(|source| StateError::OpenLock {
-            path: lock_path.clone(),
-            source,
-        })?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(StateError::Locked { path: lock_path });
-            }
-            Err(std::fs::TryLockError::Error(source)) => {
-                return Err(StateError::OpenLock {
-                    path: lock_path,
-                    source,
-                });
-            }
-        }
+        let lock = lock_directory(dir, LOCK_FILE)?;
         // With the lock held no save is under way: a temporary record left
         // by a crash is removed (never followed: remove_file unlinks a
         // symlink itself).

@@ -138,6 +138,13 @@ pub async fn run(
         )
     })?;
     let state_dir = crate::record::state_dir();
+    let _state_dir_lock = state::lock_directory(&state_dir, state::STATE_DIR_LOCK)
+        .with_context(|| {
+            format!(
+                "the state directory {} holds another pptune's recording and change journal (set STATE_DIRECTORY to use another)",
+                state_dir.display()
+            )
+        })?;
     tracing::info!(
         runtime_directory = %dir.display(),
         state_directory = %state_dir.display(),
@@ -157,6 +164,8 @@ pub async fn run(
     }
     let (reload_tx, reload_rx) = mpsc::unbounded_channel();
     let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    // A SIGHUP held since main's first line is a reload now.
+    crate::publish::notify::hold_sighup(false);
     tokio::spawn(async move {
         while hup.recv().await.is_some() {
             if reload_tx.send(()).is_err() {
