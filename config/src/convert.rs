@@ -669,7 +669,7 @@ fn parse_hhmm(s: &str) -> Option<u16> {
 
 /// `vendor:device`, four lower-case hex digits each (what sysfs gives and
 /// `lspci -n` prints).
-pub fn is_pci_model(m: &str) -> bool {
+fn is_pci_model(m: &str) -> bool {
     let b = m.as_bytes();
     b.len() == 9
         && b.get(4) == Some(&b':')

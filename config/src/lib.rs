@@ -41,6 +41,7 @@ use serde_saphyr::MessageFormatter as _;
 
 mod convert;
 pub mod file;
+pub mod fleet;
 mod merge;
 mod path;
 pub mod raw;
@@ -48,9 +49,7 @@ mod schema;
 mod tree;
 pub mod web;
 
-pub use convert::{
-    LISTEN_EXAMPLES, MAX_DURATION, is_pci_model, parse_bytes, parse_duration, parse_listen,
-};
+pub use convert::{LISTEN_EXAMPLES, MAX_DURATION, parse_bytes, parse_duration, parse_listen};
 
 /// `EX_CONFIG` from sysexits.h: `pptune check` and `pptune run` exit with it
 /// on an invalid policy, and the unit's `RestartPreventExitStatus=78` stops

@@ -294,15 +294,18 @@ fn replay_plot_writes_over_nothing_and_through_no_symlink() {
     let dangling = dir.path().join("dangling.svg");
     let target = dir.path().join("created-through-the-link");
     std::os::unix::fs::symlink(&target, &dangling).unwrap();
-    for plot in [&victim, &link, &dangling] {
-        let out = pptune(&[
+    let plot_to = |plot: &Path| {
+        pptune(&[
             "--config",
             policy.to_str().unwrap(),
             "replay",
             rec.to_str().unwrap(),
             "--plot",
             plot.to_str().unwrap(),
-        ]);
+        ])
+    };
+    for plot in [&victim, &link, &dangling] {
+        let out = plot_to(plot);
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{out:?}");
         assert!(
@@ -320,14 +323,7 @@ fn replay_plot_writes_over_nothing_and_through_no_symlink() {
     assert!(!target.exists(), "created through a dangling symlink");
     // A new path is written.
     let new = dir.path().join("new.svg");
-    let out = pptune(&[
-        "--config",
-        policy.to_str().unwrap(),
-        "replay",
-        rec.to_str().unwrap(),
-        "--plot",
-        new.to_str().unwrap(),
-    ]);
+    let out = plot_to(&new);
     assert!(out.status.success(), "{out:?}");
     assert!(std::fs::read_to_string(&new).unwrap().starts_with("<svg"));
 }
