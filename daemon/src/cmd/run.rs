@@ -50,7 +50,7 @@ fn serve_metrics(
         Err(e) if in_use(&e) && taken == PortTaken::Retry => {
             tracing::warn!(
                 %addr,
-                error = %crate::publish::logging::cause(&e),
+                error = %crate::human::cause(&e),
                 "the metrics port is taken by another process (`ss -ltnp 'sport = {}'` names it): running without /metrics, /healthz and /readyz, binding again every {}s (daemon.metrics_port_taken: exit refuses to start instead)",
                 addr.port(),
                 PORT_RETRY.as_secs()
@@ -80,7 +80,7 @@ fn serve_metrics(
                     Ok(l) => break l,
                     Err(e) if in_use(&e) => {}
                     Err(e) => {
-                        tracing::error!(%addr, error = %crate::publish::logging::cause(&e), "binding the metrics listener failed: no endpoint");
+                        tracing::error!(%addr, error = %crate::human::cause(&e), "binding the metrics listener failed: no endpoint");
                         return;
                     }
                 }

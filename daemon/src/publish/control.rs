@@ -195,8 +195,7 @@ pub async fn serve(
         let stream = match listener.accept().await {
             Ok((s, _)) => s,
             Err(e) => {
-                failures.failed(&e);
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                failures.failed(&e).await;
                 continue;
             }
         };

@@ -372,7 +372,7 @@ impl Server {
                 r
             }
             Err(e) => {
-                tracing::warn!(error = %crate::publish::logging::cause(&e), "rendering /metrics failed");
+                tracing::warn!(error = %crate::human::cause(&e), "rendering /metrics failed");
                 response(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "text/plain; charset=utf-8",
@@ -453,9 +453,8 @@ pub async fn serve_secured(
         let stream = match listener.accept().await {
             Ok((s, _)) => s,
             Err(e) => {
-                // EMFILE and friends: back off briefly rather than spin.
-                failures.failed(&e);
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                // EMFILE and friends: said, and a short pause.
+                failures.failed(&e).await;
                 continue;
             }
         };
@@ -481,7 +480,7 @@ pub async fn serve_secured(
                     tokio::select! {
                         r = hs => match r {
                             Ok(Ok(tls)) => drive(builder, tls, server, active, ticket, limits).await,
-                            Ok(Err(e)) => tracing::debug!(error = %crate::publish::logging::cause(&e), "TLS handshake failed"),
+                            Ok(Err(e)) => tracing::debug!(error = %crate::human::cause(&e), "TLS handshake failed"),
                             Err(_) => tracing::debug!("TLS handshake timed out"),
                         },
                         () = ticket.conn().evicted() => tracing::debug!("TLS handshake evicted"),

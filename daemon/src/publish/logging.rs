@@ -28,26 +28,6 @@ use tracing_subscriber::EnvFilter;
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::util::SubscriberInitExt;
 
-/// An error as a log line's `error` field: its message and every cause
-/// under it, joined by `: ` (a cause already quoted in the text above it is
-/// not repeated). `%e` alone printed only the outermost message ("dumping
-/// links"), dropping why. Every `error` field of the daemon's log is
-/// written with it.
-#[must_use]
-pub fn cause(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut next = e.source();
-    while let Some(s) = next {
-        let t = s.to_string();
-        if !text.contains(&t) {
-            text.push_str(": ");
-            text.push_str(&t);
-        }
-        next = s.source();
-    }
-    text
-}
-
 /// Failed `accept`s of a listener (out of descriptors: `EMFILE`,
 /// `ENFILE`), said at warning level: the first at once, then at most one
 /// line a minute with how many failed since, so a descriptor shortage is
@@ -69,8 +49,14 @@ impl AcceptFailures {
         }
     }
 
-    /// One failure.
-    pub fn failed(&mut self, e: &std::io::Error) {
+    /// One failure, said as above; then a short pause, so that a listener
+    /// out of descriptors backs off instead of spinning.
+    pub async fn failed(&mut self, e: &std::io::Error) {
+        self.say(e);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    fn say(&mut self, e: &std::io::Error) {
         self.since += 1;
         let now = tokio::time::Instant::now();
         if self
@@ -81,7 +67,7 @@ impl AcceptFailures {
         }
         tracing::warn!(
             listener = self.what,
-            error = %cause(e),
+            error = %crate::human::cause(e),
             failed = self.since,
             "accepting a connection failed (out of file descriptors? LimitNOFILE, and what holds them: ls /proc/<pid>/fd); retrying in 100 ms"
         );
@@ -204,7 +190,7 @@ pub fn init(format: LogFormat, filter: EnvFilter) {
         })
         .try_init();
     if let Some(e) = fallback {
-        tracing::warn!(error = %cause(&e), socket = JOURNAL_SOCKET, "journald unreachable: logging JSON lines to stderr");
+        tracing::warn!(error = %crate::human::cause(&e), socket = JOURNAL_SOCKET, "journald unreachable: logging JSON lines to stderr");
     }
 }
 
@@ -594,7 +580,7 @@ mod tests {
                 },
             })),
         };
-        let text = cause(&e);
+        let text = crate::human::cause(&e);
         assert!(
             text.starts_with("dumping links: link-dump: malformed reply: ")
                 && text.contains("ifinfomsg"),
@@ -602,7 +588,7 @@ mod tests {
         );
         let io = std::io::Error::other("disk full");
         let outer = anyhow::Error::new(io).context("writing x: disk full");
-        assert_eq!(cause(outer.as_ref()), "writing x: disk full");
+        assert_eq!(crate::human::cause(outer.as_ref()), "writing x: disk full");
     }
 
     fn decision(action: Action, reason: ReasonCode) -> Decision {

@@ -93,7 +93,7 @@ impl Notifier {
             Target::Off => {}
             Target::Systemd => {
                 if let Err(e) = sd_notify::notify(states) {
-                    tracing::debug!(error = %crate::publish::logging::cause(&e), "sd_notify failed");
+                    tracing::debug!(error = %crate::human::cause(&e), "sd_notify failed");
                 }
             }
             Target::Path(p) => {

@@ -418,11 +418,8 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             Ok(s) => s,
             Err(e) => {
                 self.metrics.error("sample");
-                tracing::warn!(error = %crate::publish::logging::cause(&e), "sampling failed");
-                self.status(&format!(
-                    "sampling failed: {}",
-                    crate::publish::logging::cause(&e)
-                ));
+                tracing::warn!(error = %crate::human::cause(&e), "sampling failed");
+                self.status(&format!("sampling failed: {}", crate::human::cause(&e)));
                 return None;
             }
         };
@@ -694,7 +691,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 tracing::info!("policy reloaded");
             }
             Err(e) => {
-                tracing::error!(error = %crate::publish::logging::cause(&e), "policy reload failed: keeping the last good policy");
+                tracing::error!(error = %crate::human::cause(&e), "policy reload failed: keeping the last good policy");
                 self.metrics.policy_loaded(Err(&e.0));
                 self.policy_error = Some(e.0);
             }

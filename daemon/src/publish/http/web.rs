@@ -201,7 +201,7 @@ impl Web {
                 l.refused = None;
             }
             Reread::Refused(now, e) => {
-                tracing::warn!(error = %crate::publish::logging::cause(&e), "web config changed but does not load; the last good one stays in force");
+                tracing::warn!(error = %crate::human::cause(&e), "web config changed but does not load; the last good one stays in force");
                 l.refused = Some(now);
             }
         }
