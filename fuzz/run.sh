@@ -25,7 +25,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-ALL=(netdev ethtool ctrl rtnetlink extack notifications policy recording)
+ALL=(netdev ethtool ctrl rtnetlink extack notifications policy recording fleet)
 limit=(-max_total_time=60)
 targets=()
 while (($#)); do

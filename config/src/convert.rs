@@ -11,8 +11,8 @@ use policy::policy as p;
 
 use crate::raw::{
     ByteSize, DurationText, RawBudget, RawChannels, RawClass, RawCoexist, RawDaemon, RawDisruption,
-    RawLimits, RawMode, RawOnStop, RawPolicy, RawPrior, RawQueueSeries, RawRings, RawRollout,
-    RawRounding, RawSelector, RawThresholds, RawTiming, Weekday,
+    RawLimits, RawMode, RawOnStop, RawPolicy, RawPortTaken, RawPrior, RawQueueSeries, RawRings,
+    RawRollout, RawRounding, RawSelector, RawThresholds, RawTiming, Weekday,
 };
 use crate::schema::Issue;
 use crate::tree::{Loc, Node, Value};
@@ -528,6 +528,10 @@ impl Cx<'_> {
             .unwrap_or(p::DEFAULT_RECORDING_MAX_BYTES);
         p::DaemonSettings {
             metrics_listen,
+            metrics_port_taken: match d.metrics_port_taken {
+                RawPortTaken::Retry => p::PortTaken::Retry,
+                RawPortTaken::Exit => p::PortTaken::Exit,
+            },
             metrics_web_config,
             queue_series,
             recording_max_bytes,

@@ -123,6 +123,31 @@ pub fn open_for_write(path: &Path, opts: &mut OpenOptions) -> io::Result<File> {
     Ok(file)
 }
 
+/// Creates the output file `path` of a command (a recording, a plot), which
+/// must not exist: `O_CREAT | O_EXCL` refuses an existing file and any
+/// symlink there (dangling or not) with `EEXIST`, so nothing is written
+/// over or through one. The one rule for a command's new output file.
+///
+/// # Errors
+/// It exists, or cannot be created.
+pub fn create_new(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| {
+            if e.kind() == io::ErrorKind::AlreadyExists {
+                io::Error::new(
+                    e.kind(),
+                    format!("{} exists: not overwritten", path.display()),
+                )
+            } else {
+                e
+            }
+        })
+}
+
 /// The bytes of the regular file `path`, at most `limit` of them.
 ///
 /// # Errors
@@ -133,11 +158,12 @@ pub fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
     read_bounded(path, file, size, limit)
 }
 
-/// [`read_regular`] for a file whose content drives privileged actions
-/// (the state record `restore` puts back): also refused unless it is
-/// owned by this process's effective user and neither group- nor
-/// world-writable, judged on the opened file. In a runtime directory
-/// another user could write to, such a file could be theirs.
+/// [`read_regular`] for a file whose content drives privileged actions or
+/// decides who is trusted (the state record `restore` puts back, the web
+/// config and the certificates, key and CA it names): also refused unless
+/// it is owned by root or by this process's effective user and neither
+/// group- nor world-writable, judged on the opened file. In a runtime
+/// directory another user could write to, such a file could be theirs.
 ///
 /// # Errors
 /// As [`read_regular`], and [`ReadError::Untrusted`].
@@ -149,9 +175,9 @@ pub fn read_trusted(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
         cause,
     })?;
     let me = nix::unistd::geteuid().as_raw();
-    let why = if meta.uid() != me {
+    let why = if meta.uid() != me && meta.uid() != 0 {
         Some(format!(
-            "owned by uid {}, not by this process's uid {me}",
+            "owned by uid {}, neither root nor this process's uid {me}",
             meta.uid()
         ))
     } else if meta.mode() & 0o022 != 0 {

@@ -41,6 +41,7 @@ use serde_saphyr::MessageFormatter as _;
 
 mod convert;
 pub mod file;
+pub mod fleet;
 mod merge;
 mod path;
 pub mod raw;

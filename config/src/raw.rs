@@ -354,6 +354,10 @@ pub struct RawDaemon {
     /// Prometheus listen address (`host:port`, or `:port` for every
     /// address); `null` = no metrics endpoint.
     pub metrics_listen: Option<String>,
+    /// When another process holds the metrics port: `retry` starts without
+    /// the endpoint and binds it when the port is free (a warning says
+    /// so); `exit` refuses to start.
+    pub metrics_port_taken: RawPortTaken,
     /// A web configuration file (exporter-toolkit's format: TLS and basic
     /// auth) for the metrics endpoint; none = plain HTTP.
     pub metrics_web_config: Option<String>,
@@ -363,6 +367,15 @@ pub struct RawDaemon {
     /// Size cap of the rolling recording under the state directory
     /// (docs/recording.md); `0` records nothing. Default 64 MiB.
     pub recording_max_bytes: Option<ByteSize>,
+}
+
+/// `daemon.metrics_port_taken`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RawPortTaken {
+    #[default]
+    Retry,
+    Exit,
 }
 
 /// `daemon.queue_metrics`: bounds the per-queue series a host exports.

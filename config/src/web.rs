@@ -313,6 +313,14 @@ fn http(at: &Path, h: RawHttp) -> Result<BTreeMap<String, String>, WebConfigErro
     Ok(headers)
 }
 
+/// The bcrypt costs a web config may use. bcrypt's own range is 4..=31,
+/// and each step doubles the work: cost 10 (what `htpasswd -B` and
+/// exporter-toolkit's docs use) is ~50-80 ms a check on one core, 12 is
+/// ~4 times that, 31 hours. Every request with a wrong password costs one
+/// check (the daemon runs one at a time, `publish::http::web`), so a cost
+/// past 12 makes each a denial of service of its own.
+pub const BCRYPT_COSTS: std::ops::RangeInclusive<u32> = 4..=12;
+
 /// `basic_auth_users`: names that can be sent, bcrypt hashes.
 fn users(at: &Path, users: &BTreeMap<String, String>) -> Result<(), WebConfigError> {
     for (user, hash) in users {
@@ -327,6 +335,22 @@ fn users(at: &Path, users: &BTreeMap<String, String>) -> Result<(), WebConfigErr
                 at,
                 format!(
                     "basic_auth_users.{user}: not a bcrypt hash; make one with `htpasswd -nBC 10 {user}` (the part after the `:`)"
+                ),
+            ));
+        }
+        let cost: u32 = hash[4..6].parse().unwrap_or(0);
+        if !BCRYPT_COSTS.contains(&cost) {
+            return Err(invalid(
+                at,
+                format!(
+                    "basic_auth_users.{user}: bcrypt cost {cost} is outside {}..={}: {}; make one with `htpasswd -nBC 10 {user}`",
+                    BCRYPT_COSTS.start(),
+                    BCRYPT_COSTS.end(),
+                    if cost < *BCRYPT_COSTS.start() {
+                        "no bcrypt library verifies it"
+                    } else {
+                        "each check of a password would hold a CPU for seconds or more, and every request with a wrong password costs one"
+                    }
                 ),
             ));
         }
@@ -381,6 +405,31 @@ mod tests {
         // An empty file: plain HTTP, nobody asked for more.
         let c = parse("").unwrap();
         assert!(c.tls.is_none() && c.basic_auth_users.is_empty());
+    }
+
+    /// `check` accepted bcrypt cost 99 (never verifies) and 31 (hours a
+    /// check); the variant: 13, just past the range, and 03, below it.
+    /// The range's ends load.
+    #[test]
+    fn bcrypt_costs_outside_the_range_are_refused() {
+        let with_cost = |c: &str| {
+            parse(&format!(
+                "basic_auth_users:\n  prom: '{}'\n",
+                HASH.replacen("$10$", &format!("${c}$"), 1)
+            ))
+        };
+        for (cost, says) in [
+            ("99", "bcrypt cost 99 is outside 4..=12"),
+            ("31", "bcrypt cost 31 is outside 4..=12: each check"),
+            ("13", "bcrypt cost 13 is outside 4..=12"),
+            ("03", "bcrypt cost 3 is outside 4..=12: no bcrypt library"),
+        ] {
+            let e = with_cost(cost).unwrap_err();
+            assert!(e.contains(says), "{cost}: {e}");
+        }
+        for cost in ["04", "10", "12"] {
+            with_cost(cost).unwrap();
+        }
     }
 
     /// Whatever asks for a protection pptune would not give is refused,

@@ -37,6 +37,26 @@ pub fn printable(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// An error as text (a log line's `error` field, a status line): its message and every cause
+/// under it, joined by `: ` (a cause already quoted in the text above it is
+/// not repeated). `%e` alone printed only the outermost message ("dumping
+/// links"), dropping why. Every `error` field of the daemon's log is
+/// written with it.
+#[must_use]
+pub fn cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut next = e.source();
+    while let Some(s) = next {
+        let t = s.to_string();
+        if !text.contains(&t) {
+            text.push_str(": ");
+            text.push_str(&t);
+        }
+        next = s.source();
+    }
+    text
+}
+
 /// A size for people: `512 B`, `16.0 KiB`, `1.5 MiB` (powers of 1024).
 #[must_use]
 #[allow(clippy::cast_precision_loss)]

@@ -22,8 +22,16 @@ fn default_sigpipe() {
 }
 
 fn main() -> ExitCode {
+    // SIGHUP's default action ends the process: one that arrived before
+    // `run` installed its reload handler killed the daemon (exit 129, which
+    // `Restart=on-failure` does not restart). Held pending from the first
+    // instruction; `run` lets it through once the handler is in place (a
+    // reload), the other commands at once (their default: a hangup ends
+    // them).
+    pptune::publish::notify::hold_sighup(true);
     let cli = Cli::parse();
     if !matches!(cli.command, Command::Run { .. }) {
+        pptune::publish::notify::hold_sighup(false);
         default_sigpipe();
     }
     let config = match cli.config_path() {

@@ -5,7 +5,76 @@
 //! (`nla_put_uint()` writes 4 bytes when the value fits in u32, 8 otherwise),
 //! and its errors are strings, while ours are typed [`CodecError`]s.
 
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
 use crate::error::CodecError;
+
+/// A string from the kernel as text. The kernel's names are bytes (an
+/// interface may be named with any bytes but `/`, `:`, whitespace and NUL),
+/// so a string attribute is never refused for not being UTF-8: valid UTF-8
+/// is taken as it is (borrowed), and every byte that is not part of valid
+/// UTF-8 is written as `\xNN` (lower-case hex), and in such a string a
+/// backslash is written `\x5c`, so two byte strings that are not UTF-8 never
+/// give the same text (one can equal a UTF-8 name only if that name spells
+/// out `\x` escapes itself). Control characters are left for the output's
+/// own escaping (terminal, log, YAML, JSON). This is the one
+/// place a netlink string becomes text; every string attribute goes
+/// through it ([`Attr::str`]).
+#[must_use]
+pub fn kernel_text(bytes: &[u8]) -> Cow<'_, str> {
+    if let Ok(s) = std::str::from_utf8(bytes) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c == '\\' {
+                out.push_str("\\x5c");
+            } else {
+                out.push(c);
+            }
+        }
+        for b in chunk.invalid() {
+            // Writing to a String cannot fail.
+            let _ = write!(out, "\\x{b:02x}");
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// The bytes [`kernel_text`] made `text` from, to name the object to the
+/// kernel again (an ioctl, a sysfs path): `text` itself when it is what a
+/// UTF-8 name gives, else its `\xNN` escapes undone.
+#[must_use]
+pub fn kernel_bytes(text: &str) -> Cow<'_, [u8]> {
+    if !text.contains("\\x") {
+        return Cow::Borrowed(text.as_bytes());
+    }
+    let b = text.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let byte = (b[i] == b'\\' && b.get(i + 1) == Some(&b'x'))
+            .then(|| b.get(i + 2..i + 4))
+            .flatten()
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        if let Some(v) = byte {
+            out.push(v);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    // Only a string that is not UTF-8 was escaped.
+    if std::str::from_utf8(&out).is_ok() {
+        Cow::Borrowed(text.as_bytes())
+    } else {
+        Cow::Owned(out)
+    }
+}
 
 /// `NLA_F_NESTED`.
 pub const NLA_F_NESTED: u16 = 0x8000;
@@ -89,19 +158,22 @@ impl<'a> Attr<'a> {
         }
     }
 
-    /// `NLA_NUL_STRING` / `NLA_STRING`: trailing NULs are dropped.
-    pub fn string(&self, name: &'static str) -> Result<String, CodecError> {
-        self.str(name).map(str::to_owned)
+    /// `NLA_NUL_STRING` / `NLA_STRING`: trailing NULs are dropped; bytes
+    /// that are not UTF-8 are kept as `\xNN` escapes ([`kernel_text`]).
+    #[must_use]
+    pub fn string(&self) -> String {
+        self.str().into_owned()
     }
 
-    /// [`Attr::string`], borrowed from the message.
-    pub fn str(&self, name: &'static str) -> Result<&'a str, CodecError> {
+    /// [`Attr::string`], borrowed from the message when it is UTF-8.
+    #[must_use]
+    pub fn str(&self) -> Cow<'a, str> {
         let end = self
             .value
             .iter()
             .position(|b| *b == 0)
             .unwrap_or(self.value.len());
-        std::str::from_utf8(&self.value[..end]).map_err(|_| CodecError::BadString { attr: name })
+        kernel_text(&self.value[..end])
     }
 
     /// The attributes nested in this one.
@@ -315,6 +387,36 @@ pub(crate) fn reset_keeping_other<T: Default>(v: &mut T, other: fn(&mut T) -> &m
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Names that are not UTF-8 become text, distinct ones stay distinct,
+    /// and the bytes come back for the kernel; UTF-8 names are untouched.
+    #[test]
+    fn kernel_names_are_bytes_carried_as_text() {
+        let names: [&[u8]; 9] = [
+            b"eth0",
+            b"a\\b",
+            b"\xff",
+            b"\xff",
+            b"\x5cxff\xfe",
+            b"\xff\xfe",
+            b"e\x1b[31m\xc3",
+            b"\xe2\x82",
+            "caf\u{e9}".as_bytes(),
+        ];
+        let mut seen = std::collections::HashMap::new();
+        for n in names {
+            let t = kernel_text(n);
+            assert_eq!(&*kernel_bytes(&t), n, "{t}");
+            if let Ok(s) = std::str::from_utf8(n) {
+                assert_eq!(t, s);
+            }
+            if let Some(other) = seen.insert(t.clone().into_owned(), n) {
+                assert_eq!(other, n, "{t} from two byte strings");
+            }
+        }
+        assert_eq!(kernel_text(b"\xff\x1b"), "\\xff\x1b");
+        assert_eq!(kernel_text(b"a\\\xff"), "a\\x5c\\xff");
+    }
 
     #[test]
     fn uint_both_widths() {

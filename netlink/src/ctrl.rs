@@ -149,7 +149,7 @@ impl GenlPayload for CtrlMessage {
             let a = a?;
             match a.kind {
                 CTRL_ATTR_FAMILY_ID => m.family_id = Some(a.u16("family-id")?),
-                CTRL_ATTR_FAMILY_NAME => m.name = Some(a.string("family-name")?),
+                CTRL_ATTR_FAMILY_NAME => m.name = Some(a.string()),
                 CTRL_ATTR_VERSION => m.version = Some(a.u32("version")?),
                 CTRL_ATTR_HDRSIZE => m.hdrsize = Some(a.u32("hdrsize")?),
                 CTRL_ATTR_MAXATTR => m.maxattr = Some(a.u32("maxattr")?),
@@ -180,7 +180,7 @@ impl GenlPayload for CtrlMessage {
                         for f in g?.nested() {
                             let f = f?;
                             match f.kind {
-                                CTRL_ATTR_MCAST_GRP_NAME => name = Some(f.string("grp-name")?),
+                                CTRL_ATTR_MCAST_GRP_NAME => name = Some(f.string()),
                                 CTRL_ATTR_MCAST_GRP_ID => id = Some(f.u32("grp-id")?),
                                 _ => {}
                             }

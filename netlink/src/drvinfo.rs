@@ -10,6 +10,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt as _;
 
 const SIOCETHTOOL: libc::c_ulong = 0x8946;
 const ETHTOOL_GDRVINFO: u32 = 0x3;
@@ -42,12 +43,12 @@ pub struct DrvInfo {
 
 fn cstr(b: &[u8]) -> String {
     let end = b.iter().position(|c| *c == 0).unwrap_or(b.len());
-    String::from_utf8_lossy(&b[..end]).into_owned()
+    crate::attr::kernel_text(&b[..end]).into_owned()
 }
 
 /// `ETHTOOL_GDRVINFO` on `ifname` in the calling thread's netns.
 pub fn drvinfo(ifname: &str) -> io::Result<DrvInfo> {
-    let name = ifname.as_bytes();
+    let name = crate::attr::kernel_bytes(ifname);
     if name.is_empty() || name.len() >= libc::IFNAMSIZ {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     }
@@ -74,7 +75,7 @@ pub fn drvinfo(ifname: &str) -> io::Result<DrvInfo> {
     };
     // SAFETY: ifreq is plain old data; all-zero is a valid value.
     let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (dst, src) in ifr.ifr_name.iter_mut().zip(name) {
+    for (dst, src) in ifr.ifr_name.iter_mut().zip(name.iter()) {
         *dst = *src as libc::c_char;
     }
     ifr.ifr_ifru.ifru_data = std::ptr::addr_of_mut!(info).cast();
@@ -96,10 +97,16 @@ pub fn drvinfo(ifname: &str) -> io::Result<DrvInfo> {
 
 /// `basename(readlink /sys/class/net/<if>/device/driver)`.
 pub fn sysfs_driver(ifname: &str) -> io::Result<String> {
-    if ifname.contains('/') || ifname == "." || ifname == ".." {
+    let name = crate::attr::kernel_bytes(ifname);
+    if name.contains(&b'/') || *name == *b"." || *name == *b".." {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     }
-    let link = std::fs::read_link(format!("/sys/class/net/{ifname}/device/driver"))?;
+    let name = std::ffi::OsStr::from_bytes(&name).to_owned();
+    let link = std::fs::read_link(
+        std::path::Path::new("/sys/class/net")
+            .join(name)
+            .join("device/driver"),
+    )?;
     link.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))

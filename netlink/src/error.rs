@@ -32,9 +32,6 @@ pub enum CodecError {
         len: usize,
         have: usize,
     },
-    /// A string attribute that is not UTF-8.
-    #[error("attribute {attr}: not UTF-8")]
-    BadString { attr: &'static str },
     /// A message that lacks an attribute the protocol requires.
     #[error("{what}: missing attribute {attr}")]
     Missing {

@@ -207,7 +207,7 @@ fn parse_extack(tlvs: &[u8], err: &mut KernelError) -> Result<(), CodecError> {
     for a in Attrs::new(tlvs) {
         let a = a?;
         match a.kind {
-            NLMSGERR_ATTR_MSG => err.message = Some(a.string("extack msg")?),
+            NLMSGERR_ATTR_MSG => err.message = Some(a.string()),
             NLMSGERR_ATTR_OFFS => err.offset = Some(a.u32("extack offset")?),
             NLMSGERR_ATTR_MISS_TYPE => err.missing_type = Some(a.u32("extack miss type")?),
             NLMSGERR_ATTR_MISS_NEST => err.missing_nest = Some(a.u32("extack miss nest")?),

@@ -62,6 +62,7 @@ pub mod genl;
 pub mod netdev;
 pub mod netns;
 pub mod rtnl;
+pub mod sockdiag;
 pub mod socket;
 
 pub use caps::Capabilities;

@@ -154,9 +154,9 @@ impl Link {
             let a = a?;
             match a.kind {
                 IFLA_IFNAME => {
-                    let v = a.str("IFLA_IFNAME")?;
+                    let v = a.str();
                     self.name.clear();
-                    self.name.push_str(v);
+                    self.name.push_str(&v);
                 }
                 IFLA_MTU => self.mtu = Some(a.u32("IFLA_MTU")?),
                 IFLA_MASTER => self.master = Some(a.u32("IFLA_MASTER")?),
@@ -167,7 +167,7 @@ impl Link {
                     for i in a.nested() {
                         let i = i?;
                         if i.kind == IFLA_INFO_KIND {
-                            set_str(&mut self.kind, i.str("IFLA_INFO_KIND")?);
+                            set_str(&mut self.kind, &i.str());
                             kind = true;
                         }
                     }
@@ -182,11 +182,11 @@ impl Link {
                     perm = true;
                 }
                 IFLA_PARENT_DEV_NAME => {
-                    set_str(&mut self.parent_dev, a.str("IFLA_PARENT_DEV_NAME")?);
+                    set_str(&mut self.parent_dev, &a.str());
                     parent_dev = true;
                 }
                 IFLA_PARENT_DEV_BUS_NAME => {
-                    set_str(&mut self.parent_bus, a.str("IFLA_PARENT_DEV_BUS_NAME")?);
+                    set_str(&mut self.parent_bus, &a.str());
                     parent_bus = true;
                 }
                 _ => {}

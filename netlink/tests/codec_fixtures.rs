@@ -378,9 +378,10 @@ fn rtnl_links_decoded_in_place_keep_nothing_stale() {
     }
 }
 
-/// A kept link attribute of the wrong size or encoding, or an attribute
-/// header pointing past the message, fails the decode with the attribute
-/// named; an attribute the decoder does not keep is skipped.
+/// A kept link attribute of the wrong size, or an attribute header pointing
+/// past the message, fails the decode with the attribute named; a string
+/// attribute that is not UTF-8 decodes, its odd bytes escaped; an attribute
+/// the decoder does not keep is skipped.
 #[test]
 fn rtnl_link_malformed_attributes_fail_clearly() {
     use netlink::error::CodecError;
@@ -403,13 +404,20 @@ fn rtnl_link_malformed_attributes_fail_clearly() {
             ..
         })
     ));
-    // IFLA_IFNAME (3), not UTF-8.
-    assert!(matches!(
-        with(&[6, 0, 3, 0, 0xff, 0xfe, 0, 0]),
-        Err(CodecError::BadString {
-            attr: "IFLA_IFNAME"
-        })
-    ));
+    // IFLA_IFNAME (3), not UTF-8: a name, its bytes escaped; every other
+    // string attribute the same (IFLA_INFO_KIND in IFLA_LINKINFO, 18/1;
+    // IFLA_PARENT_DEV_NAME, 56; IFLA_PARENT_DEV_BUS_NAME, 57).
+    let odd = with(&[6, 0, 3, 0, 0xff, 0xfe, 0, 0]).unwrap();
+    assert_eq!(odd.name, r"\xff\xfe");
+    let odd = with(&[
+        12, 0, 18, 0, 8, 0, 1, 0, b'v', 0x80, b'\\', 0, // kind
+        8, 0, 56, 0, 0xc3, b'(', 0, 0, // parent dev
+        5, 0, 57, 0, 0xed, 0, 0, 0, // parent bus
+    ])
+    .unwrap();
+    assert_eq!(odd.kind.as_deref(), Some(r"v\x80\x5c"));
+    assert_eq!(odd.parent_dev.as_deref(), Some(r"\xc3("));
+    assert_eq!(odd.parent_bus.as_deref(), Some(r"\xed"));
     // IFLA_OPERSTATE (16) with 4 bytes.
     assert!(matches!(
         with(&[8, 0, 16, 0, 6, 0, 0, 0]),

@@ -88,6 +88,7 @@ pub fn policy() -> Policy {
         rollout: None,
         daemon: DaemonSettings {
             metrics_listen: None,
+            metrics_port_taken: crate::policy::PortTaken::Retry,
             metrics_web_config: None,
             queue_series: QueueSelection::All,
             recording_max_bytes: DEFAULT_RECORDING_MAX_BYTES,

@@ -327,12 +327,27 @@ pub struct Rollout {
 pub struct DaemonSettings {
     /// Prometheus listen address (loopback by default).
     pub metrics_listen: Option<SocketAddr>,
+    /// What `run` does when another process holds the metrics port.
+    pub metrics_port_taken: PortTaken,
     /// exporter-toolkit web configuration (TLS, basic auth) for it.
     pub metrics_web_config: Option<std::path::PathBuf>,
     /// Which per-queue series `/metrics` exports.
     pub queue_series: QueueSelection,
     /// Size cap of the daemon's rolling recording (0 = none).
     pub recording_max_bytes: u64,
+}
+
+/// `daemon.metrics_port_taken`: the metrics endpoint is optional to the
+/// daemon's work, and any local user can bind a port above 1023 first.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PortTaken {
+    /// Start without the endpoint, say so (a warning naming the address
+    /// and who to look for), and bind it as soon as the port is free.
+    #[default]
+    Retry,
+    /// Refuse to start (exit 1): for a deployment whose probes need it.
+    Exit,
 }
 
 /// `daemon.recording_max_bytes` when the policy does not say (about 6 h

@@ -283,6 +283,69 @@ fn a_replay_that_read_no_pass_fails() {
     );
 }
 
+/// `replay --plot` wrote through a symlink planted at its path and over an
+/// existing file, where `record --output` refuses both. Now it refuses
+/// them too, before replaying, and leaves them as they were; the variant:
+/// a dangling symlink, which would have created its target.
+#[test]
+fn replay_plot_writes_over_nothing_and_through_no_symlink() {
+    require_root("a throwaway network namespace to record in");
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("r.pptrec");
+    let out = in_netns(
+        "ip link add ppt0 type veth peer name ppt1 && \"$0\" record --duration 1s -o \"$1\"",
+    )
+    .arg(&rec)
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let policy = dir.path().join("p.yaml");
+    std::fs::write(
+        &policy,
+        "selectors:\n  - names: [\"ppt*\"]\n    require_pools: false\n",
+    )
+    .unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "keep me\n").unwrap();
+    let link = dir.path().join("link.svg");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let dangling = dir.path().join("dangling.svg");
+    let target = dir.path().join("created-through-the-link");
+    std::os::unix::fs::symlink(&target, &dangling).unwrap();
+    let plot_to = |plot: &Path| {
+        pptune(&[
+            "--config",
+            policy.to_str().unwrap(),
+            "replay",
+            rec.to_str().unwrap(),
+            "--plot",
+            plot.to_str().unwrap(),
+        ])
+    };
+    for plot in [&victim, &link, &dangling] {
+        let out = plot_to(plot);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        assert!(
+            err.contains("cannot write the plot to") && err.contains("exists: not overwritten"),
+            "{plot:?}: {err}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me\n");
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert!(!target.exists(), "created through a dangling symlink");
+    // A new path is written.
+    let new = dir.path().join("new.svg");
+    let out = plot_to(&new);
+    assert!(out.status.success(), "{out:?}");
+    assert!(std::fs::read_to_string(&new).unwrap().starts_with("<svg"));
+}
+
 /// `replay`'s new options say what is wrong before replaying: a plot path
 /// that cannot be written, `--since` after `--until`, `--series` with
 /// `--json`; a file that is not a recording leaves no empty plot behind.

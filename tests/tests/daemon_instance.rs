@@ -123,3 +123,179 @@ fn a_second_daemon_in_the_same_netns_exits_with_a_clear_message() {
     holder.kill().unwrap();
     holder.wait().unwrap();
 }
+
+/// A holder of a network namespace: `unshare -n sleep 60`, lo up.
+fn holder_netns() -> std::process::Child {
+    let holder = Command::new("unshare")
+        .args(["-n", "sleep", "60"])
+        .spawn()
+        .unwrap();
+    let hp = holder.id().to_string();
+    for _ in 0..50 {
+        let st = Command::new("nsenter")
+            .args(["-t", &hp, "-n", "ip", "link", "set", "lo", "up"])
+            .status()
+            .unwrap();
+        if st.success() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    holder
+}
+
+/// What a local user can hold in the namespace of `pid`, created on a
+/// thread that entered it with the file-system uid `uid` (the owner the
+/// kernel records for a socket): the abstract instance name, a TCP port.
+struct Squatter {
+    _instance: Option<std::os::unix::net::UnixListener>,
+    port: Option<std::net::TcpListener>,
+}
+
+fn squat(pid: u32, uid: u32, instance: bool, port: Option<u16>) -> Squatter {
+    std::thread::spawn(move || {
+        let ns = std::fs::File::open(format!("/proc/{pid}/ns/net")).unwrap();
+        nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+        // Per thread: only this thread's new sockets are the other user's.
+        nix::unistd::setfsuid(nix::unistd::Uid::from_raw(uid));
+        let instance = instance.then(|| {
+            use std::os::linux::net::SocketAddrExt as _;
+            let a = std::os::unix::net::SocketAddr::from_abstract_name("pptune/instance").unwrap();
+            std::os::unix::net::UnixListener::bind_addr(&a).unwrap()
+        });
+        let port = port.map(|p| std::net::TcpListener::bind(("127.0.0.1", p)).unwrap());
+        Squatter {
+            _instance: instance,
+            port,
+        }
+    })
+    .join()
+    .unwrap()
+}
+
+/// Any user could bind `@pptune/instance` first: `run` exited 1 and
+/// `restore` refused. A holder that is not root (nor pptune's own user)
+/// is not a pptune: both go ahead, and the daemon says who holds it.
+#[test]
+fn a_squatted_instance_name_stops_neither_run_nor_restore() {
+    require_root("a throwaway network namespace");
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("policy.yaml");
+    std::fs::write(&cfg, "mode: observe\n").unwrap();
+    let mut holder = holder_netns();
+    let hp = holder.id();
+    let _squatter = squat(hp, 65534, true, None);
+    let out = Command::new("nsenter")
+        .args(["-t", &hp.to_string(), "-n"])
+        .arg(pptune_bin())
+        .arg("restore")
+        .daemon_dirs(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "restore: {out:?}");
+    let log = dir.path().join("log");
+    let mut run = Command::new("nsenter")
+        .args(["-t", &hp.to_string(), "-n"])
+        .arg(pptune_bin())
+        .args(["--config", cfg.to_str().unwrap(), "run"])
+        .args(["--metrics-listen", "127.0.0.1:0", "--log-format", "human"])
+        .daemon_dirs(dir.path())
+        .env_remove("NOTIFY_SOCKET")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let ctl = dir.path().join("control.sock");
+    for _ in 0..200 {
+        if ctl.exists() || run.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let running = run.try_wait().unwrap().is_none();
+    let _ = run.kill();
+    run.wait().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(running && ctl.exists(), "run did not start:\n{text}");
+    assert!(text.contains("held by uid 65534"), "{text}");
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+}
+
+/// Squatting the metrics port stopped `run` (exit 1). That refusal is now
+/// `daemon.metrics_port_taken`: by default the daemon starts, says the
+/// port is taken, and serves once it is free (the variant: the squatter
+/// goes away); `exit` refuses to start and names the key.
+#[test]
+fn a_taken_metrics_port_is_the_operators_choice() {
+    require_root("a throwaway network namespace");
+    let dir = tempfile::tempdir().unwrap();
+    let mut holder = holder_netns();
+    let hp = holder.id();
+    let mut squatter = squat(hp, 65534, false, Some(0));
+    let port = squatter.port.as_ref().unwrap().local_addr().unwrap().port();
+    let policy = |taken: &str| {
+        let p = dir.path().join(format!("{taken}.yaml"));
+        std::fs::write(
+            &p,
+            format!(
+                "mode: observe\ndaemon:\n  metrics_listen: 127.0.0.1:{port}\n  metrics_port_taken: {taken}\n"
+            ),
+        )
+        .unwrap();
+        p
+    };
+    let start = |cfg: &std::path::Path, log: &str| {
+        Command::new("nsenter")
+            .args(["-t", &hp.to_string(), "-n"])
+            .arg(pptune_bin())
+            .args([
+                "--config",
+                cfg.to_str().unwrap(),
+                "run",
+                "--log-format",
+                "human",
+            ])
+            .daemon_dirs(dir.path())
+            .env_remove("NOTIFY_SOCKET")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join(log)).unwrap())
+            .spawn()
+            .unwrap()
+    };
+    // `exit`: refuses, naming the key.
+    let mut c = start(&policy("exit"), "exit.log");
+    let st = c.wait().unwrap();
+    let text = std::fs::read_to_string(dir.path().join("exit.log")).unwrap();
+    assert_eq!(st.code(), Some(1), "{text}");
+    assert!(text.contains("metrics_port_taken: exit"), "{text}");
+    // `retry` (the default): runs, warns, serves once the port is free.
+    let mut c = start(&policy("retry"), "retry.log");
+    let healthz = || {
+        Command::new("nsenter")
+            .args(["-t", &hp.to_string(), "-n", "curl", "-sf", "-m", "2"])
+            .arg(format!("http://127.0.0.1:{port}/healthz"))
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(c.try_wait().unwrap().is_none(), "run exited");
+    let text = std::fs::read_to_string(dir.path().join("retry.log")).unwrap();
+    assert!(text.contains("the metrics port is taken"), "{text}");
+    squatter.port = None;
+    // The daemon binds again every 5 s: within 20 s, however loaded the host.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut served = false;
+    while !served && tokio::time::Instant::now() < deadline {
+        served = healthz();
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let _ = c.kill();
+    c.wait().unwrap();
+    let text = std::fs::read_to_string(dir.path().join("retry.log")).unwrap();
+    assert!(served, "not served after the port was freed:\n{text}");
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+}

@@ -56,6 +56,7 @@ fn unit_has_the_required_directives() {
         ("Type", "notify"),
         ("Restart", "on-failure"),
         ("RestartPreventExitStatus", "78"),
+        ("RestartForceExitStatus", "SIGHUP"),
         ("RuntimeDirectory", "pptune"),
         ("RuntimeDirectoryPreserve", "yes"),
         ("ConfigurationDirectory", "pptune"),

@@ -164,6 +164,12 @@ impl Coder {
         NAMES.iter().map(|s| (*s).to_owned()).collect()
     }
 
+    /// How many devices' facts the coder holds.
+    #[cfg(test)]
+    pub(crate) fn devices_remembered(&self) -> usize {
+        self.meta.len()
+    }
+
     fn pool_width(&self) -> usize {
         POOL_GAUGES + self.counters
     }
@@ -186,6 +192,16 @@ impl Coder {
                 })
             })
             .collect();
+        // What the writer remembers is what exists now: the facts of a
+        // device that is gone are dropped (one that comes back under its
+        // ifindex has them written again, which every reader takes), so a
+        // host whose devices come and go keeps the memory of the devices it
+        // has, not of every one it had since the segment began.
+        if self.meta.len() > s.devices.len() {
+            let live: std::collections::HashSet<u32> =
+                s.devices.iter().map(|d| d.ifindex).collect();
+            self.meta.retain(|ifindex, _| live.contains(ifindex));
+        }
         let mut shape = std::mem::take(&mut self.scratch_shape);
         shape.clear();
         write_shape(&mut shape, s);

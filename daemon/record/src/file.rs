@@ -5,7 +5,7 @@
 //! corrupt frame ends its segment with a warning and the reader goes on
 //! with the next segment.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -139,11 +139,7 @@ impl SegmentWriter {
     /// # Errors
     /// The file cannot be created or written.
     pub fn create(path: &Path, sync: bool) -> Result<Self, RecordError> {
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .map_err(io_err(path))?;
+        let file = config::file::create_new(path).map_err(io_err(path))?;
         let mut head = MAGIC.to_vec();
         head.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
         let mut seg = Self {

@@ -108,7 +108,7 @@ pub struct Recorder {
 }
 
 fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
+    config::file::read_regular_text(std::path::Path::new("/proc/sys/kernel/hostname"), 4096)
         .map(|s| s.trim().to_owned())
         .unwrap_or_default()
 }

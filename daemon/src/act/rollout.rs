@@ -39,7 +39,8 @@ pub fn host_id(root: &Path) -> HostId {
             value: n.clone(),
         };
     }
-    let mid = std::fs::read_to_string(root.join("etc/machine-id"))
+    // By the file rule: a container's /etc is the image's.
+    let mid = config::file::read_regular_text(&root.join("etc/machine-id"), 4096)
         .ok()
         .map(|s| s.trim().to_owned())
         .filter(|s| !s.is_empty() && s != "uninitialized");
@@ -55,7 +56,7 @@ pub fn host_id(root: &Path) -> HostId {
             value: n,
         };
     }
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+    let host = config::file::read_regular_text(Path::new("/proc/sys/kernel/hostname"), 4096)
         .map(|s| s.trim().to_owned())
         .unwrap_or_default();
     HostId {

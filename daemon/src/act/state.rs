@@ -304,40 +304,112 @@ pub fn runtime_dir() -> PathBuf {
 
 /// The running kernel's boot id.
 pub fn read_boot_id() -> Result<String, StateError> {
-    fs::read_to_string(BOOT_ID)
+    config::file::read_regular_text(Path::new(BOOT_ID), 4096)
         .map(|s| s.trim().to_owned())
-        .map_err(|source| StateError::BootId {
+        .map_err(|e| StateError::BootId {
             path: PathBuf::from(BOOT_ID),
-            source,
+            source: std::io::Error::other(e.to_string()),
         })
 }
 
 /// The abstract socket that makes one daemon per network namespace.
 pub const INSTANCE_SOCKET: &str = "pptune/instance";
 
-/// Held for the daemon's life: one daemon per network namespace, whatever
-/// runtime directory each was given. The state lock is per directory, so
-/// two daemons with different `RUNTIME_DIRECTORY`s both took it and both
-/// enforced on the same NICs. An abstract unix socket is keyed by the
-/// network namespace (the NICs' namespace), needs no writable path (the
-/// unit's `ProtectSystem=strict` leaves none but the runtime directory),
-/// and is released by the kernel when the process dies, even by SIGKILL.
+/// Held for the daemon's life (and a `restore`'s): one pptune per network
+/// namespace, whatever runtime directory each was given. The state lock is
+/// per directory, so two daemons with different `RUNTIME_DIRECTORY`s both
+/// took it and both enforced on the same NICs. An abstract unix socket is
+/// keyed by the network namespace (the NICs' namespace), needs no writable
+/// path (the unit's `ProtectSystem=strict` leaves none but the runtime
+/// directory), and is released by the kernel when the process dies, even
+/// by SIGKILL.
+///
+/// Any user of the namespace can bind an abstract name, so only a holder
+/// that could be a pptune counts: one owned by root or by this process's
+/// user (the kernel's record of the socket's owner, through sock_diag,
+/// without connecting to it). A name held by any other user is a squatter:
+/// it does not stop a start or a restore; it is logged (uid, and what it
+/// costs: the check against a second pptune with another runtime
+/// directory), and the per-directory state lock still applies.
 #[derive(Debug)]
 pub struct InstanceLock {
-    _socket: std::os::unix::net::UnixListener,
+    /// `None`: the name is held by a user who cannot be a pptune.
+    _socket: Option<std::os::unix::net::UnixListener>,
 }
 
 impl InstanceLock {
     /// Takes the lock without waiting.
-    pub fn take() -> Result<Self, StateError> {
+    pub async fn take() -> Result<Self, StateError> {
         use std::os::linux::net::SocketAddrExt as _;
         let addr = std::os::unix::net::SocketAddr::from_abstract_name(INSTANCE_SOCKET)
             .map_err(|source| StateError::InstanceLock { source })?;
-        match std::os::unix::net::UnixListener::bind_addr(&addr) {
-            Ok(s) => Ok(Self { _socket: s }),
-            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(StateError::OtherInstance),
-            Err(source) => Err(StateError::InstanceLock { source }),
+        // Twice: a holder may go between the bind and the question.
+        for _ in 0..2 {
+            match std::os::unix::net::UnixListener::bind_addr(&addr) {
+                Ok(s) => return Ok(Self { _socket: Some(s) }),
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {}
+                Err(source) => return Err(StateError::InstanceLock { source }),
+            }
+            let holder = netlink::sockdiag::abstract_listener_uid(INSTANCE_SOCKET)
+                .await
+                .map_err(|e| StateError::InstanceLock {
+                    source: std::io::Error::other(format!("asking who holds it: {e}")),
+                })?;
+            match holder {
+                None => {}
+                Some(uid) if may_be_pptune(uid) => return Err(StateError::OtherInstance),
+                Some(uid) => {
+                    tracing::warn!(
+                        uid,
+                        "the instance name @{INSTANCE_SOCKET} is held by uid {uid}, a user that cannot run pptune: ignored; only this runtime directory's lock keeps a second pptune out meanwhile"
+                    );
+                    return Ok(Self { _socket: None });
+                }
+            }
         }
+        Err(StateError::OtherInstance)
+    }
+}
+
+/// Whether a socket owned by `uid` may belong to a pptune: root's, or this
+/// process's user's (the unit's `User=`).
+fn may_be_pptune(uid: u32) -> bool {
+    uid == 0 || uid == nix::unistd::geteuid().as_raw()
+}
+
+/// The lock of the state directory (the recording and the change journal),
+/// held by the daemon for its life: two daemons given one state directory
+/// (in two network namespaces, so the instance lock does not meet) mixed
+/// their recordings and journal runs and each kept only its own segments
+/// under the cap.
+pub const STATE_DIR_LOCK: &str = "pptune.lock";
+
+/// Creates `dir` if needed and takes an exclusive `flock` on `dir/name`
+/// without waiting (a second holder is a mistake to report, not to queue
+/// behind); the lock is held while the returned file is open. The one way
+/// pptune locks a directory: the runtime directory's state record and the
+/// state directory.
+pub fn lock_directory(dir: &Path, name: &str) -> Result<File, StateError> {
+    fs::create_dir_all(dir).map_err(|source| StateError::CreateDir {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let lock_path = dir.join(name);
+    let lock = config::file::open_for_write(
+        &lock_path,
+        OpenOptions::new().create(true).truncate(false).write(true),
+    )
+    .map_err(|source| StateError::OpenLock {
+        path: lock_path.clone(),
+        source,
+    })?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(std::fs::TryLockError::WouldBlock) => Err(StateError::Locked { path: lock_path }),
+        Err(std::fs::TryLockError::Error(source)) => Err(StateError::OpenLock {
+            path: lock_path,
+            source,
+        }),
     }
 }
 
@@ -359,31 +431,7 @@ impl StateStore {
     /// Creates the directory if needed and takes the lock without waiting:
     /// a second writer is a mistake to report, not to queue behind.
     pub fn open(dir: &Path, boot_id: String) -> Result<Self, StateError> {
-        fs::create_dir_all(dir).map_err(|source| StateError::CreateDir {
-            path: dir.to_owned(),
-            source,
-        })?;
-        let lock_path = dir.join(LOCK_FILE);
-        let lock = config::file::open_for_write(
-            &lock_path,
-            OpenOptions::new().create(true).truncate(false).write(true),
-        )
-        .map_err(|source| StateError::OpenLock {
-            path: lock_path.clone(),
-            source,
-        })?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(StateError::Locked { path: lock_path });
-            }
-            Err(std::fs::TryLockError::Error(source)) => {
-                return Err(StateError::OpenLock {
-                    path: lock_path,
-                    source,
-                });
-            }
-        }
+        let lock = lock_directory(dir, LOCK_FILE)?;
         // With the lock held no save is under way: a temporary record left
         // by a crash is removed (never followed: remove_file unlinks a
         // symlink itself).

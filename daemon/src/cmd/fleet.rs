@@ -13,73 +13,13 @@
 //! error answer, a partial answer, no series at all) ends the command
 //! before anything is written.
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-
-/// A device class: what `pptune_device_info` says of it (`None`: the
-/// host did not know).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Class {
-    pub driver: String,
-    pub model: Option<String>,
-    pub firmware: Option<String>,
-    pub mtu: Option<u32>,
-    pub speed: Option<u32>,
-}
-
-impl Class {
-    /// `ice 8086:159b, firmware 4.40, MTU 1500, 25000 Mb/s`.
-    fn describe(&self) -> String {
-        let mut t = self.driver.clone();
-        if let Some(m) = &self.model {
-            let _ = write!(t, " {m}");
-        }
-        if let Some(f) = &self.firmware {
-            let _ = write!(t, ", firmware {f}");
-        }
-        let _ = match self.mtu {
-            Some(m) => write!(t, ", MTU {m}"),
-            None => write!(t, ", any MTU"),
-        };
-        if let Some(s) = self.speed {
-            let _ = write!(t, ", {s} Mb/s");
-        }
-        t
-    }
-
-    /// The prior's YAML flow mapping, the class's keys that are known.
-    fn entry(&self, ring: u32) -> String {
-        let mut t = format!("{{driver: {}", yaml_str(&self.driver));
-        if let Some(m) = &self.model {
-            let _ = write!(t, ", model: {}", yaml_str(m));
-        }
-        if let Some(f) = &self.firmware {
-            let _ = write!(t, ", firmware: {}", yaml_str(f));
-        }
-        if let Some(m) = self.mtu {
-            let _ = write!(t, ", mtu: {m}");
-        }
-        if let Some(s) = self.speed {
-            let _ = write!(t, ", speed: {s}");
-        }
-        let _ = write!(t, ", ring_rx: {ring}}}");
-        t
-    }
-}
-
-/// One device's evidence: its host, its class, the ring it converged to.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Converged {
-    pub instance: String,
-    pub class: Class,
-    pub ring: u32,
-}
+pub use config::fleet::{Class, Converged, drop_in, read_back, usable};
 
 /// What `suggest` is asked.
 #[derive(Debug)]
@@ -112,6 +52,9 @@ pub fn suggest(a: &SuggestArgs<'_>) -> anyhow::Result<ExitCode> {
         a.min_hosts,
         &format!("{} (last {range}, {})", a.prometheus, a.selector),
     );
+    // Parsed back before it goes anywhere: a label value that made it say
+    // more than its priors is a bug here, and nothing is written.
+    read_back(&text, &rows, a.min_hosts).map_err(anyhow::Error::msg)?;
     match a.output {
         Some(path) => write_atomically(path, &text)?,
         None => std::io::stdout().write_all(text.as_bytes())?,
@@ -222,9 +165,6 @@ pub fn parse_answer(http: u16, body: &str) -> anyhow::Result<Vec<Converged>> {
         let (driver, Some(ring)) = (label("driver"), ring) else {
             continue;
         };
-        if driver.is_empty() {
-            continue;
-        }
         let some = |k: &str| Some(label(k)).filter(|v| !v.is_empty());
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         rows.push(Converged {
@@ -238,6 +178,13 @@ pub fn parse_answer(http: u16, body: &str) -> anyhow::Result<Vec<Converged>> {
             },
             ring: ring.round() as u32,
         });
+        // Values pptune never exports (a blank driver, a model that is not
+        // a PCI id, an MTU below 68, a ring out of range) are not pptune's
+        // evidence: the policy would refuse the prior, and with it the
+        // whole drop-in.
+        if rows.last().is_some_and(|r| !usable(r)) {
+            rows.pop();
+        }
     }
     Ok(rows)
 }
@@ -247,85 +194,6 @@ fn excerpt(body: &str) -> String {
     match b.char_indices().nth(200) {
         Some((i, _)) => format!("{}…", &b[..i]),
         None => b.to_owned(),
-    }
-}
-
-/// The drop-in: one prior per class with `min_hosts` hosts, the evidence
-/// in comments, the classes left out listed.
-#[must_use]
-pub fn drop_in(rows: &[Converged], min_hosts: u32, source: &str) -> String {
-    let mut classes: BTreeMap<&Class, Vec<&Converged>> = BTreeMap::new();
-    for r in rows {
-        classes.entry(&r.class).or_default().push(r);
-    }
-    let mut out = format!(
-        "# Fleet priors, written by `pptune fleet suggest` from {source}.\n\
-         # Per class (driver, model, firmware, MTU, link speed): the median RX\n\
-         # ring of the devices whose ring.rx change pptune judged effective and\n\
-         # none reverted. A device pptune has not changed yet starts there\n\
-         # (docs/policy.md, `priors`).\n\
-         priors:\n"
-    );
-    let mut left_out = Vec::new();
-    let mut any = false;
-    for (class, devs) in &classes {
-        let mut hosts: Vec<&str> = devs.iter().map(|d| d.instance.as_str()).collect();
-        hosts.sort_unstable();
-        hosts.dedup();
-        let mut rings: Vec<u32> = devs.iter().map(|d| d.ring).collect();
-        rings.sort_unstable();
-        let what = class.describe();
-        let n = u32::try_from(hosts.len()).unwrap_or(u32::MAX);
-        if n < min_hosts {
-            left_out.push(format!("{what}: {n} host(s)"));
-            continue;
-        }
-        any = true;
-        let at = |q: f64| {
-            #[allow(
-                clippy::cast_possible_truncation,
-                clippy::cast_sign_loss,
-                clippy::cast_precision_loss
-            )]
-            let i = ((rings.len() - 1) as f64 * q).round() as usize;
-            rings[i]
-        };
-        let _ = writeln!(
-            out,
-            "  # {what}: {n} hosts, {} devices; ring min {}, p10 {}, median {}, p90 {}, max {}",
-            devs.len(),
-            rings[0],
-            at(0.1),
-            at(0.5),
-            at(0.9),
-            rings[rings.len() - 1],
-        );
-        let _ = writeln!(out, "  - {}", class.entry(at(0.5)));
-    }
-    if !any {
-        out = out.replace("priors:\n", "priors: []\n");
-    }
-    if !left_out.is_empty() {
-        let _ = writeln!(
-            out,
-            "# No prior (fewer than {min_hosts} hosts): {}",
-            left_out.join("; ")
-        );
-    }
-    out
-}
-
-/// A name as a YAML scalar: plain when it is a plain word, quoted
-/// otherwise (a model's colon, a firmware's spaces).
-fn yaml_str(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-        && s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-    {
-        s.to_owned()
-    } else {
-        serde_json::to_string(s).unwrap_or_default()
     }
 }
 
@@ -358,109 +226,22 @@ fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
-    fn row(instance: &str, driver: &str, mtu: Option<u32>, ring: u32) -> Converged {
-        Converged {
-            instance: instance.into(),
-            class: Class {
-                driver: driver.into(),
-                model: None,
-                firmware: None,
-                mtu,
-                speed: None,
-            },
-            ring,
-        }
-    }
-
-    #[test]
-    fn a_class_with_enough_hosts_gets_its_median_and_the_others_are_listed() {
-        let rows = [
-            row("a", "mlx5_core", Some(1500), 4096),
-            row("b", "mlx5_core", Some(1500), 2048),
-            row("c", "mlx5_core", Some(1500), 8192),
-            row("c", "mlx5_core", Some(1500), 4096),
-            row("d", "ice", Some(9000), 2048),
-        ];
-        let text = drop_in(&rows, 3, "test");
-        assert!(
-            text.contains("  - {driver: mlx5_core, mtu: 1500, ring_rx: 4096}\n"),
-            "{text}"
-        );
-        assert!(text.contains("3 hosts, 4 devices"), "{text}");
-        assert!(
-            text.contains("# No prior (fewer than 3 hosts): ice, MTU 9000: 1 host(s)"),
-            "{text}"
-        );
-        let p = config::parse_str("fleet.yaml", &text).unwrap();
-        assert_eq!(p.priors.len(), 1);
-        assert_eq!(p.priors[0].ring_rx, 4096);
-        // Nothing with enough evidence: a valid drop-in with no prior.
-        let none = drop_in(&rows, 10, "test");
-        assert!(
-            config::parse_str("fleet.yaml", &none)
-                .unwrap()
-                .priors
-                .is_empty(),
-            "{none}"
-        );
-    }
-
-    /// A class with every key known: the prior names them all, quoted
-    /// where YAML needs it, and the policy reads them back.
-    #[test]
-    fn a_whole_class_is_written_and_read_back() {
-        let class = Class {
-            driver: "ice".into(),
-            model: Some("8086:159b".into()),
-            firmware: Some("4.40 0x8001c967 1.3534.0".into()),
-            mtu: Some(9000),
-            speed: Some(25_000),
-        };
-        let rows: Vec<Converged> = ["a", "b"]
-            .into_iter()
-            .map(|h| Converged {
-                instance: h.into(),
-                class: class.clone(),
-                ring: 2048,
-            })
-            .collect();
-        let text = drop_in(&rows, 2, "test");
-        assert!(
-            text.contains(
-                r#"  - {driver: ice, model: "8086:159b", firmware: "4.40 0x8001c967 1.3534.0", mtu: 9000, speed: 25000, ring_rx: 2048}"#
-            ),
-            "{text}"
-        );
-        assert!(
-            text.contains(
-                "# ice 8086:159b, firmware 4.40 0x8001c967 1.3534.0, MTU 9000, 25000 Mb/s: 2 hosts"
-            ),
-            "{text}"
-        );
-        let p = config::parse_str("fleet.yaml", &text).unwrap();
-        let prior = &p.priors[0];
-        assert_eq!(
-            (
-                prior.model.as_deref(),
-                prior.firmware.as_deref(),
-                prior.mtu,
-                prior.speed_mbps
-            ),
-            (
-                Some("8086:159b"),
-                Some("4.40 0x8001c967 1.3534.0"),
-                Some(9000),
-                Some(25_000)
-            )
-        );
-    }
-
     #[test]
     fn every_answer_that_is_not_a_complete_vector_is_an_error() {
         let ok = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"instance":"a","device":"eth0","driver":"ice","mtu":"1500","model":""},"value":[1,"4096"]}]}}"#;
         assert_eq!(
             parse_answer(200, ok).unwrap(),
-            [row("a", "ice", Some(1500), 4096)]
+            [Converged {
+                instance: "a".into(),
+                class: Class {
+                    driver: "ice".into(),
+                    model: None,
+                    firmware: None,
+                    mtu: Some(1500),
+                    speed: None,
+                },
+                ring: 4096,
+            }]
         );
         for (http, body, want) in [
             (500, "upstream broke", "HTTP 500, not a query answer"),
@@ -483,6 +264,31 @@ mod tests {
             let e = parse_answer(http, body).unwrap_err().to_string();
             assert!(e.contains(want), "{http} {body}: {e}");
         }
+    }
+
+    /// A row with values pptune never exports (found by the `fleet` fuzz
+    /// target: an `mtu` label of "0" made the whole drop-in fail to
+    /// parse) is left out; the good row stays.
+    #[test]
+    fn rows_the_policy_would_refuse_are_not_evidence() {
+        let row = |driver: &str, model: &str, mtu: &str, ring: &str| {
+            format!(
+                r#"{{"metric":{{"instance":"a","driver":"{driver}","model":"{model}","mtu":"{mtu}"}},"value":[1,"{ring}"]}}"#
+            )
+        };
+        let body = format!(
+            r#"{{"status":"success","data":{{"resultType":"vector","result":[{}]}}}}"#,
+            [
+                row("ice", "", "0", "4096"),
+                row("ice", "bogus", "1500", "4096"),
+                row(" ", "", "1500", "4096"),
+                row("ice", "8086:159b", "1500", "4096"),
+            ]
+            .join(",")
+        );
+        let rows = parse_answer(200, &body).unwrap();
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!(rows[0].class.model.as_deref(), Some("8086:159b"));
     }
 
     #[test]

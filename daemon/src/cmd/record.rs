@@ -29,7 +29,7 @@ pub async fn record(
     let out = output.unwrap_or_else(|| {
         PathBuf::from(format!(
             "pptune-{}.{}",
-            chrono::Local::now().format("%Y%m%dT%H%M%S"),
+            crate::clock::local_now().strftime("%Y%m%dT%H%M%S"),
             crate::record::file::EXTENSION
         ))
     });

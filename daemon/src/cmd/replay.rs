@@ -214,38 +214,36 @@ fn window_text(s: &Selection) -> String {
     }
 }
 
-/// The `--plot` file: checked writable before the replay, removed again
-/// when the replay fails and it did not exist before.
+/// The `--plot` file: created before the replay (a new file: an existing
+/// file or a symlink there is refused, as `record --output` does, by
+/// `config::file::create_new`), written through that descriptor, removed
+/// again when the replay fails.
 #[derive(Debug)]
 struct PlotTarget {
     path: PathBuf,
-    existed: bool,
+    file: std::fs::File,
 }
 
 impl PlotTarget {
     fn check(path: &Path) -> anyhow::Result<Self> {
-        let existed = path.exists();
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
+        let file = config::file::create_new(path)
             .with_context(|| format!("cannot write the plot to {}", path.display()))?;
         Ok(Self {
             path: path.to_owned(),
-            existed,
+            file,
         })
     }
 
     fn write(&self, svg: &str) -> anyhow::Result<()> {
-        std::fs::write(&self.path, svg)
+        use std::io::Write as _;
+        (&self.file)
+            .write_all(svg.as_bytes())
+            .and_then(|()| self.file.sync_all())
             .with_context(|| format!("writing the plot to {}", self.path.display()))
     }
 
     fn abandon(&self) {
-        if !self.existed {
-            let _ = std::fs::remove_file(&self.path);
-        }
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 

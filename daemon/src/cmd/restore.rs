@@ -80,7 +80,7 @@ async fn restore_here(
     // daemon already running here keeps its originals under
     // another runtime directory, so an empty record here is not
     // "nothing to restore".
-    let _instance = match state::InstanceLock::take() {
+    let _instance = match state::InstanceLock::take().await {
         Ok(lock) => lock,
         Err(StateError::OtherInstance) => anyhow::bail!(
             "another pptune (a daemon, or a restore) is running in this network \

@@ -30,26 +30,71 @@ impl PolicySource for ConfigSource {
     }
 }
 
+/// How long `run` waits between attempts to bind a metrics port another
+/// process holds (`daemon.metrics_port_taken: retry`).
+const PORT_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The metrics endpoint on `addr`, under `web`'s TLS and basic auth when
-/// there is one.
+/// there is one. A port another process holds is `taken`'s choice: refuse
+/// to start, or start without the endpoint and bind it once it is free.
 fn serve_metrics(
     addr: SocketAddr,
     web: Option<Arc<crate::publish::http::Web>>,
     metrics: &Arc<Metrics>,
+    taken: policy::policy::PortTaken,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let listener = crate::publish::http::bind(addr)
-        .with_context(|| format!("binding the metrics listener on {addr}"))?;
+    use policy::policy::PortTaken;
+    let in_use = |e: &std::io::Error| e.kind() == std::io::ErrorKind::AddrInUse;
+    let first = match crate::publish::http::bind(addr) {
+        Ok(l) => Some(l),
+        Err(e) if in_use(&e) && taken == PortTaken::Retry => {
+            tracing::warn!(
+                %addr,
+                error = %crate::human::cause(&e),
+                "the metrics port is taken by another process (`ss -ltnp 'sport = {}'` names it): running without /metrics, /healthz and /readyz, binding again every {}s (daemon.metrics_port_taken: exit refuses to start instead)",
+                addr.port(),
+                PORT_RETRY.as_secs()
+            );
+            None
+        }
+        Err(e) => {
+            let why = if in_use(&e) {
+                " (daemon.metrics_port_taken: exit; `retry` starts without the endpoint)"
+            } else {
+                ""
+            };
+            return Err(e).with_context(|| format!("binding the metrics listener on {addr}{why}"));
+        }
+    };
     let security = web.as_ref().map_or_else(
         || "plain HTTP, no authentication".to_owned(),
         |w| w.describe(),
     );
-    tracing::info!(%addr, %security, "serving metrics at /metrics");
-    Ok(tokio::spawn(crate::publish::http::serve_secured(
-        listener,
-        Arc::clone(metrics),
-        crate::publish::http::Limits::default(),
-        web,
-    )))
+    let metrics = Arc::clone(metrics);
+    Ok(tokio::spawn(async move {
+        let listener = match first {
+            Some(l) => l,
+            None => loop {
+                tokio::time::sleep(PORT_RETRY).await;
+                match crate::publish::http::bind(addr) {
+                    Ok(l) => break l,
+                    Err(e) if in_use(&e) => {}
+                    Err(e) => {
+                        tracing::error!(%addr, error = %crate::human::cause(&e), "binding the metrics listener failed: no endpoint");
+                        return;
+                    }
+                }
+            },
+        };
+        tracing::info!(%addr, %security, "serving metrics at /metrics");
+        crate::publish::http::serve_secured(
+            listener,
+            metrics,
+            crate::publish::http::Limits::default(),
+            web,
+        )
+        .await;
+    }))
 }
 
 /// `pptune run`.
@@ -73,12 +118,18 @@ pub async fn run(
             }
         },
     };
+    if let Some(why) = crate::clock::local_zone_problem() {
+        tracing::warn!(
+            cause = why,
+            "the local time zone does not load: change windows and the log's times are in UTC"
+        );
+    }
     if loaded.default_applied {
         tracing::info!("no policy file: the embedded default policy applies");
     }
     let kernel = Arc::new(NetlinkKernel::connect().await?);
     // One daemon per network namespace, before anything else is taken.
-    let _instance = state::InstanceLock::take()?;
+    let _instance = state::InstanceLock::take().await?;
     let dir = state::runtime_dir();
     let store = StateStore::open(&dir, state::read_boot_id()?).with_context(|| {
         format!(
@@ -87,6 +138,13 @@ pub async fn run(
         )
     })?;
     let state_dir = crate::record::state_dir();
+    let _state_dir_lock = state::lock_directory(&state_dir, state::STATE_DIR_LOCK)
+        .with_context(|| {
+            format!(
+                "the state directory {} holds another pptune's recording and change journal (set STATE_DIRECTORY to use another)",
+                state_dir.display()
+            )
+        })?;
     tracing::info!(
         runtime_directory = %dir.display(),
         state_directory = %state_dir.display(),
@@ -97,7 +155,7 @@ pub async fn run(
     // unless a file set `daemon.metrics_listen: null`: no endpoint at all.
     let http = listen
         .or(policy.daemon.metrics_listen)
-        .map(|addr| serve_metrics(addr, web, &metrics))
+        .map(|addr| serve_metrics(addr, web, &metrics, policy.daemon.metrics_port_taken))
         .transpose()?;
     if http.is_none() {
         tracing::info!(
@@ -106,6 +164,8 @@ pub async fn run(
     }
     let (reload_tx, reload_rx) = mpsc::unbounded_channel();
     let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    // A SIGHUP held since main's first line is a reload now.
+    crate::publish::notify::hold_sighup(false);
     tokio::spawn(async move {
         while hup.recv().await.is_some() {
             if reload_tx.send(()).is_err() {

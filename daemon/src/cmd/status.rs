@@ -116,7 +116,7 @@ fn write_report(
         return crate::human::write_json(report, out);
     }
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, out);
-    out.write_all(report.render_text().as_bytes())?;
+    out.write_all(crate::human::printable(&report.render_text()).as_bytes())?;
     out.flush()
 }
 

@@ -254,10 +254,14 @@ pub async fn serve(
 ) {
     let me = own_uid();
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CLIENTS));
+    let mut failures = crate::publish::logging::AcceptFailures::new("control");
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            continue;
+        let stream = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(e) => {
+                failures.failed(&e).await;
+                continue;
+            }
         };
         let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
             // Best effort, never waiting on the client: it gets the reason

@@ -383,7 +383,7 @@ impl Server {
                 r
             }
             Err(e) => {
-                tracing::warn!(error = %e, "rendering /metrics failed");
+                tracing::warn!(error = %crate::human::cause(&e), "rendering /metrics failed");
                 response(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "text/plain; charset=utf-8",
@@ -459,32 +459,42 @@ pub async fn serve_secured(
         .keep_alive(true)
         .header_read_timeout(limits.header_read_timeout)
         .max_buf_size(limits.max_request_bytes.max(8192));
+    let mut failures = crate::publish::logging::AcceptFailures::new("metrics");
     loop {
         let stream = match listener.accept().await {
             Ok((s, _)) => s,
             Err(e) => {
-                // EMFILE and friends: back off briefly rather than spin.
-                tracing::debug!(error = %e, "accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                // EMFILE and friends: said, and a short pause.
+                failures.failed(&e).await;
                 continue;
             }
         };
         let ticket = admission.place().await;
         let _ = stream.set_nodelay(true);
         let server = Arc::clone(&server);
-        let active = web.as_ref().map(|w| w.current());
+        let web = web.clone();
         let builder = builder.clone();
         tokio::spawn(async move {
+            // Off the accept loop: a re-read waits here, not there.
+            let active = match &web {
+                Some(w) => Some(w.current().await),
+                None => None,
+            };
             match active.as_ref().and_then(|a| a.tls.clone()) {
                 None => drive(builder, stream, server, active, ticket, limits).await,
                 Some(acceptor) => {
-                    // The handshake is bounded like a request's headers.
+                    // The handshake is bounded like a request's headers,
+                    // and under admission like an idle connection: a
+                    // stalled one is evicted when a new one needs its slot.
                     let hs =
                         tokio::time::timeout(limits.header_read_timeout, acceptor.accept(stream));
-                    match hs.await {
-                        Ok(Ok(tls)) => drive(builder, tls, server, active, ticket, limits).await,
-                        Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
-                        Err(_) => tracing::debug!("TLS handshake timed out"),
+                    tokio::select! {
+                        r = hs => match r {
+                            Ok(Ok(tls)) => drive(builder, tls, server, active, ticket, limits).await,
+                            Ok(Err(e)) => tracing::debug!(error = %crate::human::cause(&e), "TLS handshake failed"),
+                            Err(_) => tracing::debug!("TLS handshake timed out"),
+                        },
+                        () = ticket.conn().evicted() => tracing::debug!("TLS handshake evicted"),
                     }
                 }
             }
@@ -513,8 +523,12 @@ async fn drive<I>(
             let busy = t.begin();
             async move {
                 let r = match &active {
-                    Some(a) if !a.authorized(req.headers()).await => unauthorized(),
-                    _ => server.respond(req).await,
+                    Some(a) => match a.authorized(req.headers()).await {
+                        web::Auth::Allowed => server.respond(req).await,
+                        web::Auth::Denied => unauthorized(),
+                        web::Auth::Busy => checks_busy(),
+                    },
+                    None => server.respond(req).await,
                 };
                 let r = match &active {
                     Some(a) => a.decorate(r),
@@ -537,6 +551,19 @@ async fn drive<I>(
     }
     // The request in flight gets one more header timeout to finish.
     let _ = tokio::time::timeout(limits.header_read_timeout, conn).await;
+}
+
+/// A request whose password could not be checked now (the checks are all
+/// taken): asked to come back, not refused.
+fn checks_busy() -> Response<Full<Bytes>> {
+    let mut r = response(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "text/plain; charset=utf-8",
+        "Busy: too many password checks waiting\n",
+    );
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    r
 }
 
 fn unauthorized() -> Response<Full<Bytes>> {

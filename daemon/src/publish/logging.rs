@@ -28,6 +28,54 @@ use tracing_subscriber::EnvFilter;
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::util::SubscriberInitExt;
 
+/// Failed `accept`s of a listener (out of descriptors: `EMFILE`,
+/// `ENFILE`), said at warning level: the first at once, then at most one
+/// line a minute with how many failed since, so a descriptor shortage is
+/// seen without flooding the log.
+#[derive(Debug)]
+pub struct AcceptFailures {
+    what: &'static str,
+    last: Option<tokio::time::Instant>,
+    since: u64,
+}
+
+impl AcceptFailures {
+    #[must_use]
+    pub fn new(what: &'static str) -> Self {
+        Self {
+            what,
+            last: None,
+            since: 0,
+        }
+    }
+
+    /// One failure, said as above; then a short pause, so that a listener
+    /// out of descriptors backs off instead of spinning.
+    pub async fn failed(&mut self, e: &std::io::Error) {
+        self.say(e);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    fn say(&mut self, e: &std::io::Error) {
+        self.since += 1;
+        let now = tokio::time::Instant::now();
+        if self
+            .last
+            .is_some_and(|t| now.duration_since(t) < Duration::from_secs(60))
+        {
+            return;
+        }
+        tracing::warn!(
+            listener = self.what,
+            error = %crate::human::cause(e),
+            failed = self.since,
+            "accepting a connection failed (out of file descriptors? LimitNOFILE, and what holds them: ls /proc/<pid>/fd); retrying in 100 ms"
+        );
+        self.last = Some(now);
+        self.since = 0;
+    }
+}
+
 /// The journal's native socket.
 const JOURNAL_SOCKET: &str = "/run/systemd/journal/socket";
 
@@ -142,7 +190,7 @@ pub fn init(format: LogFormat, filter: EnvFilter) {
         })
         .try_init();
     if let Some(e) = fallback {
-        tracing::warn!(error = %e, socket = JOURNAL_SOCKET, "journald unreachable: logging JSON lines to stderr");
+        tracing::warn!(error = %crate::human::cause(&e), socket = JOURNAL_SOCKET, "journald unreachable: logging JSON lines to stderr");
     }
 }
 
@@ -298,7 +346,7 @@ impl Sink {
     fn human(meta: &tracing::Metadata<'_>, f: &Fields) -> String {
         let mut line = format!(
             "{} {:>5} {}",
-            chrono::Local::now().format("%H:%M:%S%.3f"),
+            crate::clock::local_now().strftime("%H:%M:%S%.3f"),
             meta.level().as_str(),
             f.message
         );
@@ -327,7 +375,9 @@ impl Sink {
             }
         }
         line.push('\n');
-        line
+        // What the kernel and the files name (an interface, a path, an
+        // error's text) cannot move a terminal's cursor or forge a line.
+        crate::human::printable(&line).into_owned()
     }
 
     fn journal(meta: &tracing::Metadata<'_>, f: &Fields) -> Vec<u8> {
@@ -512,6 +562,34 @@ mod tests {
     use super::*;
     use policy::plan::{Knob, ReasonCode, RecommendationId, RingField};
     use policy::snapshot::DeviceId;
+
+    /// A sampling error as the kernel sampler makes it: the log said only
+    /// "dumping links" (its Display), dropping the netlink error and the
+    /// decode failure under it. The variant: a cause whose text the outer
+    /// message already quotes is not said twice.
+    #[test]
+    fn an_error_field_carries_every_cause() {
+        let e = crate::sample::SampleError {
+            context: "dumping links".into(),
+            source: Some(Box::new(netlink::Error::Decode {
+                op: "link-dump",
+                source: netlink::CodecError::Truncated {
+                    what: "ifinfomsg",
+                    need: 16,
+                    have: 3,
+                },
+            })),
+        };
+        let text = crate::human::cause(&e);
+        assert!(
+            text.starts_with("dumping links: link-dump: malformed reply: ")
+                && text.contains("ifinfomsg"),
+            "{text}"
+        );
+        let io = std::io::Error::other("disk full");
+        let outer = anyhow::Error::new(io).context("writing x: disk full");
+        assert_eq!(crate::human::cause(outer.as_ref()), "writing x: disk full");
+    }
 
     fn decision(action: Action, reason: ReasonCode) -> Decision {
         let id = DeviceId {

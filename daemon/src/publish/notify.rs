@@ -11,6 +11,20 @@ use std::time::Duration;
 
 use sd_notify::NotifyState;
 
+/// Holds SIGHUP pending on the calling thread (`true`), or lets a held one
+/// through (`false`): the reload signal between exec and `run`'s handler
+/// (threads started meanwhile inherit the mask, so the signal waits for
+/// this thread). A failure leaves the default, as before.
+pub fn hold_sighup(hold: bool) {
+    use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
+    let how = if hold {
+        SigmaskHow::SIG_BLOCK
+    } else {
+        SigmaskHow::SIG_UNBLOCK
+    };
+    let _ = pthread_sigmask(how, Some(&SigSet::from(Signal::SIGHUP)), None);
+}
+
 /// Where notifications go.
 #[derive(Debug, Clone)]
 pub struct Notifier {
@@ -79,7 +93,7 @@ impl Notifier {
             Target::Off => {}
             Target::Systemd => {
                 if let Err(e) = sd_notify::notify(states) {
-                    tracing::debug!(error = %e, "sd_notify failed");
+                    tracing::debug!(error = %crate::human::cause(&e), "sd_notify failed");
                 }
             }
             Target::Path(p) => {

@@ -34,13 +34,13 @@ impl LiveRecording {
             match Recorder::rolling(&recording_dir(state_dir), max_bytes, policy, crate::VERSION) {
                 Ok(r) => Some(r),
                 Err(e) => {
-                    tracing::warn!(error = %e, "no recording this run: cannot set up its directory");
+                    tracing::warn!(error = %crate::human::cause(&e), "no recording this run: cannot set up its directory");
                     None
                 }
             }
         };
         if let Err(e) = std::fs::create_dir_all(state_dir) {
-            tracing::warn!(path = %state_dir.display(), error = %e, "cannot create the state directory: no change journal");
+            tracing::warn!(path = %state_dir.display(), error = %crate::human::cause(&e), "cannot create the state directory: no change journal");
         }
         Self {
             recorder,
@@ -57,7 +57,7 @@ impl LiveRecording {
         metrics: &Metrics,
     ) {
         if let Err(e) = self.journal.restored(by, unix_ms(), restored) {
-            tracing::warn!(error = %e, "writing the change journal failed");
+            tracing::warn!(error = %crate::human::cause(&e), "writing the change journal failed");
             metrics.error("journal_write");
         }
     }
@@ -97,7 +97,7 @@ impl LiveRecording {
     ) {
         let wall = unix_ms();
         if let Err(e) = self.journal.observe(history, &plan.decisions, mono, wall) {
-            tracing::warn!(error = %e, "writing the change journal failed");
+            tracing::warn!(error = %crate::human::cause(&e), "writing the change journal failed");
             metrics.error("journal_write");
         }
         let (Some(r), Some(asked)) = (&mut self.recorder, asked) else {
@@ -134,7 +134,7 @@ impl LiveRecording {
             },
         );
         if let Err(e) = res {
-            tracing::warn!(error = %e, "writing the recording failed: this pass is not recorded");
+            tracing::warn!(error = %crate::human::cause(&e), "writing the recording failed: this pass is not recorded");
             metrics.error("recording_write");
         }
         metrics

@@ -215,7 +215,7 @@ impl NetlinkKernel {
                 .and_then(|_| match client.subscribe() {
                     Ok(n) => Some(n),
                     Err(e) => {
-                        tracing::warn!(error = %e, "cannot open notification sockets yet");
+                        tracing::warn!(error = %crate::human::cause(&e), "cannot open notification sockets yet");
                         None
                     }
                 });
@@ -424,7 +424,7 @@ impl NetlinkKernel {
             ] {
                 let got = self.dump(payload, &mut b.ex, out, decode).await;
                 if let Err(e) = got {
-                    tracing::debug!(error = %e, "qstats dump failed");
+                    tracing::debug!(error = %crate::human::cause(&e), "qstats dump failed");
                 }
             }
         }
@@ -620,7 +620,7 @@ impl Kernel for NetlinkKernel {
             match self.client.subscribe() {
                 Ok(n) => *guard = Some(n),
                 Err(e) => {
-                    tracing::error!(error = %e, "cannot open notification sockets");
+                    tracing::error!(error = %crate::human::cause(&e), "cannot open notification sockets");
                     return None;
                 }
             }

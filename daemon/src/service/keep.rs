@@ -57,7 +57,7 @@ impl<E: Engine> actuator::Record for Keep<'_, E> {
         if let Some(store) = self.store
             && let Err(e) = store.save(self.state)
         {
-            tracing::error!(error = %e, "writing the state record failed");
+            tracing::error!(error = %crate::human::cause(&e), "writing the state record failed");
             self.metrics.error("state_write");
             return false;
         }

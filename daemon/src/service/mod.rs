@@ -428,8 +428,8 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             Ok(s) => s,
             Err(e) => {
                 self.metrics.error("sample");
-                tracing::warn!(error = %e, "sampling failed");
-                self.status(&format!("sampling failed: {e}"));
+                tracing::warn!(error = %crate::human::cause(&e), "sampling failed");
+                self.status(&format!("sampling failed: {}", crate::human::cause(&e)));
                 return None;
             }
         };
@@ -707,7 +707,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 tracing::info!(policy_hash = %hashes.as_ref().map_or("", |h| h.policy.as_str()), shadow_hash = hashes.as_ref().and_then(|h| h.shadow.as_deref()).unwrap_or(""), "policy reloaded: {}", hashes.as_ref().map(ToString::to_string).unwrap_or_default());
             }
             Err(e) => {
-                tracing::error!(error = %e, "policy reload failed: keeping the last good policy");
+                tracing::error!(error = %crate::human::cause(&e), "policy reload failed: keeping the last good policy");
                 self.metrics.policy_loaded(Err(&e.0));
                 self.policy_error = Some(e.0);
             }

@@ -131,7 +131,7 @@ impl Header {
                 2 => {
                     let n = name.get_or_insert_default();
                     n.clear();
-                    n.push_str(f.str("header.dev-name")?);
+                    n.push_str(&f.str());
                     self.dev_name = name.take();
                 }
                 3 => self.flags = Some(f.u32("header.flags")?),

@@ -4,6 +4,12 @@
 //! when they change, so a renewed certificate or a new password needs no
 //! restart; a change that does not load is logged once and the last good
 //! configuration stays in force.
+//!
+//! Every file is read by the one file rule (`config::file::read_trusted`:
+//! never blocking on a FIFO, a regular file owned by root or this user and
+//! writable by no one else, at most [`MAX_PEM_BYTES`]), and a re-read runs
+//! on the blocking pool under [`RELOAD_DEADLINE`], one at a time, never on
+//! the thread that accepts connections and runs the loop.
 
 use std::collections::{BTreeMap, HashSet};
 use std::os::unix::fs::MetadataExt as _;
@@ -40,10 +46,18 @@ fn tls_error(file: &Path, e: impl std::fmt::Display) -> WebError {
     }
 }
 
+/// The most a certificate, key or CA file may hold (a CA bundle of a few
+/// hundred certificates is well under it).
+pub const MAX_PEM_BYTES: u64 = 1 << 20;
+
+/// How long a connection waits for a re-read of the web config and its
+/// files before it is served under the last good one.
+pub const RELOAD_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// A web configuration that can be loaded, with what it was loaded from.
 pub struct Web {
     path: PathBuf,
-    loaded: Mutex<Loaded>,
+    loaded: tokio::sync::Mutex<Loaded>,
 }
 
 impl std::fmt::Debug for Web {
@@ -60,6 +74,16 @@ struct Loaded {
     active: Arc<Active>,
     /// The stamps of a change that failed to load (logged once).
     refused: Option<Stamps>,
+    /// A re-read that outlived its deadline: none other starts until it
+    /// ends (no thread piles up behind a file system that hangs).
+    running: Option<tokio::task::JoinHandle<Reread>>,
+}
+
+/// What a re-read found.
+enum Reread {
+    Unchanged,
+    Loaded(Stamps, Active),
+    Refused(Stamps, WebError),
 }
 
 /// (file, its identity when read): the web config and every file it names.
@@ -114,10 +138,11 @@ impl Web {
         let (stamps, active) = load(path)?;
         Ok(Self {
             path: path.to_owned(),
-            loaded: Mutex::new(Loaded {
+            loaded: tokio::sync::Mutex::new(Loaded {
                 stamps,
                 active: Arc::new(active),
                 refused: None,
+                running: None,
             }),
         })
     }
@@ -125,46 +150,74 @@ impl Web {
     /// One line for the log: what the endpoint requires.
     #[must_use]
     pub fn describe(&self) -> String {
-        let l = self
-            .loaded
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let a = &l.active;
-        let mut parts = vec![if a.tls.is_some() { "TLS" } else { "plain HTTP" }.to_owned()];
-        if !a.users.is_empty() {
-            parts.push(format!("basic auth ({} users)", a.users.len()));
+        let (tls, users) = self.loaded.try_lock().map_or((false, 0), |l| {
+            (l.active.tls.is_some(), l.active.users.len())
+        });
+        let mut parts = vec![if tls { "TLS" } else { "plain HTTP" }.to_owned()];
+        if users > 0 {
+            parts.push(format!("basic auth ({users} users)"));
         }
         format!("{} (web config {})", parts.join(", "), self.path.display())
     }
 
-    /// The configuration a new connection is served under: reloaded first
-    /// when a file changed since it was read.
-    pub fn current(&self) -> Arc<Active> {
-        let mut l = self
-            .loaded
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let now: Stamps = l
-            .stamps
-            .iter()
-            .map(|(p, _)| (p.clone(), stamp(p)))
-            .collect();
-        if now == l.stamps || l.refused.as_ref() == Some(&now) {
-            return Arc::clone(&l.active);
-        }
-        match load(&self.path) {
-            Ok((stamps, active)) => {
+    /// The configuration a new connection is served under: re-read first
+    /// when a file changed since it was read. The re-read runs on the
+    /// blocking pool, one at a time, for at most [`RELOAD_DEADLINE`]; past
+    /// it, or while an earlier one still runs, the last good one serves.
+    pub async fn current(&self) -> Arc<Active> {
+        let mut l = self.loaded.lock().await;
+        let mut task = match l.running.take() {
+            Some(t) if !t.is_finished() => {
+                l.running = Some(t);
+                return Arc::clone(&l.active);
+            }
+            Some(t) => t,
+            None => {
+                let path = self.path.clone();
+                let stamps = l.stamps.clone();
+                let refused = l.refused.clone();
+                tokio::task::spawn_blocking(move || reread(&path, &stamps, refused.as_ref()))
+            }
+        };
+        let found = match tokio::time::timeout(RELOAD_DEADLINE, &mut task).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Reread::Unchanged,
+            Err(_) => {
+                tracing::warn!(
+                    path = %self.path.display(),
+                    "re-reading the web config took longer than {}s: the last good one stays in force until it ends",
+                    RELOAD_DEADLINE.as_secs()
+                );
+                l.running = Some(task);
+                return Arc::clone(&l.active);
+            }
+        };
+        match found {
+            Reread::Unchanged => {}
+            Reread::Loaded(stamps, active) => {
                 tracing::info!(path = %self.path.display(), "web config reloaded");
                 l.stamps = stamps;
                 l.active = Arc::new(active);
                 l.refused = None;
             }
-            Err(e) => {
-                tracing::warn!(error = %e, "web config changed but does not load; the last good one stays in force");
+            Reread::Refused(now, e) => {
+                tracing::warn!(error = %crate::human::cause(&e), "web config changed but does not load; the last good one stays in force");
                 l.refused = Some(now);
             }
         }
         Arc::clone(&l.active)
+    }
+}
+
+/// On the blocking pool: whether a file changed, and if so the new load.
+fn reread(path: &Path, stamps: &Stamps, refused: Option<&Stamps>) -> Reread {
+    let now: Stamps = stamps.iter().map(|(p, _)| (p.clone(), stamp(p))).collect();
+    if now == *stamps || refused == Some(&now) {
+        return Reread::Unchanged;
+    }
+    match load(path) {
+        Ok((stamps, active)) => Reread::Loaded(stamps, active),
+        Err(e) => Reread::Refused(now, e),
     }
 }
 
@@ -213,9 +266,27 @@ fn load(path: &Path) -> Result<(Stamps, Active), WebError> {
     ))
 }
 
-fn certs(p: &Path) -> Result<Vec<CertificateDer<'static>>, WebError> {
-    let certs = CertificateDer::pem_file_iter(p)
-        .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+/// A PEM file the web config names, by the file rule for files that
+/// carry trust: the key is a secret, the certificates and CA decide who is
+/// served and trusted.
+fn pem(p: &Path) -> Result<Vec<u8>, WebError> {
+    config::file::read_trusted(p, MAX_PEM_BYTES).map_err(|e| WebError::Tls {
+        file: p.to_owned(),
+        message: match e {
+            // The path is the error's own prefix; say it once.
+            config::file::ReadError::Io { cause, .. } => cause.to_string(),
+            other => other
+                .to_string()
+                .strip_prefix(&format!("{}: ", p.display()))
+                .map(str::to_owned)
+                .unwrap_or_else(|| other.to_string()),
+        },
+    })
+}
+
+fn certs(p: &Path, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, WebError> {
+    let certs = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|e| tls_error(p, e))?;
     if certs.is_empty() {
         return Err(tls_error(p, "no PEM certificate in it"));
@@ -224,6 +295,13 @@ fn certs(p: &Path) -> Result<Vec<CertificateDer<'static>>, WebError> {
 }
 
 fn server_config(t: &TlsServer) -> Result<rustls::ServerConfig, WebError> {
+    // Every file by the rule first, then what is in them.
+    let cert_pem = pem(&t.cert_file)?;
+    let key_pem = pem(&t.key_file)?;
+    let ca_pem = match (t.client_auth, &t.client_ca_file) {
+        (ClientAuth::None, _) | (_, None) => None,
+        (_, Some(ca)) => Some((ca, pem(ca)?)),
+    };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let versions: Vec<&'static rustls::SupportedProtocolVersion> = [
         (TlsVersion::Tls12, &rustls::version::TLS12),
@@ -236,18 +314,18 @@ fn server_config(t: &TlsServer) -> Result<rustls::ServerConfig, WebError> {
     let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
         .with_protocol_versions(&versions)
         .map_err(|e| tls_error(&t.cert_file, e))?;
-    let builder = match (t.client_auth, &t.client_ca_file) {
-        (ClientAuth::None, _) | (_, None) => builder.with_no_client_auth(),
-        (auth, Some(ca)) => {
+    let builder = match ca_pem {
+        None => builder.with_no_client_auth(),
+        Some((ca, ca_pem)) => {
             let mut roots = rustls::RootCertStore::empty();
-            for c in certs(ca)? {
+            for c in certs(ca, &ca_pem)? {
                 roots.add(c).map_err(|e| tls_error(ca, e))?;
             }
             let v = rustls::server::WebPkiClientVerifier::builder_with_provider(
                 Arc::new(roots),
                 Arc::clone(&provider),
             );
-            let v = if auth == ClientAuth::VerifyIfGiven {
+            let v = if t.client_auth == ClientAuth::VerifyIfGiven {
                 v.allow_unauthenticated()
             } else {
                 v
@@ -255,8 +333,8 @@ fn server_config(t: &TlsServer) -> Result<rustls::ServerConfig, WebError> {
             builder.with_client_cert_verifier(v.build().map_err(|e| tls_error(ca, e))?)
         }
     };
-    let chain = certs(&t.cert_file)?;
-    let key = PrivateKeyDer::from_pem_file(&t.key_file).map_err(|e| tls_error(&t.key_file, e))?;
+    let chain = certs(&t.cert_file, &cert_pem)?;
+    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| tls_error(&t.key_file, e))?;
     let mut cfg = builder.with_single_cert(chain, key).map_err(|e| {
         tls_error(
             &t.cert_file,
@@ -267,13 +345,76 @@ fn server_config(t: &TlsServer) -> Result<rustls::ServerConfig, WebError> {
     Ok(cfg)
 }
 
+/// Password checks at once: one bcrypt at a time, on the blocking pool, so
+/// wrong passwords cost at most one core and one thread however many come.
+pub const VERIFIERS: usize = 1;
+/// Requests waiting for a check; past them a request is answered "busy"
+/// at once.
+pub const VERIFY_QUEUE: usize = 16;
+/// How long a request waits for its check before it is answered "busy".
+pub const VERIFY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The one bound on unauthenticated work: every bcrypt check goes through
+/// it.
+struct Verifier {
+    running: tokio::sync::Semaphore,
+    waiting: std::sync::atomic::AtomicUsize,
+}
+
+static VERIFIER: Verifier = Verifier {
+    running: tokio::sync::Semaphore::const_new(VERIFIERS),
+    waiting: std::sync::atomic::AtomicUsize::new(0),
+};
+
+impl Verifier {
+    /// `Some(verdict)`, or `None` when the queue is full or the wait ran
+    /// out. A request whose client goes away drops this future: it stops
+    /// waiting, and a check not yet started never starts.
+    async fn verify(&'static self, password: String, hash: String) -> Option<bool> {
+        use std::sync::atomic::Ordering;
+        struct Queued<'a>(&'a std::sync::atomic::AtomicUsize);
+        impl Drop for Queued<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        if self.waiting.fetch_add(1, Ordering::AcqRel) >= VERIFY_QUEUE {
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        let queued = Queued(&self.waiting);
+        let permit = tokio::time::timeout(VERIFY_WAIT, self.running.acquire())
+            .await
+            .ok()?
+            .ok()?;
+        drop(queued);
+        let ok = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            bcrypt::verify(password, &hash).unwrap_or(false)
+        })
+        .await
+        .unwrap_or(false);
+        Some(ok)
+    }
+}
+
+/// What a request's credentials come to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Auth {
+    Allowed,
+    Denied,
+    /// Not checked: the password checks are all taken (answer 503).
+    Busy,
+}
+
 impl Active {
     /// Whether the request may be answered: no users configured, or an
     /// `Authorization: Basic` header whose password verifies against its
-    /// user's bcrypt hash. bcrypt runs on the blocking pool.
-    pub async fn authorized(&self, headers: &hyper::HeaderMap) -> bool {
+    /// user's bcrypt hash. A password that verified is remembered (by a
+    /// digest); any other costs a check under [`VERIFIER`]'s bound.
+    pub async fn authorized(&self, headers: &hyper::HeaderMap) -> Auth {
         if self.users.is_empty() {
-            return true;
+            return Auth::Allowed;
         }
         let Some((user, password)) = headers
             .get(header::AUTHORIZATION)
@@ -287,7 +428,7 @@ impl Active {
             .and_then(|b| String::from_utf8(b).ok())
             .and_then(|s| s.split_once(':').map(|(u, p)| (u.to_owned(), p.to_owned())))
         else {
-            return false;
+            return Auth::Denied;
         };
         // An unknown user costs a bcrypt check too (at cost 10, what
         // htpasswd -B writes): the time of a refusal does not tell at a
@@ -307,20 +448,19 @@ impl Active {
             .finalize()
             .into();
         if known && self.verified.lock().is_ok_and(|v| v.contains(&key)) {
-            return true;
+            return Auth::Allowed;
         }
-        let ok =
-            tokio::task::spawn_blocking(move || bcrypt::verify(password, &hash).unwrap_or(false))
-                .await
-                .unwrap_or(false)
-                && known;
+        let Some(verified) = VERIFIER.verify(password, hash).await else {
+            return Auth::Busy;
+        };
+        let ok = verified && known;
         if ok && let Ok(mut v) = self.verified.lock() {
             if v.len() >= VERIFIED_CACHE {
                 v.clear();
             }
             v.insert(key);
         }
-        ok
+        if ok { Auth::Allowed } else { Auth::Denied }
     }
 
     /// The response headers the web config adds.
@@ -329,5 +469,98 @@ impl Active {
             r.headers_mut().insert(k.clone(), v.clone());
         }
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic)]
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    /// A web config naming `cert`, `key` and, when given, a client CA.
+    fn web_config(dir: &Path, cert: &Path, key: &Path, ca: Option<&Path>) -> PathBuf {
+        let mut text = format!(
+            "tls_server_config:\n  cert_file: {}\n  key_file: {}\n",
+            cert.display(),
+            key.display()
+        );
+        if let Some(ca) = ca {
+            text.push_str(&format!(
+                "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: {}\n",
+                ca.display()
+            ));
+        }
+        let p = dir.join("web.yml");
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// Every file the web config names goes by the file rule: a FIFO is
+    /// refused without waiting for a writer (it wedged the daemon and
+    /// `check`), /dev/zero by its type (it was read until the allocation
+    /// failed), a file others can write as untrusted (it passed `check`),
+    /// a sparse 1 TiB file by its length.
+    #[test]
+    fn what_the_web_config_names_is_a_bounded_trusted_regular_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let fifo = d.join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let open = d.join("open.pem");
+        std::fs::write(&open, "x").unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let huge = d.join("huge.pem");
+        std::fs::File::create(&huge)
+            .unwrap()
+            .set_len(1 << 40)
+            .unwrap();
+        let plain = d.join("plain.pem");
+        std::fs::write(&plain, "not PEM").unwrap();
+        let zero = Path::new("/dev/zero");
+        let t0 = Instant::now();
+        for (cert, key, ca, says) in [
+            (&fifo, &plain, None, "fifo: not a regular file: a FIFO"),
+            (&plain, &fifo, None, "fifo: not a regular file: a FIFO"),
+            (
+                &plain,
+                &plain,
+                Some(&fifo),
+                "fifo: not a regular file: a FIFO",
+            ),
+            (
+                &zero.to_owned(),
+                &plain,
+                None,
+                "/dev/zero: not a regular file: a device node",
+            ),
+            (
+                &plain,
+                &zero.to_owned(),
+                None,
+                "/dev/zero: not a regular file: a device node",
+            ),
+            (
+                &open,
+                &plain,
+                None,
+                "open.pem: not trusted: mode 666 lets others write it",
+            ),
+            (&plain, &open, None, "open.pem: not trusted"),
+            (&plain, &plain, Some(&open), "open.pem: not trusted"),
+            (
+                &huge,
+                &plain,
+                None,
+                "huge.pem: 1099511627776 bytes, more than the 1048576",
+            ),
+        ] {
+            let web = web_config(d, cert, key, ca.map(PathBuf::as_path));
+            let e = Web::load(&web).unwrap_err().to_string();
+            assert!(e.contains(says), "{cert:?} {key:?} {ca:?}: {e}");
+        }
+        assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
     }
 }
