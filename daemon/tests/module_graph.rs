@@ -742,9 +742,11 @@ fn decisions_outside_policy(rel: &str, code: &str) -> Vec<String> {
         let lower = rest.to_ascii_lowercase();
         for word in ["cooldown", "budget", "harm", "revert"] {
             // `policy.budget` is the memory budget (a limit the plan
-            // respects), not the hourly change budget.
-            let memory =
-                lower.matches("policy.budget").count() + lower.matches("memorybudget").count();
+            // respects), not the hourly change budget; so is anything
+            // named `memory_budget`.
+            let memory = lower.matches("policy.budget").count()
+                + lower.matches("memorybudget").count()
+                + lower.matches("memory_budget").count();
             if word == "budget" && lower.matches("budget").count() == memory {
                 continue;
             }

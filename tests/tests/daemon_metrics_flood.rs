@@ -1,7 +1,9 @@
 //! Unauthenticated work is bounded: a flood of requests with wrong
 //! passwords, and of TLS handshakes that stall, against pptune's own
 //! server (`serve_secured`) on loopback under a web config with basic
-//! auth. Its own test binary: the thread count measured is this process's.
+//! auth. Its own test binary: the thread count measured is this process's,
+//! and its tests take turns (`ONE_FLOOD`), so one flood's threads never
+//! count against the other's bound.
 //!
 //! `PPTUNE_FLOOD_REPORT=1 cargo test -p pptune-tests --test
 //! daemon_metrics_flood -- --nocapture` prints the figures (RELIABILITY.md).
@@ -20,6 +22,11 @@ use pptune::publish::http::{Limits, Web, serve_secured};
 use pptune::publish::metrics::Metrics;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::time::Instant;
+
+/// Held by each test for its whole run: the libtest harness runs a
+/// binary's tests on threads of one process, and each test bounds the
+/// process's thread count.
+static ONE_FLOOD: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn threads() -> usize {
     std::fs::read_dir("/proc/self/task").unwrap().count()
@@ -77,6 +84,7 @@ fn report(line: &str) {
 /// before answers within 1 s throughout.
 #[tokio::test(flavor = "current_thread")]
 async fn wrong_passwords_cost_one_check_at_a_time_and_the_probes_answer() {
+    let _turn = ONE_FLOOD.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let web = dir.path().join("web.yml");
     let hash = bcrypt::hash("s3cret", 4).unwrap();
@@ -135,6 +143,7 @@ async fn wrong_passwords_cost_one_check_at_a_time_and_the_probes_answer() {
 /// eviction like an idle connection: every probe answers within 1 s.
 #[tokio::test(flavor = "current_thread")]
 async fn stalled_tls_handshakes_are_evicted_and_the_probes_answer() {
+    let _turn = ONE_FLOOD.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let key = rcgen::KeyPair::generate().unwrap();

@@ -81,9 +81,9 @@ pub struct DaemonView {
     /// The policy's memory budget (`budget.per_device_bytes`,
     /// `per_host_bytes`), which the ring cost estimates are judged against.
     #[serde(default)]
-    pub budget_per_device_bytes: Option<u64>,
+    pub memory_budget_per_device_bytes: Option<u64>,
     #[serde(default)]
-    pub budget_per_host_bytes: Option<u64>,
+    pub memory_budget_per_host_bytes: Option<u64>,
     pub devices: Vec<DeviceView>,
 }
 

@@ -714,8 +714,8 @@ impl Metrics {
     /// A valid policy in force (at start, or reloaded): its hashes and
     /// load time, its interval for `/readyz`, its queue selection for the
     /// series. Returns the hashes, for the log.
-    pub fn policy_in_force(&self, p: &Policy) -> crate::publish::policy_hash::PolicyHashes {
-        let h = crate::publish::policy_hash::PolicyHashes::of(p);
+    pub fn policy_in_force(&self, policy: &Policy) -> crate::publish::policy_hash::PolicyHashes {
+        let h = crate::publish::policy_hash::PolicyHashes::of(policy);
         let labels = PolicyLabels {
             hash: h.policy.clone(),
             shadow_hash: h.shadow.clone().unwrap_or_default(),
@@ -725,12 +725,12 @@ impl Metrics {
         #[allow(clippy::cast_precision_loss)]
         self.policy_loaded
             .set(crate::clock::unix_ms() as f64 / 1000.0);
-        for (scope, budget) in [
-            ("device", p.budget.per_device_bytes),
-            ("host", p.budget.per_host_bytes),
+        for (scope, limit) in [
+            ("device", policy.budget.per_device_bytes),
+            ("host", policy.budget.per_host_bytes),
         ] {
             let l = ScopeLabels { scope };
-            match budget {
+            match limit {
                 Some(b) => {
                     self.memory_budget.get_or_create(&l).set(sat(b));
                 }
@@ -740,9 +740,9 @@ impl Metrics {
             }
         }
         self.policy_valid.set(1);
-        self.health.set_interval(p.timing.interval);
+        self.health.set_interval(policy.timing.interval);
         self.health.set_policy_error(None);
-        self.set_queue_series(p.daemon.queue_series);
+        self.set_queue_series(policy.daemon.queue_series);
         h
     }
 

@@ -42,7 +42,7 @@ pub(crate) struct ViewInput<'a> {
     pub overrides: &'a BTreeMap<(String, Knob), DeviceId>,
     pub evaluations: &'a [Evaluation],
     /// The policy's memory budget.
-    pub budget: policy::policy::MemoryBudget,
+    pub memory_budget: policy::policy::MemoryBudget,
 }
 
 pub(crate) fn build(d: &ViewInput<'_>) -> DaemonView {
@@ -146,8 +146,8 @@ pub(crate) fn build(d: &ViewInput<'_>) -> DaemonView {
         last_sample_age_s: d.last_sample.map(|t| now.saturating_sub(t).as_secs()),
         started_unix_ms: Some(wall(Duration::ZERO)),
         last_sample_unix_ms: d.last_sample.map(wall),
-        budget_per_device_bytes: d.budget.per_device_bytes,
-        budget_per_host_bytes: d.budget.per_host_bytes,
+        memory_budget_per_device_bytes: d.memory_budget.per_device_bytes,
+        memory_budget_per_host_bytes: d.memory_budget.per_host_bytes,
         devices,
     }
 }
@@ -163,7 +163,7 @@ pub fn ring_cost_words(
     per_host: Option<u64>,
 ) -> String {
     let b = crate::human::bytes;
-    let budget = match (per_device, per_host) {
+    let limit = match (per_device, per_host) {
         (None, None) => "no memory budget".to_owned(),
         (d, h) => {
             let mut parts = Vec::new();
@@ -180,7 +180,7 @@ pub fn ring_cost_words(
             format!("budget {}", parts.join("; "))
         }
     };
-    format!("ring cost estimate: {} ({budget})", b(bytes))
+    format!("ring cost estimate: {} ({limit})", b(bytes))
 }
 
 /// Renders the daemon's view as text, for the devices named (all when
@@ -256,7 +256,12 @@ pub fn render(view: Option<&DaemonView>, interfaces: &[String]) -> String {
             let _ = writeln!(
                 s,
                 "    {}",
-                ring_cost_words(b, host, v.budget_per_device_bytes, v.budget_per_host_bytes)
+                ring_cost_words(
+                    b,
+                    host,
+                    v.memory_budget_per_device_bytes,
+                    v.memory_budget_per_host_bytes
+                )
             );
         }
         if let Some((k, left)) = &d.evaluating {
@@ -283,7 +288,7 @@ pub fn render(view: Option<&DaemonView>, interfaces: &[String]) -> String {
 mod tests {
     /// The ring cost with each budget it can be judged against.
     #[test]
-    fn ring_cost_words_name_the_budget() {
+    fn ring_cost_words_name_the_memory_budget() {
         let w = |d, h| super::ring_cost_words(8 << 20, 24 << 20, d, h);
         assert_eq!(
             w(None, None),

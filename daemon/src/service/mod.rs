@@ -806,7 +806,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             backoff: self.acting.actuator.backoff(),
             overrides: self.acting.actuator.overrides(),
             evaluations: self.acting.actuator.evaluations(),
-            budget: self.policy.budget,
+            memory_budget: self.policy.budget,
         });
         if let Ok(mut v) = self.view.lock() {
             *v = view;
