@@ -780,7 +780,7 @@ async fn give_back_run(o: &Opts, p: &Ppsim, w: &Workload, then: Then) {
         ..Ctl::default()
     };
     let t0 = Instant::now();
-    let mut tr = Traffic::start(o, w);
+    let tr = Traffic::start(o, w);
     let mut ledger = PoolLedger::default();
     ledger.refresh(&c).await;
     loop {
@@ -796,7 +796,7 @@ async fn give_back_run(o: &Opts, p: &Ppsim, w: &Workload, then: Then) {
     let switch_s = t0.elapsed().as_secs_f64();
     let first = tr.stop();
     let steady = WORKLOADS.iter().find(|w| w.name == "steady").expect("steady");
-    let mut after = match then {
+    let after = match then {
         Then::Stop => None,
         Then::Steady => Some(Traffic::start_on(o, steady, "5410")),
     };
