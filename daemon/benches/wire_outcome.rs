@@ -610,7 +610,10 @@ impl Ctl {
 
     /// Seconds from `since` to the first change after it (0 when none).
     fn first_after(&self, since: f64) -> f64 {
-        self.at.iter().find(|&&t| t >= since).map_or(0.0, |t| t - since)
+        self.at
+            .iter()
+            .find(|&&t| t >= since)
+            .map_or(0.0, |t| t - since)
     }
 }
 
@@ -789,13 +792,27 @@ async fn give_back_run(o: &Opts, p: &Ppsim, w: &Workload, then: Then) {
         if quiet || t >= o.max_run {
             break;
         }
-        control_window(o, Tuner::Settle, &c, ifx, &wire, &mut ledger, &mut ctl, t0, u32::MAX).await;
+        control_window(
+            o,
+            Tuner::Settle,
+            &c,
+            ifx,
+            &wire,
+            &mut ledger,
+            &mut ctl,
+            t0,
+            u32::MAX,
+        )
+        .await;
     }
     let (grown_ring, grown_changes) = (ctl.ring, ctl.changes);
     let mem_grown = mem_over(&c, ifx, &mut ledger, &mut ctl, t0, o.ctl_window).await;
     let switch_s = t0.elapsed().as_secs_f64();
     let first = tr.stop();
-    let steady = WORKLOADS.iter().find(|w| w.name == "steady").expect("steady");
+    let steady = WORKLOADS
+        .iter()
+        .find(|w| w.name == "steady")
+        .expect("steady");
     let after = match then {
         Then::Stop => None,
         Then::Steady => Some(Traffic::start_on(o, steady, "5410")),
