@@ -4,7 +4,7 @@
 //! This module is the engine's public face; the rules are in `decide`, the
 //! inputs in [`crate::observation`], the memory in [`crate::state`].
 
-pub use crate::decide::{Engine, decide, device_bytes, findings_needed};
+pub use crate::decide::{Engine, Reclaim, decide, device_bytes, findings_needed, reclaimable};
 pub use crate::gates::Backoff;
 pub use crate::observation::{ActionRecord, LocalTime, NO_BACKOFF, Observation, Original, Outcome};
-pub use crate::state::{DeviceState, ENGINE_STATE_VERSION, EngineState, RingProbe};
+pub use crate::state::{DeviceState, ENGINE_STATE_VERSION, EngineState, PoolHeld, RingProbe};

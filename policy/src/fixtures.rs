@@ -54,6 +54,8 @@ pub fn policy() -> Policy {
             max_steps_to_target: 2,
             headroom: 1.25,
             shrink_when_calm: true,
+            right_size: false,
+            right_size_floor: 512,
         },
         channels: ChannelPolicy {
             enabled: false,
