@@ -42,7 +42,11 @@ pub async fn plan(
             policy.timing.window.as_secs_f64(),
         );
     }
-    let (plan, taken, sampled_for) = sample_until_found(&policy, samples, progress).await?;
+    let (plan, taken, sampled_for, last) = sample_until_found(&policy, samples, progress).await?;
+    // The advice beside the plan: what right-sizing would reclaim now.
+    let reclaim = last
+        .as_ref()
+        .map(|s| super::reclaim::Reclaimable::of(&policy, s));
     let changes = plan
         .decisions
         .iter()
@@ -62,21 +66,26 @@ pub async fn plan(
             "duration_s": sampled_for.as_secs_f64(),
             "host_enforcing": enforcing,
             "decisions": plan.decisions,
+            "reclaimable": reclaim,
         });
         crate::human::print_json(&v)?;
         return Ok(done);
     }
     print_plan(&plan, &standing, host.source);
+    if let Some(r) = reclaim {
+        crate::say_part!("\n{}", r.render());
+    }
     Ok(done)
 }
 
 /// Samples as often as the policy needs for a finding (see `plan`): the
-/// last plan, how many samples it took, and how long from the first.
+/// last plan, how many samples it took, how long from the first, and the
+/// last sample.
 async fn sample_until_found(
     policy: &Policy,
     samples: u32,
     progress: bool,
-) -> anyhow::Result<(policy::Plan, u32, Duration)> {
+) -> anyhow::Result<(policy::Plan, u32, Duration, Option<Snapshot>)> {
     let interval = policy.timing.interval;
     let kernel = NetlinkKernel::connect().await?;
     let originals = recorded_originals()?;
@@ -156,7 +165,7 @@ async fn sample_until_found(
     if progress {
         eprintln!();
     }
-    Ok((plan, taken, origin.elapsed()))
+    Ok((plan, taken, origin.elapsed(), prev.map(|(s, _)| s)))
 }
 
 /// `pptune plan`'s text: the host's standing, then each decision with its
