@@ -545,6 +545,101 @@ async fn sigterm_restores_and_kill9_keeps_originals_for_restore() {
     d.delete().unwrap();
 }
 
+/// Right-sizing, and a kill -9 in the middle of its step: a ring set to
+/// the device's maximum (16384) under 256-page bursts, a calm of seconds,
+/// `rings.right_size` on. The step (down to the ring that covers the pools'
+/// high-water mark, here the 512 floor) is under evaluation (60 s) when
+/// the daemon is killed. The record keeps the original and the pending
+/// step; a restarted daemon closes the step inconclusive (not failed: no
+/// shrink is barred, and nothing reverts it blindly), leaves the ring where
+/// the step put it, and `pptune restore` puts the maximum back.
+#[tokio::test(flavor = "current_thread")]
+async fn kill9_during_a_give_back_step_leaves_it_restorable() {
+    let k = require_ppsim(
+        "kill9_during_a_give_back_step_leaves_it_restorable",
+        PpsimKernels::Only73,
+    );
+    let c = Client::connect().await.expect("client");
+    let knobs = Knobs {
+        burst_pages: 256,
+        ..Knobs::default()
+    }
+    .with_preset(CostPreset::Devmem);
+    let d = device(1, &knobs);
+    d.ethtool_set_rx_ring(16384).expect("ring to max");
+    d.start().expect("start");
+    let dir = tmp();
+    let mut p = Daemon::new(dir.path(), "closed-loop-right-size.yaml", Some(d.name()))
+        .metrics_port(19879)
+        .start();
+    let to = wait_ring_change(&c, &d, &mut p, 16384, Duration::from_secs(90)).await;
+    p.kill9();
+    assert!(to < 16384, "a give-back step: {to}\n{}", p.log());
+    let actions = |st: &serde_json::Value| -> Vec<serde_json::Value> {
+        st["devices"]
+            .as_object()
+            .unwrap()
+            .values()
+            .flat_map(|r| r["actions"].as_array().cloned().unwrap_or_default())
+            .collect()
+    };
+    let originals = |st: &serde_json::Value| -> Vec<u64> {
+        st["devices"]
+            .as_object()
+            .unwrap()
+            .values()
+            .flat_map(|r| {
+                r["originals"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|o| o["value"].as_u64())
+            })
+            .collect()
+    };
+    let st = p.state();
+    assert_eq!(originals(&st), vec![16384], "the original is kept: {st}");
+    let last = actions(&st).last().cloned().expect("the step's record");
+    assert_eq!(
+        (last["from"].as_u64(), last["to"].as_u64()),
+        (Some(16384), Some(u64::from(to))),
+        "{st}"
+    );
+    assert_eq!(
+        last["outcome"]["result"], "pending",
+        "killed inside its evaluation: {st}"
+    );
+    assert_eq!(last["reason"], "calm_shrink", "{st}");
+    // Restart: the step's window died with the old daemon.
+    p.spawn();
+    p.ready().await;
+    sleep(Duration::from_secs(3)).await;
+    let st = p.state();
+    let step = actions(&st)
+        .into_iter()
+        .find(|a| a["from"].as_u64() == Some(16384))
+        .expect("the step's record");
+    assert_eq!(step["outcome"]["result"], "inconclusive", "{st}");
+    assert_eq!(
+        rx_ring(&c, &d).await,
+        to,
+        "the ring stays where the step put it"
+    );
+    // Restore (through the running daemon): the maximum the operator set.
+    let out = p.cmd(&["restore"]);
+    assert!(out.status.success(), "restore: {out:?}");
+    assert_eq!(
+        rx_ring(&c, &d).await,
+        16384,
+        "pptune restore brings the maximum back"
+    );
+    assert_eq!(p.term().await, Some(0));
+    println!("MEASURE scenario=give_back_kill9 kernel={k} step_to={to} restored=16384");
+    d.stop().unwrap();
+    d.delete().unwrap();
+}
+
 /// Restart in the middle of a growth chain: the daemon is stopped between
 /// growth step 1 and step 2 and started again. The engine's memory (the
 /// ring probe step 1 was decided on) comes back from the state file, so
