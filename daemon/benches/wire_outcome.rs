@@ -212,6 +212,10 @@ enum Tuner {
     /// (`give-back-stop`) or turns to one steady stream
     /// (`give-back-steady`), and the memory it gives back is watched.
     GiveBack(Then),
+    /// B starts at the device's maximum (`.link RxBufferSize=max`), set
+    /// before pptune starts; pptune runs the settle policy with
+    /// `rings.right_size: true` and right-sizes it down.
+    RightSize,
 }
 
 /// What the load does once pptune has grown the ring (`give-back-*`).
@@ -232,6 +236,7 @@ impl Tuner {
             "settle" => Self::Settle,
             "give-back-stop" => Self::GiveBack(Then::Stop),
             "give-back-steady" => Self::GiveBack(Then::Steady),
+            "right-size" => Self::RightSize,
             _ => panic!("unknown tuner {s}"),
         }
     }
@@ -246,6 +251,7 @@ impl Tuner {
             Self::Settle => "settle",
             Self::GiveBack(Then::Stop) => "give-back-stop",
             Self::GiveBack(Then::Steady) => "give-back-steady",
+            Self::RightSize => "right-size",
         }
     }
 
@@ -258,7 +264,9 @@ impl Tuner {
             return None;
         }
         let to = match self {
-            Self::MaxOnce | Self::Pptune | Self::Settle | Self::GiveBack(_) => return None,
+            Self::MaxOnce | Self::Pptune | Self::Settle | Self::GiveBack(_) | Self::RightSize => {
+                return None;
+            }
             Self::Doubling => ring.saturating_mul(2).min(max),
             Self::Naive => naive_next(ring, max),
             Self::OneShot if acted => return None,
@@ -297,6 +305,8 @@ struct Opts {
     settle_watch_calms: f64,
     /// The settle policy's `timing.evaluation`, in seconds.
     settle_eval: f64,
+    /// `right-size`: the settle policy with `rings.right_size: true`.
+    right_size_policy: String,
 }
 
 fn num<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -347,6 +357,7 @@ fn opts() -> Opts {
         settle_calm: num("--settle-calm-secs", 30.0),
         settle_watch_calms: num("--settle-watch-calms", 2.0),
         settle_eval: 0.0,
+        right_size_policy: String::new(),
     }
 }
 
@@ -375,6 +386,25 @@ fn settle_policy(o: &mut Opts) {
         .calm_before_shrink
         .as_secs_f64();
     assert!((calm - o.settle_calm).abs() < 1e-9, "settle calm {calm}");
+    // The right-size policy: the same, with right-sizing on.
+    let rs = std::env::temp_dir().join("pptune-wire-right-size");
+    let _ = std::fs::remove_dir_all(&rs);
+    std::fs::create_dir_all(rs.join("policy.d")).expect("right-size policy dir");
+    std::fs::copy(&o.policy, rs.join("policy.yaml")).expect("right-size policy");
+    std::fs::copy(
+        dir.join("policy.d/settle.yaml"),
+        rs.join("policy.d/settle.yaml"),
+    )
+    .expect("right-size drop-in");
+    std::fs::write(
+        rs.join("policy.d/right-size.yaml"),
+        "rings:\n  right_size: true\n",
+    )
+    .expect("right-size drop-in");
+    let loaded = config::load(Some(&rs))
+        .unwrap_or_else(|e| panic!("{}: {}", rs.display(), config::render(&e)));
+    assert!(loaded.policy.rings.right_size, "right-size policy");
+    o.right_size_policy = rs.display().to_string();
 }
 
 /// A `pptraffic --control` run: its stdin, and its stdout's JSON lines.
@@ -685,6 +715,10 @@ async fn tuned_run(o: &Opts, p: &Ppsim, w: &Workload, tuner: Tuner) {
         Tuner::Pptune => Some(spawn_pptune(o, w, &o.policy)),
         Tuner::Settle => Some(spawn_pptune(o, w, &o.settle_policy)),
         Tuner::GiveBack(_) => unreachable!("give_back_run"),
+        Tuner::RightSize => {
+            wire.set_b_ring(max);
+            Some(spawn_pptune(o, w, &o.right_size_policy))
+        }
         _ => None,
     };
     // `settle`: once converged, watched for 2 × calm_before_shrink and a
@@ -693,7 +727,7 @@ async fn tuned_run(o: &Opts, p: &Ppsim, w: &Workload, tuner: Tuner) {
         + f64::from(u32::try_from(o.ctl_window).unwrap_or(u32::MAX));
     let mut converged: Option<(f64, u32)> = None;
     let mut ctl = Ctl {
-        ring: START_RING,
+        ring: rx_ring(&c, ifx).await,
         ..Ctl::default()
     };
     let t0 = Instant::now();
@@ -704,6 +738,12 @@ async fn tuned_run(o: &Opts, p: &Ppsim, w: &Workload, tuner: Tuner) {
             (o.warmup, o.warmup)
         }
         Tuner::Pptune | Tuner::Settle | Tuner::GiveBack(_) => (o.pptune_quiet, o.pptune_quiet),
+        // Right-sizing waits a calm for each step: quiet for a calm, an
+        // evaluation and the cooldown after the last one.
+        Tuner::RightSize => {
+            let q = o.settle_calm + o.settle_eval + o.pptune_quiet;
+            (q, q)
+        }
         _ => (o.quiet, o.quiet),
     };
     let mut tr = Traffic::start(o, w);
@@ -857,7 +897,10 @@ async fn give_back_run(o: &Opts, p: &Ppsim, w: &Workload, then: Then) {
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let mut o = opts();
-    if o.tuners.contains(&Tuner::Settle) {
+    if o.tuners
+        .iter()
+        .any(|t| matches!(t, Tuner::Settle | Tuner::GiveBack(_) | Tuner::RightSize))
+    {
         settle_policy(&mut o);
     }
     let mark = dmesg_mark();
