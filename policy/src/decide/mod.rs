@@ -639,7 +639,7 @@ enum Direction {
     Shrink,
 }
 
-pub(super) fn last_record<'h>(
+fn last_record<'h>(
     history: &'h [ActionRecord],
     dev: &crate::snapshot::DeviceId,
     knob: Knob,

@@ -502,17 +502,13 @@ impl Ring<'_, '_> {
         let known = self.dev.pools().any(|p| p.inflight.is_some());
         let held = (known && ds.pool_held.ring == cur && ds.pool_held.windows > 0)
             .then_some(ds.pool_held.pages);
-        // Pools a give-back step built read the load since the calm began:
-        // their mark is what it needs, and no trial goes below it.
-        let fresh = super::last_record(self.obs.history, &self.dev.id, knob)
-            .is_some_and(|r| r.to < r.from && landed(r) == r.to && r.to == cur);
         let step = give_back_step(
             self.policy,
             self.policy.rings.right_size,
             &self.info,
             &self.learned(),
             (cur, original),
-            (held, !fresh),
+            (held, true),
         )?;
         ev.insert("ring_current", f64::from(cur));
         ev.insert("ring_target", f64::from(step.to));
@@ -638,7 +634,7 @@ pub(super) enum GiveBackBasis {
     /// since the pools were built (`held`).
     Mark { held: u64 },
     /// Halfway down (the geometric mean of the floor and the ring): the
-    /// pools' mark fills their ring, so it says nothing below it.
+    /// pools' mark says nothing below it.
     Trial,
     /// The floor itself: halfway is within the headroom of the ring.
     Floor,
@@ -652,10 +648,10 @@ impl GiveBack {
                 "since the pools were built they never had more than {held} pages out beyond the posted ring; this ring covers that with headroom"
             ),
             GiveBackBasis::Trial => format!(
-                "a trial halfway toward {}: the pools' inflight is a high-water mark that fills this ring, so it cannot say what the load needs now; the rebuild starts it afresh",
+                "a trial halfway toward {}: the pools' inflight is a high-water mark (pages parked in the pool count until a rebuild), so it cannot say what the load needs below this ring; the rebuild starts it afresh",
                 self.floor
             ),
-            GiveBackBasis::Floor => "back to the floor".to_owned(),
+            GiveBackBasis::Floor => "a trial at the floor".to_owned(),
         }
     }
 }
@@ -693,10 +689,14 @@ fn give_back_floor(
 /// ring: the ring was grown for bursts that may have stopped), the step is
 /// a trial halfway down (or to the floor, when halfway is within the
 /// headroom), which rebuilds the pools so the next calm reads a fresh
-/// mark; `trial` is false when the pools were built by such a step (their
-/// mark is the calm load's: nothing below it is tried). A step within the
-/// headroom of the ring is no step: the need measured again, not worth a
-/// rebuild. `right_size`: whether the step may go below the original
+/// mark. Pages a reader keeps out all the time (a deep receive queue)
+/// fill a mark too without being a burst the pool must park, so trials go
+/// on below a fresh mark as well, until one brings misses back (put back,
+/// then held) or the floor is reached: a descent in halves toward the
+/// need. `trial`: whether a trial may be proposed (`false`: the mark step
+/// alone, what [`reclaimable`] counts). A step within the headroom of the
+/// ring is no step: the need measured again, not worth a rebuild.
+/// `right_size`: whether the step may go below the original
 /// (`rings.right_size`, or `plan`'s advice).
 pub(super) fn give_back_step(
     policy: &Policy,
@@ -1022,8 +1022,8 @@ mod tests {
         let s = step(&p, 2560, Some(512), Some(0), false).unwrap();
         assert_eq!((s.to, s.floor, s.basis), (512, 512, mark(0)));
         // The mark fills the ring (a ring grown for bursts that may have
-        // stopped): a trial halfway, √(512 × 2560) up to 32; none when the
-        // pools were built by a give-back step.
+        // stopped): a trial halfway, √(512 × 2560) up to 32; none when
+        // only the mark step is asked for (what `reclaimable` counts).
         let s = step(&p, 2560, Some(512), Some(2048), true).unwrap();
         assert_eq!((s.to, s.basis), (1152, GiveBackBasis::Trial));
         assert_eq!(step(&p, 2560, Some(512), Some(2048), false), None);
