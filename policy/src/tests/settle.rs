@@ -286,3 +286,37 @@ fn right_sizing_takes_a_ring_at_max_down_to_what_the_load_needed() {
         assert_eq!(outcomes, [Outcome::Effective, Outcome::Reverted]);
     }
 }
+
+/// A daemon killed while a give-back step was judged: the step is closed
+/// inconclusive at the next start. It neither bars the next step (as a
+/// step put back does) nor is put back blindly: the engine carries on from
+/// the ring the step left, reading the rebuilt pools' mark.
+#[test]
+fn a_step_whose_judge_died_with_the_daemon_is_carried_on_from() {
+    let mut w = world();
+    let pool = RealPool::default();
+    let ring = converge(&mut w, |w, i| pool.bursts(w, i, BURST, BURST));
+    let mut trial = None;
+    for _ in 0..samples(w.policy.timing.calm_before_shrink) * 2 {
+        w.tick(|w, i| pool.idle(w, i));
+        if w.ring(0) != ring {
+            trial = Some(w.ring(0));
+            break;
+        }
+    }
+    let trial = trial.expect("a give-back step");
+    assert!(trial < ring);
+    assert_eq!(
+        w.history.last().map(|r| r.outcome.clone()),
+        Some(Outcome::Pending)
+    );
+    w.restart();
+    assert_eq!(
+        w.history.last().map(|r| r.outcome.clone()),
+        Some(Outcome::Inconclusive)
+    );
+    let n = give_back_samples(&w);
+    let (rings, c) = watch(&mut w, n, |w, i, _| pool.idle(w, i));
+    assert_eq!(w.ring(0), 512, "{rings:?} {c:#?}");
+    assert_eq!(c.len(), 1, "{c:#?}");
+}

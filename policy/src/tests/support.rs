@@ -378,6 +378,18 @@ impl World {
         ));
     }
 
+    /// A daemon restart (kill -9): the open evaluations die with it, and
+    /// their changes are closed inconclusive, as `StateFile::close_pending`
+    /// does at the next start.
+    pub(crate) fn restart(&mut self) {
+        self.evaluations.clear();
+        for r in &mut self.history {
+            if r.outcome == Outcome::Pending {
+                r.outcome = Outcome::Inconclusive;
+            }
+        }
+    }
+
     /// Advances the open evaluations on the sample just taken; a verdict
     /// is recorded on its change, and a harmful change is put back (the
     /// driver rebuilds the pools again).
