@@ -583,7 +583,7 @@ mod tests {
     fn the_load_is_averaged_over_the_settled_window() {
         let policy = crate::fixtures::policy();
         let w = policy.timing.evaluation;
-        let mut dev = crate::tests::support::device(3, "mlx5_core", 1024, 8192, 1);
+        let mut dev = crate::fixtures::nic("mlx5_core", 1024, 8192, 1);
         let at = |dev: &Device, inflight: u64, miss: (u64, u64)| {
             let mut d = dev.clone();
             let p = &mut d.rx_queues[0].pools[0];
@@ -627,7 +627,7 @@ mod tests {
     #[test]
     fn a_trial_window_is_as_long_as_its_baseline() {
         let policy = crate::fixtures::policy();
-        let dev = crate::tests::support::device(3, "ice", 256, 8160, 16);
+        let dev = crate::fixtures::nic("ice", 256, 8160, 16);
         let change = Applied {
             knob: Knob::Channels(crate::plan::ChannelField::Combined),
             from: 16,
@@ -660,7 +660,7 @@ mod tests {
     fn a_window_settles_on_its_first_sample_and_closes_after_the_evaluation() {
         let policy = crate::fixtures::policy();
         let w = policy.timing.evaluation;
-        let dev = crate::tests::support::device(3, "mlx5_core", 1024, 8192, 2);
+        let dev = crate::fixtures::nic("mlx5_core", 1024, 8192, 2);
         let change = Applied {
             knob: Knob::Ring(crate::plan::RingField::Rx),
             from: 512,

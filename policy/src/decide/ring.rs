@@ -986,7 +986,7 @@ mod tests {
     use crate::fixtures::policy;
 
     fn ice() -> DriverInfo {
-        let d = crate::tests::support::device(1, "ice", 512, 8160, 2);
+        let d = crate::fixtures::nic("ice", 512, 8160, 2);
         drivers::driver_info(&d)
     }
 
@@ -1059,7 +1059,7 @@ mod tests {
     #[test]
     fn reclaimable_reads_the_pools_mark_on_one_sample() {
         let p = policy();
-        let mut d = crate::tests::support::device(1, "ice", 8160, 8160, 2);
+        let mut d = crate::fixtures::nic("ice", 8160, 8160, 2);
         for q in &mut d.rx_queues {
             q.pools[0].inflight = Some(8160 + 600);
             q.pools[0].inflight_mem = Some((8160 + 600) * 4096);
