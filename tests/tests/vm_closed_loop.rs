@@ -646,7 +646,6 @@ async fn kill9_during_a_give_back_step_leaves_it_restorable() {
         .metrics_port(19879)
         .start();
     let to = wait_ring_change(&c, &d, &mut p, 16384, Duration::from_secs(90)).await;
-    p.kill9();
     assert!(to < 16384, "a give-back step: {to}\n{}", p.log());
     let actions = |st: &serde_json::Value| -> Vec<serde_json::Value> {
         st["devices"]
@@ -671,6 +670,13 @@ async fn kill9_during_a_give_back_step_leaves_it_restorable() {
             })
             .collect()
     };
+    // The record of the step is written just after the ring is set: kill
+    // once it is there, well inside the step's 60 s evaluation.
+    let t0 = Instant::now();
+    while actions(&p.state()).is_empty() && t0.elapsed() < Duration::from_secs(5) {
+        sleep(Duration::from_millis(100)).await;
+    }
+    p.kill9();
     let st = p.state();
     assert_eq!(originals(&st), vec![16384], "the original is kept: {st}");
     let last = actions(&st).last().cloned().expect("the step's record");
