@@ -245,6 +245,8 @@ impl Cx<'_> {
             max_steps_to_target: r.max_steps_to_target,
             headroom: r.headroom,
             shrink_when_calm: r.shrink_when_calm,
+            right_size: r.right_size,
+            right_size_floor: r.right_size_floor,
         }
     }
 

@@ -220,9 +220,16 @@ pub struct RawRings {
     /// Room over the estimated burst, as a factor (1.25 = 25 % more).
     #[schemars(range(min = 1.0, max = 4.0))]
     pub headroom: f64,
-    /// Shrink back toward the recorded original when calm, keeping the ring
-    /// the pages held at once lately still need.
+    /// Give memory back when calm: shrink toward the recorded original in
+    /// steps, each judged under the load and put back (then not retried)
+    /// when recycle misses come back.
     pub shrink_when_calm: bool,
+    /// Right-sizing: a calm ring may shrink below its recorded original (a
+    /// ring set to max) to what the load needs, down to right_size_floor.
+    pub right_size: bool,
+    /// The smallest ring right-sizing shrinks to (never above the original).
+    #[schemars(range(min = 1, max = 65536))]
+    pub right_size_floor: u32,
 }
 
 /// RX queue count management; off unless enabled.

@@ -11,8 +11,8 @@
 //!     [--workloads drain,steady] [--sweep 256,362,...,16384] [--rounds 2]
 //!     [--warmup-secs 2] [--window-secs 3] [--ctl-window-secs 3]
 //!     [--quiet-secs 9] [--pptune-quiet-secs 30] [--max-run-secs 90]
-//!     [--tuners max-once,doubling,one-shot,naive,pptune,settle|none]
-//!     [--settle-calm-secs 30]
+//!     [--tuners max-once,doubling,one-shot,naive,pptune,settle,give-back-stop,give-back-steady|none]
+//!     [--settle-calm-secs 30] [--settle-watch-calms 2]
 //! ```
 //!
 //! Every point is a fresh wire (tests/src/wire.rs: A in `pp-tx`, B with
@@ -40,7 +40,18 @@
 //!   nothing else differs); once it made no change for
 //!   `--pptune-quiet-secs` it is watched for 2 × that calm and a control
 //!   window more, and the row says how many changes the watch saw (the
-//!   target: none, docs/decisions.md §7).
+//!   target: none, docs/decisions.md §7); `--settle-watch-calms N` watches
+//!   N × that calm instead;
+//! - `give-back-stop`, `give-back-steady`: `pptune` with the settle policy
+//!   grows B for the workload; once it made no change for
+//!   `--pptune-quiet-secs`, the workload stops (`-stop`) or is replaced
+//!   by one steady TCP stream (`-steady`), and B is watched for 2 ×
+//!   calm_before_shrink + the policy's evaluation + a control window.
+//!   A `give-back` row (not a `tuned` one) gives the grown ring and pool
+//!   memory (`inflight-mem`, mean of one control window), the timeline of
+//!   the watch (`[end s, ring, ring_full share, pool memory]`) and the ring
+//!   and memory at its end (docs/decisions.md §7: a grown pool gives its
+//!   memory back).
 //!
 //! (the ring_full share is `policy::signals::recycle_miss_share`: F / (F + K).)
 //! A tuned run ends once it made no change for `--quiet-secs`
@@ -197,6 +208,21 @@ enum Tuner {
     /// pptune with the settle policy: converges, then is watched for 2 ×
     /// its `calm_before_shrink` (stationary workloads only).
     Settle,
+    /// pptune with the settle policy grows the ring; then the load stops
+    /// (`give-back-stop`) or turns to one steady stream
+    /// (`give-back-steady`), and the memory it gives back is watched.
+    GiveBack(Then),
+    /// B starts at the device's maximum (`.link RxBufferSize=max`), set
+    /// before pptune starts; pptune runs the settle policy with
+    /// `rings.right_size: true` and right-sizes it down.
+    RightSize,
+}
+
+/// What the load does once pptune has grown the ring (`give-back-*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Then {
+    Stop,
+    Steady,
 }
 
 impl Tuner {
@@ -208,6 +234,9 @@ impl Tuner {
             "naive" => Self::Naive,
             "pptune" => Self::Pptune,
             "settle" => Self::Settle,
+            "give-back-stop" => Self::GiveBack(Then::Stop),
+            "give-back-steady" => Self::GiveBack(Then::Steady),
+            "right-size" => Self::RightSize,
             _ => panic!("unknown tuner {s}"),
         }
     }
@@ -220,6 +249,9 @@ impl Tuner {
             Self::Naive => "naive",
             Self::Pptune => "pptune",
             Self::Settle => "settle",
+            Self::GiveBack(Then::Stop) => "give-back-stop",
+            Self::GiveBack(Then::Steady) => "give-back-steady",
+            Self::RightSize => "right-size",
         }
     }
 
@@ -232,7 +264,9 @@ impl Tuner {
             return None;
         }
         let to = match self {
-            Self::MaxOnce | Self::Pptune | Self::Settle => return None,
+            Self::MaxOnce | Self::Pptune | Self::Settle | Self::GiveBack(_) | Self::RightSize => {
+                return None;
+            }
             Self::Doubling => ring.saturating_mul(2).min(max),
             Self::Naive => naive_next(ring, max),
             Self::OneShot if acted => return None,
@@ -267,6 +301,12 @@ struct Opts {
     /// `timing.calm_before_shrink` overridden) and that calm.
     settle_policy: String,
     settle_calm: f64,
+    /// `settle`: calms watched after convergence.
+    settle_watch_calms: f64,
+    /// The settle policy's `timing.evaluation`, in seconds.
+    settle_eval: f64,
+    /// `right-size`: the settle policy with `rings.right_size: true`.
+    right_size_policy: String,
 }
 
 fn num<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -315,6 +355,9 @@ fn opts() -> Opts {
         workloads: list("--workloads", "drain,steady"),
         settle_policy: String::new(),
         settle_calm: num("--settle-calm-secs", 30.0),
+        settle_watch_calms: num("--settle-watch-calms", 2.0),
+        settle_eval: 0.0,
+        right_size_policy: String::new(),
     }
 }
 
@@ -332,13 +375,36 @@ fn settle_policy(o: &mut Opts) {
     )
     .expect("settle drop-in");
     o.settle_policy = dir.display().to_string();
-    let calm = config::load(Some(&dir))
+    let loaded = config::load(Some(&dir));
+    o.settle_eval = loaded
+        .as_ref()
+        .map_or(0.0, |l| l.policy.timing.evaluation.as_secs_f64());
+    let calm = loaded
         .unwrap_or_else(|e| panic!("{}: {}", dir.display(), config::render(&e)))
         .policy
         .timing
         .calm_before_shrink
         .as_secs_f64();
     assert!((calm - o.settle_calm).abs() < 1e-9, "settle calm {calm}");
+    // The right-size policy: the same, with right-sizing on.
+    let rs = std::env::temp_dir().join("pptune-wire-right-size");
+    let _ = std::fs::remove_dir_all(&rs);
+    std::fs::create_dir_all(rs.join("policy.d")).expect("right-size policy dir");
+    std::fs::copy(&o.policy, rs.join("policy.yaml")).expect("right-size policy");
+    std::fs::copy(
+        dir.join("policy.d/settle.yaml"),
+        rs.join("policy.d/settle.yaml"),
+    )
+    .expect("right-size drop-in");
+    std::fs::write(
+        rs.join("policy.d/right-size.yaml"),
+        "rings:\n  right_size: true\n",
+    )
+    .expect("right-size drop-in");
+    let loaded = config::load(Some(&rs))
+        .unwrap_or_else(|e| panic!("{}: {}", rs.display(), config::render(&e)));
+    assert!(loaded.policy.rings.right_size, "right-size policy");
+    o.right_size_policy = rs.display().to_string();
 }
 
 /// A `pptraffic --control` run: its stdin, and its stdout's JSON lines.
@@ -350,9 +416,13 @@ struct Traffic {
 
 impl Traffic {
     fn start(o: &Opts, w: &Workload) -> Self {
+        Self::start_on(o, w, PORT)
+    }
+
+    fn start_on(o: &Opts, w: &Workload, port: &str) -> Self {
         let mut child = Command::new(&o.pptraffic)
             .args(["--control", "--duration-ms", "36000000", "--seed", "29"])
-            .args(["--port", PORT])
+            .args(["--port", port])
             .args(w.args.concat())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -554,6 +624,8 @@ struct Ctl {
     last_change_s: f64,
     acted: bool,
     timeline: Vec<Value>,
+    /// Every change's time, in order.
+    at: Vec<f64>,
 }
 
 impl Ctl {
@@ -563,6 +635,15 @@ impl Ctl {
         self.first_change_s.get_or_insert(t);
         self.last_change_s = t;
         self.acted = true;
+        self.at.push(t);
+    }
+
+    /// Seconds from `since` to the first change after it (0 when none).
+    fn first_after(&self, since: f64) -> f64 {
+        self.at
+            .iter()
+            .find(|&&t| t >= since)
+            .map_or(0.0, |t| t - since)
     }
 }
 
@@ -633,14 +714,20 @@ async fn tuned_run(o: &Opts, p: &Ppsim, w: &Workload, tuner: Tuner) {
     let daemon = match tuner {
         Tuner::Pptune => Some(spawn_pptune(o, w, &o.policy)),
         Tuner::Settle => Some(spawn_pptune(o, w, &o.settle_policy)),
+        Tuner::GiveBack(_) => unreachable!("give_back_run"),
+        Tuner::RightSize => {
+            wire.set_b_ring(max);
+            Some(spawn_pptune(o, w, &o.right_size_policy))
+        }
         _ => None,
     };
     // `settle`: once converged, watched for 2 × calm_before_shrink and a
     // control window more; (converged at, changes then).
-    let watch = 2.0 * o.settle_calm + f64::from(u32::try_from(o.ctl_window).unwrap_or(u32::MAX));
+    let watch = o.settle_watch_calms * o.settle_calm
+        + f64::from(u32::try_from(o.ctl_window).unwrap_or(u32::MAX));
     let mut converged: Option<(f64, u32)> = None;
     let mut ctl = Ctl {
-        ring: START_RING,
+        ring: rx_ring(&c, ifx).await,
         ..Ctl::default()
     };
     let t0 = Instant::now();
@@ -650,7 +737,13 @@ async fn tuned_run(o: &Opts, p: &Ppsim, w: &Workload, tuner: Tuner) {
             ctl.changed(rx_ring(&c, ifx).await, 0.0);
             (o.warmup, o.warmup)
         }
-        Tuner::Pptune | Tuner::Settle => (o.pptune_quiet, o.pptune_quiet),
+        Tuner::Pptune | Tuner::Settle | Tuner::GiveBack(_) => (o.pptune_quiet, o.pptune_quiet),
+        // Right-sizing waits a calm for each step: quiet for a calm, an
+        // evaluation and the cooldown after the last one.
+        Tuner::RightSize => {
+            let q = o.settle_calm + o.settle_eval + o.pptune_quiet;
+            (q, q)
+        }
         _ => (o.quiet, o.quiet),
     };
     let mut tr = Traffic::start(o, w);
@@ -693,10 +786,121 @@ async fn tuned_run(o: &Opts, p: &Ppsim, w: &Workload, tuner: Tuner) {
     );
 }
 
+/// The mean pool memory over `secs` seconds, sampled each second, while
+/// the ledger and the ring are followed (`ctl`: a change is noted).
+async fn mem_over(
+    c: &Client,
+    ifx: u32,
+    ledger: &mut PoolLedger,
+    ctl: &mut Ctl,
+    t0: Instant,
+    secs: u64,
+) -> f64 {
+    let mut mem = Vec::new();
+    for _ in 0..secs {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        ledger.refresh(c).await;
+        mem.push(pool_mem(c).await);
+        let ring = rx_ring(c, ifx).await;
+        if ring != ctl.ring {
+            ctl.changed(ring, t0.elapsed().as_secs_f64());
+        }
+    }
+    mem.iter().sum::<u64>() as f64 / mem.len().max(1) as f64
+}
+
+/// `give-back-stop` / `give-back-steady`: pptune (the settle policy) grows
+/// B for `w`; once it made no change for `--pptune-quiet-secs`, the load
+/// stops or turns to one steady stream, and B is watched for 2 ×
+/// calm_before_shrink + the evaluation + a control window.
+async fn give_back_run(o: &Opts, p: &Ppsim, w: &Workload, then: Then) {
+    let wire = Wire::build(p, 1, START_RING);
+    let ifx = wire.b_ifindex();
+    let c = client_in(RX_NS).await;
+    let daemon = spawn_pptune(o, w, &o.settle_policy);
+    let mut ctl = Ctl {
+        ring: START_RING,
+        ..Ctl::default()
+    };
+    let t0 = Instant::now();
+    let tr = Traffic::start(o, w);
+    let mut ledger = PoolLedger::default();
+    ledger.refresh(&c).await;
+    loop {
+        let t = t0.elapsed().as_secs_f64();
+        let quiet = ctl.changes > 0 && t >= ctl.last_change_s + o.pptune_quiet;
+        if quiet || t >= o.max_run {
+            break;
+        }
+        control_window(
+            o,
+            Tuner::Settle,
+            &c,
+            ifx,
+            &wire,
+            &mut ledger,
+            &mut ctl,
+            t0,
+            u32::MAX,
+        )
+        .await;
+    }
+    let (grown_ring, grown_changes) = (ctl.ring, ctl.changes);
+    let mem_grown = mem_over(&c, ifx, &mut ledger, &mut ctl, t0, o.ctl_window).await;
+    let switch_s = t0.elapsed().as_secs_f64();
+    let first = tr.stop();
+    let steady = WORKLOADS
+        .iter()
+        .find(|w| w.name == "steady")
+        .expect("steady");
+    let after = match then {
+        Then::Stop => None,
+        Then::Steady => Some(Traffic::start_on(o, steady, "5410")),
+    };
+    let watch = 2.0 * o.settle_calm + o.settle_eval + o.ctl_window as f64;
+    let mut timeline = Vec::new();
+    let mut mem_end = mem_grown;
+    while t0.elapsed().as_secs_f64() < switch_s + watch {
+        let start = ledger.clone();
+        mem_end = mem_over(&c, ifx, &mut ledger, &mut ctl, t0, o.ctl_window).await;
+        let d = ledger.since(&start);
+        let t = t0.elapsed().as_secs_f64() - switch_s;
+        timeline.push(json!([
+            (t * 10.0).round() / 10.0,
+            ctl.ring,
+            recycle_miss_share(&d),
+            mem_end
+        ]));
+    }
+    let daemon_cpu = daemon.cpu_secs();
+    drop(daemon);
+    let second = after.map(Traffic::stop);
+    drop(c);
+    wire.teardown(HOME)
+        .unwrap_or_else(|p| panic!("pools outlived the wire: {p:#?}"));
+    let gave_back = ctl.changes > grown_changes;
+    emit(
+        json!({"kind": "give-back", "workload": w.name, "config": Tuner::GiveBack(then).name(),
+               "start_ring": START_RING, "grown_ring": grown_ring, "grown_changes": grown_changes,
+               "grown_mem": mem_grown, "switch_s": switch_s}),
+        json!({"watch_s": t0.elapsed().as_secs_f64() - switch_s,
+               "calm_before_shrink_s": o.settle_calm, "evaluation_s": o.settle_eval,
+               "ring": ctl.ring, "mem": mem_end, "changes_in_watch": ctl.changes - grown_changes,
+               "first_give_back_s": gave_back.then_some(ctl.first_after(switch_s)),
+               "ring_ratio": f64::from(ctl.ring) / f64::from(START_RING),
+               "mem_ratio": mem_end / mem_grown.max(1.0), "daemon_cpu_s": daemon_cpu,
+               "intact": first["intact"], "steady_intact": second.map(|s| s["intact"].clone()),
+               "timeline": timeline}),
+    );
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let mut o = opts();
-    if o.tuners.contains(&Tuner::Settle) {
+    if o.tuners
+        .iter()
+        .any(|t| matches!(t, Tuner::Settle | Tuner::GiveBack(_) | Tuner::RightSize))
+    {
         settle_policy(&mut o);
     }
     let mark = dmesg_mark();
@@ -731,8 +935,10 @@ async fn main() {
             }
         }
         for &t in &o.tuners {
-            if t != Tuner::Settle || w.stationary {
-                tuned_run(&o, &p, w, t).await;
+            match t {
+                Tuner::GiveBack(then) => give_back_run(&o, &p, w, then).await,
+                Tuner::Settle if !w.stationary => {}
+                _ => tuned_run(&o, &p, w, t).await,
             }
         }
     }

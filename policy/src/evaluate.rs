@@ -167,8 +167,24 @@ pub fn judge(
             "harm",
             None,
         ),
-        // Shrinking gives memory back: it worked if misses stayed below the
-        // level that would grow the ring again.
+        // A calm ring giving memory back: the pools were rebuilt at the
+        // smaller ring, so what they free now is what the load frees at
+        // it. Misses back at or above the shrink threshold (the level the
+        // ring was calm below) mean the load needs the ring: put back, and
+        // not tried again while the record lasts (docs/decisions.md §7).
+        ReasonCode::CalmShrink => match after
+            .recycle_miss()
+            .filter(|_| crate::window::judged(&after.pools, policy.thresholds.min_pages_per_window))
+        {
+            Some(a) if a >= policy.thresholds.shrink_recycle_miss => Verdict::Harmful(format!(
+                "recycle-miss share {a:.4} came back at or above the shrink threshold {:.4}: the load needs the ring, put back",
+                policy.thresholds.shrink_recycle_miss
+            )),
+            Some(a) => Verdict::Effective(format!("recycle-miss share {a:.4}, no harm")),
+            None => Verdict::Effective("too little traffic to free pages, no harm".to_owned()),
+        },
+        // Any other change judged on misses: it worked if they stayed
+        // below the level that would grow the ring again.
         _ => match after.recycle_miss() {
             Some(a) if a >= grow_threshold => Verdict::Ineffective(format!(
                 "recycle-miss share {a:.4} is back at the grow threshold"
@@ -470,6 +486,37 @@ mod tests {
         assert!(matches!(v, Verdict::Harmful(_)), "{v:?}");
     }
 
+    /// A calm ring's give-back step: put back when the rebuilt pools free
+    /// pages at or above the shrink threshold (the load needs the ring),
+    /// kept otherwise, and kept with too little traffic to judge.
+    #[test]
+    fn a_give_back_that_brings_misses_back_is_put_back() {
+        let policy = crate::fixtures::policy();
+        let j = |after: &Rates| {
+            judge(
+                ReasonCode::CalmShrink,
+                (2560, 1152),
+                Some(&r((0, 100_000), 0, 1_000_000)),
+                Some(after),
+                &policy,
+            )
+        };
+        // 1 % freed: under the grow threshold (5 %), above the shrink
+        // threshold (0.5 %) the ring was calm below.
+        let v = j(&r((1_000, 99_000), 0, 1_000_000));
+        assert!(matches!(v, Verdict::Harmful(_)), "{v:?}");
+        assert_eq!(v.outcome(), Outcome::Reverted);
+        assert!(v.why().contains("put back"), "{v:?}");
+        let v = j(&r((100, 99_900), 0, 1_000_000));
+        assert!(matches!(v, Verdict::Effective(_)), "{v:?}");
+        // Too few pages returned for a share: no harm.
+        let v = j(&r((10, 90), 0, 100));
+        assert!(matches!(v, Verdict::Effective(_)), "{v:?}");
+        // Harm first.
+        let v = j(&r((0, 100_000), 5_000, 1_000_000));
+        assert!(v.why().starts_with("harm rose"), "{v:?}");
+    }
+
     /// A ring growth whose recycle-miss share did not fall is ineffective
     /// when the load held, and not judged when the returns outgrew the step
     /// (the pages out grew by more than the ring did): the wire's steady
@@ -536,7 +583,7 @@ mod tests {
     fn the_load_is_averaged_over_the_settled_window() {
         let policy = crate::fixtures::policy();
         let w = policy.timing.evaluation;
-        let mut dev = crate::tests::support::device(3, "mlx5_core", 1024, 8192, 1);
+        let mut dev = crate::fixtures::nic("mlx5_core", 1024, 8192, 1);
         let at = |dev: &Device, inflight: u64, miss: (u64, u64)| {
             let mut d = dev.clone();
             let p = &mut d.rx_queues[0].pools[0];
@@ -580,7 +627,7 @@ mod tests {
     #[test]
     fn a_trial_window_is_as_long_as_its_baseline() {
         let policy = crate::fixtures::policy();
-        let dev = crate::tests::support::device(3, "ice", 256, 8160, 16);
+        let dev = crate::fixtures::nic("ice", 256, 8160, 16);
         let change = Applied {
             knob: Knob::Channels(crate::plan::ChannelField::Combined),
             from: 16,
@@ -613,7 +660,7 @@ mod tests {
     fn a_window_settles_on_its_first_sample_and_closes_after_the_evaluation() {
         let policy = crate::fixtures::policy();
         let w = policy.timing.evaluation;
-        let dev = crate::tests::support::device(3, "mlx5_core", 1024, 8192, 2);
+        let dev = crate::fixtures::nic("mlx5_core", 1024, 8192, 2);
         let change = Applied {
             knob: Knob::Ring(crate::plan::RingField::Rx),
             from: 512,

@@ -54,6 +54,8 @@ pub fn policy() -> Policy {
             max_steps_to_target: 2,
             headroom: 1.25,
             shrink_when_calm: true,
+            right_size: false,
+            right_size_floor: 512,
         },
         channels: ChannelPolicy {
             enabled: false,
@@ -125,6 +127,16 @@ pub fn snapshot(taken_at_ms: u64, kernel_release: &str, devices: Vec<Device>) ->
         devices,
         orphan_pools: vec![],
     }
+}
+
+/// One NIC of `driver` ([`Nic::pci`] 1) at RX ring `ring` of `rx_max`
+/// with `queues` queues, its counters zero: a device for a unit test.
+#[must_use]
+pub fn nic(driver: &str, ring: u32, rx_max: u32, queues: u32) -> Device {
+    let mut n = Nic::pci(1, driver, queues);
+    n.rings.rx = Some(ring);
+    n.rings.rx_max = Some(rx_max);
+    n.device(|_| QueueCounters::default())
 }
 
 /// What one RX queue of a [`Nic`] reports: its qstats, and its pool's

@@ -229,6 +229,22 @@ pub struct RingPolicy {
     pub headroom: f64,
     /// Shrink back toward the original when calm.
     pub shrink_when_calm: bool,
+    /// Right-sizing: a calm ring may shrink below its recorded original
+    /// (a ring an operator or a `.link` file set to max) to what the load
+    /// needs, never below [`Self::right_size_floor`] (docs/decisions.md §7).
+    #[serde(default)]
+    pub right_size: bool,
+    /// The smallest ring right-sizing shrinks to (and never above the
+    /// original); `rings.min` and the driver's minimum apply too.
+    #[serde(default = "default_right_size_floor")]
+    pub right_size_floor: u32,
+}
+
+/// `rings.right_size_floor` when a recorded policy predates it: 512
+/// entries, what normal processing rarely needs more than by a netdev
+/// maintainer's account.
+fn default_right_size_floor() -> u32 {
+    512
 }
 
 /// Channel (queue count) rules; off unless enabled.

@@ -45,52 +45,54 @@ pub struct DeviceState {
     /// (`thresholds.severe_recycle_miss`), since the last window closed.
     #[serde(default)]
     pub severe_samples: u32,
-    /// While calm: the most pages any queue had out at once beyond its
-    /// posted ring lately (`decide::ring::held_pages`): a calm shrink keeps
-    /// the ring those pages still need.
+    /// The most pages any queue had out beyond its posted ring since the
+    /// pools were built (`decide::ring::held_pages`). A pool's `inflight`
+    /// counts the pages parked in its own ring and cache, and a pool gives
+    /// pages back only when that ring is full: while the pool lives this
+    /// is a high-water mark of what the load needed, not what it needs
+    /// now, and only a rebuild (a ring or channel change) starts it again.
     #[serde(default)]
-    pub calm_held: HeldPeak,
+    pub pool_held: PoolHeld,
 }
 
 impl DeviceState {
     /// Calm ends: a window that was not calm, or a ring change.
     pub fn end_calm(&mut self) {
         self.calm_since = None;
-        self.calm_held = HeldPeak::default();
     }
 }
 
-/// The largest of a count over the last `span` of samples, in two halves:
-/// the peak covers at least the last `span` and at most the last 2 ×
-/// `span`, so a peak that stopped recurring falls out within 2 × `span`.
+/// The most pages out beyond the posted ring since the device's pools were
+/// built, and the ring they were built at: a high-water mark that only a
+/// rebuild resets.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HeldPeak {
-    /// When the current half began (obs.now).
-    pub started: Duration,
-    pub current: u64,
-    pub previous: u64,
+pub struct PoolHeld {
+    /// The ring the pools had when the mark was taken (0: none yet).
+    pub ring: u32,
+    /// Pages out at once beyond the posted ring, at most, since then.
+    pub pages: u64,
+    /// Closed windows the mark covers.
+    pub windows: u32,
 }
 
-impl HeldPeak {
-    /// Notes a sample's `held` at `now`.
-    pub fn note(&mut self, now: Duration, span: Duration, held: u64) {
-        let age = now.saturating_sub(self.started);
-        if age >= span {
-            self.previous = if age >= span.saturating_mul(2) {
-                0
-            } else {
-                self.current
+impl PoolHeld {
+    /// Notes a closed window's peak `held` at the device's `ring`. A ring
+    /// other than the one the mark was taken at means the pools were
+    /// rebuilt (by pptune or by anyone): the mark starts again.
+    pub fn note(&mut self, ring: u32, held: u64) {
+        if ring != self.ring {
+            *self = Self {
+                ring,
+                ..Self::default()
             };
-            self.current = 0;
-            self.started = now;
         }
-        self.current = self.current.max(held);
+        self.pages = self.pages.max(held);
+        self.windows = self.windows.saturating_add(1);
     }
 
-    /// The peak over the last `span` to 2 × `span`.
-    #[must_use]
-    pub fn peak(&self) -> u64 {
-        self.current.max(self.previous)
+    /// A rebuild: the pools start afresh, and so does the mark.
+    pub fn rebuilt(&mut self) {
+        *self = Self::default();
     }
 }
 
@@ -122,7 +124,6 @@ impl EngineState {
             if let Some(since) = &mut d.calm_since {
                 *since = rebase(*since);
             }
-            d.calm_held.started = rebase(d.calm_held.started);
         }
     }
 }
@@ -132,23 +133,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_held_peak_covers_one_to_two_spans() {
-        let span = Duration::from_secs(60);
-        let at = Duration::from_secs;
-        let mut p = HeldPeak::default();
-        p.note(at(0), span, 500);
-        p.note(at(50), span, 100);
-        assert_eq!(p.peak(), 500);
-        // A new half: the last one's peak stays.
-        p.note(at(70), span, 0);
-        assert_eq!(p.peak(), 500);
-        // Two halves on, it is gone.
-        p.note(at(130), span, 0);
-        assert_eq!(p.peak(), 0);
-        // A gap of two spans or more forgets both halves at once.
-        p.note(at(140), span, 900);
-        p.note(at(400), span, 10);
-        assert_eq!(p.peak(), 10);
+    fn a_pool_mark_holds_until_a_rebuild() {
+        let mut p = PoolHeld::default();
+        p.note(2560, 2048);
+        // The bursts stopped: the pool parks their pages, the mark stays.
+        p.note(2560, 0);
+        assert_eq!((p.pages, p.windows), (2048, 2));
+        // Another ring: the pools were rebuilt, the mark starts again.
+        p.note(1152, 30);
+        assert_eq!((p.ring, p.pages, p.windows), (1152, 30, 1));
+        p.rebuilt();
+        assert_eq!(p, PoolHeld::default());
     }
 
     #[test]

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use netlink::Client;
 use policy::signals::{recycle_miss_share, slow_refill_share};
-use pptune_tests::pools::{attached_pools, combined, rx_ring, stats_of};
+use pptune_tests::pools::{attached_inflight_mem, attached_pools, combined, rx_ring, stats_of};
 use pptune_tests::ppsim::{CostPreset, Knobs, Personality, Ppsim, PpsimDev};
 use pptune_tests::vm::{PpsimKernels, require_ppsim};
 use pptune_tests::vm_daemon::Daemon;
@@ -542,6 +542,184 @@ async fn sigterm_restores_and_kill9_keeps_originals_for_restore() {
     println!(
         "MEASURE scenario=stop_restore kernel={k} sigterm_restored=256 kill9_ring={raised} restored=256"
     );
+    d.delete().unwrap();
+}
+
+/// Giving memory back on a real pool: 2048-page bursts grow the ring from
+/// 256, then stop. A page_pool's `inflight` counts the pages parked in its
+/// own ring and cache, and a pool frees pages only when that ring is full,
+/// so the kernel's `inflight-mem` stays far above the posted buffers (and
+/// the 128-page cache) after the bursts stop — measured here: the reason a
+/// calm keep target read from inflight never gave memory back. The ring
+/// goes back to at most twice the original within 2 × calm_before_shrink +
+/// one evaluation of the stop (+ 10 s for the windows, the gates and the
+/// rebuilds), and the pools' memory to at most half of the grown pools'.
+#[tokio::test(flavor = "current_thread")]
+async fn give_back_after_the_bursts_stop() {
+    let k = require_ppsim("give_back_after_the_bursts_stop", PpsimKernels::Only73);
+    let c = Client::connect().await.expect("client");
+    let d = device(1, &bursty());
+    d.start().expect("start");
+    let ifx = d.ifindex().expect("ifindex");
+    let dir = tmp();
+    let mut p = Daemon::new(dir.path(), "closed-loop-give-back.yaml", Some(d.name()))
+        .metrics_port(19881)
+        .start();
+    let grown = wait_ring_change(&c, &d, &mut p, 256, Duration::from_secs(90)).await;
+    assert!(grown > 256, "{grown}");
+    // The grown pools take the bursts for a while, then the load stops.
+    sleep(Duration::from_secs(2)).await;
+    d.stop().expect("stop");
+    let stopped = Instant::now();
+    sleep(Duration::from_millis(500)).await;
+    let ring = rx_ring(&c, &d).await;
+    let mem_stop = attached_inflight_mem(&c, ifx).await.unwrap();
+    sleep(Duration::from_secs(3)).await;
+    let mem_later = attached_inflight_mem(&c, ifx).await.unwrap();
+    let ring_later = rx_ring(&c, &d).await;
+    let page = 4096;
+    let posted = u64::from(ring) * page;
+    println!(
+        "after the stop: ring {ring}, inflight-mem {mem_stop} then {mem_later} 3 s later, posted {posted} (+ cache {})",
+        128 * page
+    );
+    if ring_later == ring {
+        assert!(
+            mem_later > posted + 128 * page,
+            "no traffic, yet the pools keep more than the posted buffers and the cache: the parked pages stay counted"
+        );
+    }
+    let limit = Duration::from_secs(2 * 6 + 4 + 10);
+    let mut back = None;
+    while stopped.elapsed() < limit {
+        sleep(Duration::from_millis(250)).await;
+        assert!(p.alive(), "pptune died:\n{}", p.log());
+        if rx_ring(&c, &d).await <= 2 * 256 {
+            back = Some(stopped.elapsed());
+            break;
+        }
+    }
+    let Some(took) = back else {
+        let now = rx_ring(&c, &d).await;
+        panic!(
+            "the ring is still {now} {limit:?} after the stop:\n{}",
+            p.log()
+        );
+    };
+    sleep(Duration::from_secs(1)).await;
+    let end = rx_ring(&c, &d).await;
+    let mem_end = attached_inflight_mem(&c, ifx).await.unwrap();
+    assert!(mem_end * 2 <= mem_later, "{mem_end} against {mem_later}");
+    println!(
+        "MEASURE scenario=give_back kernel={k} grown={grown} parked_mem_after_stop={mem_later} ring_end={end} took_s={:.1} mem_end={mem_end}",
+        took.as_secs_f64()
+    );
+    assert_eq!(p.term().await, Some(0));
+    d.delete().unwrap();
+}
+
+/// Right-sizing, and a kill -9 in the middle of its step: a ring set to
+/// the device's maximum (16384) under 256-page bursts, a calm of seconds,
+/// `rings.right_size` on. The step (down to the ring that covers the pools'
+/// high-water mark, here the 512 floor) is under evaluation (60 s) when
+/// the daemon is killed. The record keeps the original and the pending
+/// step; a restarted daemon closes the step inconclusive (not failed: no
+/// shrink is barred, and nothing reverts it blindly), leaves the ring where
+/// the step put it, and `pptune restore` puts the maximum back.
+#[tokio::test(flavor = "current_thread")]
+async fn kill9_during_a_give_back_step_leaves_it_restorable() {
+    let k = require_ppsim(
+        "kill9_during_a_give_back_step_leaves_it_restorable",
+        PpsimKernels::Only73,
+    );
+    let c = Client::connect().await.expect("client");
+    let knobs = Knobs {
+        burst_pages: 256,
+        ..Knobs::default()
+    }
+    .with_preset(CostPreset::Devmem);
+    let d = device(1, &knobs);
+    d.ethtool_set_rx_ring(16384).expect("ring to max");
+    d.start().expect("start");
+    let dir = tmp();
+    let mut p = Daemon::new(dir.path(), "closed-loop-right-size.yaml", Some(d.name()))
+        .metrics_port(19879)
+        .start();
+    let to = wait_ring_change(&c, &d, &mut p, 16384, Duration::from_secs(90)).await;
+    assert!(to < 16384, "a give-back step: {to}\n{}", p.log());
+    let actions = |st: &serde_json::Value| -> Vec<serde_json::Value> {
+        st["devices"]
+            .as_object()
+            .unwrap()
+            .values()
+            .flat_map(|r| r["actions"].as_array().cloned().unwrap_or_default())
+            .collect()
+    };
+    let originals = |st: &serde_json::Value| -> Vec<u64> {
+        st["devices"]
+            .as_object()
+            .unwrap()
+            .values()
+            .flat_map(|r| {
+                r["originals"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|o| o["value"].as_u64())
+            })
+            .collect()
+    };
+    // The record of the step is written just after the ring is set: kill
+    // once it is there, well inside the step's 60 s evaluation.
+    let t0 = Instant::now();
+    while actions(&p.state()).is_empty() && t0.elapsed() < Duration::from_secs(5) {
+        sleep(Duration::from_millis(100)).await;
+    }
+    p.kill9();
+    let st = p.state();
+    assert_eq!(originals(&st), vec![16384], "the original is kept: {st}");
+    let last = actions(&st).last().cloned().expect("the step's record");
+    assert_eq!(
+        (last["from"].as_u64(), last["to"].as_u64()),
+        (Some(16384), Some(u64::from(to))),
+        "{st}"
+    );
+    assert_eq!(
+        last["outcome"]["result"], "pending",
+        "killed inside its evaluation: {st}"
+    );
+    assert_eq!(last["reason"], "calm_shrink", "{st}");
+    // Restart: the step's window died with the old daemon.
+    p.spawn();
+    p.ready().await;
+    let v = p.view().await.unwrap();
+    let dv = v.devices.iter().find(|x| x.name == d.name()).unwrap();
+    let step = dv
+        .last_actions
+        .iter()
+        .find(|a| a.from == 16384)
+        .unwrap_or_else(|| panic!("the step in the daemon's view: {dv:?}"));
+    assert!(step.outcome.starts_with("inconclusive"), "{dv:?}");
+    assert!(dv.originals.iter().any(|(_, v)| *v == 16384), "{dv:?}");
+    assert_eq!(
+        rx_ring(&c, &d).await,
+        to,
+        "the ring stays where the step put it"
+    );
+    // Restore (through the running daemon): the maximum the operator set.
+    let out = p.cmd(&["restore"]);
+    assert!(out.status.success(), "restore: {out:?}");
+    assert_eq!(
+        rx_ring(&c, &d).await,
+        16384,
+        "pptune restore brings the maximum back"
+    );
+    let st = p.state();
+    assert!(originals(&st).is_empty(), "the record cleared: {st}");
+    assert_eq!(p.term().await, Some(0));
+    println!("MEASURE scenario=give_back_kill9 kernel={k} step_to={to} restored=16384");
+    d.stop().unwrap();
     d.delete().unwrap();
 }
 

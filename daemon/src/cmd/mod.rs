@@ -8,6 +8,7 @@ mod export;
 pub mod fleet;
 mod history;
 mod plan;
+pub mod reclaim;
 pub mod record;
 pub mod replay;
 mod restore;
@@ -35,7 +36,7 @@ pub async fn dispatch(command: Command, config: Option<&Path>) -> anyhow::Result
             web_config_file,
             ..
         } => run::run(config, metrics_listen, web_config_file.as_deref()).await,
-        Command::Status { interfaces, json } => status::status(interfaces, json.on).await,
+        Command::Status { interfaces, json } => status::status(interfaces, json.on, config).await,
         Command::Plan {
             json,
             detailed_exitcode,

@@ -42,7 +42,18 @@ pub async fn plan(
             policy.timing.window.as_secs_f64(),
         );
     }
-    let (plan, taken, sampled_for, costs) = sample_until_found(&policy, samples, progress).await?;
+    let (plan, taken, sampled_for, last) = sample_until_found(&policy, samples, progress).await?;
+    // The advice beside the plan: what right-sizing would reclaim now.
+    let reclaim = last
+        .as_ref()
+        .map(|s| super::reclaim::Reclaimable::of(&policy, s));
+    // The ring cost estimate of each decided device in the last sample.
+    let costs: std::collections::BTreeMap<String, u64> = last
+        .iter()
+        .flat_map(|s| &s.devices)
+        .filter(|d| plan.decisions.iter().any(|dec| dec.ifindex == d.ifindex))
+        .filter_map(|d| Some((d.name.clone(), policy::engine::current_device_bytes(d)?)))
+        .collect();
     let changes = plan
         .decisions
         .iter()
@@ -62,8 +73,9 @@ pub async fn plan(
             "duration_s": sampled_for.as_secs_f64(),
             "host_enforcing": enforcing,
             "decisions": plan.decisions,
-            "ring_cost_bytes": costs.iter().map(|(d, b)| (d.clone(), *b)).collect::<std::collections::BTreeMap<_, _>>(),
+            "ring_cost_bytes": costs,
             "budget": policy.budget,
+            "reclaimable": reclaim,
         });
         crate::human::print_json(&v)?;
         return Ok(done);
@@ -84,22 +96,20 @@ pub async fn plan(
             );
         }
     }
+    if let Some(r) = reclaim {
+        crate::say_part!("\n{}", r.render());
+    }
     Ok(done)
 }
 
 /// Samples as often as the policy needs for a finding (see `plan`): the
 /// last plan, how many samples it took, how long from the first, and the
-/// ring cost estimate of each decided device in the last sample.
+/// last sample.
 async fn sample_until_found(
     policy: &Policy,
     samples: u32,
     progress: bool,
-) -> anyhow::Result<(
-    policy::Plan,
-    u32,
-    Duration,
-    std::collections::BTreeMap<String, u64>,
-)> {
+) -> anyhow::Result<(policy::Plan, u32, Duration, Option<Snapshot>)> {
     let interval = policy.timing.interval;
     let kernel = NetlinkKernel::connect().await?;
     let originals = recorded_originals()?;
@@ -179,13 +189,7 @@ async fn sample_until_found(
     if progress {
         eprintln!();
     }
-    let costs = prev
-        .iter()
-        .flat_map(|(s, _)| &s.devices)
-        .filter(|d| plan.decisions.iter().any(|dec| dec.ifindex == d.ifindex))
-        .filter_map(|d| Some((d.name.clone(), policy::engine::current_device_bytes(d)?)))
-        .collect();
-    Ok((plan, taken, origin.elapsed(), costs))
+    Ok((plan, taken, origin.elapsed(), prev.map(|(s, _)| s)))
 }
 
 /// `pptune plan`'s text: the host's standing, then each decision with its

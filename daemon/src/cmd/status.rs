@@ -37,14 +37,22 @@ pub struct StatusArgs {
     pub interfaces: Vec<String>,
     /// Print JSON (`schema_version` 1) instead of text.
     pub json: bool,
+    /// The policy file (`--config`), for what right-sizing could reclaim;
+    /// `None`: the default path.
+    pub config: Option<std::path::PathBuf>,
 }
 
 /// `pptune status`: the kernel's view (the netlink helper's renderer), then
 /// the running daemon's.
-pub async fn status(interfaces: Vec<String>, json: bool) -> anyhow::Result<ExitCode> {
+pub async fn status(
+    interfaces: Vec<String>,
+    json: bool,
+    config: Option<&std::path::Path>,
+) -> anyhow::Result<ExitCode> {
     let code = run(StatusArgs {
         interfaces: interfaces.clone(),
         json,
+        config: config.map(std::path::Path::to_path_buf),
     })
     .await?;
     if !json {
@@ -73,6 +81,16 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
         .cloned()
         .collect();
     let mut report = Report::build(&snap, boottime, missing);
+    // What right-sizing could reclaim, under the policy `run` would use.
+    match config::load(args.config.as_deref()) {
+        Ok(l) => report.reclaimable = Some(super::reclaim::Reclaimable::of(&l.policy, &snap)),
+        Err(e) => {
+            report.reclaimable_not_computed = Some(format!(
+                "the policy does not load ({} error(s); `pptune check` says why)",
+                e.errors.len()
+            ));
+        }
+    }
     // The other tools' configuration is read once, not once per device.
     let sources = crate::act::coexist::Sources::read(&crate::act::coexist::Roots::from_env());
     for (i, d) in report.interfaces.iter_mut().zip(&snap.devices) {
@@ -137,6 +155,12 @@ pub struct Report {
     /// The running daemon's view (managed devices, originals, decisions,
     /// overrides, backoffs); `null` when no daemon answered.
     pub daemon: Option<crate::publish::control::DaemonView>,
+    /// What right-sizing could reclaim on the selected devices
+    /// ([`super::reclaim`]); `null` when it was not computed…
+    pub reclaimable: Option<super::reclaim::Reclaimable>,
+    /// …and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reclaimable_not_computed: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -384,6 +408,8 @@ impl Report {
             detached_pools: detached,
             missing_interfaces: missing,
             daemon: None,
+            reclaimable: None,
+            reclaimable_not_computed: None,
         }
     }
 
@@ -408,6 +434,11 @@ impl Report {
         }
         for i in &self.interfaces {
             render_interface(&mut o, i);
+        }
+        if let Some(r) = &self.reclaimable {
+            let _ = write!(o, "\n{}", r.render());
+        } else if let Some(why) = &self.reclaimable_not_computed {
+            let _ = writeln!(o, "\nreclaimable ring memory: not computed: {why}");
         }
         let _ = writeln!(
             o,

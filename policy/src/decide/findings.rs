@@ -32,7 +32,9 @@ pub(super) struct Findings {
     /// may grow without a streak of windows.
     pub(super) severe: bool,
     /// The most pages a queue had out at once beyond its posted ring in
-    /// the window (any queue, judged or not).
+    /// the window (any queue, judged or not): pages in the stack and pages
+    /// parked in the pool, so at least the most out since the pool was
+    /// built that its ring could park ([`crate::state::PoolHeld`]).
     pub(super) held_peak: u64,
 }
 
@@ -174,11 +176,11 @@ impl DeviceRun<'_> {
         bump(&mut ds.drop_windows, f.healthy_drops);
         if f.calm && !f.grow {
             ds.calm_since.get_or_insert(self.obs.now);
-            let span = self.policy.timing.calm_before_shrink;
-            ds.calm_held.note(self.obs.now, span, f.held_peak);
         } else {
             ds.end_calm();
         }
+        ds.pool_held
+            .note(super::ring::Ring(self).current(), f.held_peak);
     }
 }
 

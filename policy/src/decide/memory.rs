@@ -52,11 +52,20 @@ pub fn device_bytes(dev: &Device, info: &DriverInfo, ring: u32) -> u64 {
         .saturating_mul(u64::from(queue_count(dev)))
 }
 
-pub(super) fn current_bytes(dev: &Device) -> u64 {
+/// What the device's rings cost now by the estimate the memory budget
+/// gates on ([`device_bytes`] at the ring that sizes its pool); `None`
+/// when that ring is not known.
+#[must_use]
+pub fn current_device_bytes(dev: &Device) -> Option<u64> {
     let info = drivers::driver_info(dev);
     let ring = dev
         .rings
         .available()
-        .and_then(|r| drivers::ring_value(r, info.field).0);
-    ring.map_or(0, |r| device_bytes(dev, &info, r))
+        .and_then(|r| drivers::ring_value(r, info.field).0)?;
+    Some(device_bytes(dev, &info, ring))
+}
+
+/// [`current_device_bytes`], 0 when the ring is not known (the budget's sum).
+pub(super) fn current_bytes(dev: &Device) -> u64 {
+    current_device_bytes(dev).unwrap_or(0)
 }

@@ -16,7 +16,8 @@ mod ring;
 use channels::Shed;
 use findings::Findings;
 use memory::current_bytes;
-pub use memory::device_bytes;
+pub use memory::{current_device_bytes, device_bytes};
+pub use ring::{Reclaim, reclaimable};
 
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
@@ -429,7 +430,7 @@ impl<'a> DeviceRun<'a> {
         {
             return self.channels().grow(ev, ctx);
         }
-        if let Some(p) = self.ring().calm_shrink(ds, ev) {
+        if let Some(p) = self.ring().give_back(ds, ev) {
             return p;
         }
         self.settled(ds, f)
@@ -515,6 +516,9 @@ impl<'a> DeviceRun<'a> {
             (Outcome::Reverted, Direction::Shrink) if matches!(knob, Knob::Channels(_)) => {
                 "was put back (harm rose, or the delivered rate did not rise by more than channels.trial_gain)"
             }
+            (Outcome::Reverted, Direction::Shrink) if matches!(knob, Knob::Ring(_)) => {
+                "brought recycle misses back (or made harm worse) and was put back: the load needs the ring"
+            }
             (Outcome::Reverted, _) => "made harm worse and was reverted",
             (Outcome::Ineffective, Direction::Grow) if matches!(knob, Knob::Ring(_)) => {
                 "did not move the recycle-miss share"
@@ -597,6 +601,7 @@ impl<'a> DeviceRun<'a> {
                     ds.grow_windows = 0;
                     ds.severe_samples = 0;
                     ds.end_calm();
+                    ds.pool_held.rebuilt();
                     let before = device_bytes(dev, &self.info, from);
                     let after = device_bytes(dev, &self.info, to);
                     ctx.host_added = ctx.host_added.saturating_add(after.saturating_sub(before));
@@ -604,6 +609,7 @@ impl<'a> DeviceRun<'a> {
                 Action::SetChannels { .. } => {
                     ds.contended_windows = 0;
                     ds.drop_windows = 0;
+                    ds.pool_held.rebuilt();
                 }
                 Action::Hold => {}
             }

@@ -1,24 +1,43 @@
-//! After convergence on a stationary load (docs/decisions.md §7): a ring
-//! grown for return bursts that go on is calm *because* it is big enough.
-//! A calm shrink keeps what the pages held at once still need, so it does
-//! not shrink the ring under bursts that go on and regrow it every
-//! `calm_before_shrink` (bpftune #128's cycle); once the bursts stop, the
-//! memory goes back to the original.
+//! After convergence (docs/decisions.md §7), on pools that behave as the
+//! kernel's do: a page_pool's `inflight` counts the pages parked in its own
+//! ring, and a pool gives pages back only when that ring is full, so what
+//! the bursts took stays counted until the pools are rebuilt
+//! ([`RealPool`]). A calm ring gives memory back in steps judged under the
+//! load (the daemon's evaluation, [`World::judge`]): a grown ring whose
+//! bursts stopped or turned steady goes back; bursts that go on keep their
+//! ring after one trial put back, without a shrink-and-regrow cycle
+//! (bpftune #128).
 
+use std::cell::Cell;
 use std::time::Duration;
 
 use super::support::{Traffic, World, bursty, device, only, steady};
 use crate::fixtures::policy;
+use crate::observation::Outcome;
 use crate::plan::{Action, ReasonCode};
 
 /// Return bursts of this many pages, all run long.
 const BURST: u64 = 2048;
+/// The fixture policy's samples and windows.
+const SAMPLE: Duration = Duration::from_secs(10);
 
-/// The fixture policy (10 s samples and windows) with a 60 s calm.
+/// The fixture policy (10 s samples and windows) with a 5 min calm, a
+/// 60 s cooldown and a 30 s evaluation, every change judged as the daemon
+/// does.
 fn world() -> World {
     let mut p = policy();
-    p.timing.calm_before_shrink = Duration::from_secs(60);
-    World::new(p, vec![device(1, "ice", 512, 8160, 2)])
+    p.timing.calm_before_shrink = Duration::from_secs(300);
+    p.timing.cooldown = Duration::from_secs(60);
+    p.timing.evaluation = Duration::from_secs(30);
+    p.limits.max_changes_per_hour = 20;
+    let mut w = World::new(p, vec![device(1, "ice", 512, 8160, 2)]);
+    w.judge = true;
+    w
+}
+
+/// Samples in `d`.
+fn samples(d: Duration) -> usize {
+    usize::try_from(d.as_secs() / SAMPLE.as_secs()).unwrap_or(usize::MAX)
 }
 
 /// The pages the device keeps posted at its ring now (ice: the pool is
@@ -27,108 +46,277 @@ fn posted(w: &World, i: usize) -> u64 {
     u64::from(w.pool_size(i).max(w.ring(i)))
 }
 
-/// Bursts of `burst` pages into the pool the ring gives now; a sample
-/// sees `seen` of a burst out at once beyond the posted ring.
-fn bursts(w: &World, i: usize, burst: u64, seen: u64) -> Traffic {
-    Traffic {
-        inflight: Some(posted(w, i) + seen),
-        ..bursty(w.pool_size(i), burst, 50, false)
+/// A kernel page_pool's `inflight`, as page-pool-get shows it: the
+/// buffers posted, the pages the stack has out now, and the pages parked
+/// in the pool's ring — the most that were out since the pool was built,
+/// up to what the pool ring holds (the rest was freed when it was full).
+/// A rebuild (new pool ids) starts it again. The settle tests before this
+/// set `inflight` back by hand once the bursts stopped, which no pool does.
+#[derive(Default)]
+struct RealPool {
+    /// (the pool's id, the most pages out beyond the posted ring since it
+    /// was built).
+    mark: Cell<(u64, u64)>,
+}
+
+impl RealPool {
+    /// `inflight` at a sample that sees `out` pages out in the stack.
+    fn inflight(&self, w: &World, i: usize, out: u64) -> u64 {
+        let id = w.snap.devices[i].rx_queues[0].pools[0].id;
+        let (was, most) = self.mark.get();
+        let most = if was == id { most } else { 0 }.max(out);
+        self.mark.set((id, most));
+        let parked = most.min(u64::from(w.pool_size(i)));
+        posted(w, i) + out.max(parked)
+    }
+
+    /// Bursts of `burst` pages into the pool the ring gives now; a sample
+    /// sees `seen` of a burst out in the stack.
+    fn bursts(&self, w: &World, i: usize, burst: u64, seen: u64) -> Traffic {
+        Traffic {
+            inflight: Some(self.inflight(w, i, seen)),
+            ..bursty(w.pool_size(i), burst, 50, false)
+        }
+    }
+
+    /// Steady returns of `pages` a window, nothing out at a sample.
+    fn steady(&self, w: &World, i: usize, pages: u64) -> Traffic {
+        Traffic {
+            inflight: Some(self.inflight(w, i, 0)),
+            ..steady(pages)
+        }
+    }
+
+    /// No traffic at all.
+    fn idle(&self, w: &World, i: usize) -> Traffic {
+        Traffic {
+            inflight: Some(self.inflight(w, i, 0)),
+            ..Traffic::default()
+        }
     }
 }
 
-/// Ticks until the ring has held `quiet` samples in a row; the ring then.
+/// Ticks until the ring has held for half a calm; the ring then.
 fn converge(w: &mut World, t: impl Fn(&World, usize) -> Traffic + Copy) -> u32 {
     let (mut ring, mut held) = (w.ring(0), 0);
+    let quiet = samples(w.policy.timing.calm_before_shrink) / 2;
     for _ in 0..200 {
         w.tick(t);
         if w.ring(0) == ring {
             held += 1;
-            if held >= 30 {
+            if held >= quiet {
                 return ring;
             }
         } else {
             (ring, held) = (w.ring(0), 0);
         }
     }
-    panic!("the ring never held 30 samples: {}", w.ring(0));
+    panic!("the ring never held {quiet} samples: {}", w.ring(0));
 }
 
-/// Samples that changed something, of `n`.
-fn changes(w: &mut World, n: usize, t: impl Fn(&World, usize, usize) -> Traffic) -> Vec<String> {
-    (0..n)
-        .filter_map(|k| {
-            let d = only(&w.tick(|w, i| t(w, i, k))).clone();
-            (d.action != Action::Hold).then(|| format!("sample {k}: {:?} {}", d.reason, d.message))
-        })
-        .collect()
+/// The ring after each of `n` samples, and the decisions that changed
+/// something.
+fn watch(
+    w: &mut World,
+    n: usize,
+    t: impl Fn(&World, usize, usize) -> Traffic,
+) -> (Vec<u32>, Vec<String>) {
+    let mut rings = vec![];
+    let mut changes = vec![];
+    for k in 0..n {
+        let d = only(&w.tick(|w, i| t(w, i, k))).clone();
+        if d.action != Action::Hold {
+            changes.push(format!("sample {k}: {:?} {}", d.reason, d.message));
+        }
+        rings.push(w.ring(0));
+    }
+    (rings, changes)
+}
+
+/// The give-back window of the issue: 2 × calm_before_shrink and one
+/// evaluation, in samples (and one more for the sample a step is decided
+/// on).
+fn give_back_samples(w: &World) -> usize {
+    let t = &w.policy.timing;
+    samples(t.calm_before_shrink * 2 + t.evaluation) + 1
 }
 
 #[test]
-fn bursts_that_go_on_keep_their_ring_past_twice_the_calm() {
+fn bursts_that_go_on_keep_their_ring_past_three_calms() {
     let mut w = world();
-    let ring = converge(&mut w, |w, i| bursts(w, i, BURST, BURST));
+    let pool = RealPool::default();
+    let ring = converge(&mut w, |w, i| pool.bursts(w, i, BURST, BURST));
     assert!(u64::from(ring) >= BURST, "grown for the bursts: {ring}");
-    // 2 × calm_before_shrink (60 s) is 12 samples; four times that.
-    // The samples catch the bursts at any phase: the peak only now and
-    // then.
-    let c = changes(&mut w, 48, |w, i, k| {
-        bursts(w, i, BURST, BURST * u64::try_from(k % 5).unwrap_or(0) / 4)
+    // 3 × calm_before_shrink and more. The samples catch the bursts at
+    // any phase, the peak only now and then.
+    let n = samples(w.policy.timing.calm_before_shrink * 3) * 2;
+    let (rings, c) = watch(&mut w, n, |w, i, k| {
+        pool.bursts(w, i, BURST, BURST * u64::try_from(k % 5).unwrap_or(0) / 4)
     });
-    assert!(c.is_empty(), "a stationary load moved the ring: {c:#?}");
-    assert_eq!(w.ring(0), ring);
+    // The pools' mark fills the ring, so it cannot say whether the bursts
+    // go on: one trial halfway down, which brought the misses back and was
+    // put back; then the ring is held.
+    assert_eq!(c.len(), 1, "{c:#?}");
+    assert!(c[0].contains("trial halfway"), "{c:#?}");
+    let shrink = w.history.last().expect("the trial's record");
+    assert!(shrink.to < shrink.from, "{shrink:?}");
+    assert_eq!(shrink.outcome, Outcome::Reverted);
+    assert_eq!(w.ring(0), ring, "the ring put back: {rings:?}");
+    // Back at the grown ring from the trial's evaluation on, and never
+    // regrown by a growth step (the revert is the daemon's, no record).
+    let back = rings.iter().rposition(|&r| r != ring).map_or(0, |p| p + 1);
+    assert!(back < n / 2, "{rings:?}");
+    assert!(w.history.iter().rev().take_while(|r| r.to < r.from).count() == 1);
 }
 
+/// The bursts stop or turn into steady returns: the memory goes back to the
+/// original within 2 × calm_before_shrink + one evaluation, though the
+/// pools' `inflight` stays at the bursts' high-water mark until a rebuild.
 #[test]
-fn without_the_held_pages_the_calm_ring_shrinks() {
-    // The same convergence, then the bursts stop: nothing is held beyond
-    // the posted ring, the pool is calm, the ring goes back.
-    let mut w = world();
-    let ring = converge(&mut w, |w, i| bursts(w, i, BURST, BURST));
-    assert!(ring > 512);
-    // The held peak falls out within 2 × calm_before_shrink (12 samples).
-    let c = changes(&mut w, 18, |w, i, _| Traffic {
-        inflight: Some(posted(w, i)),
-        ..steady(100_000)
-    });
-    assert_eq!(c.len(), 1, "{c:#?}");
-    assert!(c[0].contains("(the original)"), "{c:#?}");
-    assert_eq!(w.ring(0), 512);
+fn bursts_that_stop_or_turn_steady_give_the_memory_back() {
+    type After = fn(&RealPool, &World, usize) -> Traffic;
+    let cases: [(&str, After); 2] = [
+        ("stopped", |p, w, i| p.idle(w, i)),
+        ("steady", |p, w, i| p.steady(w, i, 100_000)),
+    ];
+    for (name, after) in cases {
+        let mut w = world();
+        let pool = RealPool::default();
+        let ring = converge(&mut w, |w, i| pool.bursts(w, i, BURST, BURST));
+        assert!(ring >= 2048, "{name}: {ring}");
+        let n = give_back_samples(&w);
+        let (rings, c) = watch(&mut w, n + 12, |w, i, _| after(&pool, w, i));
+        let at = rings[n - 1];
+        assert!(
+            at <= 2 * 512,
+            "{name}: ring {at} after {n} samples: {rings:?} {c:#?}"
+        );
+        // The pools' memory estimate at both rings, on one sample.
+        let dev = &w.snap.devices[0];
+        let bytes = |r| crate::engine::device_bytes(dev, &crate::drivers::driver_info(dev), r);
+        assert!(bytes(at) * 2 <= bytes(ring), "{name}: {at} against {ring}");
+        assert_eq!(w.ring(0), 512, "{name}: to the original, {rings:?} {c:#?}");
+        assert!(
+            w.history.iter().all(|r| r.outcome != Outcome::Reverted),
+            "{name}: {:#?}",
+            w.history
+        );
+        // The pools kept the bursts' pages counted until the first step
+        // rebuilt them: the first step is a trial, the second reads the
+        // fresh mark.
+        assert_eq!(c.len(), 2, "{name}: {c:#?}");
+        assert!(c[0].contains("trial halfway"), "{name}: {c:#?}");
+        assert!(c[1].contains("never had more than"), "{name}: {c:#?}");
+    }
 }
 
 #[test]
 fn a_need_within_the_headroom_is_not_a_shrink() {
     // Bursts a little smaller than the ones the ring was grown for (the
-    // wire's drains: 2597 → 2594 after the calm) go on: the ring stays.
+    // wire's drains: 2597 → 2594 after the calm) go on: the trial brings
+    // misses back and is put back once; nothing after.
     let mut w = world();
-    let ring = converge(&mut w, |w, i| bursts(w, i, BURST, BURST));
-    let c = changes(&mut w, 48, |w, i, _| bursts(w, i, BURST, BURST * 9 / 10));
-    assert!(c.is_empty(), "a shrink inside the headroom: {c:#?}");
+    let pool = RealPool::default();
+    let ring = converge(&mut w, |w, i| pool.bursts(w, i, BURST, BURST));
+    let n = samples(w.policy.timing.calm_before_shrink * 3) * 2;
+    let (_, c) = watch(&mut w, n, |w, i, _| {
+        pool.bursts(w, i, BURST * 9 / 10, BURST * 9 / 10)
+    });
+    assert!(c.len() <= 1, "{c:#?}");
     assert_eq!(w.ring(0), ring);
 }
 
 #[test]
 fn smaller_bursts_give_back_only_what_they_do_not_need() {
-    // Grown for 2048-page bursts; they shrink to 1024 and go on: the calm
-    // shrink goes to the ring 1024 pages need with headroom, not to 512.
+    // Grown for 2048-page bursts; they shrink to 1024 and go on: the
+    // steps stop at a ring whose pool takes them, above 1024, and the one
+    // step below that is put back; no misses after it.
     let mut w = world();
-    let ring = converge(&mut w, |w, i| bursts(w, i, BURST, BURST));
-    let mut seen = Vec::new();
-    for _ in 0..24 {
-        let d = only(&w.tick(|w, i| bursts(w, i, 1024, 1024))).clone();
-        if d.action != Action::Hold {
-            seen.push(d);
+    let pool = RealPool::default();
+    let ring = converge(&mut w, |w, i| pool.bursts(w, i, BURST, BURST));
+    let n = samples(w.policy.timing.calm_before_shrink * 3) * 3;
+    let (rings, c) = watch(&mut w, n, |w, i, _| pool.bursts(w, i, 1024, 1024));
+    let to = w.ring(0);
+    assert!(to < ring && to >= 1024, "{ring} → {to}: {rings:?} {c:#?}");
+    let reverted = w
+        .history
+        .iter()
+        .filter(|r| r.outcome == Outcome::Reverted)
+        .count();
+    assert!(reverted <= 1, "{:#?}", w.history);
+    // Held there.
+    let (_, more) = watch(&mut w, n, |w, i, _| pool.bursts(w, i, 1024, 1024));
+    assert!(more.is_empty(), "{more:#?}");
+    assert!(
+        c.iter()
+            .all(|m| m.contains(&format!("{:?}", ReasonCode::CalmShrink))),
+        "{c:#?}"
+    );
+}
+
+/// Right-sizing: a ring an operator set to the maximum, no original
+/// recorded, a load whose bursts need a tenth of it. Off (the default), the
+/// ring is the operator's; on, it goes to what the pools' mark covers in
+/// one step, tries the floor once, and stays.
+#[test]
+fn right_sizing_takes_a_ring_at_max_down_to_what_the_load_needed() {
+    for on in [false, true] {
+        let mut w = world();
+        w.policy.rings.right_size = on;
+        w.snap.devices[0] = device(1, "ice", 8160, 8160, 2);
+        let pool = RealPool::default();
+        let n = samples(w.policy.timing.calm_before_shrink * 4);
+        let (rings, c) = watch(&mut w, n, |w, i, k| {
+            pool.bursts(w, i, 600, 600 * u64::try_from(k % 3).unwrap_or(0) / 2)
+        });
+        if !on {
+            assert!(c.is_empty(), "{c:#?}");
+            assert_eq!(w.ring(0), 8160);
+            continue;
+        }
+        // 600 pages × 1.25 headroom, up to ice's multiple of 32, in one
+        // step; then a trial at the floor (512), which the bursts overflow:
+        // put back, and held.
+        assert_eq!(c.len(), 2, "{c:#?}");
+        assert!(c[0].contains("right-sizing below the original"), "{c:#?}");
+        assert!(c[0].contains("8160 → 768"), "{c:#?}");
+        assert!(c[1].contains("768 → 512 (a trial at the floor"), "{c:#?}");
+        assert_eq!(w.ring(0), 768, "{rings:?}");
+        let outcomes: Vec<_> = w.history.iter().map(|r| r.outcome.clone()).collect();
+        assert_eq!(outcomes, [Outcome::Effective, Outcome::Reverted]);
+    }
+}
+
+/// A daemon killed while a give-back step was judged: the step is closed
+/// inconclusive at the next start. It neither bars the next step (as a
+/// step put back does) nor is put back blindly: the engine carries on from
+/// the ring the step left, reading the rebuilt pools' mark.
+#[test]
+fn a_step_whose_judge_died_with_the_daemon_is_carried_on_from() {
+    let mut w = world();
+    let pool = RealPool::default();
+    let ring = converge(&mut w, |w, i| pool.bursts(w, i, BURST, BURST));
+    let mut trial = None;
+    for _ in 0..samples(w.policy.timing.calm_before_shrink) * 2 {
+        w.tick(|w, i| pool.idle(w, i));
+        if w.ring(0) != ring {
+            trial = Some(w.ring(0));
+            break;
         }
     }
-    assert_eq!(seen.len(), 1, "{seen:#?}");
-    assert_eq!(seen[0].reason, ReasonCode::CalmShrink);
-    let to = w.ring(0);
-    assert!(to < ring && u64::from(to) >= 1024 * 5 / 4, "{ring} → {to}");
-    assert!(
-        seen[0].message.contains("still need"),
-        "{}",
-        seen[0].message
+    let trial = trial.expect("a give-back step");
+    assert!(trial < ring);
+    assert_eq!(
+        w.history.last().map(|r| r.outcome.clone()),
+        Some(Outcome::Pending)
     );
-    // And stays there while they go on.
-    let c = changes(&mut w, 24, |w, i, _| bursts(w, i, 1024, 1024));
-    assert!(c.is_empty(), "{c:#?}");
+    w.restart();
+    assert_eq!(
+        w.history.last().map(|r| r.outcome.clone()),
+        Some(Outcome::Inconclusive)
+    );
+    let n = give_back_samples(&w);
+    let (rings, c) = watch(&mut w, n, |w, i, _| pool.idle(w, i));
+    assert_eq!(w.ring(0), 512, "{rings:?} {c:#?}");
+    assert_eq!(c.len(), 1, "{c:#?}");
 }

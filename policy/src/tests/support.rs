@@ -228,6 +228,11 @@ pub(crate) struct World {
     /// tick as the daemon keeps it (its buffers hold the last pass).
     engine: crate::engine::Engine,
     next_pool: u32,
+    /// Judge every change as the daemon does (`evaluate::Evaluation` over
+    /// `timing.evaluation`, a harmful one put back) instead of recording
+    /// it effective at once.
+    pub judge: bool,
+    evaluations: Vec<crate::evaluate::Evaluation>,
 }
 
 impl World {
@@ -248,6 +253,8 @@ impl World {
             reused: crate::plan::Plan::default(),
             engine: crate::engine::Engine::default(),
             next_pool: 50_000,
+            judge: false,
+            evaluations: vec![],
         }
     }
 
@@ -302,6 +309,7 @@ impl World {
             self.started = true;
             self.snap = next;
         }
+        self.evaluate_due();
         let deltas = crate::accounting::PassDeltas::of(self.prev.as_ref(), &self.snap);
         let obs = Observation {
             previous: self.prev.as_ref(),
@@ -331,10 +339,104 @@ impl World {
             for d in plan.decisions.clone() {
                 if d.mode == crate::policy::Mode::Enforce {
                     self.act(&d.device_id, d.action);
+                    self.open_evaluation(&d);
                 }
             }
         }
         plan
+    }
+
+    /// With [`Self::judge`]: the change `d` just made is judged from the
+    /// next sample on, as the daemon's actuator does.
+    fn open_evaluation(&mut self, d: &crate::plan::Decision) {
+        let Some(knob) = d.action.knob() else { return };
+        let (Action::SetRing { from, to, .. } | Action::SetChannels { from, to, .. }) = d.action
+        else {
+            return;
+        };
+        if !self.judge {
+            return;
+        }
+        let Some(dev) = self.snap.devices.iter().find(|x| x.id == d.device_id) else {
+            return;
+        };
+        if let Some(r) = self.history.last_mut() {
+            r.outcome = Outcome::Pending;
+        }
+        let change = crate::evaluate::Applied {
+            knob,
+            from,
+            to,
+            reason: d.reason,
+        };
+        self.evaluations.push(crate::evaluate::Evaluation::open(
+            change,
+            d.baseline,
+            dev.clone(),
+            self.now,
+            &self.policy,
+        ));
+    }
+
+    /// A daemon restart (kill -9): the open evaluations die with it, and
+    /// their changes are closed inconclusive, as `StateFile::close_pending`
+    /// does at the next start.
+    pub(crate) fn restart(&mut self) {
+        self.evaluations.clear();
+        for r in &mut self.history {
+            if r.outcome == Outcome::Pending {
+                r.outcome = Outcome::Inconclusive;
+            }
+        }
+    }
+
+    /// Advances the open evaluations on the sample just taken; a verdict
+    /// is recorded on its change, and a harmful change is put back (the
+    /// driver rebuilds the pools again).
+    fn evaluate_due(&mut self) {
+        let mut due = vec![];
+        let (snap, now, policy) = (&self.snap, self.now, &self.policy);
+        self.evaluations.retain_mut(|ev| {
+            let Some(dev) = snap.devices.iter().find(|d| d.id.key() == ev.key) else {
+                return false;
+            };
+            match ev.advance(dev, now, policy) {
+                Some(v) => {
+                    due.push((ev.clone(), dev.id.clone(), v));
+                    false
+                }
+                None => true,
+            }
+        });
+        for (ev, id, verdict) in due {
+            let outcome = verdict.outcome();
+            if outcome == Outcome::Reverted {
+                let back = match ev.knob {
+                    Knob::Ring(field) => Action::SetRing {
+                        field,
+                        from: ev.to,
+                        to: ev.from,
+                    },
+                    Knob::Channels(field) => Action::SetChannels {
+                        field,
+                        from: ev.to,
+                        to: ev.from,
+                    },
+                };
+                self.act(&id, back);
+                // The revert is the daemon's, not a change of the engine's:
+                // it leaves no record of its own.
+                self.history.pop();
+            }
+            if let Some(r) = self
+                .history
+                .iter_mut()
+                .rev()
+                .find(|r| r.device == id && r.knob == ev.knob)
+            {
+                r.outcome = outcome;
+            }
+        }
     }
 
     fn act(&mut self, id: &DeviceId, action: Action) {
