@@ -4,6 +4,7 @@
 use crate::drivers::{
     self, DEFAULT_PAGE_BYTES, DriverInfo, POOL_CACHE_PAGES, POOL_RING_CLAMP, PoolMapping,
 };
+use crate::policy::Policy;
 use crate::snapshot::{Device, Pool};
 
 /// RX buffers a queue keeps posted per pool at `ring` (design.md): the pool
@@ -68,4 +69,24 @@ pub fn current_device_bytes(dev: &Device) -> Option<u64> {
 /// [`current_device_bytes`], 0 when the ring is not known (the budget's sum).
 pub(super) fn current_bytes(dev: &Device) -> u64 {
     current_device_bytes(dev).unwrap_or(0)
+}
+
+/// The ring whose pool takes a return burst of `burst` pages with the
+/// policy's headroom (`None`: the driver's mapping cannot say): what a
+/// growth step asks for, and what a calm pool's mark keeps.
+pub(super) fn ring_for_burst(info: &DriverInfo, policy: &Policy, burst: f64) -> Option<u32> {
+    info.ring_for_pool(to_u32(burst * policy.rings.headroom))
+}
+
+/// A queue's pages out (`inflight`, summed over its pools) beyond what it
+/// keeps posted at `ring`; `None` when nothing is.
+pub(super) fn held_beyond(info: &DriverInfo, ring: u32, inflight: u64) -> Option<u64> {
+    let posted =
+        u64::from(posted_pages(info, ring)).saturating_mul(u64::from(info.pools_per_queue.max(1)));
+    inflight.checked_sub(posted).filter(|h| *h > 0)
+}
+
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+pub(super) fn to_u32(v: f64) -> u32 {
+    v.ceil().clamp(0.0, f64::from(u32::MAX)) as u32
 }

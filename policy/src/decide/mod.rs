@@ -10,14 +10,15 @@
 
 mod channels;
 mod findings;
+mod give_back;
 mod memory;
 mod ring;
 
 use channels::Shed;
 use findings::Findings;
+pub use give_back::{Reclaim, reclaimable};
 use memory::current_bytes;
 pub use memory::{current_device_bytes, device_bytes};
-pub use ring::{Reclaim, reclaimable};
 
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
