@@ -81,17 +81,13 @@ fn snapshot(k: u64) -> Snapshot {
 /// The decisions of `policy` on `samples` samples of the bursty NIC.
 fn run(policy: &policy::Policy, samples: u32) -> Vec<policy::Decision> {
     let mut state = EngineState::default();
-    let mut prev: Option<Snapshot> = None;
+    let mut observer = policy::observer::Observer::default();
     let mut out = Vec::new();
     for k in 1..=u64::from(samples) {
         let cur = snapshot(k);
-        let deltas = policy::accounting::PassDeltas::of(prev.as_ref(), &cur);
+        let now = policy.timing.interval * u32::try_from(k).unwrap();
         let obs = Observation {
-            previous: prev.as_ref(),
-            current: &cur,
-            deltas: &deltas,
-            elapsed: policy.timing.interval,
-            now: policy.timing.interval * u32::try_from(k).unwrap(),
+            pass: observer.next(&cur, now),
             local_time: None,
             history: &[],
             overrides: &[],
@@ -101,7 +97,7 @@ fn run(policy: &policy::Policy, samples: u32) -> Vec<policy::Decision> {
         let (plan, next) = decide(policy, &state, &obs);
         state = next;
         out.push(plan.decisions[0].clone());
-        prev = Some(cur);
+        observer.keep(cur, now);
     }
     out
 }

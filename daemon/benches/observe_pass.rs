@@ -38,7 +38,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use policy::Observation;
-use policy::accounting::PassDeltas;
+use policy::observer::Observer;
 use pptune::publish::metrics::Metrics;
 use pptune::sample::kernel_netlink::NetlinkKernel;
 use pptune::sample::{Kernel, SampleScope};
@@ -66,10 +66,12 @@ fn main() {
         let metrics = Metrics::new();
         let scope = SampleScope::default();
         let (mut engine, mut plan) = (PolicyEngine::default(), policy::Plan::default());
-        let mut prev = kernel.sample(&scope).await.unwrap();
-        let pools: usize = prev.devices.iter().map(|d| d.pools().count()).sum();
-        let mut deltas = PassDeltas::of(None, &prev);
-        metrics.observe(&prev, &deltas);
+        let first_sample = kernel.sample(&scope).await.unwrap();
+        let pools: usize = first_sample.devices.iter().map(|d| d.pools().count()).sum();
+        let mut observer = Observer::default();
+        observer.next(&first_sample, Duration::ZERO);
+        metrics.observe(&first_sample, observer.deltas());
+        observer.keep(first_sample, Duration::ZERO);
         let interval = policy.timing.interval;
         let mut shadow = with_shadow.then(|| shadow_setup::bench_shadow(&policy, prior));
         let (mut pass_time, mut shadow_time) = (Duration::ZERO, Duration::ZERO);
@@ -92,13 +94,9 @@ fn main() {
             let t0 = Instant::now();
             let mut snap = kernel.sample(&scope).await.unwrap();
             // The pass's deltas, once, for the engine and the metrics.
-            deltas.compute(Some(&prev), &snap);
+            let now = interval * u32::try_from(i).unwrap_or(u32::MAX);
             let obs = Observation {
-                previous: Some(&prev),
-                current: &snap,
-                deltas: &deltas,
-                elapsed: interval,
-                now: interval * u32::try_from(i).unwrap_or(u32::MAX),
+                pass: observer.next(&snap, now),
                 local_time: None,
                 history: &[],
                 overrides: &[],
@@ -110,15 +108,14 @@ fn main() {
             if i >= first {
                 decisions += plan.decisions.len();
             }
-            metrics.observe(&snap, &deltas);
+            metrics.observe(&snap, observer.deltas());
             let t1 = Instant::now();
             if prior.is_some() {
                 shadow_setup::as_ice(&mut snap);
             }
             let t2 = Instant::now();
             if let Some(s) = &mut shadow {
-                let now = interval * u32::try_from(i).unwrap_or(u32::MAX);
-                let live = (Some(&prev), &mut snap, &mut deltas);
+                let live = (&mut observer, &mut snap);
                 s.pass(live, (now, interval, None), &[], &metrics);
             }
             if i >= first {
@@ -128,7 +125,9 @@ fn main() {
                 change_ticks += t2.elapsed();
             }
             // As the run loop does with the snapshot it replaces.
-            kernel.recycle(std::mem::replace(&mut prev, snap));
+            if let Some(spent) = observer.keep(snap, now) {
+                kernel.recycle(spent);
+            }
         }
         let m = m.unwrap();
         let r = m.stop(passes);
@@ -144,7 +143,7 @@ fn main() {
                 pools,
                 &format!(
                     ",\"devices\":{},\"decisions_per_pass\":{}",
-                    prev.devices.len(),
+                    observer.previous().map_or(0, |p| p.devices.len()),
                     decisions / usize::try_from(passes.max(1)).unwrap()
                 )
             )
@@ -173,7 +172,7 @@ fn main() {
             );
         }
         if let Some(path) = save {
-            std::fs::write(&path, serde_json::to_vec_pretty(&prev).unwrap()).unwrap();
+            std::fs::write(&path, serde_json::to_vec_pretty(&observer.previous()).unwrap()).unwrap();
         }
     });
 }

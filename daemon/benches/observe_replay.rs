@@ -52,7 +52,7 @@ use nix::time::{ClockId, clock_gettime};
 use policy::snapshot::{Availability, Capabilities, Snapshot};
 
 use policy::Observation;
-use policy::accounting::PassDeltas;
+use policy::observer::Observer;
 use pptune::publish::metrics::Metrics;
 use pptune::sample::kernel_netlink::{
     PassBuffers, convert_caps, convert_channels, convert_rings, decode_pass_dev_qstats,
@@ -394,23 +394,26 @@ fn main() {
     let mut engine = (PolicyEngine::default(), policy::Plan::default());
     let mut shadow = with_shadow.then(|| shadow_setup::bench_shadow(&policy, prior));
     let mut buffers = PassBuffers::default();
-    let mut prev = input.snapshot(&mut buffers, &caps, 0);
+    let first = input.snapshot(&mut buffers, &caps, 0);
     assert_eq!(
-        prev.devices
+        first
+            .devices
             .iter()
             .map(|d| d.pools().count())
             .sum::<usize>(),
         pools
     );
-    metrics.observe(&prev, &PassDeltas::of(None, &prev));
+    let mut observer = Observer::default();
+    observer.next(&first, std::time::Duration::ZERO);
+    metrics.observe(&first, observer.deltas());
+    observer.keep(first, std::time::Duration::ZERO);
     // One warm-up tick, so the engine state and the metrics maps exist.
     let warm = |i: u64| interval * u32::try_from(i).unwrap();
     let allocs = || GLOBAL.stats().allocations as u128;
     let tick = |i: u64,
-                prev: &mut Snapshot,
+                observer: &mut Observer,
                 b: &mut PassBuffers,
                 engine: &mut (PolicyEngine, policy::Plan),
-                deltas: &mut PassDeltas,
                 shadow: &mut Option<pptune::service::shadow::Shadow>,
                 parts: &mut [u128; 7]| {
         let (t0, a0) = (cpu_ns(), allocs());
@@ -418,13 +421,8 @@ fn main() {
         let (t1, a1) = (cpu_ns(), allocs());
         // The pass's deltas, once, for the engine and the metrics (in the
         // engine's part: it computed them itself before).
-        deltas.compute(Some(prev), &snap);
         let obs = Observation {
-            previous: Some(prev),
-            current: &snap,
-            deltas,
-            elapsed: interval,
-            now: warm(i),
+            pass: observer.next(&snap, warm(i)),
             local_time: None,
             history: &[],
             overrides: &[],
@@ -435,14 +433,14 @@ fn main() {
         let (engine, plan) = engine;
         engine.decide_into(&policy, &obs, plan);
         let (t2, a2) = (cpu_ns(), allocs());
-        metrics.observe(&snap, deltas);
+        metrics.observe(&snap, observer.deltas());
         let (t3, a3) = (cpu_ns(), allocs());
         if prior.is_some() {
             shadow_setup::as_ice(&mut snap);
         }
         let t4 = cpu_ns();
         if let Some(s) = shadow {
-            let live = (Some(&*prev), &mut snap, &mut *deltas);
+            let live = (&mut *observer, &mut snap);
             s.pass(live, (warm(i), interval, None), &[], &metrics);
         }
         parts[6] += cpu_ns() - t4;
@@ -452,17 +450,17 @@ fn main() {
         parts[3] += a1 - a0;
         parts[4] += a2 - a1;
         parts[5] += a3 - a2;
-        b.recycle(std::mem::replace(prev, snap));
+        if let Some(spent) = observer.keep(snap, warm(i)) {
+            b.recycle(spent);
+        }
         plan.decisions.len()
     };
     let mut parts = [0u128; 7];
-    let mut deltas = PassDeltas::default();
     tick(
         1,
-        &mut prev,
+        &mut observer,
         &mut buffers,
         &mut engine,
-        &mut deltas,
         &mut shadow,
         &mut parts,
     );
@@ -472,10 +470,9 @@ fn main() {
     for i in 2..passes + 2 {
         decisions += tick(
             i,
-            &mut prev,
+            &mut observer,
             &mut buffers,
             &mut engine,
-            &mut deltas,
             &mut shadow,
             &mut parts,
         );

@@ -14,6 +14,7 @@ use std::time::Duration;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use pptune_policy::accounting::PassDeltas;
 use pptune_policy::fixtures::{self, Nic, QueueCounters};
+use pptune_policy::observer::Pass;
 use pptune_policy::policy::{ChannelPolicy, Disruption, DisruptionClass, MemoryBudget, Timing};
 use pptune_policy::snapshot::{PoolStats, QueueStats, Snapshot};
 use pptune_policy::{EngineState, Observation, Policy, decide};
@@ -99,11 +100,13 @@ fn obs<'a>(
     tick: u64,
 ) -> Observation<'a> {
     Observation {
-        previous: prev,
-        current: cur,
-        deltas,
-        elapsed: INTERVAL,
-        now: INTERVAL * u32::try_from(tick).unwrap(),
+        pass: Pass {
+            previous: prev,
+            current: cur,
+            deltas,
+            elapsed: INTERVAL,
+            now: INTERVAL * u32::try_from(tick).unwrap(),
+        },
         local_time: None,
         history: &[],
         overrides: &[],

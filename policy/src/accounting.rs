@@ -14,7 +14,7 @@
 //! - pools of the same RX queue id are summed; pools with no RX queue go
 //!   to the device's [`QueueKey::Unmapped`] bucket.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -348,10 +348,6 @@ impl QueueDelta {
     }
 }
 
-/// Passes computed in this process, for the test that a daemon tick
-/// computes one.
-static PASSES: AtomicU64 = AtomicU64::new(0);
-
 /// One pass's pool deltas: every (device, queue) of the current sample
 /// against the previous one, computed once and read by all who need them
 /// (the engine's finding windows, the exported per-queue series, replay's
@@ -368,7 +364,7 @@ pub struct PassDeltas {
 
 /// The deltas of no pass, for an [`crate::Observation`] that only the gates
 /// read (they judge no counters).
-pub static NO_DELTAS: PassDeltas = PassDeltas {
+pub(crate) static NO_DELTAS: PassDeltas = PassDeltas {
     ledger: PoolLedger {
         tick: 0,
         pools: Vec::new(),
@@ -390,7 +386,6 @@ impl PassDeltas {
 
     /// Becomes [`Self::of`]`(previous, current)`, in the storage it has.
     pub fn compute(&mut self, previous: Option<&Snapshot>, current: &Snapshot) {
-        PASSES.fetch_add(1, Ordering::Relaxed);
         let Self {
             ledger,
             devices,
@@ -438,12 +433,6 @@ impl PassDeltas {
             sum.add_queue(q);
         }
         sum
-    }
-
-    /// Passes computed in this process so far.
-    #[must_use]
-    pub fn computed() -> u64 {
-        PASSES.load(Ordering::Relaxed)
     }
 }
 

@@ -133,7 +133,7 @@ pub fn admit(
         knob,
         target,
         severe: severe(evidence),
-        now: obs.now,
+        now: obs.pass.now,
         spent,
     };
     g.overridden()?;
@@ -330,7 +330,7 @@ impl Gate<'_> {
             && let Some(m) = dev.master
         {
             let sibling_busy = spent.masters.contains(&m)
-                || obs.current.devices.iter().any(|o| {
+                || obs.pass.current.devices.iter().any(|o| {
                     o.master == Some(m)
                         && o.id != dev.id
                         && obs.history.iter().any(|r| {

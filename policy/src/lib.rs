@@ -21,6 +21,7 @@ pub mod fixtures;
 pub mod gates;
 pub mod knobs;
 pub mod observation;
+pub mod observer;
 pub mod plan;
 pub mod policy;
 pub mod select;

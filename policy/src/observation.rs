@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::accounting::PassDeltas;
+use crate::observer::Pass;
 use crate::plan::Knob;
-use crate::snapshot::{DeviceId, Snapshot};
+use crate::snapshot::DeviceId;
 
 /// Longest backoff for a failing device.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(3600);
@@ -144,17 +144,8 @@ pub static NO_BACKOFF: BTreeMap<String, Backoff> = BTreeMap::new();
 /// What the engine is told for one evaluation.
 #[derive(Debug, Clone, Copy)]
 pub struct Observation<'a> {
-    /// The previous sample (`None` on the first tick).
-    pub previous: Option<&'a Snapshot>,
-    pub current: &'a Snapshot,
-    /// The pool deltas of `current` against `previous`, computed once for
-    /// the pass ([`PassDeltas::compute`]) and read by the engine and every
-    /// output.
-    pub deltas: &'a PassDeltas,
-    /// Time between `previous` and `current`.
-    pub elapsed: Duration,
-    /// Monotonic time since an origin the daemon picks (cooldowns, budgets).
-    pub now: Duration,
+    /// The samples, their pool deltas and the time ([`crate::observer`]).
+    pub pass: Pass<'a>,
     /// Local wall-clock time, for change windows (`None` = unknown: treat
     /// as outside any configured window).
     pub local_time: Option<LocalTime>,

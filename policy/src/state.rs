@@ -33,7 +33,7 @@ pub struct DeviceState {
     pub contended_windows: u32,
     /// Consecutive windows with drops while recycling was healthy.
     pub drop_windows: u32,
-    /// Since when (obs.now) every queue has been calm; `None` = not calm.
+    /// Since when (obs.pass.now) every queue has been calm; `None` = not calm.
     pub calm_since: Option<Duration>,
     /// Closed windows seen for this device.
     pub windows_closed: u64,

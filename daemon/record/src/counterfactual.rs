@@ -26,32 +26,36 @@ use policy::accounting::{PassDeltas, QueueKey};
 use policy::engine::{ActionRecord, EngineState, Observation, Original, Outcome};
 use policy::evaluate::{Applied, Evaluation, Verdict};
 use policy::observation::{Backoff, LocalTime};
+use policy::observer::{Observer, Pass};
 use policy::plan::{Decision, Knob, Plan};
 use policy::snapshot::{Availability, Device, DeviceId, Pool, PoolStats, Snapshot};
 use policy::window::Rates;
 
 use crate::live::{Overlay, Slot};
 
-/// The engine on one pass: `(previous, current, deltas)`, and the
-/// history, originals and backoff it is to read.
-#[allow(clippy::too_many_arguments)]
+/// What the engine reads of one pass besides its samples: the local time,
+/// the overrides, and the history, originals and backoff.
+type Inputs<'a> = (
+    Option<LocalTime>,
+    &'a [(DeviceId, Knob)],
+    (
+        &'a [ActionRecord],
+        &'a [Original],
+        &'a BTreeMap<String, Backoff>,
+    ),
+);
+
+/// The engine on `pass` with `inputs`, into `plan`.
 fn run_engine(
-    engine: &mut policy::engine::Engine,
-    state: &mut EngineState,
+    (engine, state): (&mut policy::engine::Engine, &mut EngineState),
     policy: &Policy,
-    (previous, current, deltas): (Option<&Snapshot>, &Snapshot, &PassDeltas),
-    clock: PassClock,
-    overrides: &[(DeviceId, Knob)],
-    (history, originals, backoff): (&[ActionRecord], &[Original], &BTreeMap<String, Backoff>),
+    pass: Pass<'_>,
+    (local_time, overrides, (history, originals, backoff)): Inputs<'_>,
     plan: &mut Plan,
 ) {
     let obs = Observation {
-        previous,
-        current,
-        deltas,
-        elapsed: clock.elapsed,
-        now: clock.now,
-        local_time: clock.local_time,
+        pass,
+        local_time,
         history,
         overrides,
         originals,
@@ -84,11 +88,10 @@ pub type Recorded = (Vec<ActionRecord>, Vec<Original>, BTreeMap<String, Backoff>
 pub struct Counterfactual {
     pub(crate) state: EngineState,
     engine: policy::engine::Engine,
-    /// The snapshot the engine saw last pass (modelled where modelled).
-    pub(crate) prev: Option<(Snapshot, Duration)>,
-    /// The pass's pool deltas against `prev`, for the engine and the
+    /// The snapshot the engine saw last pass (modelled where modelled)
+    /// and the pass's pool deltas against it, for the engine and the
     /// totals and series.
-    pub(crate) deltas: PassDeltas,
+    pub(crate) observer: Observer,
     /// On a copying pass, per device the counterfactual changed a knob
     /// of, its pools' counters as of the last pass (the model's input; a
     /// live pass keeps them in its [`Slot`]s).
@@ -122,11 +125,10 @@ impl Counterfactual {
     /// back as it was ([`Overlay`]). The same decisions as
     /// [`Self::model_pass`] and [`Self::decide`] on a copy of the pass,
     /// without the copy.
-    #[allow(clippy::too_many_arguments)]
     pub fn live_pass(
         &mut self,
         policy: &Policy,
-        (previous, snap, deltas): (Option<&Snapshot>, &mut Snapshot, &mut PassDeltas),
+        (observer, snap): (&mut Observer, &mut Snapshot),
         clock: PassClock,
         overrides: &[(DeviceId, Knob)],
         plan: &mut Plan,
@@ -138,15 +140,23 @@ impl Counterfactual {
         }
         let mut opened = Vec::new();
         {
+            let (previous, deltas) = observer.split_mut();
             let o = Overlay::new(&mut slots, (&mut *snap, deltas), |d, key, track, each| {
                 self.model_device(d, key, track, each);
             });
             let (snap, deltas) = o.view();
             self.evaluate_due(policy, snap, clock.now);
-            self.decide_observed(policy, (previous, snap, deltas), clock, overrides, plan);
+            let pass = Pass {
+                previous,
+                current: snap,
+                deltas,
+                elapsed: clock.elapsed,
+                now: clock.now,
+            };
+            self.decide_observed(policy, pass, (clock.local_time, overrides), plan);
             for dec in &plan.decisions {
                 if dec.enforced_change().is_some() {
-                    self.apply_on(policy, dec, (previous, snap, deltas), clock);
+                    self.apply_on(policy, dec, pass);
                     opened.push(dec.device_id.key());
                 }
             }
@@ -169,9 +179,8 @@ impl Counterfactual {
     fn decide_observed(
         &mut self,
         policy: &Policy,
-        (previous, snap, deltas): (Option<&Snapshot>, &Snapshot, &PassDeltas),
-        clock: PassClock,
-        overrides: &[(DeviceId, Knob)],
+        pass: Pass<'_>,
+        (local_time, overrides): (Option<LocalTime>, &[(DeviceId, Knob)]),
         plan: &mut Plan,
     ) {
         let Self {
@@ -186,12 +195,17 @@ impl Counterfactual {
             originals.as_slice(),
             &policy::engine::NO_BACKOFF,
         );
-        let pass = (previous, snap, deltas);
-        run_engine(engine, state, policy, pass, clock, overrides, inputs, plan);
+        run_engine(
+            (engine, state),
+            policy,
+            pass,
+            (local_time, overrides, inputs),
+            plan,
+        );
     }
 
-    /// The engine on `snap` into `plan`, the pass's deltas computed first.
-    /// `recorded` replaces the counterfactual's own history, originals and
+    /// The engine on `snap` into `plan`, the pass's deltas computed first
+    /// (its time is the record's, `clock`). `recorded` replaces the counterfactual's own history, originals and
     /// (empty) backoff with the daemon's.
     pub fn decide(
         &mut self,
@@ -205,14 +219,15 @@ impl Counterfactual {
         let Self {
             state,
             engine,
-            prev,
-            deltas,
+            observer,
             history,
             originals,
             ..
         } = self;
-        let previous = prev.as_ref().map(|(s, _)| s);
-        deltas.compute(previous, snap);
+        let pass = Pass {
+            elapsed: clock.elapsed,
+            ..observer.next(snap, clock.now)
+        };
         let inputs = match recorded {
             Some((h, o, b)) => (h.as_slice(), o.as_slice(), b),
             None => (
@@ -221,15 +236,20 @@ impl Counterfactual {
                 &policy::engine::NO_BACKOFF,
             ),
         };
-        let pass = (previous, snap, &*deltas);
-        run_engine(engine, state, policy, pass, clock, overrides, inputs, plan);
+        run_engine(
+            (engine, state),
+            policy,
+            pass,
+            (clock.local_time, overrides, inputs),
+            plan,
+        );
     }
 
     /// Another process, another clock: the simulated history is moved
     /// like the daemon moves its own (state.rs rebase), and the simulated
     /// evaluations end.
     pub fn new_clock(&mut self) {
-        let now = self.prev.as_ref().map_or(Duration::ZERO, |p| p.1);
+        let now = self.observer.previous_at().unwrap_or_default();
         for a in &mut self.history {
             a.at = a.at.min(now);
         }
@@ -246,25 +266,25 @@ impl Counterfactual {
     /// The pass's pool deltas, as the engine read them.
     #[must_use]
     pub fn deltas(&self) -> &PassDeltas {
-        &self.deltas
+        self.observer.deltas()
     }
 
     /// The snapshot of the last pass, as the engine saw it.
     #[must_use]
     pub fn previous(&self) -> Option<&Snapshot> {
-        self.prev.as_ref().map(|(s, _)| s)
+        self.observer.previous()
     }
 
-    /// `snap` becomes the previous pass; its buffer is swapped with the
-    /// pass before, which the next pass is decoded into.
+    /// `snap` becomes the previous pass; it is left holding the pass
+    /// before, whose buffers the next pass is decoded into.
     pub fn keep_previous(&mut self, snap: &mut Snapshot, now: Duration) {
-        match &mut self.prev {
-            Some((p, at)) => {
-                std::mem::swap(p, snap);
-                *at = now;
-            }
-            None => self.prev = Some((std::mem::take(snap), now)),
-        }
+        self.observer.keep_swap(snap, now);
+    }
+
+    /// Starts again from `previous`, a recording's sample before its
+    /// first pass (`None`: the next pass is a first one).
+    pub(crate) fn restart(&mut self, previous: Option<(Snapshot, Duration)>) {
+        self.observer.restart(previous);
     }
 
     /// A simulated change: the knob takes the target, an evaluation opens.
@@ -285,24 +305,27 @@ impl Counterfactual {
                 self.tracks.insert(key, Track::of_device(d));
             }
         }
-        let (prev, deltas) = (self.prev.take(), std::mem::take(&mut self.deltas));
-        let previous = prev.as_ref().map(|(p, _)| p);
-        self.apply_on(policy, dec, (previous, snap, &deltas), clock);
-        (self.prev, self.deltas) = (prev, deltas);
+        let observer = std::mem::take(&mut self.observer);
+        let pass = Pass {
+            elapsed: clock.elapsed,
+            ..observer.pass(snap, clock.now)
+        };
+        self.apply_on(policy, dec, pass);
+        self.observer = observer;
     }
 
-    /// [`Self::apply`] on the pass `(previous, snap, deltas)`.
-    fn apply_on(
-        &mut self,
-        policy: &Policy,
-        dec: &Decision,
-        (previous, snap, deltas): (Option<&Snapshot>, &Snapshot, &PassDeltas),
-        clock: PassClock,
-    ) {
+    /// [`Self::apply`] on `pass`.
+    fn apply_on(&mut self, policy: &Policy, dec: &Decision, pass: Pass<'_>) {
         let Some((knob, from, to)) = dec.enforced_change() else {
             return;
         };
-        let now = clock.now;
+        let Pass {
+            previous,
+            current: snap,
+            deltas,
+            elapsed,
+            now,
+        } = pass;
         let key = dec.device_id.key();
         if !self
             .originals
@@ -333,7 +356,7 @@ impl Counterfactual {
             let (p, i) = previous.zip(at)?;
             let a = p.devices.iter().find(|d| d.id == dec.device_id)?;
             let b = snap.devices.get(i)?;
-            Rates::over(a, b, &deltas.device(i), clock.elapsed)
+            Rates::over(a, b, &deltas.device(i), elapsed)
         });
         if let Some(start) = dev {
             let applied = Applied {

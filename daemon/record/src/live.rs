@@ -208,8 +208,8 @@ impl Drop for Overlay<'_> {
 mod tests {
     use std::time::Duration;
 
-    use policy::accounting::PassDeltas;
     use policy::fixtures::{self, Nic, QueueCounters};
+    use policy::observer::Observer;
     use policy::plan::Plan;
     use policy::snapshot::{PoolStats, QueueStats, Snapshot};
 
@@ -256,8 +256,7 @@ mod tests {
         let policy = fixtures::policy();
         let (mut copying, mut live) = (Counterfactual::default(), Counterfactual::default());
         let (mut plan_c, mut plan_l) = (Plan::default(), Plan::default());
-        let mut prev: Option<Snapshot> = None;
-        let mut deltas = PassDeltas::default();
+        let mut observer = Observer::default();
         let mut changes = 0;
         for n in 0..240 {
             let now = Duration::from_secs(10 * n);
@@ -271,7 +270,7 @@ mod tests {
                 local_time: None,
             };
             let mut snap = host(n);
-            deltas.compute(prev.as_ref(), &snap);
+            observer.next(&snap, now);
 
             let mut copy = host(n);
             copying.model_pass(&policy, &mut copy, now);
@@ -281,11 +280,13 @@ mod tests {
             }
 
             let snap_before = host(n);
-            let queues_before: Vec<_> = (0..4).map(|i| deltas.queues(i).to_vec()).collect();
+            let queues_before: Vec<_> = (0..4)
+                .map(|i| observer.deltas().queues(i).to_vec())
+                .collect();
             let mut seen = false;
             live.live_pass(
                 &policy,
-                (prev.as_ref(), &mut snap, &mut deltas),
+                (&mut observer, &mut snap),
                 clock,
                 &[],
                 &mut plan_l,
@@ -302,7 +303,7 @@ mod tests {
             assert_eq!(snap, snap_before, "pass {n}: the loop's sample");
             for (i, q) in queues_before.iter().enumerate() {
                 assert_eq!(
-                    deltas.queues(i),
+                    observer.deltas().queues(i),
                     q.as_slice(),
                     "pass {n}: the loop's deltas"
                 );
@@ -313,7 +314,7 @@ mod tests {
                 .filter(|d| d.enforced_change().is_some())
                 .count();
             copying.keep_previous(&mut copy, now);
-            prev = Some(snap);
+            observer.keep(snap, now);
         }
         // Both bursty NICs grew, and again when their bursts did: passes
         // ran on modelled devices.

@@ -235,7 +235,7 @@ impl Replayer<'_> {
         // The daemon's memory at the segment start: taken over when this is
         // the recorded policy (that is what the daemon's engine had), or
         // when nothing earlier was replayed.
-        let first = self.cf.prev.is_none() && self.cf.state.devices.is_empty();
+        let first = self.cf.previous().is_none() && self.cf.state.devices.is_empty();
         if faithful || first {
             if let Some(blob) = &start.engine
                 && blob.version == policy::engine::ENGINE_STATE_VERSION
@@ -246,11 +246,11 @@ impl Replayer<'_> {
                 self.cf.state = EngineState::default();
             }
         }
-        if faithful || new_run || self.cf.prev.is_none() {
+        if faithful || new_run || self.cf.previous().is_none() {
             if let Some((p, _)) = &previous {
                 self.cf.remember_observed(p);
             }
-            self.cf.prev = previous;
+            self.cf.restart(previous);
         }
         if new_run && !faithful {
             self.cf.new_clock();

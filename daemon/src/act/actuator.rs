@@ -151,7 +151,7 @@ pub(crate) struct Lent<'a, K, R> {
     pub devices: &'a BTreeMap<u32, Device>,
     /// The previous sample and when it was taken: the baseline of a change
     /// not decided on a finding window ([`Decision::baseline_or`]).
-    pub prev: Option<&'a (Snapshot, Duration)>,
+    pub prev: Option<(&'a Snapshot, Duration)>,
     /// The knobs another configuration owns (`coexist: defer`).
     pub deferred: &'a [(DeviceId, Knob)],
     pub record: R,
@@ -450,7 +450,7 @@ impl Actuator {
         let baseline = dec.baseline_or(|| {
             let (p, at) = io.prev?;
             let before = p.devices.iter().find(|d| d.id.key() == key)?;
-            Rates::between(before, &pre, pre_at.saturating_sub(*at))
+            Rates::between(before, &pre, pre_at.saturating_sub(at))
         });
         if io
             .record
@@ -489,11 +489,7 @@ impl Actuator {
         let now = io.clock.now();
         let overrides = self.override_list(io.deferred);
         let obs = Observation {
-            previous: None,
-            current: snap,
-            deltas: &policy::accounting::NO_DELTAS,
-            elapsed: Duration::ZERO,
-            now,
+            pass: policy::observer::Pass::alone(snap, now),
             local_time: Some(local_time()),
             history: &self.history,
             overrides: &overrides,

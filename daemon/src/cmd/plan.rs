@@ -115,9 +115,8 @@ async fn sample_until_found(
     let originals = recorded_originals()?;
     let mut engine = PolicyEngine::default();
     let origin = Instant::now();
-    let mut prev: Option<(Snapshot, Duration)> = None;
+    let mut observer = policy::observer::Observer::default();
     let mut plan = policy::Plan::default();
-    let mut deltas = policy::accounting::PassDeltas::default();
     let mut taken = 0;
     let mut acted: std::collections::BTreeMap<u32, policy::plan::Decision> =
         std::collections::BTreeMap::new();
@@ -132,15 +131,8 @@ async fn sample_until_found(
         }
         let snap = kernel.sample(&SampleScope::default()).await?;
         let now = origin.elapsed();
-        deltas.compute(prev.as_ref().map(|(s, _)| s), &snap);
         let obs = Observation {
-            previous: prev.as_ref().map(|(s, _)| s),
-            current: &snap,
-            deltas: &deltas,
-            elapsed: prev
-                .as_ref()
-                .map_or(Duration::ZERO, |(_, t)| now.saturating_sub(*t)),
-            now,
+            pass: observer.next(&snap, now),
             local_time: None,
             history: &[],
             overrides: &[],
@@ -159,7 +151,7 @@ async fn sample_until_found(
                 d.clone_from(a);
             }
         }
-        prev = Some((snap, now));
+        observer.keep(snap, now);
         taken = i + 1;
         if progress {
             if taken <= samples {
@@ -189,7 +181,7 @@ async fn sample_until_found(
     if progress {
         eprintln!();
     }
-    Ok((plan, taken, origin.elapsed(), prev.map(|(s, _)| s)))
+    Ok((plan, taken, origin.elapsed(), observer.into_previous()))
 }
 
 /// `pptune plan`'s text: the host's standing, then each decision with its

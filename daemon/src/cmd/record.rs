@@ -77,7 +77,8 @@ pub async fn record_with<K: Kernel>(
     let origin = Instant::now();
     let start_ms = unix_ms();
     let deadline = duration.map(|d| origin + d);
-    let mut prev: Option<(policy::Snapshot, Duration)> = None;
+    // The previous sample and its time (no deltas: nothing here judges).
+    let mut observer = policy::observer::Observer::default();
     let mut passes = 0_u64;
     let stop = tokio::signal::ctrl_c();
     tokio::pin!(stop);
@@ -94,12 +95,10 @@ pub async fn record_with<K: Kernel>(
     'passes: loop {
         let snap = kernel.sample(&SampleScope::default()).await?;
         let now = origin.elapsed();
-        let elapsed = prev
-            .as_ref()
-            .map_or(Duration::ZERO, |(_, t)| now.saturating_sub(*t));
+        let elapsed = observer.elapsed(now);
         rec.write(
             || None,
-            prev.as_ref().map(|(s, t)| (s, *t)),
+            observer.previous_taken(),
             &snap,
             |snapshot| Pass {
                 unix_ms: start_ms
@@ -114,7 +113,7 @@ pub async fn record_with<K: Kernel>(
             },
         )?;
         passes += 1;
-        if let Some((old, _)) = prev.replace((snap, now)) {
+        if let Some(old) = observer.keep(snap, now) {
             kernel.recycle(old);
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {

@@ -78,6 +78,10 @@ pub struct DaemonView {
     pub started_unix_ms: Option<u64>,
     #[serde(default)]
     pub last_sample_unix_ms: Option<u64>,
+    /// Passes the engine judged since the start: one per successful
+    /// sample of the loop's cadence (a resync's sample outside it is none).
+    #[serde(default)]
+    pub passes: u64,
     /// The policy's memory budget (`budget.per_device_bytes`,
     /// `per_host_bytes`), which the ring cost estimates are judged against.
     #[serde(default)]

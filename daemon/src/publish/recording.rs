@@ -89,7 +89,7 @@ impl LiveRecording {
     pub fn record_pass(
         &mut self,
         asked: Option<Asked>,
-        (snap, previous): (&Snapshot, Option<&(Snapshot, Duration)>),
+        (snap, previous): (&Snapshot, Option<(&Snapshot, Duration)>),
         plan: &Plan,
         history: &[ActionRecord],
         mono: Duration,
@@ -110,7 +110,6 @@ impl LiveRecording {
             .iter()
             .map(ChangeRec::of)
             .collect();
-        let previous = previous.map(|(s, at)| (s, *at));
         let Asked {
             engine_before,
             inputs,

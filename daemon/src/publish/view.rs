@@ -37,6 +37,8 @@ pub(crate) struct ViewInput<'a> {
     pub host_id: &'a HostId,
     pub policy_error: Option<&'a str>,
     pub last_sample: Option<Duration>,
+    /// Passes the engine judged since the start.
+    pub passes: u64,
     pub state: &'a StateFile,
     pub backoff: &'a BTreeMap<String, Backoff>,
     pub overrides: &'a BTreeMap<(String, Knob), DeviceId>,
@@ -146,6 +148,7 @@ pub(crate) fn build(d: &ViewInput<'_>) -> DaemonView {
         last_sample_age_s: d.last_sample.map(|t| now.saturating_sub(t).as_secs()),
         started_unix_ms: Some(wall(Duration::ZERO)),
         last_sample_unix_ms: d.last_sample.map(wall),
+        passes: d.passes,
         memory_budget_per_device_bytes: d.memory_budget.per_device_bytes,
         memory_budget_per_host_bytes: d.memory_budget.per_host_bytes,
         devices,

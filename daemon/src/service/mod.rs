@@ -10,8 +10,8 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use policy::accounting::PassDeltas;
 use policy::engine::Observation;
+use policy::observer::Observer;
 use policy::plan::{Action, Decision, Plan};
 use policy::snapshot::{Device, Snapshot};
 use policy::{Mode, OnStop, Policy};
@@ -68,11 +68,10 @@ struct Daemon<K: Kernel, E: Engine> {
     acting: Acting,
     /// Latest sample of each device, by ifindex (the device map).
     devices: BTreeMap<u32, Device>,
-    /// The previous sample fed to the engine, and when it was taken.
-    prev: Option<(Snapshot, Duration)>,
-    /// This pass's pool deltas against `prev`: computed once per tick, read
-    /// by the engine and the metrics.
-    deltas: PassDeltas,
+    /// The previous sample fed to the engine and when it was taken, and
+    /// this pass's pool deltas against it: computed once per tick, read by
+    /// the engine, the metrics, the shadow and the recording.
+    observer: Observer,
     /// Where this host falls in the rollout (fraction, holdout).
     draw: rollout::Draw,
     host_id: rollout::HostId,
@@ -163,8 +162,7 @@ pub async fn run<K: Kernel, E: Engine>(
             events: Events::default(),
         },
         devices: BTreeMap::new(),
-        prev: None,
-        deltas: PassDeltas::default(),
+        observer: Observer::default(),
         host_id,
         log: DecisionLog::new(Duration::from_secs(3600)),
         last_decisions: BTreeMap::new(),
@@ -405,10 +403,9 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         };
         let now = self.now();
         self.last_sample = Some(now);
-        self.deltas
-            .compute(self.prev.as_ref().map(|(s, _)| s), &snap);
+        self.observer.next(&snap, now);
         self.absorb(&snap);
-        self.metrics.observe(&snap, &self.deltas);
+        self.metrics.observe(&snap, self.observer.deltas());
         let (actuator, io) = self.lend();
         actuator.evaluate_due(&snap, now, io).await;
         self.count_events();
@@ -452,10 +449,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             .is_some_and(LiveRecording::needs_engine)
             .then(|| self.engine.saved_state())
             .flatten();
-        let elapsed = self
-            .prev
-            .as_ref()
-            .map_or(Duration::ZERO, |(_, at)| now.saturating_sub(*at));
+        let elapsed = self.observer.elapsed(now);
         // Operator overrides and, under `coexist: defer`, the knobs
         // another configuration owns.
         self.coexist.deferred(self.policy.coexist, &snap.devices);
@@ -480,11 +474,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             now,
         });
         let obs = Observation {
-            previous: self.prev.as_ref().map(|(s, _)| s),
-            current: snap,
-            deltas: &self.deltas,
-            elapsed,
-            now,
+            pass: self.observer.pass(snap, now),
             local_time: local,
             history: self.acting.actuator.history(),
             overrides: &overrides,
@@ -494,7 +484,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         let mut plan = std::mem::take(&mut self.plan);
         self.engine.decide_into(&self.policy, &obs, &mut plan);
         if let Some(s) = &mut self.shadow {
-            let live = (self.prev.as_ref().map(|(p, _)| p), snap, &mut self.deltas);
+            let live = (&mut self.observer, snap);
             s.pass(live, (now, elapsed, local), &overrides, &self.metrics);
         }
         (plan, asked)
@@ -588,7 +578,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         if let Some(rec) = &mut self.recording {
             rec.record_pass(
                 asked,
-                (&snap, self.prev.as_ref()),
+                (&snap, self.observer.previous_taken()),
                 &plan,
                 self.acting.actuator.history(),
                 self.clock.now(),
@@ -607,7 +597,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         } else {
             self.status(&self.summary());
         }
-        if let Some((spent, _)) = self.prev.replace((snap, now)) {
+        if let Some(spent) = self.observer.keep(snap, now) {
             self.kernel.recycle(spent);
         }
         self.update_view();
@@ -724,7 +714,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             events: &self.acting.events,
             clock: self.clock,
             devices: &self.devices,
-            prev: self.prev.as_ref(),
+            prev: self.observer.previous_taken(),
             deferred: self.coexist.current(),
             record: Keep {
                 state: &mut self.acting.state,
@@ -802,6 +792,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             host_id: &self.host_id,
             policy_error: self.policy_error.as_deref(),
             last_sample: self.last_sample,
+            passes: self.observer.passes(),
             state: &self.acting.state,
             backoff: self.acting.actuator.backoff(),
             overrides: self.acting.actuator.overrides(),

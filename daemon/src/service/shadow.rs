@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use policy::Policy;
-use policy::accounting::PassDeltas;
 use policy::observation::LocalTime;
+use policy::observer::Observer;
 use policy::plan::{Knob, Plan};
 use policy::snapshot::{DeviceId, Snapshot};
 use record::counterfactual::{Counterfactual, PassClock};
@@ -99,7 +99,7 @@ impl Shadow {
     /// back as it was ([`Counterfactual::live_pass`]).
     pub fn pass(
         &mut self,
-        live: (Option<&Snapshot>, &mut Snapshot, &mut PassDeltas),
+        live: (&mut Observer, &mut Snapshot),
         (now, elapsed, local_time): (Duration, Duration, Option<LocalTime>),
         overrides: &[(DeviceId, Knob)],
         metrics: &Metrics,

@@ -66,7 +66,7 @@ impl DeviceRun<'_> {
         if th.severe_samples == 0 {
             return false;
         }
-        let min_pages = self.pages_over(self.obs.elapsed);
+        let min_pages = self.pages_over(self.obs.pass.elapsed);
         self.queues.iter().any(|(_, q)| {
             q.pools > 0
                 && !q.reset
@@ -175,7 +175,7 @@ impl DeviceRun<'_> {
         bump(&mut ds.contended_windows, f.contended);
         bump(&mut ds.drop_windows, f.healthy_drops);
         if f.calm && !f.grow {
-            ds.calm_since.get_or_insert(self.obs.now);
+            ds.calm_since.get_or_insert(self.obs.pass.now);
         } else {
             ds.end_calm();
         }

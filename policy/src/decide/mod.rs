@@ -112,7 +112,7 @@ fn run_into(
         selected,
         sorted,
     } = scratch;
-    let devs = &obs.current.devices;
+    let devs = &obs.pass.current.devices;
     order.clear();
     order.extend(0..devs.len());
     // By ifindex, ties in snapshot order (what a stable sort gives,
@@ -165,7 +165,7 @@ fn run_into(
             obs,
             dev,
             info: drivers::driver_info(dev),
-            queues: obs.deltas.queues(*at),
+            queues: obs.pass.deltas.queues(*at),
             scratch: std::cell::Cell::new(std::mem::take(&mut out.message)),
             window: std::cell::Cell::new(None),
         };
@@ -221,7 +221,7 @@ struct DeviceRun<'a> {
     obs: &'a Observation<'a>,
     dev: &'a Device,
     info: DriverInfo,
-    /// The device's queue deltas of this pass (`obs.deltas`).
+    /// The device's queue deltas of this pass (`obs.pass.deltas`).
     queues: &'a [(QueueKey, QueueDelta)],
     /// Where the proposal's message is written: the message buffer of the
     /// decision this run overwrites, so a steady pass allocates none.
@@ -297,7 +297,8 @@ impl<'a> DeviceRun<'a> {
                 ),
             );
         }
-        if !obs.current.capabilities.page_pool_stats && dev.pools().all(|p| p.stats.is_none()) {
+        if !obs.pass.current.capabilities.page_pool_stats && dev.pools().all(|p| p.stats.is_none())
+        {
             return self.hold(
                 ReasonCode::NoStats,
                 None,
@@ -307,7 +308,7 @@ impl<'a> DeviceRun<'a> {
         if let Some(p) = self.ring().prior(ctx) {
             return p;
         }
-        let Some(prev) = obs.previous else {
+        let Some(prev) = obs.pass.previous else {
             return self.hold(
                 ReasonCode::Gathering,
                 None,
@@ -315,7 +316,8 @@ impl<'a> DeviceRun<'a> {
             );
         };
         let prev_dev = prev.devices.iter().find(|d| d.id == dev.id);
-        ds.window.add_tick(self.queues, prev_dev, dev, obs.elapsed);
+        ds.window
+            .add_tick(self.queues, prev_dev, dev, obs.pass.elapsed);
         let t = &policy.timing;
         let th = &policy.thresholds;
         ds.severe_samples = if self.severe_sample() {

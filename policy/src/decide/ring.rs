@@ -485,7 +485,7 @@ impl Ring<'_, '_> {
         if !self.policy.rings.enabled || !self.policy.rings.shrink_when_calm {
             return None;
         }
-        let calm_for = self.obs.now.saturating_sub(since);
+        let calm_for = self.obs.pass.now.saturating_sub(since);
         if calm_for < self.policy.timing.calm_before_shrink {
             return None;
         }

@@ -5,6 +5,7 @@ use std::time::Duration;
 use super::support::{Traffic, World, bursty, device, held, no_harm, only, steady};
 use crate::engine::{ActionRecord, LocalTime, Observation, Original, Outcome};
 use crate::fixtures::policy;
+use crate::observer::Pass;
 use crate::plan::{Action, ChannelField, Knob, ReasonCode, RingField};
 use crate::policy::{ChangeWindow, DisruptionClass, Mode, Policy};
 use crate::snapshot::{MemoryProvider, PoolStats};
@@ -607,11 +608,13 @@ fn change_window_table() {
         super::support::advance_device(&mut cur.devices[0], &big_bursts(&w, 0));
         let deltas = crate::accounting::PassDeltas::of(Some(&prev), &cur);
         let obs = Observation {
-            previous: Some(&prev),
-            current: &cur,
-            deltas: &deltas,
-            elapsed: Duration::from_secs(10),
-            now: Duration::from_secs(30),
+            pass: Pass {
+                previous: Some(&prev),
+                current: &cur,
+                deltas: &deltas,
+                elapsed: Duration::from_secs(10),
+                now: Duration::from_secs(30),
+            },
             local_time: Some(LocalTime {
                 weekday: day,
                 minute_of_day: minute,

@@ -212,7 +212,8 @@ pub(crate) struct World {
     pub policy: Policy,
     pub state: EngineState,
     pub snap: Snapshot,
-    pub prev: Option<Snapshot>,
+    /// The previous sample and the pass's deltas, as the daemon keeps them.
+    observer: crate::observer::Observer,
     pub now: Duration,
     pub history: Vec<ActionRecord>,
     pub originals: Vec<Original>,
@@ -241,7 +242,7 @@ impl World {
             policy,
             state: EngineState::default(),
             snap: snapshot(devices),
-            prev: None,
+            observer: crate::observer::Observer::default(),
             now: Duration::from_secs(0),
             history: vec![],
             originals: vec![],
@@ -303,20 +304,17 @@ impl World {
         let interval = self.policy.timing.interval;
         // The first tick is the daemon's first sample: no previous one.
         if self.started {
+            let at = self.now;
             self.now += interval;
-            self.prev = Some(std::mem::replace(&mut self.snap, next));
+            let current = std::mem::replace(&mut self.snap, next);
+            self.observer.keep(current, at);
         } else {
             self.started = true;
             self.snap = next;
         }
         self.evaluate_due();
-        let deltas = crate::accounting::PassDeltas::of(self.prev.as_ref(), &self.snap);
         let obs = Observation {
-            previous: self.prev.as_ref(),
-            current: &self.snap,
-            deltas: &deltas,
-            elapsed: interval,
-            now: self.now,
+            pass: self.observer.next(&self.snap, self.now),
             local_time: self.local_time,
             history: &self.history,
             overrides: &self.overrides,
@@ -508,6 +506,7 @@ pub(crate) fn check_seam(policy: &Policy, obs: &Observation<'_>, plan: &Plan) {
             continue;
         };
         let dev = obs
+            .pass
             .current
             .devices
             .iter()
@@ -540,7 +539,7 @@ pub(crate) fn check_seam(policy: &Policy, obs: &Observation<'_>, plan: &Plan) {
             knob,
             from,
             to,
-            at: obs.now,
+            at: obs.pass.now,
             outcome: Outcome::Pending,
         });
     }
