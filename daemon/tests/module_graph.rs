@@ -549,6 +549,19 @@ fn policy_modules_import_no_circle() {
     assert_no_circle(&graph, "policy/src");
 }
 
+/// The recording's crate (`daemon/record/src`): the format, its coder and
+/// the file under it, the counterfactual and its ring model, replay on top
+/// name one another one way.
+#[test]
+fn record_modules_import_no_circle() {
+    let graph = module_graph_of("record/src");
+    assert!(
+        graph["replay"].contains_key("counterfactual"),
+        "the scan lost the recording's imports: {graph:?}"
+    );
+    assert_no_circle(&graph, "daemon/record/src");
+}
+
 /// The type an inherent `impl` block is for (`impl<K> Daemon<K> {` ->
 /// `Daemon`); `None` for trait impls and other lines.
 fn inherent_impl(line: &str) -> Option<String> {

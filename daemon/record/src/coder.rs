@@ -21,18 +21,7 @@ use policy::snapshot::{
 use super::format::{CapsRec, DevMeta, SnapRec, caps_flags, caps_rec, channels, dev_meta, rings};
 use super::varint::{Reader, get_columns, put, put_columns};
 
-/// Why a record cannot be turned back into the engine's types.
-#[derive(Debug, thiserror::Error)]
-pub enum DecodeError {
-    #[error("device ifindex {0} has no description earlier in the segment")]
-    NoMeta(u32),
-    #[error("the segment's first pass does not say the kernel's capabilities")]
-    NoCaps,
-    #[error("the pass's first snapshot block has no layout")]
-    NoShape,
-    #[error("snapshot block: {0}")]
-    Block(&'static str),
-}
+pub use super::varint::DecodeError;
 
 /// Numbers per device: link stats (rx packets, bytes, dropped, missed
 /// errors, fifo errors), then device qstats (rx packets, bytes, alloc

@@ -26,6 +26,7 @@ pub mod file;
 pub mod format;
 pub mod journal;
 mod live;
+mod model;
 pub mod replay;
 mod varint;
 

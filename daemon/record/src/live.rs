@@ -12,7 +12,7 @@
 use policy::accounting::{PassDeltas, QueueDelta, QueueKey};
 use policy::snapshot::{Availability, Channels, Device, DeviceId, Pool, Rings, Snapshot};
 
-use crate::counterfactual::{Track, Tracked};
+use crate::model::{Track, Tracked};
 
 /// A device's pools in the model's order ([`Device::pools`]'s): its RX
 /// queues' pools, then the unmapped ones.
@@ -201,125 +201,5 @@ impl Drop for Overlay<'_> {
                 }
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use policy::fixtures::{self, Nic, QueueCounters};
-    use policy::observer::Observer;
-    use policy::plan::Plan;
-    use policy::snapshot::{PoolStats, QueueStats, Snapshot};
-
-    use crate::counterfactual::{Counterfactual, PassClock};
-
-    /// Pass `n` of a host of four 2-queue NICs at ring 256: eth1 and eth3
-    /// return bursts of 2,000 pages (8,000 from pass 120 on) into their
-    /// 256-page pools and drop packets, eth0 and eth2 recycle everything.
-    fn host(n: u64) -> Snapshot {
-        let devices = (0..4)
-            .map(|d| {
-                let bursty = d % 2 == 1;
-                Nic::pci(d, "ice", 2).device(|q| {
-                    let full = |v: u64| v * n.min(120) + 4 * v * n.saturating_sub(120);
-                    let per = |v: u64| v * n + u64::from(q) * 7;
-                    let (ring, full) = if bursty { (256, full(1744)) } else { (2000, 0) };
-                    QueueCounters {
-                        qstats: QueueStats {
-                            rx_packets: Some(per(4000)),
-                            rx_hw_drops: Some(per(if bursty { 300 } else { 0 })),
-                            ..QueueStats::default()
-                        },
-                        pool: PoolStats {
-                            alloc_fast: per(2000),
-                            alloc_slow: full / 64,
-                            recycle_ring: per(ring),
-                            recycle_ring_full: full,
-                            recycle_cached: per(100),
-                            ..PoolStats::default()
-                        },
-                        inflight: 256,
-                    }
-                })
-            })
-            .collect();
-        fixtures::snapshot(n * 10_000, "7.3.0", devices)
-    }
-
-    /// The live pass decides, changes and models exactly what the copying
-    /// one (replay's) does, pass for pass, and gives the loop its sample
-    /// and deltas back as they were.
-    #[test]
-    fn a_live_pass_is_a_copying_pass_without_the_copy() {
-        let policy = fixtures::policy();
-        let (mut copying, mut live) = (Counterfactual::default(), Counterfactual::default());
-        let (mut plan_c, mut plan_l) = (Plan::default(), Plan::default());
-        let mut observer = Observer::default();
-        let mut changes = 0;
-        for n in 0..240 {
-            let now = Duration::from_secs(10 * n);
-            let clock = PassClock {
-                now,
-                elapsed: if n == 0 {
-                    Duration::ZERO
-                } else {
-                    Duration::from_secs(10)
-                },
-                local_time: None,
-            };
-            let mut snap = host(n);
-            observer.next(&snap, now);
-
-            let mut copy = host(n);
-            copying.model_pass(&policy, &mut copy, now);
-            copying.decide(&policy, &copy, clock, &[], None, &mut plan_c);
-            for dec in &plan_c.decisions {
-                copying.apply(&policy, dec, &copy, clock);
-            }
-
-            let snap_before = host(n);
-            let queues_before: Vec<_> = (0..4)
-                .map(|i| observer.deltas().queues(i).to_vec())
-                .collect();
-            let mut seen = false;
-            live.live_pass(
-                &policy,
-                (&mut observer, &mut snap),
-                clock,
-                &[],
-                &mut plan_l,
-                |s, d, _, _| {
-                    assert_eq!(s, &copy, "pass {n}: the sample as modelled");
-                    for i in 0..4 {
-                        assert_eq!(d.queues(i), copying.deltas().queues(i), "pass {n}");
-                    }
-                    seen = true;
-                },
-            );
-            assert!(seen);
-            assert_eq!(plan_l, plan_c, "pass {n}");
-            assert_eq!(snap, snap_before, "pass {n}: the loop's sample");
-            for (i, q) in queues_before.iter().enumerate() {
-                assert_eq!(
-                    observer.deltas().queues(i),
-                    q.as_slice(),
-                    "pass {n}: the loop's deltas"
-                );
-            }
-            changes += plan_l
-                .decisions
-                .iter()
-                .filter(|d| d.enforced_change().is_some())
-                .count();
-            copying.keep_previous(&mut copy, now);
-            observer.keep(snap, now);
-        }
-        // Both bursty NICs grew, and again when their bursts did: passes
-        // ran on modelled devices.
-        assert!(changes >= 4, "{changes} changes");
-        assert!(live.is_modelled("pci/0000:01:00.0/0c:42:a1:00:00:01"));
-        assert!(!live.is_modelled("pci/0000:00:00.0/0c:42:a1:00:00:00"));
     }
 }

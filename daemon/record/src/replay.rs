@@ -25,9 +25,9 @@ use policy::plan::{Action, Decision, ReasonCode};
 use policy::snapshot::{PoolStats, Snapshot};
 use serde::Serialize;
 
-pub use crate::counterfactual::model_delta;
 use crate::counterfactual::{Counterfactual, PassClock};
 use crate::format::{Pass, Start, local_time};
+pub use crate::model::model_delta;
 use crate::{Next, RecordError, Recording};
 
 /// Whether a decision rests on recorded counters or on the ring model.

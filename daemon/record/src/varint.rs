@@ -2,7 +2,18 @@
 //! varints, zigzag deltas column by column, and the bounded reader the
 //! block decoder parses with.
 
-use super::coder::DecodeError;
+/// Why a record cannot be turned back into the engine's types.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("device ifindex {0} has no description earlier in the segment")]
+    NoMeta(u32),
+    #[error("the segment's first pass does not say the kernel's capabilities")]
+    NoCaps,
+    #[error("the pass's first snapshot block has no layout")]
+    NoShape,
+    #[error("snapshot block: {0}")]
+    Block(&'static str),
+}
 
 pub(super) fn zigzag(d: u64) -> u64 {
     #[allow(clippy::cast_possible_wrap, clippy::cast_sign_loss)]
