@@ -7,7 +7,7 @@
 #
 # cargo-deb is installed from crates.io when missing (compiles in ~2 min).
 # The man pages and completions are committed (packaging/deb/man,
-# packaging/deb/completions; tests/tests/packaging_manpage.rs keeps them in
+# packaging/deb/completions; tests/tests/packaging/packaging_manpage.rs keeps them in
 # step with the CLI). Generated here, for each build:
 # - the copyright file, from Cargo.lock (packaging/deb/copyright.py): every
 #   crate linked into /usr/bin/pptune with its authors and license;

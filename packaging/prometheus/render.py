@@ -9,7 +9,7 @@ places only, and this sets both:
 
   --selector  the label matcher that picks pptune's scrape targets. The
               alert file writes it `job="pptune"`; every alert selects
-              through it (tests/tests/packaging_observability.rs checks
+              through it (tests/tests/packaging/packaging_observability.rs checks
               that no other job matcher exists). The recording rules and
               the dashboard select no job.
   --runbook   where docs/troubleshooting.md is published; each alert's

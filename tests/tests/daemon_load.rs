@@ -11,6 +11,9 @@
 //! - two daemons started at the same instant in one namespace: exactly one
 //!   runs, the other exits with a clear message.
 //!
+//! A binary of its own: it loads the host, and the timing tests beside it
+//! in a shared binary would be judged under its load.
+//!
 //! `PPTUNE_LOAD_SECS` sets how long the storm and the garbage run (default
 //! 20; RELIABILITY.md quotes the 60-second form). Each test prints a
 //! `MEASURE` line with its figures.

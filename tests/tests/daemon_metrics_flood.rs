@@ -7,6 +7,9 @@
 //!
 //! `PPTUNE_FLOOD_REPORT=1 cargo test -p pptune-tests --test
 //! daemon_metrics_flood -- --nocapture` prints the figures (RELIABILITY.md).
+//!
+//! A binary of its own: it floods the host, and the timing tests beside it
+//! in a shared binary would be judged under its load.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

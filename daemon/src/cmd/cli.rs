@@ -319,7 +319,7 @@ impl Command {
 
 /// A command's manual beyond its options: examples, and what its exit
 /// status means. `pptune CMD --help` and the man page pptune-CMD(8) are
-/// both written from it ([`after_help`], tests/tests/packaging_manpage.rs).
+/// both written from it ([`after_help`], tests/tests/packaging/packaging_manpage.rs).
 #[derive(Debug, Clone, Copy)]
 pub struct Manual {
     /// (command line, what it does).

@@ -8,7 +8,7 @@
 //! change:
 //!
 //! ```sh
-//! PPTUNE_BLESS=1 cargo test -p pptune-tests --test packaging_manpage
+//! PPTUNE_BLESS=1 cargo test -p pptune-tests --test packaging packaging_manpage::
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -348,7 +348,7 @@ fn shipped_man_pages_and_completions_match_the_cli() {
     assert!(
         stale.is_empty(),
         "packaging/deb files out of date with the CLI: {stale:?}\n\
-         run: PPTUNE_BLESS=1 cargo test -p pptune-tests --test packaging_manpage"
+         run: PPTUNE_BLESS=1 cargo test -p pptune-tests --test packaging packaging_manpage::"
     );
 
     // Nothing left over from a removed subcommand.

@@ -1,8 +1,4 @@
-//! The control socket and a client that half-closes (issue 32 class 6). A
-//! file of its own: beside it in one test binary, the timeouts' test,
-//! which captures the daemon's log with a thread's default subscriber,
-//! missed its log lines in 3 of 3 runs (cause not pinned down; tracing's
-//! per-thread dispatch is the suspect).
+//! The control socket and a client that half-closes.
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 

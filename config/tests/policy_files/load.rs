@@ -509,7 +509,7 @@ fn shipped_schema_matches_the_types() {
     }
     assert!(
         shipped == generated,
-        "packaging/policy.schema.json is stale: run `PPTUNE_BLESS=1 cargo test -p pptune-config --test load shipped_schema`"
+        "packaging/policy.schema.json is stale: run `PPTUNE_BLESS=1 cargo test -p pptune-config --test policy_files shipped_schema`"
     );
 }
 
