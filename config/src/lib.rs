@@ -10,8 +10,11 @@
 //! flag:
 //!
 //! - `--config FILE`: the embedded default, then that file;
-//! - `--config DIR`: the embedded default, then `DIR/policy.yaml`, then
-//!   `DIR/policy.d/*.yaml` in lexical order;
+//! - `--config DIR`: the embedded default, then `DIR/policy.yaml` (or
+//!   `DIR/policy.yml`; both is an error), then `DIR/policy.d/*.yaml` and
+//!   `*.yml` in lexical order; any other file in `policy.d`, and any other
+//!   YAML file in `DIR` when there is no main file, is reported as ignored
+//!   ([`Warning`]);
 //! - no flag: as `DIR`, with `DIR` = the first path in
 //!   `$CONFIGURATION_DIRECTORY` (systemd's `ConfigurationDirectory=`) or
 //!   `/etc/pptune`.
@@ -81,6 +84,31 @@ pub struct Loaded {
     pub sources: Vec<PathBuf>,
     /// No file was found: the embedded default policy applies alone.
     pub default_applied: bool,
+    /// What the load noticed but did not refuse: files it ignored, a
+    /// selector naming no driver pptune knows. `check` prints them, `run`
+    /// logs them at every load.
+    pub warnings: Vec<Warning>,
+}
+
+/// Something in the policy input that is probably not what was meant,
+/// though the policy is valid: a file that is not read, a driver name no
+/// device will have.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    /// `file:line:column`, or the file's path.
+    pub location: String,
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: warning: {}", self.location, self.message)?;
+        if let Some(h) = &self.hint {
+            write!(f, "\n    hint: {h}")?;
+        }
+        Ok(())
+    }
 }
 
 /// One problem with the policy.
@@ -110,6 +138,13 @@ pub enum Error {
     /// The policy's `shadow` names a file that does not exist.
     #[error("{}: no such shadow policy file (named by `shadow`)", path.display())]
     FindShadow { path: PathBuf },
+    /// A directory with both `policy.yaml` and `policy.yml`.
+    #[error("{}: two main policy files, {} and {}", dir.display(), crate::MAIN_FILES[0], crate::MAIN_FILES[1])]
+    TwoMainFiles { dir: PathBuf },
+    /// A file the policy names (the metrics web config) that does not
+    /// load; found by the command that loads it, reported with the rest.
+    #[error("{key}: {message}")]
+    Named { key: &'static str, message: String },
     /// The shadow policy names a shadow of its own.
     #[error("{}: shadow: a shadow policy cannot name a shadow of its own", path.display())]
     NestedShadow { path: PathBuf },
@@ -156,6 +191,9 @@ impl Error {
                 Some("create the file, or set `shadow: null` to run without a shadow policy")
             }
             Self::NestedShadow { .. } => Some("remove `shadow` from the shadow policy file"),
+            Self::TwoMainFiles { .. } => {
+                Some("keep one: merge the other into it, or move it to policy.d/ as a drop-in")
+            }
             _ => None,
         }
     }
@@ -165,6 +203,12 @@ impl Error {
 #[derive(Debug, Default)]
 pub struct Errors {
     pub errors: Vec<Error>,
+    /// What would be [`Loaded::warnings`] had the policy loaded.
+    pub warnings: Vec<Warning>,
+    /// The policy as far as it could be built (invalid entries left out),
+    /// so a command can check the files it names and report their
+    /// problems with these; `None` when nothing could be built.
+    pub partial: Option<Box<policy::Policy>>,
 }
 
 impl fmt::Display for Errors {
@@ -182,6 +226,9 @@ impl std::error::Error for Errors {}
 pub fn render(errors: &Errors) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
+    for w in &errors.warnings {
+        let _ = writeln!(out, "{w}");
+    }
     for e in &errors.errors {
         let _ = writeln!(out, "{e}");
         let mut src = std::error::Error::source(e);
@@ -224,8 +271,9 @@ pub fn load_with_config_dir(
     configuration_directory: Option<&OsStr>,
 ) -> Result<Loaded, Errors> {
     let mut errors = Errors::default();
-    let files = match path {
-        Some(p) if p.is_dir() => dir_files(p, &mut errors),
+    let mut listing = Listing::default();
+    let dir = match path {
+        Some(p) if p.is_dir() => Some(p.to_path_buf()),
         Some(p) if p.symlink_metadata().is_err() => {
             errors.errors.push(Error::FindConfig {
                 path: p.to_path_buf(),
@@ -233,22 +281,25 @@ pub fn load_with_config_dir(
             return Err(errors);
         }
         Some(p) => match policy_file(p) {
-            Ok(()) => vec![p.to_path_buf()],
+            Ok(()) => {
+                listing.files.push(p.to_path_buf());
+                None
+            }
             Err(e) => {
                 errors.errors.push(e);
                 return Err(errors);
             }
         },
-        None => {
-            let dir = systemd_directory(configuration_directory)
-                .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_DIR));
-            if dir.is_dir() {
-                dir_files(&dir, &mut errors)
-            } else {
-                vec![]
-            }
-        }
+        None => Some(
+            systemd_directory(configuration_directory)
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_DIR)),
+        )
+        .filter(|d| d.is_dir()),
     };
+    if let Some(d) = &dir {
+        listing = dir_files(d, &mut errors);
+    }
+    let files = listing.files;
     let mut docs = Vec::new();
     let mut read = 0_u64;
     for f in &files {
@@ -266,23 +317,69 @@ pub fn load_with_config_dir(
             }
         }
     }
-    let built = build(&docs).and_then(|mut p| {
-        if let Some(shadow) = &mut p.shadow {
-            shadow.policy = Some(Box::new(load_shadow(&shadow.path)?));
+    // The shadow file is read even when the policy has other problems:
+    // every problem in one run.
+    let built = build_partial(&docs);
+    let mut policy = built.policy;
+    errors.errors.extend(built.errors.errors);
+    errors.warnings.extend(built.warnings);
+    if let Some(shadow) = policy.as_mut().and_then(|p| p.shadow.as_mut()) {
+        match load_shadow(&shadow.path) {
+            Ok(s) => shadow.policy = Some(Box::new(s)),
+            Err(more) => errors.errors.extend(more.errors),
         }
-        Ok(p)
+    }
+    // Other YAML files beside a missing main file are not read: say so
+    // (except those the policy names, the shadow and the web config).
+    let named: Vec<&Path> = policy.as_ref().map_or_else(Vec::new, |p| {
+        p.shadow
+            .iter()
+            .map(|s| s.path.as_path())
+            .chain(p.daemon.metrics_web_config.as_deref())
+            .collect()
     });
-    match built {
-        Ok(policy) if errors.errors.is_empty() => Ok(Loaded {
+    for f in &listing.ignored {
+        if named.iter().any(|n| n == f) {
+            continue;
+        }
+        errors.warnings.push(ignored_warning(f, dir.as_deref()));
+    }
+    match policy {
+        Some(policy) if errors.errors.is_empty() => Ok(Loaded {
             policy,
             default_applied: files.is_empty(),
             sources: files,
+            warnings: errors.warnings,
         }),
-        Ok(_) => Err(errors),
-        Err(more) => {
-            errors.errors.extend(more.errors);
+        partial => {
+            errors.partial = partial.map(Box::new);
             Err(errors)
         }
+    }
+}
+
+/// The main file's two names, in the order they are looked for.
+pub const MAIN_FILES: [&str; 2] = ["policy.yaml", "policy.yml"];
+
+/// The extensions a drop-in in `policy.d` may have.
+pub const DROP_IN_EXTENSIONS: [&str; 2] = ["yaml", "yml"];
+
+/// What a configuration directory holds: the files read, in merge order,
+/// and the files not read that look like they were meant to be.
+#[derive(Debug, Default)]
+struct Listing {
+    files: Vec<PathBuf>,
+    ignored: Vec<PathBuf>,
+}
+
+fn ignored_warning(f: &Path, dir: Option<&Path>) -> Warning {
+    let d = dir.map_or_else(String::new, |d| d.display().to_string());
+    Warning {
+        location: f.display().to_string(),
+        message: "ignored: not a policy file pptune reads".to_owned(),
+        hint: Some(format!(
+            "pptune reads {d}/policy.yaml (or policy.yml) and {d}/policy.d/*.yaml (or *.yml); rename it to be read, or remove it"
+        )),
     }
 }
 
@@ -373,16 +470,30 @@ pub fn systemd_directory(value: Option<&OsStr>) -> Option<PathBuf> {
         .map(|s| PathBuf::from(OsStr::from_bytes(s)))
 }
 
-/// `DIR/policy.yaml` then `DIR/policy.d/*.yaml` in lexical order (hidden
-/// files skipped, as systemd does for drop-ins).
-fn dir_files(dir: &Path, errors: &mut Errors) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    let main = dir.join("policy.yaml");
-    if main.symlink_metadata().is_ok() {
-        match policy_file(&main) {
-            Ok(()) => files.push(main),
+/// `DIR/policy.yaml` (or `policy.yml`) then `DIR/policy.d/*.yaml` and
+/// `*.yml` in lexical order (hidden files skipped, as systemd does for
+/// drop-ins). Not read, and listed as ignored: any other file in
+/// `policy.d`, and, when there is no main file, the YAML files in `DIR`.
+fn dir_files(dir: &Path, errors: &mut Errors) -> Listing {
+    let mut out = Listing::default();
+    let mains: Vec<PathBuf> = MAIN_FILES
+        .iter()
+        .map(|n| dir.join(n))
+        .filter(|m| m.symlink_metadata().is_ok())
+        .collect();
+    match mains.as_slice() {
+        [] => out.ignored.extend(
+            visible_files(dir)
+                .into_iter()
+                .filter(|p| has_extension(p, &DROP_IN_EXTENSIONS)),
+        ),
+        [main] => match policy_file(main) {
+            Ok(()) => out.files.push(main.clone()),
             Err(e) => errors.errors.push(e),
-        }
+        },
+        _ => errors.errors.push(Error::TwoMainFiles {
+            dir: dir.to_owned(),
+        }),
     }
     let d = dir.join("policy.d");
     // Present in any form (a file, a dangling symlink): read_dir says why
@@ -390,20 +501,19 @@ fn dir_files(dir: &Path, errors: &mut Errors) -> Vec<PathBuf> {
     if d.symlink_metadata().is_ok() {
         match std::fs::read_dir(&d) {
             Ok(rd) => {
-                let mut drop_ins: Vec<PathBuf> = rd
+                let mut entries: Vec<PathBuf> = rd
                     .filter_map(Result::ok)
                     .map(|e| e.path())
-                    .filter(|p| {
-                        p.extension() == Some(OsStr::new("yaml"))
-                            && p.file_name()
-                                .and_then(OsStr::to_str)
-                                .is_some_and(|n| !n.starts_with('.'))
-                    })
+                    .filter(|p| !hidden(p))
                     .collect();
-                drop_ins.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
-                for p in drop_ins {
+                entries.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
+                for p in entries {
+                    if !has_extension(&p, &DROP_IN_EXTENSIONS) {
+                        out.ignored.push(p);
+                        continue;
+                    }
                     match policy_file(&p) {
-                        Ok(()) => files.push(p),
+                        Ok(()) => out.files.push(p),
                         Err(e) => errors.errors.push(e),
                     }
                 }
@@ -411,13 +521,42 @@ fn dir_files(dir: &Path, errors: &mut Errors) -> Vec<PathBuf> {
             Err(source) => errors.errors.push(Error::ListDropIns { path: d, source }),
         }
     }
+    out
+}
+
+fn hidden(p: &Path) -> bool {
+    p.file_name()
+        .and_then(OsStr::to_str)
+        .is_none_or(|n| n.starts_with('.'))
+}
+
+fn has_extension(p: &Path, exts: &[&str]) -> bool {
+    p.extension()
+        .is_some_and(|e| exts.iter().any(|x| e == OsStr::new(x)))
+}
+
+/// The regular files (or symlinks to them) in `dir`, hidden ones left out,
+/// in lexical order; an unreadable directory lists none.
+fn visible_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| !hidden(p) && p.is_file())
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
     files
 }
 
 /// The shadow policy file at `path`, merged over the embedded default as a
 /// one-file configuration (no drop-ins), with every problem located in it.
 fn load_shadow(path: &Path) -> Result<policy::Policy, Errors> {
-    let one = |e: Error| Errors { errors: vec![e] };
+    let one = |e: Error| Errors {
+        errors: vec![e],
+        ..Errors::default()
+    };
     if path.symlink_metadata().is_err() {
         return Err(one(Error::FindShadow {
             path: path.to_owned(),
@@ -568,8 +707,34 @@ fn default_tree() -> Result<tree::Node, serde_saphyr::Error> {
     Ok(TREE.get_or_init(|| t).clone())
 }
 
-/// The pipeline: parse → schema check per file → merge → convert.
+/// [`build_partial`], as a result: the policy only when nothing was wrong.
 fn build(docs: &[(String, String)]) -> Result<policy::Policy, Errors> {
+    let b = build_partial(docs);
+    match b.policy {
+        Some(p) if b.errors.errors.is_empty() => Ok(p),
+        _ => Err(Errors {
+            warnings: b.warnings,
+            ..b.errors
+        }),
+    }
+}
+
+/// What [`build_partial`] made of the documents.
+struct Built {
+    /// The policy with invalid entries left out; `None` when none could be
+    /// made.
+    policy: Option<policy::Policy>,
+    errors: Errors,
+    warnings: Vec<Warning>,
+}
+
+/// The pipeline: parse → schema check per file → merge → convert.
+fn build_partial(docs: &[(String, String)]) -> Built {
+    let built = |policy, errors, warnings| Built {
+        policy,
+        errors,
+        warnings,
+    };
     let mut names = vec![DEFAULT_SOURCE_NAME.to_owned()];
     names.extend(docs.iter().map(|(n, _)| n.clone()));
     let at = |loc: tree::Loc| -> String {
@@ -582,7 +747,7 @@ fn build(docs: &[(String, String)]) -> Result<policy::Policy, Errors> {
         Ok(t) => t,
         Err(e) => {
             errors.errors.push(parse_error(DEFAULT_SOURCE_NAME, e));
-            return Err(errors);
+            return built(None, errors, vec![]);
         }
     };
     let mut structural = Vec::new();
@@ -623,7 +788,7 @@ fn build(docs: &[(String, String)]) -> Result<policy::Policy, Errors> {
         Ok(r) => r,
         // What the checks above reported is what the operator needs; a
         // second error about the same values, in serde's words, is not.
-        Err(_) if !errors.errors.is_empty() => return Err(errors),
+        Err(_) if !errors.errors.is_empty() => return built(None, errors, vec![]),
         Err(e) => {
             errors.errors.push(Error::InvalidValue {
                 location: at(base.loc),
@@ -633,24 +798,28 @@ fn build(docs: &[(String, String)]) -> Result<policy::Policy, Errors> {
                 ),
                 hint: None,
             });
-            return Err(errors);
+            return built(None, errors, vec![]);
         }
     };
-    match convert::convert(&raw, &base) {
-        Ok(p) if errors.errors.is_empty() => Ok(p),
-        Ok(_) => Err(errors),
-        Err(issues) => {
-            for i in issues {
-                errors.errors.push(Error::InvalidValue {
-                    location: at(i.loc),
-                    key: display_key(&i.path),
-                    message: i.message,
-                    hint: i.hint,
-                });
-            }
-            Err(errors)
-        }
+    let converted = convert::convert(&raw, &base);
+    for i in converted.issues {
+        errors.errors.push(Error::InvalidValue {
+            location: at(i.loc),
+            key: display_key(&i.path),
+            message: i.message,
+            hint: i.hint,
+        });
     }
+    let warnings = converted
+        .warnings
+        .into_iter()
+        .map(|i| Warning {
+            location: at(i.loc),
+            message: format!("{}: {}", display_key(&i.path), i.message),
+            hint: i.hint,
+        })
+        .collect();
+    built(Some(converted.policy), errors, warnings)
 }
 
 /// Removing an invalid entry can leave its parent incomplete (a rollout

@@ -25,7 +25,12 @@ struct ConfigSource(Option<PathBuf>);
 impl PolicySource for ConfigSource {
     fn load(&self) -> Result<Policy, PolicyNotLoaded> {
         config::load(self.0.as_deref())
-            .map(|l| l.policy)
+            .map(|l| {
+                for w in &l.warnings {
+                    tracing::warn!("policy: {w}");
+                }
+                l.policy
+            })
             .map_err(|e| PolicyNotLoaded(config::render(&e)))
     }
 }
