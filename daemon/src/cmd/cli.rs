@@ -196,12 +196,13 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum FleetCommand {
     /// Write a policy drop-in of starting rings per device class (driver,
-    /// MTU) from the rings the fleet's hosts converged to, with the
-    /// evidence in comments. Reads Prometheus; changes nothing else.
+    /// model, firmware, MTU, link speed) from the rings the fleet's hosts
+    /// converged to, with the evidence in comments. Reads Prometheus;
+    /// changes nothing else.
     Suggest {
         /// The Prometheus (or Thanos/Mimir query) base URL, e.g.
-        /// http://prometheus:9090.
-        #[arg(long, value_name = "URL")]
+        /// http://prometheus:9090; host:port alone means http://host:port.
+        #[arg(long, value_name = "URL", value_parser = parse_prometheus)]
         prometheus: String,
         /// How far back to look (at most 720h).
         #[arg(long, value_name = "D", default_value = "168h", value_parser = parse_duration)]
@@ -253,10 +254,34 @@ pub enum UsageError {
     ConfigRefused(&'static str),
     #[error("--config given twice (before and after the command name)")]
     ConfigTwice,
+    #[error(
+        "`{0}` is not a Prometheus base URL: http:// or https:// then a host (e.g. http://prometheus:9090, or prometheus:9090 for plain HTTP)"
+    )]
+    PrometheusUrl(String),
 }
 
 fn parse_listen(s: &str) -> Result<SocketAddr, UsageError> {
     config::parse_listen(s).ok_or_else(|| UsageError::Listen(s.to_owned()))
+}
+
+/// `--prometheus`: an http(s) URL with a host; `host:port` (no scheme)
+/// is taken as `http://host:port`, as Prometheus' own flags read it.
+pub fn parse_prometheus(s: &str) -> Result<String, UsageError> {
+    let bad = || UsageError::PrometheusUrl(s.to_owned());
+    let url = if s.contains("://") {
+        s.to_owned()
+    } else {
+        format!("http://{s}")
+    };
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .ok_or_else(bad)?;
+    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if host.is_empty() || host.starts_with(':') || host.chars().any(char::is_whitespace) {
+        return Err(bad());
+    }
+    Ok(url)
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, UsageError> {
