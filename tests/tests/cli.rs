@@ -659,3 +659,27 @@ fn check_reports_every_problem_and_what_it_ignores() {
         "{out:?}"
     );
 }
+
+/// `restore` as an ordinary user says it needs root or CAP_NET_ADMIN (it
+/// failed naming only the runtime directory it could not open).
+#[test]
+fn restore_as_an_ordinary_user_names_the_privilege_it_needs() {
+    use std::os::unix::fs::PermissionsExt as _;
+    require_root("setpriv to another user");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(pptune_bin())
+        .arg("restore")
+        .env("RUNTIME_DIRECTORY", dir.path().join("run"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = text(&out.stderr);
+    assert!(err.contains("needs root or CAP_NET_ADMIN"), "{err}");
+    assert!(
+        err.contains("Permission denied"),
+        "the cause is kept: {err}"
+    );
+}
