@@ -73,7 +73,7 @@ fn config_help_names_every_command_that_reads_the_policy() {
         .take(3)
         .collect::<Vec<_>>()
         .join(" ");
-    for cmd in ["run", "plan", "check", "record", "replay"] {
+    for cmd in ["run", "plan", "check", "record", "replay", "status"] {
         let sub = text(&pptune(&[cmd, "--help"]).stdout);
         assert!(sub.contains("--config"), "{cmd} --help: {sub}");
         assert!(line.contains(cmd), "{cmd} not in {line:?}");
@@ -83,7 +83,7 @@ fn config_help_names_every_command_that_reads_the_policy() {
 #[test]
 fn config_is_refused_by_commands_that_do_not_read_the_policy() {
     let ex = example();
-    for cmd in ["status", "verify", "restore"] {
+    for cmd in ["verify", "restore", "history"] {
         let out = pptune(&["--config", &ex, cmd]);
         assert_eq!(out.status.code(), Some(2), "{cmd}: {out:?}");
         let err = text(&out.stderr);

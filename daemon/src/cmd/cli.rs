@@ -25,7 +25,7 @@ use crate::publish::logging::LogFormat;
 )]
 pub struct Cli {
     /// Policy file or directory, for the commands that read the policy
-    /// (run, plan, check, record, replay).
+    /// (run, plan, check, record, replay, status).
     #[arg(long, value_name = "PATH")]
     pub config: Option<PathBuf>,
     #[command(subcommand)]
@@ -71,6 +71,10 @@ pub enum Command {
         interfaces: Vec<String>,
         #[command(flatten)]
         json: JsonFlag,
+        /// The policy whose reclaimable ring memory is shown (the modes
+        /// come from the running daemon's view).
+        #[command(flatten)]
+        config: ConfigArg,
     },
     /// Sample the live kernel as often as the policy needs for a finding and
     /// print what `run` would do, and why. Changes nothing.
@@ -300,10 +304,10 @@ impl Cli {
             Command::Run { config, .. }
             | Command::Plan { config, .. }
             | Command::Record { config, .. }
-            | Command::Replay { config, .. } => config.config.as_deref(),
+            | Command::Replay { config, .. }
+            | Command::Status { config, .. } => config.config.as_deref(),
             Command::Check { config, file } => config.config.as_deref().or(file.as_deref()),
-            Command::Status { .. }
-            | Command::Verify { .. }
+            Command::Verify { .. }
             | Command::Export { .. }
             | Command::Restore { .. }
             | Command::History { .. }

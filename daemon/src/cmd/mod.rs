@@ -36,7 +36,9 @@ pub async fn dispatch(command: Command, config: Option<&Path>) -> anyhow::Result
             web_config_file,
             ..
         } => run::run(config, metrics_listen, web_config_file.as_deref()).await,
-        Command::Status { interfaces, json } => status::status(interfaces, json.on, config).await,
+        Command::Status {
+            interfaces, json, ..
+        } => status::status(interfaces, json.on, config).await,
         Command::Plan {
             json,
             detailed_exitcode,
