@@ -19,12 +19,14 @@ use pptune::publish::metrics::Metrics;
 
 const FILE: &str = "packaging/prometheus/pptune-alerts.test.yaml";
 
-/// What happens in the scenario's minute `m` (the scrape at `m` minutes
-/// sees it).
-type Script = fn(u32) -> Vec<Event>;
+/// What the daemon of host `instance` does in the scenario's minute `m`
+/// (the scrape at `m` minutes sees it), through the calls the loop makes.
+type Script = fn(&Metrics, &str, u32);
 
 struct Scenario {
     name: &'static str,
+    /// The scraped hosts, each its own daemon.
+    hosts: &'static [&'static str],
     /// Scrapes, one a minute from 0.
     minutes: u32,
     /// The families written (every series of each).
@@ -49,9 +51,10 @@ const SCENARIOS: &[Scenario] = &[
     // change refused once and one applied each minute.
     Scenario {
         name: "changes-refused",
+        hosts: &["a:9864"],
         minutes: 44,
         families: &["pptune_actions_total"],
-        script: |m| {
+        script: |metrics, _, m| {
             let mut e = Vec::new();
             if [10, 20, 30].contains(&m) {
                 e.push(action("eth0", CHANNELS, "shrink", "refused"));
@@ -62,29 +65,56 @@ const SCENARIOS: &[Scenario] = &[
             if m > 0 {
                 e.push(action("eth1", RING, "grow", "applied"));
             }
-            e
+            metrics.count(e);
         },
     },
     // eth0's ring changed by someone else at minute 5; eth1 untouched.
     Scenario {
         name: "operator-override",
+        hosts: &["a:9864"],
         minutes: 26,
         families: &["pptune_operator_overrides_total"],
-        script: |m| {
+        script: |metrics, _, m| {
             if m == 5 {
-                vec![Event::Override {
+                metrics.count([Event::Override {
                     device: "eth0".into(),
                     knob: RING,
-                }]
-            } else {
-                vec![]
+                }]);
             }
+        },
+    },
+    // eth0 backed off for good; eth1 for half an hour.
+    Scenario {
+        name: "device-backed-off",
+        hosts: &["a:9864"],
+        minutes: 71,
+        families: &["pptune_device_backoff"],
+        script: |metrics, _, m| {
+            metrics.set_backoff("eth0", true);
+            metrics.set_backoff("eth1", m <= 30);
+        },
+    },
+    // a: a kernel without CONFIG_PAGE_POOL_STATS, for good; b: its devices
+    // down for half an hour, then up.
+    Scenario {
+        name: "judging-nothing",
+        hosts: &["a:9864", "b:9864"],
+        minutes: 71,
+        families: &["pptune_judging_nothing"],
+        script: |metrics, host, m| {
+            use pptune::publish::notes::Unjudged;
+            metrics.set_judging_nothing(match host {
+                "a:9864" => Some(Unjudged::NoPoolStats),
+                _ if m <= 30 => Some(Unjudged::DeviceDown),
+                _ => None,
+            });
         },
     },
 ];
 
-/// Two NICs pptune manages rings and channels on, known from minute 0.
-fn scrapes(s: &Scenario) -> Vec<BTreeMap<String, f64>> {
+/// One host's scrapes: two NICs pptune manages rings and channels on,
+/// known from minute 0, and the scenario's script.
+fn scrapes(s: &Scenario, host: &str) -> Vec<BTreeMap<String, f64>> {
     let mut policy = policy::fixtures::policy();
     policy.channels.enabled = true;
     let devices = [
@@ -97,7 +127,7 @@ fn scrapes(s: &Scenario) -> Vec<BTreeMap<String, f64>> {
             for d in &devices {
                 m.known(d, &policy, "enforce");
             }
-            m.count((s.script)(minute));
+            (s.script)(&m, host, minute);
             let text = pptune::publish::http::openmetrics_to_text004(&m.encode().unwrap());
             text.lines()
                 .filter(|l| !l.starts_with('#'))
@@ -141,12 +171,19 @@ fn expanding(values: &[f64]) -> String {
     out.join(" ")
 }
 
-/// The input series lines of one scenario, as the daemon of host
-/// `a:9864` exports them scraped under `job="pptune"`.
+/// The input series lines of one scenario, as each host's daemon exports
+/// them, scraped under `job="pptune"`.
 fn input_series(s: &Scenario) -> String {
-    let scrapes = scrapes(s);
-    let last = scrapes.last().unwrap();
     let mut out = String::new();
+    for host in s.hosts {
+        host_series(s, host, &mut out);
+    }
+    out
+}
+
+fn host_series(s: &Scenario, host: &str, out: &mut String) {
+    let scrapes = scrapes(s, host);
+    let last = scrapes.last().unwrap();
     for series in last.keys() {
         // Every series exists from the first scrape: a counter born later
         // would hide its first event from increase().
@@ -158,15 +195,14 @@ fn input_series(s: &Scenario) -> String {
             })
             .collect();
         let labelled = match series.strip_suffix('}') {
-            Some(head) => format!("{head},job=\"pptune\",instance=\"a:9864\"}}"),
-            None => format!("{series}{{job=\"pptune\",instance=\"a:9864\"}}"),
+            Some(head) => format!("{head},job=\"pptune\",instance=\"{host}\"}}"),
+            None => format!("{series}{{job=\"pptune\",instance=\"{host}\"}}"),
         };
         out.push_str(&format!(
             "      - series: '{labelled}'\n        values: '{}'\n",
             expanding(&values)
         ));
     }
-    out
 }
 
 /// The test file with every scenario's block regenerated.
