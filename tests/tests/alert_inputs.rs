@@ -46,7 +46,62 @@ fn action(device: &str, knob: Knob, direction: &'static str, result: &str) -> Ev
 const RING: Knob = Knob::Ring(RingField::Rx);
 const CHANNELS: Knob = Knob::Channels(ChannelField::Combined);
 
+/// Host `host`'s one NIC at minute `m` for the slow-path scenario, its
+/// pools' counters grown at the rates below since minute 0.
+fn slow_path_snapshot(host: &str, m: u32) -> policy::Snapshot {
+    use policy::fixtures::{Nic, QueueCounters};
+    let m = u64::from(m);
+    // (NIC, ring, per queue: slow refills, ring refills a minute)
+    let (d, ring, queues): (u32, u32, &[(u64, u64)]) = match host {
+        // slow path 30 % with the ring at the driver's maximum
+        "a:9864" => (0, 8192, &[(30, 70)]),
+        // as bad, but the ring can still grow: pptune's job, no alert
+        "b:9864" => (1, 1024, &[(30, 70)]),
+        // one queue at 60 % carrying 5 of the device's 1,000 refills a
+        // minute: 5 % over the device
+        _ => (2, 8192, &[(3, 2), (47, 948)]),
+    };
+    let mut nic = Nic::pci(d, "ice", u32::try_from(queues.len()).unwrap());
+    nic.rings.rx = Some(ring);
+    nic.rings.rx_max = Some(8192);
+    let dev = nic.device(|q| {
+        let (slow, refill) = queues[q as usize];
+        let mut c = QueueCounters::default();
+        c.pool.alloc_slow = slow * m;
+        c.pool.alloc_refill = refill * m;
+        c
+    });
+    policy::fixtures::snapshot(m * 60_000, "7.3.0", vec![dev])
+}
+
 const SCENARIOS: &[Scenario] = &[
+    // The slow-path alert reads the per-device sums every
+    // `daemon.queue_metrics` setting exports: a and b export none of the
+    // per-queue series, c all of them, which must not change the verdict.
+    Scenario {
+        name: "slow-path",
+        hosts: &["a:9864", "b:9864", "c:9864"],
+        minutes: 41,
+        families: &[
+            "pptune_device_pool_alloc_slow_refills_total",
+            "pptune_device_pool_alloc_refill_refills_total",
+            "pptune_queue_slow_refill_ratio",
+            "pptune_ring_entries",
+            "pptune_ring_max_entries",
+        ],
+        script: |metrics, host, m| {
+            use policy::accounting::PassDeltas;
+            use policy::policy::QueueSelection;
+            metrics.set_queue_series(if host == "c:9864" {
+                QueueSelection::All
+            } else {
+                QueueSelection::None
+            });
+            let now = slow_path_snapshot(host, m);
+            let before = m.checked_sub(1).map(|p| slow_path_snapshot(host, p));
+            metrics.observe(&now, &PassDeltas::of(before.as_ref(), &now));
+        },
+    },
     // eth0: a channel change refused every ~11 minutes; eth1: a ring
     // change refused once and one applied each minute.
     Scenario {
@@ -146,25 +201,40 @@ fn scrapes(s: &Scenario, host: &str) -> Vec<BTreeMap<String, f64>> {
 }
 
 /// Values in promtool's expanding notation: runs of a constant step as
-/// `a+bxn` (`axn` for a step of 0), n + 1 values each.
-fn expanding(values: &[f64]) -> String {
+/// `a+bxn` (`axn` for a step of 0), n + 1 values each; a scrape without
+/// the series is `_` (a run of them `_xn`).
+fn expanding(values: &[Option<f64>]) -> String {
     let mut out = Vec::new();
     let mut i = 0;
     while i < values.len() {
-        let a = values[i];
-        let step = values.get(i + 1).map_or(0.0, |b| b - a);
+        let Some(a) = values[i] else {
+            let n = values[i + 1..].iter().take_while(|v| v.is_none()).count();
+            out.push(if n == 0 {
+                "_".to_owned()
+            } else {
+                format!("_x{n}")
+            });
+            i += n + 1;
+            continue;
+        };
+        let step = values.get(i + 1).copied().flatten().map_or(0.0, |b| b - a);
         let mut n = 0;
         while values
             .get(i + n + 1)
-            .is_some_and(|v| *v == a + step * (n + 1) as f64)
+            .copied()
+            .flatten()
+            .is_some_and(|v| v == a + step * f64::from(u32::try_from(n + 1).unwrap()))
         {
             n += 1;
         }
-        out.push(match (n, step) {
-            (0, _) => format!("{a}"),
-            (_, s) if s == 0.0 => format!("{a}x{n}"),
-            (_, s) if s < 0.0 => format!("{a}{s}x{n}"),
-            (_, s) => format!("{a}+{s}x{n}"),
+        out.push(if n == 0 {
+            format!("{a}")
+        } else if step == 0.0 {
+            format!("{a}x{n}")
+        } else if step < 0.0 {
+            format!("{a}{step}x{n}")
+        } else {
+            format!("{a}+{step}x{n}")
         });
         i += n + 1;
     }
@@ -185,15 +255,15 @@ fn host_series(s: &Scenario, host: &str, out: &mut String) {
     let scrapes = scrapes(s, host);
     let last = scrapes.last().unwrap();
     for series in last.keys() {
-        // Every series exists from the first scrape: a counter born later
-        // would hide its first event from increase().
-        let values: Vec<f64> = scrapes
-            .iter()
-            .map(|sc| {
-                *sc.get(series)
-                    .unwrap_or_else(|| panic!("{}: {series} missing from a scrape", s.name))
-            })
-            .collect();
+        // Every counter exists from the first scrape: one born later would
+        // hide its first event from increase(). A gauge may come later (a
+        // ratio needs two passes).
+        let values: Vec<Option<f64>> = scrapes.iter().map(|sc| sc.get(series).copied()).collect();
+        assert!(
+            !series.contains("_total{") || values.iter().all(Option::is_some),
+            "{}: {series} missing from a scrape",
+            s.name
+        );
         let labelled = match series.strip_suffix('}') {
             Some(head) => format!("{head},job=\"pptune\",instance=\"{host}\"}}"),
             None => format!("{series}{{job=\"pptune\",instance=\"{host}\"}}"),
@@ -209,15 +279,19 @@ fn host_series(s: &Scenario, host: &str, out: &mut String) {
 fn regenerated(text: &str) -> String {
     let mut out = text.to_owned();
     for s in SCENARIOS {
-        let begin = format!("      # generated: {} (tests/tests/alert_inputs.rs)\n", s.name);
+        let begin = format!(
+            "      # generated: {} (tests/tests/alert_inputs.rs)\n",
+            s.name
+        );
         let end = format!("      # end generated: {}\n", s.name);
         let at = out
             .find(&begin)
             .unwrap_or_else(|| panic!("{FILE} has no `{}` marker", begin.trim()))
             + begin.len();
-        let to = at + out[at..]
-            .find(&end)
-            .unwrap_or_else(|| panic!("{FILE} has no `{}` marker", end.trim()));
+        let to = at
+            + out[at..]
+                .find(&end)
+                .unwrap_or_else(|| panic!("{FILE} has no `{}` marker", end.trim()));
         out.replace_range(at..to, &input_series(s));
     }
     out
@@ -240,8 +314,13 @@ fn alert_test_inputs_are_the_daemons_exposition() {
 
 #[test]
 fn expanding_notation_round_trips() {
-    assert_eq!(expanding(&[0.0, 0.0, 1.0, 1.0, 1.0]), "0x1 1x2");
-    assert_eq!(expanding(&[0.0, 1.0, 2.0, 3.0]), "0+1x3");
-    assert_eq!(expanding(&[5.0]), "5");
-    assert_eq!(expanding(&[3.0, 1.0, 1.0]), "3-2x1 1");
+    let some = |v: &[f64]| v.iter().copied().map(Some).collect::<Vec<_>>();
+    assert_eq!(expanding(&some(&[0.0, 0.0, 1.0, 1.0, 1.0])), "0x1 1x2");
+    assert_eq!(expanding(&some(&[0.0, 1.0, 2.0, 3.0])), "0+1x3");
+    assert_eq!(expanding(&some(&[5.0])), "5");
+    assert_eq!(expanding(&some(&[3.0, 1.0, 1.0])), "3-2x1 1");
+    assert_eq!(
+        expanding(&[None, None, Some(0.6), Some(0.6), None]),
+        "_x1 0.6x1 _"
+    );
 }
