@@ -20,6 +20,16 @@ use crate::tree::{Loc, Node, Value};
 struct Cx<'a> {
     tree: &'a Node,
     issues: Vec<Issue>,
+    warnings: Vec<Issue>,
+}
+
+/// What [`convert`] made: the policy (values it refused left at what
+/// could be made of them), the problems, and what is valid but probably
+/// not meant.
+pub(crate) struct Converted {
+    pub policy: p::Policy,
+    pub issues: Vec<Issue>,
+    pub warnings: Vec<Issue>,
 }
 
 impl Cx<'_> {
@@ -41,14 +51,24 @@ impl Cx<'_> {
         node.loc
     }
 
-    fn err(&mut self, path: &str, message: impl Into<String>, hint: impl Into<String>) {
+    fn issue(&self, path: &str, message: impl Into<String>, hint: impl Into<String>) -> Issue {
         let hint = hint.into();
-        self.issues.push(Issue {
+        Issue {
             loc: self.loc(path),
             path: path.to_owned(),
             message: message.into(),
             hint: (!hint.is_empty()).then_some(hint),
-        });
+        }
+    }
+
+    fn err(&mut self, path: &str, message: impl Into<String>, hint: impl Into<String>) {
+        let i = self.issue(path, message, hint);
+        self.issues.push(i);
+    }
+
+    fn warn(&mut self, path: &str, message: impl Into<String>, hint: impl Into<String>) {
+        let i = self.issue(path, message, hint);
+        self.warnings.push(i);
     }
 
     /// `None` (and an error) when unparsable, so follow-on comparisons
@@ -98,10 +118,11 @@ impl Cx<'_> {
 }
 
 /// Converts and cross-checks. `tree` is the merged document `raw` came from.
-pub(crate) fn convert(raw: &RawPolicy, tree: &Node) -> Result<p::Policy, Vec<Issue>> {
+pub(crate) fn convert(raw: &RawPolicy, tree: &Node) -> Converted {
     let mut cx = Cx {
         tree,
         issues: vec![],
+        warnings: vec![],
     };
     let enforces = matches!(raw.mode, RawMode::Enforce)
         || raw
@@ -143,10 +164,10 @@ pub(crate) fn convert(raw: &RawPolicy, tree: &Node) -> Result<p::Policy, Vec<Iss
         shadow,
         priors,
     };
-    if cx.issues.is_empty() {
-        Ok(policy)
-    } else {
-        Err(cx.issues)
+    Converted {
+        policy,
+        issues: cx.issues,
+        warnings: cx.warnings,
     }
 }
 
@@ -358,10 +379,24 @@ impl Cx<'_> {
         }
     }
 
-    /// `selectors`: no empty glob.
+    /// `selectors`: no empty glob; a driver pattern no known driver
+    /// matches is warned about (`mlx5` for `mlx5_core`).
     fn selectors(&mut self, raw: &[RawSelector]) -> Vec<p::Selector> {
         let mut selectors = Vec::new();
         for (i, s) in raw.iter().enumerate() {
+            for (j, d) in s.drivers.iter().enumerate() {
+                if !d.is_empty()
+                    && !policy::drivers::KNOWN_DRIVERS
+                        .iter()
+                        .any(|k| policy::select::glob_match(d, k))
+                {
+                    self.warn(
+                        &format!("selectors[{i}].drivers[{j}]"),
+                        format!("`{d}` matches no driver pptune knows; a device whose driver `ethtool -i` names otherwise is not selected by it"),
+                        format!("the drivers pptune knows (docs/drivers.md): {}", policy::drivers::KNOWN_DRIVERS.join(", ")),
+                    );
+                }
+            }
             for (j, g) in s.names.iter().chain(s.exclude.iter()).enumerate() {
                 if g.is_empty() {
                     self.err(

@@ -10,8 +10,11 @@
 //! flag:
 //!
 //! - `--config FILE`: the embedded default, then that file;
-//! - `--config DIR`: the embedded default, then `DIR/policy.yaml`, then
-//!   `DIR/policy.d/*.yaml` in lexical order;
+//! - `--config DIR`: the embedded default, then `DIR/policy.yaml` (or
+//!   `DIR/policy.yml`; both is an error), then `DIR/policy.d/*.yaml` and
+//!   `*.yml` in lexical order; any other file in `policy.d`, and any other
+//!   YAML file in `DIR` when there is no main file, is reported as ignored
+//!   ([`Warning`]);
 //! - no flag: as `DIR`, with `DIR` = the first path in
 //!   `$CONFIGURATION_DIRECTORY` (systemd's `ConfigurationDirectory=`) or
 //!   `/etc/pptune`.
@@ -33,13 +36,14 @@
 #![forbid(unsafe_code)]
 
 use std::ffi::OsStr;
-use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
 use serde_saphyr::MessageFormatter as _;
 
 mod convert;
+mod dirs;
+mod error;
 pub mod file;
 pub mod fleet;
 mod merge;
@@ -50,6 +54,8 @@ mod tree;
 pub mod web;
 
 pub use convert::{LISTEN_EXAMPLES, MAX_DURATION, parse_bytes, parse_duration, parse_listen};
+pub use dirs::{Dir, systemd_directory};
+pub use error::{Error, Errors, Warning, check_exit_code, render};
 
 /// `EX_CONFIG` from sysexits.h: `pptune check` and `pptune run` exit with it
 /// on an invalid policy, and the unit's `RestartPreventExitStatus=78` stops
@@ -81,133 +87,10 @@ pub struct Loaded {
     pub sources: Vec<PathBuf>,
     /// No file was found: the embedded default policy applies alone.
     pub default_applied: bool,
-}
-
-/// One problem with the policy.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// A `--config` path that does not exist.
-    #[error("{}: no such policy file or directory", path.display())]
-    FindConfig { path: PathBuf },
-    #[error("{}: cannot read the policy file", path.display())]
-    ReadFile {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    /// A policy path that exists but is not a regular file (or a symlink to
-    /// one): a directory, a FIFO, a socket, a dangling symlink. Never
-    /// skipped, so a broken deployment is not mistaken for "no policy".
-    #[error("{}: not a policy file: {what}", path.display())]
-    NotAFile { path: PathBuf, what: &'static str },
-    /// A file larger than a policy file can be; checked before reading.
-    #[error("{}: {size} bytes, more than the {MAX_POLICY_FILE_BYTES} a policy file may have", path.display())]
-    TooLarge { path: PathBuf, size: u64 },
-    /// The files before this one and this one together are larger than
-    /// all policy files may be; it and the files after it are not read.
-    #[error("{}: with the policy files before it, {total} bytes, more than the {MAX_POLICY_TOTAL_BYTES} all policy files together may have; it and the files after it were not read", path.display())]
-    TooMuchPolicy { path: PathBuf, total: u64 },
-    /// The policy's `shadow` names a file that does not exist.
-    #[error("{}: no such shadow policy file (named by `shadow`)", path.display())]
-    FindShadow { path: PathBuf },
-    /// The shadow policy names a shadow of its own.
-    #[error("{}: shadow: a shadow policy cannot name a shadow of its own", path.display())]
-    NestedShadow { path: PathBuf },
-    /// Bytes that are not UTF-8, at the first bad byte.
-    #[error("{location}: not UTF-8 text")]
-    NotUtf8 { location: String },
-    #[error("{}: cannot list policy drop-ins", path.display())]
-    ListDropIns {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    /// YAML that does not parse; `message` is the parser's, in words for
-    /// the person who wrote the file (no parser options, no snippet: the
-    /// location says where).
-    #[error("{location}: not valid YAML: {message}")]
-    ParseYaml { location: String, message: String },
-    /// A value that breaks the schema or contradicts another value.
-    #[error("{location}: {key}: {message}")]
-    InvalidValue {
-        /// `file:line:column`.
-        location: String,
-        /// Dotted key path, e.g. `rings.min` or `selectors[1].mode`.
-        key: String,
-        message: String,
-        hint: Option<String>,
-    },
-}
-
-impl Error {
-    /// The hint, for errors that carry one.
-    #[must_use]
-    pub fn hint(&self) -> Option<&str> {
-        match self {
-            Self::InvalidValue { hint, .. } => hint.as_deref(),
-            Self::FindConfig { .. } => Some("pass an existing file or directory to --config"),
-            Self::NotAFile { .. } => {
-                Some("replace it with a regular YAML file, or remove it to use the defaults")
-            }
-            Self::TooLarge { .. } | Self::TooMuchPolicy { .. } => {
-                Some("a policy is a few kilobytes of YAML")
-            }
-            Self::FindShadow { .. } => {
-                Some("create the file, or set `shadow: null` to run without a shadow policy")
-            }
-            Self::NestedShadow { .. } => Some("remove `shadow` from the shadow policy file"),
-            _ => None,
-        }
-    }
-}
-
-/// Every problem found in one run.
-#[derive(Debug, Default)]
-pub struct Errors {
-    pub errors: Vec<Error>,
-}
-
-impl fmt::Display for Errors {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&render(self))
-    }
-}
-
-impl std::error::Error for Errors {}
-
-/// Renders every error as text for `pptune check` and `pptune run`: one
-/// `file:line:column: key: message` line each, the cause and hint indented
-/// below, and a count at the end.
-#[must_use]
-pub fn render(errors: &Errors) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::new();
-    for e in &errors.errors {
-        let _ = writeln!(out, "{e}");
-        let mut src = std::error::Error::source(e);
-        while let Some(s) = src {
-            for line in s.to_string().lines() {
-                let _ = writeln!(out, "    {line}");
-            }
-            src = s.source();
-        }
-        if let Some(h) = e.hint() {
-            let _ = writeln!(out, "    hint: {h}");
-        }
-    }
-    let n = errors.errors.len();
-    let _ = writeln!(
-        out,
-        "{n} problem{} found; the policy was not applied",
-        if n == 1 { "" } else { "s" }
-    );
-    out
-}
-
-/// The exit code for `pptune check`: 0 when valid, [`EX_CONFIG`] otherwise.
-#[must_use]
-pub fn check_exit_code<T>(result: &Result<T, Errors>) -> i32 {
-    if result.is_ok() { 0 } else { EX_CONFIG }
+    /// What the load noticed but did not refuse: files it ignored, a
+    /// selector naming no driver pptune knows. `check` prints them, `run`
+    /// logs them at every load.
+    pub warnings: Vec<Warning>,
 }
 
 /// Loads the policy as every command does (see the crate docs); `path` is
@@ -224,8 +107,9 @@ pub fn load_with_config_dir(
     configuration_directory: Option<&OsStr>,
 ) -> Result<Loaded, Errors> {
     let mut errors = Errors::default();
-    let files = match path {
-        Some(p) if p.is_dir() => dir_files(p, &mut errors),
+    let mut listing = Listing::default();
+    let dir = match path {
+        Some(p) if p.is_dir() => Some(p.to_path_buf()),
         Some(p) if p.symlink_metadata().is_err() => {
             errors.errors.push(Error::FindConfig {
                 path: p.to_path_buf(),
@@ -233,22 +117,25 @@ pub fn load_with_config_dir(
             return Err(errors);
         }
         Some(p) => match policy_file(p) {
-            Ok(()) => vec![p.to_path_buf()],
+            Ok(()) => {
+                listing.files.push(p.to_path_buf());
+                None
+            }
             Err(e) => {
                 errors.errors.push(e);
                 return Err(errors);
             }
         },
-        None => {
-            let dir = systemd_directory(configuration_directory)
-                .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_DIR));
-            if dir.is_dir() {
-                dir_files(&dir, &mut errors)
-            } else {
-                vec![]
-            }
-        }
+        None => Some(
+            systemd_directory(configuration_directory)
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_DIR)),
+        )
+        .filter(|d| d.is_dir()),
     };
+    if let Some(d) = &dir {
+        listing = dir_files(d, &mut errors);
+    }
+    let files = listing.files;
     let mut docs = Vec::new();
     let mut read = 0_u64;
     for f in &files {
@@ -266,123 +153,96 @@ pub fn load_with_config_dir(
             }
         }
     }
-    let built = build(&docs).and_then(|mut p| {
-        if let Some(shadow) = &mut p.shadow {
-            shadow.policy = Some(Box::new(load_shadow(&shadow.path)?));
+    // The shadow file is read even when the policy has other problems:
+    // every problem in one run.
+    let built = build_partial(&docs);
+    let mut policy = built.policy;
+    errors.errors.extend(built.errors.errors);
+    errors.warnings.extend(built.warnings);
+    if let Some(shadow) = policy.as_mut().and_then(|p| p.shadow.as_mut()) {
+        match load_shadow(&shadow.path) {
+            Ok(s) => shadow.policy = Some(Box::new(s)),
+            Err(more) => errors.errors.extend(more.errors),
         }
-        Ok(p)
+    }
+    // Other YAML files beside a missing main file are not read: say so
+    // (except those the policy names, the shadow and the web config).
+    let named: Vec<&Path> = policy.as_ref().map_or_else(Vec::new, |p| {
+        p.shadow
+            .iter()
+            .map(|s| s.path.as_path())
+            .chain(p.daemon.metrics_web_config.as_deref())
+            .collect()
     });
-    match built {
-        Ok(policy) if errors.errors.is_empty() => Ok(Loaded {
+    for f in &listing.ignored {
+        if named.iter().any(|n| n == f) {
+            continue;
+        }
+        errors.warnings.push(ignored_warning(f, dir.as_deref()));
+    }
+    match policy {
+        Some(policy) if errors.errors.is_empty() => Ok(Loaded {
             policy,
             default_applied: files.is_empty(),
             sources: files,
+            warnings: errors.warnings,
         }),
-        Ok(_) => Err(errors),
-        Err(more) => {
-            errors.errors.extend(more.errors);
+        partial => {
+            errors.partial = partial.map(Box::new);
             Err(errors)
         }
     }
 }
 
-/// pptune's two directories: the runtime directory holds what a restore
-/// needs while the machine is up (the state record of originals, its lock,
-/// the control socket); the state directory what outlives a reboot (the
-/// recording, the change journal).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Dir {
-    Runtime,
-    State,
+/// The main file's two names, in the order they are looked for.
+pub const MAIN_FILES: [&str; 2] = ["policy.yaml", "policy.yml"];
+
+/// The extensions a drop-in in `policy.d` may have.
+pub const DROP_IN_EXTENSIONS: [&str; 2] = ["yaml", "yml"];
+
+/// What a configuration directory holds: the files read, in merge order,
+/// and the files not read that look like they were meant to be.
+#[derive(Debug, Default)]
+struct Listing {
+    files: Vec<PathBuf>,
+    ignored: Vec<PathBuf>,
 }
 
-impl Dir {
-    /// The variable systemd sets for the unit's `RuntimeDirectory=` /
-    /// `StateDirectory=`.
-    #[must_use]
-    pub const fn variable(self) -> &'static str {
-        match self {
-            Self::Runtime => "RUNTIME_DIRECTORY",
-            Self::State => "STATE_DIRECTORY",
-        }
-    }
-
-    /// The system location: the unit's, and a root daemon's.
-    #[must_use]
-    pub fn system(self) -> &'static Path {
-        Path::new(match self {
-            Self::Runtime => "/run/pptune",
-            Self::State => "/var/lib/pptune",
-        })
-    }
-
-    /// Where this process keeps the directory ([`Dir::choose`] on the
-    /// environment, the effective uid and the file system).
-    #[must_use]
-    pub fn path(self) -> PathBuf {
-        let root = nix::unistd::geteuid().is_root();
-        let system_exists = self.system().symlink_metadata().is_ok();
-        self.choose(root, system_exists, |k| std::env::var_os(k))
-    }
-
-    /// The rule, in one place:
-    /// 1. the variable systemd sets (`RUNTIME_DIRECTORY`, `STATE_DIRECTORY`);
-    /// 2. the system location when running as root, or when it exists (a
-    ///    system daemon's files, which `status`, `history` and `restore`
-    ///    run by another user mean to read);
-    /// 3. otherwise the user's own, as systemd gives a `--user` unit:
-    ///    `$XDG_RUNTIME_DIR/pptune`, and `$XDG_STATE_HOME/pptune` or
-    ///    `~/.local/state/pptune` (relative values ignored, as the XDG
-    ///    base-directory spec says), so `run` observes without root;
-    /// 4. the system location when the user has none (opening it then
-    ///    fails naming it and the variable to set).
-    pub fn choose(
-        self,
-        root: bool,
-        system_exists: bool,
-        env: impl Fn(&str) -> Option<std::ffi::OsString>,
-    ) -> PathBuf {
-        if let Some(dir) = systemd_directory(env(self.variable()).as_deref()) {
-            return dir;
-        }
-        if root || system_exists {
-            return self.system().to_owned();
-        }
-        let absolute = |k: &str| env(k).map(PathBuf::from).filter(|p| p.is_absolute());
-        let user = match self {
-            Self::Runtime => absolute("XDG_RUNTIME_DIR"),
-            Self::State => absolute("XDG_STATE_HOME")
-                .or_else(|| absolute("HOME").map(|h| h.join(".local/state"))),
-        };
-        user.map_or_else(|| self.system().to_owned(), |d| d.join("pptune"))
+fn ignored_warning(f: &Path, dir: Option<&Path>) -> Warning {
+    let d = dir.map_or_else(String::new, |d| d.display().to_string());
+    Warning {
+        location: f.display().to_string(),
+        message: "ignored: not a policy file pptune reads".to_owned(),
+        hint: Some(format!(
+            "pptune reads {d}/policy.yaml (or policy.yml) and {d}/policy.d/*.yaml (or *.yml); rename it to be read, or remove it"
+        )),
     }
 }
 
-/// The directory a systemd `*Directory=` variable names
-/// (`$CONFIGURATION_DIRECTORY`, `$RUNTIME_DIRECTORY`, `$STATE_DIRECTORY`):
-/// systemd passes a colon-separated list and the first entry is ours.
-/// Taken as bytes: a path that is not UTF-8 is still that path (it fell
-/// back to the host's real directory before). `None` when unset or empty.
-#[must_use]
-pub fn systemd_directory(value: Option<&OsStr>) -> Option<PathBuf> {
-    use std::os::unix::ffi::OsStrExt as _;
-    value?
-        .as_bytes()
-        .split(|&b| b == b':')
-        .find(|s| !s.is_empty())
-        .map(|s| PathBuf::from(OsStr::from_bytes(s)))
-}
-
-/// `DIR/policy.yaml` then `DIR/policy.d/*.yaml` in lexical order (hidden
-/// files skipped, as systemd does for drop-ins).
-fn dir_files(dir: &Path, errors: &mut Errors) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    let main = dir.join("policy.yaml");
-    if main.symlink_metadata().is_ok() {
-        match policy_file(&main) {
-            Ok(()) => files.push(main),
+/// `DIR/policy.yaml` (or `policy.yml`) then `DIR/policy.d/*.yaml` and
+/// `*.yml` in lexical order (hidden files skipped, as systemd does for
+/// drop-ins). Not read, and listed as ignored: any other file in
+/// `policy.d`, and, when there is no main file, the YAML files in `DIR`.
+fn dir_files(dir: &Path, errors: &mut Errors) -> Listing {
+    let mut out = Listing::default();
+    let mains: Vec<PathBuf> = MAIN_FILES
+        .iter()
+        .map(|n| dir.join(n))
+        .filter(|m| m.symlink_metadata().is_ok())
+        .collect();
+    match mains.as_slice() {
+        [] => out.ignored.extend(
+            visible_files(dir)
+                .into_iter()
+                .filter(|p| has_extension(p, &DROP_IN_EXTENSIONS)),
+        ),
+        [main] => match policy_file(main) {
+            Ok(()) => out.files.push(main.clone()),
             Err(e) => errors.errors.push(e),
-        }
+        },
+        _ => errors.errors.push(Error::TwoMainFiles {
+            dir: dir.to_owned(),
+        }),
     }
     let d = dir.join("policy.d");
     // Present in any form (a file, a dangling symlink): read_dir says why
@@ -390,20 +250,19 @@ fn dir_files(dir: &Path, errors: &mut Errors) -> Vec<PathBuf> {
     if d.symlink_metadata().is_ok() {
         match std::fs::read_dir(&d) {
             Ok(rd) => {
-                let mut drop_ins: Vec<PathBuf> = rd
+                let mut entries: Vec<PathBuf> = rd
                     .filter_map(Result::ok)
                     .map(|e| e.path())
-                    .filter(|p| {
-                        p.extension() == Some(OsStr::new("yaml"))
-                            && p.file_name()
-                                .and_then(OsStr::to_str)
-                                .is_some_and(|n| !n.starts_with('.'))
-                    })
+                    .filter(|p| !hidden(p))
                     .collect();
-                drop_ins.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
-                for p in drop_ins {
+                entries.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
+                for p in entries {
+                    if !has_extension(&p, &DROP_IN_EXTENSIONS) {
+                        out.ignored.push(p);
+                        continue;
+                    }
                     match policy_file(&p) {
-                        Ok(()) => files.push(p),
+                        Ok(()) => out.files.push(p),
                         Err(e) => errors.errors.push(e),
                     }
                 }
@@ -411,13 +270,42 @@ fn dir_files(dir: &Path, errors: &mut Errors) -> Vec<PathBuf> {
             Err(source) => errors.errors.push(Error::ListDropIns { path: d, source }),
         }
     }
+    out
+}
+
+fn hidden(p: &Path) -> bool {
+    p.file_name()
+        .and_then(OsStr::to_str)
+        .is_none_or(|n| n.starts_with('.'))
+}
+
+fn has_extension(p: &Path, exts: &[&str]) -> bool {
+    p.extension()
+        .is_some_and(|e| exts.iter().any(|x| e == OsStr::new(x)))
+}
+
+/// The regular files (or symlinks to them) in `dir`, hidden ones left out,
+/// in lexical order; an unreadable directory lists none.
+fn visible_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| !hidden(p) && p.is_file())
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
     files
 }
 
 /// The shadow policy file at `path`, merged over the embedded default as a
 /// one-file configuration (no drop-ins), with every problem located in it.
 fn load_shadow(path: &Path) -> Result<policy::Policy, Errors> {
-    let one = |e: Error| Errors { errors: vec![e] };
+    let one = |e: Error| Errors {
+        errors: vec![e],
+        ..Errors::default()
+    };
     if path.symlink_metadata().is_err() {
         return Err(one(Error::FindShadow {
             path: path.to_owned(),
@@ -568,8 +456,34 @@ fn default_tree() -> Result<tree::Node, serde_saphyr::Error> {
     Ok(TREE.get_or_init(|| t).clone())
 }
 
-/// The pipeline: parse → schema check per file → merge → convert.
+/// [`build_partial`], as a result: the policy only when nothing was wrong.
 fn build(docs: &[(String, String)]) -> Result<policy::Policy, Errors> {
+    let b = build_partial(docs);
+    match b.policy {
+        Some(p) if b.errors.errors.is_empty() => Ok(p),
+        _ => Err(Errors {
+            warnings: b.warnings,
+            ..b.errors
+        }),
+    }
+}
+
+/// What [`build_partial`] made of the documents.
+struct Built {
+    /// The policy with invalid entries left out; `None` when none could be
+    /// made.
+    policy: Option<policy::Policy>,
+    errors: Errors,
+    warnings: Vec<Warning>,
+}
+
+/// The pipeline: parse → schema check per file → merge → convert.
+fn build_partial(docs: &[(String, String)]) -> Built {
+    let built = |policy, errors, warnings| Built {
+        policy,
+        errors,
+        warnings,
+    };
     let mut names = vec![DEFAULT_SOURCE_NAME.to_owned()];
     names.extend(docs.iter().map(|(n, _)| n.clone()));
     let at = |loc: tree::Loc| -> String {
@@ -582,7 +496,7 @@ fn build(docs: &[(String, String)]) -> Result<policy::Policy, Errors> {
         Ok(t) => t,
         Err(e) => {
             errors.errors.push(parse_error(DEFAULT_SOURCE_NAME, e));
-            return Err(errors);
+            return built(None, errors, vec![]);
         }
     };
     let mut structural = Vec::new();
@@ -623,7 +537,7 @@ fn build(docs: &[(String, String)]) -> Result<policy::Policy, Errors> {
         Ok(r) => r,
         // What the checks above reported is what the operator needs; a
         // second error about the same values, in serde's words, is not.
-        Err(_) if !errors.errors.is_empty() => return Err(errors),
+        Err(_) if !errors.errors.is_empty() => return built(None, errors, vec![]),
         Err(e) => {
             errors.errors.push(Error::InvalidValue {
                 location: at(base.loc),
@@ -633,24 +547,28 @@ fn build(docs: &[(String, String)]) -> Result<policy::Policy, Errors> {
                 ),
                 hint: None,
             });
-            return Err(errors);
+            return built(None, errors, vec![]);
         }
     };
-    match convert::convert(&raw, &base) {
-        Ok(p) if errors.errors.is_empty() => Ok(p),
-        Ok(_) => Err(errors),
-        Err(issues) => {
-            for i in issues {
-                errors.errors.push(Error::InvalidValue {
-                    location: at(i.loc),
-                    key: display_key(&i.path),
-                    message: i.message,
-                    hint: i.hint,
-                });
-            }
-            Err(errors)
-        }
+    let converted = convert::convert(&raw, &base);
+    for i in converted.issues {
+        errors.errors.push(Error::InvalidValue {
+            location: at(i.loc),
+            key: display_key(&i.path),
+            message: i.message,
+            hint: i.hint,
+        });
     }
+    let warnings = converted
+        .warnings
+        .into_iter()
+        .map(|i| Warning {
+            location: at(i.loc),
+            message: format!("{}: {}", display_key(&i.path), i.message),
+            hint: i.hint,
+        })
+        .collect();
+    built(Some(converted.policy), errors, warnings)
 }
 
 /// Removing an invalid entry can leave its parent incomplete (a rollout

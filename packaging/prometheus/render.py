@@ -24,6 +24,19 @@ It writes into --out:
                                            Grafana sidecar loads (label
                                            grafana_dashboard: "1")
 
+The Debian package installs it as /usr/share/pptune/prometheus/render.py,
+beside the files it reads (usr/share/pptune/prometheus/ and grafana/, the
+same layout as packaging/ here), so a host renders its fleet's rules with
+
+  /usr/share/pptune/prometheus/render.py \
+      --runbook https://wiki.example.com/pptune/troubleshooting.md --out DIR
+
+The shipped files' runbook_url base is a placeholder
+(https://example.invalid/...): there is no place every fleet can read, so
+--runbook is where you publish docs/troubleshooting.md (the package has it
+as /usr/share/doc/pptune/troubleshooting.md.gz); without it the script says
+the links go nowhere.
+
 The committed packaging/kubernetes/monitoring/ is this script's output with
 the defaults (`render.py --kubernetes-only --out packaging/kubernetes/monitoring`);
 a test renders it again and fails when it is stale. Text in, text out: the
@@ -37,10 +50,12 @@ import pathlib
 import re
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-ALERTS = ROOT / "packaging/prometheus/pptune-alerts.yaml"
-RULES = ROOT / "packaging/prometheus/pptune-rules.yaml"
-DASHBOARD = ROOT / "packaging/grafana/pptune-dashboard.json"
+# packaging/ in the source tree, /usr/share/pptune/ in the package: the same
+# prometheus/ and grafana/ beneath.
+HOME = pathlib.Path(__file__).resolve().parents[1]
+ALERTS = HOME / "prometheus/pptune-alerts.yaml"
+RULES = HOME / "prometheus/pptune-rules.yaml"
+DASHBOARD = HOME / "grafana/pptune-dashboard.json"
 
 DEFAULT_SELECTOR = 'job="pptune"'
 DEFAULT_RUNBOOK = "https://example.invalid/pptune/blob/main/docs/troubleshooting.md"
@@ -138,6 +153,12 @@ def main():
         fail(f"--selector {args.selector!r}: not a list of label matchers like job=\"pptune\"")
     if not re.fullmatch(r"https?://\S+", args.runbook):
         fail(f"--runbook {args.runbook!r}: not an http(s) URL")
+    if args.runbook == DEFAULT_RUNBOOK:
+        print(
+            "render.py: warning: no --runbook: every alert's runbook_url points at "
+            f"{DEFAULT_RUNBOOK}, a placeholder; pass where you publish troubleshooting.md",
+            file=sys.stderr,
+        )
 
     alerts = alerts_text(args.selector, args.runbook)
     rules = RULES.read_text()

@@ -402,6 +402,29 @@ pub fn driver_info(dev: &Device) -> DriverInfo {
     )
 }
 
+/// The drivers [`driver_row`] has a row for, by the name `ethtool -i`
+/// gives: docs/drivers.md's table, in its order. The policy's check warns
+/// about a selector's driver pattern that matches none of them.
+pub const KNOWN_DRIVERS: &[&str] = &[
+    "ice",
+    "iavf",
+    "idpf",
+    "gve",
+    "bnxt_en",
+    "mlx5_core",
+    "mlx4_en",
+    "mana",
+    "ionic",
+    "eea",
+    "rvu_nicpf",
+    "rvu_nicvf",
+    "rvu-nicvf",
+    "enic",
+    "fbnic",
+    "virtio_net",
+    "netdevsim",
+];
+
 /// One row of docs/drivers.md: the driver's facts in `mode`.
 #[must_use]
 #[allow(clippy::too_many_lines)]

@@ -292,7 +292,17 @@ fn drop_ins_merge_in_lexical_order() {
         "rings:\n  max: 2048\n  headroom: 1.5\ndisruption:\n  drivers:\n    ice: brief\n",
     );
     write(d.path(), "policy.d/.swap.yaml", "mode: nonsense\n");
-    write(d.path(), "policy.d/notes.yml", "mode: nonsense\n");
+    write(d.path(), "policy.d/notes.txt", "mode: nonsense\n");
+    write(
+        d.path(),
+        "policy.d/20-late.yaml.dpkg-old",
+        "mode: nonsense\n",
+    );
+    write(
+        d.path(),
+        "policy.d/25-site.yml",
+        "rings:\n  rounding: none\n",
+    );
     write(
         d.path(),
         "policy.d/30-selectors.yaml",
@@ -311,10 +321,27 @@ fn drop_ins_merge_in_lexical_order() {
             "policy.yaml",
             "policy.d/10-early.yaml",
             "policy.d/20-late.yaml",
+            "policy.d/25-site.yml",
             "policy.d/30-selectors.yaml"
         ]
     );
+    // What policy.d holds and is not read is said, each file by name.
+    let ignored: Vec<String> = l.warnings.iter().map(|w| w.location.clone()).collect();
+    assert_eq!(
+        ignored,
+        [
+            d.path().join("policy.d/20-late.yaml.dpkg-old"),
+            d.path().join("policy.d/notes.txt")
+        ]
+        .map(|p| p.display().to_string())
+    );
+    assert!(l.warnings.iter().all(|w| w.message.contains("ignored")));
     let p = l.policy;
+    assert_eq!(
+        p.rings.rounding,
+        policy::policy::Rounding::None,
+        ".yml drop-in read"
+    );
     assert_eq!(p.mode, Mode::Enforce);
     assert_eq!(p.rings.max, 4096, "later drop-in wins");
     assert_eq!(p.rings.min, 128, "untouched keys survive the merge");
@@ -573,5 +600,109 @@ fn a_shadow_policy_is_read_with_the_policy_and_fails_it_when_broken() {
     assert_eq!(
         located(&e).into_iter().map(|(_, k)| k).collect::<Vec<_>>(),
         ["shadow"]
+    );
+}
+
+/// A directory with no main policy file but other YAML files: the default
+/// applies, and each of those files is named as ignored (not a silent
+/// "embedded default"); the files the policy names are not.
+#[test]
+fn yaml_beside_a_missing_main_file_is_reported_as_ignored() {
+    let d = tempfile::tempdir().unwrap();
+    write(d.path(), "pptune.yaml", "mode: enforce\n");
+    write(d.path(), "README", "not yaml\n");
+    let l = load_with_config_dir(Some(d.path()), None).unwrap();
+    assert!(l.default_applied);
+    let w: Vec<String> = l.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].contains("pptune.yaml: warning: ignored"), "{w:?}");
+    assert!(
+        w[0].contains("policy.yaml"),
+        "the hint names the file read: {w:?}"
+    );
+    // A shadow named by a drop-in is the policy's, not an ignored file.
+    let shadow = write(d.path(), "shadow.yaml", "mode: observe\n");
+    write(
+        d.path(),
+        "policy.d/10-shadow.yaml",
+        &format!("shadow: {}\n", shadow.display()),
+    );
+    let l = load_with_config_dir(Some(d.path()), None).unwrap();
+    let w: Vec<String> = l.warnings.iter().map(|w| w.location.clone()).collect();
+    assert_eq!(w, [d.path().join("pptune.yaml").display().to_string()]);
+}
+
+/// `policy.yml` is the main file as `policy.yaml` is; both is an error.
+#[test]
+fn policy_yml_is_the_main_file_and_two_main_files_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    write(d.path(), "policy.yml", "mode: enforce\n");
+    let l = load_with_config_dir(Some(d.path()), None).unwrap();
+    assert_eq!(l.policy.mode, Mode::Enforce);
+    assert!(l.warnings.is_empty(), "{:?}", l.warnings);
+    write(d.path(), "policy.yaml", "mode: observe\n");
+    let e = load_with_config_dir(Some(d.path()), None).unwrap_err();
+    assert!(
+        matches!(e.errors.as_slice(), [Error::TwoMainFiles { .. }]),
+        "{e:?}"
+    );
+}
+
+/// Every problem in one run: a schema error and a missing shadow file are
+/// reported together, and the partial policy names the web config for the
+/// command that checks it.
+#[test]
+fn a_schema_error_and_a_missing_shadow_are_reported_together() {
+    let d = tempfile::tempdir().unwrap();
+    let missing = d.path().join("no-shadow.yaml");
+    write(
+        d.path(),
+        "policy.yaml",
+        &format!(
+            "rings:\n  mn: 3\nshadow: {}\ndaemon:\n  metrics_web_config: /nonexistent/web.yml\n",
+            missing.display()
+        ),
+    );
+    let e = load_with_config_dir(Some(d.path()), None).unwrap_err();
+    assert!(
+        e.errors
+            .iter()
+            .any(|e| matches!(e, Error::InvalidValue { key, .. } if key == "rings.mn")),
+        "{e:?}"
+    );
+    assert!(
+        e.errors
+            .iter()
+            .any(|e| matches!(e, Error::FindShadow { path } if *path == missing)),
+        "{e:?}"
+    );
+    let partial = e.partial.as_ref().expect("the policy as far as it goes");
+    assert_eq!(
+        partial.daemon.metrics_web_config.as_deref(),
+        Some(Path::new("/nonexistent/web.yml"))
+    );
+}
+
+/// A selector's driver that matches no driver pptune knows is warned
+/// about, with the known names; a glob that matches one is not.
+#[test]
+fn a_selector_driver_no_known_driver_has_is_warned_about() {
+    let d = tempfile::tempdir().unwrap();
+    write(
+        d.path(),
+        "policy.yaml",
+        "selectors:\n  - drivers: [mlx5]\n  - drivers: [mlx5_*, ice]\n",
+    );
+    let l = load_with_config_dir(Some(d.path()), None).unwrap();
+    let w: Vec<String> = l.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].contains("policy.yaml:2:15"), "{w:?}");
+    assert!(
+        w[0].contains("selectors[0].drivers[0]: `mlx5` matches no driver"),
+        "{w:?}"
+    );
+    assert!(
+        w[0].contains("mlx5_core"),
+        "the hint lists the known names: {w:?}"
     );
 }

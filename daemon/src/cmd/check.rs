@@ -3,30 +3,65 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use super::{ex_config, load_policy};
+use super::ex_config;
 
-/// `pptune check`.
+/// `pptune check`: every problem at once (the policy files, the shadow
+/// file and the web config the policy names), then what was read and what
+/// was ignored.
 #[must_use]
 pub fn check(path: Option<&Path>) -> ExitCode {
-    match load_policy(path) {
+    let mut errors = match config::load(path) {
         Ok(l) => {
-            // The web config the policy names is part of what `run` needs.
-            if let Some(w) = &l.policy.daemon.metrics_web_config
-                && let Err(e) = crate::publish::http::Web::load(w)
-            {
-                crate::say_err!("daemon.metrics_web_config: {e}");
-                crate::say_err!("1 problem found; the policy was not applied");
-                return ex_config();
+            let web = l.policy.daemon.metrics_web_config.as_deref();
+            match web.and_then(web_config_problem) {
+                None => {
+                    say_warnings(&l.warnings);
+                    say_ok(&l);
+                    return ExitCode::SUCCESS;
+                }
+                Some(e) => config::Errors {
+                    errors: vec![e],
+                    warnings: l.warnings,
+                    partial: None,
+                },
             }
-            if l.default_applied {
-                crate::say!("policy OK: no policy file found, the embedded default policy applies");
-            } else {
-                let files: Vec<String> =
-                    l.sources.iter().map(|p| p.display().to_string()).collect();
-                crate::say!("policy OK: {}", files.join(", "));
-            }
-            ExitCode::SUCCESS
         }
-        Err(code) => code,
+        Err(e) => e,
+    };
+    // The web config the policy names is part of what `run` needs.
+    if let Some(e) = errors
+        .partial
+        .as_ref()
+        .and_then(|p| p.daemon.metrics_web_config.as_deref())
+        .and_then(web_config_problem)
+    {
+        errors.errors.push(e);
+    }
+    eprint!("{}", crate::human::printable(&config::render(&errors)));
+    ex_config()
+}
+
+fn web_config_problem(path: &Path) -> Option<config::Error> {
+    crate::publish::http::Web::load(path)
+        .err()
+        .map(|e| config::Error::Named {
+            key: "daemon.metrics_web_config",
+            message: e.to_string(),
+        })
+}
+
+/// The load's warnings, on stderr: a file not read, a driver no device has.
+pub(crate) fn say_warnings(warnings: &[config::Warning]) {
+    for w in warnings {
+        crate::say_err!("{w}");
+    }
+}
+
+fn say_ok(l: &config::Loaded) {
+    if l.default_applied {
+        crate::say!("policy OK: no policy file found, the embedded default policy applies");
+    } else {
+        let files: Vec<String> = l.sources.iter().map(|p| p.display().to_string()).collect();
+        crate::say!("policy OK: read {}", files.join(", "));
     }
 }

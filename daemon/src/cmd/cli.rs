@@ -25,7 +25,7 @@ use crate::publish::logging::LogFormat;
 )]
 pub struct Cli {
     /// Policy file or directory, for the commands that read the policy
-    /// (run, plan, check, record, replay).
+    /// (run, plan, check, record, replay, status).
     #[arg(long, value_name = "PATH")]
     pub config: Option<PathBuf>,
     #[command(subcommand)]
@@ -71,6 +71,10 @@ pub enum Command {
         interfaces: Vec<String>,
         #[command(flatten)]
         json: JsonFlag,
+        /// The policy whose reclaimable ring memory is shown (the modes
+        /// come from the running daemon's view).
+        #[command(flatten)]
+        config: ConfigArg,
     },
     /// Sample the live kernel as often as the policy needs for a finding and
     /// print what `run` would do, and why. Changes nothing.
@@ -196,12 +200,13 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum FleetCommand {
     /// Write a policy drop-in of starting rings per device class (driver,
-    /// MTU) from the rings the fleet's hosts converged to, with the
-    /// evidence in comments. Reads Prometheus; changes nothing else.
+    /// model, firmware, MTU, link speed) from the rings the fleet's hosts
+    /// converged to, with the evidence in comments. Reads Prometheus;
+    /// changes nothing else.
     Suggest {
         /// The Prometheus (or Thanos/Mimir query) base URL, e.g.
-        /// http://prometheus:9090.
-        #[arg(long, value_name = "URL")]
+        /// http://prometheus:9090; host:port alone means http://host:port.
+        #[arg(long, value_name = "URL", value_parser = parse_prometheus)]
         prometheus: String,
         /// How far back to look (at most 720h).
         #[arg(long, value_name = "D", default_value = "168h", value_parser = parse_duration)]
@@ -253,10 +258,34 @@ pub enum UsageError {
     ConfigRefused(&'static str),
     #[error("--config given twice (before and after the command name)")]
     ConfigTwice,
+    #[error(
+        "`{0}` is not a Prometheus base URL: http:// or https:// then a host (e.g. http://prometheus:9090, or prometheus:9090 for plain HTTP)"
+    )]
+    PrometheusUrl(String),
 }
 
 fn parse_listen(s: &str) -> Result<SocketAddr, UsageError> {
     config::parse_listen(s).ok_or_else(|| UsageError::Listen(s.to_owned()))
+}
+
+/// `--prometheus`: an http(s) URL with a host; `host:port` (no scheme)
+/// is taken as `http://host:port`, as Prometheus' own flags read it.
+pub fn parse_prometheus(s: &str) -> Result<String, UsageError> {
+    let bad = || UsageError::PrometheusUrl(s.to_owned());
+    let url = if s.contains("://") {
+        s.to_owned()
+    } else {
+        format!("http://{s}")
+    };
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .ok_or_else(bad)?;
+    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if host.is_empty() || host.starts_with(':') || host.chars().any(char::is_whitespace) {
+        return Err(bad());
+    }
+    Ok(url)
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, UsageError> {
@@ -275,10 +304,10 @@ impl Cli {
             Command::Run { config, .. }
             | Command::Plan { config, .. }
             | Command::Record { config, .. }
-            | Command::Replay { config, .. } => config.config.as_deref(),
+            | Command::Replay { config, .. }
+            | Command::Status { config, .. } => config.config.as_deref(),
             Command::Check { config, file } => config.config.as_deref().or(file.as_deref()),
-            Command::Status { .. }
-            | Command::Verify { .. }
+            Command::Verify { .. }
             | Command::Export { .. }
             | Command::Restore { .. }
             | Command::History { .. }

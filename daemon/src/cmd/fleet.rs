@@ -226,6 +226,45 @@ fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
+    /// `fleet suggest --help` names the class by the fields it uses.
+    #[test]
+    fn suggest_help_names_the_five_class_fields() {
+        use clap::CommandFactory as _;
+        let mut cli = crate::cmd::cli::Cli::command();
+        let help = cli
+            .find_subcommand_mut("fleet")
+            .and_then(|f| f.find_subcommand_mut("suggest"))
+            .expect("fleet suggest")
+            .render_long_help()
+            .to_string();
+        // Class's fields, as the drop-in's comments name them.
+        let five = "(driver, model, firmware, MTU, link speed)";
+        assert!(help.contains(five), "{five} not in {help}");
+    }
+
+    /// `--prometheus host:9090` is plain HTTP to that host (it was "http:
+    /// invalid format" from the HTTP client); a scheme other than http(s)
+    /// or no host is refused by name.
+    #[test]
+    fn a_prometheus_without_a_scheme_is_http() {
+        use crate::cmd::cli::parse_prometheus;
+        assert_eq!(parse_prometheus("host:9090").unwrap(), "http://host:9090");
+        assert_eq!(
+            parse_prometheus("https://thanos.example:10902/").unwrap(),
+            "https://thanos.example:10902/"
+        );
+        for bad in [
+            "ftp://host:9090",
+            "http://",
+            ":9090",
+            "http://:9090",
+            "a b:9090",
+        ] {
+            let e = parse_prometheus(bad).unwrap_err().to_string();
+            assert!(e.contains("not a Prometheus base URL"), "{bad}: {e}");
+        }
+    }
+
     #[test]
     fn every_answer_that_is_not_a_complete_vector_is_an_error() {
         let ok = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"instance":"a","device":"eth0","driver":"ice","mtu":"1500","model":""},"value":[1,"4096"]}]}}"#;

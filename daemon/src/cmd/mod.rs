@@ -36,7 +36,9 @@ pub async fn dispatch(command: Command, config: Option<&Path>) -> anyhow::Result
             web_config_file,
             ..
         } => run::run(config, metrics_listen, web_config_file.as_deref()).await,
-        Command::Status { interfaces, json } => status::status(interfaces, json.on, config).await,
+        Command::Status {
+            interfaces, json, ..
+        } => status::status(interfaces, json.on, config).await,
         Command::Plan {
             json,
             detailed_exitcode,
@@ -103,10 +105,12 @@ pub(crate) fn ex_config() -> ExitCode {
 /// Loads the policy; on error prints every problem and returns the exit
 /// code.
 pub(crate) fn load_policy(path: Option<&Path>) -> Result<config::Loaded, ExitCode> {
-    config::load(path).map_err(|e| {
-        eprint!("{}", crate::human::printable(&config::render(&e)));
-        ex_config()
-    })
+    config::load(path)
+        .inspect(|l| check::say_warnings(&l.warnings))
+        .map_err(|e| {
+            eprint!("{}", crate::human::printable(&config::render(&e)));
+            ex_config()
+        })
 }
 
 /// The record, read without the lock (the daemon writes it by rename, so a

@@ -44,6 +44,13 @@ pub async fn restore(interfaces: Vec<String>) -> anyhow::Result<ExitCode> {
                 ),
             }
         }
+        // Without CAP_NET_ADMIN nothing could be restored anyway: say what
+        // is missing, not only which directory refused (it is root's).
+        Err(e) if !netlink::caps::has_cap_net_admin().unwrap_or(true) => {
+            return Err(anyhow::Error::new(e).context(
+                "pptune restore changes NIC settings: it needs root or CAP_NET_ADMIN (e.g. sudo pptune restore)",
+            ));
+        }
         Err(e) => return Err(e.into()),
         Ok(store) => match restore_here(&store, &dir, &interfaces).await? {
             Some(done) => done,

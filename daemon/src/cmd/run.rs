@@ -25,8 +25,37 @@ struct ConfigSource(Option<PathBuf>);
 impl PolicySource for ConfigSource {
     fn load(&self) -> Result<Policy, PolicyNotLoaded> {
         config::load(self.0.as_deref())
-            .map(|l| l.policy)
+            .map(|l| {
+                for w in &l.warnings {
+                    tracing::warn!("policy: {w}");
+                }
+                l.policy
+            })
             .map_err(|e| PolicyNotLoaded(config::render(&e)))
+    }
+}
+
+/// A directory `run` opens: with CAP_NET_ADMIN (`observe_only` false) it
+/// must open; without, the daemon only observes and needs no file, so a
+/// directory it cannot use is `why` in the log and `None`. Another pptune
+/// holding it is an error either way.
+fn optional_when_observing<T>(
+    opened: Result<T, state::StateError>,
+    observe_only: bool,
+    dir: &Path,
+    why: &str,
+) -> Result<Option<T>, state::StateError> {
+    match opened {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if observe_only && !matches!(e, state::StateError::Locked { .. }) => {
+            tracing::warn!(
+                directory = %dir.display(),
+                error = %crate::human::cause(&e),
+                "{why}"
+            );
+            Ok(None)
+        }
+        Err(e) => Err(e),
     }
 }
 
@@ -131,20 +160,36 @@ pub async fn run(
     // One daemon per network namespace, before anything else is taken.
     let _instance = state::InstanceLock::take().await?;
     let dir = state::runtime_dir();
-    let store = StateStore::open(&dir, state::read_boot_id()?).with_context(|| {
+    // Without CAP_NET_ADMIN the daemon can only observe, and observing
+    // needs no file: a directory it cannot write is a warning then, not
+    // the end (an unprivileged user with no XDG_RUNTIME_DIR). With it, the
+    // originals a restore needs must be recordable before anything acts.
+    let observe_only = !netlink::caps::has_cap_net_admin().unwrap_or(true);
+    let store = optional_when_observing(
+        StateStore::open(&dir, state::read_boot_id()?),
+        observe_only,
+        &dir,
+        "the runtime directory cannot be used: observing without a state record or control socket (`pptune status` cannot ask this daemon; set RUNTIME_DIRECTORY or XDG_RUNTIME_DIR to a writable directory to have them); without CAP_NET_ADMIN nothing is changed, so no original needs recording",
+    )
+    .with_context(|| {
         format!(
             "the runtime directory {} (set RUNTIME_DIRECTORY to use another)",
             dir.display()
         )
     })?;
     let state_dir = crate::record::state_dir();
-    let _state_dir_lock = state::lock_directory(&state_dir, state::STATE_DIR_LOCK)
-        .with_context(|| {
-            format!(
-                "the state directory {} holds another pptune's recording and change journal (set STATE_DIRECTORY to use another)",
-                state_dir.display()
-            )
-        })?;
+    let state_dir_lock = optional_when_observing(
+        state::lock_directory(&state_dir, state::STATE_DIR_LOCK),
+        observe_only,
+        &state_dir,
+        "the state directory cannot be used: observing without a recording or change journal (set STATE_DIRECTORY or XDG_STATE_HOME to a writable directory to have them)",
+    )
+    .with_context(|| {
+        format!(
+            "the state directory {} holds another pptune's recording and change journal (set STATE_DIRECTORY to use another)",
+            state_dir.display()
+        )
+    })?;
     tracing::info!(
         runtime_directory = %dir.display(),
         state_directory = %state_dir.display(),
@@ -184,14 +229,14 @@ pub async fn run(
     let host_id = rollout::host_id(Path::new("/"));
     let opts = Options {
         notifier: Notifier::from_env(),
-        store: Some(store),
+        control_socket: store.as_ref().map(|_| control::socket_path(&dir)),
+        store,
         host_id,
-        control_socket: Some(control::socket_path(&dir)),
         metrics,
         reload: reload_rx,
         backoff_base: policy::gates::BACKOFF_BASE,
         coexist: crate::act::coexist::Roots::from_env(),
-        recording: Some(state_dir),
+        recording: state_dir_lock.as_ref().map(|_| state_dir),
     };
     let source = Box::new(ConfigSource(path.map(Path::to_owned)));
     let result = crate::service::run(

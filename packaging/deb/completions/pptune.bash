@@ -634,7 +634,7 @@ _pptune() {
             return 0
             ;;
         pptune__subcmd__status)
-            opts="-i -h --interface --json --help"
+            opts="-i -h --interface --json --config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -645,6 +645,10 @@ _pptune() {
                     return 0
                     ;;
                 -i)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -24,7 +24,7 @@ function __fish_pptune_using_subcommand
     contains -- $cmd[1] $argv
 end
 
-complete -c pptune -n "__fish_pptune_needs_command" -l config -d 'Policy file or directory, for the commands that read the policy (run, plan, check, record, replay)' -r -F
+complete -c pptune -n "__fish_pptune_needs_command" -l config -d 'Policy file or directory, for the commands that read the policy (run, plan, check, record, replay, status)' -r -F
 complete -c pptune -n "__fish_pptune_needs_command" -s h -l help -d 'Print help'
 complete -c pptune -n "__fish_pptune_needs_command" -s V -l version -d 'Print version'
 complete -c pptune -n "__fish_pptune_needs_command" -f -a "run" -d 'Run the daemon in the foreground (the systemd unit runs this)'
@@ -48,6 +48,7 @@ json\t'One JSON object per line'
 journald\t'Native journald fields (needs the journal socket)'"
 complete -c pptune -n "__fish_pptune_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c pptune -n "__fish_pptune_using_subcommand status" -s i -l interface -d 'Only this interface (repeatable)' -r
+complete -c pptune -n "__fish_pptune_using_subcommand status" -l config -d 'Policy file or directory (default: $CONFIGURATION_DIRECTORY or /etc/pptune; the embedded default policy when none exists)' -r -F
 complete -c pptune -n "__fish_pptune_using_subcommand status" -l json -d 'JSON for scripts instead of text: one line when stdout is a pipe or a file, indented when it is a terminal'
 complete -c pptune -n "__fish_pptune_using_subcommand status" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c pptune -n "__fish_pptune_using_subcommand plan" -l config -d 'Policy file or directory (default: $CONFIGURATION_DIRECTORY or /etc/pptune; the embedded default policy when none exists)' -r -F
@@ -81,15 +82,15 @@ complete -c pptune -n "__fish_pptune_using_subcommand replay" -l plot -d 'Also d
 complete -c pptune -n "__fish_pptune_using_subcommand replay" -l json -d 'JSON for scripts instead of text: one line when stdout is a pipe or a file, indented when it is a terminal'
 complete -c pptune -n "__fish_pptune_using_subcommand replay" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c pptune -n "__fish_pptune_using_subcommand fleet; and not __fish_seen_subcommand_from suggest help" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c pptune -n "__fish_pptune_using_subcommand fleet; and not __fish_seen_subcommand_from suggest help" -f -a "suggest" -d 'Write a policy drop-in of starting rings per device class (driver, MTU) from the rings the fleet\'s hosts converged to, with the evidence in comments. Reads Prometheus; changes nothing else'
+complete -c pptune -n "__fish_pptune_using_subcommand fleet; and not __fish_seen_subcommand_from suggest help" -f -a "suggest" -d 'Write a policy drop-in of starting rings per device class (driver, model, firmware, MTU, link speed) from the rings the fleet\'s hosts converged to, with the evidence in comments. Reads Prometheus; changes nothing else'
 complete -c pptune -n "__fish_pptune_using_subcommand fleet; and not __fish_seen_subcommand_from suggest help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c pptune -n "__fish_pptune_using_subcommand fleet; and __fish_seen_subcommand_from suggest" -l prometheus -d 'The Prometheus (or Thanos/Mimir query) base URL, e.g. http://prometheus:9090' -r
+complete -c pptune -n "__fish_pptune_using_subcommand fleet; and __fish_seen_subcommand_from suggest" -l prometheus -d 'The Prometheus (or Thanos/Mimir query) base URL, e.g. http://prometheus:9090; host:port alone means http://host:port' -r
 complete -c pptune -n "__fish_pptune_using_subcommand fleet; and __fish_seen_subcommand_from suggest" -l since -d 'How far back to look (at most 720h)' -r
 complete -c pptune -n "__fish_pptune_using_subcommand fleet; and __fish_seen_subcommand_from suggest" -l min-hosts -d 'Hosts a class needs for a prior; fewer get none' -r
 complete -c pptune -n "__fish_pptune_using_subcommand fleet; and __fish_seen_subcommand_from suggest" -l selector -d 'The label matchers that pick pptune\'s series' -r
 complete -c pptune -n "__fish_pptune_using_subcommand fleet; and __fish_seen_subcommand_from suggest" -s o -l output -d 'The drop-in to write (default: standard output); written only when the query succeeded' -r -F
 complete -c pptune -n "__fish_pptune_using_subcommand fleet; and __fish_seen_subcommand_from suggest" -s h -l help -d 'Print help'
-complete -c pptune -n "__fish_pptune_using_subcommand fleet; and __fish_seen_subcommand_from help" -f -a "suggest" -d 'Write a policy drop-in of starting rings per device class (driver, MTU) from the rings the fleet\'s hosts converged to, with the evidence in comments. Reads Prometheus; changes nothing else'
+complete -c pptune -n "__fish_pptune_using_subcommand fleet; and __fish_seen_subcommand_from help" -f -a "suggest" -d 'Write a policy drop-in of starting rings per device class (driver, model, firmware, MTU, link speed) from the rings the fleet\'s hosts converged to, with the evidence in comments. Reads Prometheus; changes nothing else'
 complete -c pptune -n "__fish_pptune_using_subcommand fleet; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c pptune -n "__fish_pptune_using_subcommand history" -l since -d 'Only changes since then: a duration ago (24h) or an RFC 3339 time' -r
 complete -c pptune -n "__fish_pptune_using_subcommand history" -s i -l interface -d 'Only this interface (repeatable)' -r
@@ -107,4 +108,4 @@ complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_
 complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify export restore record replay fleet history help" -f -a "fleet" -d 'Fleet mode: what the fleet\'s Prometheus knows, for every host'
 complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify export restore record replay fleet history help" -f -a "history" -d 'Every change pptune made, with its evidence and outcome, across restarts (the change journal in the state directory)'
 complete -c pptune -n "__fish_pptune_using_subcommand help; and not __fish_seen_subcommand_from run status plan check verify export restore record replay fleet history help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c pptune -n "__fish_pptune_using_subcommand help; and __fish_seen_subcommand_from fleet" -f -a "suggest" -d 'Write a policy drop-in of starting rings per device class (driver, MTU) from the rings the fleet\'s hosts converged to, with the evidence in comments. Reads Prometheus; changes nothing else'
+complete -c pptune -n "__fish_pptune_using_subcommand help; and __fish_seen_subcommand_from fleet" -f -a "suggest" -d 'Write a policy drop-in of starting rings per device class (driver, model, firmware, MTU, link speed) from the rings the fleet\'s hosts converged to, with the evidence in comments. Reads Prometheus; changes nothing else'

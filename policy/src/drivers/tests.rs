@@ -526,3 +526,40 @@ fn refusals_teach_the_rule() {
         DriverRounding::UpPowerOfTwo
     );
 }
+
+/// The known-driver list, the rows and docs/drivers.md's table name the
+/// same drivers: every listed name has a row of its own, and the table's
+/// first column names exactly the listed drivers.
+#[test]
+fn known_drivers_are_the_rows_and_the_documented_table() {
+    let mode = mode(1500, 1024, None, 1);
+    for d in KNOWN_DRIVERS {
+        assert_ne!(
+            driver_row(d, &mode, 0).note,
+            driver_row("no-such-driver", &mode, 0).note,
+            "{d}: listed as known but falls to the unknown row"
+        );
+    }
+    let doc = include_str!("../../../docs/drivers.md");
+    let table = doc
+        .split("| driver (`ethtool -i`)")
+        .nth(1)
+        .expect("docs/drivers.md has the driver table");
+    let mut documented: Vec<&str> = Vec::new();
+    for row in table.lines().skip(2) {
+        let Some(first) = row.strip_prefix("| ").and_then(|r| r.split(" | ").next()) else {
+            break;
+        };
+        // The names before any parenthesis (which may quote other things).
+        let names = first.split('(').next().unwrap_or_default();
+        documented.extend(names.split('`').skip(1).step_by(2));
+    }
+    let mut listed: Vec<&str> = KNOWN_DRIVERS.to_vec();
+    listed.sort_unstable();
+    documented.sort_unstable();
+    documented.dedup();
+    assert_eq!(
+        documented, listed,
+        "docs/drivers.md's table vs KNOWN_DRIVERS"
+    );
+}

@@ -73,7 +73,7 @@ fn config_help_names_every_command_that_reads_the_policy() {
         .take(3)
         .collect::<Vec<_>>()
         .join(" ");
-    for cmd in ["run", "plan", "check", "record", "replay"] {
+    for cmd in ["run", "plan", "check", "record", "replay", "status"] {
         let sub = text(&pptune(&[cmd, "--help"]).stdout);
         assert!(sub.contains("--config"), "{cmd} --help: {sub}");
         assert!(line.contains(cmd), "{cmd} not in {line:?}");
@@ -83,7 +83,7 @@ fn config_help_names_every_command_that_reads_the_policy() {
 #[test]
 fn config_is_refused_by_commands_that_do_not_read_the_policy() {
     let ex = example();
-    for cmd in ["status", "verify", "restore"] {
+    for cmd in ["verify", "restore", "history"] {
         let out = pptune(&["--config", &ex, cmd]);
         assert_eq!(out.status.code(), Some(2), "{cmd}: {out:?}");
         let err = text(&out.stderr);
@@ -609,4 +609,77 @@ fn a_broken_web_config_is_a_configuration_error() {
     let out = pptune(&["run", "--metrics-listen", "localhost", "--config", &p]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains(":port"), "{}", text(&out.stderr));
+}
+
+/// `check DIR` reports every problem in one run: a schema error, a
+/// missing shadow file and a web config that does not load, counted
+/// together; it names what it reads and what it ignores.
+#[test]
+fn check_reports_every_problem_and_what_it_ignores() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    std::fs::write(dir.join("web.yml"), "tls_server_config: {cert_file: 3\n").unwrap();
+    std::fs::write(
+        dir.join("policy.yaml"),
+        format!(
+            "rings:\n  mn: 3\nshadow: {}\ndaemon:\n  metrics_web_config: {}\n",
+            dir.join("missing-shadow.yaml").display(),
+            dir.join("web.yml").display()
+        ),
+    )
+    .unwrap();
+    let out = pptune(&["check", dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(78), "{out:?}");
+    let err = text(&out.stderr);
+    assert!(err.contains("rings.mn"), "{err}");
+    assert!(err.contains("missing-shadow.yaml: no such shadow"), "{err}");
+    assert!(err.contains("daemon.metrics_web_config: "), "{err}");
+    assert!(err.contains("3 problems found"), "{err}");
+
+    // A valid directory: the drop-ins read, and the file ignored, named.
+    std::fs::write(dir.join("policy.yaml"), "mode: observe\n").unwrap();
+    std::fs::create_dir(dir.join("policy.d")).unwrap();
+    std::fs::write(dir.join("policy.d/10-site.yml"), "mode: observe\n").unwrap();
+    std::fs::write(dir.join("policy.d/20-old.yaml.bak"), "mode: enforce\n").unwrap();
+    let out = pptune(&["check", dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(text(&out.stdout).contains("10-site.yml"), "{out:?}");
+    assert!(
+        text(&out.stderr).contains("20-old.yaml.bak: warning: ignored"),
+        "{out:?}"
+    );
+
+    // No main file but other YAML: not a silent "embedded default".
+    let e = tempfile::tempdir().unwrap();
+    std::fs::write(e.path().join("pptune.yaml"), "mode: enforce\n").unwrap();
+    let out = pptune(&["check", e.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        text(&out.stderr).contains("pptune.yaml: warning: ignored"),
+        "{out:?}"
+    );
+}
+
+/// `restore` as an ordinary user says it needs root or CAP_NET_ADMIN (it
+/// failed naming only the runtime directory it could not open).
+#[test]
+fn restore_as_an_ordinary_user_names_the_privilege_it_needs() {
+    use std::os::unix::fs::PermissionsExt as _;
+    require_root("setpriv to another user");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(pptune_bin())
+        .arg("restore")
+        .env("RUNTIME_DIRECTORY", dir.path().join("run"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = text(&out.stderr);
+    assert!(err.contains("needs root or CAP_NET_ADMIN"), "{err}");
+    assert!(
+        err.contains("Permission denied"),
+        "the cause is kept: {err}"
+    );
 }

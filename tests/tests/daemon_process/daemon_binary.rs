@@ -9,6 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use std::os::unix::net::UnixDatagram;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -414,6 +415,57 @@ fn metrics_listen_null_serves_no_endpoint() {
     assert_eq!(status.code(), Some(0), "{}", log());
 }
 
+/// `pptune run` as `nobody` in private network and mount namespaces whose
+/// /run and /var/lib are empty and root's (the host's own pptune
+/// directories, if it has them, are out of sight): `setup` runs in them
+/// first (as root), `env` is the daemon's environment besides its own
+/// directory variables, which are unset. Waits for the ready line (failing
+/// the test without one in 30 s), stops it with SIGTERM; its exit code and
+/// log.
+fn unprivileged_run(log_path: &Path, setup: &str, env: &[String]) -> (Option<i32>, String) {
+    let mut child = Command::new("unshare")
+        .args([
+            "-m",
+            "-n",
+            "sh",
+            "-c",
+            &format!(
+                "mount --make-rprivate / && mount -t tmpfs -o mode=755 none /run \
+                 && mount -t tmpfs -o mode=755 none /var/lib && ip link set lo up && {setup} \
+                 && exec setpriv --reuid=65534 --regid=65534 --clear-groups \
+                    env -u RUNTIME_DIRECTORY -u STATE_DIRECTORY -u XDG_STATE_HOME \
+                    -u XDG_RUNTIME_DIR -u HOME \"$@\" \"$0\" run"
+            ),
+        ])
+        .arg(pptune_bin())
+        .args(env)
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("WATCHDOG_USEC")
+        .env_remove("JOURNAL_STREAM")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let log = || std::fs::read_to_string(log_path).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !log().contains("\"ready\"") && Instant::now() < deadline {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let ready = log().contains("\"ready\"");
+    if ready {
+        signal(child.id(), "-TERM");
+    } else {
+        let _ = child.kill();
+    }
+    let status = child.wait().unwrap();
+    let text = log();
+    assert!(ready, "no ready line in 30 s:\n{text}");
+    (status.code(), text)
+}
+
 /// First contact (issue 31 item 9): `run` in observe mode as an ordinary
 /// user, on a host without pptune's system directories, keeps its files in
 /// the user's own (`$XDG_RUNTIME_DIR/pptune`, `~/.local/state/pptune`),
@@ -431,51 +483,15 @@ fn an_unprivileged_observe_run_keeps_its_files_in_the_users_directories() {
         std::fs::create_dir(d).unwrap();
         std::os::unix::fs::chown(d, Some(65534), Some(65534)).unwrap();
     }
-    let log_path = dir.path().join("log");
-    // A private mount namespace with empty /run and /var/lib: the host's own
-    // pptune directories, if it has them, are out of sight (with them, the
-    // system location is the one to read, and not writable by this user).
-    let mut child = Command::new("unshare")
-        .args([
-            "-m",
-            "-n",
-            "sh",
-            "-c",
-            "mount --make-rprivate / && mount -t tmpfs none /run && mount -t tmpfs none /var/lib \
-             && ip link set lo up && ip link add v0 type veth peer name v1 \
-             && ip link set v0 up && ip link set v1 up \
-             && exec setpriv --reuid=65534 --regid=65534 --clear-groups \
-                env -u RUNTIME_DIRECTORY -u STATE_DIRECTORY -u XDG_STATE_HOME \
-                XDG_RUNTIME_DIR=\"$1\" HOME=\"$2\" \"$0\" run",
-        ])
-        .arg(pptune_bin())
-        .arg(&xdg)
-        .arg(&home)
-        .env_remove("NOTIFY_SOCKET")
-        .env_remove("WATCHDOG_USEC")
-        .env_remove("JOURNAL_STREAM")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log_path).unwrap())
-        .spawn()
-        .unwrap();
-    let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !log().contains("\"ready\"") && Instant::now() < deadline {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let ready = log().contains("\"ready\"");
-    if ready {
-        signal(child.id(), "-TERM");
-    } else {
-        let _ = child.kill();
-    }
-    let status = child.wait().unwrap();
-    let text = log();
-    assert!(ready, "no ready line in 30 s:\n{text}");
-    assert_eq!(status.code(), Some(0), "{text}");
+    let (status, text) = unprivileged_run(
+        &dir.path().join("log"),
+        "ip link add v0 type veth peer name v1 && ip link set v0 up && ip link set v1 up",
+        &[
+            format!("XDG_RUNTIME_DIR={}", xdg.display()),
+            format!("HOME={}", home.display()),
+        ],
+    );
+    assert_eq!(status, Some(0), "{text}");
     let runtime = xdg.join("pptune");
     let state = home.join(".local/state/pptune");
     assert!(runtime.join("state.lock").exists(), "{text}");
@@ -491,5 +507,31 @@ fn an_unprivileged_observe_run_keeps_its_files_in_the_users_directories() {
         text.contains("no device can be judged")
             && text.contains("v0: no page pools visible: driver veth"),
         "no first-contact explanation:\n{text}"
+    );
+}
+
+/// An unprivileged observe `run` with no directory it can write (the
+/// `nobody` user: no XDG_RUNTIME_DIR, a HOME that does not exist, /run
+/// and /var/lib writable by root only) keeps
+/// observing, with a warning naming each directory, instead of exit 1:
+/// without CAP_NET_ADMIN it changes nothing, so it needs no file.
+#[test]
+fn an_unprivileged_observe_run_without_writable_directories_keeps_observing() {
+    require_root("network and mount namespaces, and setpriv to another user");
+    let dir = tempfile::tempdir().unwrap();
+    let (status, text) = unprivileged_run(
+        &dir.path().join("log"),
+        "true",
+        &["HOME=/nonexistent".to_owned()],
+    );
+    assert_eq!(status, Some(0), "{text}");
+    assert!(
+        text.contains("the runtime directory cannot be used: observing")
+            && text.contains("/run/pptune"),
+        "{text}"
+    );
+    assert!(
+        text.contains("the state directory cannot be used: observing"),
+        "{text}"
     );
 }

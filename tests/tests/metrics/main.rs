@@ -2,6 +2,7 @@
 //! One test binary, a module per subject (a binary per file linked all of
 //! `pptune` once each).
 
+mod alert_inputs;
 mod daemon_metrics;
 mod daemon_metrics_web;
 mod fleet_prometheus;

@@ -102,6 +102,7 @@ const EXPECTED_FILES: &[&str] = &[
     "./usr/share/pptune/prometheus/pptune-alerts.yaml",
     "./usr/share/pptune/policy.schema.json",
     "./usr/share/pptune/prometheus/pptune-rules.yaml",
+    "./usr/share/pptune/prometheus/render.py",
     "./usr/share/doc/pptune/kubernetes/daemonset.yaml",
     "./usr/share/doc/pptune/kubernetes/policy.yaml",
     "./usr/share/doc/pptune/kubernetes/kustomization.yaml",

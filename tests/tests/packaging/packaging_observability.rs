@@ -757,3 +757,62 @@ fn recording_rules_evaluate_on_recorded_scrapes() {
     );
     run_promtool(&["test", "rules", "rules.test.yaml"], dir.path());
 }
+
+/// The package ships render.py beside the rules and dashboard it reads
+/// (daemon/Cargo.toml's assets under usr/share/pptune), and it runs from
+/// there: the installed rules rendered with a fleet's runbook base have no
+/// placeholder link left; without `--runbook` it warns that they go
+/// nowhere.
+#[test]
+fn the_packaged_render_script_runs_from_the_installed_layout() {
+    let manifest = read("daemon/Cargo.toml");
+    let tree = tempfile::tempdir().unwrap();
+    let mut shipped = Vec::new();
+    for line in manifest.lines() {
+        let Some(rest) = line.trim().strip_prefix("[\"../") else {
+            continue;
+        };
+        let parts: Vec<&str> = rest.split('"').collect();
+        let (src, dest) = (parts[0], parts[2]);
+        if !dest.starts_with("usr/share/pptune/") || !dest.ends_with('/') {
+            continue;
+        }
+        let name = Path::new(src).file_name().unwrap();
+        let to = tree.path().join(dest).join(name);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(root().join(src), &to).unwrap();
+        shipped.push(to);
+    }
+    let script = tree.path().join("usr/share/pptune/prometheus/render.py");
+    assert!(
+        shipped.contains(&script),
+        "render.py is not shipped: {shipped:?}"
+    );
+    let render = |args: &[&str], out: &Path| {
+        Command::new("python3")
+            .arg(&script)
+            .args(args)
+            .arg("--out")
+            .arg(out)
+            .output()
+            .unwrap()
+    };
+    let out = tree.path().join("out");
+    let r = render(
+        &[
+            "--runbook",
+            "https://wiki.example.com/pptune/troubleshooting.md",
+        ],
+        &out,
+    );
+    assert!(r.status.success(), "{r:?}");
+    let alerts = std::fs::read_to_string(out.join("pptune-alerts.yaml")).unwrap();
+    assert!(!alerts.contains("example.invalid"), "{alerts}");
+    assert!(alerts.contains("https://wiki.example.com/pptune/troubleshooting.md#"));
+    let r = render(&[], &tree.path().join("out2"));
+    assert!(r.status.success(), "{r:?}");
+    assert!(
+        String::from_utf8_lossy(&r.stderr).contains("warning: no --runbook"),
+        "{r:?}"
+    );
+}

@@ -1,0 +1,326 @@
+//! The alert tests' counter inputs come from the daemon's own exposition:
+//! each scenario drives the real metrics (`Metrics::known` for the devices
+//! a pass decides for, `Metrics::count` for the actuator's events), encodes
+//! a scrape a minute, and writes every series of the families the alert
+//! reads in promtool's input form between the `generated:` markers of
+//! packaging/prometheus/pptune-alerts.test.yaml. This test fails when the
+//! checked-in inputs differ from what the daemon exports now (a series born
+//! at 1 instead of 0, a label renamed); `PPTUNE_BLESS=1` rewrites them.
+//! promtool runs the file in packaging_observability.rs.
+
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use policy::knobs::{ChannelField, Knob, RingField};
+use pptune::act::events::Event;
+use pptune::publish::metrics::Metrics;
+
+const FILE: &str = "packaging/prometheus/pptune-alerts.test.yaml";
+
+/// What the daemon of host `instance` does in the scenario's minute `m`
+/// (the scrape at `m` minutes sees it), through the calls the loop makes.
+type Script = fn(&Metrics, &str, u32);
+
+struct Scenario {
+    name: &'static str,
+    /// The scraped hosts, each its own daemon.
+    hosts: &'static [&'static str],
+    /// Scrapes, one a minute from 0.
+    minutes: u32,
+    /// The families written (every series of each).
+    families: &'static [&'static str],
+    script: Script,
+}
+
+fn action(device: &str, knob: Knob, direction: &'static str, result: &str) -> Event {
+    Event::Action {
+        device: device.into(),
+        knob,
+        direction,
+        result: result.into(),
+    }
+}
+
+const RING: Knob = Knob::Ring(RingField::Rx);
+const CHANNELS: Knob = Knob::Channels(ChannelField::Combined);
+
+/// Host `host`'s one NIC at minute `m` for the slow-path scenario, its
+/// pools' counters grown at the rates below since minute 0.
+fn slow_path_snapshot(host: &str, m: u32) -> policy::Snapshot {
+    use policy::fixtures::{Nic, QueueCounters};
+    let m = u64::from(m);
+    // (NIC, ring, per queue: slow refills, ring refills a minute)
+    let (d, ring, queues): (u32, u32, &[(u64, u64)]) = match host {
+        // slow path 30 % with the ring at the driver's maximum
+        "a:9864" => (0, 8192, &[(30, 70)]),
+        // as bad, but the ring can still grow: pptune's job, no alert
+        "b:9864" => (1, 1024, &[(30, 70)]),
+        // one queue at 60 % carrying 5 of the device's 1,000 refills a
+        // minute: 5 % over the device
+        _ => (2, 8192, &[(3, 2), (47, 948)]),
+    };
+    let mut nic = Nic::pci(d, "ice", u32::try_from(queues.len()).unwrap());
+    nic.rings.rx = Some(ring);
+    nic.rings.rx_max = Some(8192);
+    let dev = nic.device(|q| {
+        let (slow, refill) = queues[q as usize];
+        let mut c = QueueCounters::default();
+        c.pool.alloc_slow = slow * m;
+        c.pool.alloc_refill = refill * m;
+        c
+    });
+    policy::fixtures::snapshot(m * 60_000, "7.3.0", vec![dev])
+}
+
+const SCENARIOS: &[Scenario] = &[
+    // The slow-path alert reads the per-device sums every
+    // `daemon.queue_metrics` setting exports: a and b export none of the
+    // per-queue series, c all of them, which must not change the verdict.
+    Scenario {
+        name: "slow-path",
+        hosts: &["a:9864", "b:9864", "c:9864"],
+        minutes: 41,
+        families: &[
+            "pptune_device_pool_alloc_slow_refills_total",
+            "pptune_device_pool_alloc_refill_refills_total",
+            "pptune_queue_slow_refill_ratio",
+            "pptune_ring_entries",
+            "pptune_ring_max_entries",
+        ],
+        script: |metrics, host, m| {
+            use policy::accounting::PassDeltas;
+            use policy::policy::QueueSelection;
+            metrics.set_queue_series(if host == "c:9864" {
+                QueueSelection::All
+            } else {
+                QueueSelection::None
+            });
+            let now = slow_path_snapshot(host, m);
+            let before = m.checked_sub(1).map(|p| slow_path_snapshot(host, p));
+            metrics.observe(&now, &PassDeltas::of(before.as_ref(), &now));
+        },
+    },
+    // eth0: a channel change refused every ~11 minutes; eth1: a ring
+    // change refused once and one applied each minute.
+    Scenario {
+        name: "changes-refused",
+        hosts: &["a:9864"],
+        minutes: 44,
+        families: &["pptune_actions_total"],
+        script: |metrics, _, m| {
+            let mut e = Vec::new();
+            if [10, 20, 30].contains(&m) {
+                e.push(action("eth0", CHANNELS, "shrink", "refused"));
+            }
+            if m == 10 {
+                e.push(action("eth1", RING, "grow", "refused"));
+            }
+            if m > 0 {
+                e.push(action("eth1", RING, "grow", "applied"));
+            }
+            metrics.count(e);
+        },
+    },
+    // eth0's ring changed by someone else at minute 5; eth1 untouched.
+    Scenario {
+        name: "operator-override",
+        hosts: &["a:9864"],
+        minutes: 26,
+        families: &["pptune_operator_overrides_total"],
+        script: |metrics, _, m| {
+            if m == 5 {
+                metrics.count([Event::Override {
+                    device: "eth0".into(),
+                    knob: RING,
+                }]);
+            }
+        },
+    },
+    // eth0 backed off for good; eth1 for half an hour.
+    Scenario {
+        name: "device-backed-off",
+        hosts: &["a:9864"],
+        minutes: 71,
+        families: &["pptune_device_backoff"],
+        script: |metrics, _, m| {
+            metrics.set_backoff("eth0", true);
+            metrics.set_backoff("eth1", m <= 30);
+        },
+    },
+    // a: a kernel without CONFIG_PAGE_POOL_STATS, for good; b: its devices
+    // down for half an hour, then up.
+    Scenario {
+        name: "judging-nothing",
+        hosts: &["a:9864", "b:9864"],
+        minutes: 71,
+        families: &["pptune_judging_nothing"],
+        script: |metrics, host, m| {
+            use pptune::publish::notes::Unjudged;
+            metrics.set_judging_nothing(match host {
+                "a:9864" => Some(Unjudged::NoPoolStats),
+                _ if m <= 30 => Some(Unjudged::DeviceDown),
+                _ => None,
+            });
+        },
+    },
+];
+
+/// One host's scrapes: two NICs pptune manages rings and channels on,
+/// known from minute 0, and the scenario's script.
+fn scrapes(s: &Scenario, host: &str) -> Vec<BTreeMap<String, f64>> {
+    let mut policy = policy::fixtures::policy();
+    policy.channels.enabled = true;
+    let devices = [
+        policy::fixtures::Nic::pci(0, "ice", 4).device(|_| Default::default()),
+        policy::fixtures::Nic::pci(1, "ice", 4).device(|_| Default::default()),
+    ];
+    let m = Metrics::new();
+    (0..s.minutes)
+        .map(|minute| {
+            for d in &devices {
+                m.known(d, &policy, "enforce");
+            }
+            (s.script)(&m, host, minute);
+            let text = pptune::publish::http::openmetrics_to_text004(&m.encode().unwrap());
+            text.lines()
+                .filter(|l| !l.starts_with('#'))
+                .filter_map(|l| l.rsplit_once(' '))
+                .filter(|(series, _)| {
+                    s.families.iter().any(|f| {
+                        series
+                            .strip_prefix(f)
+                            .is_some_and(|r| r.starts_with('{') || r.is_empty())
+                    })
+                })
+                .map(|(series, v)| (series.to_owned(), v.parse().unwrap()))
+                .collect()
+        })
+        .collect()
+}
+
+/// Values in promtool's expanding notation: runs of a constant step as
+/// `a+bxn` (`axn` for a step of 0), n + 1 values each; a scrape without
+/// the series is `_` (a run of them `_xn`).
+fn expanding(values: &[Option<f64>]) -> String {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < values.len() {
+        let Some(a) = values[i] else {
+            let n = values[i + 1..].iter().take_while(|v| v.is_none()).count();
+            out.push(if n == 0 {
+                "_".to_owned()
+            } else {
+                format!("_x{n}")
+            });
+            i += n + 1;
+            continue;
+        };
+        let step = values.get(i + 1).copied().flatten().map_or(0.0, |b| b - a);
+        let mut n = 0;
+        while values
+            .get(i + n + 1)
+            .copied()
+            .flatten()
+            .is_some_and(|v| v == a + step * f64::from(u32::try_from(n + 1).unwrap()))
+        {
+            n += 1;
+        }
+        out.push(if n == 0 {
+            format!("{a}")
+        } else if step == 0.0 {
+            format!("{a}x{n}")
+        } else if step < 0.0 {
+            format!("{a}{step}x{n}")
+        } else {
+            format!("{a}+{step}x{n}")
+        });
+        i += n + 1;
+    }
+    out.join(" ")
+}
+
+/// The input series lines of one scenario, as each host's daemon exports
+/// them, scraped under `job="pptune"`.
+fn input_series(s: &Scenario) -> String {
+    let mut out = String::new();
+    for host in s.hosts {
+        host_series(s, host, &mut out);
+    }
+    out
+}
+
+fn host_series(s: &Scenario, host: &str, out: &mut String) {
+    let scrapes = scrapes(s, host);
+    let last = scrapes.last().unwrap();
+    for series in last.keys() {
+        // Every counter exists from the first scrape: one born later would
+        // hide its first event from increase(). A gauge may come later (a
+        // ratio needs two passes).
+        let values: Vec<Option<f64>> = scrapes.iter().map(|sc| sc.get(series).copied()).collect();
+        assert!(
+            !series.contains("_total{") || values.iter().all(Option::is_some),
+            "{}: {series} missing from a scrape",
+            s.name
+        );
+        let labelled = match series.strip_suffix('}') {
+            Some(head) => format!("{head},job=\"pptune\",instance=\"{host}\"}}"),
+            None => format!("{series}{{job=\"pptune\",instance=\"{host}\"}}"),
+        };
+        out.push_str(&format!(
+            "      - series: '{labelled}'\n        values: '{}'\n",
+            expanding(&values)
+        ));
+    }
+}
+
+/// The test file with every scenario's block regenerated.
+fn regenerated(text: &str) -> String {
+    let mut out = text.to_owned();
+    for s in SCENARIOS {
+        let begin = format!(
+            "      # generated: {} (tests/tests/metrics/alert_inputs.rs)\n",
+            s.name
+        );
+        let end = format!("      # end generated: {}\n", s.name);
+        let at = out
+            .find(&begin)
+            .unwrap_or_else(|| panic!("{FILE} has no `{}` marker", begin.trim()))
+            + begin.len();
+        let to = at
+            + out[at..]
+                .find(&end)
+                .unwrap_or_else(|| panic!("{FILE} has no `{}` marker", end.trim()));
+        out.replace_range(at..to, &input_series(s));
+    }
+    out
+}
+
+#[test]
+fn alert_test_inputs_are_the_daemons_exposition() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(FILE);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let want = regenerated(&text);
+    if std::env::var_os("PPTUNE_BLESS").is_some() {
+        std::fs::write(&path, &want).unwrap();
+        return;
+    }
+    assert!(
+        text == want,
+        "{FILE}: the generated inputs differ from what the daemon exports now; run: PPTUNE_BLESS=1 cargo test -p pptune-tests --test metrics alert_inputs::"
+    );
+}
+
+#[test]
+fn expanding_notation_round_trips() {
+    let some = |v: &[f64]| v.iter().copied().map(Some).collect::<Vec<_>>();
+    assert_eq!(expanding(&some(&[0.0, 0.0, 1.0, 1.0, 1.0])), "0x1 1x2");
+    assert_eq!(expanding(&some(&[0.0, 1.0, 2.0, 3.0])), "0+1x3");
+    assert_eq!(expanding(&some(&[5.0])), "5");
+    assert_eq!(expanding(&some(&[3.0, 1.0, 1.0])), "3-2x1 1");
+    assert_eq!(
+        expanding(&[None, None, Some(0.6), Some(0.6), None]),
+        "_x1 0.6x1 _"
+    );
+}
