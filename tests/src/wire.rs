@@ -164,6 +164,30 @@ impl Wire {
     /// RX ring `b_ring`) in `pp-rx`, linked, addressed, up. Namespaces
     /// left by an earlier failed test are deleted first.
     pub fn build(p: &Ppsim, b_queues: u32, b_ring: u32) -> Self {
+        Self::build_with(p, b_queues, b_ring, false)
+    }
+
+    /// [`Wire::build`] with B a devmem device
+    /// ([`Ppsim::new_devmem_device`]), its header split on
+    /// (`tcp-data-split on hds-thresh 0`, what `bind-rx` requires).
+    pub fn build_devmem(p: &Ppsim, b_queues: u32, b_ring: u32) -> Self {
+        let w = Self::build_with(p, b_queues, b_ring, true);
+        ns_exec(
+            RX_NS,
+            &[
+                "ethtool",
+                "-G",
+                w.b.name(),
+                "tcp-data-split",
+                "on",
+                "hds-thresh",
+                "0",
+            ],
+        );
+        w
+    }
+
+    fn build_with(p: &Ppsim, b_queues: u32, b_ring: u32, b_devmem: bool) -> Self {
         for ns in [TX_NS, RX_NS] {
             let _ = Command::new("ip")
                 .args(["netns", "del", ns])
@@ -173,7 +197,12 @@ impl Wire {
             ns_exec(ns, &["ip", "link", "set", "lo", "up"]);
         }
         let a = p.new_device(1).expect("device A");
-        let b = p.new_device(b_queues).expect("device B");
+        let b = if b_devmem {
+            p.new_devmem_device(b_queues)
+        } else {
+            p.new_device(b_queues)
+        }
+        .expect("device B");
         std::fs::write(LINK, format!("{} {}", a.name(), b.name())).expect("link_wire");
         b.ethtool_set_rx_ring(b_ring).expect("B's ring");
         for (d, ns, addr) in [(&a, TX_NS, TX_ADDR), (&b, RX_NS, RX_ADDR)] {
