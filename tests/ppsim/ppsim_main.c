@@ -608,8 +608,10 @@ static void ppsim_qmem_free(struct ppsim_qmem *m)
  * devmem device whose queue has a memory provider bound, header split:
  * the payload pool is created for unreadable memory on the queue (the
  * provider's net_iovs), a second pool of host pages takes the headers.
- * Nothing uses the pools before the queue starts. */
-static int ppsim_qmem_alloc(struct ppsim_lane *lane, struct ppsim_qmem *m)
+ * Nothing uses the pools before the queue starts. With @napi false the
+ * pools are not tied to the queue's NAPI yet (a restart builds them while
+ * that NAPI runs the old queue): ppsim_queue_start ties them. */
+static int ppsim_qmem_alloc(struct ppsim_lane *lane, struct ppsim_qmem *m, bool napi)
 {
 	struct ppsim_dev *pd = lane->pd;
 	struct net_device *dev = pd->netdev;
@@ -618,7 +620,7 @@ static int ppsim_qmem_alloc(struct ppsim_lane *lane, struct ppsim_qmem *m)
 		.pool_size = pd->pers->pool(pd->pool_ring, dev->mtu),
 		.nid = NUMA_NO_NODE,
 		.dev = &dev->dev,
-		.napi = &lane->napi,
+		.napi = napi ? &lane->napi : NULL,
 		.netdev = dev,
 		.dma_dir = DMA_FROM_DEVICE,
 	};
@@ -741,7 +743,7 @@ static int ppsim_lane_open(struct ppsim_lane *lane)
 
 	ppsim_napi_add(lane, pd->wired ? ppsim_wire_poll : ppsim_poll);
 	lane->napi_added = true;
-	err = ppsim_qmem_alloc(lane, &m);
+	err = ppsim_qmem_alloc(lane, &m, true);
 	if (err) {
 		ppsim_napi_del(lane);
 		lane->napi_added = false;
@@ -793,7 +795,7 @@ static int ppsim_queue_mem_alloc(struct net_device *dev, struct netdev_queue_con
 
 	if (!pd->up)
 		return -ENETDOWN;
-	return ppsim_qmem_alloc(&pd->lanes[idx], per_queue_mem);
+	return ppsim_qmem_alloc(&pd->lanes[idx], per_queue_mem, false);
 }
 
 static void ppsim_queue_mem_free(struct net_device *dev, void *per_queue_mem)
@@ -809,6 +811,9 @@ static int ppsim_queue_start(struct net_device *dev, struct netdev_queue_config 
 
 	netdev_assert_locked(dev);
 	ppsim_qmem_install(lane, per_queue_mem);
+	page_pool_enable_direct_recycling(lane->pool, &lane->napi);
+	if (lane->hdr_pool)
+		page_pool_enable_direct_recycling(lane->hdr_pool, &lane->napi);
 	ppsim_napi_enable(lane);
 	if (pd->wired)
 		ppsim_wire_lane_start(lane);
@@ -824,6 +829,11 @@ static int ppsim_queue_stop(struct net_device *dev, void *per_queue_mem, int idx
 	if (pd->wired)
 		ppsim_wire_lane_quiesce(lane);
 	ppsim_napi_disable(lane);
+	/* The NAPI stays with the queue: the old pools let go of it while it
+	 * is disabled (they are destroyed after the new ones started). */
+	page_pool_disable_direct_recycling(lane->pool);
+	if (lane->hdr_pool)
+		page_pool_disable_direct_recycling(lane->hdr_pool);
 	ppsim_qmem_take(lane, per_queue_mem);
 	return 0;
 }
