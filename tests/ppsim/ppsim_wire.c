@@ -33,95 +33,67 @@
 
 /* ---- receive: B's NAPI ------------------------------------------------- */
 
-#if PPSIM_DEVMEM
-/* A header-split slot (a queue with a memory provider): the headers are
- * in a host page of the header pool, the payload, if any, in the posted
- * net_iov. Both are refilled first, as in ppsim_wire_rx_one. The net_iov
- * becomes an unreadable frag of the skb (skb_add_rx_frag_netmem marks it
- * so): the stack hands it to a devmem socket as a token, never reads it. */
-static void ppsim_wire_rx_split(struct ppsim_lane *lane, u32 slot)
+/* Hand the frame in @slot up the stack. Refill first: without a fresh
+ * buffer the frame is dropped and its buffer stays posted.
+ *
+ * A header-split slot (a devmem device's queue with a provider bound):
+ * the headers are in a host page of the header pool, the payload, if
+ * any, in the posted net_iov, and both are refilled. The net_iov becomes
+ * an unreadable frag of the skb (skb_add_rx_frag_netmem marks it so):
+ * the stack hands it to a devmem socket as a token, never reads it. */
+static void ppsim_wire_rx_one(struct ppsim_lane *lane, u32 slot)
 {
-	unsigned int len = lane->wire_len[slot], hlen = lane->wire_hlen[slot];
-	unsigned int plen = len - hlen;
-	netmem_ref fresh_d = 0, data;
+	unsigned int len = lane->wire_len[slot], hlen = len, plen;
+	struct page_pool *hpool = lane->hdr_pool ?: lane->pool;
 	struct page *page, *fresh;
 	struct sk_buff *skb;
+#if PPSIM_DEVMEM
+	netmem_ref fresh_d = 0, data;
 
-	fresh = page_pool_dev_alloc_pages(lane->hdr_pool);
+	if (lane->dposted)
+		hlen = lane->wire_hlen[slot];
+#endif
+	plen = len - hlen;
+	fresh = page_pool_dev_alloc_pages(hpool);
 	if (!fresh) {
 		WRITE_ONCE(lane->st.alloc_fail, lane->st.alloc_fail + 1);
 		return;
 	}
+#if PPSIM_DEVMEM
 	if (plen) {
 		fresh_d = page_pool_dev_alloc_netmems(lane->pool);
 		if (!fresh_d) {
-			page_pool_recycle_direct(lane->hdr_pool, fresh);
+			page_pool_recycle_direct(hpool, fresh);
 			WRITE_ONCE(lane->st.alloc_fail, lane->st.alloc_fail + 1);
 			return;
 		}
 	}
+#endif
 	page = lane->posted[slot];
 	lane->posted[slot] = fresh;
+	/* What the "device" wrote becomes the CPU's, as in a NIC driver. */
 	if (lane->dma_mapped)
-		page_pool_dma_sync_for_cpu(lane->hdr_pool, page, PPSIM_WIRE_HEADROOM, hlen);
+		page_pool_dma_sync_for_cpu(hpool, page, PPSIM_WIRE_HEADROOM, hlen);
 	skb = napi_build_skb(page_address(page), PAGE_SIZE);
 	if (!skb) {
-		page_pool_recycle_direct(lane->hdr_pool, page);
+		page_pool_recycle_direct(hpool, page);
+#if PPSIM_DEVMEM
 		if (plen)
 			page_pool_recycle_direct_netmem(lane->pool, fresh_d);
+#endif
 		WRITE_ONCE(lane->st.alloc_fail, lane->st.alloc_fail + 1);
 		return;
 	}
 	skb_reserve(skb, PPSIM_WIRE_HEADROOM);
 	__skb_put(skb, hlen);
 	skb_mark_for_recycle(skb);
+#if PPSIM_DEVMEM
 	if (plen) {
 		data = lane->dposted[slot];
 		lane->dposted[slot] = fresh_d;
 		skb_add_rx_frag_netmem(skb, 0, data, 0, plen, PAGE_SIZE);
 	}
-	skb->protocol = eth_type_trans(skb, lane->pd->netdev);
-	skb->ip_summed = CHECKSUM_UNNECESSARY;
-	skb_record_rx_queue(skb, lane->idx);
-	WRITE_ONCE(lane->st.packets, lane->st.packets + 1);
-	WRITE_ONCE(lane->st.bytes, lane->st.bytes + len);
-	napi_gro_receive(&lane->napi, skb);
-}
 #endif
-
-/* Hand the frame in @slot up the stack. Refill first: without a fresh
- * buffer the frame is dropped and its buffer stays posted. */
-static void ppsim_wire_rx_one(struct ppsim_lane *lane, u32 slot)
-{
-	unsigned int len = lane->wire_len[slot];
-	struct page *page, *fresh;
-	struct sk_buff *skb;
-
-#if PPSIM_DEVMEM
-	if (lane->dposted) {
-		ppsim_wire_rx_split(lane, slot);
-		return;
-	}
-#endif
-	fresh = page_pool_dev_alloc_pages(lane->pool);
-	if (!fresh) {
-		WRITE_ONCE(lane->st.alloc_fail, lane->st.alloc_fail + 1);
-		return;
-	}
-	page = lane->posted[slot];
-	lane->posted[slot] = fresh;
-	/* What the "device" wrote becomes the CPU's, as in a NIC driver. */
-	if (lane->dma_mapped)
-		page_pool_dma_sync_for_cpu(lane->pool, page, PPSIM_WIRE_HEADROOM, len);
-	skb = napi_build_skb(page_address(page), PAGE_SIZE);
-	if (!skb) {
-		page_pool_recycle_direct(lane->pool, page);
-		WRITE_ONCE(lane->st.alloc_fail, lane->st.alloc_fail + 1);
-		return;
-	}
-	skb_reserve(skb, PPSIM_WIRE_HEADROOM);
-	__skb_put(skb, len);
-	skb_mark_for_recycle(skb);
 	skb->protocol = eth_type_trans(skb, lane->pd->netdev);
 	/* The sender leaves checksums to the "hardware" (HW_CSUM); a NIC
 	 * that verified them reports this. */
