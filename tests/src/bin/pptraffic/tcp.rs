@@ -272,17 +272,8 @@ fn receive_stream(
     let data = args.verify.then(|| stream_of(args.seed, r.flow));
     let mut buf = vec![0u8; args.read_bytes.max(1)];
     match args.pattern {
-        Pattern::Steady => read_to_eof(
-            &mut s,
-            &mut rd,
-            &mut buf,
-            &mut r,
-            data.as_deref(),
-            live,
-            None,
-        )?,
-        Pattern::Slow => {
-            let budget = Some(Budget::new(args.read_rate));
+        Pattern::Steady | Pattern::Slow => {
+            let budget = (args.pattern == Pattern::Slow).then(|| Budget::new(args.read_rate));
             read_to_eof(
                 &mut s,
                 &mut rd,
