@@ -655,6 +655,32 @@ mod tests {
     }
 
     #[test]
+    fn devmem_refuses_what_it_cannot_receive() {
+        validate(&args(&["--devmem", "ppsim1"])).unwrap();
+        validate(&args(&[
+            "--devmem",
+            "ppsim1",
+            "--pattern",
+            "drain",
+            "--devmem-batch",
+            "1",
+        ]))
+        .unwrap();
+        for (bad, why) in [
+            (&["--pattern", "splice"][..], "splice"),
+            (&["--mice", "1"][..], "--mice"),
+            (&["--devmem-batch", "129"][..], "--devmem-batch"),
+            (&["--devmem-batch", "0"][..], "--devmem-batch"),
+            (&["--devmem-mb", "0"][..], "--devmem-mb"),
+        ] {
+            let mut a = vec!["--devmem", "ppsim1"];
+            a.extend_from_slice(bad);
+            let e = validate(&args(&a)).unwrap_err().to_string();
+            assert!(e.contains(why), "{a:?}: {e}");
+        }
+    }
+
+    #[test]
     fn splice_is_for_tcp_streams() {
         let splice = args(&["--pattern", "splice"]);
         assert_eq!(splice.pattern, Pattern::Splice);
