@@ -14,6 +14,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use netlink::Client;
+use netlink::ethtool::{Header, Rings};
 use netlink::netdev::{PagePool, QstatsCounters};
 use nix::sched::{CloneFlags, setns};
 use policy::snapshot::PoolStats;
@@ -152,6 +153,9 @@ pub fn wait_pools(
     (p, ok)
 }
 
+/// `ETHTOOL_TCP_DATA_SPLIT_ENABLED` (rings' `tcp-data-split`).
+const ETHTOOL_TCP_DATA_SPLIT_ENABLED: u8 = 2;
+
 /// The two ends of a wire, each in its namespace.
 #[derive(Debug)]
 pub struct Wire {
@@ -169,21 +173,25 @@ impl Wire {
 
     /// [`Wire::build`] with B a devmem device
     /// ([`Ppsim::new_devmem_device`]), its header split on
-    /// (`tcp-data-split on hds-thresh 0`, what `bind-rx` requires).
+    /// (`tcp-data-split on hds-thresh 0`, what `bind-rx` requires; set
+    /// over ethtool netlink: the host's ethtool 6.1 has no such option).
     pub fn build_devmem(p: &Ppsim, b_queues: u32, b_ring: u32) -> Self {
         let w = Self::build_with(p, b_queues, b_ring, true);
-        ns_exec(
-            RX_NS,
-            &[
-                "ethtool",
-                "-G",
-                w.b.name(),
-                "tcp-data-split",
-                "on",
-                "hds-thresh",
-                "0",
-            ],
-        );
+        let ifx = w.b_ifindex();
+        in_netns(RX_NS, || async {
+            let rings = Rings {
+                header: Some(Header::ifindex(ifx)),
+                tcp_data_split: Some(ETHTOOL_TCP_DATA_SPLIT_ENABLED),
+                hds_thresh: Some(0),
+                ..Rings::default()
+            };
+            Client::connect()
+                .await
+                .expect("netlink client")
+                .set_rings(rings, Some(w.b.name()))
+                .await
+                .expect("B's header split on");
+        });
         w
     }
 
