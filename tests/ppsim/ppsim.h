@@ -229,6 +229,19 @@ struct ppsim_dev {
 
 extern struct list_head ppsim_devs;
 
+/* A control file's write as a NUL-terminated string in @buf (@size
+ * bytes): EINVAL if it does not fit. */
+static inline int ppsim_user_line(char *buf, size_t size, const char __user *ubuf,
+				  size_t len)
+{
+	if (len >= size)
+		return -EINVAL;
+	if (copy_from_user(buf, ubuf, len))
+		return -EFAULT;
+	buf[len] = 0;
+	return 0;
+}
+
 /* What one RX queue's buffers are: its pools and posted rings, built
  * before the queue starts and torn down after it stops, so a queue can be
  * restarted with new memory (queue management ops, a memory provider). */

@@ -1209,13 +1209,12 @@ static ssize_t ppsim_personality_write(struct file *f, const char __user *ubuf,
 	struct ppsim_dev *pd = file_inode(f)->i_private;
 	const struct ppsim_personality *p;
 	char buf[32];
+	int err;
 	ssize_t ret = len;
 
-	if (len >= sizeof(buf))
-		return -EINVAL;
-	if (copy_from_user(buf, ubuf, len))
-		return -EFAULT;
-	buf[len] = 0;
+	err = ppsim_user_line(buf, sizeof(buf), ubuf, len);
+	if (err)
+		return err;
 	p = ppsim_personality_find(buf);
 	if (!p)
 		return -EINVAL;
@@ -1327,13 +1326,12 @@ static ssize_t ppsim_preset_write(struct file *f, const char __user *ubuf,
 {
 	struct ppsim_dev *pd = file_inode(f)->i_private;
 	char buf[32], *name;
+	int err;
 	size_t i;
 
-	if (len >= sizeof(buf))
-		return -EINVAL;
-	if (copy_from_user(buf, ubuf, len))
-		return -EFAULT;
-	buf[len] = 0;
+	err = ppsim_user_line(buf, sizeof(buf), ubuf, len);
+	if (err)
+		return err;
 	name = strim(buf);
 	for (i = 0; i < ARRAY_SIZE(ppsim_presets); i++) {
 		if (!strcmp(name, ppsim_presets[i].name)) {
@@ -1455,12 +1453,11 @@ static ssize_t ppsim_steer_write(struct file *f, const char __user *ubuf, size_t
 	struct ppsim_dev *pd = file_inode(f)->i_private;
 	unsigned int port, queue;
 	char buf[32];
+	int err;
 
-	if (len >= sizeof(buf))
-		return -EINVAL;
-	if (copy_from_user(buf, ubuf, len))
-		return -EFAULT;
-	buf[len] = 0;
+	err = ppsim_user_line(buf, sizeof(buf), ubuf, len);
+	if (err)
+		return err;
 	if (sscanf(buf, "%u %u", &port, &queue) != 2 || port > 0xffff ||
 	    queue >= PPSIM_MAX_QUEUES || (!port && queue))
 		return -EINVAL;
@@ -1696,11 +1693,9 @@ static ssize_t ppsim_new_write(struct file *f, const char __user *ubuf, size_t l
 	unsigned int nq;
 	int n, err;
 
-	if (len >= sizeof(buf))
-		return -EINVAL;
-	if (copy_from_user(buf, ubuf, len))
-		return -EFAULT;
-	buf[len] = 0;
+	err = ppsim_user_line(buf, sizeof(buf), ubuf, len);
+	if (err)
+		return err;
 	/* "N" or "N devmem" */
 	n = sscanf(buf, "%u %15s", &nq, mode);
 	if (n < 1 || (n == 2 && strcmp(mode, "devmem")))
@@ -1721,12 +1716,11 @@ static ssize_t ppsim_del_write(struct file *f, const char __user *ubuf, size_t l
 {
 	struct ppsim_dev *pd, *found = NULL;
 	char buf[IFNAMSIZ + 2], *name;
+	int err;
 
-	if (len >= sizeof(buf))
-		return -EINVAL;
-	if (copy_from_user(buf, ubuf, len))
-		return -EFAULT;
-	buf[len] = 0;
+	err = ppsim_user_line(buf, sizeof(buf), ubuf, len);
+	if (err)
+		return err;
 	name = strim(buf);
 
 	mutex_lock(&ppsim_devs_lock);

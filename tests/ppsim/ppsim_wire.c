@@ -446,11 +446,9 @@ static ssize_t ppsim_wire_write(struct file *f, const char __user *ubuf, size_t 
 	struct ppsim_dev *pa, *pb = NULL;
 	int n, err;
 
-	if (len >= sizeof(buf))
-		return -EINVAL;
-	if (copy_from_user(buf, ubuf, len))
-		return -EFAULT;
-	buf[len] = 0;
+	err = ppsim_user_line(buf, sizeof(buf), ubuf, len);
+	if (err)
+		return err;
 	n = sscanf(buf, "%15s %15s", a, b);
 	if (n != (link ? 2 : 1))
 		return -EINVAL;
