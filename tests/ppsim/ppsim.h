@@ -26,6 +26,16 @@
 #include <net/netdev_queues.h>
 #include <net/page_pool/helpers.h>
 
+/* Devmem devices (queue management ops with the instance lock, header
+ * split, unreadable netmem) are built against the 7.x queue API only. */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(7, 0, 0)
+#define PPSIM_DEVMEM 1
+#include <net/netdev_lock.h>
+#include <net/netdev_rx_queue.h>
+#else
+#define PPSIM_DEVMEM 0
+#endif
+
 struct ppsim_personality;	/* ppsim_personality.h, ppsim_main.c only */
 
 #define PPSIM_MAX_QUEUES	16
@@ -84,6 +94,12 @@ struct ppsim_lane {
 	struct napi_struct napi;
 	struct page_pool *pool;
 	bool dma_mapped;	/* the pool maps its pages (ppsim_dma.c) */
+	/* Header split (a devmem device's queue with a memory provider bound,
+	 * ppsim_devmem.c): `pool` gives the payload buffers (net_iovs of the
+	 * provider, posted in `dposted`), `hdr_pool` the host pages the
+	 * headers land in (posted in `posted`). NULL otherwise. */
+	struct page_pool *hdr_pool;
+	netmem_ref *dposted;
 	struct hrtimer timer;
 	bool napi_added;
 	u64 last_ns;		/* last arrival accounting */
@@ -149,6 +165,7 @@ struct ppsim_lane {
 	u32 wire_prod;
 	u32 wire_cons;
 	u16 *wire_len;		/* frame length per slot */
+	u16 *wire_hlen;		/* header split: bytes in the header buffer per slot */
 	/* this queue's transmits when wired (under the TX queue's lock) */
 	u64 tx_packets;
 	u64 tx_bytes;
@@ -166,6 +183,13 @@ struct ppsim_dev {
 	 * read), and whether the queues run the wire (set while down) */
 	struct ppsim_dev __rcu *peer;
 	bool wired;
+	/* created as a devmem device (README.md "Devmem"): a DMA parent,
+	 * queue management ops (so the core takes the instance lock around
+	 * ndo and ethtool ops), header split, unreadable RX buffers */
+	bool devmem;
+	/* wire steering rule: TCP segments to port (low 16 bits) go to RX
+	 * queue (high 16 bits); 0 = none, every frame by the flow hash */
+	u32 steer;
 
 	unsigned int rx_ring;
 	/* the ring the next queues' pools are sized from (personality) */
@@ -205,8 +229,37 @@ struct ppsim_dev {
 
 extern struct list_head ppsim_devs;
 
+/* A control file's write as a NUL-terminated string in @buf (@size
+ * bytes): EINVAL if it does not fit. */
+static inline int ppsim_user_line(char *buf, size_t size, const char __user *ubuf,
+				  size_t len)
+{
+	if (len >= size)
+		return -EINVAL;
+	if (copy_from_user(buf, ubuf, len))
+		return -EFAULT;
+	buf[len] = 0;
+	return 0;
+}
+
+/* What one RX queue's buffers are: its pools and posted rings, built
+ * before the queue starts and torn down after it stops, so a queue can be
+ * restarted with new memory (queue management ops, a memory provider). */
+struct ppsim_qmem {
+	struct page_pool *pool;
+	struct page_pool *hdr_pool;
+	bool dma_mapped;
+	struct page **posted;
+	netmem_ref *dposted;
+	unsigned int nposted;
+	u16 *wire_len;
+	u16 *wire_hlen;
+};
+
 /* ppsim_dma.c: pools map through the VM's PCI test device when it has one. */
 void ppsim_dma_pool_params(struct page_pool_params *pp);
+/* The PCI function pools map through, NULL without one. */
+struct device *ppsim_dma_device(void);
 int ppsim_dma_init(struct dentry *root);
 void ppsim_dma_exit(void);
 extern struct mutex ppsim_devs_lock;

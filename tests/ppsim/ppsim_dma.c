@@ -43,6 +43,11 @@ void ppsim_dma_pool_params(struct page_pool_params *pp)
 	pp->max_len = PAGE_SIZE;
 }
 
+struct device *ppsim_dma_device(void)
+{
+	return READ_ONCE(ppsim_dma_dev);
+}
+
 static int ppsim_pci_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 {
 	int err;

@@ -523,43 +523,95 @@ static int ppsim_consumer(void *arg)
 
 /* ---- queues ------------------------------------------------------------ */
 
-/* Give the posted buffers back to the pool (the "device" stops). */
-static void ppsim_unpost_ring(struct ppsim_lane *lane)
+/* A devmem device's core takes its instance lock around ndo and ethtool
+ * ops (it has queue management ops): NAPI calls there must be the _locked
+ * variants. Other devices keep the calls that take the lock themselves. */
+static void ppsim_napi_add(struct ppsim_lane *lane,
+			   int (*poll)(struct napi_struct *napi, int budget))
 {
+	struct net_device *dev = lane->pd->netdev;
+
+#if PPSIM_DEVMEM
+	if (netdev_need_ops_lock(dev)) {
+		netif_napi_add_config_locked(dev, &lane->napi, poll, lane->idx);
+		return;
+	}
+#endif
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 13, 0)
+	netif_napi_add_config(dev, &lane->napi, poll, lane->idx);
+#else
+	netif_napi_add(dev, &lane->napi, poll);
+#endif
+}
+
+static void ppsim_napi_del(struct ppsim_lane *lane)
+{
+#if PPSIM_DEVMEM
+	if (netdev_need_ops_lock(lane->pd->netdev)) {
+		netif_napi_del_locked(&lane->napi);
+		return;
+	}
+#endif
+	netif_napi_del(&lane->napi);
+}
+
+static void ppsim_napi_enable(struct ppsim_lane *lane)
+{
+#if PPSIM_DEVMEM
+	if (netdev_need_ops_lock(lane->pd->netdev)) {
+		napi_enable_locked(&lane->napi);
+		return;
+	}
+#endif
+	napi_enable(&lane->napi);
+}
+
+static void ppsim_napi_disable(struct ppsim_lane *lane)
+{
+#if PPSIM_DEVMEM
+	if (netdev_need_ops_lock(lane->pd->netdev)) {
+		napi_disable_locked(&lane->napi);
+		return;
+	}
+#endif
+	napi_disable(&lane->napi);
+}
+
+/* Give the posted buffers back to their pools (the "device" stops), then
+ * the pools: pages still held by the stack keep a pool alive (detached,
+ * with detach-time) until they come back. */
+static void ppsim_qmem_free(struct ppsim_qmem *m)
+{
+	struct page_pool *hpool = m->hdr_pool ?: m->pool;
 	unsigned int i;
 
-	for (i = 0; i < lane->nposted; i++)
-		if (lane->posted[i])
-			page_pool_put_full_page(lane->pool, lane->posted[i], false);
-	kvfree(lane->posted);
-	lane->posted = NULL;
-	lane->nposted = 0;
-	lane->post_idx = 0;
+	for (i = 0; m->posted && i < m->nposted; i++)
+		if (m->posted[i])
+			page_pool_put_full_page(hpool, m->posted[i], false);
+	for (i = 0; m->dposted && i < m->nposted; i++)
+		if (m->dposted[i])
+			page_pool_put_full_netmem(m->pool, m->dposted[i], false);
+	kvfree(m->posted);
+	kvfree(m->dposted);
+	kvfree(m->wire_len);
+	kvfree(m->wire_hlen);
+	if (m->hdr_pool)
+		page_pool_destroy(m->hdr_pool);
+	if (m->pool)
+		page_pool_destroy(m->pool);
+	memset(m, 0, sizeof(*m));
 }
 
-/* Post the whole RX ring (at most PPSIM_RING_MAX buffers): pool memory then
- * grows with the ring as on hardware, and the posted pages count in the
- * pool's inflight. Before NAPI is enabled, so nothing else uses the pool. */
-static int ppsim_post_ring(struct ppsim_lane *lane)
-{
-	unsigned int n = min_t(u32, lane->pd->rx_ring, PPSIM_RING_MAX), i;
-
-	lane->post_idx = 0;
-	lane->posted = kvcalloc(n, sizeof(*lane->posted), GFP_KERNEL);
-	if (!lane->posted)
-		return -ENOMEM;
-	lane->nposted = n;
-	for (i = 0; i < n; i++) {
-		lane->posted[i] = page_pool_alloc_pages(lane->pool, GFP_KERNEL | __GFP_NOWARN);
-		if (!lane->posted[i]) {
-			ppsim_unpost_ring(lane);
-			return -ENOMEM;
-		}
-	}
-	return 0;
-}
-
-static int ppsim_lane_open(struct ppsim_lane *lane)
+/* Build a queue's memory: its pool and its posted RX ring (at most
+ * PPSIM_RING_MAX buffers, so pool memory grows with the ring as on
+ * hardware and the posted pages count in the pool's inflight). On a
+ * devmem device whose queue has a memory provider bound, header split:
+ * the payload pool is created for unreadable memory on the queue (the
+ * provider's net_iovs), a second pool of host pages takes the headers.
+ * Nothing uses the pools before the queue starts. With @napi false the
+ * pools are not tied to the queue's NAPI yet (a restart builds them while
+ * that NAPI runs the old queue): ppsim_queue_start ties them. */
+static int ppsim_qmem_alloc(struct ppsim_lane *lane, struct ppsim_qmem *m, bool napi)
 {
 	struct ppsim_dev *pd = lane->pd;
 	struct net_device *dev = pd->netdev;
@@ -568,49 +620,141 @@ static int ppsim_lane_open(struct ppsim_lane *lane)
 		.pool_size = pd->pers->pool(pd->pool_ring, dev->mtu),
 		.nid = NUMA_NO_NODE,
 		.dev = &dev->dev,
-		.napi = &lane->napi,
+		.napi = napi ? &lane->napi : NULL,
 		.netdev = dev,
 		.dma_dir = DMA_FROM_DEVICE,
 	};
-	int (*poll)(struct napi_struct *napi, int budget) =
-		pd->wired ? ppsim_wire_poll : ppsim_poll;
-	struct page_pool *pool;
-	int err;
-
-	ppsim_dma_pool_params(&pp);
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 13, 0)
-	netif_napi_add_config(dev, &lane->napi, poll, lane->idx);
+	unsigned int n = min_t(u32, pd->rx_ring, PPSIM_RING_MAX), i;
+#if PPSIM_DEVMEM
+	bool split = pd->devmem && netif_rxq_has_unreadable_mp(dev, lane->idx);
 #else
-	netif_napi_add(dev, &lane->napi, poll);
+	bool split = false;
 #endif
-	lane->napi_added = true;
+	struct page_pool *pool;
+	int err = -ENOMEM;
+
+	memset(m, 0, sizeof(*m));
+	/* Only the wire writes into net_iovs; the engine hands pages to a
+	 * consumer that would read them. */
+	if (split && !pd->wired)
+		return -EOPNOTSUPP;
+	ppsim_dma_pool_params(&pp);
+	if (split) {
+		pool = page_pool_create(&pp);
+		if (IS_ERR(pool))
+			return PTR_ERR(pool);
+		m->hdr_pool = pool;
+	}
+#if PPSIM_DEVMEM
+	if (pd->devmem) {
+		pp.flags |= PP_FLAG_ALLOW_UNREADABLE_NETMEM;
+		pp.queue_idx = lane->idx;
+	}
+#endif
 	pool = page_pool_create(&pp);
 	if (IS_ERR(pool)) {
-		netif_napi_del(&lane->napi);
-		lane->napi_added = false;
-		return PTR_ERR(pool);
+		err = PTR_ERR(pool);
+		goto fail;
 	}
-	lane->pool = pool;
-	lane->dma_mapped = pp.flags & PP_FLAG_DMA_MAP;
-	err = ppsim_post_ring(lane);
-	if (!err && pd->wired) {
-		err = ppsim_wire_lane_prepare(lane);
-		if (err)
-			ppsim_unpost_ring(lane);
+	m->pool = pool;
+	m->dma_mapped = pp.flags & PP_FLAG_DMA_MAP;
+	if (split != !!pool->mp_ops) {
+		err = -EINVAL;
+		goto fail;
 	}
+
+	m->posted = kvcalloc(n, sizeof(*m->posted), GFP_KERNEL);
+	if (!m->posted)
+		goto fail;
+	m->nposted = n;
+	if (split) {
+		m->dposted = kvcalloc(n, sizeof(*m->dposted), GFP_KERNEL);
+		m->wire_hlen = kvcalloc(n, sizeof(*m->wire_hlen), GFP_KERNEL);
+		if (!m->dposted || !m->wire_hlen)
+			goto fail;
+	}
+	if (pd->wired) {
+		m->wire_len = kvcalloc(n, sizeof(*m->wire_len), GFP_KERNEL);
+		if (!m->wire_len)
+			goto fail;
+	}
+	for (i = 0; i < n; i++) {
+		m->posted[i] = page_pool_alloc_pages(m->hdr_pool ?: m->pool,
+						     GFP_KERNEL | __GFP_NOWARN);
+		if (!m->posted[i])
+			goto fail;
+		if (split) {
+			m->dposted[i] = page_pool_alloc_netmems(m->pool, GFP_KERNEL | __GFP_NOWARN);
+			if (!m->dposted[i])
+				goto fail;
+		}
+	}
+	return 0;
+fail:
+	ppsim_qmem_free(m);
+	return err;
+}
+
+/* The queue takes @m's memory (stopped, NAPI not enabled yet). */
+static void ppsim_qmem_install(struct ppsim_lane *lane, struct ppsim_qmem *m)
+{
+	lane->pool = m->pool;
+	lane->hdr_pool = m->hdr_pool;
+	lane->dma_mapped = m->dma_mapped;
+	lane->posted = m->posted;
+	lane->dposted = m->dposted;
+	lane->nposted = m->nposted;
+	lane->post_idx = 0;
+	lane->wire_len = m->wire_len;
+	lane->wire_hlen = m->wire_hlen;
+	lane->wire_prod = 0;
+	lane->wire_cons = 0;
+	lane->last_slow = READ_ONCE(m->pool->alloc_stats.slow);
+	memset(m, 0, sizeof(*m));
+}
+
+/* The stopped queue gives its memory to @m. */
+static void ppsim_qmem_take(struct ppsim_lane *lane, struct ppsim_qmem *m)
+{
+	m->pool = lane->pool;
+	m->hdr_pool = lane->hdr_pool;
+	m->dma_mapped = lane->dma_mapped;
+	m->posted = lane->posted;
+	m->dposted = lane->dposted;
+	m->nposted = lane->nposted;
+	m->wire_len = lane->wire_len;
+	m->wire_hlen = lane->wire_hlen;
+	lane->pool = NULL;
+	lane->hdr_pool = NULL;
+	lane->posted = NULL;
+	lane->dposted = NULL;
+	lane->nposted = 0;
+	lane->post_idx = 0;
+	lane->wire_len = NULL;
+	lane->wire_hlen = NULL;
+}
+
+static int ppsim_lane_open(struct ppsim_lane *lane)
+{
+	struct ppsim_dev *pd = lane->pd;
+	struct net_device *dev = pd->netdev;
+	struct ppsim_qmem m;
+	int err;
+
+	ppsim_napi_add(lane, pd->wired ? ppsim_wire_poll : ppsim_poll);
+	lane->napi_added = true;
+	err = ppsim_qmem_alloc(lane, &m, true);
 	if (err) {
-		page_pool_destroy(pool);
-		lane->pool = NULL;
-		netif_napi_del(&lane->napi);
+		ppsim_napi_del(lane);
 		lane->napi_added = false;
 		return err;
 	}
-	lane->last_slow = READ_ONCE(pool->alloc_stats.slow);
+	ppsim_qmem_install(lane, &m);
 	lane->pending = 0;
 	lane->frac = 0;
 	lane->in_stall = false;
 	netif_queue_set_napi(dev, lane->idx, NETDEV_QUEUE_TYPE_RX, &lane->napi);
-	napi_enable(&lane->napi);
+	ppsim_napi_enable(lane);
 	if (pd->wired)
 		ppsim_wire_lane_start(lane);
 	return 0;
@@ -619,25 +763,89 @@ static int ppsim_lane_open(struct ppsim_lane *lane)
 static void ppsim_lane_close(struct ppsim_lane *lane)
 {
 	struct net_device *dev = lane->pd->netdev;
+	struct ppsim_qmem m;
 
 	if (!lane->napi_added)
 		return;
 	netif_queue_set_napi(dev, lane->idx, NETDEV_QUEUE_TYPE_RX, NULL);
-	napi_disable(&lane->napi);
+	ppsim_napi_disable(lane);
 	hrtimer_cancel(&lane->timer);
 	if (lane->in_stall) {
 		lane->in_stall = false;
 		ppsim_uncharge();
 	}
-	netif_napi_del(&lane->napi);
+	ppsim_napi_del(lane);
 	lane->napi_added = false;
-	ppsim_unpost_ring(lane);
-	ppsim_wire_lane_free(lane);
-	/* Pages still held by the consumer keep the pool alive (detached,
-	 * with detach-time) until they come back. */
-	page_pool_destroy(lane->pool);
-	lane->pool = NULL;
+	ppsim_qmem_take(lane, &m);
+	ppsim_qmem_free(&m);
 }
+
+#if PPSIM_DEVMEM
+/* ---- queue management ops (devmem devices) ------------------------------ */
+
+/* The core restarts one RX queue with new memory (a memory provider bound
+ * or unbound, netdev_rx_queue_restart): build the new pools while the old
+ * queue runs, stop it (the wire stops writing into it, NAPI disabled), give
+ * it the new memory and start it. The queue's NAPI stays. Only while up:
+ * a down device builds its queues, with the provider, at open. */
+static int ppsim_queue_mem_alloc(struct net_device *dev, struct netdev_queue_config *qcfg,
+				 void *per_queue_mem, int idx)
+{
+	struct ppsim_dev *pd = netdev_priv(dev);
+
+	if (!pd->up)
+		return -ENETDOWN;
+	return ppsim_qmem_alloc(&pd->lanes[idx], per_queue_mem, false);
+}
+
+static void ppsim_queue_mem_free(struct net_device *dev, void *per_queue_mem)
+{
+	ppsim_qmem_free(per_queue_mem);
+}
+
+static int ppsim_queue_start(struct net_device *dev, struct netdev_queue_config *qcfg,
+			     void *per_queue_mem, int idx)
+{
+	struct ppsim_dev *pd = netdev_priv(dev);
+	struct ppsim_lane *lane = &pd->lanes[idx];
+
+	netdev_assert_locked(dev);
+	ppsim_qmem_install(lane, per_queue_mem);
+	page_pool_enable_direct_recycling(lane->pool, &lane->napi);
+	if (lane->hdr_pool)
+		page_pool_enable_direct_recycling(lane->hdr_pool, &lane->napi);
+	ppsim_napi_enable(lane);
+	if (pd->wired)
+		ppsim_wire_lane_start(lane);
+	return 0;
+}
+
+static int ppsim_queue_stop(struct net_device *dev, void *per_queue_mem, int idx)
+{
+	struct ppsim_dev *pd = netdev_priv(dev);
+	struct ppsim_lane *lane = &pd->lanes[idx];
+
+	netdev_assert_locked(dev);
+	if (pd->wired)
+		ppsim_wire_lane_quiesce(lane);
+	ppsim_napi_disable(lane);
+	/* The NAPI stays with the queue: the old pools let go of it while it
+	 * is disabled (they are destroyed after the new ones started). */
+	page_pool_disable_direct_recycling(lane->pool);
+	if (lane->hdr_pool)
+		page_pool_disable_direct_recycling(lane->hdr_pool);
+	ppsim_qmem_take(lane, per_queue_mem);
+	return 0;
+}
+
+static const struct netdev_queue_mgmt_ops ppsim_queue_mgmt_ops = {
+	.ndo_queue_mem_size = sizeof(struct ppsim_qmem),
+	.ndo_queue_mem_alloc = ppsim_queue_mem_alloc,
+	.ndo_queue_mem_free = ppsim_queue_mem_free,
+	.ndo_queue_start = ppsim_queue_start,
+	.ndo_queue_stop = ppsim_queue_stop,
+};
+#endif
 
 static void ppsim_queues_close(struct ppsim_dev *pd)
 {
@@ -974,6 +1182,22 @@ static const struct ethtool_ops ppsim_ethtool_ops = {
 	.set_channels = ppsim_set_channels,
 };
 
+#if PPSIM_DEVMEM
+/* A devmem device also has header split: tcp-data-split and hds-thresh
+ * (at most 0: every TCP payload is split from its headers), which the
+ * core keeps in dev->cfg and checks before it binds a memory provider. */
+static const struct ethtool_ops ppsim_devmem_ethtool_ops = {
+	.supported_ring_params = ETHTOOL_RING_USE_TCP_DATA_SPLIT | ETHTOOL_RING_USE_HDS_THRS,
+	.get_drvinfo = ppsim_get_drvinfo,
+	.get_link = ethtool_op_get_link,
+	.get_link_ksettings = ppsim_get_link_ksettings,
+	.get_ringparam = ppsim_get_ringparam,
+	.set_ringparam = ppsim_set_ringparam,
+	.get_channels = ppsim_get_channels,
+	.set_channels = ppsim_set_channels,
+};
+#endif
+
 /* ---- debugfs control --------------------------------------------------- */
 
 /* `personality`: which driver family the device behaves like
@@ -985,13 +1209,12 @@ static ssize_t ppsim_personality_write(struct file *f, const char __user *ubuf,
 	struct ppsim_dev *pd = file_inode(f)->i_private;
 	const struct ppsim_personality *p;
 	char buf[32];
+	int err;
 	ssize_t ret = len;
 
-	if (len >= sizeof(buf))
-		return -EINVAL;
-	if (copy_from_user(buf, ubuf, len))
-		return -EFAULT;
-	buf[len] = 0;
+	err = ppsim_user_line(buf, sizeof(buf), ubuf, len);
+	if (err)
+		return err;
 	p = ppsim_personality_find(buf);
 	if (!p)
 		return -EINVAL;
@@ -1103,13 +1326,12 @@ static ssize_t ppsim_preset_write(struct file *f, const char __user *ubuf,
 {
 	struct ppsim_dev *pd = file_inode(f)->i_private;
 	char buf[32], *name;
+	int err;
 	size_t i;
 
-	if (len >= sizeof(buf))
-		return -EINVAL;
-	if (copy_from_user(buf, ubuf, len))
-		return -EFAULT;
-	buf[len] = 0;
+	err = ppsim_user_line(buf, sizeof(buf), ubuf, len);
+	if (err)
+		return err;
 	name = strim(buf);
 	for (i = 0; i < ARRAY_SIZE(ppsim_presets); i++) {
 		if (!strcmp(name, ppsim_presets[i].name)) {
@@ -1221,12 +1443,57 @@ static int ppsim_goodput_show(struct seq_file *m, void *v)
 }
 DEFINE_SHOW_ATTRIBUTE(ppsim_goodput);
 
+/* `steer`: "PORT QUEUE" — TCP segments the wire brings to destination
+ * port PORT go to RX queue QUEUE (an ntuple rule, as `ethtool -N ...
+ * flow-type tcp4 dst-port PORT action QUEUE` sets on a NIC: how a devmem
+ * flow reaches the queue its dma-buf is bound to); "0 0" removes it. */
+static ssize_t ppsim_steer_write(struct file *f, const char __user *ubuf, size_t len,
+				 loff_t *ppos)
+{
+	struct ppsim_dev *pd = file_inode(f)->i_private;
+	unsigned int port, queue;
+	char buf[32];
+	int err;
+
+	err = ppsim_user_line(buf, sizeof(buf), ubuf, len);
+	if (err)
+		return err;
+	if (sscanf(buf, "%u %u", &port, &queue) != 2 || port > 0xffff ||
+	    queue >= PPSIM_MAX_QUEUES || (!port && queue))
+		return -EINVAL;
+	WRITE_ONCE(pd->steer, port ? queue << 16 | port : 0);
+	return len;
+}
+
+static ssize_t ppsim_steer_read(struct file *f, char __user *ubuf, size_t len,
+				loff_t *ppos)
+{
+	struct ppsim_dev *pd = file_inode(f)->i_private;
+	u32 rule = READ_ONCE(pd->steer);
+	char buf[32];
+	int n = scnprintf(buf, sizeof(buf), "%u %u\n", rule & 0xffff, rule >> 16);
+
+	return simple_read_from_buffer(ubuf, len, ppos, buf, n);
+}
+
+static const struct file_operations ppsim_steer_fops = {
+	.owner = THIS_MODULE,
+	.open = simple_open,
+	.read = ppsim_steer_read,
+	.write = ppsim_steer_write,
+	.llseek = default_llseek,
+};
+
 static int ppsim_qstate_show(struct seq_file *m, void *v)
 {
 	struct ppsim_dev *pd = m->private;
 	unsigned int i;
 
 	rtnl_lock();
+#if PPSIM_DEVMEM
+	/* a devmem device restarts queues under its instance lock only */
+	netdev_lock_ops(pd->netdev);
+#endif
 	for (i = 0; i < pd->nq; i++) {
 		struct ppsim_lane *l = &pd->lanes[i];
 		const struct ppsim_lane_stats *st = &l->st;
@@ -1250,6 +1517,9 @@ static int ppsim_qstate_show(struct seq_file *m, void *v)
 			   READ_ONCE(l->wire_open) ?
 			   READ_ONCE(l->wire_prod) - READ_ONCE(l->wire_cons) : 0);
 	}
+#if PPSIM_DEVMEM
+	netdev_unlock_ops(pd->netdev);
+#endif
 	rtnl_unlock();
 	return 0;
 }
@@ -1276,6 +1546,7 @@ static void ppsim_debugfs_init(struct ppsim_dev *pd)
 	debugfs_create_file("goodput", 0400, pd->dir, pd, &ppsim_goodput_fops);
 	debugfs_create_file("queues", 0400, pd->dir, pd, &ppsim_qstate_fops);
 	debugfs_create_file("personality", 0600, pd->dir, pd, &ppsim_personality_fops);
+	debugfs_create_file("steer", 0600, pd->dir, pd, &ppsim_steer_fops);
 }
 
 /* ---- device lifetime --------------------------------------------------- */
@@ -1306,8 +1577,9 @@ static void ppsim_stop_consumers(struct ppsim_dev *pd)
 	}
 }
 
-static int ppsim_new_device(unsigned int nq)
+static int ppsim_new_device(unsigned int nq, bool devmem)
 {
+	struct device *dma_dev = ppsim_dma_device();
 	struct net_device *dev;
 	struct ppsim_dev *pd;
 	unsigned int i, ccpu;
@@ -1315,6 +1587,11 @@ static int ppsim_new_device(unsigned int nq)
 
 	if (nq < 1 || nq > PPSIM_MAX_QUEUES)
 		return -EINVAL;
+	/* a memory provider maps its dma-buf for the device's DMA parent */
+	if (devmem && !PPSIM_DEVMEM)
+		return -EOPNOTSUPP;
+	if (devmem && !dma_dev)
+		return -ENODEV;
 	dev = alloc_netdev_mqs(sizeof(*pd), "ppsim%d", NET_NAME_ENUM, ppsim_setup,
 			       PPSIM_MAX_QUEUES, PPSIM_MAX_QUEUES);
 	if (!dev)
@@ -1331,6 +1608,15 @@ static int ppsim_new_device(unsigned int nq)
 	pd->producer_cpu = 0;
 	ccpu = num_online_cpus() > 1 ? 1 : 0;
 	pd->consumer_cpu = ccpu;
+#if PPSIM_DEVMEM
+	if (devmem) {
+		pd->devmem = true;
+		SET_NETDEV_DEV(dev, dma_dev);
+		dev->queue_mgmt_ops = &ppsim_queue_mgmt_ops;
+		dev->ethtool_ops = &ppsim_devmem_ethtool_ops;
+		netdev_lockdep_set_classes(dev);
+	}
+#endif
 
 	for (i = 0; i < PPSIM_MAX_QUEUES; i++) {
 		struct ppsim_lane *lane = &pd->lanes[i];
@@ -1376,7 +1662,7 @@ static int ppsim_new_device(unsigned int nq)
 	list_add_tail(&pd->list, &ppsim_devs);
 	mutex_unlock(&ppsim_devs_lock);
 	ppsim_debugfs_init(pd);
-	netdev_info(dev, "ppsim device with %u queues\n", nq);
+	netdev_info(dev, "ppsim device with %u queues%s\n", nq, devmem ? ", devmem" : "");
 	return 0;
 
 err_consumers:
@@ -1403,13 +1689,18 @@ static void ppsim_destroy(struct ppsim_dev *pd)
 static ssize_t ppsim_new_write(struct file *f, const char __user *ubuf, size_t len,
 			       loff_t *ppos)
 {
+	char buf[32], mode[16];
 	unsigned int nq;
-	int err;
+	int n, err;
 
-	err = kstrtouint_from_user(ubuf, len, 10, &nq);
+	err = ppsim_user_line(buf, sizeof(buf), ubuf, len);
 	if (err)
 		return err;
-	err = ppsim_new_device(nq);
+	/* "N" or "N devmem" */
+	n = sscanf(buf, "%u %15s", &nq, mode);
+	if (n < 1 || (n == 2 && strcmp(mode, "devmem")))
+		return -EINVAL;
+	err = ppsim_new_device(nq, n == 2);
 	return err ? err : len;
 }
 
@@ -1425,12 +1716,11 @@ static ssize_t ppsim_del_write(struct file *f, const char __user *ubuf, size_t l
 {
 	struct ppsim_dev *pd, *found = NULL;
 	char buf[IFNAMSIZ + 2], *name;
+	int err;
 
-	if (len >= sizeof(buf))
-		return -EINVAL;
-	if (copy_from_user(buf, ubuf, len))
-		return -EFAULT;
-	buf[len] = 0;
+	err = ppsim_user_line(buf, sizeof(buf), ubuf, len);
+	if (err)
+		return err;
 	name = strim(buf);
 
 	mutex_lock(&ppsim_devs_lock);
@@ -1474,7 +1764,7 @@ static int __init ppsim_init(void)
 	debugfs_create_file("del_device", 0200, ppsim_root, NULL, &ppsim_del_fops);
 	ppsim_wire_debugfs_init(ppsim_root);
 	for (i = 0; i < devices; i++) {
-		err = ppsim_new_device(4);
+		err = ppsim_new_device(4, false);
 		if (err) {
 			pr_err("ppsim: creating device %u failed: %d\n", i, err);
 			break;

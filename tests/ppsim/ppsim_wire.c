@@ -14,6 +14,12 @@
  * charged: the cost model and pacing of ppsim_main.c are not used (a
  * wired device refuses `running`). MTU 1500: one frame per page.
  */
+#include <linux/dma-direct.h>
+#include <linux/highmem.h>
+#include <linux/iommu.h>
+#include <net/ip.h>
+#include <linux/ipv6.h>
+#include <linux/tcp.h>
 #include "ppsim_wire.h"
 
 #define PPSIM_WIRE_HEADROOM	(NET_SKB_PAD + NET_IP_ALIGN)
@@ -22,35 +28,72 @@
 #define PPSIM_WIRE_FEATURES	(NETIF_F_SG | NETIF_F_HW_CSUM | NETIF_F_RXCSUM | \
 				 NETIF_F_HIGHDMA)
 
+/* Header split: how many leading bytes of a frame are its headers. */
+#define PPSIM_SPLIT_PEEK	256
+
 /* ---- receive: B's NAPI ------------------------------------------------- */
 
 /* Hand the frame in @slot up the stack. Refill first: without a fresh
- * buffer the frame is dropped and its buffer stays posted. */
+ * buffer the frame is dropped and its buffer stays posted.
+ *
+ * A header-split slot (a devmem device's queue with a provider bound):
+ * the headers are in a host page of the header pool, the payload, if
+ * any, in the posted net_iov, and both are refilled. The net_iov becomes
+ * an unreadable frag of the skb (skb_add_rx_frag_netmem marks it so):
+ * the stack hands it to a devmem socket as a token, never reads it. */
 static void ppsim_wire_rx_one(struct ppsim_lane *lane, u32 slot)
 {
-	unsigned int len = lane->wire_len[slot];
+	unsigned int len = lane->wire_len[slot], hlen = len, plen;
+	struct page_pool *hpool = lane->hdr_pool ?: lane->pool;
 	struct page *page, *fresh;
 	struct sk_buff *skb;
+#if PPSIM_DEVMEM
+	netmem_ref fresh_d = 0, data;
 
-	fresh = page_pool_dev_alloc_pages(lane->pool);
+	if (lane->dposted)
+		hlen = lane->wire_hlen[slot];
+#endif
+	plen = len - hlen;
+	fresh = page_pool_dev_alloc_pages(hpool);
 	if (!fresh) {
 		WRITE_ONCE(lane->st.alloc_fail, lane->st.alloc_fail + 1);
 		return;
 	}
+#if PPSIM_DEVMEM
+	if (plen) {
+		fresh_d = page_pool_dev_alloc_netmems(lane->pool);
+		if (!fresh_d) {
+			page_pool_recycle_direct(hpool, fresh);
+			WRITE_ONCE(lane->st.alloc_fail, lane->st.alloc_fail + 1);
+			return;
+		}
+	}
+#endif
 	page = lane->posted[slot];
 	lane->posted[slot] = fresh;
 	/* What the "device" wrote becomes the CPU's, as in a NIC driver. */
 	if (lane->dma_mapped)
-		page_pool_dma_sync_for_cpu(lane->pool, page, PPSIM_WIRE_HEADROOM, len);
+		page_pool_dma_sync_for_cpu(hpool, page, PPSIM_WIRE_HEADROOM, hlen);
 	skb = napi_build_skb(page_address(page), PAGE_SIZE);
 	if (!skb) {
-		page_pool_recycle_direct(lane->pool, page);
+		page_pool_recycle_direct(hpool, page);
+#if PPSIM_DEVMEM
+		if (plen)
+			page_pool_recycle_direct_netmem(lane->pool, fresh_d);
+#endif
 		WRITE_ONCE(lane->st.alloc_fail, lane->st.alloc_fail + 1);
 		return;
 	}
 	skb_reserve(skb, PPSIM_WIRE_HEADROOM);
-	__skb_put(skb, len);
+	__skb_put(skb, hlen);
 	skb_mark_for_recycle(skb);
+#if PPSIM_DEVMEM
+	if (plen) {
+		data = lane->dposted[slot];
+		lane->dposted[slot] = fresh_d;
+		skb_add_rx_frag_netmem(skb, 0, data, 0, plen, PAGE_SIZE);
+	}
+#endif
 	skb->protocol = eth_type_trans(skb, lane->pd->netdev);
 	/* The sender leaves checksums to the "hardware" (HW_CSUM); a NIC
 	 * that verified them reports this. */
@@ -86,6 +129,122 @@ int ppsim_wire_poll(struct napi_struct *napi, int budget)
 
 enum ppsim_wire_fate { PPSIM_WIRE_LOST_AT_A, PPSIM_WIRE_SENT };
 
+/* Where a TCP segment's TCP header starts in the first @n bytes of a
+ * frame (Ethernet, then IPv4 or IPv6 without extension headers), or 0 when
+ * the frame is not such a segment or its header is not all in @n. */
+static unsigned int ppsim_tcp_off(const u8 *p, unsigned int n)
+{
+	const struct ethhdr *eth = (const void *)p;
+	unsigned int off = ETH_HLEN;
+	u8 proto;
+
+	if (n < ETH_HLEN)
+		return 0;
+	if (eth->h_proto == htons(ETH_P_IP)) {
+		const struct iphdr *ip = (const void *)(p + off);
+
+		if (n < off + sizeof(*ip) || ip->version != 4 || ip->ihl < 5 ||
+		    (ip->frag_off & htons(IP_MF | IP_OFFSET)))
+			return 0;
+		proto = ip->protocol;
+		off += ip->ihl * 4;
+	} else if (eth->h_proto == htons(ETH_P_IPV6)) {
+		const struct ipv6hdr *ip6 = (const void *)(p + off);
+
+		if (n < off + sizeof(*ip6))
+			return 0;
+		proto = ip6->nexthdr;
+		off += sizeof(*ip6);
+	} else {
+		return 0;
+	}
+	if (proto != IPPROTO_TCP || n < off + sizeof(struct tcphdr))
+		return 0;
+	return off;
+}
+
+#if PPSIM_DEVMEM
+/* The length of a TCP segment's headers (TCP options included), or 0:
+ * what a NIC's header split recognises; anything else lands whole in the
+ * header buffer. */
+static unsigned int ppsim_split_len(const u8 *p, unsigned int n)
+{
+	unsigned int off = ppsim_tcp_off(p, n), end;
+	const struct tcphdr *th = (const void *)(p + off);
+
+	if (!off || th->doff < 5)
+		return 0;
+	end = off + th->doff * 4;
+	return end <= n ? end : 0;
+}
+#endif
+
+/* The RX queue a frame goes to at @peer: the steering rule's queue for a
+ * TCP segment to its port (an ntuple rule, `steer`), else the symmetric
+ * flow hash (RSS). */
+static u32 ppsim_wire_rx_queue(struct ppsim_dev *peer, struct sk_buff *skb)
+{
+	u32 rule = READ_ONCE(peer->steer), nq = READ_ONCE(peer->nq);
+	u8 buf[128];
+	unsigned int n = min_t(unsigned int, skb->len, sizeof(buf)), off;
+	const u8 *p;
+
+	if (rule) {
+		p = skb_header_pointer(skb, 0, n, buf);
+		off = p ? ppsim_tcp_off(p, n) : 0;
+		if (off && ntohs(((const struct tcphdr *)(p + off))->dest) == (rule & 0xffff) &&
+		    (rule >> 16) < nq)
+			return rule >> 16;
+	}
+	return reciprocal_scale(__skb_get_hash_symmetric(skb), nq);
+}
+
+#if PPSIM_DEVMEM
+/* A CPU address of a posted net_iov's memory, where the device's DMA
+ * would write: its DMA address back through the IOMMU when the pool's
+ * device has a translating one, else the direct mapping; then the page
+ * of the dma-buf (a udmabuf's memfd page) in the kernel's map. Unmap with
+ * kunmap_local. */
+static void *ppsim_netmem_map(struct ppsim_lane *lane, netmem_ref nm)
+{
+	struct device *dev = lane->pool->p.dev;
+	dma_addr_t dma = page_pool_get_dma_addr_netmem(nm);
+	struct iommu_domain *dom = iommu_get_domain_for_dev(dev);
+	phys_addr_t phys = dom ? iommu_iova_to_phys(dom, dma) : dma_to_phys(dev, dma);
+
+	if (!phys || !pfn_valid(PHYS_PFN(phys)))
+		return NULL;
+	return kmap_local_page(pfn_to_page(PHYS_PFN(phys))) + offset_in_page(phys);
+}
+
+/* Header split into @slot: headers into the header page, a TCP payload
+ * into the net_iov's memory (the "DMA"). */
+static int ppsim_wire_copy_split(struct ppsim_lane *lane, u32 slot, struct sk_buff *skb)
+{
+	u8 *hdr = page_address(lane->posted[slot]) + PPSIM_WIRE_HEADROOM;
+	unsigned int len = skb->len, peek = min(len, PPSIM_SPLIT_PEEK), hlen;
+	void *dst;
+	int err;
+
+	err = skb_copy_bits(skb, 0, hdr, peek);
+	if (err)
+		return err;
+	hlen = ppsim_split_len(hdr, peek);
+	if (!hlen || hlen >= len) {
+		hlen = len;
+		err = skb_copy_bits(skb, peek, hdr + peek, len - peek);
+	} else {
+		dst = ppsim_netmem_map(lane, lane->dposted[slot]);
+		if (!dst)
+			return -EFAULT;
+		err = skb_copy_bits(skb, hlen, dst, len - hlen);
+		kunmap_local(dst);
+	}
+	lane->wire_hlen[slot] = hlen;
+	return err;
+}
+#endif
+
 /* Copy @skb into a free descriptor of @lane; an overrun (no free
  * descriptor) is B's drop, the frame still left A. */
 static enum ppsim_wire_fate ppsim_wire_put(struct ppsim_lane *lane, struct sk_buff *skb)
@@ -102,8 +261,13 @@ static enum ppsim_wire_fate ppsim_wire_put(struct ppsim_lane *lane, struct sk_bu
 		return PPSIM_WIRE_SENT;
 	}
 	slot = prod % lane->nposted;
-	err = skb_copy_bits(skb, 0, page_address(lane->posted[slot]) + PPSIM_WIRE_HEADROOM,
-			    skb->len);
+#if PPSIM_DEVMEM
+	if (lane->dposted)
+		err = ppsim_wire_copy_split(lane, slot, skb);
+	else
+#endif
+		err = skb_copy_bits(skb, 0, page_address(lane->posted[slot]) + PPSIM_WIRE_HEADROOM,
+				    skb->len);
 	if (!err) {
 		lane->wire_len[slot] = skb->len;
 		smp_store_release(&lane->wire_prod, prod + 1);
@@ -125,7 +289,7 @@ netdev_tx_t ppsim_wire_xmit(struct sk_buff *skb, struct net_device *dev)
 	rcu_read_lock();
 	peer = rcu_dereference(pd->peer);
 	if (peer && len >= ETH_HLEN && len <= PPSIM_WIRE_MAX_FRAME) {
-		u32 q = reciprocal_scale(__skb_get_hash_symmetric(skb), READ_ONCE(peer->nq));
+		u32 q = ppsim_wire_rx_queue(peer, skb);
 
 		lane = &peer->lanes[q];
 		/* Pairs with ppsim_wire_lane_start/ppsim_wire_quiesce. */
@@ -159,25 +323,15 @@ int ppsim_wire_get_iflink(const struct net_device *dev)
 
 /* ---- queue lifetime ---------------------------------------------------- */
 
-int ppsim_wire_lane_prepare(struct ppsim_lane *lane)
-{
-	lane->wire_len = kvcalloc(lane->nposted, sizeof(*lane->wire_len), GFP_KERNEL);
-	if (!lane->wire_len)
-		return -ENOMEM;
-	lane->wire_prod = 0;
-	lane->wire_cons = 0;
-	return 0;
-}
-
 void ppsim_wire_lane_start(struct ppsim_lane *lane)
 {
 	smp_store_release(&lane->wire_open, true);
 }
 
-void ppsim_wire_lane_free(struct ppsim_lane *lane)
+void ppsim_wire_lane_quiesce(struct ppsim_lane *lane)
 {
-	kvfree(lane->wire_len);
-	lane->wire_len = NULL;
+	WRITE_ONCE(lane->wire_open, false);
+	synchronize_net();
 }
 
 void ppsim_wire_quiesce(struct ppsim_dev *pd)
@@ -292,11 +446,9 @@ static ssize_t ppsim_wire_write(struct file *f, const char __user *ubuf, size_t 
 	struct ppsim_dev *pa, *pb = NULL;
 	int n, err;
 
-	if (len >= sizeof(buf))
-		return -EINVAL;
-	if (copy_from_user(buf, ubuf, len))
-		return -EFAULT;
-	buf[len] = 0;
+	err = ppsim_user_line(buf, sizeof(buf), ubuf, len);
+	if (err)
+		return err;
 	n = sscanf(buf, "%15s %15s", a, b);
 	if (n != (link ? 2 : 1))
 		return -EINVAL;

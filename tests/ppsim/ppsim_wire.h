@@ -15,13 +15,13 @@ int ppsim_wire_poll(struct napi_struct *napi, int budget);
 netdev_tx_t ppsim_wire_xmit(struct sk_buff *skb, struct net_device *dev);
 int ppsim_wire_get_iflink(const struct net_device *dev);
 
-/* Queue lifetime, called by ppsim_lane_open/_close for wired devices:
- * prepare after the ring is posted, start after napi_enable, free after
- * the ring is unposted. quiesce stops every xmit into @pd's queues and
- * waits for those running (before the queues close). */
-int ppsim_wire_lane_prepare(struct ppsim_lane *lane);
+/* Queue lifetime, called by ppsim_lane_open and the queue ops for wired
+ * devices (the descriptor ring and its lengths are the queue's memory,
+ * struct ppsim_qmem): start after napi_enable; quiesce one queue (stop
+ * every xmit into it and wait for those running) before it stops, or all
+ * of @pd's before the queues close. */
 void ppsim_wire_lane_start(struct ppsim_lane *lane);
-void ppsim_wire_lane_free(struct ppsim_lane *lane);
+void ppsim_wire_lane_quiesce(struct ppsim_lane *lane);
 void ppsim_wire_quiesce(struct ppsim_dev *pd);
 
 /* Carrier: on at both ends when both are up (RTNL). */

@@ -550,8 +550,23 @@ impl Ppsim {
     /// # Errors
     /// The write failed or no new device showed up.
     pub fn new_device(&self, queues: u32) -> Result<PpsimDev, PpsimError> {
+        self.create(&queues.to_string())
+    }
+
+    /// Create a devmem device (README.md "Devmem"): a child of the PCI
+    /// function ppsim bound, with queue management ops, header split and
+    /// unreadable RX buffers on a queue a dma-buf is bound to.
+    ///
+    /// # Errors
+    /// The write failed (ENODEV: no PCI function bound, the devmem host
+    /// profile gives one) or no new device showed up.
+    pub fn new_devmem_device(&self, queues: u32) -> Result<PpsimDev, PpsimError> {
+        self.create(&format!("{queues} devmem"))
+    }
+
+    fn create(&self, spec: &str) -> Result<PpsimDev, PpsimError> {
         let before = self.devices()?;
-        write(&self.root.join("new_device"), &queues.to_string())?;
+        write(&self.root.join("new_device"), spec)?;
         let after = self.devices()?;
         let name = after
             .into_iter()
@@ -622,6 +637,15 @@ impl PpsimDev {
     /// ethtool failed (its message is in the error).
     pub fn ethtool_set_rx_ring(&self, n: u32) -> Result<(), PpsimError> {
         run("ethtool", &["-G", &self.name, "rx", &n.to_string()]).map(|_| ())
+    }
+
+    /// The wire's steering rule: TCP segments to `port` go to RX queue
+    /// `queue` (`steer`; port 0 removes it).
+    ///
+    /// # Errors
+    /// The write failed.
+    pub fn set_steer(&self, port: u16, queue: u32) -> Result<(), PpsimError> {
+        write(&self.dir.join("steer"), &format!("{port} {queue}"))
     }
 
     /// `ethtool -L <dev> combined <n>`.

@@ -82,6 +82,10 @@ pub enum Profile {
     /// Distro, and pools map through the emulated Intel IOMMU; unmaps'
     /// invalidations are batched by the flush queue.
     IommuLazy,
+    /// Distro, and a PCI function without an IOMMU for ppsim's devmem
+    /// device: a dma-buf bound to one of its RX queues runs the kernel's
+    /// devmem memory provider there.
+    Devmem,
 }
 
 impl Profile {
@@ -93,7 +97,15 @@ impl Profile {
             Self::Distro => "distro",
             Self::IommuStrict => "iommu-strict",
             Self::IommuLazy => "iommu-lazy",
+            Self::Devmem => "devmem",
         }
+    }
+
+    /// Whether the VM has a PCI function for ppsim to bind to (its pools
+    /// then map through it, translated or not).
+    #[must_use]
+    pub fn dma_device(self) -> bool {
+        self.iommu() || self == Self::Devmem
     }
 
     /// Whether pools map their pages through the IOMMU.
@@ -126,6 +138,7 @@ pub fn profile() -> Option<Profile> {
         Profile::Distro,
         Profile::IommuStrict,
         Profile::IommuLazy,
+        Profile::Devmem,
     ];
     Some(
         all.into_iter()

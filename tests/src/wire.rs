@@ -14,6 +14,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use netlink::Client;
+use netlink::ethtool::{Header, Rings};
 use netlink::netdev::{PagePool, QstatsCounters};
 use nix::sched::{CloneFlags, setns};
 use policy::snapshot::PoolStats;
@@ -152,6 +153,9 @@ pub fn wait_pools(
     (p, ok)
 }
 
+/// `ETHTOOL_TCP_DATA_SPLIT_ENABLED` (rings' `tcp-data-split`).
+const ETHTOOL_TCP_DATA_SPLIT_ENABLED: u8 = 2;
+
 /// The two ends of a wire, each in its namespace.
 #[derive(Debug)]
 pub struct Wire {
@@ -164,6 +168,34 @@ impl Wire {
     /// RX ring `b_ring`) in `pp-rx`, linked, addressed, up. Namespaces
     /// left by an earlier failed test are deleted first.
     pub fn build(p: &Ppsim, b_queues: u32, b_ring: u32) -> Self {
+        Self::build_with(p, b_queues, b_ring, false)
+    }
+
+    /// [`Wire::build`] with B a devmem device
+    /// ([`Ppsim::new_devmem_device`]), its header split on
+    /// (`tcp-data-split on hds-thresh 0`, what `bind-rx` requires; set
+    /// over ethtool netlink: the host's ethtool 6.1 has no such option).
+    pub fn build_devmem(p: &Ppsim, b_queues: u32, b_ring: u32) -> Self {
+        let w = Self::build_with(p, b_queues, b_ring, true);
+        let ifx = w.b_ifindex();
+        in_netns(RX_NS, || async {
+            let rings = Rings {
+                header: Some(Header::ifindex(ifx)),
+                tcp_data_split: Some(ETHTOOL_TCP_DATA_SPLIT_ENABLED),
+                hds_thresh: Some(0),
+                ..Rings::default()
+            };
+            Client::connect()
+                .await
+                .expect("netlink client")
+                .set_rings(rings, Some(w.b.name()))
+                .await
+                .expect("B's header split on");
+        });
+        w
+    }
+
+    fn build_with(p: &Ppsim, b_queues: u32, b_ring: u32, b_devmem: bool) -> Self {
         for ns in [TX_NS, RX_NS] {
             let _ = Command::new("ip")
                 .args(["netns", "del", ns])
@@ -173,7 +205,12 @@ impl Wire {
             ns_exec(ns, &["ip", "link", "set", "lo", "up"]);
         }
         let a = p.new_device(1).expect("device A");
-        let b = p.new_device(b_queues).expect("device B");
+        let b = if b_devmem {
+            p.new_devmem_device(b_queues)
+        } else {
+            p.new_device(b_queues)
+        }
+        .expect("device B");
         std::fs::write(LINK, format!("{} {}", a.name(), b.name())).expect("link_wire");
         b.ethtool_set_rx_ring(b_ring).expect("B's ring");
         for (d, ns, addr) in [(&a, TX_NS, TX_ADDR), (&b, RX_NS, RX_ADDR)] {

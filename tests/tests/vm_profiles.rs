@@ -9,7 +9,10 @@
 //!   kernel's IOMMU code maps each page the pools take from the allocator
 //!   and unmaps each one they give back (the `iommu:map`/`iommu:unmap`
 //!   tracepoints against the pools' own counters), and the device's IOMMU
-//!   domain is the strict or the flush-queue kind.
+//!   domain is the strict or the flush-queue kind;
+//! - devmem: a dma-buf bound to a devmem device's RX queue runs the
+//!   kernel's devmem memory provider: payload through it, intact, every
+//!   token returned, the provider's pool gone after the unbind.
 //!
 //! `tests/vm/test.sh` boots 7.3 once per profile for this suite.
 #![cfg(feature = "vm")]
@@ -19,9 +22,10 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use netlink::netdev::PagePool;
 use pptune_tests::ppsim::Ppsim;
 use pptune_tests::vm::{PpsimKernels, Profile, profile, require_ppsim};
-use pptune_tests::wire::{DRAIN, RX_NS, TX_NS, Traffic, Wire, pools_in, stats_in};
+use pptune_tests::wire::{DRAIN, RX_NS, TX_NS, Traffic, Wire, pools_in, stats_in, wait_pools};
 
 const TRACING: &str = "/sys/kernel/tracing";
 const HOME: Duration = Duration::from_secs(15);
@@ -102,7 +106,9 @@ fn the_slow_path_does_the_work_the_profile_prices() {
         assert_eq!(domain_type(&dev), want, "{dev}'s IOMMU domain");
         (Hits::on("iommu/map"), Hits::on("iommu/unmap"))
     });
-    if !prof.iommu() {
+    if prof.dma_device() {
+        assert!(dev.is_some(), "{prof:?}: ppsim bound no PCI function");
+    } else {
         assert_eq!(dev, None, "{prof:?}: no PCI function to map through");
     }
     let c = p.calibrate().expect("calibrate");
@@ -197,6 +203,95 @@ fn wire_pages_are_mapped_and_unmapped_by_the_iommu() {
     );
     assert_eq!(maps, taken, "one iommu_map per page a pool took");
     assert_eq!(unmaps, given, "one iommu_unmap per page a pool gave back");
+    if let Err(pools) = w.teardown(HOME) {
+        panic!("{k}: pools outlived their devices: {pools:#?}");
+    }
+}
+
+/// The devmem profile: a udmabuf bound (`bind-rx`) to RX queue 1 of a
+/// devmem device B with two queues, the test flow steered there, runs the
+/// kernel's devmem memory provider. While pptraffic receives with
+/// `MSG_SOCK_DEVMEM`, B has a pool on that queue carrying the binding
+/// (`dmabuf`); every stream byte past its header came in the dma-buf (the
+/// "NIC" wrote it into the net_iov's pages) and verifies, and every token
+/// went back (`SO_DEVMEM_DONTNEED`). When the binding goes (pptraffic's
+/// netlink socket closes) the queue restarts without the provider, and
+/// its pool is gone at once: a pool whose net_iovs were still out would
+/// stay listed, detached, with them in `inflight`.
+#[test]
+fn devmem_queue_delivers_through_the_provider() {
+    const PORT: u16 = 5501;
+    let (k, prof) = booted_profile("devmem_queue_delivers_through_the_provider");
+    assert_eq!(
+        prof,
+        Profile::Devmem,
+        "{k}: this test runs under the devmem profile (tests/vm/test.sh), not {prof:?}"
+    );
+    let p = Ppsim::load().expect("ppsim loads");
+    let w = Wire::build_devmem(&p, 2, 256);
+    w.wait_b_quiet(HOME).expect("B settles");
+    w.b.set_steer(PORT, 1).expect("steer the flow to queue 1");
+    let ifx = w.b_ifindex();
+    let port = PORT.to_string();
+    let args = [
+        "--devmem",
+        w.b.name(),
+        "--devmem-queue",
+        "1",
+        "--verify",
+        "--tcp",
+        "2",
+        "--duration-ms",
+        "3000",
+        "--port",
+        &port,
+    ];
+    let child = Traffic::spawn(Path::new(env!("CARGO_BIN_EXE_pptraffic")), &args);
+    let with_binding = |pp: &PagePool| pp.ifindex == Some(ifx) && pp.dmabuf.is_some();
+    let (pools, _) = wait_pools(RX_NS, Duration::from_secs(3), |p| {
+        p.iter().any(with_binding)
+    });
+    let provider = pools.into_iter().find(|pp| with_binding(pp));
+    let t = Traffic::wait(child);
+    assert!(t.success, "pptraffic: {}\n{:#?}", t.stderr, t.lines);
+    t.assert_intact("devmem streams");
+    let provider = provider.expect("B had a pool with the dma-buf while the streams ran");
+    let id = t.summary()["dmabuf_id"].as_u64().expect("dmabuf_id");
+    assert_eq!(provider.dmabuf.map(u64::from), Some(id), "{provider:?}");
+    for f in t.flows() {
+        let d = &f["devmem"];
+        let n = |key: &str| d[key].as_u64().unwrap_or_else(|| panic!("{key} in {f}"));
+        println!(
+            "{k} devmem: flow {} {} bytes, {} from the dma-buf in {} frags, {} tokens back in {} calls",
+            f["flow"],
+            f["bytes"],
+            n("dmabuf_bytes"),
+            n("frags"),
+            n("tokens_returned"),
+            n("dontneed_calls")
+        );
+        assert!(n("dmabuf_bytes") + 4 >= n("frags"), "{f}");
+        assert!(
+            n("dmabuf_bytes") > 1 << 20,
+            "the stream came through the provider: {f}"
+        );
+        assert_eq!(n("readable_bytes"), 0, "no byte missed the provider: {f}");
+        assert_eq!(
+            n("tokens_returned"),
+            n("frags"),
+            "every token returned: {f}"
+        );
+    }
+    w.wait_b_quiet(HOME)
+        .expect("B settles after the unbind: the provider's pools are gone");
+    let left: Vec<_> = pools_in(RX_NS)
+        .into_iter()
+        .filter(|pp| pp.dmabuf.is_some())
+        .collect();
+    assert!(
+        left.is_empty(),
+        "pools of the binding outlived it: {left:#?}"
+    );
     if let Err(pools) = w.teardown(HOME) {
         panic!("{k}: pools outlived their devices: {pools:#?}");
     }

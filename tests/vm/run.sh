@@ -29,7 +29,11 @@
 # iommu-strict / iommu-lazy (distro, plus a q35 machine with QEMU's
 # emulated Intel IOMMU and its `edu` PCI test device, to which ppsim binds
 # its pools' DMA mappings; IOTLB invalidated on every unmap, or batched by
-# the flush queue). The guest sees it as PPTUNE_VM_PROFILE.
+# the flush queue), and devmem (distro, plus a q35 machine with the `edu`
+# device and no IOMMU: ppsim's devmem device is its child, so a dma-buf
+# bound to one of its RX queues with the netdev family's bind-rx is mapped
+# for it and the queue runs the kernel's devmem memory provider; tests/ppsim/
+# README.md "Devmem"). The guest sees it as PPTUNE_VM_PROFILE.
 #
 # Output streams to stdout as the command writes it. Exit status: the
 # command's, or 124 on timeout, 125 if the VM ended without reporting one
@@ -69,8 +73,8 @@ done
 [ $# -gt 0 ] || die "no command given (usage: run.sh [options] -- CMD ARGS...)"
 [[ "$TIMEOUT" =~ ^[0-9]+$ ]] || die "--timeout must be whole seconds"
 case "$PROFILE" in
-    free|distro|iommu-strict|iommu-lazy) ;;
-    *) die "unknown --profile '$PROFILE' (free, distro, iommu-strict, iommu-lazy)" ;;
+    free|distro|iommu-strict|iommu-lazy|devmem) ;;
+    *) die "unknown --profile '$PROFILE' (free, distro, iommu-strict, iommu-lazy, devmem)" ;;
 esac
 
 if [ -d "$KERNEL" ] && [ -f "$KERNEL/bzImage" ]; then
@@ -230,6 +234,13 @@ case "$PROFILE" in
         strict=1
         [ "$PROFILE" = iommu-lazy ] && strict=0
         MODPROBE_CMDLINE="$MODPROBE_CMDLINE intel_iommu=on iommu.passthrough=0 iommu.strict=$strict"
+        ;;
+    devmem)
+        # A DMA-capable PCI parent for the devmem device, without an IOMMU:
+        # the provider's cost alone (the dma-buf's DMA addresses are its
+        # pages' physical ones).
+        MACHINE=q35
+        PROFILE_ARGS=(-device edu)
         ;;
 esac
 setsid setpriv --pdeathsig KILL \

@@ -12,7 +12,7 @@
 #   two-vcpu     the non-power-of-two and the wire closed-loop scenarios on
 #                two vCPUs;
 #   profiles     vm_profiles under each priced host profile (distro,
-#                iommu-strict, iommu-lazy; 7.3), one boot each; the free
+#                iommu-strict, iommu-lazy, devmem; 7.3), one boot each; the free
 #                profile's run of it is in the functional part;
 #   paced        closed-loop, ppsim and two-vcpu in one run.
 # A part runs its suites on each kernel that has any.
@@ -156,12 +156,14 @@ suites_for() {
 skips_for() {
     case "$1" in
         6.1) echo held_page_gives_inflight_and_detach_time deleted_device_orphans_its_pool page_pool_stats_agree_with_ynl ;;
-        # The free profile has no IOMMU to map through.
-        7.3) echo "$IOMMU_ONLY" ;;
+        # The free profile has no IOMMU to map through, no PCI function
+        # for a devmem device.
+        7.3) echo "$IOMMU_ONLY $DEVMEM_ONLY" ;;
     esac
 }
 IOMMU_ONLY=wire_pages_are_mapped_and_unmapped_by_the_iommu
-PRICED_PROFILES=(distro iommu-strict iommu-lazy)
+DEVMEM_ONLY=devmem_queue_delivers_through_the_provider
+PRICED_PROFILES=(distro iommu-strict iommu-lazy devmem)
 profiles_wanted() {
     case "$PART" in all|profiles) ;; *) return 1 ;; esac
     [ "$1" = 7.3 ]
@@ -233,8 +235,11 @@ for k in "${KERNELS[@]}"; do
         mapfile -t PR < <(printf '%s\n' "${BINS[@]}" | grep '/vm_profiles-')
         [ ${#PR[@]} -eq 1 ] || die "no vm_profiles binary for the profile runs"
         for p in "${PRICED_PROFILES[@]}"; do
-            skip=""
-            case "$p" in iommu-*) ;; *) skip="$IOMMU_ONLY" ;; esac
+            case "$p" in
+                iommu-*) skip="$DEVMEM_ONLY" ;;
+                devmem) skip="$IOMMU_ONLY" ;;
+                *) skip="$IOMMU_ONLY $DEVMEM_ONLY" ;;
+            esac
             log "=== kernel 7.3, profile $p"
             PPTUNE_VM_SKIP="$skip" boot "kernel 7.3, profile $p" 7.3 --profile "$p" -- "${PR[@]}"
         done

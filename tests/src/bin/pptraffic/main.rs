@@ -63,14 +63,23 @@
 //! `mice_received`, `delay_us`; with UDP `udp_sent`, `udp_received`,
 //! `udp_lost`) with the receiving namespace's `/proc/net/snmp` and
 //! `/proc/net/netstat` deltas (non-zero ones). Exit status 1 when a stream
-//! lost or corrupted a byte, a mouse a message, or a UDP flow received a
-//! corrupted datagram (lost datagrams are UDP's right).
-#![forbid(unsafe_code)]
+//! lost or corrupted a byte (with `--devmem`: or had a byte that missed
+//! the provider, or a token it did not return), a mouse a message, or a
+//! UDP flow received a corrupted datagram (lost datagrams are UDP's right).
+//!
+//! Devmem (`--devmem IFNAME`): the streams are received through devmem
+//! TCP, the dma-buf memory provider bound to RX queue `--devmem-queue`,
+//! tokens returned in batches of `--devmem-batch` (`devmem.rs`); each
+//! `flow` line then has a `devmem` object (bytes from the dma-buf, tokens
+//! received and returned, bytes that did not come through the provider)
+//! and the summary the binding's `dmabuf_id`. Not with mice or `splice`.
+// Unsafe code only in devmem.rs (two uapi calls std and nix do not have).
 // A plain program: std's monotonic clock (the disallowed type is meant for
 // the daemon, whose tests pause tokio's clock).
 #![allow(clippy::disallowed_types)]
 
 mod delay;
+mod devmem;
 mod mice;
 mod pace;
 mod tcp;
@@ -200,6 +209,20 @@ struct Args {
     /// `--udp`).
     #[arg(long, default_value_t = 0)]
     udp_rate: u64,
+    /// Receive the streams through devmem TCP: a udmabuf bound to RX queue
+    /// `--devmem-queue` of this interface (in the rx namespace) with the
+    /// netdev family's bind-rx.
+    #[arg(long)]
+    devmem: Option<String>,
+    #[arg(long, default_value_t = 0)]
+    devmem_queue: u32,
+    /// Tokens per SO_DEVMEM_DONTNEED call: 1 to 128 (the kernel's limit);
+    /// 128 is NCCL's.
+    #[arg(long, default_value_t = 128)]
+    devmem_batch: usize,
+    /// Size of the dma-buf, MiB.
+    #[arg(long, default_value_t = 64)]
+    devmem_mb: u64,
 }
 
 /// The combinations of parameters the program refuses, with why.
@@ -221,6 +244,22 @@ fn validate(args: &Args) -> Res<()> {
     }
     if args.udp > 0 && args.udp_rate == 0 {
         return Err("--udp needs --udp-rate BYTES_PER_SEC > 0".into());
+    }
+    if args.devmem.is_some() {
+        if args.pattern == Pattern::Splice {
+            return Err(
+                "--devmem: not with --pattern splice (a dma-buf's pages cannot be spliced)".into(),
+            );
+        }
+        if args.mice > 0 {
+            return Err("--devmem: not with --mice (they share the streams' port)".into());
+        }
+        if !(1..=devmem::MAX_BATCH).contains(&args.devmem_batch) {
+            return Err(format!("--devmem-batch must be 1 to {}", devmem::MAX_BATCH).into());
+        }
+        if args.devmem_mb == 0 {
+            return Err("--devmem-mb must be > 0".into());
+        }
     }
     if u32::from(args.port) + args.udp > u32::from(u16::MAX) {
         return Err("--port + --udp must be at most 65535".into());
@@ -417,6 +456,14 @@ fn run(args: Args) -> Res<bool> {
     let args = Arc::new(args);
     enter_netns(&args.rx_netns)?;
     println!("{}", params_line(&args)?);
+    let binding = match &args.devmem {
+        Some(ifname) => Some(devmem::Binding::bind(
+            ifname,
+            args.devmem_queue,
+            args.devmem_mb,
+        )?),
+        None => None,
+    };
     let l = TcpListener::bind(SocketAddrV4::new(args.addr, args.port))?;
     if args.rcvbuf > 0 {
         setsockopt(&l, sockopt::RcvBuf, &args.rcvbuf)?;
@@ -451,7 +498,8 @@ fn run(args: Args) -> Res<bool> {
     let udp_tx = spawn_each(args.udp, &args, &live, move |a, flow, live| {
         udp::send(a, flow, t0, deadline, live)
     });
-    let rx = tcp::start_receivers(&args, &l, t0, &live)?;
+    let memfd = binding.as_ref().map(|b| Arc::clone(&b.memfd));
+    let rx = tcp::start_receivers(&args, &l, t0, &live, memfd.as_ref())?;
     let mut sent = BTreeMap::new();
     for h in tx {
         let s = h.join().map_err(|_| "a sender panicked")??;
@@ -481,6 +529,11 @@ fn run(args: Args) -> Res<bool> {
         let s = sent.get(&r.flow).copied().unwrap_or(0);
         let intact = r.bytes == s && r.mismatch_at.is_none();
         ok &= intact;
+        // Devmem: every byte past the flow header through the provider
+        // (none readable), every token returned.
+        if let Some(d) = &r.devmem {
+            ok &= d.readable_bytes == 0 && d.dmabuf_bytes > 0 && d.tokens_returned == d.frags;
+        }
         total_sent += s;
         total_rx += r.bytes;
         let mut v = serde_json::to_value(&r)?;
@@ -516,6 +569,9 @@ fn run(args: Args) -> Res<bool> {
         }
         println!("{v}");
     }
+    if let Some(b) = &binding {
+        extra.insert("dmabuf_id".into(), json!(b.id));
+    }
     if args.udp > 0 {
         extra.insert("udp_sent".into(), json!(sent_n));
         extra.insert("udp_received".into(), json!(rx_n));
@@ -542,6 +598,8 @@ fn run(args: Args) -> Res<bool> {
         o.extend(extra);
     }
     println!("{summary}");
+    // The receivers are done: the dma-buf is unbound (its socket closes).
+    drop(binding);
     Ok(ok)
 }
 
@@ -594,6 +652,32 @@ mod tests {
         assert!(e.contains("--read-rate"), "{e}");
         validate(&args(&["--pattern", "slow", "--read-rate", "2000000"])).unwrap();
         validate(&args(&[])).unwrap();
+    }
+
+    #[test]
+    fn devmem_refuses_what_it_cannot_receive() {
+        validate(&args(&["--devmem", "ppsim1"])).unwrap();
+        validate(&args(&[
+            "--devmem",
+            "ppsim1",
+            "--pattern",
+            "drain",
+            "--devmem-batch",
+            "1",
+        ]))
+        .unwrap();
+        for (bad, why) in [
+            (&["--pattern", "splice"][..], "splice"),
+            (&["--mice", "1"][..], "--mice"),
+            (&["--devmem-batch", "129"][..], "--devmem-batch"),
+            (&["--devmem-batch", "0"][..], "--devmem-batch"),
+            (&["--devmem-mb", "0"][..], "--devmem-mb"),
+        ] {
+            let mut a = vec!["--devmem", "ppsim1"];
+            a.extend_from_slice(bad);
+            let e = validate(&args(&a)).unwrap_err().to_string();
+            assert!(e.contains(why), "{a:?}: {e}");
+        }
     }
 
     #[test]

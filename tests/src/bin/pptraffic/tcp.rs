@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use nix::sys::socket::{setsockopt, sockopt};
 use serde::Serialize;
 
+use crate::devmem::{DevmemRx, DevmemStats};
 use crate::mice::{self, MOUSE, MouseRx};
 use crate::pace::{Budget, until_epoch};
 use crate::{Args, Live, PERIOD, Pattern, Res, enter_netns, stream_of};
@@ -59,6 +60,50 @@ pub struct Received {
     pub max_drain_bytes: u64,
     /// `--verify`: the stream offset of the first wrong byte.
     pub mismatch_at: Option<u64>,
+    /// `--devmem`: what came through the memory provider.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub devmem: Option<DevmemStats>,
+}
+
+/// How a stream's receiver reads: `read(2)`, or devmem TCP.
+#[derive(Debug)]
+pub enum Reader {
+    Plain,
+    Devmem(Box<DevmemRx>),
+}
+
+impl Reader {
+    fn read(&mut self, s: &mut TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Self::Plain => s.read(buf),
+            Self::Devmem(d) => d.read(s, buf),
+        }
+    }
+
+    /// `buf.len()` bytes, or an error at EOF.
+    fn read_exact(&mut self, s: &mut TcpStream, buf: &mut [u8]) -> Res<()> {
+        let mut got = 0;
+        while got < buf.len() {
+            match self.read(s, &mut buf[got..]) {
+                Ok(0) => return Err("EOF inside the flow header".into()),
+                Ok(n) => got += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// The stream is done: the last tokens go back; its devmem figures.
+    fn finish(self, s: &TcpStream) -> Res<Option<DevmemStats>> {
+        match self {
+            Self::Plain => Ok(None),
+            Self::Devmem(mut d) => {
+                d.give_back(s)?;
+                Ok(Some(d.stats.clone()))
+            }
+        }
+    }
 }
 
 impl Received {
@@ -90,6 +135,7 @@ impl Received {
 /// the sender keeps up, and a `mark` must not see its bytes all at its end.
 fn drain_once(
     s: &mut TcpStream,
+    rd: &mut Reader,
     buf: &mut [u8],
     r: &mut Received,
     data: Option<&[u8]>,
@@ -97,7 +143,7 @@ fn drain_once(
 ) -> Res<bool> {
     let before = r.bytes;
     let eof = loop {
-        match s.read(buf) {
+        match rd.read(s, buf) {
             Ok(0) => break true,
             Ok(n) => {
                 r.take(&buf[..n], data)?;
@@ -117,6 +163,7 @@ fn drain_once(
 /// each, the [`Budget`]'s sleep.
 fn read_to_eof(
     s: &mut TcpStream,
+    rd: &mut Reader,
     buf: &mut [u8],
     r: &mut Received,
     data: Option<&[u8]>,
@@ -124,7 +171,7 @@ fn read_to_eof(
     mut budget: Option<Budget>,
 ) -> Res<()> {
     loop {
-        match s.read(buf) {
+        match rd.read(s, buf) {
             Ok(0) => return Ok(()),
             Ok(n) => {
                 r.take(&buf[..n], data)?;
@@ -191,15 +238,22 @@ pub enum Rx {
 
 /// Read the flow header of connection `s` (from remote port `from`) and
 /// receive it as what it says it is.
-fn receive(args: &Args, mut s: TcpStream, from: u16, t0: Instant, live: &Live) -> Res<Rx> {
+fn receive(
+    args: &Args,
+    mut s: TcpStream,
+    from: u16,
+    t0: Instant,
+    live: &Live,
+    mut rd: Reader,
+) -> Res<Rx> {
     let mut id = [0u8; 4];
-    s.read_exact(&mut id)?;
+    rd.read_exact(&mut s, &mut id)?;
     let id = u32::from_le_bytes(id);
     if id & MOUSE != 0 {
         live.mouse_port(from);
         return Ok(Rx::Mouse(mice::receive(args, s, id, t0, live)?));
     }
-    receive_stream(args, s, id, t0, live).map(Rx::Flow)
+    receive_stream(args, s, id, t0, live, rd).map(Rx::Flow)
 }
 
 /// Stream `flow`'s receiver: reads to EOF in `--pattern`.
@@ -209,6 +263,7 @@ fn receive_stream(
     flow: u32,
     t0: Instant,
     live: &Live,
+    mut rd: Reader,
 ) -> Res<Received> {
     let mut r = Received {
         flow,
@@ -217,10 +272,17 @@ fn receive_stream(
     let data = args.verify.then(|| stream_of(args.seed, r.flow));
     let mut buf = vec![0u8; args.read_bytes.max(1)];
     match args.pattern {
-        Pattern::Steady => read_to_eof(&mut s, &mut buf, &mut r, data.as_deref(), live, None)?,
-        Pattern::Slow => {
-            let budget = Some(Budget::new(args.read_rate));
-            read_to_eof(&mut s, &mut buf, &mut r, data.as_deref(), live, budget)?;
+        Pattern::Steady | Pattern::Slow => {
+            let budget = (args.pattern == Pattern::Slow).then(|| Budget::new(args.read_rate));
+            read_to_eof(
+                &mut s,
+                &mut rd,
+                &mut buf,
+                &mut r,
+                data.as_deref(),
+                live,
+                budget,
+            )?;
         }
         Pattern::Splice => splice_to_eof(&s, &mut buf, &mut r, data.as_deref(), live)?,
         Pattern::Drain => {
@@ -232,12 +294,13 @@ fn receive_stream(
                 } else {
                     pause
                 });
-                if drain_once(&mut s, &mut buf, &mut r, data.as_deref(), live)? {
+                if drain_once(&mut s, &mut rd, &mut buf, &mut r, data.as_deref(), live)? {
                     break;
                 }
             }
         }
     }
+    r.devmem = rd.finish(&s)?;
     Ok(r)
 }
 
@@ -248,6 +311,7 @@ pub fn start_receivers(
     l: &TcpListener,
     t0: Instant,
     live: &Arc<Live>,
+    devmem: Option<&Arc<std::fs::File>>,
 ) -> Res<Vec<thread::JoinHandle<Res<Rx>>>> {
     let mut rx = Vec::new();
     // A sender that cannot connect must not leave the listener waiting.
@@ -266,7 +330,14 @@ pub fn start_receivers(
         s.set_nonblocking(false)?;
         let a = Arc::clone(args);
         let live = Arc::clone(live);
-        rx.push(thread::spawn(move || receive(&a, s, from, t0, &live)));
+        let rd = devmem.map_or(Reader::Plain, |m| {
+            Reader::Devmem(Box::new(DevmemRx::new(
+                Arc::clone(m),
+                a.devmem_batch,
+                a.read_bytes,
+            )))
+        });
+        rx.push(thread::spawn(move || receive(&a, s, from, t0, &live, rd)));
     }
     Ok(rx)
 }
