@@ -53,6 +53,8 @@ pub struct FakeState {
     /// the slow path whatever the ring; the device delivers
     /// `held(combined)` pages per sample in all, split over its queues.
     pub held: Option<fn(u32) -> u64>,
+    /// Pages each pool reports in flight (`None`: twice the ring).
+    pub inflight: Option<u64>,
 }
 
 /// The fake kernel.
@@ -103,6 +105,7 @@ impl FakeKernel {
                 gone: false,
                 hang_sampling: false,
                 held: None,
+                inflight: None,
             }),
             tx,
             rx: tokio::sync::Mutex::new(rx),
@@ -193,6 +196,7 @@ impl FakeKernel {
     }
 
     fn device(s: &FakeState) -> Device {
+        let inflight = s.inflight.unwrap_or(u64::from(s.ring) * 2);
         let rx_queues = s
             .pools
             .iter()
@@ -215,8 +219,8 @@ impl FakeKernel {
                         id: *id,
                         ifindex: Some(IFINDEX),
                         napi_id: Some(u64::from(100 + q)),
-                        inflight: Some(u64::from(s.ring) * 2),
-                        inflight_mem: Some(u64::from(s.ring) * 2 * 4096),
+                        inflight: Some(inflight),
+                        inflight_mem: Some(inflight * 4096),
                         detach_time: None,
                         provider: None,
                         stats: Some(*st),

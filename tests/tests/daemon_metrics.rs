@@ -985,6 +985,44 @@ async fn livez_fails_when_the_loop_stops_passing() {
     served.daemon.abort();
 }
 
+/// What right-sizing could reclaim is exported per selected device, the
+/// bytes of `policy::engine::reclaimable` (what `plan` and `status`
+/// print): the fake's ring set to its max of 8192 while its pools had no
+/// more than 600 pages out beyond it.
+#[tokio::test(flavor = "current_thread")]
+async fn the_reclaimable_memory_is_exported() {
+    use pptune::sample::{Kernel, SampleScope};
+    let mut policy = fake::test_policy(Mode::Observe);
+    policy.timing.interval = Duration::from_millis(200);
+    let kernel = Arc::new(FakeKernel::bursty());
+    {
+        let mut s = kernel.state.lock().unwrap();
+        s.ring = 8192;
+        s.inflight = Some(8192 + 600);
+    }
+    let snap = kernel.sample(&SampleScope::default()).await.unwrap();
+    let want = policy::engine::reclaimable(&policy, &snap.devices[0])
+        .unwrap()
+        .bytes;
+    assert!(want > 0);
+    let running = pptune_tests::daemon::start(&kernel, policy, None, None);
+    let mut text = String::new();
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        text = running.metrics.encode().unwrap();
+        if text.contains("pptune_device_reclaimable_bytes{") {
+            break;
+        }
+    }
+    assert!(
+        text.contains(&format!(
+            "pptune_device_reclaimable_bytes{{device=\"eth0\"}} {want}\n"
+        )),
+        "{text}"
+    );
+    running.stop().await.unwrap();
+}
+
 /// The ring cost estimate the memory budget gates on is exported per
 /// selected device beside its observed inflight bytes, with the budget;
 /// the fake's device at ring 256 costs what `policy::engine::

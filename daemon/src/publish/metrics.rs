@@ -36,6 +36,7 @@ use policy::policy::QueueSelection;
 use policy::snapshot::{Device, Snapshot};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
@@ -88,6 +89,8 @@ struct CountedSeries {
     unjudged: Option<Unjudged>,
     /// The ring cost estimate's handle (set every pass).
     ring_cost: Option<Gauge>,
+    /// The reclaimable memory's handle (set every pass).
+    reclaimable: Option<Gauge>,
 }
 
 /// The registry and every family.
@@ -604,21 +607,43 @@ impl Metrics {
     /// The ring cost estimate of a selected device (`None`: not selected,
     /// or its ring is unknown: no series).
     pub fn set_ring_cost(&self, device: &str, bytes: Option<u64>) {
-        self.with_counted(device, |c| match bytes {
-            Some(b) => {
-                c.ring_cost
-                    .get_or_insert_with(|| {
-                        self.ring_cost.get_or_create_owned(&DevLabels {
-                            device: device.to_owned(),
+        self.set_device_gauge(device, bytes, &self.ring_cost, |c| &mut c.ring_cost);
+    }
+
+    /// The memory right-sizing could reclaim on a selected device now
+    /// (`policy::engine::reclaimable`'s bytes, 0 when it finds nothing);
+    /// `None`: not selected, no series.
+    pub fn set_reclaimable(&self, device: &str, bytes: Option<u64>) {
+        self.set_device_gauge(device, bytes, &self.reclaimable, |c| &mut c.reclaimable);
+    }
+
+    /// Sets `device`'s series of a per-device gauge through its kept
+    /// handle (`None`: the series goes).
+    fn set_device_gauge(
+        &self,
+        device: &str,
+        value: Option<u64>,
+        family: &Family<DevLabels, Gauge>,
+        handle: impl FnOnce(&mut CountedSeries) -> &mut Option<Gauge>,
+    ) {
+        self.with_counted(device, |c| {
+            let handle = handle(c);
+            match value {
+                Some(v) => {
+                    handle
+                        .get_or_insert_with(|| {
+                            family.get_or_create_owned(&DevLabels {
+                                device: device.to_owned(),
+                            })
                         })
-                    })
-                    .set(sat(b));
-            }
-            None => {
-                if c.ring_cost.take().is_some() {
-                    self.ring_cost.remove(&DevLabels {
-                        device: device.to_owned(),
-                    });
+                        .set(sat(v));
+                }
+                None => {
+                    if handle.take().is_some() {
+                        family.remove(&DevLabels {
+                            device: device.to_owned(),
+                        });
+                    }
                 }
             }
         });
@@ -875,6 +900,7 @@ impl Metrics {
         self.last_action.remove(&dev);
         self.backoff.remove(&dev);
         self.ring_cost.remove(&dev);
+        self.reclaimable.remove(&dev);
         for f in [
             &self.rx_packets,
             &self.rx_bytes,
@@ -1115,6 +1141,29 @@ mod tests {
         assert!(!m.encode().unwrap().contains("eth9"));
     }
 
+    /// The reclaimable memory of a selected device is a series from its
+    /// first pass, at 0 while nothing is reclaimable (a fleet sum counts
+    /// the device), its value after; a device no longer selected has
+    /// none.
+    #[test]
+    fn a_selected_device_exports_its_reclaimable_bytes_from_zero() {
+        let m = Metrics::new();
+        let series = |n: u64| format!("pptune_device_reclaimable_bytes{{device=\"eth0\"}} {n}\n");
+        m.set_reclaimable("eth0", Some(0));
+        let t = m.encode().unwrap();
+        assert!(t.contains(&series(0)), "{t}");
+        assert!(
+            t.contains("# TYPE pptune_device_reclaimable_bytes gauge\n")
+                && t.contains("# UNIT pptune_device_reclaimable_bytes bytes\n"),
+            "{t}"
+        );
+        m.set_reclaimable("eth0", Some(58 << 20));
+        let t = m.encode().unwrap();
+        assert!(t.contains(&series(58 << 20)), "{t}");
+        m.set_reclaimable("eth0", None);
+        assert!(!m.encode().unwrap().contains("reclaimable_bytes{"));
+    }
+
     /// The per-device sums describe a device, not "the queue" their
     /// per-queue families describe.
     #[test]
@@ -1189,6 +1238,8 @@ mod tests {
                 },
             ]);
             let device = device.as_str();
+            m.set_ring_cost(device, Some(8 << 20));
+            m.set_reclaimable(device, Some(0));
             m.set_recommendation(
                 device,
                 Some((
@@ -1203,11 +1254,11 @@ mod tests {
             );
         }
         let t = text(&m);
-        assert_eq!(t.matches("device=\"soakb0\"").count(), 8, "{t}");
+        assert_eq!(t.matches("device=\"soakb0\"").count(), 10, "{t}");
         passes.feed(&m, &snap(&["keep0"]));
         let t = text(&m);
         assert!(!t.contains("soakb0"), "{t}");
-        assert_eq!(t.matches("device=\"keep0\"").count(), 8, "{t}");
+        assert_eq!(t.matches("device=\"keep0\"").count(), 10, "{t}");
         // Back under the same name: counted from zero.
         passes.feed(&m, &snap(&["soakb0", "keep0"]));
         m.count([Event::Action {

@@ -99,6 +99,10 @@ families! {
     /// The memory estimate the budget gates on (`policy::device_bytes`),
     /// per selected device, beside the pools' observed inflight bytes.
     ring_cost: Family<DevLabels, Gauge> = ("pptune_device_ring_cost_estimate", "What the device's configured rings cost by pptune's estimate, the figure its memory budget is judged against ((posted buffers + pool ring + cache) x page bytes x queues); per device pptune selects", Unit::Bytes);
+    /// What right-sizing's first step would give back now
+    /// (`policy::engine::reclaimable`), per selected device: 0 when
+    /// nothing is, so a fleet sum counts every device.
+    reclaimable: Family<DevLabels, Gauge> = ("pptune_device_reclaimable", "Ring memory right-sizing could give back now by pptune's estimate: the ring cost at the current ring less at the ring that covers, with headroom, the most pages the pools had out since they were built (0 when nothing); per device pptune selects", Unit::Bytes);
     memory_budget: Family<ScopeLabels, Gauge> = ("pptune_memory_budget", "The policy's memory budget for the ring cost estimate: per device (scope=device) and for the selected devices' sum (scope=host); absent when the policy sets none", Unit::Bytes);
     /// Why pptune judges nothing (`publish::notes::Unjudged`).
     judging_nothing: Family<ReasonLabels, Gauge> = ("pptune_judging_nothing", "1 for the reason this host judges no device (every reason exported, all 0 while some device is judged): no_pool_introspection, no_pool_stats, driver_hides_pools, no_pools, device_down, rings_unavailable, not_managed, not_selected, no_devices");
