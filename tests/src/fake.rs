@@ -55,6 +55,11 @@ pub struct FakeState {
     pub held: Option<fn(u32) -> u64>,
     /// Pages each pool reports in flight (`None`: twice the ring).
     pub inflight: Option<u64>,
+    /// A file read at every set, before the knob moves: what a daemon
+    /// killed at that instant leaves there (the state record).
+    pub watched: Option<std::path::PathBuf>,
+    /// Its contents at each set, in order (`None`: unreadable or absent).
+    pub watched_at_set: Vec<Option<String>>,
 }
 
 /// The fake kernel.
@@ -106,6 +111,8 @@ impl FakeKernel {
                 hang_sampling: false,
                 held: None,
                 inflight: None,
+                watched: None,
+                watched_at_set: Vec::new(),
             }),
             tx,
             rx: tokio::sync::Mutex::new(rx),
@@ -280,6 +287,14 @@ fn rebuild(s: &mut FakeState) {
     s.next_pool_id += n as u64;
 }
 
+/// Reads the watched file, as a set begins.
+fn watch(s: &mut FakeState) {
+    if let Some(path) = &s.watched {
+        let text = std::fs::read_to_string(path).ok();
+        s.watched_at_set.push(text);
+    }
+}
+
 fn poisoned() -> SampleError {
     SampleError {
         context: "fake kernel state poisoned".into(),
@@ -326,6 +341,7 @@ impl Kernel for FakeKernel {
                 .lock()
                 .map_err(|_| SetError::Other("poisoned".into()))?;
             s.sets.push((format!("ring.{field:?}"), value));
+            watch(&mut s);
             if s.vanish_on_set {
                 s.gone = true;
             }
@@ -370,6 +386,7 @@ impl Kernel for FakeKernel {
                 .lock()
                 .map_err(|_| SetError::Other("poisoned".into()))?;
             s.sets.push((format!("channels.{field:?}"), value));
+            watch(&mut s);
             if let Some((errno, message)) = s.refuse.clone() {
                 return Err(SetError::Refused {
                     errno,

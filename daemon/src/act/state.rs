@@ -280,11 +280,28 @@ impl StateFile {
         }
     }
 
+    /// Confirms the latest action on (device, knob), written ahead of its
+    /// change: the value the kernel took (a driver may round) and the
+    /// outcome.
+    pub fn confirm_last_action(&mut self, id: &DeviceId, knob: Knob, to: u32, outcome: Outcome) {
+        if let Some(a) = self.last_action_mut(id, knob) {
+            a.to = to;
+            a.outcome = outcome;
+        }
+    }
+
+    fn last_action_mut(&mut self, id: &DeviceId, knob: Knob) -> Option<&mut StoredAction> {
+        self.devices
+            .get_mut(&id.key())?
+            .actions
+            .iter_mut()
+            .rev()
+            .find(|a| a.knob == knob)
+    }
+
     /// Updates the outcome of the latest action on (device, knob).
     pub fn set_last_outcome(&mut self, id: &DeviceId, knob: Knob, outcome: Outcome) {
-        if let Some(rec) = self.devices.get_mut(&id.key())
-            && let Some(a) = rec.actions.iter_mut().rev().find(|a| a.knob == knob)
-        {
+        if let Some(a) = self.last_action_mut(id, knob) {
             a.outcome = outcome;
         }
     }
