@@ -120,7 +120,7 @@ families! {
     shadow_changes: Family<KnobLabels, Counter> = ("pptune_shadow_changes", "Changes the shadow policy would have made (modelled as made: its later decisions follow from them), by device and knob");
     shadow_target: Family<KnobLabels, Gauge> = ("pptune_shadow_target", "The value the shadow policy would have each managed knob at, on each device it selects");
     shadow_miss: Family<DevLabels, FGauge> = ("pptune_shadow_recycle_miss_modelled", "The shadow's recycle-miss share over the last interval: observed until its ring differs from the live one, then the ring model's", Unit::Other("ratio".into()));
-    shadow_memory: Family<DevLabels, Gauge> = ("pptune_shadow_pool_inflight_modelled", "The shadow's pool memory (inflight) on the device: observed until its ring differs from the live one, then scaled by the ring model", Unit::Bytes);
+    shadow_memory: Family<DevLabels, Gauge> = ("pptune_shadow_pool_inflight_modelled", "The shadow's pool memory (inflight) on the device: observed until its ring differs from the live one, then the ring model's (posted buffers at its ring, the pages out beyond them as observed)", Unit::Bytes);
     shadow_modelled: Family<DevLabels, Gauge> = ("pptune_shadow_modelled", "1 when the shadow's figures on the device are the ring model's, not observed");
     reloads: Family<ResultLabels, Counter> = ("pptune_policy_reloads", "Policy reloads by result (ok, invalid)");
     /// Which policy runs (`publish::policy_hash`): one series, replaced
