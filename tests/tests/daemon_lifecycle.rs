@@ -6,7 +6,8 @@
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use pptune_tests::bin::{pptune_bin, require_root};
 
