@@ -790,6 +790,17 @@ fn recording_rules_evaluate_on_recorded_scrapes() {
     exprs += &close("job:pptune_changes:increase1h", changes, job);
     exprs += &close("job:pptune_hosts_enforcing:count", 1.0, job);
     exprs += &close("job:pptune_hosts_observing:count", 1.0, job);
+    run_promtool(
+        &["check", "rules", "pptune-rules.yaml"],
+        &root().join("packaging/prometheus"),
+    );
+    test_recording_rules(&input, &exprs);
+}
+
+/// `promtool test rules` of packaging/prometheus/pptune-rules.yaml on
+/// `input` (the `input_series` entries) against `exprs` (the
+/// `promql_expr_test` entries), sampled every minute.
+fn test_recording_rules(input: &str, exprs: &str) {
     let test = format!(
         "rule_files:\n  - {rules}\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n{input}    promql_expr_test:\n{exprs}",
         rules = root()
@@ -798,10 +809,6 @@ fn recording_rules_evaluate_on_recorded_scrapes() {
     );
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("rules.test.yaml"), &test).unwrap();
-    run_promtool(
-        &["check", "rules", "pptune-rules.yaml"],
-        &root().join("packaging/prometheus"),
-    );
     run_promtool(&["test", "rules", "rules.test.yaml"], dir.path());
 }
 
@@ -850,13 +857,10 @@ fn the_fleet_sums_the_reclaimable_memory() {
     }
     assert!(input.matches("series:").count() == 3, "{input}");
     assert!(want > 100 << 20, "{want}");
-    let test = format!(
-        "rule_files:\n  - {rules}\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n{input}    promql_expr_test:\n      - expr: job:pptune_device_reclaimable_bytes:sum\n        eval_time: 5m\n        exp_samples:\n          - labels: 'job:pptune_device_reclaimable_bytes:sum{{job=\"pptune\"}}'\n            value: {want}\n",
-        rules = root()
-            .join("packaging/prometheus/pptune-rules.yaml")
-            .display()
+    test_recording_rules(
+        &input,
+        &format!(
+            "      - expr: job:pptune_device_reclaimable_bytes:sum\n        eval_time: 5m\n        exp_samples:\n          - labels: 'job:pptune_device_reclaimable_bytes:sum{{job=\"pptune\"}}'\n            value: {want}\n"
+        ),
     );
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("rules.test.yaml"), &test).unwrap();
-    run_promtool(&["test", "rules", "rules.test.yaml"], dir.path());
 }
