@@ -5,7 +5,8 @@
 //! inputs in [`crate::observation`], the memory in [`crate::state`].
 
 pub use crate::decide::{
-    Engine, Reclaim, current_device_bytes, decide, device_bytes, findings_needed, reclaimable,
+    Engine, Reclaim, current_device_bytes, decide, device_bytes, findings_needed, inflight_at_ring,
+    reclaimable,
 };
 pub use crate::gates::Backoff;
 pub use crate::observation::{ActionRecord, LocalTime, NO_BACKOFF, Observation, Original, Outcome};

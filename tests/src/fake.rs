@@ -53,6 +53,13 @@ pub struct FakeState {
     /// the slow path whatever the ring; the device delivers
     /// `held(combined)` pages per sample in all, split over its queues.
     pub held: Option<fn(u32) -> u64>,
+    /// Pages each pool reports in flight (`None`: twice the ring).
+    pub inflight: Option<u64>,
+    /// A file read at every set, before the knob moves: what a daemon
+    /// killed at that instant leaves there (the state record).
+    pub watched: Option<std::path::PathBuf>,
+    /// Its contents at each set, in order (`None`: unreadable or absent).
+    pub watched_at_set: Vec<Option<String>>,
 }
 
 /// The fake kernel.
@@ -103,6 +110,9 @@ impl FakeKernel {
                 gone: false,
                 hang_sampling: false,
                 held: None,
+                inflight: None,
+                watched: None,
+                watched_at_set: Vec::new(),
             }),
             tx,
             rx: tokio::sync::Mutex::new(rx),
@@ -193,6 +203,7 @@ impl FakeKernel {
     }
 
     fn device(s: &FakeState) -> Device {
+        let inflight = s.inflight.unwrap_or(u64::from(s.ring) * 2);
         let rx_queues = s
             .pools
             .iter()
@@ -215,8 +226,8 @@ impl FakeKernel {
                         id: *id,
                         ifindex: Some(IFINDEX),
                         napi_id: Some(u64::from(100 + q)),
-                        inflight: Some(u64::from(s.ring) * 2),
-                        inflight_mem: Some(u64::from(s.ring) * 2 * 4096),
+                        inflight: Some(inflight),
+                        inflight_mem: Some(inflight * 4096),
                         detach_time: None,
                         provider: None,
                         stats: Some(*st),
@@ -276,6 +287,14 @@ fn rebuild(s: &mut FakeState) {
     s.next_pool_id += n as u64;
 }
 
+/// Reads the watched file, as a set begins.
+fn watch(s: &mut FakeState) {
+    if let Some(path) = &s.watched {
+        let text = std::fs::read_to_string(path).ok();
+        s.watched_at_set.push(text);
+    }
+}
+
 fn poisoned() -> SampleError {
     SampleError {
         context: "fake kernel state poisoned".into(),
@@ -322,6 +341,7 @@ impl Kernel for FakeKernel {
                 .lock()
                 .map_err(|_| SetError::Other("poisoned".into()))?;
             s.sets.push((format!("ring.{field:?}"), value));
+            watch(&mut s);
             if s.vanish_on_set {
                 s.gone = true;
             }
@@ -366,6 +386,7 @@ impl Kernel for FakeKernel {
                 .lock()
                 .map_err(|_| SetError::Other("poisoned".into()))?;
             s.sets.push((format!("channels.{field:?}"), value));
+            watch(&mut s);
             if let Some((errno, message)) = s.refuse.clone() {
                 return Err(SetError::Refused {
                     errno,

@@ -22,7 +22,7 @@ use policy::snapshot::{Availability, Device, DeviceId, Pool, Snapshot};
 use policy::window::Rates;
 
 use crate::live::{Overlay, Slot};
-use crate::model::{Track, Tracked, model_pool};
+use crate::model::{PoolModel, Track, Tracked, model_pool};
 
 /// What the engine reads of one pass besides its samples: the local time,
 /// the overrides, and the history, originals and backoff.
@@ -450,7 +450,8 @@ impl Counterfactual {
         track: &mut Track,
         each: &mut dyn FnMut(QueueKey, &Tracked, &Pool),
     ) {
-        let ring_k = self.ring_factor(d, key);
+        let rings = self.ring_change(d, key);
+        let ring_k = rings.map(|(rec, v)| f64::from(v) / f64::from(rec));
         let chan = self.knobs.iter().find_map(|((k, knob), v)| {
             (k == key && matches!(knob, Knob::Channels(_))).then_some((*knob, *v))
         });
@@ -464,12 +465,12 @@ impl Counterfactual {
         }
         // A modelled device stays modelled: with the same ring again its
         // deltas are as observed, on the modelled base.
-        let k = self
-            .diverged
-            .get(key)
-            .copied()
-            .unwrap_or(false)
-            .then(|| ring_k.unwrap_or(1.0));
+        let diverged = self.diverged.get(key).copied().unwrap_or(false);
+        let info = policy::drivers::driver_info(d);
+        let model = diverged.then(|| PoolModel {
+            k: ring_k.unwrap_or(1.0),
+            pages: rings.map(|r| (&info, r)),
+        });
         let mut next = std::mem::take(&mut track.next);
         next.clear();
         let mut i = 0;
@@ -480,7 +481,7 @@ impl Counterfactual {
         let unmapped = std::iter::once((QueueKey::Unmapped, &mut d.unmapped_pools));
         for (queue, pools) in queues.chain(unmapped) {
             for p in pools {
-                let t = model_pool(p, k, track.find(i, p.id));
+                let t = model_pool(p, model.as_ref(), track.find(i, p.id));
                 each(queue, &t, p);
                 next.push(t);
                 i += 1;
@@ -489,9 +490,9 @@ impl Counterfactual {
         track.next = std::mem::replace(&mut track.pools, next);
     }
 
-    /// Sets the replay's ring on `d`; the pool scale `ring' / ring` when
-    /// it differs from the recorded one.
-    fn ring_factor(&self, d: &mut Device, key: &str) -> Option<f64> {
+    /// Sets the replay's ring on `d`; the recorded ring and the replay's
+    /// when they differ.
+    fn ring_change(&self, d: &mut Device, key: &str) -> Option<(u32, u32)> {
         let Availability::Available(r) = &mut d.rings else {
             return None;
         };
@@ -504,7 +505,7 @@ impl Counterfactual {
                 && rec != v
                 && rec > 0
             {
-                factor = Some(f64::from(v) / f64::from(rec));
+                factor = Some((rec, v));
             }
             k.set_in_rings(r, v);
         }

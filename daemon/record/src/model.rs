@@ -12,33 +12,53 @@
 //! `ring_full' = T e' / (k + e')` and `recycle_ring' = T - ring_full'`.
 //! Pages freed need refilling: `alloc_slow` moves by the change in frees /
 //! 64 (one refill is up to 64 pages). Pool memory (`inflight`,
-//! `inflight_mem`) scales by `k`. Queue-count changes are not modelled: the
+//! `inflight_mem`): the posted part moves with the ring, the pages out
+//! beyond it (the load's, a high-water mark while the pool lives) stay
+//! (`policy::engine::inflight_at_ring`). Queue-count changes are not modelled: the
 //! device's counters stay as observed and its decisions are marked modelled.
 
 use policy::snapshot::{Device, Pool, PoolStats};
 
-/// One pool of a device the counterfactual changed, in place: with `k`
-/// (the device is modelled) its pages and bytes in flight scaled by `k`
-/// and its moved counters continued from `last` (the pool at the last
-/// pass) by the ring model; without, as observed. What the pool is now,
-/// and what the model changed in it.
-pub(crate) fn model_pool(p: &mut Pool, k: Option<f64>, last: Option<&Tracked>) -> Tracked {
-    #[allow(
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        clippy::cast_precision_loss
-    )]
-    // Rounded to nearest (`+ 0.5` and truncation: both are non-negative,
-    // and libm's `round` was a tenth of a modelled pass).
-    let scale = |v: u64| k.map_or(v, |k| (v as f64 * k + 0.5) as u64);
+/// How a modelled device's pools are continued: the ring scale `k` the
+/// counters' model takes, and the driver and (recorded, replayed) rings
+/// the pages in flight move by, when the rings differ.
+pub(crate) struct PoolModel<'a> {
+    pub(crate) k: f64,
+    pub(crate) pages: Option<(&'a policy::drivers::DriverInfo, (u32, u32))>,
+}
+
+/// One pool of a device the counterfactual changed, in place: with a
+/// `model` (the device is modelled) its pages in flight moved to the
+/// replayed ring (`policy::engine::inflight_at_ring`: the posted part
+/// scales, the pages out beyond it are the load's), its bytes in flight
+/// with them, and its moved counters continued from `last` (the pool at
+/// the last pass) by the ring model; without, as observed. What the pool
+/// is now, and what the model changed in it.
+pub(crate) fn model_pool(
+    p: &mut Pool,
+    model: Option<&PoolModel<'_>>,
+    last: Option<&Tracked>,
+) -> Tracked {
     let mut t = Tracked {
         inflight: p.inflight,
         inflight_mem: p.inflight_mem,
         change: Change::default(),
         ..last.copied().unwrap_or_else(|| Tracked::new(p.id))
     };
-    p.inflight = p.inflight.map(scale);
-    p.inflight_mem = p.inflight_mem.map(scale);
+    if let Some((info, rings)) = model.and_then(|m| m.pages)
+        && let Some(n) = p.inflight
+    {
+        let moved = policy::engine::inflight_at_ring(info, rings, n);
+        p.inflight = Some(moved);
+        // Bytes per page as observed.
+        p.inflight_mem = p.inflight_mem.map(|b| match n {
+            0 => b,
+            _ => {
+                u64::try_from(u128::from(b) * u128::from(moved) / u128::from(n)).unwrap_or(u64::MAX)
+            }
+        });
+    }
+    let k = model.map(|m| m.k);
     let Some(stats) = &mut p.stats else {
         // No counters this pass: the last ones stay the baseline (as the
         // pass's ledger keeps them).
@@ -302,5 +322,45 @@ mod tests {
         let small = model_delta(&d, 0.5);
         assert_eq!(small.recycle_ring_full, 1000);
         assert_eq!(small.recycle_ring + small.recycle_ring_full, 1500);
+    }
+
+    /// A pool's pages in flight at a counterfactual ring: the posted
+    /// buffers move with the ring, the 600 pages out beyond them (the
+    /// load's high-water mark) stay; the bytes follow the pages. Scaling
+    /// the whole mark by the ring modelled ice's 8160 → 768 step holding
+    /// 824 pages, fewer than its posted ring and the load's 600 together.
+    #[test]
+    fn a_modelled_ring_keeps_the_pages_out_beyond_its_posted_buffers() {
+        let d = policy::fixtures::nic("ice", 8160, 8160, 1);
+        let info = policy::drivers::driver_info(&d);
+        let model = PoolModel {
+            k: 768.0 / 8160.0,
+            pages: Some((&info, (8160, 768))),
+        };
+        let mut p = Pool {
+            id: 1,
+            inflight: Some(8160 + 600),
+            inflight_mem: Some((8160 + 600) * 4096),
+            ..Pool::default()
+        };
+        let t = model_pool(&mut p, Some(&model), None);
+        assert_eq!(
+            (p.inflight, p.inflight_mem),
+            (Some(768 + 600), Some((768 + 600) * 4096))
+        );
+        // The track keeps what was observed.
+        assert_eq!(t.inflight, Some(8160 + 600));
+        // Not modelled (no ring change): as observed.
+        let same = PoolModel {
+            k: 1.0,
+            pages: None,
+        };
+        let mut q = Pool {
+            inflight: Some(8760),
+            inflight_mem: Some(8760 * 4096),
+            ..Pool::default()
+        };
+        let _ = model_pool(&mut q, Some(&same), None);
+        assert_eq!(q.inflight, Some(8760));
     }
 }

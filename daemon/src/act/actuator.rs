@@ -452,16 +452,7 @@ impl Actuator {
             let before = p.devices.iter().find(|d| d.id.key() == key)?;
             Rates::between(before, &pre, pre_at.saturating_sub(at))
         });
-        if io
-            .record
-            .file()
-            .record_original(&pre.id, &pre.name, knob, live)
-            && !io.record.save()
-        {
-            // The original must be on disk before the knob moves: a full
-            // or read-only state directory stops enforcing, not observing.
-            io.record.file().forget_original(&pre.id, knob);
-            tracing::error!(device = %name, knob = %knob, "not acting: the original could not be written to the state record");
+        if !Self::write_ahead(dec, &c, &pre, &mut io) {
             return false;
         }
         // Before sending: our own notification may arrive first.
@@ -473,6 +464,43 @@ impl Actuator {
             .await;
         self.log_change(dec, &c, at, outcome, &mut io);
         gone
+    }
+
+    /// Writes the knob's original (unless one is recorded) and the action,
+    /// pending, to the state record before the knob moves: a daemon killed
+    /// between the change and its confirmation ([`Self::log_change`])
+    /// leaves both, so `restore` can put the original back and the next
+    /// run closes the action `inconclusive` (`StateFile::close_pending`),
+    /// a change its gates and cooldown count. When the record cannot be
+    /// written (a full or read-only state directory) it stops enforcing,
+    /// not observing: nothing is changed and the record is left as it was.
+    fn write_ahead<K, R: Record>(
+        dec: &Decision,
+        c: &Change,
+        pre: &Device,
+        io: &mut Lent<'_, K, R>,
+    ) -> bool {
+        let file = io.record.file();
+        let before = file.devices.clone();
+        file.record_original(&pre.id, &pre.name, c.knob, c.from);
+        file.push_action(
+            &dec.device_id,
+            &c.name,
+            StoredAction {
+                knob: c.knob,
+                from: c.from,
+                to: c.to,
+                at_unix_ms: unix_ms(),
+                reason: dec.reason.as_str().to_owned(),
+                outcome: Outcome::Pending,
+            },
+        );
+        if io.record.save() {
+            return true;
+        }
+        io.record.file().devices = before;
+        tracing::error!(device = %c.name, knob = %c.knob, "not acting: the original and the action could not be written to the state record");
+        false
     }
 
     /// Whether the gates still admit the change now (an earlier change in
@@ -650,7 +678,8 @@ impl Actuator {
         Outcome::Pending
     }
 
-    /// The change in the engine's history and the state record.
+    /// The change in the engine's history, and confirmed in the state
+    /// record ([`Self::write_ahead`] wrote it pending).
     fn log_change<K, R: Record>(
         &mut self,
         dec: &Decision,
@@ -659,7 +688,7 @@ impl Actuator {
         outcome: Outcome,
         io: &mut Lent<'_, K, R>,
     ) {
-        let (key, name, knob, from, to) = (c.key.clone(), c.name.clone(), c.knob, c.from, c.to);
+        let (key, knob, from, to) = (c.key.clone(), c.knob, c.from, c.to);
         let to_rec = match &outcome {
             Outcome::Pending => self
                 .expected
@@ -676,18 +705,9 @@ impl Actuator {
             at,
             outcome: outcome.clone(),
         });
-        io.record.file().push_action(
-            &dec.device_id,
-            &name,
-            StoredAction {
-                knob,
-                from,
-                to: to_rec,
-                at_unix_ms: unix_ms(),
-                reason: dec.reason.as_str().to_owned(),
-                outcome,
-            },
-        );
+        io.record
+            .file()
+            .confirm_last_action(&dec.device_id, knob, to_rec, outcome);
         let _ = io.record.save();
     }
 
@@ -734,6 +754,12 @@ impl Actuator {
         for (ev, dev, verdict) in due {
             let outcome = verdict.outcome();
             if let Verdict::Harmful(why) = &verdict {
+                // The verdict is on disk before the revert, as a change's
+                // record is before the change: a daemon killed between the
+                // two would otherwise leave the change `inconclusive`,
+                // which does not hold the next shrink as `reverted` does.
+                self.set_outcome(&dev.id, ev.knob, &outcome, io.record.file());
+                let _ = io.record.save();
                 tracing::warn!(device = %dev.name, knob = %ev.knob, "change made harm worse ({why}): reverting {} -> {}", ev.to, ev.from);
                 self.expected.insert((ev.key.clone(), ev.knob), ev.from);
                 match set_knob(io.kernel, dev.ifindex, ev.knob, ev.from).await {

@@ -509,6 +509,8 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 self.metrics.known(dev, &self.policy, mode);
                 self.metrics
                     .set_ring_cost(&dev.name, policy::engine::current_device_bytes(dev));
+                let reclaim = policy::engine::reclaimable(&self.policy, dev).map_or(0, |r| r.bytes);
+                self.metrics.set_reclaimable(&dev.name, Some(reclaim));
             }
             self.metrics.observe_decision(dec, mode, backed_off);
             self.log.log(dec, mode, now);
@@ -536,6 +538,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             if !managed.contains(&d.ifindex) {
                 self.metrics.set_mode(&d.name, "unmanaged");
                 self.metrics.set_ring_cost(&d.name, None);
+                self.metrics.set_reclaimable(&d.name, None);
             }
         }
     }

@@ -86,7 +86,51 @@ pub(super) fn held_beyond(info: &DriverInfo, ring: u32, inflight: u64) -> Option
     inflight.checked_sub(posted).filter(|h| *h > 0)
 }
 
+/// A pool's pages in flight (`inflight`) had its ring been `to` rather
+/// than `from`: the part within the buffers it keeps posted scales with
+/// the posted buffers; the pages out beyond them are the load's (held by
+/// the stack, or parked after a burst: `inflight` is a high-water mark
+/// while the pool lives) and stay as they are. What a counterfactual ring
+/// holds, never the high-water mark scaled by the ring.
+#[must_use]
+pub fn inflight_at_ring(info: &DriverInfo, (from, to): (u32, u32), inflight: u64) -> u64 {
+    let (was, now) = (
+        u64::from(posted_pages(info, from)),
+        u64::from(posted_pages(info, to)),
+    );
+    let within = inflight.min(was);
+    let scaled = match was {
+        0 => within,
+        // Rounded to nearest, in u128: no overflow, no float.
+        _ => u64::try_from(
+            (u128::from(within) * u128::from(now) + u128::from(was / 2)) / u128::from(was),
+        )
+        .unwrap_or(u64::MAX),
+    };
+    scaled.saturating_add(inflight - within)
+}
+
 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
 pub(super) fn to_u32(v: f64) -> u32 {
     v.ceil().clamp(0.0, f64::from(u32::MAX)) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A ring change moves the posted part of a pool's pages in flight,
+    /// not the pages out beyond it: ice at 8160 with 600 pages out beyond
+    /// the posted ring holds 768 + 600 at 768, not (8160 + 600) × 768 / 8160.
+    #[test]
+    fn inflight_at_another_ring_keeps_the_pages_beyond_the_posted() {
+        let d = crate::fixtures::nic("ice", 8160, 8160, 2);
+        let info = drivers::driver_info(&d);
+        assert_eq!(posted_pages(&info, 8160), 8160);
+        assert_eq!(inflight_at_ring(&info, (8160, 768), 8160 + 600), 768 + 600);
+        assert_eq!(inflight_at_ring(&info, (768, 8160), 768 + 600), 8160 + 600);
+        // A pool not yet filled to its posted ring scales as a whole.
+        assert_eq!(inflight_at_ring(&info, (1024, 512), 512), 256);
+        assert_eq!(inflight_at_ring(&info, (1024, 1024), 5000), 5000);
+    }
 }

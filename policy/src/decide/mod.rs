@@ -18,7 +18,7 @@ use channels::Shed;
 use findings::Findings;
 pub use give_back::{Reclaim, reclaimable};
 use memory::current_bytes;
-pub use memory::{current_device_bytes, device_bytes};
+pub use memory::{current_device_bytes, device_bytes, inflight_at_ring};
 
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};

@@ -537,6 +537,51 @@ async fn held_pages_shed_queues_while_the_rate_rises_then_revert_and_stop() {
     );
 }
 
+/// The state record is written ahead of every change: at the instant the
+/// trial cut goes to the kernel the record on disk already holds the
+/// channel count's original and the cut, pending; at the instant the
+/// revert goes, the cut's `reverted` verdict (which holds the next cut).
+/// A daemon killed at either instant leaves a record `restore` and the
+/// next run act on; before, the record followed each change.
+#[tokio::test(start_paused = true)]
+async fn the_record_is_on_disk_before_each_change() {
+    use policy::Outcome;
+    use pptune::act::state::StateFile;
+    let dir = tempfile::tempdir().unwrap();
+    let st = store(dir.path());
+    let k = Arc::new(FakeKernel::held(16, |_| 250_000));
+    k.state.lock().unwrap().watched = Some(st.path());
+    let p = shedding_policy(0.05);
+    let (opts, _h) = options(Some(st), Notifier::off());
+    run_for(&k, &p, source(&p), opts, 400).await;
+    let (sets, at_set) = {
+        let s = k.state.lock().unwrap();
+        (s.sets.clone(), s.watched_at_set.clone())
+    };
+    assert_eq!(sets.iter().map(|(_, v)| *v).collect::<Vec<_>>(), [14, 16]);
+    let record = |i: usize| -> StateFile {
+        serde_json::from_str(at_set[i].as_deref().expect("a record on disk")).unwrap()
+    };
+    let knob = policy::Knob::Channels(policy::ChannelField::Combined);
+    let cut = record(0);
+    let dev = &cut.devices[&fake::device_id().key()];
+    assert_eq!(cut.original(&fake::device_id(), knob), Some(16));
+    let last = dev.actions.last().expect("the cut, written ahead");
+    assert_eq!(
+        (last.knob, last.from, last.to, &last.outcome),
+        (knob, 16, 14, &Outcome::Pending)
+    );
+    let revert = record(1);
+    let last = revert.devices[&fake::device_id().key()]
+        .actions
+        .last()
+        .unwrap();
+    assert_eq!(
+        (last.from, last.to, &last.outcome),
+        (16, 14, &Outcome::Reverted)
+    );
+}
+
 /// Where fewer queues do not deliver more (the rate does not depend on the
 /// count), the first trial cut is put back and the device is left alone:
 /// one cut, one revert, in 400 s.

@@ -985,6 +985,51 @@ async fn livez_fails_when_the_loop_stops_passing() {
     served.daemon.abort();
 }
 
+/// The exposition once it holds `needle` (the loop's first passes), or
+/// as it is after 5 s.
+async fn exposition_with(metrics: &Metrics, needle: &str) -> String {
+    let mut text = String::new();
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        text = metrics.encode().unwrap();
+        if text.contains(needle) {
+            break;
+        }
+    }
+    text
+}
+
+/// What right-sizing could reclaim is exported per selected device, the
+/// bytes of `policy::engine::reclaimable` (what `plan` and `status`
+/// print): the fake's ring set to its max of 8192 while its pools had no
+/// more than 600 pages out beyond it.
+#[tokio::test(flavor = "current_thread")]
+async fn the_reclaimable_memory_is_exported() {
+    use pptune::sample::{Kernel, SampleScope};
+    let mut policy = fake::test_policy(Mode::Observe);
+    policy.timing.interval = Duration::from_millis(200);
+    let kernel = Arc::new(FakeKernel::bursty());
+    {
+        let mut s = kernel.state.lock().unwrap();
+        s.ring = 8192;
+        s.inflight = Some(8192 + 600);
+    }
+    let snap = kernel.sample(&SampleScope::default()).await.unwrap();
+    let want = policy::engine::reclaimable(&policy, &snap.devices[0])
+        .unwrap()
+        .bytes;
+    assert!(want > 0);
+    let running = pptune_tests::daemon::start(&kernel, policy, None, None);
+    let text = exposition_with(&running.metrics, "pptune_device_reclaimable_bytes{").await;
+    assert!(
+        text.contains(&format!(
+            "pptune_device_reclaimable_bytes{{device=\"eth0\"}} {want}\n"
+        )),
+        "{text}"
+    );
+    running.stop().await.unwrap();
+}
+
 /// The ring cost estimate the memory budget gates on is exported per
 /// selected device beside its observed inflight bytes, with the budget;
 /// the fake's device at ring 256 costs what `policy::engine::
@@ -1003,14 +1048,7 @@ async fn the_ring_cost_estimate_and_its_budget_are_exported() {
     let snap = kernel.sample(&SampleScope::default()).await.unwrap();
     let want = policy::engine::current_device_bytes(&snap.devices[0]).unwrap();
     assert!(want > 0);
-    let mut text = String::new();
-    for _ in 0..100 {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        text = running.metrics.encode().unwrap();
-        if text.contains("pptune_device_ring_cost_estimate_bytes{") {
-            break;
-        }
-    }
+    let text = exposition_with(&running.metrics, "pptune_device_ring_cost_estimate_bytes{").await;
     assert!(
         text.contains(&format!(
             "pptune_device_ring_cost_estimate_bytes{{device=\"eth0\"}} {want}\n"

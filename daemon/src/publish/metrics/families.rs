@@ -99,6 +99,10 @@ families! {
     /// The memory estimate the budget gates on (`policy::device_bytes`),
     /// per selected device, beside the pools' observed inflight bytes.
     ring_cost: Family<DevLabels, Gauge> = ("pptune_device_ring_cost_estimate", "What the device's configured rings cost by pptune's estimate, the figure its memory budget is judged against ((posted buffers + pool ring + cache) x page bytes x queues); per device pptune selects", Unit::Bytes);
+    /// What right-sizing's first step would give back now
+    /// (`policy::engine::reclaimable`), per selected device: 0 when
+    /// nothing is, so a fleet sum counts every device.
+    reclaimable: Family<DevLabels, Gauge> = ("pptune_device_reclaimable", "Ring memory right-sizing could give back now by pptune's estimate: the ring cost at the current ring less at the ring that covers, with headroom, the most pages the pools had out since they were built (0 when nothing); per device pptune selects", Unit::Bytes);
     memory_budget: Family<ScopeLabels, Gauge> = ("pptune_memory_budget", "The policy's memory budget for the ring cost estimate: per device (scope=device) and for the selected devices' sum (scope=host); absent when the policy sets none", Unit::Bytes);
     /// Why pptune judges nothing (`publish::notes::Unjudged`).
     judging_nothing: Family<ReasonLabels, Gauge> = ("pptune_judging_nothing", "1 for the reason this host judges no device (every reason exported, all 0 while some device is judged): no_pool_introspection, no_pool_stats, driver_hides_pools, no_pools, device_down, rings_unavailable, not_managed, not_selected, no_devices");
@@ -116,7 +120,7 @@ families! {
     shadow_changes: Family<KnobLabels, Counter> = ("pptune_shadow_changes", "Changes the shadow policy would have made (modelled as made: its later decisions follow from them), by device and knob");
     shadow_target: Family<KnobLabels, Gauge> = ("pptune_shadow_target", "The value the shadow policy would have each managed knob at, on each device it selects");
     shadow_miss: Family<DevLabels, FGauge> = ("pptune_shadow_recycle_miss_modelled", "The shadow's recycle-miss share over the last interval: observed until its ring differs from the live one, then the ring model's", Unit::Other("ratio".into()));
-    shadow_memory: Family<DevLabels, Gauge> = ("pptune_shadow_pool_inflight_modelled", "The shadow's pool memory (inflight) on the device: observed until its ring differs from the live one, then scaled by the ring model", Unit::Bytes);
+    shadow_memory: Family<DevLabels, Gauge> = ("pptune_shadow_pool_inflight_modelled", "The shadow's pool memory (inflight) on the device: observed until its ring differs from the live one, then the ring model's (posted buffers at its ring, the pages out beyond them as observed)", Unit::Bytes);
     shadow_modelled: Family<DevLabels, Gauge> = ("pptune_shadow_modelled", "1 when the shadow's figures on the device are the ring model's, not observed");
     reloads: Family<ResultLabels, Counter> = ("pptune_policy_reloads", "Policy reloads by result (ok, invalid)");
     /// Which policy runs (`publish::policy_hash`): one series, replaced

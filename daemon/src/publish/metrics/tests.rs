@@ -1,0 +1,707 @@
+//! The metrics' unit tests: the per-device series' life (known at 0,
+//! dropped with the device), the rollout gauges, and the hand-written
+//! per-queue exposition against prometheus-client's own encoding.
+
+use super::*;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Unit;
+
+type FGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+
+/// The passes as the loop makes them: the deltas against the previous
+/// snapshot (kept from pass to pass), then the metrics.
+#[derive(Default)]
+struct Passes {
+    prev: Option<Snapshot>,
+    deltas: PassDeltas,
+}
+
+impl Passes {
+    fn feed(&mut self, m: &Metrics, snap: &Snapshot) {
+        self.deltas.compute(self.prev.as_ref(), snap);
+        m.observe(snap, &self.deltas);
+        self.prev = Some(snap.clone());
+    }
+}
+use policy::signals;
+use policy::snapshot::{Pool, PoolStats, RxQueue};
+
+/// A device with rings (rx `rx` of 4096) and 2 combined channels, no
+/// pools.
+fn knob_device(name: &str, rx: u32) -> Device {
+    Device {
+        ifindex: 9,
+        name: name.to_owned(),
+        rings: policy::snapshot::Availability::Available(policy::snapshot::Rings {
+            rx: Some(rx),
+            rx_max: Some(4096),
+            ..Default::default()
+        }),
+        channels: policy::snapshot::Availability::Available(policy::snapshot::Channels {
+            combined: Some(2),
+            ..Default::default()
+        }),
+        ..Device::default()
+    }
+}
+
+/// A device with rings but no pools (so no per-queue series) that
+/// vanishes takes its ring and channel series with it, and when it
+/// comes back its series are live again (the kept handles went with
+/// it). The first half failed before the handles were kept: only
+/// devices with exported queue series were ever forgotten.
+#[test]
+fn a_vanished_device_without_pools_drops_its_knob_series() {
+    let m = Metrics::new();
+    let mut passes = Passes::default();
+    let snap = |rx: u32| Snapshot {
+        devices: vec![knob_device("veth9", rx)],
+        ..Snapshot::default()
+    };
+    let text = |m: &Metrics| m.encode().unwrap();
+    passes.feed(&m, &snap(256));
+    assert!(text(&m).contains("pptune_ring_entries{device=\"veth9\",ring=\"rx\"} 256"));
+    passes.feed(&m, &Snapshot::default());
+    assert!(!text(&m).contains("veth9"), "{}", text(&m));
+    passes.feed(&m, &snap(512));
+    passes.feed(&m, &snap(1024));
+    let t = text(&m);
+    assert!(
+        t.contains("pptune_ring_entries{device=\"veth9\",ring=\"rx\"} 1024"),
+        "{t}"
+    );
+    assert!(
+        t.contains("pptune_channels{device=\"veth9\",channel=\"combined\"} 2"),
+        "{t}"
+    );
+}
+
+#[test]
+fn the_rollout_gauges_say_the_standing() {
+    let m = Metrics::new();
+    let s = Standing {
+        draw: rollout::Draw {
+            host_selected: true,
+            holdout: false,
+        },
+        policy_enforces: false,
+        has_rollout: true,
+    };
+    let mut p = config::default_policy().unwrap();
+    p.rollout = Some(policy::policy::Rollout {
+        fraction: 0.25,
+        salt: "s".into(),
+        holdout: 0.125,
+    });
+    m.set_rollout(s, &p);
+    let text = m.encode().unwrap();
+    assert!(text.contains("pptune_rollout_enforcing 0\n"), "{text}");
+    assert!(text.contains("pptune_rollout_host_selected 1\n"), "{text}");
+    assert!(text.contains("pptune_policy_enforcing 0\n"), "{text}");
+    assert!(
+        text.contains("pptune_rollout_fraction_ratio 0.25\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("pptune_rollout_holdout_ratio 0.125\n"),
+        "{text}"
+    );
+    for (arm, v) in [("enforce", 0), ("holdout", 0), ("observe", 1)] {
+        assert!(
+            text.contains(&format!("pptune_rollout_arm{{arm=\"{arm}\"}} {v}\n")),
+            "{arm}: {text}"
+        );
+    }
+    let held = Standing {
+        draw: rollout::Draw {
+            host_selected: false,
+            holdout: true,
+        },
+        policy_enforces: true,
+        has_rollout: true,
+    };
+    m.set_rollout(held, &p);
+    let text = m.encode().unwrap();
+    assert!(
+        text.contains("pptune_rollout_arm{arm=\"holdout\"} 1\n"),
+        "{text}"
+    );
+    assert!(text.contains("pptune_rollout_enforcing 0\n"), "{text}");
+}
+
+/// A device pptune decides for has its change, override and change
+/// decision counters at 0 before anything happens, for each knob the
+/// policy manages on it (not for knobs it lacks or the policy leaves
+/// alone), so the first change is a step from 0 that `increase()`
+/// sees; the first event then reads 1 and the vanished device takes
+/// them all.
+#[test]
+fn a_known_device_exports_its_counters_at_zero() {
+    let m = Metrics::new();
+    let t = m.encode().unwrap();
+    for source in netlink::events::NOTIFY_SOURCES {
+        assert!(
+            t.contains(&format!("pptune_resyncs_total{{kind=\"{source}\"}} 0\n")),
+            "{t}"
+        );
+    }
+    let mut p = policy::fixtures::policy();
+    p.channels.enabled = false;
+    let dev = knob_device("eth9", 256);
+    let mut passes = Passes::default();
+    passes.feed(
+        &m,
+        &Snapshot {
+            devices: vec![dev.clone()],
+            ..Snapshot::default()
+        },
+    );
+    m.known(&dev, &p, "observe");
+    m.known(&dev, &p, "observe");
+    let t = m.encode().unwrap();
+    for want in [
+        "pptune_actions_total{device=\"eth9\",knob=\"ring.rx\",direction=\"grow\",result=\"applied\"} 0\n",
+        "pptune_actions_total{device=\"eth9\",knob=\"ring.rx\",direction=\"shrink\",result=\"refused\"} 0\n",
+        "pptune_actions_total{device=\"eth9\",knob=\"ring.rx\",direction=\"revert\",result=\"applied\"} 0\n",
+        "pptune_operator_overrides_total{device=\"eth9\",knob=\"ring.rx\"} 0\n",
+        "pptune_decisions_total{device=\"eth9\",action=\"set_ring\",reason=\"recycle_miss_high\",mode=\"observe\"} 0\n",
+    ] {
+        assert!(t.contains(want), "{want} in\n{t}");
+    }
+    assert!(
+        !t.contains("ring.rx-jumbo") && !t.contains("channels."),
+        "{t}"
+    );
+    assert!(!t.contains("mode=\"enforce\""), "{t}");
+    m.known(&dev, &p, "enforce");
+    let t = m.encode().unwrap();
+    assert!(t.contains("pptune_decisions_total{device=\"eth9\",action=\"set_ring\",reason=\"calm_shrink\",mode=\"enforce\"} 0\n"), "{t}");
+    m.count([Event::Action {
+        device: "eth9".to_owned(),
+        knob: policy::Knob::Ring(policy::RingField::Rx),
+        direction: "grow",
+        result: "applied".to_owned(),
+    }]);
+    let t = m.encode().unwrap();
+    assert!(t.contains("pptune_actions_total{device=\"eth9\",knob=\"ring.rx\",direction=\"grow\",result=\"applied\"} 1\n"), "{t}");
+    passes.feed(&m, &Snapshot::default());
+    assert!(!m.encode().unwrap().contains("eth9"));
+}
+
+/// The reclaimable memory of a selected device is a series from its
+/// first pass, at 0 while nothing is reclaimable (a fleet sum counts
+/// the device), its value after; a device no longer selected has
+/// none.
+#[test]
+fn a_selected_device_exports_its_reclaimable_bytes_from_zero() {
+    let m = Metrics::new();
+    let series = |n: u64| format!("pptune_device_reclaimable_bytes{{device=\"eth0\"}} {n}\n");
+    m.set_reclaimable("eth0", Some(0));
+    let t = m.encode().unwrap();
+    assert!(t.contains(&series(0)), "{t}");
+    assert!(
+        t.contains("# TYPE pptune_device_reclaimable_bytes gauge\n")
+            && t.contains("# UNIT pptune_device_reclaimable_bytes bytes\n"),
+        "{t}"
+    );
+    m.set_reclaimable("eth0", Some(58 << 20));
+    let t = m.encode().unwrap();
+    assert!(t.contains(&series(58 << 20)), "{t}");
+    m.set_reclaimable("eth0", None);
+    assert!(!m.encode().unwrap().contains("reclaimable_bytes{"));
+}
+
+/// The per-device sums describe a device, not "the queue" their
+/// per-queue families describe.
+#[test]
+fn device_sums_say_device_in_their_help() {
+    let m = Metrics::new();
+    let mut passes = Passes::default();
+    let snap = |k: u64| Snapshot {
+        devices: vec![device(
+            "eth0",
+            vec![queue(0, vec![pool(1, Some(stats(k)))])],
+            vec![],
+        )],
+        ..Snapshot::default()
+    };
+    passes.feed(&m, &snap(1));
+    passes.feed(&m, &snap(2));
+    let t = m.encode().unwrap();
+    let help: Vec<&str> = t
+        .lines()
+        .filter(|l| l.starts_with("# HELP pptune_device_pool"))
+        .collect();
+    assert_eq!(help.len(), 11 + 3, "{t}");
+    for h in help {
+        assert!(!h.contains("queue's") && !h.contains("the queue"), "{h}");
+        assert!(h.contains("device"), "{h}");
+    }
+}
+
+/// A device that vanishes takes every per-device series with it: the
+/// decision, action and override counters, the last-action time, the
+/// backoff flag and the recommendation, as well as its ring and channel
+/// gauges. Found by the soak (tests/tests/vm_faults.rs): a device
+/// replaced every few minutes under a new name left its counters and
+/// gauges behind, one set of series per name for the daemon's life.
+#[test]
+fn a_vanished_device_drops_its_counters_and_flags() {
+    let m = Metrics::new();
+    let mut passes = Passes::default();
+    let dev = |name: &str| Device {
+        ifindex: 9,
+        name: name.to_owned(),
+        ..Device::default()
+    };
+    let snap = |names: &[&str]| Snapshot {
+        devices: names.iter().map(|n| dev(n)).collect(),
+        ..Snapshot::default()
+    };
+    let text = |m: &Metrics| m.encode().unwrap();
+    passes.feed(&m, &snap(&["soakb0", "keep0"]));
+    for device in ["soakb0", "keep0"] {
+        m.count_decision(device, "set_ring", "recycle_miss_high", "enforce");
+        m.set_mode(device, "enforce");
+        let device = device.to_owned();
+        let rx = policy::Knob::Ring(policy::RingField::Rx);
+        m.count([
+            Event::Action {
+                device: device.clone(),
+                knob: rx,
+                direction: "grow",
+                result: "applied".to_owned(),
+            },
+            Event::Override {
+                device: device.clone(),
+                knob: rx,
+            },
+            Event::Applied {
+                device: device.clone(),
+                unix_s: 1_796_091_744,
+            },
+            Event::BackedOff {
+                device: device.clone(),
+            },
+        ]);
+        let device = device.as_str();
+        m.set_ring_cost(device, Some(8 << 20));
+        m.set_reclaimable(device, Some(0));
+        m.set_recommendation(
+            device,
+            Some((
+                RecLabels {
+                    device: device.to_owned(),
+                    recommendation: "0a1f51615c09".to_owned(),
+                    knob: "ring.rx".to_owned(),
+                    reason: "recycle_miss_high".to_owned(),
+                },
+                2048,
+            )),
+        );
+    }
+    let t = text(&m);
+    assert_eq!(t.matches("device=\"soakb0\"").count(), 10, "{t}");
+    passes.feed(&m, &snap(&["keep0"]));
+    let t = text(&m);
+    assert!(!t.contains("soakb0"), "{t}");
+    assert_eq!(t.matches("device=\"keep0\"").count(), 10, "{t}");
+    // Back under the same name: counted from zero.
+    passes.feed(&m, &snap(&["soakb0", "keep0"]));
+    m.count([Event::Action {
+        device: "soakb0".to_owned(),
+        knob: policy::Knob::Ring(policy::RingField::Rx),
+        direction: "grow",
+        result: "applied".to_owned(),
+    }]);
+    let t = text(&m);
+    assert!(
+        t.contains("pptune_actions_total{device=\"soakb0\",knob=\"ring.rx\",direction=\"grow\",result=\"applied\"} 1"),
+        "{t}"
+    );
+}
+
+/// The per-queue families as prometheus-client `Family`s, kept by a
+/// plain restatement of the accounting rules (per-pool-id deltas, new
+/// pools since creation, a reset adds nothing, retired pools stay
+/// counted): the reference the hand-written exposition must equal.
+struct Reference {
+    registry: Registry,
+    counters: Vec<Family<QueueLabels, Counter>>,
+    gauges: Vec<Family<QueueLabels, Gauge>>,
+    ratios: Vec<Family<QueueLabels, FGauge>>,
+    /// Last stats per pool id seen in the previous snapshot.
+    pools: BTreeMap<u64, Option<PoolStats>>,
+    totals: BTreeMap<QueueLabels, PoolStats>,
+    with_counters: BTreeSet<QueueLabels>,
+    queues: BTreeSet<QueueLabels>,
+}
+
+impl Reference {
+    fn new() -> Self {
+        let mut r = Registry::default();
+        let mut counters = Vec::new();
+        for c in POOL_COUNTERS {
+            let f = Family::<QueueLabels, Counter>::default();
+            match c.unit {
+                Some(u) => r.register_with_unit(c.metric, c.help, Unit::Other(u.into()), f.clone()),
+                None => r.register(c.metric, c.help, f.clone()),
+            }
+            counters.push(f);
+        }
+        let mut gauges = Vec::new();
+        for (name, unit, help) in QUEUE_GAUGES {
+            let f = Family::<QueueLabels, Gauge>::default();
+            match unit {
+                Some(u) => r.register_with_unit(name, help, Unit::Other(u.into()), f.clone()),
+                None => r.register(name, help, f.clone()),
+            }
+            gauges.push(f);
+        }
+        let mut ratios = Vec::new();
+        for (name, help) in QUEUE_RATIOS {
+            let f = Family::<QueueLabels, FGauge>::default();
+            r.register_with_unit(name, help, Unit::Other("ratio".into()), f.clone());
+            ratios.push(f);
+        }
+        Self {
+            registry: r,
+            counters,
+            gauges,
+            ratios,
+            pools: BTreeMap::new(),
+            totals: BTreeMap::new(),
+            with_counters: BTreeSet::new(),
+            queues: BTreeSet::new(),
+        }
+    }
+
+    fn encode(&self) -> String {
+        let mut s = String::new();
+        prometheus_client::encoding::text::encode(&mut s, &self.registry).unwrap();
+        s
+    }
+
+    fn observe_snapshot(&mut self, snap: &Snapshot) {
+        let mut seen_pools = BTreeMap::new();
+        let mut seen_queues = BTreeSet::new();
+        for dev in &snap.devices {
+            let mut by_queue: BTreeMap<String, Vec<&Pool>> = BTreeMap::new();
+            for q in &dev.rx_queues {
+                by_queue
+                    .entry(q.id.to_string())
+                    .or_default()
+                    .extend(q.pools.iter());
+            }
+            if !dev.unmapped_pools.is_empty() {
+                by_queue
+                    .entry("unmapped".to_owned())
+                    .or_default()
+                    .extend(dev.unmapped_pools.iter());
+            }
+            for (queue, pools) in by_queue {
+                let labels = QueueLabels {
+                    device: dev.name.clone(),
+                    queue,
+                };
+                self.observe_queue(&labels, &pools);
+                seen_queues.insert(labels);
+            }
+            for p in dev.pools() {
+                let last = self.pools.get(&p.id).copied().flatten();
+                seen_pools.insert(p.id, p.stats.or(last));
+            }
+        }
+        self.pools = seen_pools;
+        let gone: Vec<QueueLabels> = self.queues.difference(&seen_queues).cloned().collect();
+        for l in gone {
+            for f in &self.counters {
+                f.remove(&l);
+            }
+            for f in &self.gauges {
+                f.remove(&l);
+            }
+            for f in &self.ratios {
+                f.remove(&l);
+            }
+            self.with_counters.remove(&l);
+        }
+        let devices: BTreeSet<&str> = snap.devices.iter().map(|d| d.name.as_str()).collect();
+        let gone_devices: BTreeSet<String> = self
+            .queues
+            .iter()
+            .map(|l| l.device.clone())
+            .filter(|d| !devices.contains(d.as_str()))
+            .collect();
+        self.totals.retain(|l, _| !gone_devices.contains(&l.device));
+        self.queues = seen_queues;
+    }
+
+    fn observe_queue(&mut self, labels: &QueueLabels, pools: &[&Pool]) {
+        let mut delta = PoolStats::default();
+        let (mut counted, mut reset) = (false, false);
+        let provider = pools.iter().any(|p| p.provider.is_some());
+        for p in pools {
+            let Some(now) = p.stats else { continue };
+            match self.pools.get(&p.id) {
+                None => {
+                    delta = delta.add(&now);
+                    counted = true;
+                }
+                Some(None) => {}
+                Some(Some(before)) => match now.delta(before) {
+                    Some(d) => {
+                        delta = delta.add(&d);
+                        counted = true;
+                    }
+                    None => reset = true,
+                },
+            }
+        }
+        self.gauges[0]
+            .get_or_create(labels)
+            .set(i64::try_from(pools.len()).unwrap());
+        self.gauges[1]
+            .get_or_create(labels)
+            .set(sat(pools.iter().filter_map(|p| p.inflight).sum()));
+        self.gauges[2]
+            .get_or_create(labels)
+            .set(sat(pools.iter().filter_map(|p| p.inflight_mem).sum()));
+        if !counted && !reset {
+            return;
+        }
+        let total = self.totals.entry(labels.clone()).or_default();
+        *total = total.add(&delta);
+        for (f, want) in self.counters.iter().zip(total.values()) {
+            let c = f.get_or_create(labels);
+            let have = c.get();
+            if want > have {
+                c.inc_by(want - have);
+            }
+        }
+        let had = !self.with_counters.insert(labels.clone());
+        if had && !reset {
+            if let Some(v) = signals::recycling_pct(&delta) {
+                self.ratios[0].get_or_create(labels).set(v / 100.0);
+            }
+            if let Some(v) = signals::recycle_miss_share(&delta) {
+                self.ratios[1].get_or_create(labels).set(v);
+            }
+            if let Some(v) = signals::slow_refill_share(&delta, provider) {
+                self.ratios[2].get_or_create(labels).set(v);
+            }
+        }
+    }
+}
+
+/// Families of an exposition in order: the descriptor lines as they
+/// are, the samples sorted (prometheus-client writes a family's series
+/// in hash-map order).
+fn families(text: &str) -> Vec<(String, Vec<String>, Vec<String>)> {
+    let mut out: Vec<(String, Vec<String>, Vec<String>)> = Vec::new();
+    for line in text.lines().filter(|l| *l != "# EOF") {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let name = rest.split(' ').next().unwrap().to_owned();
+            out.push((name, vec![line.to_owned()], Vec::new()));
+        } else if line.starts_with("# ") {
+            out.last_mut().unwrap().1.push(line.to_owned());
+        } else {
+            out.last_mut().unwrap().2.push(line.to_owned());
+        }
+    }
+    for f in &mut out {
+        f.2.sort();
+    }
+    out
+}
+
+fn stats(k: u64) -> PoolStats {
+    PoolStats {
+        alloc_fast: 1000 * k,
+        alloc_slow: 10 * k,
+        alloc_slow_high_order: k,
+        alloc_empty: 3 * k,
+        alloc_refill: 50 * k,
+        alloc_waive: k / 2,
+        recycle_cached: 800 * k,
+        recycle_cache_full: k,
+        recycle_ring: 100 * k,
+        recycle_ring_full: 5 * k,
+        recycle_released_refcnt: 7 * k,
+    }
+}
+
+fn pool(id: u64, s: Option<PoolStats>) -> Pool {
+    Pool {
+        id,
+        inflight: Some(id * 10),
+        inflight_mem: id.is_multiple_of(2).then_some(id * 40960),
+        stats: s,
+        ..Pool::default()
+    }
+}
+
+fn queue(id: u32, pools: Vec<Pool>) -> RxQueue {
+    RxQueue {
+        id,
+        pools,
+        ..RxQueue::default()
+    }
+}
+
+fn device(name: &str, rx_queues: Vec<RxQueue>, unmapped: Vec<Pool>) -> Device {
+    Device {
+        ifindex: 2,
+        name: name.to_owned(),
+        rx_queues,
+        unmapped_pools: unmapped,
+        ..Device::default()
+    }
+}
+
+/// The hand-written per-queue families equal prometheus-client's
+/// `Family` encoding of the old update algorithm, tick after tick:
+/// pool rebuilds (carry), a pool without stats, duplicate queue ids,
+/// unmapped pools, a queue and a device that vanish and come back, a
+/// pool that moves queue, a counter reset, a ratio that dtoa writes
+/// as `0.00001`, and a device name that needs escaping.
+#[test]
+fn queue_families_match_prometheus_client_encoding() {
+    let weird = "we\"ird\\x\ny";
+    let tiny = PoolStats {
+        recycle_ring: 99_999,
+        recycle_ring_full: 1,
+        ..stats(90)
+    };
+    let tiny2 = PoolStats {
+        recycle_ring: tiny.recycle_ring + 99_999,
+        recycle_ring_full: tiny.recycle_ring_full + 1,
+        alloc_slow: tiny.alloc_slow + 1,
+        alloc_refill: tiny.alloc_refill + 7,
+        ..tiny
+    };
+    let ticks: Vec<Vec<Device>> = vec![
+        vec![],
+        vec![
+            device(
+                "eth0",
+                vec![
+                    queue(0, vec![pool(1, Some(stats(1)))]),
+                    queue(1, vec![pool(2, Some(stats(1)))]),
+                    queue(2, vec![pool(3, None)]),
+                    queue(10, vec![]),
+                ],
+                vec![pool(9, Some(stats(1)))],
+            ),
+            device(
+                weird,
+                vec![
+                    queue(0, vec![pool(20, Some(stats(1)))]),
+                    queue(0, vec![pool(21, Some(stats(2)))]),
+                ],
+                vec![],
+            ),
+        ],
+        vec![
+            device(
+                "eth0",
+                vec![
+                    queue(0, vec![pool(1, Some(stats(2)))]),
+                    queue(1, vec![pool(4, Some(stats(0)))]),
+                    queue(2, vec![pool(3, Some(stats(1)))]),
+                    queue(10, vec![]),
+                ],
+                vec![],
+            ),
+            device(
+                weird,
+                vec![
+                    queue(0, vec![pool(20, Some(stats(3)))]),
+                    queue(0, vec![pool(21, Some(stats(4)))]),
+                ],
+                vec![],
+            ),
+        ],
+        vec![device(
+            "eth0",
+            vec![
+                queue(0, vec![pool(1, Some(stats(3)))]),
+                queue(1, vec![pool(4, Some(stats(1)))]),
+            ],
+            vec![],
+        )],
+        vec![
+            device(
+                "eth0",
+                vec![
+                    queue(0, vec![pool(1, Some(stats(4)))]),
+                    queue(1, vec![pool(4, Some(stats(2)))]),
+                    queue(2, vec![pool(5, Some(stats(1)))]),
+                ],
+                vec![pool(9, None)],
+            ),
+            device(
+                weird,
+                vec![queue(0, vec![pool(20, Some(stats(1)))])],
+                vec![],
+            ),
+        ],
+        vec![device(
+            "eth0",
+            vec![
+                queue(0, vec![pool(4, Some(stats(3))), pool(6, Some(tiny))]),
+                queue(1, vec![pool(1, Some(stats(1)))]),
+                queue(2, vec![pool(5, None)]),
+                // New, between queues the device has had (2 and 10).
+                queue(5, vec![pool(7, Some(stats(1)))]),
+            ],
+            vec![],
+        )],
+        vec![device(
+            "eth0",
+            vec![
+                queue(0, vec![pool(4, Some(stats(3))), pool(6, Some(tiny2))]),
+                queue(1, vec![pool(1, Some(stats(2)))]),
+                queue(2, vec![pool(5, Some(stats(9)))]),
+                queue(5, vec![pool(7, Some(stats(4)))]),
+            ],
+            vec![],
+        )],
+        vec![],
+    ];
+    let m = Metrics::new();
+    let mut passes = Passes::default();
+    let mut r = Reference::new();
+    let mut saw_tiny = false;
+    for (tick, devices) in ticks.into_iter().enumerate() {
+        let snap = Snapshot {
+            devices,
+            ..Snapshot::default()
+        };
+        passes.feed(&m, &snap);
+        r.observe_snapshot(&snap);
+        let text = m.encode().unwrap();
+        let want = families(&r.encode());
+        let names: BTreeSet<&str> = want.iter().map(|f| f.0.as_str()).collect();
+        let got: Vec<_> = families(&text)
+            .into_iter()
+            .filter(|f| {
+                f.0.starts_with("pptune_pool")
+                    || f.0.starts_with("pptune_queue")
+                    || names.contains(f.0.as_str())
+            })
+            .collect();
+        assert_eq!(got, want, "tick {tick}:\n{text}");
+        if tick == 2 {
+            // Every per-queue family, ratios included, is compared.
+            assert_eq!(want.len(), 17, "{text}");
+        }
+        // Written first, as registration order put them.
+        if let Some(first) = want.first() {
+            assert!(text.starts_with(&first.1[0]), "tick {tick}");
+        }
+        assert!(text.ends_with("# EOF\n"));
+        saw_tiny |= text.contains("\"} 0.00001\n");
+    }
+    assert!(saw_tiny, "the 1e-5 ratio was never written");
+}
