@@ -1,4 +1,4 @@
-//! The alert tests' counter inputs come from the daemon's own exposition:
+//! The alert tests' inputs come from the daemon's own exposition:
 //! each scenario drives the real metrics (`Metrics::known` for the devices
 //! a pass decides for, `Metrics::count` for the actuator's events), encodes
 //! a scrape a minute, and writes every series of the families the alert
@@ -6,7 +6,10 @@
 //! packaging/prometheus/pptune-alerts.test.yaml. This test fails when the
 //! checked-in inputs differ from what the daemon exports now (a series born
 //! at 1 instead of 0, a label renamed); `PPTUNE_BLESS=1` rewrites them.
-//! promtool runs the file in packaging_observability.rs.
+//! promtool runs the file in packaging_observability.rs. Every input
+//! series of the file is generated here but `up`, which Prometheus writes
+//! itself: restarts are new processes (a fresh `Metrics`), the fleet's
+//! arms come from the rollout standing the daemon exports.
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
@@ -32,6 +35,25 @@ struct Scenario {
     /// The families written (every series of each).
     families: &'static [&'static str],
     script: Script,
+    /// Whether host `instance`'s daemon restarted just before minute `m`'s
+    /// scrape: a new process, its counters from 0.
+    restart: fn(&str, u32) -> bool,
+    /// The two managed NICs every other scenario's hosts have (the fleet
+    /// scenario's hosts have their own one).
+    managed_nics: bool,
+}
+
+fn never(_: &str, _: u32) -> bool {
+    false
+}
+
+/// The restarts of the restarting scenario: a at 10, 20 and 30 minutes,
+/// b once, at 30.
+fn restarted(host: &str, m: u32) -> bool {
+    match host {
+        "a:9864" => [10, 20, 30].contains(&m),
+        _ => m == 30,
+    }
 }
 
 fn action(device: &str, knob: Knob, direction: &'static str, result: &str) -> Event {
@@ -45,6 +67,52 @@ fn action(device: &str, knob: Knob, direction: &'static str, result: &str) -> Ev
 
 const RING: Knob = Knob::Ring(RingField::Rx);
 const CHANNELS: Knob = Knob::Channels(ChannelField::Combined);
+
+/// Host `host` of the fleet scenario (`{m,i,b}-{e,h}N:9864`: its driver,
+/// and whether it is in the enforce arm or the holdout) at minute `m`: its
+/// arm, and its one NIC (eth0) whose pools free 30 % of returns (`bad`) or
+/// 5 %, 100 returns a minute.
+fn fleet_host(metrics: &Metrics, host: &str, m: u32) {
+    use policy::fixtures::{Nic, QueueCounters};
+    use pptune::act::rollout::{Draw, Standing};
+    let (driver, speed) = match &host[..1] {
+        "m" => ("mlx5_core", 100_000),
+        "i" => ("ice", 25_000),
+        _ => ("bnxt_en", 50_000),
+    };
+    let enforce = &host[2..3] == "e";
+    // The tuner hurts on mlx5_core and bnxt_en, helps on ice.
+    let bad = enforce != (driver == "ice");
+    let full = if bad { 30 } else { 5 };
+    let policy = policy::fixtures::policy();
+    metrics.set_rollout(
+        Standing::of(
+            &policy,
+            Draw {
+                host_selected: enforce,
+                holdout: !enforce,
+            },
+        ),
+        &policy,
+    );
+    let snap = |m: u32| {
+        let m = u64::from(m);
+        let mut dev = Nic::pci(0, driver, 1).device(|_| {
+            let mut c = QueueCounters::default();
+            c.pool.recycle_ring_full = full * m;
+            c.pool.recycle_cached = (100 - full) * m;
+            c
+        });
+        dev.speed_mbps = Some(speed);
+        policy::fixtures::snapshot(m * 60_000, "7.3.0", vec![dev])
+    };
+    let now = snap(m);
+    let before = m.checked_sub(1).map(snap);
+    metrics.observe(
+        &now,
+        &policy::accounting::PassDeltas::of(before.as_ref(), &now),
+    );
+}
 
 /// Host `host`'s one NIC at minute `m` for the slow-path scenario, its
 /// pools' counters grown at the rates below since minute 0.
@@ -75,6 +143,86 @@ fn slow_path_snapshot(host: &str, m: u32) -> policy::Snapshot {
 }
 
 const SCENARIOS: &[Scenario] = &[
+    // a: the loop stops completing samples at 10 minutes (6 a minute
+    // before); b keeps going.
+    Scenario {
+        name: "not-sampling",
+        hosts: &["a:9864", "b:9864"],
+        minutes: 41,
+        families: &["pptune_samples_total"],
+        restart: never,
+        managed_nics: true,
+        script: |metrics, host, m| {
+            if m > 0 && (host != "a:9864" || m <= 10) {
+                metrics.samples.inc_by(6);
+            }
+        },
+    },
+    // Each restart is a new process: its counter starts again at 0.
+    Scenario {
+        name: "restarting",
+        hosts: &["a:9864", "b:9864"],
+        minutes: 61,
+        families: &["pptune_samples_total"],
+        restart: restarted,
+        managed_nics: true,
+        script: |metrics, host, m| {
+            if m > 0 && !restarted(host, m) {
+                metrics.samples.inc_by(6);
+            }
+        },
+    },
+    // Fleet mode: per driver and link speed, the enforce arm's hosts
+    // against the holdout's (mlx5_core and bnxt_en worse enforced, ice
+    // better; bnxt_en with only 2 holdout hosts).
+    Scenario {
+        name: "fleet-arms",
+        hosts: &[
+            "m-e0:9864",
+            "m-h0:9864",
+            "i-e0:9864",
+            "i-h0:9864",
+            "m-e1:9864",
+            "m-h1:9864",
+            "i-e1:9864",
+            "i-h1:9864",
+            "m-e2:9864",
+            "m-h2:9864",
+            "i-e2:9864",
+            "i-h2:9864",
+            "b-e0:9864",
+            "b-e1:9864",
+            "b-e2:9864",
+            "b-h0:9864",
+            "b-h1:9864",
+        ],
+        minutes: 81,
+        families: &[
+            "pptune_device_info",
+            "pptune_rollout_arm",
+            "pptune_device_pool_recycle_ring_full_total",
+            "pptune_device_pool_recycle_cached_pages_total",
+            "pptune_device_pool_recycle_ring_pages_total",
+        ],
+        restart: never,
+        managed_nics: false,
+        script: fleet_host,
+    },
+    // a's policy reloaded into an invalid one at minute 3 (the last good
+    // one stays in force).
+    Scenario {
+        name: "policy-invalid",
+        hosts: &["a:9864"],
+        minutes: 24,
+        families: &["pptune_policy_valid"],
+        restart: never,
+        managed_nics: true,
+        script: |metrics, _, m| {
+            if m == 3 {
+                metrics.policy_loaded(Err("interval: not a duration"));
+            }
+        },
+    },
     // The slow-path alert reads the per-device sums every
     // `daemon.queue_metrics` setting exports: a and b export none of the
     // per-queue series, c all of them, which must not change the verdict.
@@ -89,6 +237,8 @@ const SCENARIOS: &[Scenario] = &[
             "pptune_ring_entries",
             "pptune_ring_max_entries",
         ],
+        restart: never,
+        managed_nics: true,
         script: |metrics, host, m| {
             use policy::accounting::PassDeltas;
             use policy::policy::QueueSelection;
@@ -109,6 +259,8 @@ const SCENARIOS: &[Scenario] = &[
         hosts: &["a:9864"],
         minutes: 44,
         families: &["pptune_actions_total"],
+        restart: never,
+        managed_nics: true,
         script: |metrics, _, m| {
             let mut e = Vec::new();
             if [10, 20, 30].contains(&m) {
@@ -129,6 +281,8 @@ const SCENARIOS: &[Scenario] = &[
         hosts: &["a:9864"],
         minutes: 26,
         families: &["pptune_operator_overrides_total"],
+        restart: never,
+        managed_nics: true,
         script: |metrics, _, m| {
             if m == 5 {
                 metrics.count([Event::Override {
@@ -144,6 +298,8 @@ const SCENARIOS: &[Scenario] = &[
         hosts: &["a:9864"],
         minutes: 71,
         families: &["pptune_device_backoff"],
+        restart: never,
+        managed_nics: true,
         script: |metrics, _, m| {
             metrics.set_backoff("eth0", true);
             metrics.set_backoff("eth1", m <= 30);
@@ -156,6 +312,8 @@ const SCENARIOS: &[Scenario] = &[
         hosts: &["a:9864", "b:9864"],
         minutes: 71,
         families: &["pptune_judging_nothing"],
+        restart: never,
+        managed_nics: true,
         script: |metrics, host, m| {
             use pptune::publish::notes::Unjudged;
             metrics.set_judging_nothing(match host {
@@ -176,11 +334,16 @@ fn scrapes(s: &Scenario, host: &str) -> Vec<BTreeMap<String, f64>> {
         policy::fixtures::Nic::pci(0, "ice", 4).device(|_| Default::default()),
         policy::fixtures::Nic::pci(1, "ice", 4).device(|_| Default::default()),
     ];
-    let m = Metrics::new();
+    let mut m = Metrics::new();
     (0..s.minutes)
         .map(|minute| {
-            for d in &devices {
-                m.known(d, &policy, "enforce");
+            if (s.restart)(host, minute) {
+                m = Metrics::new();
+            }
+            if s.managed_nics {
+                for d in &devices {
+                    m.known(d, &policy, "enforce");
+                }
             }
             (s.script)(&m, host, minute);
             let text = pptune::publish::http::openmetrics_to_text004(&m.encode().unwrap());
