@@ -815,7 +815,7 @@ fn test_recording_rules(input: &str, exprs: &str) {
 /// The package ships render.py beside the rules and dashboard it reads
 /// (daemon/Cargo.toml's assets under usr/share/pptune), and it runs from
 /// there: the installed rules rendered with a fleet's runbook base have no
-/// placeholder link left; without `--runbook` it warns that they go
+/// `example.invalid` link left; without `--runbook` it warns that they go
 /// nowhere.
 #[test]
 fn the_packaged_render_script_runs_from_the_installed_layout() {

@@ -8,19 +8,16 @@ use prometheus_client::registry::Unit;
 
 type FGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 
-/// The passes as the loop makes them: the deltas against the previous
-/// snapshot (kept from pass to pass), then the metrics.
+/// The passes as the loop makes them: the loop's observer (deltas against
+/// the previous snapshot, kept from pass to pass), then the metrics.
 #[derive(Default)]
-struct Passes {
-    prev: Option<Snapshot>,
-    deltas: PassDeltas,
-}
+struct Passes(policy::observer::Observer);
 
 impl Passes {
     fn feed(&mut self, m: &Metrics, snap: &Snapshot) {
-        self.deltas.compute(self.prev.as_ref(), snap);
-        m.observe(snap, &self.deltas);
-        self.prev = Some(snap.clone());
+        self.0.next(snap, std::time::Duration::ZERO);
+        m.observe(snap, self.0.deltas());
+        self.0.keep(snap.clone(), std::time::Duration::ZERO);
     }
 }
 use policy::signals;
