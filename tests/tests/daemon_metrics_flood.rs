@@ -73,6 +73,23 @@ async fn get(addr: SocketAddr, path: &str, user: &str, password: &str) -> u16 {
         .unwrap_or(0)
 }
 
+/// The first flight of a rustls client: one whole ClientHello record.
+fn client_hello() -> Vec<u8> {
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(rustls::RootCertStore::empty())
+    .with_no_client_auth();
+    let mut c =
+        rustls::ClientConnection::new(Arc::new(config), "127.0.0.1".try_into().unwrap()).unwrap();
+    let mut out = Vec::new();
+    c.write_tls(&mut out).unwrap();
+    assert_eq!(out[0], 0x16, "a handshake record");
+    out
+}
+
 fn report(line: &str) {
     if std::env::var_os("PPTUNE_FLOOD_REPORT").is_some() {
         println!("MEASURE {line}");
@@ -81,10 +98,12 @@ fn report(line: &str) {
 
 /// 600 requests at once with a user that does not exist (each a bcrypt
 /// check at cost 10): every one started its own check on the blocking
-/// pool, 513 threads and ~150 CPU-seconds for 3,000. Now one check at a
-/// time: the threads stay within a few of where they were, the rest are
-/// answered 503 at once, and `/healthz` with credentials that verified
-/// before answers within 1 s throughout.
+/// pool, 513 threads and ~150 CPU-seconds for 3,000; one check at a time
+/// through a semaphore on that pool still grew 3 threads to 7 on a loaded
+/// host. Now the checks run on one thread of their own: the process gains
+/// no thread but the sampler's, the rest are answered 503 at once, and
+/// `/healthz` with credentials that verified before answers within 1 s
+/// throughout.
 #[tokio::test(flavor = "current_thread")]
 async fn wrong_passwords_cost_one_check_at_a_time_and_the_probes_answer() {
     let _turn = ONE_FLOOD.lock().await;
@@ -134,8 +153,9 @@ async fn wrong_passwords_cost_one_check_at_a_time_and_the_probes_answer() {
         Duration::from_millis(cpu * 10).as_secs_f64(),
         t0.elapsed().as_secs_f64()
     ));
-    // The sampler thread, one password check, one spare.
-    assert!(most <= before + 3, "threads {before} -> {most}");
+    // The sampler thread: the checks' thread and the web config's ran
+    // the first /healthz, before the count began.
+    assert!(most <= before + 1, "threads {before} -> {most}");
     assert!(slowest < Duration::from_secs(1), "{slowest:?}");
     assert!(codes.keys().all(|c| [401, 503].contains(c)), "{codes:?}");
 }
@@ -144,6 +164,8 @@ async fn wrong_passwords_cost_one_check_at_a_time_and_the_probes_answer() {
 /// of 64: each kept its slot for the 5 s handshake timeout, and probes
 /// waited 1-4 s behind them. A handshake is now under admission's
 /// eviction like an idle connection: every probe answers within 1 s.
+/// Half the holders stall after half a record header, half after a whole
+/// ClientHello (which earns a fresh grace, not a slot held).
 #[tokio::test(flavor = "current_thread")]
 async fn stalled_tls_handshakes_are_evicted_and_the_probes_answer() {
     let _turn = ONE_FLOOD.lock().await;
@@ -195,13 +217,16 @@ async fn stalled_tls_handshakes_are_evicted_and_the_probes_answer() {
     // 200 stalled handshakes, held open, renewed as they are cut off.
     let stop = Arc::new(AtomicBool::new(false));
     let mut holders = Vec::new();
-    for _ in 0..200 {
+    let hello: &'static [u8] = client_hello().leak();
+    for i in 0..200 {
         let stop = Arc::clone(&stop);
         holders.push(tokio::spawn(async move {
+            // Half a ClientHello's record header, or a whole ClientHello;
+            // then nothing.
+            let stall: &[u8] = if i % 2 == 0 { &[0x16, 0x03] } else { hello };
             while !stop.load(Ordering::Acquire) {
                 if let Ok(mut s) = tokio::net::TcpStream::connect(addr).await {
-                    // Half a ClientHello's record header, then nothing.
-                    let _ = s.write_all(&[0x16, 0x03]).await;
+                    let _ = s.write_all(stall).await;
                     let mut b = [0u8; 64];
                     let _ = tokio::time::timeout(Duration::from_secs(6), s.read(&mut b)).await;
                 }

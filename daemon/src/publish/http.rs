@@ -41,6 +41,7 @@ use crate::publish::metrics::Metrics;
 
 mod admission;
 pub mod web;
+mod worker;
 use admission::{Admission, Ticket, Tracked};
 pub use web::{Web, WebError};
 
@@ -475,26 +476,50 @@ pub async fn serve_secured(
         let web = web.clone();
         let builder = builder.clone();
         tokio::spawn(async move {
-            // Off the accept loop: a re-read waits here, not there.
-            let active = match &web {
-                Some(w) => Some(w.current().await),
-                None => None,
+            // Off the accept loop: a re-read waits here, not there. The
+            // server's work, not the client's idle time: the client's
+            // grace starts when it ends and the server reads (a re-read or
+            // a loaded host delayed the server, not the client).
+            let active = {
+                let _server_works = ticket.begin();
+                match &web {
+                    Some(w) => Some(w.current().await),
+                    None => None,
+                }
             };
             match active.as_ref().and_then(|a| a.tls.clone()) {
                 None => drive(builder, stream, server, active, ticket, limits).await,
                 Some(acceptor) => {
                     // The handshake is bounded like a request's headers,
                     // and under admission like an idle connection: a
-                    // stalled one is evicted when a new one needs its slot.
-                    let hs =
-                        tokio::time::timeout(limits.header_read_timeout, acceptor.accept(stream));
-                    tokio::select! {
-                        r = hs => match r {
-                            Ok(Ok(tls)) => drive(builder, tls, server, active, ticket, limits).await,
-                            Ok(Err(e)) => tracing::debug!(error = %crate::human::cause(&e), "TLS handshake failed"),
-                            Err(_) => tracing::debug!("TLS handshake timed out"),
-                        },
-                        () = ticket.conn().evicted() => tracing::debug!("TLS handshake evicted"),
+                    // stalled one is evicted when a new one needs its
+                    // slot. A whole ClientHello shows a TLS client at
+                    // work: the rest of the handshake gets a grace of its
+                    // own, so a probe slowed by a loaded host is not cut
+                    // off by a flood of connections that send nothing.
+                    let conn = ticket.conn();
+                    let hs = async {
+                        let hello = tokio_rustls::LazyConfigAcceptor::new(
+                            rustls::server::Acceptor::default(),
+                            stream,
+                        )
+                        .await?;
+                        conn.waiting();
+                        hello.into_stream(Arc::clone(acceptor.config())).await
+                    };
+                    let r = tokio::select! {
+                        r = tokio::time::timeout(limits.header_read_timeout, hs) => r,
+                        () = conn.evicted() => {
+                            tracing::debug!("TLS handshake evicted");
+                            return;
+                        }
+                    };
+                    match r {
+                        Ok(Ok(tls)) => drive(builder, tls, server, active, ticket, limits).await,
+                        Ok(Err(e)) => {
+                            tracing::debug!(error = %crate::human::cause(&e), "TLS handshake failed")
+                        }
+                        Err(_) => tracing::debug!("TLS handshake timed out"),
                     }
                 }
             }

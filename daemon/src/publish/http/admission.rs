@@ -6,8 +6,10 @@
 //! connections are open. When a new one finds them all taken, one open
 //! connection is evicted to make room, the first accepted of
 //! 1. those idle for [`Limits::idle_grace`](super::Limits::idle_grace):
-//!    no request in flight for that long since it was accepted or answered
-//!    its last request, so waiting for a first byte, trickling a request
+//!    no request in flight for that long since the server began to read
+//!    from it (after the accept and the web config's re-read; again after
+//!    a whole TLS ClientHello) or answered its last request, so waiting
+//!    for a first byte, stalling a TLS handshake, trickling a request
 //!    head, or idle between keep-alive requests (an idle client costs the
 //!    server a slot and nothing else, so it is the first to go; the grace
 //!    lets a client that just connected send its request);
@@ -78,6 +80,13 @@ impl Conn {
             *s = Instant::now();
         }
         self.busy.store(busy, Ordering::Release);
+    }
+
+    /// The server waits on the client from now on (it starts reading, or
+    /// the client has just shown progress in a TLS handshake): the grace
+    /// runs from now.
+    pub(super) fn waiting(&self) {
+        self.mark(false);
     }
 
     /// Whether it has a request in flight.

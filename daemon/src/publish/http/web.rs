@@ -8,8 +8,8 @@
 //! Every file is read by the one file rule (`config::file::read_trusted`:
 //! never blocking on a FIFO, a regular file owned by root or this user and
 //! writable by no one else, at most [`MAX_PEM_BYTES`]), and a re-read runs
-//! on the blocking pool under [`RELOAD_DEADLINE`], one at a time, never on
-//! the thread that accepts connections and runs the loop.
+//! on a thread of its own under [`RELOAD_DEADLINE`], one at a time, never
+//! on the thread that accepts connections and runs the loop.
 
 use std::collections::{BTreeMap, HashSet};
 use std::os::unix::fs::MetadataExt as _;
@@ -22,7 +22,11 @@ use hyper::header::{self, HeaderName, HeaderValue};
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use sha2::Digest as _;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
+
+use super::worker::Worker;
 
 /// Why a web configuration does not load.
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +62,8 @@ pub const RELOAD_DEADLINE: std::time::Duration = std::time::Duration::from_secs(
 pub struct Web {
     path: PathBuf,
     loaded: tokio::sync::Mutex<Loaded>,
+    /// Where re-reads run.
+    reader: Worker,
 }
 
 impl std::fmt::Debug for Web {
@@ -75,8 +81,11 @@ struct Loaded {
     /// The stamps of a change that failed to load (logged once).
     refused: Option<Stamps>,
     /// A re-read that outlived its deadline: none other starts until it
-    /// ends (no thread piles up behind a file system that hangs).
-    running: Option<tokio::task::JoinHandle<Reread>>,
+    /// ends (no job piles up behind a file system that hangs).
+    running: Option<oneshot::Receiver<Reread>>,
+    /// When the last re-read began: a connection that arrived before it
+    /// is served what it finds.
+    checked: Option<Instant>,
 }
 
 /// What a re-read found.
@@ -143,7 +152,9 @@ impl Web {
                 active: Arc::new(active),
                 refused: None,
                 running: None,
+                checked: None,
             }),
+            reader: Worker::new("pptune-web", 1),
         })
     }
 
@@ -161,37 +172,57 @@ impl Web {
     }
 
     /// The configuration a new connection is served under: re-read first
-    /// when a file changed since it was read. The re-read runs on the
-    /// blocking pool, one at a time, for at most [`RELOAD_DEADLINE`]; past
-    /// it, or while an earlier one still runs, the last good one serves.
+    /// when a file changed since it was read. The re-read runs on the web
+    /// config's own thread, one at a time, for at most [`RELOAD_DEADLINE`];
+    /// past it, or while an earlier one still runs, the last good one
+    /// serves. Connections that arrive while a re-read runs share the next
+    /// one: a flood of connections costs one re-read at a time, not one
+    /// each in turn.
     pub async fn current(&self) -> Arc<Active> {
+        let arrived = Instant::now();
         let mut l = self.loaded.lock().await;
-        let mut task = match l.running.take() {
-            Some(t) if !t.is_finished() => {
-                l.running = Some(t);
-                return Arc::clone(&l.active);
-            }
-            Some(t) => t,
+        if l.checked.is_some_and(|c| c >= arrived) {
+            // Begun after this connection arrived: what it found holds.
+            return Arc::clone(&l.active);
+        }
+        let mut done = match l.running.take() {
+            Some(mut d) => match d.try_recv() {
+                Err(oneshot::error::TryRecvError::Empty) => {
+                    l.running = Some(d);
+                    return Arc::clone(&l.active);
+                }
+                r => return self.found(&mut l, r.unwrap_or(Reread::Unchanged)),
+            },
             None => {
                 let path = self.path.clone();
                 let stamps = l.stamps.clone();
                 let refused = l.refused.clone();
-                tokio::task::spawn_blocking(move || reread(&path, &stamps, refused.as_ref()))
+                l.checked = Some(Instant::now());
+                match self
+                    .reader
+                    .submit(move || reread(&path, &stamps, refused.as_ref()))
+                {
+                    Some(t) => t.done,
+                    None => return Arc::clone(&l.active),
+                }
             }
         };
-        let found = match tokio::time::timeout(RELOAD_DEADLINE, &mut task).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(_)) => Reread::Unchanged,
+        match tokio::time::timeout(RELOAD_DEADLINE, &mut done).await {
+            Ok(r) => self.found(&mut l, r.unwrap_or(Reread::Unchanged)),
             Err(_) => {
                 tracing::warn!(
                     path = %self.path.display(),
                     "re-reading the web config took longer than {}s: the last good one stays in force until it ends",
                     RELOAD_DEADLINE.as_secs()
                 );
-                l.running = Some(task);
-                return Arc::clone(&l.active);
+                l.running = Some(done);
+                Arc::clone(&l.active)
             }
-        };
+        }
+    }
+
+    /// Takes in what a re-read found; the configuration in force after it.
+    fn found(&self, l: &mut Loaded, found: Reread) -> Arc<Active> {
         match found {
             Reread::Unchanged => {}
             Reread::Loaded(stamps, active) => {
@@ -209,7 +240,7 @@ impl Web {
     }
 }
 
-/// On the blocking pool: whether a file changed, and if so the new load.
+/// On the web config's thread: whether a file changed, and if so the new load.
 fn reread(path: &Path, stamps: &Stamps, refused: Option<&Stamps>) -> Reread {
     let now: Stamps = stamps.iter().map(|(p, _)| (p.clone(), stamp(p))).collect();
     if now == *stamps || refused == Some(&now) {
@@ -345,57 +376,36 @@ fn server_config(t: &TlsServer) -> Result<rustls::ServerConfig, WebError> {
     Ok(cfg)
 }
 
-/// Password checks at once: one bcrypt at a time, on the blocking pool, so
-/// wrong passwords cost at most one core and one thread however many come.
-pub const VERIFIERS: usize = 1;
-/// Requests waiting for a check; past them a request is answered "busy"
-/// at once.
+/// Requests waiting for a password check; past them a request is
+/// answered "busy" at once. The checks run one at a time on a thread of
+/// their own ([`CHECKS`]), so wrong passwords cost at most one core and
+/// one thread however many come.
 pub const VERIFY_QUEUE: usize = 16;
-/// How long a request waits for its check before it is answered "busy".
+/// How long a request waits for its check to begin before it is answered
+/// "busy".
 pub const VERIFY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// The one bound on unauthenticated work: every bcrypt check goes through
-/// it.
-struct Verifier {
-    running: tokio::sync::Semaphore,
-    waiting: std::sync::atomic::AtomicUsize,
-}
+/// The one bound on unauthenticated work: every bcrypt check runs here.
+static CHECKS: Worker = Worker::new("pptune-auth", VERIFY_QUEUE);
 
-static VERIFIER: Verifier = Verifier {
-    running: tokio::sync::Semaphore::const_new(VERIFIERS),
-    waiting: std::sync::atomic::AtomicUsize::new(0),
-};
-
-impl Verifier {
-    /// `Some(verdict)`, or `None` when the queue is full or the wait ran
-    /// out. A request whose client goes away drops this future: it stops
-    /// waiting, and a check not yet started never starts.
-    async fn verify(&'static self, password: String, hash: String) -> Option<bool> {
-        use std::sync::atomic::Ordering;
-        struct Queued<'a>(&'a std::sync::atomic::AtomicUsize);
-        impl Drop for Queued<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, Ordering::AcqRel);
-            }
-        }
-        if self.waiting.fetch_add(1, Ordering::AcqRel) >= VERIFY_QUEUE {
-            self.waiting.fetch_sub(1, Ordering::AcqRel);
-            return None;
-        }
-        let queued = Queued(&self.waiting);
-        let permit = tokio::time::timeout(VERIFY_WAIT, self.running.acquire())
-            .await
-            .ok()?
-            .ok()?;
-        drop(queued);
-        let ok = tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            bcrypt::verify(password, &hash).unwrap_or(false)
-        })
+/// Whether `password` verifies against `hash` (`None`: a user that does
+/// not exist, checked against a hash of its own so that a refusal takes
+/// as long), or `None` when the queue is full or the check did not begin
+/// within [`VERIFY_WAIT`]. A request whose client goes away drops this
+/// future: a check not yet begun never runs.
+async fn verify(password: String, hash: Option<String>) -> Option<bool> {
+    // At cost 10, what htpasswd -B writes; hashed once, on the checks'
+    // thread.
+    static UNKNOWN: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| bcrypt::hash("pptune", 10).unwrap_or_default());
+    let t = CHECKS.submit(move || {
+        bcrypt::verify(password, hash.as_deref().unwrap_or(&UNKNOWN)).unwrap_or(false)
+    })?;
+    tokio::time::timeout(VERIFY_WAIT, t.started)
         .await
-        .unwrap_or(false);
-        Some(ok)
-    }
+        .ok()?
+        .ok()?;
+    t.done.await.ok()
 }
 
 /// What a request's credentials come to.
@@ -411,7 +421,7 @@ impl Active {
     /// Whether the request may be answered: no users configured, or an
     /// `Authorization: Basic` header whose password verifies against its
     /// user's bcrypt hash. A password that verified is remembered (by a
-    /// digest); any other costs a check under [`VERIFIER`]'s bound.
+    /// digest); any other costs a check under [`CHECKS`]' bound.
     pub async fn authorized(&self, headers: &hyper::HeaderMap) -> Auth {
         if self.users.is_empty() {
             return Auth::Allowed;
@@ -430,27 +440,22 @@ impl Active {
         else {
             return Auth::Denied;
         };
-        // An unknown user costs a bcrypt check too (at cost 10, what
-        // htpasswd -B writes): the time of a refusal does not tell at a
-        // glance which user names exist.
-        static UNKNOWN: std::sync::LazyLock<String> =
-            std::sync::LazyLock::new(|| bcrypt::hash("pptune", 10).unwrap_or_default());
-        let (hash, known) = match self.users.get(&user) {
-            Some(h) => (h.clone(), true),
-            None => (UNKNOWN.clone(), false),
-        };
+        // An unknown user costs a bcrypt check too: the time of a refusal
+        // does not tell at a glance which user names exist.
+        let hash = self.users.get(&user).cloned();
+        let known = hash.is_some();
         let key: [u8; 32] = sha2::Sha256::new()
             .chain_update(user.as_bytes())
             .chain_update([0])
             .chain_update(password.as_bytes())
             .chain_update([0])
-            .chain_update(hash.as_bytes())
+            .chain_update(hash.as_deref().unwrap_or_default().as_bytes())
             .finalize()
             .into();
         if known && self.verified.lock().is_ok_and(|v| v.contains(&key)) {
             return Auth::Allowed;
         }
-        let Some(verified) = VERIFIER.verify(password, hash).await else {
+        let Some(verified) = verify(password, hash).await else {
             return Auth::Busy;
         };
         let ok = verified && known;
