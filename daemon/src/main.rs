@@ -21,6 +21,17 @@ fn default_sigpipe() {
     }
 }
 
+/// Gives glibc's free heap back to the kernel (`pptune::service::heap`).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(unsafe_code)]
+fn trim_heap() {
+    // SAFETY: malloc_trim takes no pointer; it walks glibc's own arenas
+    // under their locks and madvises their free pages away.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 fn main() -> ExitCode {
     // SIGHUP's default action ends the process: one that arrived before
     // `run` installed its reload handler killed the daemon (exit 129, which
@@ -29,6 +40,8 @@ fn main() -> ExitCode {
     // reload), the other commands at once (their default: a hangup ends
     // them).
     pptune::publish::notify::hold_sighup(true);
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    pptune::service::heap::install(trim_heap);
     let cli = Cli::parse();
     if !matches!(cli.command, Command::Run { .. }) {
         pptune::publish::notify::hold_sighup(false);

@@ -30,6 +30,7 @@ use crate::publish::recording::LiveRecording;
 use crate::record::journal::RestoredBy;
 use crate::sample::{Kernel, KernelEvent, SampleScope};
 
+pub mod heap;
 mod inputs;
 mod keep;
 mod loading;
@@ -89,6 +90,9 @@ struct Daemon<K: Kernel, E: Engine> {
     recording: Option<LiveRecording>,
     /// The shadow policy's engine, when the policy names one.
     shadow: Option<shadow::Shadow>,
+    /// A device vanished since the last pass closed: its memory is given
+    /// back once the pass has let go of it ([`heap`]).
+    vanished: bool,
 }
 
 /// `now + d` for a timer, checked: a duration past `Instant`'s range (the
@@ -174,6 +178,7 @@ pub async fn run<K: Kernel, E: Engine>(
         last_sample: None,
         coexist: crate::act::coexist::Tracker::new(coexist),
         recording,
+        vanished: false,
     };
     let hashes = d.metrics.policy_in_force(&d.policy);
     tracing::info!(policy_hash = %hashes.policy, shadow_hash = hashes.shadow.as_deref().unwrap_or(""), "policy loaded: {hashes}");
@@ -316,6 +321,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             KernelEvent::LinkChanged { .. } => true,
             KernelEvent::LinkRemoved { ifindex } => {
                 if let Some(dev) = self.devices.remove(&ifindex) {
+                    self.vanished = true;
                     tracing::info!(device = %dev.name, "device vanished");
                     self.acting.actuator.forget_device(&dev.id.key());
                 }
@@ -367,6 +373,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             .collect();
         for i in gone {
             if let Some(d) = self.devices.get(&i) {
+                self.vanished = true;
                 tracing::info!(device = %d.name, ifindex = i, "device vanished");
                 self.acting.actuator.forget_device(&d.id.key());
             }
@@ -604,6 +611,11 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             self.kernel.recycle(spent);
         }
         self.update_view();
+        // The metrics forgot the vanished devices' series in this pass, the
+        // previous sample that held them is gone: their memory is free.
+        if std::mem::take(&mut self.vanished) {
+            heap::trim();
+        }
     }
 
     /// The service manager's status line.
