@@ -19,7 +19,6 @@
 //! label-set lookup per series per tick and a generic per-series encode per
 //! scrape, and the label strings were built and compared per queue.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 
@@ -30,18 +29,15 @@ use crate::act::events::Event;
 use crate::act::rollout::{self, Arm, Standing};
 use crate::publish::notes::Unjudged;
 use policy::Policy;
-use policy::knobs::{self, Block, Knob};
-use policy::plan::{Action, Decision, ReasonCode};
+use policy::plan::{Action, Decision};
 use policy::policy::QueueSelection;
 use policy::snapshot::{Device, Snapshot};
 use prometheus_client::metrics::MetricType;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicUsize;
 
+mod devices;
 mod families;
 mod labels;
 mod series;
@@ -63,36 +59,6 @@ pub const ERROR_KINDS: &[&str] = &[
     "control",
 ];
 
-/// The values of `pptune_device_mode`'s `mode` label.
-const MODES: [&str; 3] = ["observe", "enforce", "unmanaged"];
-
-/// One device's counter label sets (see [`Metrics::counted`]).
-#[derive(Debug, Default)]
-struct CountedSeries {
-    /// Decision counters by (action, reason, mode): set every pass, so
-    /// through a kept handle (no label set built per pass).
-    decisions: BTreeMap<(&'static str, &'static str, &'static str), Counter>,
-    actions: BTreeSet<ActionLabels>,
-    overrides: BTreeSet<KnobLabels>,
-    /// The backoff flag's handle (set every pass).
-    backoff: Option<Gauge>,
-    /// The mode series exported, and its handle (set every pass).
-    mode: Option<(&'static str, Gauge)>,
-    /// The `pptune_device_info` label set exported, and the MTU and speed
-    /// it writes (compared each pass without parsing the labels).
-    info: Option<(InfoLabels, [Option<u32>; 2])>,
-    /// The rx counters' handles and the kernel's values they last counted.
-    link: Option<([Counter; 4], [u64; 4])>,
-    /// The knobs and modes whose counters exist at 0 ([`Metrics::known`]).
-    zeroed: BTreeSet<(Knob, &'static str)>,
-    /// The `pptune_device_unjudged` series exported, if any.
-    unjudged: Option<Unjudged>,
-    /// The ring cost estimate's handle (set every pass).
-    ring_cost: Option<Gauge>,
-    /// The reclaimable memory's handle (set every pass).
-    reclaimable: Option<Gauge>,
-}
-
 /// The registry and every family.
 #[derive(Debug)]
 pub struct Metrics {
@@ -100,12 +66,9 @@ pub struct Metrics {
     registry: Registry,
     /// The registered families ([`families`]); `Metrics` derefs to them.
     families: Families,
-    /// The recommendation series currently exported per device.
-    rec_current: Mutex<BTreeMap<String, RecLabels>>,
-    /// The label sets of the per-device counters, by device, so a device
-    /// that vanishes takes them with it (a `Family` cannot be searched by
-    /// one label).
-    counted: Mutex<BTreeMap<String, CountedSeries>>,
+    /// The label sets each device has, so a device that vanishes takes
+    /// its series with it.
+    devices: devices::DeviceSeries,
     carry: Mutex<Carry>,
     /// Which queues get per-queue series (the policy's
     /// `daemon.queue_metrics`); device sums are always written.
@@ -202,8 +165,7 @@ impl Metrics {
         Self {
             registry: r,
             families,
-            rec_current: Mutex::new(BTreeMap::new()),
-            counted: Mutex::new(BTreeMap::new()),
+            devices: devices::DeviceSeries::default(),
             carry: Mutex::new(Carry::default()),
             queue_series: Mutex::new(QueueSelection::All),
             health: crate::publish::health::Health::default(),
@@ -347,8 +309,8 @@ impl Metrics {
             if let Some(d) = carry.observe_device(dev, deltas.queues(at), tick) {
                 self.observe_rings_channels(dev, &mut d.knobs);
             }
-            self.observe_info(dev);
-            self.observe_link(dev);
+            self.devices.observe_info(&self.families, dev);
+            self.devices.observe_link(&self.families, dev);
         }
         let devices = &mut carry.devices;
         // Devices that vanished (not in this snapshot): drop their
@@ -364,80 +326,9 @@ impl Metrics {
                 }
             }
             if gone {
-                self.forget_device(name);
+                self.devices.forget(&self.families, name);
             }
             !gone
-        });
-    }
-
-    /// The device's `pptune_device_info` series; a new label set (the
-    /// driver, kind, MTU, speed, model or firmware changed) replaces the
-    /// old one. Allocates only then.
-    fn observe_info(&self, dev: &Device) {
-        let s = |v: &Option<String>| v.as_deref().unwrap_or("").to_owned();
-        let n = |v: Option<u32>| v.map_or_else(String::new, |m| m.to_string());
-        let numbers = [dev.mtu, dev.speed_mbps];
-        self.with_counted(&dev.name, |c| {
-            if c.info.as_ref().is_some_and(|(l, nums)| {
-                l.device == dev.name
-                    && l.driver == dev.driver.as_deref().unwrap_or("")
-                    && l.kind == dev.kind.as_deref().unwrap_or("")
-                    && l.model == dev.model.as_deref().unwrap_or("")
-                    && l.firmware == dev.firmware.as_deref().unwrap_or("")
-                    && *nums == numbers
-            }) {
-                return;
-            }
-            if let Some((old, _)) = c.info.take() {
-                self.device_info.remove(&old);
-            }
-            let l = InfoLabels {
-                device: dev.name.clone(),
-                driver: s(&dev.driver),
-                kind: s(&dev.kind),
-                mtu: n(dev.mtu),
-                speed: n(dev.speed_mbps),
-                model: s(&dev.model),
-                firmware: s(&dev.firmware),
-            };
-            self.device_info.get_or_create(&l).set(1);
-            c.info = Some((l, numbers));
-        });
-    }
-
-    /// The device's rx counters from its link stats: each pass adds what
-    /// the kernel's counters moved. A counter that went back (the device
-    /// was reset) is taken as the new base, not counted.
-    fn observe_link(&self, dev: &Device) {
-        let Some(l) = &dev.link_stats else {
-            return;
-        };
-        let now = [
-            l.rx_packets,
-            l.rx_bytes,
-            l.rx_missed_errors.saturating_add(l.rx_fifo_errors),
-            l.rx_dropped,
-        ];
-        self.with_counted(&dev.name, |c| match &mut c.link {
-            Some((counters, last)) => {
-                for ((counter, last), now) in counters.iter().zip(last.iter_mut()).zip(now) {
-                    counter.inc_by(now.saturating_sub(*last));
-                    *last = now;
-                }
-            }
-            None => {
-                let labels = DevLabels {
-                    device: dev.name.clone(),
-                };
-                let counters = [
-                    &self.rx_packets,
-                    &self.rx_bytes,
-                    &self.rx_missed,
-                    &self.rx_dropped,
-                ]
-                .map(|f| f.get_or_create_owned(&labels));
-                c.link = Some((counters, now));
-            }
         });
     }
 
@@ -479,29 +370,6 @@ impl Metrics {
         }
     }
 
-    /// Counts a decision (`pptune_decisions_total`).
-    pub fn count_decision(
-        &self,
-        device: &str,
-        action: &'static str,
-        reason: &'static str,
-        mode: &'static str,
-    ) {
-        self.with_counted(device, |c| {
-            c.decisions
-                .entry((action, reason, mode))
-                .or_insert_with(|| {
-                    self.decisions.get_or_create_owned(&DecisionLabels {
-                        device: device.to_owned(),
-                        action: action.to_owned(),
-                        reason: reason.to_owned(),
-                        mode: mode.to_owned(),
-                    })
-                })
-                .inc();
-        });
-    }
-
     /// What the actuator did, into `pptune_actions_total`,
     /// `pptune_operator_overrides_total`,
     /// `pptune_last_action_timestamp_seconds`, `pptune_device_backoff` and
@@ -522,7 +390,7 @@ impl Metrics {
                         result,
                     };
                     self.actions.get_or_create(&labels).inc();
-                    self.remember(|c| &mut c.actions, labels.device.as_str(), &labels);
+                    self.devices.remember_action(&labels);
                 }
                 Event::Override { device, knob } => {
                     let labels = KnobLabels {
@@ -530,7 +398,7 @@ impl Metrics {
                         knob: knob.to_string(),
                     };
                     self.overrides.get_or_create(&labels).inc();
-                    self.remember(|c| &mut c.overrides, labels.device.as_str(), &labels);
+                    self.devices.remember_override(&labels);
                 }
                 Event::Applied { device, unix_s } => {
                     self.last_action
@@ -541,137 +409,6 @@ impl Metrics {
                 Event::Error(kind) => self.error(kind),
             }
         }
-    }
-
-    /// A device the pass decided for, with the knobs the policy manages on
-    /// it: every counter the rules, alerts and dashboard read for it exists
-    /// from now on, at 0 for what has not happened yet (the Prometheus
-    /// client convention: a series born at 1 hides its first event from
-    /// `increase()` and `rate()`). Per managed knob the device has: the
-    /// change results of `pptune_actions_total`
-    /// ([`crate::act::events::ACTION_SERIES`]), the override counter, and
-    /// the change decisions of its block in `mode`. Allocates only the
-    /// first time a (knob, mode) is seen.
-    pub fn known(&self, dev: &Device, policy: &Policy, mode: &'static str) {
-        self.with_counted(&dev.name, |c| {
-            for k in knobs::all().filter(|k| (k.managed)(policy) && k.read(dev).0.is_some()) {
-                if c.zeroed.contains(&(k.knob, mode)) {
-                    continue;
-                }
-                let knob_seen = c.zeroed.iter().any(|(z, _)| *z == k.knob);
-                c.zeroed.insert((k.knob, mode));
-                for &(reason, block) in &ReasonCode::CHANGES {
-                    if block != k.block {
-                        continue;
-                    }
-                    let action = match block {
-                        Block::Rings => "set_ring",
-                        Block::Channels => "set_channels",
-                    };
-                    c.decisions
-                        .entry((action, reason.as_str(), mode))
-                        .or_insert_with(|| {
-                            self.decisions.get_or_create_owned(&DecisionLabels {
-                                device: dev.name.clone(),
-                                action: action.to_owned(),
-                                reason: reason.as_str().to_owned(),
-                                mode: mode.to_owned(),
-                            })
-                        });
-                }
-                if knob_seen {
-                    continue;
-                }
-                for &(direction, results) in crate::act::events::ACTION_SERIES {
-                    for result in results {
-                        let l = ActionLabels {
-                            device: dev.name.clone(),
-                            knob: k.name.to_owned(),
-                            direction: direction.to_owned(),
-                            result: (*result).to_owned(),
-                        };
-                        let _ = self.actions.get_or_create(&l);
-                        c.actions.insert(l);
-                    }
-                }
-                let l = KnobLabels {
-                    device: dev.name.clone(),
-                    knob: k.name.to_owned(),
-                };
-                let _ = self.overrides.get_or_create(&l);
-                c.overrides.insert(l);
-            }
-        });
-    }
-
-    /// The ring cost estimate of a selected device (`None`: not selected,
-    /// or its ring is unknown: no series).
-    pub fn set_ring_cost(&self, device: &str, bytes: Option<u64>) {
-        self.set_device_gauge(device, bytes, &self.ring_cost, |c| &mut c.ring_cost);
-    }
-
-    /// The memory right-sizing could reclaim on a selected device now
-    /// (`policy::engine::reclaimable`'s bytes, 0 when it finds nothing);
-    /// `None`: not selected, no series.
-    pub fn set_reclaimable(&self, device: &str, bytes: Option<u64>) {
-        self.set_device_gauge(device, bytes, &self.reclaimable, |c| &mut c.reclaimable);
-    }
-
-    /// Sets `device`'s series of a per-device gauge through its kept
-    /// handle (`None`: the series goes).
-    fn set_device_gauge(
-        &self,
-        device: &str,
-        value: Option<u64>,
-        family: &Family<DevLabels, Gauge>,
-        handle: impl FnOnce(&mut CountedSeries) -> &mut Option<Gauge>,
-    ) {
-        self.with_counted(device, |c| {
-            let handle = handle(c);
-            match value {
-                Some(v) => {
-                    handle
-                        .get_or_insert_with(|| {
-                            family.get_or_create_owned(&DevLabels {
-                                device: device.to_owned(),
-                            })
-                        })
-                        .set(sat(v));
-                }
-                None => {
-                    if handle.take().is_some() {
-                        family.remove(&DevLabels {
-                            device: device.to_owned(),
-                        });
-                    }
-                }
-            }
-        });
-    }
-
-    /// Why pptune cannot judge `device` (`None`: it can): its one
-    /// `pptune_device_unjudged` series, or none.
-    pub fn set_unjudged(&self, device: &str, why: Option<Unjudged>) {
-        self.with_counted(device, |c| {
-            if c.unjudged == why {
-                return;
-            }
-            if let Some(old) = c.unjudged.take() {
-                self.device_unjudged.remove(&DevReasonLabels {
-                    device: device.to_owned(),
-                    reason: old.as_str(),
-                });
-            }
-            if let Some(w) = why {
-                self.device_unjudged
-                    .get_or_create(&DevReasonLabels {
-                        device: device.to_owned(),
-                        reason: w.as_str(),
-                    })
-                    .set(1);
-            }
-            c.unjudged = why;
-        });
     }
 
     /// Why the host judges no device (`None`: it judges some): 1 for that
@@ -787,168 +524,60 @@ impl Metrics {
         }
     }
 
+    /// Counts a decision (`pptune_decisions_total`).
+    pub fn count_decision(
+        &self,
+        device: &str,
+        action: &'static str,
+        reason: &'static str,
+        mode: &'static str,
+    ) {
+        self.devices
+            .count_decision(&self.families, device, action, reason, mode);
+    }
+
+    /// A device the pass decided for, with the knobs the policy manages on
+    /// it: every counter the rules, alerts and dashboard read for it exists
+    /// from now on, at 0 for what has not happened yet
+    /// ([`devices::DeviceSeries::known`]).
+    pub fn known(&self, dev: &Device, policy: &Policy, mode: &'static str) {
+        self.devices.known(&self.families, dev, policy, mode);
+    }
+
+    /// The ring cost estimate of a selected device (`None`: not selected,
+    /// or its ring is unknown: no series).
+    pub fn set_ring_cost(&self, device: &str, bytes: Option<u64>) {
+        self.devices.set_ring_cost(&self.families, device, bytes);
+    }
+
+    /// The memory right-sizing could reclaim on a selected device now
+    /// (`policy::engine::reclaimable`'s bytes, 0 when it finds nothing);
+    /// `None`: not selected, no series.
+    pub fn set_reclaimable(&self, device: &str, bytes: Option<u64>) {
+        self.devices.set_reclaimable(&self.families, device, bytes);
+    }
+
+    /// Why pptune cannot judge `device` (`None`: it can): its one
+    /// `pptune_device_unjudged` series, or none.
+    pub fn set_unjudged(&self, device: &str, why: Option<Unjudged>) {
+        self.devices.set_unjudged(&self.families, device, why);
+    }
+
     /// `pptune_device_backoff` of `device`.
     pub fn set_backoff(&self, device: &str, backed_off: bool) {
-        self.with_counted(device, |c| {
-            c.backoff
-                .get_or_insert_with(|| {
-                    self.backoff.get_or_create_owned(&DevLabels {
-                        device: device.to_owned(),
-                    })
-                })
-                .set(i64::from(backed_off));
-        });
+        self.devices.set_backoff(&self.families, device, backed_off);
     }
 
     /// Exports `mode` (`observe`, `enforce`, `unmanaged`) as the device's
     /// one `pptune_device_mode` series.
     pub fn set_mode(&self, device: &str, mode: &'static str) {
-        let label = |m: &str| ModeLabels {
-            device: device.to_owned(),
-            mode: m.to_owned(),
-        };
-        self.with_counted(device, |c| match &c.mode {
-            Some((m, g)) if *m == mode => {
-                g.set(1);
-            }
-            Some((m, _)) => {
-                self.device_mode.remove(&label(m));
-                c.mode = Some((mode, self.device_mode.get_or_create_owned(&label(mode))));
-                if let Some((_, g)) = &c.mode {
-                    g.set(1);
-                }
-            }
-            None => {
-                for m in MODES {
-                    if m != mode {
-                        self.device_mode.remove(&label(m));
-                    }
-                }
-                let g = self.device_mode.get_or_create_owned(&label(mode));
-                g.set(1);
-                c.mode = Some((mode, g));
-            }
-        });
-    }
-
-    /// Runs `f` on `device`'s kept series (created on first use).
-    fn with_counted(&self, device: &str, f: impl FnOnce(&mut CountedSeries)) {
-        let Ok(mut counted) = self.counted.lock() else {
-            return;
-        };
-        let entry = match counted.get_mut(device) {
-            Some(c) => c,
-            None => counted.entry(device.to_owned()).or_default(),
-        };
-        f(entry);
-    }
-
-    /// Keeps `labels` under `device` for [`Metrics::forget_device`].
-    fn remember<L: Ord + Clone>(
-        &self,
-        set: impl FnOnce(&mut CountedSeries) -> &mut BTreeSet<L>,
-        device: &str,
-        labels: &L,
-    ) {
-        self.with_counted(device, |c| {
-            let set = set(c);
-            if !set.contains(labels) {
-                set.insert(labels.clone());
-            }
-        });
-    }
-
-    /// Drops every series of a vanished device: ring, channel and mode
-    /// gauges, decision, action and override counters, the last-action
-    /// time, the backoff flag and the recommendation. A device that comes
-    /// back starts its counters from zero (Prometheus' `rate` and
-    /// `increase` read that as a reset).
-    fn forget_device(&self, device: &str) {
-        if let Some(c) = self
-            .counted
-            .lock()
-            .ok()
-            .and_then(|mut counted| counted.remove(device))
-        {
-            for &(action, reason, mode) in c.decisions.keys() {
-                self.decisions.remove(&DecisionLabels {
-                    device: device.to_owned(),
-                    action: action.to_owned(),
-                    reason: reason.to_owned(),
-                    mode: mode.to_owned(),
-                });
-            }
-            for l in &c.actions {
-                self.actions.remove(l);
-            }
-            for l in &c.overrides {
-                self.overrides.remove(l);
-            }
-            if let Some((l, _)) = &c.info {
-                self.device_info.remove(l);
-            }
-            if let Some(w) = c.unjudged {
-                self.device_unjudged.remove(&DevReasonLabels {
-                    device: device.to_owned(),
-                    reason: w.as_str(),
-                });
-            }
-        }
-        let dev = DevLabels {
-            device: device.to_owned(),
-        };
-        self.last_action.remove(&dev);
-        self.backoff.remove(&dev);
-        self.ring_cost.remove(&dev);
-        self.reclaimable.remove(&dev);
-        for f in [
-            &self.rx_packets,
-            &self.rx_bytes,
-            &self.rx_missed,
-            &self.rx_dropped,
-        ] {
-            f.remove(&dev);
-        }
-        self.set_recommendation(device, None);
-        for ring in RINGS {
-            let l = RingLabels {
-                device: device.to_owned(),
-                ring: ring.to_owned(),
-            };
-            self.ring.remove(&l);
-            self.ring_max.remove(&l);
-        }
-        for ch in CHANNELS {
-            let l = ChannelLabels {
-                device: device.to_owned(),
-                channel: ch.to_owned(),
-            };
-            self.channels.remove(&l);
-            self.channels_max.remove(&l);
-        }
-        for mode in MODES {
-            self.device_mode.remove(&ModeLabels {
-                device: device.to_owned(),
-                mode: mode.to_owned(),
-            });
-        }
+        self.devices.set_mode(&self.families, device, mode);
     }
 
     /// Exports the device's current recommendation (`None` = hold: the
     /// series goes away).
     pub fn set_recommendation(&self, device: &str, rec: Option<(RecLabels, u32)>) {
-        let Ok(mut cur) = self.rec_current.lock() else {
-            return;
-        };
-        if let Some(old) = cur.remove(device)
-            && rec.as_ref().is_none_or(|(l, _)| *l != old)
-        {
-            self.recommendation.remove(&old);
-        }
-        if let Some((l, target)) = rec {
-            self.recommendation.get_or_create(&l).set(i64::from(target));
-            cur.insert(device.to_owned(), l);
-        }
+        self.devices.set_recommendation(&self.families, device, rec);
     }
 }
 

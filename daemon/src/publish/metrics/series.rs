@@ -422,3 +422,6 @@ pub(super) fn series(out: &mut String, name: &str, unit: Option<&str>, suffix: &
 pub(super) fn sat(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
+
+#[cfg(test)]
+mod tests;
