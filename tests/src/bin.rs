@@ -60,14 +60,8 @@ impl DaemonDirs for Command {
     }
 }
 
-/// Whether this process runs as uid 0.
-#[must_use]
-pub fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
-    })
-}
+/// Whether this process runs as root (the netlink crate's one check).
+pub use netlink::netns::is_root;
 
 /// Fails the test unless it runs as root: a test that cannot run must not
 /// pass. (`tests/run-all.sh` and CI run as root.)

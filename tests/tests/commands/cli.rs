@@ -21,12 +21,8 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
-}
-
 fn example() -> String {
-    repo()
+    pptune_tests::vm::repo_root()
         .join("config/examples/observe-all.yaml")
         .display()
         .to_string()
@@ -104,7 +100,7 @@ fn version_names_the_git_revision() {
     let v = text(&out.stdout);
     let head = Command::new("git")
         .args(["rev-parse", "--short=12", "HEAD"])
-        .current_dir(repo())
+        .current_dir(pptune_tests::vm::repo_root())
         .output()
         .unwrap();
     assert!(head.status.success(), "not a git checkout: {head:?}");
