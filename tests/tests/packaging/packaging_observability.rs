@@ -6,17 +6,14 @@
 
 use policy::accounting::PassDeltas;
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 fn read(rel: &str) -> String {
-    std::fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+    std::fs::read_to_string(pptune_tests::vm::repo_root().join(rel))
+        .unwrap_or_else(|e| panic!("{rel}: {e}"))
 }
 
 fn dashboard() -> Value {
@@ -282,6 +279,22 @@ fn assert_names_exist(what: &str, names: &BTreeSet<String>) {
     );
 }
 
+/// Every family the daemon declares has its row in docs/metrics.md, not
+/// only those the dashboard and alerts query: a new family without its
+/// row fails here.
+#[test]
+fn every_declared_family_is_documented() {
+    let docs = read("docs/metrics.md");
+    let undocumented: Vec<String> = pptune::publish::metrics::family_names()
+        .into_iter()
+        .filter(|n| !docs.contains(&format!("`{n}`")))
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "families docs/metrics.md has no `name` for: {undocumented:?}"
+    );
+}
+
 #[test]
 fn dashboard_covers_the_required_views() {
     let d = dashboard();
@@ -478,7 +491,7 @@ fn run_promtool(args: &[&str], dir: &Path) -> String {
 #[ignore = "needs promtool (Debian package `prometheus`); run with --include-ignored"]
 fn alert_rules_pass_promtool_check_and_unit_tests() {
     require_promtool();
-    let dir = root().join("packaging/prometheus");
+    let dir = pptune_tests::vm::repo_root().join("packaging/prometheus");
     let check = run_promtool(&["check", "rules", "pptune-alerts.yaml"], &dir);
     let n = alert_exprs(&alert_rules()).len();
     assert!(check.contains(&format!("{n} rules found")), "{check}");
@@ -654,7 +667,7 @@ fn dashboard_queries_are_valid_promql() {
 /// per queue; one applied change in between when `enforcing`.
 fn recorded_scrapes(miss: u64, enforcing: bool) -> (String, String) {
     use policy::policy::QueueSelection;
-    let path = root().join("benches/results/vm-snapshot-2048.json");
+    let path = pptune_tests::vm::repo_root().join("benches/results/vm-snapshot-2048.json");
     let first: policy::Snapshot = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     let mut second = first.clone();
     second.taken_at_ms += 60_000;
@@ -792,7 +805,7 @@ fn recording_rules_evaluate_on_recorded_scrapes() {
     exprs += &close("job:pptune_hosts_observing:count", 1.0, job);
     run_promtool(
         &["check", "rules", "pptune-rules.yaml"],
-        &root().join("packaging/prometheus"),
+        &pptune_tests::vm::repo_root().join("packaging/prometheus"),
     );
     test_recording_rules(&input, &exprs);
 }
@@ -803,7 +816,7 @@ fn recording_rules_evaluate_on_recorded_scrapes() {
 fn test_recording_rules(input: &str, exprs: &str) {
     let test = format!(
         "rule_files:\n  - {rules}\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n{input}    promql_expr_test:\n{exprs}",
-        rules = root()
+        rules = pptune_tests::vm::repo_root()
             .join("packaging/prometheus/pptune-rules.yaml")
             .display()
     );
@@ -834,7 +847,7 @@ fn the_packaged_render_script_runs_from_the_installed_layout() {
         let name = Path::new(src).file_name().unwrap();
         let to = tree.path().join(dest).join(name);
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(root().join(src), &to).unwrap();
+        std::fs::copy(pptune_tests::vm::repo_root().join(src), &to).unwrap();
         shipped.push(to);
     }
     let script = tree.path().join("usr/share/pptune/prometheus/render.py");
