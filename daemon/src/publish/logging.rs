@@ -481,6 +481,15 @@ impl DecisionLog {
         }
     }
 
+    /// Forgets the devices `keep` refuses (gone, or no longer selected):
+    /// the log remembers one line per device the host has now, not per
+    /// device it ever had (a host whose NICs or containers come and go
+    /// grew it by one entry per identity for the daemon's life). A device
+    /// that comes back has its first decision logged again.
+    pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
+        self.last.retain(|k, _| keep(k));
+    }
+
     /// Logs the decision unless it repeats the last one for the device.
     /// Returns whether a line was written. A repeat allocates nothing.
     pub fn log(&mut self, d: &Decision, effective_mode: &str, now: Duration) -> bool {
@@ -784,5 +793,18 @@ mod tests {
         assert!(!log.log(&hold, "observe", Duration::from_secs(40)));
         assert!(log.log(&hold, "observe", Duration::from_secs(3700)));
         assert_eq!(grow.action.knob(), Some(Knob::Ring(RingField::Rx)));
+    }
+
+    #[test]
+    fn a_device_no_longer_decided_for_is_forgotten() {
+        let mut log = DecisionLog::new(Duration::from_secs(3600));
+        let hold = decision(Action::Hold, ReasonCode::Healthy);
+        assert!(log.log(&hold, "observe", Duration::ZERO));
+        log.retain(|_| true);
+        assert!(!log.log(&hold, "observe", Duration::from_secs(1)));
+        log.retain(|_| false);
+        assert!(log.last.is_empty());
+        // Back: its first decision is a line again.
+        assert!(log.log(&hold, "observe", Duration::from_secs(2)));
     }
 }

@@ -541,6 +541,8 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         // leave the last decisions: the view, the status line's counts.
         self.last_decisions
             .retain(|_, (last, _)| plan.decisions.iter().any(|d| d.device_id == last.device_id));
+        let kept = &self.last_decisions;
+        self.log.retain(|key| kept.contains_key(key));
         for d in self.devices.values() {
             if !managed.contains(&d.ifindex) {
                 self.metrics.set_mode(&d.name, "unmanaged");

@@ -54,9 +54,25 @@ pub struct PassBuffers {
     spare: Option<Snapshot>,
 }
 
+/// Links a host may lose before the buffers are let go (see
+/// [`PassBuffers::recycle`]): a few coming and going cost nothing.
+const SHRINK_SLACK: usize = 64;
+
 impl PassBuffers {
     /// Give back a snapshot no longer needed; the next pass refills it.
-    pub fn recycle(&mut self, s: Snapshot) {
+    ///
+    /// When the last link dump held under half the links the buffers were
+    /// grown for (a container host's burst of veths came and went), every
+    /// buffer is let go, the spare snapshot's vectors cut to what they
+    /// hold: kept, they pin the burst's peak for the daemon's life (a
+    /// 1,000-link burst kept its dump buffer, link, device and join
+    /// vectors). The next pass grows them back to what the host has now.
+    pub fn recycle(&mut self, mut s: Snapshot) {
+        if self.links.capacity() > 2 * self.links.len() + SHRINK_SLACK {
+            s.devices.shrink_to_fit();
+            s.orphan_pools.shrink_to_fit();
+            *self = Self::default();
+        }
         self.spare = Some(s);
     }
 
