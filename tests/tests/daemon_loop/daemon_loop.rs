@@ -165,7 +165,7 @@ async fn kernel_refusal_is_an_answer_not_a_retry_storm() {
     run_for(&k, &p, source(&p), opts, 300).await;
     let sets = k.sets();
     // The refusal teaches the engine that the ring is not settable
-    // (policy/src/drivers.rs `learn_from_refusal`): one ask, never another.
+    // (policy/src/drivers/learn.rs `learn_from_refusal`): one ask, never another.
     assert_eq!(sets.len(), 1, "retry storm: {sets:?}");
     assert_eq!(k.ring(), 256);
     assert!(
