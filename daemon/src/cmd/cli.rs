@@ -115,7 +115,7 @@ pub enum Command {
     #[command(after_long_help = after_help("export"))]
     Export {
         #[arg(long, value_enum)]
-        format: crate::act::coexist::ExportFormat,
+        format: super::export::ExportFormat,
         /// Only this interface (repeatable).
         #[arg(long = "interface", short = 'i', value_name = "NAME")]
         interfaces: Vec<String>,
