@@ -7,8 +7,8 @@
 //! The files are read below a root taken from `$PPTUNE_COEXIST_ROOT`
 //! (default `/`), so tests use a temporary tree.
 //!
-//! The readers are one module per owner: [`link`], [`network_manager`] and
-//! [`tuned`]; [`Tracker`] is the loop's view of them.
+//! The readers are one module per owner: `link`, `network_manager` and
+//! `tuned`; [`Tracker`] is the loop's view of them.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

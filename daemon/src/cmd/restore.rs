@@ -107,7 +107,7 @@ async fn restore_here(
     let kernel = NetlinkKernel::connect().await?;
     let snap = kernel.sample(&SampleScope::default()).await?;
     let (lines, ok, done) =
-        crate::act::actuator::restore_originals(&kernel, &mut rec, &snap.devices, interfaces).await;
+        crate::act::set::restore_originals(&kernel, &mut rec, &snap.devices, interfaces).await;
     // After the act, before the record: an unwritable journal does
     // not undo a restore, it is said.
     if let Err(e) = crate::record::journal::append_restores(

@@ -257,7 +257,7 @@ async fn restore_command_uses_the_record_of_a_killed_daemon() {
         .await
         .unwrap();
     let (lines, ok, _) =
-        pptune::act::actuator::restore_originals(&*k, &mut rec, &snap.devices, &[]).await;
+        pptune::act::set::restore_originals(&*k, &mut rec, &snap.devices, &[]).await;
     assert!(ok, "{lines:?}");
     assert_eq!(k.ring(), 256);
     assert!(rec.devices.is_empty());
