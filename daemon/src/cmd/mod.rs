@@ -1,11 +1,13 @@
-//! Stage 5, the commands: the command line ([`cli`]), one file per
-//! command, and [`dispatch`]. Startup glue around the library: anyhow
-//! lives only here and in `main`.
+//! Stage 5, the commands: the command line ([`cli`]) and what its help
+//! says beyond the options ([`help`]), one file per command, and
+//! [`dispatch`]. Startup glue around the library: anyhow lives only here
+//! and in `main`.
 
 mod check;
 pub mod cli;
 mod export;
 pub mod fleet;
+pub mod help;
 mod history;
 mod plan;
 pub mod reclaim;
