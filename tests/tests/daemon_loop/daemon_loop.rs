@@ -11,12 +11,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use policy::{Mode, OnStop, Policy};
-use pptune::act::rollout::HostId;
 use pptune::act::state::StateStore;
 use pptune::publish::metrics::Metrics;
 use pptune::publish::notify::Notifier;
 use pptune::sample::KernelEvent;
 use pptune::service::{Options, PolicyEngine, PolicyNotLoaded, PolicySource, run};
+use pptune_tests::daemon;
 use pptune_tests::fake::{self, FakeKernel};
 use tokio::sync::mpsc;
 
@@ -47,16 +47,7 @@ fn options(store: Option<StateStore>, notifier: Notifier) -> (Options, Harness) 
         Options {
             notifier,
             store,
-            host_id: HostId {
-                source: "test",
-                value: "host-1".into(),
-            },
-            control_socket: None,
-            metrics: Arc::clone(&metrics),
-            reload: rx,
-            backoff_base: Duration::from_secs(30),
-            coexist: pptune::act::coexist::Roots::none(),
-            recording: None,
+            ..daemon::options("host-1", Arc::clone(&metrics), rx)
         },
         Harness {
             metrics,
