@@ -18,6 +18,19 @@ mod memory;
 mod round_trip;
 mod segments;
 
+/// The embedded default policy, the one these tests record under.
+fn default_policy() -> policy::Policy {
+    config::parse_str("default", config::DEFAULT_POLICY_YAML).unwrap()
+}
+
+/// A rolling recorder in `dir` capped at `cap` bytes that does not sync
+/// (the tests write thousands of passes).
+fn rolling(dir: &Path, cap: u64, policy: &policy::Policy) -> Recorder {
+    let mut rec = Recorder::rolling(dir, cap, policy, "test").unwrap();
+    rec.sync = false;
+    rec
+}
+
 /// Deterministic noise: counters that move by varied amounts, as real
 /// ones do (a recording of constant steps compresses to nothing).
 fn noise(pass: u64, q: u64) -> u64 {

@@ -180,15 +180,14 @@ fn a_fifo_named_like_a_segment_is_refused_without_blocking() {
 #[test]
 fn a_headerless_segment_is_skipped_in_a_directory() {
     let dir = tempfile::tempdir().unwrap();
-    let policy = config::parse_str("default", config::DEFAULT_POLICY_YAML).unwrap();
+    let policy = default_policy();
     std::fs::write(dir.path().join(file::segment_name(0).unwrap()), b"").unwrap();
     let e = Recording::open(dir.path()).unwrap_err().to_string();
     assert!(
         e.contains("0000000000.pptrec is not a pptune recording"),
         "{e}"
     );
-    let mut rec = Recorder::rolling(dir.path(), 1 << 20, &policy, "test").unwrap();
-    rec.sync = false;
+    let mut rec = rolling(dir.path(), 1 << 20, &policy);
     write_pass(&mut rec, 7).unwrap();
     drop(rec);
     let mut r = Recording::open(dir.path()).unwrap();

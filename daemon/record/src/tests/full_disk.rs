@@ -66,7 +66,7 @@ fn a_full_filesystem_leaves_no_empty_segment() {
     let dir = tempfile::tempdir().unwrap();
     let rec_dir = dir.path().to_owned();
     let (segs, got, warnings) = on_small_tmpfs(dir.path(), "1m", move || {
-        let policy = config::parse_str("default", config::DEFAULT_POLICY_YAML).unwrap();
+        let policy = default_policy();
         let mut rec = Recorder::rolling(&rec_dir, 8 << 20, &policy, "test").unwrap();
         for i in 0..5 {
             write_pass(&mut rec, i).unwrap();

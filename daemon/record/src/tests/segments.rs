@@ -7,9 +7,8 @@ use super::*;
 fn the_rolling_recording_stays_under_its_cap_and_replays_from_any_segment() {
     let dir = tempfile::tempdir().unwrap();
     let cap = 600 << 10;
-    let policy = config::parse_str("default", config::DEFAULT_POLICY_YAML).unwrap();
-    let mut rec = Recorder::rolling(dir.path(), cap, &policy, "test").unwrap();
-    rec.sync = false;
+    let policy = default_policy();
+    let mut rec = rolling(dir.path(), cap, &policy);
     let mut prev: Option<(Snapshot, Duration)> = None;
     for i in 0..400 {
         let s = snap(i, 256);
@@ -65,9 +64,8 @@ fn the_rolling_recording_stays_under_its_cap_and_replays_from_any_segment() {
 fn reloads_keep_the_cap() {
     let dir = tempfile::tempdir().unwrap();
     let cap = 128 << 10;
-    let policy = config::parse_str("default", config::DEFAULT_POLICY_YAML).unwrap();
-    let mut rec = Recorder::rolling(dir.path(), cap, &policy, "test").unwrap();
-    rec.sync = false;
+    let policy = default_policy();
+    let mut rec = rolling(dir.path(), cap, &policy);
     let mut most = 0;
     for i in 0..300 {
         rec.policy_reloaded(&policy, true);
@@ -90,15 +88,14 @@ fn reloads_keep_the_cap() {
 /// past it (or not a number) is not a segment, so nothing wraps.
 #[test]
 fn segment_numbers_cannot_wrap() {
-    let policy = config::parse_str("default", config::DEFAULT_POLICY_YAML).unwrap();
+    let policy = default_policy();
     let mut head = file::MAGIC.to_vec();
     head.extend_from_slice(&format::FORMAT_VERSION.to_le_bytes());
 
     let dir = tempfile::tempdir().unwrap();
     let last = dir.path().join(file::segment_name(file::LAST_SEQ).unwrap());
     std::fs::write(&last, &head).unwrap();
-    let mut rec = Recorder::rolling(dir.path(), 1 << 20, &policy, "test").unwrap();
-    rec.sync = false;
+    let mut rec = rolling(dir.path(), 1 << 20, &policy);
     for i in 0..3 {
         let e = write_pass(&mut rec, i).unwrap_err().to_string();
         assert!(
@@ -115,8 +112,7 @@ fn segment_numbers_cannot_wrap() {
         std::fs::write(dir.path().join(format!("{name}.pptrec")), &head).unwrap();
     }
     std::fs::write(dir.path().join("0000000041.pptrec"), &head).unwrap();
-    let mut rec = Recorder::rolling(dir.path(), 1 << 20, &policy, "test").unwrap();
-    rec.sync = false;
+    let mut rec = rolling(dir.path(), 1 << 20, &policy);
     write_pass(&mut rec, 0).unwrap();
     let segs: Vec<u64> = file::segments(dir.path())
         .unwrap()
@@ -133,10 +129,9 @@ fn segment_numbers_cannot_wrap() {
 /// the oldest are not recordings at all, and opening still dates it.
 #[test]
 fn start_up_dates_only_the_oldest_kept_segment() {
-    let policy = config::parse_str("default", config::DEFAULT_POLICY_YAML).unwrap();
+    let policy = default_policy();
     let dir = tempfile::tempdir().unwrap();
-    let mut rec = Recorder::rolling(dir.path(), 1 << 30, &policy, "test").unwrap();
-    rec.sync = false;
+    let mut rec = rolling(dir.path(), 1 << 30, &policy);
     write_pass(&mut rec, 0).unwrap();
     let began = rec.oldest_unix_ms().unwrap();
     rec.policy_reloaded(&policy, true);
