@@ -12,9 +12,20 @@ use crate::act::coexist::{LinkFacts, keys};
 use crate::sample::kernel_netlink::NetlinkKernel;
 use crate::sample::{Kernel, SampleScope};
 
+/// `pptune export`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct ExportArgs {
+    #[arg(long, value_enum)]
+    pub format: ExportFormat,
+    /// Only this interface (repeatable).
+    #[arg(long = "interface", short = 'i', value_name = "NAME")]
+    pub interfaces: Vec<String>,
+}
+
 /// `pptune export`: the values pptune set, per device present, in the
 /// chosen owner's format.
-pub async fn export(format: ExportFormat, interfaces: &[String]) -> anyhow::Result<ExitCode> {
+pub async fn export(args: &ExportArgs) -> anyhow::Result<ExitCode> {
+    let (format, interfaces) = (args.format, &args.interfaces);
     let kernel = NetlinkKernel::connect().await?;
     let devices = kernel.sample(&SampleScope::default()).await?.devices;
     let rec = read_record()?;

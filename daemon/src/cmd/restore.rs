@@ -9,9 +9,18 @@ use crate::publish::control::{self, Reply, Request};
 use crate::sample::kernel_netlink::NetlinkKernel;
 use crate::sample::{Kernel, SampleScope};
 
+/// `pptune restore`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct RestoreArgs {
+    /// Only this interface (repeatable).
+    #[arg(long = "interface", short = 'i', value_name = "NAME")]
+    pub interfaces: Vec<String>,
+}
+
 /// `pptune restore`: with the daemon stopped, restore from the record under
 /// its lock; with the daemon running (it holds the lock), ask it to.
-pub async fn restore(interfaces: Vec<String>) -> anyhow::Result<ExitCode> {
+pub async fn restore(args: &RestoreArgs) -> anyhow::Result<ExitCode> {
+    let interfaces = args.interfaces.clone();
     let dir = state::runtime_dir();
     if !interfaces.is_empty() {
         let kernel = NetlinkKernel::connect().await?;
