@@ -43,7 +43,7 @@ fn main() -> ExitCode {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     pptune::service::heap::install(trim_heap);
     let cli = Cli::parse();
-    if !matches!(cli.command, Command::Run { .. }) {
+    if !matches!(cli.command, Command::Run(_)) {
         pptune::publish::notify::hold_sighup(false);
         default_sigpipe();
     }
@@ -55,9 +55,9 @@ fn main() -> ExitCode {
         }
     };
     // The daemon logs; the one-shot commands print for a person.
-    if let Command::Run { log_format, .. } = &cli.command {
+    if let Command::Run(run) = &cli.command {
         match pptune::publish::logging::filter_from_env() {
-            Ok(filter) => pptune::publish::logging::init(*log_format, filter),
+            Ok(filter) => pptune::publish::logging::init(run.log_format, filter),
             Err(e) => {
                 pptune::say_err!("pptune: {e}");
                 return ExitCode::from(2);

@@ -14,11 +14,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use policy::Mode;
-use pptune::act::state::StateStore;
 use pptune::publish::control::{self, REQUEST_TIMEOUT, Reply, Request};
 use pptune_tests::daemon;
-use pptune_tests::fake::{self, FakeKernel};
 
 /// A daemon that accepts and never answers: `control::request` waited
 /// forever (pptune restore hung with it).
@@ -82,25 +79,8 @@ async fn an_abandoned_restore_is_not_carried_out_later_and_a_restore_is_logged()
             .finish(),
     );
     let dir = tempfile::tempdir().unwrap();
-    let sock = control::socket_path(dir.path());
-    let k = Arc::new(FakeKernel::bursty());
-    let mut p = fake::test_policy(Mode::Enforce);
-    p.timing.interval = Duration::from_millis(200);
-    p.timing.window = Duration::from_millis(200);
-    let d = daemon::start(
-        &k,
-        p,
-        Some(StateStore::open(dir.path(), "b".into()).unwrap()),
-        Some(sock.clone()),
-    );
-    for _ in 0..100 {
-        if k.ring() > 256 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let (k, sock, d) = daemon::start_enforcing_with_control(dir.path()).await;
     let changed = k.ring();
-    assert!(changed > 256, "no change made");
     // Wedge the loop in its next sample, then ask and give up.
     k.state.lock().unwrap().hang_sampling = true;
     tokio::time::sleep(Duration::from_millis(500)).await;

@@ -14,155 +14,22 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use policy::Policy;
 use policy::engine::{ActionRecord, Observation, Outcome};
 use policy::evaluate::{Applied, Evaluation, Verdict};
 use policy::gates::{self, Backoff};
 use policy::knobs::{self, Block};
 use policy::plan::{Decision, Knob, ReasonCode};
-use policy::snapshot::{Channels, Device, DeviceId, Rings, Snapshot};
+use policy::snapshot::{Device, DeviceId, Snapshot};
 use policy::window::Rates;
 
-use crate::act::events::{Event, Events};
-use crate::act::state::{StateFile, StoredAction};
+use crate::act::change::Change;
+use crate::act::events::Event;
+pub(crate) use crate::act::lent::{Lent, Record, Seen};
+pub use crate::act::set::knob_value;
+use crate::act::set::{restore_originals, set_knob};
+use crate::act::state::StateFile;
 use crate::clock::{Clock, local_time, now_unix, unix_ms};
 use crate::sample::{Kernel, SetError};
-
-/// A knob's current value on a sampled device (`policy::knobs`).
-#[must_use]
-pub fn knob_value(d: &Device, knob: Knob) -> Option<u32> {
-    knobs::value(d, knob)
-}
-
-/// Sets a knob and returns the value read back.
-pub async fn set_knob<K: Kernel>(
-    kernel: &K,
-    ifindex: u32,
-    knob: Knob,
-    value: u32,
-) -> Result<Option<u32>, SetError> {
-    match knob {
-        Knob::Ring(f) => kernel
-            .set_ring(ifindex, f, value)
-            .await
-            .map(|r| knobs::desc(knob).in_rings(&r)),
-        Knob::Channels(f) => kernel
-            .set_channels(ifindex, f, value)
-            .await
-            .map(|c| knobs::desc(knob).in_channels(&c)),
-    }
-}
-
-/// Puts recorded originals back on the devices present (all, or those
-/// named) and forgets them. Shared by `pptune restore` and the daemon.
-/// Returns lines for a person, whether everything asked for was restored,
-/// and the (device name, device key, knob, value) that were set, as the
-/// change journal takes them.
-pub async fn restore_originals<K: Kernel>(
-    kernel: &K,
-    state: &mut StateFile,
-    devices: &[Device],
-    interfaces: &[String],
-) -> (Vec<String>, bool, Vec<(String, String, Knob, u32)>) {
-    let mut lines = Vec::new();
-    let mut ok = true;
-    let mut done = Vec::new();
-    let keys: Vec<String> = state.devices.keys().cloned().collect();
-    for key in keys {
-        let Some(rec) = state.devices.get(&key).cloned() else {
-            continue;
-        };
-        let dev = devices.iter().find(|d| d.id.key() == key);
-        let name = dev.map_or(rec.last_name.as_str(), |d| d.name.as_str());
-        if !interfaces.is_empty() && !interfaces.iter().any(|i| i == name) {
-            continue;
-        }
-        let Some(dev) = dev else {
-            if !rec.originals.is_empty() {
-                lines.push(format!(
-                    "{name} ({key}): not present; its originals stay recorded"
-                ));
-                ok = false;
-            }
-            continue;
-        };
-        let mut all = true;
-        for o in &rec.originals {
-            if knob_value(dev, o.knob) == Some(o.value) {
-                lines.push(format!("{name}: {} already {}", o.knob, o.value));
-                state.forget_original(&rec.id, o.knob);
-                continue;
-            }
-            match set_knob(kernel, dev.ifindex, o.knob, o.value).await {
-                Ok(v) if v == Some(o.value) => {
-                    lines.push(format!("{name}: {} restored to {}", o.knob, o.value));
-                    state.forget_original(&rec.id, o.knob);
-                    done.push((name.to_owned(), key.clone(), o.knob, o.value));
-                }
-                Ok(v) => {
-                    lines.push(format!(
-                        "{name}: {} set to {} but reads back {}",
-                        o.knob,
-                        o.value,
-                        v.map_or_else(|| "nothing".to_owned(), |v| v.to_string())
-                    ));
-                    all = false;
-                }
-                Err(e) => {
-                    lines.push(format!(
-                        "{name}: restoring {} to {} failed: {e}",
-                        o.knob, o.value
-                    ));
-                    all = false;
-                }
-            }
-        }
-        if all {
-            // Fully restored: the record of this device is done.
-            state.devices.remove(&key);
-        } else {
-            ok = false;
-        }
-    }
-    if lines.is_empty() {
-        lines.push("nothing to restore".to_owned());
-    }
-    (lines, ok, done)
-}
-
-/// The state record as the actuator uses it. The loop owns the file and
-/// writes it together with what else it keeps there (the engine's memory).
-pub(crate) trait Record: Send {
-    /// The record of originals and actions.
-    fn file(&mut self) -> &mut StateFile;
-    /// Writes the record; `false` (logged, counted) when it could not.
-    fn save(&mut self) -> bool;
-}
-
-/// What the loop lends the actuator for one call; it keeps none of it.
-pub(crate) struct Lent<'a, K, R> {
-    pub kernel: &'a K,
-    pub policy: &'a Policy,
-    /// Where acting notes what the outputs count.
-    pub events: &'a Events,
-    pub clock: Clock,
-    /// The loop's device map (what restore falls back to when sampling
-    /// fails).
-    pub devices: &'a BTreeMap<u32, Device>,
-    /// The previous sample and when it was taken: the baseline of a change
-    /// not decided on a finding window ([`Decision::baseline_or`]).
-    pub prev: Option<(&'a Snapshot, Duration)>,
-    /// The knobs another configuration owns (`coexist: defer`).
-    pub deferred: &'a [(DeviceId, Knob)],
-    pub record: R,
-}
-
-/// A block of knob values the kernel reported (notification or sample).
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Seen<'a> {
-    Rings(&'a Rings),
-    Channels(&'a Channels),
-}
 
 /// What acting remembers between ticks.
 #[derive(Debug)]
@@ -181,47 +48,14 @@ pub(crate) struct Actuator {
     backoff_base: Duration,
 }
 
-/// One change being made: the device's key and name, the knob, from and
-/// to, and which way (for the metrics' `direction`).
-struct Change {
-    key: String,
-    name: String,
-    knob: Knob,
-    from: u32,
-    to: u32,
-    direction: &'static str,
-}
-
 impl Actuator {
     /// Starts from the state record a previous run left: its actions become
     /// the history, stored wall times mapped onto this run's monotonic clock
     /// (an action from before this run's origin gets `at` = 0, which keeps
     /// its cooldown active for at least as long as it really is).
     pub(crate) fn new(backoff_base: Duration, state: &StateFile, clock: Clock) -> Self {
-        let wall = now_unix();
-        let mono = clock.now();
-        let mut history: Vec<ActionRecord> = state
-            .devices
-            .values()
-            .flat_map(|r| {
-                // Older than the two hours the engine and budget look at:
-                // history, not input.
-                r.actions.iter().filter_map(move |a| {
-                    let ago = wall.saturating_sub(Duration::from_millis(a.at_unix_ms));
-                    (ago <= gates::HISTORY_KEEP).then(|| ActionRecord {
-                        device: r.id.clone(),
-                        knob: a.knob,
-                        from: a.from,
-                        to: a.to,
-                        at: mono.saturating_sub(ago),
-                        outcome: a.outcome.clone(),
-                    })
-                })
-            })
-            .collect();
-        history.sort_by_key(|a| a.at);
         Self {
-            history,
+            history: state.history(now_unix(), clock.now()),
             overrides: BTreeMap::new(),
             expected: BTreeMap::new(),
             backoff: BTreeMap::new(),
@@ -398,19 +232,10 @@ impl Actuator {
         snap: &Snapshot,
         mut io: Lent<'_, K, R>,
     ) -> bool {
-        let (knob, from, to) = match dec.action {
-            policy::Action::Hold => return false,
-            policy::Action::SetRing { field, from, to } => (Knob::Ring(field), from, to),
-            policy::Action::SetChannels { field, from, to } => (Knob::Channels(field), from, to),
+        let Some(c) = Change::of(dec) else {
+            return false;
         };
-        let c = Change {
-            key: dec.device_id.key(),
-            name: dec.device.clone(),
-            knob,
-            from,
-            to,
-            direction: if to >= from { "grow" } else { "shrink" },
-        };
+        let (knob, from, to) = (c.knob, c.from, c.to);
         let Some(dev) = snap.devices.iter().find(|d| d.ifindex == dec.ifindex) else {
             return false;
         };
@@ -452,7 +277,7 @@ impl Actuator {
             let before = p.devices.iter().find(|d| d.id.key() == key)?;
             Rates::between(before, &pre, pre_at.saturating_sub(at))
         });
-        if !Self::write_ahead(dec, &c, &pre, &mut io) {
+        if !c.write_ahead(dec, &pre, &mut io) {
             return false;
         }
         // Before sending: our own notification may arrive first.
@@ -464,43 +289,6 @@ impl Actuator {
             .await;
         self.log_change(dec, &c, at, outcome, &mut io);
         gone
-    }
-
-    /// Writes the knob's original (unless one is recorded) and the action,
-    /// pending, to the state record before the knob moves: a daemon killed
-    /// between the change and its confirmation ([`Self::log_change`])
-    /// leaves both, so `restore` can put the original back and the next
-    /// run closes the action `inconclusive` (`StateFile::close_pending`),
-    /// a change its gates and cooldown count. When the record cannot be
-    /// written (a full or read-only state directory) it stops enforcing,
-    /// not observing: nothing is changed and the record is left as it was.
-    fn write_ahead<K, R: Record>(
-        dec: &Decision,
-        c: &Change,
-        pre: &Device,
-        io: &mut Lent<'_, K, R>,
-    ) -> bool {
-        let file = io.record.file();
-        let before = file.devices.clone();
-        file.record_original(&pre.id, &pre.name, c.knob, c.from);
-        file.push_action(
-            &dec.device_id,
-            &c.name,
-            StoredAction {
-                knob: c.knob,
-                from: c.from,
-                to: c.to,
-                at_unix_ms: unix_ms(),
-                reason: dec.reason.as_str().to_owned(),
-                outcome: Outcome::Pending,
-            },
-        );
-        if io.record.save() {
-            return true;
-        }
-        io.record.file().devices = before;
-        tracing::error!(device = %c.name, knob = %c.knob, "not acting: the original and the action could not be written to the state record");
-        false
     }
 
     /// Whether the gates still admit the change now (an earlier change in
@@ -679,7 +467,7 @@ impl Actuator {
     }
 
     /// The change in the engine's history, and confirmed in the state
-    /// record ([`Self::write_ahead`] wrote it pending).
+    /// record ([`Change::write_ahead`] wrote it pending).
     fn log_change<K, R: Record>(
         &mut self,
         dec: &Decision,

@@ -1,7 +1,10 @@
 //! Stage 2, acting: what changes a knob and what remembers it.
 //!
 //! - [`actuator`]: safe actuation of the engine's plan, evaluation of the
-//!   changes made, override detection, restore.
+//!   changes made, override detection, restore; `lent`, what the loop lends
+//!   it for a call; `change`, one change being made.
+//! - [`set`]: setting a knob and reading it back; putting recorded
+//!   originals back.
 //! - [`state`]: `/run/pptune/state.json`, the record of originals and actions.
 //! - [`rollout`]: staged enforcement (canary by host hash).
 //! - [`verify`]: do the live values still hold what pptune set?
@@ -12,8 +15,11 @@
 //! Imports: `sample` (the kernel seam) and the base. What the actuator did
 //! reaches the outputs as [`events::Event`]s, not through them.
 pub mod actuator;
+mod change;
 pub mod coexist;
 pub mod events;
+mod lent;
 pub mod rollout;
+pub mod set;
 pub mod state;
 pub mod verify;

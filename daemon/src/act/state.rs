@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use policy::Knob;
-use policy::engine::{ENGINE_STATE_VERSION, EngineState, Outcome};
+use policy::engine::{ActionRecord, ENGINE_STATE_VERSION, EngineState, Outcome};
+use policy::gates;
 use policy::snapshot::DeviceId;
 use serde::{Deserialize, Serialize};
 
@@ -116,6 +117,37 @@ pub struct StoredAction {
 }
 
 impl StateFile {
+    /// The recorded actions as the engine's history, stored wall times
+    /// (`wall`, now) mapped onto a monotonic clock reading `mono` now, oldest
+    /// first. An action from before the clock's origin gets `at` = 0, which
+    /// keeps its cooldown active for at least as long as it really is;
+    /// those older than the gates read ([`gates::HISTORY_KEEP`]) are left
+    /// out.
+    #[must_use]
+    pub fn history(&self, wall: Duration, mono: Duration) -> Vec<ActionRecord> {
+        let mut history: Vec<ActionRecord> = self
+            .devices
+            .values()
+            .flat_map(|r| {
+                // Older than the two hours the engine and budget look at:
+                // history, not input.
+                r.actions.iter().filter_map(move |a| {
+                    let ago = wall.saturating_sub(Duration::from_millis(a.at_unix_ms));
+                    (ago <= gates::HISTORY_KEEP).then(|| ActionRecord {
+                        device: r.id.clone(),
+                        knob: a.knob,
+                        from: a.from,
+                        to: a.to,
+                        at: mono.saturating_sub(ago),
+                        outcome: a.outcome.clone(),
+                    })
+                })
+            })
+            .collect();
+        history.sort_by_key(|a| a.at);
+        history
+    }
+
     /// The recorded originals, as the engine reads them (`pptune run` and
     /// `pptune plan` alike).
     #[must_use]

@@ -15,7 +15,7 @@ use policy::engine::Outcome;
 use policy::snapshot::{Device, DeviceId};
 use serde::Serialize;
 
-use crate::act::actuator::knob_value;
+use crate::act::set::knob_value;
 use crate::act::state::StateFile;
 
 /// One knob pptune set, and what the kernel says now.

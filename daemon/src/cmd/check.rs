@@ -1,9 +1,20 @@
 //! `pptune check`: load and validate the policy, change nothing.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use super::args::ConfigArg;
 use super::ex_config;
+
+/// `pptune check`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// Policy file or directory to check (the same as --config).
+    #[arg(value_name = "FILE", conflicts_with = "config")]
+    pub file: Option<PathBuf>,
+}
 
 /// `pptune check`: every problem at once (the policy files, the shadow
 /// file and the web config the policy names), then what was read and what

@@ -4,13 +4,13 @@
 //! (after the command name, or before it as `pptune --config PATH run`);
 //! `status` and `restore` refuse it instead of ignoring it.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 
+use super::args::UsageError;
+use super::help::after_help;
 use crate::VERSION;
-use crate::publish::logging::LogFormat;
 
 /// pptune: autotunes NIC page_pool behaviour (RX ring size, RX queue count)
 /// from the kernel's own page_pool statistics.
@@ -32,149 +32,45 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// `--config PATH` on a command that reads the policy.
-#[derive(Debug, Clone, Args)]
-pub struct ConfigArg {
-    /// Policy file or directory (default: $CONFIGURATION_DIRECTORY or
-    /// /etc/pptune; the embedded default policy when none exists).
-    #[arg(long, value_name = "PATH")]
-    pub config: Option<PathBuf>,
-}
-
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the daemon in the foreground (the systemd unit runs this).
     #[command(after_long_help = after_help("run"))]
-    Run {
-        #[command(flatten)]
-        config: ConfigArg,
-        /// Prometheus listen address, `address:port` or `:port` for every
-        /// address (overrides the policy's daemon.metrics_listen; default
-        /// 127.0.0.1:9864).
-        #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
-        metrics_listen: Option<SocketAddr>,
-        /// TLS and basic auth for the metrics endpoint: a web config file
-        /// in the Prometheus exporter-toolkit format (node_exporter's
-        /// --web.config.file); overrides daemon.metrics_web_config.
-        #[arg(long, value_name = "FILE")]
-        web_config_file: Option<PathBuf>,
-        /// Log format.
-        #[arg(long, value_enum, default_value_t = LogFormat::Auto)]
-        log_format: LogFormat,
-    },
+    Run(super::run::RunArgs),
     /// Show page pools, queues, rings and channels, and the running
     /// daemon's view.
     #[command(after_long_help = after_help("status"))]
-    Status {
-        /// Only this interface (repeatable).
-        #[arg(long = "interface", short = 'i', value_name = "NAME")]
-        interfaces: Vec<String>,
-        #[command(flatten)]
-        json: JsonFlag,
-        /// The policy whose reclaimable ring memory is shown (the modes
-        /// come from the running daemon's view).
-        #[command(flatten)]
-        config: ConfigArg,
-    },
+    Status(super::status::StatusArgs),
     /// Sample the live kernel as often as the policy needs for a finding and
     /// print what `run` would do, and why. Changes nothing.
     #[command(after_long_help = after_help("plan"))]
-    Plan {
-        #[command(flatten)]
-        config: ConfigArg,
-        #[command(flatten)]
-        json: JsonFlag,
-        /// Exit 2 when `run` would change something (0 when it would hold
-        /// everything), like `terraform plan -detailed-exitcode`.
-        #[arg(long)]
-        detailed_exitcode: bool,
-    },
+    Plan(super::plan::PlanArgs),
     /// Validate the policy: exit 0 when valid, 78 (EX_CONFIG) otherwise.
     #[command(after_long_help = after_help("check"))]
-    Check {
-        #[command(flatten)]
-        config: ConfigArg,
-        /// Policy file or directory to check (the same as --config).
-        #[arg(value_name = "FILE", conflicts_with = "config")]
-        file: Option<PathBuf>,
-    },
+    Check(super::check::CheckArgs),
     /// Check that the live rings/channels still hold the values pptune set:
     /// exit 0 when they do (or pptune set nothing it still owns), 2 when one
     /// differs, listing it. For configuration management and compliance.
     #[command(after_long_help = after_help("verify"))]
-    Verify {
-        /// Only this interface (repeatable).
-        #[arg(long = "interface", short = 'i', value_name = "NAME")]
-        interfaces: Vec<String>,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
+    Verify(super::verify::VerifyArgs),
     /// Print the values pptune set, per device, as a systemd `.link` file,
     /// a NetworkManager fragment or a TuneD profile fragment, to make them
     /// permanent and turn enforcement off.
     #[command(after_long_help = after_help("export"))]
-    Export {
-        #[arg(long, value_enum)]
-        format: crate::act::coexist::ExportFormat,
-        /// Only this interface (repeatable).
-        #[arg(long = "interface", short = 'i', value_name = "NAME")]
-        interfaces: Vec<String>,
-    },
+    Export(super::export::ExportArgs),
     /// Put back the original rings/channels pptune recorded, and clear the
     /// record.
     #[command(after_long_help = after_help("restore"))]
-    Restore {
-        /// Only this interface (repeatable).
-        #[arg(long = "interface", short = 'i', value_name = "NAME")]
-        interfaces: Vec<String>,
-    },
+    Restore(super::restore::RestoreArgs),
     /// Record what the kernel reports, every policy interval, into one
     /// recording file (see recording.md in the documentation), for a host
     /// that runs no daemon.
     #[command(after_long_help = after_help("record"))]
-    Record {
-        #[command(flatten)]
-        config: ConfigArg,
-        /// How long (e.g. 10m, 24h; default: until interrupted).
-        #[arg(long, value_name = "D", value_parser = parse_duration)]
-        duration: Option<std::time::Duration>,
-        /// The file to write (default: pptune-<time>.pptrec here).
-        #[arg(short = 'o', long = "output", value_name = "FILE")]
-        output: Option<PathBuf>,
-    },
+    Record(super::record::RecordArgs),
     /// Run the policy over a recording (a file, or the daemon's recording
     /// directory) and print what it would have decided; changes nothing.
     #[command(after_long_help = after_help("replay"))]
-    Replay {
-        /// Recording file or directory of segments.
-        #[arg(value_name = "FILE")]
-        file: PathBuf,
-        #[command(flatten)]
-        config: ConfigArg,
-        /// A second policy: print the difference between the two.
-        #[arg(long, value_name = "POLICY")]
-        against: Option<PathBuf>,
-        /// Only passes since then: a duration ago (24h) or an RFC 3339 time.
-        #[arg(long, value_name = "T")]
-        since: Option<String>,
-        /// Only passes until then: a duration ago (1h) or an RFC 3339 time.
-        #[arg(long, value_name = "T")]
-        until: Option<String>,
-        /// Only this interface (repeatable).
-        #[arg(long = "interface", short = 'i', value_name = "NAME")]
-        interfaces: Vec<String>,
-        /// Print one row per pass and device (time, ring, decision,
-        /// recycle-miss and slow-refill share; B's too with --against)
-        /// instead of the summary.
-        #[arg(long, value_enum, value_name = "FORMAT", conflicts_with = "on")]
-        series: Option<SeriesFormat>,
-        /// Also draw, per device, the RX ring and the recycle-miss share
-        /// over time (A and B with --against) into FILE, an SVG image.
-        #[arg(long, value_name = "FILE")]
-        plot: Option<PathBuf>,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
+    Replay(super::replay::ReplayArgs),
     /// Fleet mode: what the fleet's Prometheus knows, for every host.
     #[command(after_long_help = after_help("fleet"))]
     Fleet {
@@ -184,16 +80,7 @@ pub enum Command {
     /// Every change pptune made, with its evidence and outcome, across
     /// restarts (the change journal in the state directory).
     #[command(after_long_help = after_help("history"))]
-    History {
-        /// Only changes since then: a duration ago (24h) or an RFC 3339 time.
-        #[arg(long, value_name = "T")]
-        since: Option<String>,
-        /// Only this interface (repeatable).
-        #[arg(long = "interface", short = 'i', value_name = "NAME")]
-        interfaces: Vec<String>,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
+    History(super::history::HistoryArgs),
 }
 
 /// `pptune fleet …`.
@@ -203,93 +90,7 @@ pub enum FleetCommand {
     /// model, firmware, MTU, link speed) from the rings the fleet's hosts
     /// converged to, with the evidence in comments. Reads Prometheus;
     /// changes nothing else.
-    Suggest {
-        /// The Prometheus (or Thanos/Mimir query) base URL, e.g.
-        /// http://prometheus:9090; host:port alone means http://host:port.
-        #[arg(long, value_name = "URL", value_parser = parse_prometheus)]
-        prometheus: String,
-        /// How far back to look (at most 720h).
-        #[arg(long, value_name = "D", default_value = "168h", value_parser = parse_duration)]
-        since: std::time::Duration,
-        /// Hosts a class needs for a prior; fewer get none.
-        #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
-        min_hosts: u32,
-        /// The label matchers that pick pptune's series.
-        #[arg(long, value_name = "MATCHERS", default_value = r#"job="pptune""#)]
-        selector: String,
-        /// The drop-in to write (default: standard output); written only
-        /// when the query succeeded.
-        #[arg(short = 'o', long = "output", value_name = "FILE")]
-        output: Option<PathBuf>,
-    },
-}
-
-/// `replay --series FORMAT`: the per-pass rows' encoding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum SeriesFormat {
-    /// One JSON object per line.
-    Jsonl,
-    /// Comma-separated values with a header line (RFC 4180).
-    Csv,
-}
-
-/// `--json`, the same flag with the same help on every command that has
-/// it; the output rule is [`crate::human::write_json`].
-#[derive(Debug, Clone, Copy, clap::Args)]
-pub struct JsonFlag {
-    /// JSON for scripts instead of text: one line when stdout is a pipe or
-    /// a file, indented when it is a terminal.
-    #[arg(long = "json")]
-    pub on: bool,
-}
-
-/// A command-line value or combination that cannot be used; exit 2.
-#[derive(Debug, thiserror::Error)]
-pub enum UsageError {
-    #[error("`{0}` is not an address:port or :port ({examples})", examples = config::LISTEN_EXAMPLES)]
-    Listen(String),
-    #[error("`{0}` is not a duration (e.g. 30s, 10m, 24h)")]
-    Duration(String),
-    #[error("`{0}` is neither a duration (24h, 30m) nor an RFC 3339 time")]
-    Time(String),
-    #[error("--since ({since}) is after --until ({until}): no pass can be selected")]
-    SinceAfterUntil { since: String, until: String },
-    #[error("`pptune {0}` does not read the policy, so --config is refused (it would be ignored)")]
-    ConfigRefused(&'static str),
-    #[error("--config given twice (before and after the command name)")]
-    ConfigTwice,
-    #[error(
-        "`{0}` is not a Prometheus base URL: http:// or https:// then a host (e.g. http://prometheus:9090, or prometheus:9090 for plain HTTP)"
-    )]
-    PrometheusUrl(String),
-}
-
-fn parse_listen(s: &str) -> Result<SocketAddr, UsageError> {
-    config::parse_listen(s).ok_or_else(|| UsageError::Listen(s.to_owned()))
-}
-
-/// `--prometheus`: an http(s) URL with a host; `host:port` (no scheme)
-/// is taken as `http://host:port`, as Prometheus' own flags read it.
-pub fn parse_prometheus(s: &str) -> Result<String, UsageError> {
-    let bad = || UsageError::PrometheusUrl(s.to_owned());
-    let url = if s.contains("://") {
-        s.to_owned()
-    } else {
-        format!("http://{s}")
-    };
-    let rest = url
-        .strip_prefix("http://")
-        .or_else(|| url.strip_prefix("https://"))
-        .ok_or_else(bad)?;
-    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    if host.is_empty() || host.starts_with(':') || host.chars().any(char::is_whitespace) {
-        return Err(bad());
-    }
-    Ok(url)
-}
-
-fn parse_duration(s: &str) -> Result<std::time::Duration, UsageError> {
-    config::parse_duration(s).ok_or_else(|| UsageError::Duration(s.to_owned()))
+    Suggest(super::fleet::SuggestArgs),
 }
 
 impl Cli {
@@ -301,16 +102,16 @@ impl Cli {
     /// A message for the operator.
     pub fn config_path(&self) -> Result<Option<&Path>, UsageError> {
         let own = match &self.command {
-            Command::Run { config, .. }
-            | Command::Plan { config, .. }
-            | Command::Record { config, .. }
-            | Command::Replay { config, .. }
-            | Command::Status { config, .. } => config.config.as_deref(),
-            Command::Check { config, file } => config.config.as_deref().or(file.as_deref()),
-            Command::Verify { .. }
-            | Command::Export { .. }
-            | Command::Restore { .. }
-            | Command::History { .. }
+            Command::Run(a) => a.config.config.as_deref(),
+            Command::Plan(a) => a.config.config.as_deref(),
+            Command::Record(a) => a.config.config.as_deref(),
+            Command::Replay(a) => a.config.config.as_deref(),
+            Command::Status(a) => a.config.config.as_deref(),
+            Command::Check(a) => a.config.config.as_deref().or(a.file.as_deref()),
+            Command::Verify(_)
+            | Command::Export(_)
+            | Command::Restore(_)
+            | Command::History(_)
             | Command::Fleet { .. } => {
                 return match &self.config {
                     Some(_) => Err(UsageError::ConfigRefused(self.command.name())),
@@ -331,343 +132,39 @@ impl Command {
     #[must_use]
     pub fn name(&self) -> &'static str {
         match self {
-            Self::Run { .. } => "run",
-            Self::Status { .. } => "status",
-            Self::Plan { .. } => "plan",
-            Self::Check { .. } => "check",
-            Self::Verify { .. } => "verify",
-            Self::Export { .. } => "export",
-            Self::Restore { .. } => "restore",
-            Self::Record { .. } => "record",
-            Self::Replay { .. } => "replay",
-            Self::History { .. } => "history",
+            Self::Run(_) => "run",
+            Self::Status(_) => "status",
+            Self::Plan(_) => "plan",
+            Self::Check(_) => "check",
+            Self::Verify(_) => "verify",
+            Self::Export(_) => "export",
+            Self::Restore(_) => "restore",
+            Self::Record(_) => "record",
+            Self::Replay(_) => "replay",
+            Self::History(_) => "history",
             Self::Fleet { .. } => "fleet",
         }
     }
 }
 
-/// A command's manual beyond its options: examples, and what its exit
-/// status means. `pptune CMD --help` and the man page pptune-CMD(8) are
-/// both written from it ([`after_help`], tests/tests/packaging/packaging_manpage.rs).
-#[derive(Debug, Clone, Copy)]
-pub struct Manual {
-    /// (command line, what it does).
-    pub examples: Examples,
-    /// (exit status, what it means for this command).
-    pub exit: ExitStatus,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// (command line, what it does), for [`Manual`].
-pub type Examples = &'static [(&'static str, &'static str)];
-/// (exit status, what it means), for [`Manual`].
-pub type ExitStatus = &'static [(u8, &'static str)];
-
-const FAILED: (u8, &str) = (
-    1,
-    "an error; the message says which (no netlink, no permission, an unreadable file)",
-);
-const USAGE: (u8, &str) = (
-    2,
-    "a usage error: an unknown option or value, `--config` where it is not read",
-);
-const INVALID: (u8, &str) = (
-    78,
-    "the policy is invalid (EX_CONFIG); every problem is printed with file:line:column",
-);
-
-/// Every command's [`Manual`], by the name it has on the command line.
-const MANUALS: &[(&str, Manual)] = &[
-    (
-        "run",
-        Manual {
-            examples: &[
-                (
-                    "pptune run",
-                    "Observe every interface with page pools under /etc/pptune/policy.yaml, or the embedded default policy when there is none; changes nothing until a policy enforces.",
-                ),
-                (
-                    "pptune run --config /usr/share/doc/pptune/examples/enforce-rings.yaml",
-                    "Tune RX rings as that example policy allows.",
-                ),
-                (
-                    "pptune run --metrics-listen :9864 --web-config-file /etc/pptune/web.yml",
-                    "Serve /metrics on every address, with the TLS and basic auth that web config file sets (pptune(8), METRICS).",
-                ),
-            ],
-            exit: &[
-                (
-                    0,
-                    "stopped by SIGTERM or SIGINT, after applying the policy's on_stop",
-                ),
-                (
-                    1,
-                    "an error at start or one it cannot run past: no netlink, the metrics address in use, another pptune holding the state lock",
-                ),
-                USAGE,
-                (
-                    78,
-                    "the policy is invalid at start (EX_CONFIG); a reload that is invalid keeps the last good policy instead",
-                ),
-            ],
-        },
-    ),
-    (
-        "status",
-        Manual {
-            examples: &[
-                (
-                    "pptune status",
-                    "Every interface with page pools: pools, queues, rings, channels and what the running daemon thinks of them.",
-                ),
-                (
-                    "pptune status -i eth0 --json",
-                    "One interface, as one JSON document for a script.",
-                ),
-            ],
-            exit: &[
-                (0, "printed"),
-                (1, "an interface named with -i does not exist, or an error"),
-                USAGE,
-            ],
-        },
-    ),
-    (
-        "plan",
-        Manual {
-            examples: &[
-                (
-                    "pptune plan",
-                    "What `run` would change now under /etc/pptune, and why.",
-                ),
-                (
-                    "pptune plan --config new-policy.yaml --detailed-exitcode",
-                    "Exit 2 when a candidate policy would change something on this host (for configuration management).",
-                ),
-            ],
-            exit: &[
-                (
-                    0,
-                    "printed; with --detailed-exitcode, run would hold everything",
-                ),
-                FAILED,
-                (
-                    2,
-                    "a usage error; with --detailed-exitcode, run would change something",
-                ),
-                INVALID,
-            ],
-        },
-    ),
-    (
-        "check",
-        Manual {
-            examples: &[
-                (
-                    "pptune check",
-                    "Validate /etc/pptune/policy.yaml and its drop-ins together.",
-                ),
-                (
-                    "pptune check new-policy.yaml",
-                    "Validate one file before installing it.",
-                ),
-            ],
-            exit: &[
-                (0, "the policy is valid"),
-                USAGE,
-                (
-                    78,
-                    "the policy is invalid or cannot be read (EX_CONFIG); every problem is printed with file:line:column",
-                ),
-            ],
-        },
-    ),
-    (
-        "verify",
-        Manual {
-            examples: &[
-                (
-                    "pptune verify",
-                    "Do the rings and channels pptune set still hold?",
-                ),
-                (
-                    "pptune verify -i eth0 --json",
-                    "The same for one interface, for a compliance check.",
-                ),
-            ],
-            exit: &[
-                (
-                    0,
-                    "every knob pptune set holds its value, or pptune set nothing it still owns",
-                ),
-                FAILED,
-                (
-                    2,
-                    "a knob pptune set differs (each is listed), or a usage error",
-                ),
-            ],
-        },
-    ),
-    (
-        "export",
-        Manual {
-            examples: &[
-                (
-                    "pptune export --format systemd-link",
-                    "The values pptune set, as .link files for /etc/systemd/network/, to make them permanent.",
-                ),
-                (
-                    "pptune export --format tuned -i eth0",
-                    "One interface's values as a TuneD profile fragment.",
-                ),
-            ],
-            exit: &[
-                (
-                    0,
-                    "printed, or nothing to export (pptune set nothing it still owns)",
-                ),
-                FAILED,
-                USAGE,
-            ],
-        },
-    ),
-    (
-        "restore",
-        Manual {
-            examples: &[
-                (
-                    "pptune restore",
-                    "Put back every original ring and channel count pptune recorded (through the running daemon when there is one).",
-                ),
-                ("pptune restore -i eth0", "Only eth0's."),
-            ],
-            exit: &[
-                (0, "every original is back and the record is cleared"),
-                (
-                    1,
-                    "an original could not be put back (each is listed and stays recorded), or an error",
-                ),
-                USAGE,
-            ],
-        },
-    ),
-    (
-        "record",
-        Manual {
-            examples: &[
-                (
-                    "pptune record --duration 1h -o eth-busy.pptrec",
-                    "Record an hour of what the kernel reports, on a host that runs no daemon.",
-                ),
-                (
-                    "pptune replay eth-busy.pptrec",
-                    "Then see what the policy would have decided over it.",
-                ),
-            ],
-            exit: &[
-                (
-                    0,
-                    "the duration passed, or SIGINT/SIGTERM ended the recording; the file is complete either way",
-                ),
-                FAILED,
-                USAGE,
-                INVALID,
-            ],
-        },
-    ),
-    (
-        "replay",
-        Manual {
-            examples: &[
-                (
-                    "pptune replay /var/lib/pptune/recording",
-                    "What the policy decided over the daemon's own rolling recording.",
-                ),
-                (
-                    "pptune replay eth-busy.pptrec --against new-policy.yaml",
-                    "What a candidate policy would have decided differently.",
-                ),
-            ],
-            exit: &[
-                (0, "printed"),
-                (1, "the file is not a recording, or an error"),
-                USAGE,
-                INVALID,
-            ],
-        },
-    ),
-    (
-        "history",
-        Manual {
-            examples: &[
-                (
-                    "pptune history --since 24h",
-                    "Every change and restore of the last day, with its evidence and outcome.",
-                ),
-                (
-                    "pptune history -i eth0 --json",
-                    "One interface's changes, for a script.",
-                ),
-            ],
-            exit: &[
-                (0, "printed (nothing when nothing was changed)"),
-                FAILED,
-                (
-                    2,
-                    "a usage error, or a --since that is neither a duration nor an RFC 3339 time",
-                ),
-            ],
-        },
-    ),
-    (
-        "fleet",
-        Manual {
-            examples: &[
-                (
-                    "pptune fleet suggest --prometheus http://prometheus:9090 -o /etc/pptune/policy.d/50-fleet-priors.yaml",
-                    "Starting rings per device class (driver, model, firmware, MTU, link speed) from what the fleet's tuned hosts converged to over the last 7 days, as a policy drop-in; `pptune check` validates it and a reload applies it to devices pptune has not changed yet.",
-                ),
-                (
-                    "pptune fleet suggest --prometheus https://thanos.example:10902 --since 720h --min-hosts 20",
-                    "A month of a larger fleet, each class backed by at least 20 hosts.",
-                ),
-            ],
-            exit: &[
-                (0, "written"),
-                (
-                    1,
-                    "Prometheus unreachable, an HTTP error, an error or partial answer, or no tuned host in the window; nothing is written",
-                ),
-                USAGE,
-            ],
-        },
-    ),
-];
-
-/// The manual of the command named `name` (as on the command line); an
-/// empty one for a name that is not a command.
-#[must_use]
-pub fn manual(name: &str) -> Manual {
-    MANUALS.iter().find(|(n, _)| *n == name).map_or(
-        Manual {
-            examples: &[],
-            exit: &[],
-        },
-        |(_, m)| *m,
-    )
-}
-
-/// `--help`'s text after the options: [`manual`] as plain text.
-#[must_use]
-pub fn after_help(name: &str) -> String {
-    use std::fmt::Write as _;
-    let m = manual(name);
-    let mut out = String::from("Examples:\n");
-    for (line, what) in m.examples {
-        let _ = write!(out, "  $ {line}\n      {what}\n");
+    /// `fleet suggest --help` names the device class's fields as the
+    /// drop-in's comments do.
+    #[test]
+    fn suggest_help_names_the_five_class_fields() {
+        use clap::CommandFactory as _;
+        let mut cli = Cli::command();
+        let help = cli
+            .find_subcommand_mut("fleet")
+            .and_then(|f| f.find_subcommand_mut("suggest"))
+            .expect("fleet suggest")
+            .render_long_help()
+            .to_string();
+        // Class's fields, as the drop-in's comments name them.
+        let five = "(driver, model, firmware, MTU, link speed)";
+        assert!(help.contains(five), "{five} not in {help}");
     }
-    out.push_str("\nExit status:\n");
-    for (code, what) in m.exit {
-        let _ = writeln!(out, "  {code:<3} {what}");
-    }
-    out
 }

@@ -4,12 +4,27 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 
+use super::args::JsonFlag;
 use super::replay::{parse_time, when};
 use crate::record::journal::{self, HistoryRow};
 use crate::record::state_dir;
 
+/// `pptune history`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct HistoryArgs {
+    /// Only changes since then: a duration ago (24h) or an RFC 3339 time.
+    #[arg(long, value_name = "T")]
+    pub since: Option<String>,
+    /// Only this interface (repeatable).
+    #[arg(long = "interface", short = 'i', value_name = "NAME")]
+    pub interfaces: Vec<String>,
+    #[command(flatten)]
+    pub json: JsonFlag,
+}
+
 /// `pptune history`.
-pub fn history(since: Option<&str>, interfaces: &[String], json: bool) -> anyhow::Result<ExitCode> {
+pub fn history(args: &HistoryArgs) -> anyhow::Result<ExitCode> {
+    let (since, interfaces, json) = (args.since.as_deref(), &args.interfaces, args.json.on);
     let since = match since.map(parse_time).transpose() {
         Ok(s) => s,
         Err(msg) => {

@@ -1,11 +1,15 @@
-//! Stage 5, the commands: the command line ([`cli`]), one file per
-//! command, and [`dispatch`]. Startup glue around the library: anyhow
-//! lives only here and in `main`.
+//! Stage 5, the commands: the command line ([`cli`]) and what its help
+//! says beyond the options ([`help`]), one file per command with its own
+//! arguments (what they share in `args`), and [`dispatch`], which hands
+//! each command its arguments whole. Startup glue around the library: anyhow lives only here
+//! and in `main`.
 
+mod args;
 mod check;
 pub mod cli;
 mod export;
 pub mod fleet;
+pub mod help;
 mod history;
 mod plan;
 pub mod reclaim;
@@ -31,70 +35,19 @@ use cli::Command;
 /// What the command could not do, for `main` to print with its causes.
 pub async fn dispatch(command: Command, config: Option<&Path>) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Run {
-            metrics_listen,
-            web_config_file,
-            ..
-        } => run::run(config, metrics_listen, web_config_file.as_deref()).await,
-        Command::Status {
-            interfaces, json, ..
-        } => status::status(interfaces, json.on, config).await,
-        Command::Plan {
-            json,
-            detailed_exitcode,
-            ..
-        } => plan::plan(config, json.on, detailed_exitcode).await,
-        Command::Check { .. } => Ok(check::check(config)),
-        Command::Verify { interfaces, json } => verify::verify(&interfaces, json.on).await,
-        Command::Export { format, interfaces } => export::export(format, &interfaces).await,
-        Command::Restore { interfaces } => restore::restore(interfaces).await,
-        Command::Record {
-            duration, output, ..
-        } => record::record(config, duration, output).await,
-        Command::Replay {
-            file,
-            against,
-            since,
-            until,
-            interfaces,
-            series,
-            plot,
-            json,
-            ..
-        } => replay::replay(
-            &file,
-            config,
-            against.as_deref(),
-            &replay::ReplayArgs {
-                since,
-                until,
-                interfaces,
-                series,
-                plot,
-                json: json.on,
-            },
-        ),
-        Command::History {
-            since,
-            interfaces,
-            json,
-        } => history::history(since.as_deref(), &interfaces, json.on),
+        Command::Run(a) => run::run(config, &a).await,
+        Command::Status(a) => status::status(&a, config).await,
+        Command::Plan(a) => plan::plan(config, &a).await,
+        Command::Check(_) => Ok(check::check(config)),
+        Command::Verify(a) => verify::verify(&a).await,
+        Command::Export(a) => export::export(&a).await,
+        Command::Restore(a) => restore::restore(&a).await,
+        Command::Record(a) => record::record(config, &a).await,
+        Command::Replay(a) => replay::replay(config, &a),
+        Command::History(a) => history::history(&a),
         Command::Fleet {
-            command:
-                cli::FleetCommand::Suggest {
-                    prometheus,
-                    since,
-                    min_hosts,
-                    selector,
-                    output,
-                },
-        } => fleet::suggest(&fleet::SuggestArgs {
-            prometheus: &prometheus,
-            since,
-            min_hosts,
-            selector: &selector,
-            output: output.as_deref(),
-        }),
+            command: cli::FleetCommand::Suggest(a),
+        } => fleet::suggest(&a),
     }
 }
 

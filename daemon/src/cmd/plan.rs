@@ -11,6 +11,7 @@ use policy::engine::Observation;
 use policy::snapshot::Snapshot;
 use tokio::time::Instant;
 
+use super::args::{ConfigArg, JsonFlag};
 use super::{load_policy, recorded_originals};
 use crate::act::rollout;
 use crate::publish::logging::action_text;
@@ -18,13 +19,23 @@ use crate::sample::kernel_netlink::NetlinkKernel;
 use crate::sample::{Kernel, SampleScope};
 use crate::service::{Engine, PolicyEngine};
 
+/// `pptune plan`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    #[command(flatten)]
+    pub json: JsonFlag,
+    /// Exit 2 when `run` would change something (0 when it would hold
+    /// everything), like `terraform plan -detailed-exitcode`.
+    #[arg(long)]
+    pub detailed_exitcode: bool,
+}
+
 /// `pptune plan`. With `detailed_exitcode`, exit 2 when the plan
 /// recommends any change (whatever the mode), 0 when it holds everything.
-pub async fn plan(
-    path: Option<&Path>,
-    json: bool,
-    detailed_exitcode: bool,
-) -> anyhow::Result<ExitCode> {
+pub async fn plan(path: Option<&Path>, args: &PlanArgs) -> anyhow::Result<ExitCode> {
+    let (json, detailed_exitcode) = (args.json.on, args.detailed_exitcode);
     let policy = match load_policy(path) {
         Ok(l) => l.policy,
         Err(code) => return Ok(code),

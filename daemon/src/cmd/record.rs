@@ -8,6 +8,7 @@ use std::time::Duration;
 use policy::Policy;
 use tokio::time::Instant;
 
+use super::args::{ConfigArg, parse_duration};
 use super::load_policy;
 use crate::clock::unix_ms;
 use crate::record::Recorder;
@@ -15,13 +16,23 @@ use crate::record::format::{Inputs, Pass, nanos};
 use crate::sample::kernel_netlink::NetlinkKernel;
 use crate::sample::{Kernel, SampleScope};
 
+/// `pptune record`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct RecordArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// How long (e.g. 10m, 24h; default: until interrupted).
+    #[arg(long, value_name = "D", value_parser = parse_duration)]
+    pub duration: Option<std::time::Duration>,
+    /// The file to write (default: pptune-<time>.pptrec here).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
 /// `pptune record`: samples every `interval` for `duration` (until ^C when
 /// none) into one recording file.
-pub async fn record(
-    path: Option<&Path>,
-    duration: Option<Duration>,
-    output: Option<PathBuf>,
-) -> anyhow::Result<ExitCode> {
+pub async fn record(path: Option<&Path>, args: &RecordArgs) -> anyhow::Result<ExitCode> {
+    let (duration, output) = (args.duration, args.output.clone());
     let policy = match load_policy(path) {
         Ok(l) => l.policy,
         Err(code) => return Ok(code),

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use policy::Policy;
 
+use super::args::{ConfigArg, JsonFlag, UsageError};
 use super::load_policy;
 use crate::clock::unix_ms;
 use crate::publish::logging::action_text;
@@ -14,16 +15,8 @@ use crate::replay::{Basis, Report, Selection, replay_selected};
 pub mod plot;
 pub mod series;
 
-pub use crate::cmd::cli::SeriesFormat;
-use crate::cmd::cli::UsageError;
-
 /// `pptune replay`.
-pub fn replay(
-    file: &Path,
-    path: Option<&Path>,
-    against: Option<&Path>,
-    args: &ReplayArgs,
-) -> anyhow::Result<ExitCode> {
+pub fn replay(path: Option<&Path>, args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     let selection = match args.selection() {
         Ok(s) => s,
         Err(msg) => {
@@ -35,22 +28,58 @@ pub fn replay(
         Ok(l) => l.policy,
         Err(code) => return Ok(code),
     };
-    let against = match against.map(|p| load_policy(Some(p))).transpose() {
+    let against = match args
+        .against
+        .as_deref()
+        .map(|p| load_policy(Some(p)))
+        .transpose()
+    {
         Ok(b) => b.map(|l| l.policy),
         Err(code) => return Ok(code),
     };
-    replay_cmd(file, &policy, against.as_ref(), args, &selection)
+    replay_cmd(&args.file, &policy, against.as_ref(), args, &selection)
 }
 
-/// `pptune replay`'s options besides the recording and the policies.
-#[derive(Debug, Clone, Default)]
+/// `pptune replay`'s arguments.
+#[derive(Debug, Clone, Default, clap::Args)]
 pub struct ReplayArgs {
+    /// Recording file or directory of segments.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// A second policy: print the difference between the two.
+    #[arg(long, value_name = "POLICY")]
+    pub against: Option<PathBuf>,
+    /// Only passes since then: a duration ago (24h) or an RFC 3339 time.
+    #[arg(long, value_name = "T")]
     pub since: Option<String>,
+    /// Only passes until then: a duration ago (1h) or an RFC 3339 time.
+    #[arg(long, value_name = "T")]
     pub until: Option<String>,
+    /// Only this interface (repeatable).
+    #[arg(long = "interface", short = 'i', value_name = "NAME")]
     pub interfaces: Vec<String>,
+    /// Print one row per pass and device (time, ring, decision,
+    /// recycle-miss and slow-refill share; B's too with --against)
+    /// instead of the summary.
+    #[arg(long, value_enum, value_name = "FORMAT", conflicts_with = "on")]
     pub series: Option<SeriesFormat>,
+    /// Also draw, per device, the RX ring and the recycle-miss share
+    /// over time (A and B with --against) into FILE, an SVG image.
+    #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
-    pub json: bool,
+    #[command(flatten)]
+    pub json: JsonFlag,
+}
+
+/// `replay --series FORMAT`: the per-pass rows' encoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SeriesFormat {
+    /// One JSON object per line.
+    Jsonl,
+    /// Comma-separated values with a header line (RFC 4180).
+    Csv,
 }
 
 impl ReplayArgs {
@@ -181,7 +210,7 @@ fn replay_and_show(
     }
     if let Some(format) = args.series {
         series::print(format, &a, b.as_ref())?;
-    } else if args.json {
+    } else if args.json.on {
         let v = match &b {
             None => serde_json::json!({ "schema_version": 1, "replay": a }),
             Some(b) => serde_json::json!({

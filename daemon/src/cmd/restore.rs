@@ -9,9 +9,18 @@ use crate::publish::control::{self, Reply, Request};
 use crate::sample::kernel_netlink::NetlinkKernel;
 use crate::sample::{Kernel, SampleScope};
 
+/// `pptune restore`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct RestoreArgs {
+    /// Only this interface (repeatable).
+    #[arg(long = "interface", short = 'i', value_name = "NAME")]
+    pub interfaces: Vec<String>,
+}
+
 /// `pptune restore`: with the daemon stopped, restore from the record under
 /// its lock; with the daemon running (it holds the lock), ask it to.
-pub async fn restore(interfaces: Vec<String>) -> anyhow::Result<ExitCode> {
+pub async fn restore(args: &RestoreArgs) -> anyhow::Result<ExitCode> {
+    let interfaces = args.interfaces.clone();
     let dir = state::runtime_dir();
     if !interfaces.is_empty() {
         let kernel = NetlinkKernel::connect().await?;
@@ -107,7 +116,7 @@ async fn restore_here(
     let kernel = NetlinkKernel::connect().await?;
     let snap = kernel.sample(&SampleScope::default()).await?;
     let (lines, ok, done) =
-        crate::act::actuator::restore_originals(&kernel, &mut rec, &snap.devices, interfaces).await;
+        crate::act::set::restore_originals(&kernel, &mut rec, &snap.devices, interfaces).await;
     // After the act, before the record: an unwritable journal does
     // not undo a restore, it is said.
     if let Err(e) = crate::record::journal::append_restores(

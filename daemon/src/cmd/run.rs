@@ -10,10 +10,12 @@ use policy::Policy;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 
+use super::args::{ConfigArg, parse_listen};
 use super::{ex_config, load_policy};
 use crate::act::rollout;
 use crate::act::state::{self, StateStore};
 use crate::publish::control;
+use crate::publish::logging::LogFormat;
 use crate::publish::metrics::Metrics;
 use crate::publish::notify::Notifier;
 use crate::sample::kernel_netlink::NetlinkKernel;
@@ -126,12 +128,29 @@ fn serve_metrics(
     }))
 }
 
+/// `pptune run`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// Prometheus listen address, `address:port` or `:port` for every
+    /// address (overrides the policy's daemon.metrics_listen; default
+    /// 127.0.0.1:9864).
+    #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
+    pub metrics_listen: Option<SocketAddr>,
+    /// TLS and basic auth for the metrics endpoint: a web config file
+    /// in the Prometheus exporter-toolkit format (node_exporter's
+    /// --web.config.file); overrides daemon.metrics_web_config.
+    #[arg(long, value_name = "FILE")]
+    pub web_config_file: Option<PathBuf>,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Auto)]
+    pub log_format: LogFormat,
+}
+
 /// `pptune run`.
-pub async fn run(
-    path: Option<&Path>,
-    listen: Option<SocketAddr>,
-    web_config: Option<&Path>,
-) -> anyhow::Result<ExitCode> {
+pub async fn run(path: Option<&Path>, args: &RunArgs) -> anyhow::Result<ExitCode> {
+    let (listen, web_config) = (args.metrics_listen, args.web_config_file.as_deref());
     let loaded = match load_policy(path) {
         Ok(l) => l,
         Err(code) => return Ok(code),

@@ -20,6 +20,7 @@ use policy::snapshot::{
 };
 use serde::Serialize;
 
+use super::args::{ConfigArg, JsonFlag};
 use crate::act::state;
 use crate::publish::control;
 use crate::publish::notes::{capability_words, no_pools_note};
@@ -31,43 +32,43 @@ mod render;
 /// Version of the `--json` layout. Bump on any rename or removal.
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// `pptune status` arguments.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// `pptune status`'s arguments.
+#[derive(Debug, clap::Args)]
 pub struct StatusArgs {
-    /// Interfaces to show; empty = all but loopback.
+    /// Only this interface (repeatable).
+    #[arg(long = "interface", short = 'i', value_name = "NAME")]
     pub interfaces: Vec<String>,
-    /// Print JSON (`schema_version` 1) instead of text.
-    pub json: bool,
-    /// The policy file (`--config`), for what right-sizing could reclaim;
-    /// `None`: the default path.
-    pub config: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub json: JsonFlag,
+    /// The policy whose reclaimable ring memory is shown (the modes
+    /// come from the running daemon's view).
+    #[command(flatten)]
+    pub config: ConfigArg,
 }
 
 /// `pptune status`: the kernel's view (the netlink helper's renderer), then
 /// the running daemon's.
 pub async fn status(
-    interfaces: Vec<String>,
-    json: bool,
-    config: Option<&std::path::Path>,
+    args: &StatusArgs,
+    policy_path: Option<&std::path::Path>,
 ) -> anyhow::Result<ExitCode> {
-    let code = run(StatusArgs {
-        interfaces: interfaces.clone(),
-        json,
-        config: config.map(std::path::Path::to_path_buf),
-    })
-    .await?;
-    if !json {
+    let code = run(args, policy_path).await?;
+    if !args.json.on {
         let view = control::query(&control::socket_path(&state::runtime_dir())).await;
         crate::say_part!(
             "\n{}",
-            crate::publish::view::render(view.as_ref(), &interfaces)
+            crate::publish::view::render(view.as_ref(), &args.interfaces)
         );
     }
     Ok(code)
 }
 
-/// Sample once and print.
-pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
+/// Sample once and print; `policy_path` is `--config`, given before or
+/// after the command name.
+pub async fn run(
+    args: &StatusArgs,
+    policy_path: Option<&std::path::Path>,
+) -> anyhow::Result<ExitCode> {
     let kernel = NetlinkKernel::connect_oneshot().await?;
     let snap = kernel
         .sample(&SampleScope {
@@ -83,7 +84,7 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
         .collect();
     let mut report = Report::build(&snap, boottime, missing);
     // What right-sizing could reclaim, under the policy `run` would use.
-    match config::load(args.config.as_deref()) {
+    match config::load(policy_path) {
         Ok(l) => report.reclaimable = Some(super::reclaim::Reclaimable::of(&l.policy, &snap)),
         Err(e) => {
             report.reclaimable_not_computed = Some(format!(
@@ -104,7 +105,7 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
             })
             .collect();
     }
-    if args.json {
+    if args.json.on {
         // The running daemon's view rides along in the JSON (`null` when no
         // daemon answers); text mode appends it after this report instead.
         report.daemon = crate::publish::control::query(&crate::publish::control::socket_path(
@@ -114,7 +115,7 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
     }
     // A closed pipe (`pptune status | head`) is not an error.
     let out = std::io::stdout().lock();
-    match write_report(&report, args.json, out) {
+    match write_report(&report, args.json.on, out) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
         r => r?,
     }

@@ -2,13 +2,25 @@
 
 use std::process::ExitCode;
 
+use super::args::JsonFlag;
 use super::{read_record, require_known};
 use crate::sample::kernel_netlink::NetlinkKernel;
 use crate::sample::{Kernel, SampleScope};
 
+/// `pptune verify`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct VerifyArgs {
+    /// Only this interface (repeatable).
+    #[arg(long = "interface", short = 'i', value_name = "NAME")]
+    pub interfaces: Vec<String>,
+    #[command(flatten)]
+    pub json: JsonFlag,
+}
+
 /// `pptune verify`: 0 when every knob pptune set holds its value, 2 when
 /// one differs.
-pub async fn verify(interfaces: &[String], json: bool) -> anyhow::Result<ExitCode> {
+pub async fn verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
+    let (interfaces, json) = (&args.interfaces, args.json.on);
     let kernel = NetlinkKernel::connect().await?;
     let devices = kernel.sample(&SampleScope::default()).await?.devices;
     let rec = read_record()?;

@@ -5,11 +5,15 @@
 
 use std::fmt::Write as _;
 
-use super::memory::{device_bytes, held_beyond, ring_for_burst, to_u32};
+mod burst;
+
+pub(super) use burst::held_pages;
+use burst::{Burst, BurstBasis, burst_estimate, calibrate, grow_steps};
+
+use super::memory::{device_bytes, ring_for_burst, to_u32};
 use super::{DeviceRun, Direction, Findings, PlanCtx, Proposal};
-use crate::drivers::{self, DriverInfo, DriverRounding, Learned, POOL_RING_CLAMP, PoolMapping};
-use crate::gates;
-use crate::observation::{ActionRecord, Outcome};
+use crate::drivers::{self, DriverRounding, Learned, POOL_RING_CLAMP, PoolMapping};
+use crate::observation::Outcome;
 use crate::plan::{Action, Evidence, Knob, ReasonCode};
 use crate::signals::n64;
 use crate::state::{DeviceState, RingProbe};
@@ -583,27 +587,6 @@ impl Limit {
     }
 }
 
-/// A growth step's burst estimate and what it came from.
-#[derive(Debug, Clone, Copy)]
-struct Burst {
-    /// Pool entries the ring gives now.
-    pool_now: u32,
-    /// Excess pages per ring fill, from ring_full.
-    excess: f64,
-    /// Growth steps that led to the current ring.
-    steps: u32,
-    /// This step's number (`steps + 1`) and the policy's last.
-    step: u32,
-    max_steps: u32,
-    /// (burst, undercount factor) calibrated from the last step.
-    calibrated: Option<(f64, f64)>,
-    /// Pages out at once beyond the posted ring.
-    held: Option<f64>,
-    /// The burst the step sizes for, in pages, and where it comes from.
-    pages: f64,
-    basis: BurstBasis,
-}
-
 #[derive(Debug, Clone, Copy)]
 struct RingLimits {
     cur: u32,
@@ -611,142 +594,4 @@ struct RingLimits {
     hi: u32,
     bind: Limit,
     rounding: DriverRounding,
-}
-
-/// Consecutive growth changes of `knob` at the end of the history that led
-/// to the value the device has now (`current`).
-///
-/// The chain must be anchored on the live value and unbroken: each counted
-/// change must have left the knob where the next one started. A device id
-/// without bus or permanent MAC falls back to its name, and a virtual
-/// device deleted and re-created under the same name (`ppsim0`, `veth0`)
-/// inherits the old incarnation's records; so does a device whose ring was
-/// changed by someone else since. Counting those made the first change on
-/// a fresh device the "last step" and sent it straight to the limit
-/// (bursty-1k-100kpps: 256 → 16384 after a bursty-8k run on the same name).
-fn grow_steps(
-    history: &[ActionRecord],
-    dev: &crate::snapshot::DeviceId,
-    knob: Knob,
-    current: u32,
-) -> u32 {
-    let mut expect = current;
-    let mut n: u32 = 0;
-    for r in history
-        .iter()
-        .rev()
-        .filter(|r| &r.device == dev && r.knob == knob && gates::touched(r))
-    {
-        if r.to <= r.from || landed(r) != expect {
-            break;
-        }
-        n = n.saturating_add(1);
-        expect = r.from;
-    }
-    n
-}
-
-/// Calibrates the burst estimate after a growth step from pool P0 (excess
-/// E0 per ring fill) to P1 (excess E1 now). If the counters see 1/k of the
-/// freed pages, E = (B − P) / k on both sides, so k = (P1 − P0) / (E0 − E1)
-/// and B = P1 + k × E1: the burst where the excess line reaches zero. `None`
-/// when the step did not shrink the excess (nothing to fit). k is at least
-/// 1: the counters never see more pages freed than were.
-/// Returns (burst, k).
-fn calibrate(p: &RingProbe, pool_now: u32, excess_now: f64) -> Option<(f64, f64)> {
-    let grown = f64::from(pool_now) - f64::from(p.pool_before);
-    let shrunk = p.excess_before - excess_now;
-    if grown <= 0.0 || shrunk <= 0.0 || !shrunk.is_finite() {
-        return None;
-    }
-    let k = (grown / shrunk).max(1.0);
-    Some((f64::from(pool_now) + k * excess_now, k))
-}
-
-/// Where a growth step's burst figure comes from ([`burst_estimate`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum BurstBasis {
-    /// ring_full's lower bound, with nothing to say more.
-    Lower,
-    /// The lower bound, which the pages out beyond the posted ring confirm
-    /// (they never exceeded it).
-    Confirmed,
-    /// The pages out at once beyond the posted ring ([`held_pages`]).
-    Held,
-    /// Between the lower bound and the pages out at once, which may hold
-    /// more than comes back together: their geometric mean.
-    Bracketed,
-    /// The burst calibrated from the last step ([`calibrate`]).
-    Calibrated,
-    /// The last step with nothing but the lower bound: the limit.
-    Limit,
-}
-
-/// The burst estimate a growth step sizes the ring for, and where it comes
-/// from. `lower`: pool + excess from ring_full, a lower bound (ring_full
-/// undercounts on bulk return paths); `fit`: the calibrated burst, when this
-/// step may use it; `held`: pages out at once beyond the posted ring
-/// ([`held_pages`]). The pages out at once bound the burst from above
-/// (nothing comes back that was not out) but are not the burst: a reader
-/// behind a deep receive queue keeps thousands of pages out all the time
-/// and returns them one read at a time (the wire's steady stream: lower
-/// bound 293, 2,392 out, 724 enough). At or below the lower bound they
-/// confirm it. Above it, with nothing calibrated, a step goes to their
-/// geometric mean with the lower bound: the minimax guess on a ratio scale
-/// (off by at most √(held / lower) either way), and the next step
-/// calibrates from what it moved (docs/decisions.md §4). Only the last
-/// step after such a guess (`bracketed`: the step that led to the ring now
-/// was one) takes the pages out: the guess fell short and nothing fits, so
-/// covering them beats the limit. A last step whose bracket was never
-/// tried guesses first: the wire's mice took one step on ring_full's
-/// figure (the pages out confirmed it then), saw 3,267 pages out behind
-/// the elephant's receive queue at the next, and went 353 → 4084 where
-/// 724 took every return. With
-/// a fit, the tighter of the fit and the pages out wins, never below the
-/// lower bound; the limit only on the last step when the lower bound is
-/// all there is (it already failed to cover the burst, and nothing the
-/// kernel shows says by how much).
-fn burst_estimate(
-    lower: f64,
-    fit: Option<f64>,
-    held: Option<f64>,
-    last: bool,
-    bracketed: bool,
-) -> (f64, BurstBasis) {
-    let above = held.filter(|h| *h > lower);
-    match (fit, above) {
-        (Some(a), Some(h)) if h < a => (h, BurstBasis::Held),
-        (Some(a), _) => (a.max(lower), BurstBasis::Calibrated),
-        (None, Some(h)) if last && bracketed => (h, BurstBasis::Held),
-        (None, Some(h)) => ((lower * h).sqrt(), BurstBasis::Bracketed),
-        (None, None) if held.is_some() => (lower, BurstBasis::Confirmed),
-        (None, None) if last => (lower, BurstBasis::Limit),
-        (None, None) => (lower, BurstBasis::Lower),
-    }
-}
-
-/// A second, kernel-visible view of the return burst: the peak of the
-/// queue's `inflight` over the window (page-pool-get) minus the buffers the
-/// device keeps posted at `ring`. The pages out beyond the posted ring
-/// include every page of a burst before it returns, whatever path it takes
-/// back, so this does not share ring_full's undercount (though a sample
-/// can miss the peak). `None` when nothing is out beyond the posted ring.
-///
-/// `inflight` also counts the pages parked in the pool's ring and cache,
-/// and a pool frees pages only when its ring is full: once a burst came
-/// back, its pages stay counted (up to the pool ring) until the pool is
-/// rebuilt. So this is at least what the pool's ring could park of the
-/// most pages out since the pool was built — an upper bound on the bursts
-/// since then, never what the load needs now (docs/decisions.md §7).
-pub(super) fn held_pages(q: &QueueFacts, info: &DriverInfo, ring: u32) -> Option<u64> {
-    held_beyond(info, ring, q.inflight_peak)
-}
-
-/// The value a change left the knob at: its target, unless it failed or was
-/// put back.
-fn landed(r: &ActionRecord) -> u32 {
-    match r.outcome {
-        Outcome::Failed { .. } | Outcome::Reverted => r.from,
-        _ => r.to,
-    }
 }

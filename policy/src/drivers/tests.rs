@@ -1,6 +1,7 @@
 //! Table tests: one row per driver of docs/drivers.md.
 
 use super::*;
+use crate::policy::Rounding;
 use crate::snapshot::{Availability, Pool, RxQueue};
 
 fn mode(mtu: u32, rx: u32, rx_jumbo: Option<u32>, pools_per_queue: u32) -> DriverMode {

@@ -15,12 +15,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use policy::{Coexist, Mode};
-use pptune::act::rollout::HostId;
 use pptune::publish::metrics::Metrics;
-use pptune::publish::notify::Notifier;
 use pptune::service::{Options, PolicyEngine, run};
 use pptune_tests::bin::{DaemonDirs, in_netns, require_root};
-use pptune_tests::daemon::Fixed;
+use pptune_tests::daemon::{self, Fixed};
 use pptune_tests::fake::{self, FakeKernel};
 use tokio::sync::mpsc;
 
@@ -45,18 +43,8 @@ async fn run_with_link_file(coexist: Coexist) -> (Vec<(String, u32)>, String) {
     let metrics = Arc::new(Metrics::new());
     let (_tx, rx) = mpsc::unbounded_channel();
     let opts = Options {
-        notifier: Notifier::off(),
-        store: None,
-        host_id: HostId {
-            source: "test",
-            value: "h".into(),
-        },
-        control_socket: None,
-        metrics: Arc::clone(&metrics),
-        reload: rx,
-        backoff_base: Duration::from_secs(30),
         coexist: pptune::act::coexist::Roots::at(root.path()),
-        recording: None,
+        ..daemon::options("h", Arc::clone(&metrics), rx)
     };
     run(
         Arc::clone(&k),

@@ -11,16 +11,14 @@ use std::time::Duration;
 
 use policy::plan::Action;
 use policy::{Mode, Policy};
-use pptune::act::rollout::HostId;
 use pptune::cmd::record::{Recorded, record_with};
 use pptune::cmd::replay::plot::{self, Area};
 use pptune::cmd::replay::{ReplayArgs, SeriesFormat, replay_cmd, series};
 use pptune::publish::metrics::Metrics;
-use pptune::publish::notify::Notifier;
 use pptune::record::{journal, recording_dir};
 use pptune::replay::{Basis, Point, Selection, replay, replay_selected};
 use pptune::service::{Options, PolicyEngine, run};
-use pptune_tests::daemon::Fixed;
+use pptune_tests::daemon::{self, Fixed};
 use pptune_tests::fake::{self, FakeKernel};
 use tokio::sync::mpsc;
 
@@ -28,18 +26,8 @@ async fn run_for(k: &Arc<FakeKernel>, p: &Policy, state_dir: &Path, secs: u64) -
     let metrics = Arc::new(Metrics::new());
     let (_tx, rx) = mpsc::unbounded_channel();
     let opts = Options {
-        notifier: Notifier::off(),
-        store: None,
-        host_id: HostId {
-            source: "test",
-            value: "host-1".into(),
-        },
-        control_socket: None,
-        metrics: Arc::clone(&metrics),
-        reload: rx,
-        backoff_base: Duration::from_secs(30),
-        coexist: pptune::act::coexist::Roots::none(),
         recording: Some(state_dir.to_owned()),
+        ..daemon::options("host-1", Arc::clone(&metrics), rx)
     };
     run(
         Arc::clone(k),

@@ -11,12 +11,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use policy::{Mode, OnStop, Policy};
-use pptune::act::rollout::HostId;
 use pptune::act::state::StateStore;
 use pptune::publish::metrics::Metrics;
 use pptune::publish::notify::Notifier;
 use pptune::sample::KernelEvent;
 use pptune::service::{Options, PolicyEngine, PolicyNotLoaded, PolicySource, run};
+use pptune_tests::daemon;
 use pptune_tests::fake::{self, FakeKernel};
 use tokio::sync::mpsc;
 
@@ -47,16 +47,7 @@ fn options(store: Option<StateStore>, notifier: Notifier) -> (Options, Harness) 
         Options {
             notifier,
             store,
-            host_id: HostId {
-                source: "test",
-                value: "host-1".into(),
-            },
-            control_socket: None,
-            metrics: Arc::clone(&metrics),
-            reload: rx,
-            backoff_base: Duration::from_secs(30),
-            coexist: pptune::act::coexist::Roots::none(),
-            recording: None,
+            ..daemon::options("host-1", Arc::clone(&metrics), rx)
         },
         Harness {
             metrics,
@@ -165,7 +156,7 @@ async fn kernel_refusal_is_an_answer_not_a_retry_storm() {
     run_for(&k, &p, source(&p), opts, 300).await;
     let sets = k.sets();
     // The refusal teaches the engine that the ring is not settable
-    // (policy/src/drivers.rs `learn_from_refusal`): one ask, never another.
+    // (policy/src/drivers/learn.rs `learn_from_refusal`): one ask, never another.
     assert_eq!(sets.len(), 1, "retry storm: {sets:?}");
     assert_eq!(k.ring(), 256);
     assert!(
@@ -257,7 +248,7 @@ async fn restore_command_uses_the_record_of_a_killed_daemon() {
         .await
         .unwrap();
     let (lines, ok, _) =
-        pptune::act::actuator::restore_originals(&*k, &mut rec, &snap.devices, &[]).await;
+        pptune::act::set::restore_originals(&*k, &mut rec, &snap.devices, &[]).await;
     assert!(ok, "{lines:?}");
     assert_eq!(k.ring(), 256);
     assert!(rec.devices.is_empty());

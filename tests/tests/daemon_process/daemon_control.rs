@@ -9,58 +9,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use policy::Mode;
-use pptune::act::rollout::HostId;
 use pptune::act::state::{StateError, StateStore};
 use pptune::publish::control::{self, Reply, Request};
-use pptune::publish::metrics::Metrics;
-use pptune::publish::notify::Notifier;
-use pptune::service::{Options, PolicyEngine, run};
-use pptune_tests::daemon::Fixed;
+use pptune_tests::daemon;
 use pptune_tests::fake::{self, FakeKernel};
-use tokio::sync::mpsc;
 
 #[tokio::test(flavor = "current_thread")]
 async fn status_view_and_restore_through_the_running_daemon() {
     let dir = tempfile::tempdir().unwrap();
-    let sock = control::socket_path(dir.path());
-    let k = Arc::new(FakeKernel::bursty());
-    let mut p = fake::test_policy(Mode::Enforce);
-    p.timing.interval = Duration::from_millis(200);
-    p.timing.window = Duration::from_millis(200);
-    let (_tx, rx) = mpsc::unbounded_channel();
-    let opts = Options {
-        notifier: Notifier::off(),
-        store: Some(StateStore::open(dir.path(), "b".into()).unwrap()),
-        host_id: HostId {
-            source: "test",
-            value: "h".into(),
-        },
-        control_socket: Some(sock.clone()),
-        metrics: Arc::new(Metrics::new()),
-        reload: rx,
-        backoff_base: Duration::from_secs(30),
-        coexist: pptune::act::coexist::Roots::none(),
-        recording: None,
-    };
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let daemon = tokio::spawn(run(
-        Arc::clone(&k),
-        PolicyEngine::default(),
-        Box::new(Fixed(p.clone())),
-        p,
-        opts,
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
-    // Wait for pptune's change.
-    for _ in 0..100 {
-        if k.ring() > 256 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(k.ring() > 256, "no change made");
+    let (k, sock, d) = daemon::start_enforcing_with_control(dir.path()).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
@@ -91,8 +48,7 @@ async fn status_view_and_restore_through_the_running_daemon() {
         other => panic!("{other:?}"),
     }
     assert_eq!(k.ring(), 256);
-    stop_tx.send(()).unwrap();
-    daemon.await.unwrap().unwrap();
+    d.stop().await.unwrap();
     assert!(!sock.exists(), "control socket left behind");
     // Without a daemon: no view.
     assert!(control::query(&sock).await.is_none());
@@ -158,7 +114,7 @@ async fn an_observe_only_host_never_reads_as_enforcing() {
         p.rollout = rollout;
         p.timing.interval = Duration::from_millis(200);
         p.timing.window = Duration::from_millis(200);
-        let d = pptune_tests::daemon::start(&k, p, None, Some(sock.clone()));
+        let d = daemon::start(&k, p, None, Some(sock.clone()));
         let mut view = None;
         for _ in 0..100 {
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -205,7 +161,7 @@ async fn status_ages_grow_while_the_loop_is_wedged() {
     let k = Arc::new(FakeKernel::bursty());
     let mut p = fake::test_policy(Mode::Observe);
     p.timing.interval = Duration::from_millis(200);
-    let running = pptune_tests::daemon::start(&k, p, None, Some(sock.clone()));
+    let running = daemon::start(&k, p, None, Some(sock.clone()));
     let mut first = None;
     for _ in 0..100 {
         tokio::time::sleep(Duration::from_millis(50)).await;

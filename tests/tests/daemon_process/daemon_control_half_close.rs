@@ -2,14 +2,10 @@
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use policy::Mode;
-use pptune::act::state::StateStore;
-use pptune::publish::control::{self, REQUEST_TIMEOUT, Reply, Request};
+use pptune::publish::control::{REQUEST_TIMEOUT, Reply, Request};
 use pptune_tests::daemon;
-use pptune_tests::fake::{self, FakeKernel};
 
 /// A client that shuts its sending side after its request (`socat`,
 /// `nc -N`, a script's here-document) still waits for the reply; the
@@ -20,24 +16,7 @@ use pptune_tests::fake::{self, FakeKernel};
 async fn a_client_that_half_closes_after_its_request_gets_its_restore() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let dir = tempfile::tempdir().unwrap();
-    let sock = control::socket_path(dir.path());
-    let k = Arc::new(FakeKernel::bursty());
-    let mut p = fake::test_policy(Mode::Enforce);
-    p.timing.interval = Duration::from_millis(200);
-    p.timing.window = Duration::from_millis(200);
-    let d = daemon::start(
-        &k,
-        p,
-        Some(StateStore::open(dir.path(), "b".into()).unwrap()),
-        Some(sock.clone()),
-    );
-    for _ in 0..100 {
-        if k.ring() > 256 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(k.ring() > 256, "no change made");
+    let (k, sock, d) = daemon::start_enforcing_with_control(dir.path()).await;
     // Wedged, so that the request waits in the handler past the client's
     // end-of-file.
     k.state.lock().unwrap().hang_sampling = true;

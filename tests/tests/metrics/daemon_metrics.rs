@@ -15,13 +15,11 @@ use std::time::Duration;
 
 use policy::policy::QueueSelection;
 use policy::{Mode, Policy};
-use pptune::act::rollout::HostId;
 use pptune::publish::http::{Limits, serve_with};
 use pptune::publish::metrics::{Metrics, family_names};
-use pptune::publish::notify::Notifier;
 use pptune::sample::KernelEvent;
-use pptune::service::{Options, PolicyEngine, PolicyNotLoaded, PolicySource, run};
-use pptune_tests::daemon::Fixed;
+use pptune::service::{PolicyEngine, PolicyNotLoaded, PolicySource, run};
+use pptune_tests::daemon::{self, Fixed};
 use pptune_tests::fake::{self, FakeKernel};
 use tokio::sync::mpsc;
 
@@ -173,24 +171,6 @@ fn parse_openmetrics(text: &str) -> Result<BTreeMap<String, (String, Vec<String>
     Ok(fams)
 }
 
-/// The loop's options for a test: no state, no socket, host "h".
-fn options(metrics: Arc<Metrics>, reload: mpsc::UnboundedReceiver<()>) -> Options {
-    Options {
-        notifier: Notifier::off(),
-        store: None,
-        host_id: HostId {
-            source: "test",
-            value: "h".into(),
-        },
-        control_socket: None,
-        metrics,
-        reload,
-        backoff_base: Duration::from_secs(30),
-        coexist: pptune::act::coexist::Roots::none(),
-        recording: None,
-    }
-}
-
 /// Runs the daemon on the fake with an operator override and an overflow,
 /// so every path that feeds a metric is taken.
 async fn exercise(metrics: Arc<Metrics>, secs: u64) {
@@ -214,7 +194,7 @@ async fn exercise_with(metrics: Arc<Metrics>, secs: u64, series: QueueSelection)
     let mut reloaded = p.clone();
     reloaded.rings.enabled = false;
     let (tx, rx) = mpsc::unbounded_channel();
-    let opts = options(metrics, rx);
+    let opts = daemon::options("h", metrics, rx);
     let k2 = Arc::clone(&k);
     tokio::spawn(async move {
         while k2.sets().is_empty() {
@@ -852,7 +832,7 @@ async fn serve_daemon(policy: Policy, next: Arc<std::sync::Mutex<Policy>>) -> Se
     let addr = start_server(Arc::clone(&metrics), Limits::default()).await;
     let kernel = Arc::new(FakeKernel::bursty());
     let (tx, rx) = mpsc::unbounded_channel();
-    let opts = options(metrics, rx);
+    let opts = daemon::options("h", metrics, rx);
     let k = Arc::clone(&kernel);
     let daemon = tokio::spawn(async move {
         run(
@@ -1200,7 +1180,7 @@ async fn a_policy_load_that_hangs_stops_neither_healthz_nor_the_loop() {
     let metrics = Arc::new(Metrics::new());
     let addr = start_server(Arc::clone(&metrics), Limits::default()).await;
     let (tx, rx) = mpsc::unbounded_channel();
-    let opts = options(Arc::clone(&metrics), rx);
+    let opts = daemon::options("h", Arc::clone(&metrics), rx);
     let source = Hangs(policy.clone(), Arc::clone(&hang), Arc::clone(&loads));
     let daemon = tokio::spawn(run(
         Arc::new(FakeKernel::bursty()),
@@ -1421,7 +1401,7 @@ async fn the_loop_keeps_its_interval_under_a_scrape_storm() {
         s.next_pool_id = 2049;
     }
     let (_tx, rx) = mpsc::unbounded_channel();
-    let opts = options(Arc::clone(&metrics), rx);
+    let opts = daemon::options("h", Arc::clone(&metrics), rx);
     let p = policy.clone();
     let daemon = tokio::spawn(run(
         kernel,

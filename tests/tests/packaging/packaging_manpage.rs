@@ -58,7 +58,7 @@ fn main_page(cmd: clap::Command) -> Vec<u8> {
 }
 
 /// pptune-CMD(8): clap's sections, then EXAMPLES and EXIT STATUS from the
-/// command's [`pptune::cmd::cli::manual`] (what `--help` shows after the
+/// command's [`pptune::cmd::help::manual`] (what `--help` shows after the
 /// options, which clap_mangen would put under EXTRA).
 fn sub_page(cmd: clap::Command, name: &str) -> Vec<u8> {
     let man = mangen(cmd);
@@ -68,10 +68,10 @@ fn sub_page(cmd: clap::Command, name: &str) -> Vec<u8> {
     man.render_synopsis_section(&mut buf).unwrap();
     man.render_description_section(&mut buf).unwrap();
     man.render_options_section(&mut buf).unwrap();
-    let m = pptune::cmd::cli::manual(name);
+    let m = pptune::cmd::help::manual(name);
     assert!(
         !m.examples.is_empty() && !m.exit.is_empty(),
-        "pptune::cmd::cli::manual has no entry for `{name}`"
+        "pptune::cmd::help::manual has no entry for `{name}`"
     );
     let mut out = String::from(".SH EXAMPLES\n");
     for (cmdline, what) in m.examples {
@@ -416,7 +416,7 @@ fn man_pages_document_commands_files_environment_exit_status_and_signals() {
             for section in [".SH EXAMPLES", ".SH \"EXIT STATUS\""] {
                 assert!(p.contains(section), "{rel} has no {section}");
             }
-            for (code, _) in pptune::cmd::cli::manual(sub).exit {
+            for (code, _) in pptune::cmd::help::manual(sub).exit {
                 assert!(
                     main_exit.contains(&format!("\\fB{code}\\fR")),
                     "pptune.8 EXIT STATUS does not say what {code} ({sub}) means"
