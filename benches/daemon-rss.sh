@@ -16,7 +16,8 @@
 #   links   pool-less dummy links added beside 4 NICs: 1,000, 4,000,
 #           8,000 — a container host's veths, which pptune sees in every
 #           link dump but does not select;
-# and at each step, after 3 more passes: VmRSS, VmHWM, the exposition's
+# and at each step, after 3 more passes: VmRSS (and its parts: RssAnon,
+# the heap and stacks; RssFile, the binary's pages run so far), VmHWM, the exposition's
 # size and series count, and the recording's size. Then churn: the NICs
 # replaced (each a new netdevsim device, new ifindex, new pools) --churn
 # times (default 2,000) and 30,000 dummy lifetimes, RSS before and after.
@@ -85,6 +86,7 @@ kib = lambda k: int(st[k].split()[0])
 rec = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(state) for f in fs)
 print(json.dumps({"ladder": ladder, "step": step, "nics": int(nics), "pools": int(pools),
     "dummies": int(dummies), "rss_kib": kib("VmRSS"), "hwm_kib": kib("VmHWM"),
+    "anon_kib": kib("RssAnon"), "file_kib": kib("RssFile"),
     "threads": int(st["Threads"]), "expo_bytes": len(expo.encode()),
     "series": sum(1 for l in expo.splitlines() if l and not l.startswith("#")),
     "state_bytes": rec}))
