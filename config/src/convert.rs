@@ -9,12 +9,15 @@ use policy::drivers::{DEFAULT_PAGE_BYTES, POOL_CACHE_PAGES, POOL_RING_CLAMP};
 use policy::policy as p;
 
 use crate::raw::{
-    ByteSize, DurationText, RawBudget, RawChannels, RawClass, RawCoexist, RawDaemon, RawDisruption,
-    RawLimits, RawMode, RawOnStop, RawPolicy, RawPortTaken, RawPrior, RawQueueSeries, RawRings,
-    RawRollout, RawRounding, RawSelector, RawThresholds, RawTiming, Weekday,
+    ByteSize, DurationText, RawBudget, RawChannels, RawCoexist, RawDaemon, RawLimits, RawMode,
+    RawOnStop, RawPolicy, RawPortTaken, RawPrior, RawQueueSeries, RawRings, RawRollout,
+    RawRounding, RawSelector, RawThresholds, RawTiming,
 };
 use crate::schema::Issue;
 use crate::tree::{Loc, Node, Value};
+mod enums;
+use enums::{disruption, mode, weekday};
+
 use crate::values::{
     LISTEN_EXAMPLES, MAX_DURATION, MAX_DURATION_TEXT, is_pci_model, parse_bytes, parse_duration,
     parse_hhmm, parse_listen,
@@ -576,45 +579,5 @@ impl Cx<'_> {
             queue_series,
             recording_max_bytes,
         }
-    }
-}
-
-/// `disruption`: the classes by driver.
-fn disruption(d: &RawDisruption) -> p::Disruption {
-    p::Disruption {
-        drivers: d
-            .drivers
-            .iter()
-            .map(|(k, v)| (k.clone(), class(*v)))
-            .collect(),
-        default_class: class(d.default_class),
-        allowed_while_up: d.allowed_while_up.iter().map(|c| class(*c)).collect(),
-    }
-}
-
-fn mode(m: RawMode) -> p::Mode {
-    match m {
-        RawMode::Observe => p::Mode::Observe,
-        RawMode::Enforce => p::Mode::Enforce,
-    }
-}
-
-fn class(c: RawClass) -> p::DisruptionClass {
-    match c {
-        RawClass::Brief => p::DisruptionClass::Brief,
-        RawClass::Restart => p::DisruptionClass::Restart,
-        RawClass::LinkDown => p::DisruptionClass::LinkDown,
-    }
-}
-
-fn weekday(d: Weekday) -> u8 {
-    match d {
-        Weekday::Mon => 0,
-        Weekday::Tue => 1,
-        Weekday::Wed => 2,
-        Weekday::Thu => 3,
-        Weekday::Fri => 4,
-        Weekday::Sat => 5,
-        Weekday::Sun => 6,
     }
 }
