@@ -18,15 +18,14 @@ use policy::engine::{ActionRecord, Observation, Outcome};
 use policy::evaluate::{Applied, Evaluation, Verdict};
 use policy::gates::{self, Backoff};
 use policy::knobs::{self, Block};
-use policy::plan::{Decision, Knob, ReasonCode};
+use policy::plan::{Decision, Knob};
 use policy::snapshot::{Device, DeviceId, Snapshot};
 use policy::window::Rates;
 
 use crate::act::change::Change;
-use crate::act::events::Event;
-pub(crate) use crate::act::lent::{Lent, Record, Seen};
-pub use crate::act::set::knob_value;
-use crate::act::set::{restore_originals, set_knob};
+use crate::act::events::{Event, skipped};
+use crate::act::lent::{Lent, Record, Seen};
+use crate::act::set::{knob_value, restore_originals, set_knob};
 use crate::act::state::StateFile;
 use crate::clock::{Clock, local_time, now_unix, unix_ms};
 use crate::sample::{Kernel, SetError};
@@ -321,17 +320,9 @@ impl Actuator {
             &dec.evidence,
             &gates::Spent::default(),
         ) {
-            let what = match held.reason {
-                ReasonCode::OperatorOverride => "override",
-                ReasonCode::BackedOff => "backoff",
-                ReasonCode::KernelRefused => "refused",
-                ReasonCode::Cooldown => "cooldown",
-                ReasonCode::ChangeBudgetExhausted => "budget",
-                r => r.as_str(),
-            };
             tracing::info!(device = %name, knob = %knob, reason = held.reason.as_str(), "not acting: {}", held.message);
             io.events
-                .action(name, knob, direction, &format!("skipped_{what}"));
+                .action(name, knob, direction, &skipped(held.reason));
             return false;
         }
         true

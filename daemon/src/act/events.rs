@@ -3,6 +3,7 @@
 //! writes no output itself (`publish` reads `act`, never the other way).
 
 use policy::Knob;
+use policy::plan::ReasonCode;
 
 /// The `(direction, result)` pairs of a change's `pptune_actions_total`
 /// series that exist, at 0, for every knob pptune manages on a device from
@@ -29,6 +30,20 @@ const CHANGE_RESULTS: &[&str] = &[
     "reverted",
     "inconclusive",
 ];
+
+/// The result of a change an actuator gate held (`skipped_<gate>`), by
+/// the gate's reason.
+pub(crate) fn skipped(reason: ReasonCode) -> String {
+    let what = match reason {
+        ReasonCode::OperatorOverride => "override",
+        ReasonCode::BackedOff => "backoff",
+        ReasonCode::KernelRefused => "refused",
+        ReasonCode::Cooldown => "cooldown",
+        ReasonCode::ChangeBudgetExhausted => "budget",
+        r => r.as_str(),
+    };
+    format!("skipped_{what}")
+}
 
 /// What acting did that the outputs count.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,7 +18,7 @@ pub mod actuator;
 mod change;
 pub mod coexist;
 pub mod events;
-mod lent;
+pub(crate) mod lent;
 pub mod rollout;
 pub mod set;
 pub mod state;

@@ -3,8 +3,9 @@
 //! events it notes for the outputs; lent to the actuator one call at a time.
 
 use super::inputs::Engine;
-use crate::act::actuator::{self, Actuator};
+use crate::act::actuator::Actuator;
 use crate::act::events::Events;
+use crate::act::lent;
 use crate::act::state::{StateError, StateFile, StateStore};
 use crate::clock::{Clock, unix_ms};
 use crate::publish::metrics::Metrics;
@@ -43,7 +44,7 @@ pub(super) struct Keep<'a, E> {
     pub(super) metrics: &'a Metrics,
 }
 
-impl<E: Engine> actuator::Record for Keep<'_, E> {
+impl<E: Engine> lent::Record for Keep<'_, E> {
     fn file(&mut self) -> &mut StateFile {
         self.state
     }

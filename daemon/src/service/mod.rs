@@ -18,8 +18,9 @@ use policy::{Mode, OnStop, Policy};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::act::actuator::{self, Actuator, Lent, Seen};
+use crate::act::actuator::Actuator;
 use crate::act::events::Events;
+use crate::act::lent::{self, Lent, Seen};
 use crate::act::rollout;
 use crate::clock::{Clock, local_time};
 use crate::publish::control::{self, DaemonView, RestoreRequest};
@@ -751,7 +752,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
 
     /// Writes the record; `false` (logged, counted) when it could not.
     fn save_state(&mut self) -> bool {
-        actuator::Record::save(&mut self.lend().1.record)
+        lent::Record::save(&mut self.lend().1.record)
     }
 
     /// Compares a reported block of knob values with what pptune set;

@@ -9,7 +9,6 @@ use policy::plan::Decision;
 use policy::select::Unselected;
 use policy::snapshot::{Device, Snapshot};
 
-use crate::act::actuator;
 use crate::act::state::StateFile;
 use crate::publish::notes::Unjudged;
 
@@ -111,7 +110,7 @@ pub(super) fn left_in_place(changes: u64, state: &StateFile, devices: &BTreeMap<
     for (key, rec) in &state.devices {
         let dev = devices.values().find(|d| d.id.key() == *key);
         for o in &rec.originals {
-            let now = dev.and_then(|d| actuator::knob_value(d, o.knob));
+            let now = dev.and_then(|d| crate::act::set::knob_value(d, o.knob));
             left.push(format!(
                 "{} {} {} (original {})",
                 dev.map_or(rec.last_name.as_str(), |d| d.name.as_str()),
