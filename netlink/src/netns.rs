@@ -43,6 +43,41 @@ impl TempNetns {
         Ok(Self { name })
     }
 
+    /// [`TempNetns::create`] with a veth pair in it, `veth0` and `veth1`,
+    /// each with `queues` RX and TX queues and up: the tests' live device.
+    pub fn with_veth(tag: &str, queues: u32) -> Result<Self, Error> {
+        let ns = Self::create(tag)?;
+        let q = queues.to_string();
+        let q = q.as_str();
+        let wrap = |source| Error::EnterNetns {
+            name: ns.name.clone(),
+            source,
+        };
+        ns.ip(&[
+            "link",
+            "add",
+            "veth0",
+            "numrxqueues",
+            q,
+            "numtxqueues",
+            q,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "veth1",
+            "numrxqueues",
+            q,
+            "numtxqueues",
+            q,
+        ])
+        .map_err(wrap)?;
+        for end in ["veth0", "veth1"] {
+            ns.ip(&["link", "set", end, "up"]).map_err(wrap)?;
+        }
+        Ok(ns)
+    }
+
     #[must_use]
     pub fn name(&self) -> &str {
         &self.name

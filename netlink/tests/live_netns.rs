@@ -16,29 +16,7 @@ fn netns_with_veth(tag: &str) -> Option<TempNetns> {
         netlink::netns::is_root(),
         "{tag}: needs root to create a network namespace"
     );
-    let ns = TempNetns::create(tag).unwrap();
-    ns.ip(&[
-        "link",
-        "add",
-        "veth0",
-        "numrxqueues",
-        "4",
-        "numtxqueues",
-        "4",
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "veth1",
-        "numrxqueues",
-        "4",
-        "numtxqueues",
-        "4",
-    ])
-    .unwrap();
-    ns.ip(&["link", "set", "veth0", "up"]).unwrap();
-    ns.ip(&["link", "set", "veth1", "up"]).unwrap();
-    Some(ns)
+    Some(TempNetns::with_veth(tag, 4).unwrap())
 }
 
 async fn ifindex(c: &Client, name: &str) -> u32 {

@@ -554,22 +554,7 @@ mod tests {
             netlink::netns::is_root(),
             "live_status_in_netns: needs root (creates a network namespace)"
         );
-        let ns = netlink::netns::TempNetns::create("status").unwrap();
-        ns.ip(&[
-            "link",
-            "add",
-            "veth0",
-            "numrxqueues",
-            "2",
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "veth1",
-        ])
-        .unwrap();
-        ns.ip(&["link", "set", "veth0", "up"]).unwrap();
-        ns.ip(&["link", "set", "veth1", "up"]).unwrap();
+        let ns = netlink::netns::TempNetns::with_veth("status", 2).unwrap();
         let (text, json) = ns
             .run(|| async {
                 let k = NetlinkKernel::connect().await.unwrap();

@@ -12,22 +12,7 @@ fn veth_netns(tag: &str) -> TempNetns {
         netlink::netns::is_root(),
         "{tag}: needs root to create a network namespace"
     );
-    let ns = TempNetns::create(tag).unwrap();
-    ns.ip(&[
-        "link",
-        "add",
-        "veth0",
-        "numrxqueues",
-        "4",
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "veth1",
-    ])
-    .unwrap();
-    ns.ip(&["link", "set", "veth0", "up"]).unwrap();
-    ns
+    TempNetns::with_veth(tag, 4).unwrap()
 }
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../netlink/tests/fixtures/");
