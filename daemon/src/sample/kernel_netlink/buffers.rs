@@ -146,3 +146,29 @@ fn copy_capabilities(dst: &mut Capabilities, src: &Capabilities) {
     dst.ethtool_family = *ethtool_family;
     dst.cap_net_admin = *cap_net_admin;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A burst of links that went away lets the buffers go; a host that
+    /// keeps its links keeps them (a steady pass allocates nothing).
+    #[test]
+    fn a_burst_that_went_away_lets_the_buffers_go() {
+        let mut b = PassBuffers::default();
+        b.links.resize(1000, Link::default());
+        let mut snap = Snapshot::default();
+        snap.devices.reserve(1000);
+        b.links.truncate(600);
+        b.recycle(snap);
+        assert!(b.links.capacity() >= 1000, "600 of 1000 links: kept");
+        let snap = b.spare.take().unwrap_or_default();
+        b.links.truncate(10);
+        b.recycle(snap);
+        assert_eq!(b.links.capacity(), 0, "10 of 1000 links: let go");
+        assert!(
+            b.spare.as_ref().is_some_and(|s| s.devices.capacity() == 0),
+            "the spare snapshot cut to what it holds"
+        );
+    }
+}
