@@ -8,7 +8,7 @@
 //! windows, one bond member at a time, disruption class.
 //!
 //! Also here: every timing term of the gates that is not in the policy
-//! ([`HOUR`], [`HISTORY_KEEP`]); the backoff's terms and rule
+//! ([`HOUR`], [`HISTORY_KEEP`], [`shrink_hold`]); the backoff's terms and rule
 //! ([`BACKOFF_BASE`], [`MAX_BACKOFF`], [`Backoff::after_failure`]) live
 //! with the backoff the daemon hands the engine (`crate::observation`).
 
@@ -28,6 +28,19 @@ pub const HOUR: Duration = Duration::from_secs(3600);
 /// an hour, the "did not work before" rule two.
 pub const HISTORY_KEEP: Duration = Duration::from_secs(7200);
 pub use crate::observation::{BACKOFF_BASE, Backoff, MAX_BACKOFF};
+
+/// How long give-back trials are held after `failures` in a row brought
+/// recycle misses back (`crate::state::ShrinkHold`): 4 × `calm` after the
+/// first, doubling with each further one, at most 64 × `calm`. A load that
+/// needs its ring keeps it for many calms (no shrink-and-regrow cycle),
+/// yet a load that changed without stopping is tried again.
+#[must_use]
+pub fn shrink_hold(calm: Duration, failures: u32) -> Duration {
+    match failures {
+        0 => Duration::ZERO,
+        n => calm.saturating_mul(2u32.saturating_pow(n.min(5).saturating_add(1))),
+    }
+}
 
 /// What changes earlier in the same plan used up (the actuator, acting on
 /// them one by one, sees them in the history instead).

@@ -53,6 +53,13 @@ pub struct DeviceState {
     /// now, and only a rebuild (a ring or channel change) starts it again.
     #[serde(default)]
     pub pool_held: PoolHeld,
+    /// Since when (obs.pass.now) no queue has had enough traffic to judge;
+    /// `None` = some queue had. A load that is gone needs no ring.
+    #[serde(default)]
+    pub idle_since: Option<Duration>,
+    /// Give-back trials that brought recycle misses back, and when.
+    #[serde(default)]
+    pub shrink_hold: ShrinkHold,
 }
 
 impl DeviceState {
@@ -96,6 +103,59 @@ impl PoolHeld {
     }
 }
 
+/// The give-back trials of a ring that failed (were put back because
+/// recycle misses returned, or did not hold), in a row: the load needs the
+/// ring, so no trial is made while [`Self::holds`] says so — for a hold
+/// that scales with `timing.calm_before_shrink` and doubles with every
+/// failure in a row ([`crate::gates::shrink_hold`]), or until the load is
+/// gone. A kept give-back step ends the row.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShrinkHold {
+    /// When the last failed trial was made (`None`: no failure in a row).
+    pub since: Option<Duration>,
+    /// Failed trials in a row.
+    pub failures: u32,
+    /// The time of the last trial whose outcome was noted (each is noted once).
+    pub noted: Option<Duration>,
+}
+
+impl ShrinkHold {
+    /// Notes the outcome of the ring's last shrink, made at `at`: a failure
+    /// extends the row, a kept step ends it; an outcome not yet known (or
+    /// that could not be judged) and a trial noted before change nothing.
+    pub fn note(&mut self, at: Duration, outcome: &crate::observation::Outcome) {
+        use crate::observation::Outcome;
+        if self.noted.is_some_and(|n| at <= n) {
+            return;
+        }
+        match outcome {
+            Outcome::Reverted | Outcome::Ineffective => {
+                self.since = Some(at);
+                self.failures = self.failures.saturating_add(1);
+            }
+            Outcome::Effective => {
+                self.since = None;
+                self.failures = 0;
+            }
+            Outcome::Pending
+            | Outcome::Inconclusive
+            | Outcome::Refused { .. }
+            | Outcome::Failed { .. } => return,
+        }
+        self.noted = Some(at);
+    }
+
+    /// Whether a give-back trial is held at `now`: a failure in a row is
+    /// younger than its hold, and the load it failed under has not been
+    /// gone (no traffic to judge since `idle_since`) for `calm` since then.
+    #[must_use]
+    pub fn holds(&self, now: Duration, calm: Duration, idle_since: Option<Duration>) -> bool {
+        let Some(at) = self.since else { return false };
+        let gone = idle_since.is_some_and(|s| s >= at && now.saturating_sub(s) >= calm);
+        !gone && now.saturating_sub(at) < crate::gates::shrink_hold(calm, self.failures)
+    }
+}
+
 /// The window a ring growth was decided on: the pool it had and the pages
 /// per ring fill it freed (pool × ring_full / recycle_ring, worst queue).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -121,7 +181,13 @@ impl EngineState {
     pub fn rebase(&mut self, old_now: Duration, new_now: Duration) {
         for d in self.devices.values_mut() {
             let rebase = |t: Duration| new_now.saturating_sub(old_now.saturating_sub(t));
-            if let Some(since) = &mut d.calm_since {
+            let instants = [
+                &mut d.calm_since,
+                &mut d.idle_since,
+                &mut d.shrink_hold.since,
+                &mut d.shrink_hold.noted,
+            ];
+            for since in instants.into_iter().flatten() {
                 *since = rebase(*since);
             }
         }
@@ -131,6 +197,7 @@ impl EngineState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::observation::Outcome;
 
     #[test]
     fn a_pool_mark_holds_until_a_rebuild() {
@@ -154,6 +221,12 @@ mod tests {
             DeviceState {
                 grow_windows: 1,
                 calm_since: Some(Duration::from_secs(100)),
+                idle_since: Some(Duration::from_secs(120)),
+                shrink_hold: ShrinkHold {
+                    since: Some(Duration::from_secs(110)),
+                    failures: 2,
+                    noted: Some(Duration::from_secs(110)),
+                },
                 ring_probe: Some(RingProbe {
                     ring: 1024,
                     pool_before: 256,
@@ -173,5 +246,45 @@ mod tests {
         s.rebase(Duration::from_secs(10), Duration::from_secs(50));
         let d = s.devices.values().next().cloned().unwrap_or_default();
         assert_eq!(d.calm_since, Some(Duration::from_secs(40)));
+        // Every instant moves with the clock: the hold keeps its age.
+        assert_eq!(d.idle_since, Some(Duration::from_secs(40)));
+        assert_eq!(d.shrink_hold.since, Some(Duration::from_secs(40)));
+        assert_eq!(d.shrink_hold.noted, Some(Duration::from_secs(40)));
+    }
+
+    #[test]
+    fn a_shrink_hold_counts_each_failure_once_and_ends_when_the_load_goes() {
+        let calm = Duration::from_secs(300);
+        let at = |s| Duration::from_secs(s);
+        let mut h = ShrinkHold::default();
+        assert!(!h.holds(at(0), calm, None));
+        h.note(at(100), &Outcome::Pending);
+        assert_eq!(h, ShrinkHold::default(), "not judged yet");
+        h.note(at(100), &Outcome::Reverted);
+        h.note(at(100), &Outcome::Reverted);
+        assert_eq!(h.failures, 1, "one trial, noted once");
+        // Held 4 calms from the trial.
+        assert!(h.holds(at(100 + 1199), calm, None));
+        assert!(!h.holds(at(100 + 1200), calm, None));
+        // Idle for a calm since the trial: the load is gone.
+        assert!(h.holds(at(500), calm, Some(at(300))));
+        assert!(!h.holds(at(600), calm, Some(at(300))));
+        // Idle since before the trial is not the load going away.
+        assert!(h.holds(at(600), calm, Some(at(50))));
+        h.note(at(2000), &Outcome::Ineffective);
+        assert_eq!(h.failures, 2);
+        assert!(h.holds(at(2000 + 2399), calm, None));
+        h.note(at(5000), &Outcome::Effective);
+        assert_eq!(h.since, None);
+        assert!(!h.holds(at(5001), calm, None));
+    }
+
+    #[test]
+    fn a_shrink_hold_doubles_from_four_calms_to_at_most_sixty_four() {
+        let calm = Duration::from_secs(60);
+        let holds: Vec<u64> = (0..8)
+            .map(|n| crate::gates::shrink_hold(calm, n).as_secs() / 60)
+            .collect();
+        assert_eq!(holds, [0, 4, 8, 16, 32, 64, 64, 64]);
     }
 }

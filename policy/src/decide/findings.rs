@@ -179,8 +179,14 @@ impl DeviceRun<'_> {
         } else {
             ds.end_calm();
         }
-        ds.pool_held
-            .note(super::ring::Ring(self).current(), f.held_peak);
+        if f.judged == 0 && !f.pressure {
+            ds.idle_since.get_or_insert(self.obs.pass.now);
+        } else {
+            ds.idle_since = None;
+        }
+        let ring = super::ring::Ring(self);
+        ds.pool_held.note(ring.current(), f.held_peak);
+        ring.note_shrink_outcome(ds);
     }
 }
 

@@ -348,9 +348,6 @@ impl<'a> DeviceRun<'a> {
             (Outcome::Reverted, Direction::Shrink) if matches!(knob, Knob::Channels(_)) => {
                 "was put back (harm rose, or the delivered rate did not rise by more than channels.trial_gain)"
             }
-            (Outcome::Reverted, Direction::Shrink) if matches!(knob, Knob::Ring(_)) => {
-                "brought recycle misses back (or made harm worse) and was put back: the load needs the ring"
-            }
             (Outcome::Reverted, _) => "made harm worse and was reverted",
             (Outcome::Ineffective, Direction::Grow) if matches!(knob, Knob::Ring(_)) => {
                 "did not move the recycle-miss share"

@@ -481,7 +481,8 @@ impl Ring<'_, '_> {
     /// A calm pool gives memory back (docs/decisions.md §7), one step at
     /// a time ([`give_back_step`]), each judged under the load and put
     /// back once when recycle misses come back (`evaluate::judge`), then
-    /// not retried while its record lasts ([`Self::failed_before`]). The
+    /// held for a span that grows with each failure in a row, unless the
+    /// load is gone ([`crate::state::ShrinkHold`]). The
     /// pools' mark is read only when it was taken at the ring the device
     /// has now and the kernel reports `inflight`.
     pub(super) fn give_back(&self, ds: &DeviceState, ev: &mut Evidence) -> Option<Proposal> {
@@ -489,14 +490,13 @@ impl Ring<'_, '_> {
         if !self.policy.rings.enabled || !self.policy.rings.shrink_when_calm {
             return None;
         }
-        let calm_for = self.obs.pass.now.saturating_sub(since);
-        if calm_for < self.policy.timing.calm_before_shrink {
+        let now = self.obs.pass.now;
+        let calm = self.policy.timing.calm_before_shrink;
+        let calm_for = now.saturating_sub(since);
+        if calm_for < calm || ds.shrink_hold.holds(now, calm, ds.idle_since) {
             return None;
         }
         let knob = self.ring_knob();
-        if self.failed_before(knob, Direction::Shrink).is_some() {
-            return None;
-        }
         let original = self
             .obs
             .originals
@@ -504,9 +504,16 @@ impl Ring<'_, '_> {
             .find(|o| o.device == self.dev.id && o.knob == knob)
             .map(|o| o.value);
         let cur = self.current();
+        // No queue has had traffic to judge for a whole calm: the load is
+        // gone and holds nothing (the pools' mark is of bursts that ended).
+        let idle = ds.idle_since.is_some_and(|s| now.saturating_sub(s) >= calm);
         let known = self.dev.pools().any(|p| p.inflight.is_some());
-        let held = (known && ds.pool_held.ring == cur && ds.pool_held.windows > 0)
-            .then_some(ds.pool_held.pages);
+        let held = if idle {
+            Some(0)
+        } else {
+            (known && ds.pool_held.ring == cur && ds.pool_held.windows > 0)
+                .then_some(ds.pool_held.pages)
+        };
         let step = give_back_step(
             self.policy,
             self.policy.rings.right_size,
@@ -545,7 +552,11 @@ impl Ring<'_, '_> {
                 calm_for.as_secs_f64() / 60.0,
                 self.policy.thresholds.shrink_recycle_miss * 100.0,
                 step.to,
-                step.why(),
+                if idle {
+                    "no queue has had traffic enough to judge for a whole calm: the load is gone, and holds nothing".to_owned()
+                } else {
+                    step.why()
+                },
                 if below {
                     format!(", right-sizing below the original, floor {}", step.floor)
                 } else {
@@ -553,6 +564,22 @@ impl Ring<'_, '_> {
                 },
             )),
         })
+    }
+
+    /// Notes in `ds.shrink_hold` the outcome of the ring's last shrink in
+    /// the history, once it is known (the hold outlives the two hours of
+    /// history: each outcome is noted by the window that first sees it).
+    pub(super) fn note_shrink_outcome(&self, ds: &mut DeviceState) {
+        let knob = self.ring_knob();
+        if let Some(r) = self
+            .obs
+            .history
+            .iter()
+            .rev()
+            .find(|r| r.device == self.dev.id && r.knob == knob && r.to < r.from)
+        {
+            ds.shrink_hold.note(r.at, &r.outcome);
+        }
     }
 
     pub(super) fn current(&self) -> u32 {
