@@ -42,7 +42,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // bench binary
 #![allow(clippy::disallowed_types)] // wall-clock timing of a bench run
 
-#[path = "shared/mod.rs"]
+#[path = "shared/vm_outcome.rs"]
 mod shared;
 
 use std::process::{Command, Stdio};

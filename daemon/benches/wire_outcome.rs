@@ -79,7 +79,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // bench binary
 #![allow(clippy::cast_precision_loss)] // figures from counters far below 2^52
 
-#[path = "shared/mod.rs"]
+#[path = "shared/vm_outcome.rs"]
 mod shared;
 
 use std::io::{BufRead, BufReader, Write};

@@ -142,7 +142,8 @@ fn raw_string_len(s: &[u8], at_token_start: bool) -> Option<usize> {
 }
 
 /// A file's module path: `["act", "actuator"]` for `src/act/actuator.rs`,
-/// `["service"]` for `src/service/mod.rs`, `["clock"]` for `src/clock.rs`.
+/// `["service"]` for `src/service.rs` (or a `src/service/mod.rs`),
+/// `["clock"]` for `src/clock.rs`.
 /// `None` for the crate roots.
 fn module_path(src: &Path, file: &Path) -> Option<Vec<String>> {
     let rel = file.strip_prefix(src).expect("under src");
@@ -871,4 +872,44 @@ fn the_decision_check_catches_what_it_is_for() {
     assert!(!caught("fn unjudgeable(reason: ReasonCode) -> bool {"));
     assert!(caught("let harm = after.drops - before.drops;"));
     assert!(caught("if worse { self.revert(ev) }"));
+}
+
+/// One module style in the workspace: a module with submodules is
+/// `name.rs` beside its folder `name/`, never `name/mod.rs` (the two were
+/// mixed inside one crate). Every crate's `src`, the benches and the
+/// tests are scanned, and the fuzz crate's (its `target/` is not).
+#[test]
+fn no_module_is_a_mod_rs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = Vec::new();
+    for dir in [
+        "policy/src",
+        "netlink/src",
+        "config/src",
+        "daemon/src",
+        "daemon/record/src",
+        "daemon/benches",
+        "daemon/tests",
+        "tests",
+        "fuzz/fuzz_targets",
+        "fuzz/src",
+    ] {
+        let d = root.join(dir);
+        assert!(d.is_dir(), "{} is gone: update this list", d.display());
+        rust_files(&d, &mut files);
+    }
+    assert!(
+        files.len() > 100,
+        "the scan found only {} files",
+        files.len()
+    );
+    let mod_rs: Vec<_> = files
+        .iter()
+        .filter(|f| f.file_name().is_some_and(|n| n == "mod.rs"))
+        .map(|f| f.display().to_string())
+        .collect();
+    assert!(
+        mod_rs.is_empty(),
+        "move each to `name.rs` beside its folder: {mod_rs:#?}"
+    );
 }
