@@ -24,15 +24,18 @@
 # current run). --smoke: one workload, 2 rings, 1 round,
 # short windows, results under $CARGO_TARGET_DIR/bench-smoke.
 # --remedy: pptune alone with benches/remedy-policy.yaml (the shipped
-# default, enforcing) on the drain workload, two 240 s runs from ring 256,
-# B's counters read every second: the time from the first second whose
-# ring_full share is >= 20 % to pptune's first change (wire-remedy.*).
+# default, enforcing) on the drain workload, six 240 s runs from ring 256
+# (two VMs), each starting its traffic at a random offset into pptune's
+# sampling interval, B's counters read every second: the time from the
+# first second whose ring_full share is >= 20 % to pptune's first change,
+# and to the remedy, after which the share stays under 5 % (wire-remedy.*).
 # --profile: the host profile the VMs boot with (tests/vm/run.sh --profile:
 # free, distro, iommu-strict, iommu-lazy; default free).
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 SMOKE=0
 REMEDY=0
+ONSET_SEED=
 NAME=wire-outcome
 JOBS=2
 PROFILE=free
@@ -45,7 +48,7 @@ while [ $# -gt 0 ]; do
         --jobs) JOBS="$2"; shift 2 ;;
         --profile) PROFILE="$2"; shift 2 ;;
         --) shift; ADHOC=("$@"); break ;;
-        -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "wire-outcome: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -73,9 +76,14 @@ if [ "$REMEDY" = 1 ]; then
     # No static sweep (0 rounds of it): pptune alone, two runs, each until
     # 240 s: the first change, and a follow-up after its 2-minute
     # evaluation if a severe miss outlives it (docs/decisions.md §2).
-    JOBS=1
-    WORKLOADS=drain
-    ARGS=(--rounds 0 --tuners pptune,pptune --ctl-window-secs 1
+    # Two VMs of three runs each (six in all), each run's traffic
+    # starting at a random offset into pptune's sampling interval (a seed
+    # per VM: --onset-seed), so the time to remedy is not the phase the
+    # start-up happens to give.
+    JOBS=2
+    WORKLOADS=drain,drain
+    ONSET_SEED=1
+    ARGS=(--rounds 0 --tuners pptune,pptune,pptune --ctl-window-secs 1
           --window-secs 3 --pptune-quiet-secs 1000 --max-run-secs 240)
 fi
 # An ad-hoc --workloads replaces the list (the driver takes the last one).
@@ -122,7 +130,7 @@ for ((g = 0; g < JOBS; g++)); do
     {
         printf 's=$(date +%%s); %q' "$EXE"
         printf ' %q' --pptraffic "$PT" --pptune "$PPTUNE" --policy "$REPO/$POLICY" "${ARGS[@]}" \
-            --workloads "${GROUPS_[$g]}"
+            --workloads "${GROUPS_[$g]}" ${ONSET_SEED:+--onset-seed $((ONSET_SEED + g))}
         printf ' > %q; r=$?\n' "$VMOUT/$NAME.jsonl"
         printf 'echo "$(( $(date +%%s) - s )) $r" > %q; exit $r\n' "$VMOUT/vm.times"
     } > "$VMOUT/job.sh"

@@ -12,7 +12,7 @@
 //!     [--warmup-secs 2] [--window-secs 3] [--ctl-window-secs 3]
 //!     [--quiet-secs 9] [--pptune-quiet-secs 30] [--max-run-secs 90]
 //!     [--tuners max-once,doubling,one-shot,naive,pptune,settle,give-back-stop,give-back-steady|none]
-//!     [--settle-calm-secs 30] [--settle-watch-calms 2]
+//!     [--settle-calm-secs 30] [--settle-watch-calms 2] [--onset-seed N]
 //! ```
 //!
 //! Every point is a fresh wire (tests/src/wire.rs: A in `pp-tx`, B with
@@ -74,7 +74,9 @@
 //! also carries its control windows' timeline (`[end s, ring, ring_full
 //! share]`) and the times of its first and last change: with
 //! `--ctl-window-secs 1` and the shipped policy (`wire-outcome.sh
-//! --remedy`) the report reads the time to remedy from them. One JSON line
+//! --remedy`) the report reads the time to remedy from them; with
+//! `--onset-seed N` each pptune run starts its traffic a random offset
+//! (`onset_offset_s`) into pptune's sampling interval. One JSON line
 //! per measurement on stdout; `benches/wire_report.py` makes the tables.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // bench binary
 #![allow(clippy::cast_precision_loss)] // figures from counters far below 2^52
@@ -307,7 +309,27 @@ struct Opts {
     settle_eval: f64,
     /// `right-size`: the settle policy with `rings.right_size: true`.
     right_size_policy: String,
+    /// `--onset-seed N`: each pptune run starts its traffic a uniformly
+    /// random offset in [0, the policy's interval) after the daemon, drawn
+    /// from N and the run's number ([`onset_offset`]), so the onset falls
+    /// at any phase of pptune's sampling, not where the start-up puts it.
+    onset_seed: Option<u64>,
 }
+
+/// The onset offset of the `run`-th pptune run (0-based) under
+/// `--onset-seed seed`: splitmix64 of both, as a fraction of `interval`.
+fn onset_offset(seed: u64, run: u64, interval: f64) -> f64 {
+    let mut z = seed
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add(run.wrapping_add(1).wrapping_mul(0xBF58_476D_1CE4_E5B9));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64 * interval
+}
+
+/// pptune runs started so far (the `run` of [`onset_offset`]).
+static PPTUNE_RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 fn num<T: std::str::FromStr>(name: &str, default: T) -> T {
     arg(name).map_or(default, |s| {
@@ -358,6 +380,7 @@ fn opts() -> Opts {
         settle_watch_calms: num("--settle-watch-calms", 2.0),
         settle_eval: 0.0,
         right_size_policy: String::new(),
+        onset_seed: arg("--onset-seed").map(|s| s.parse().expect("--onset-seed N")),
     }
 }
 
@@ -730,6 +753,17 @@ async fn tuned_run(o: &Opts, p: &Ppsim, w: &Workload, tuner: Tuner) {
         ring: rx_ring(&c, ifx).await,
         ..Ctl::default()
     };
+    // A random onset: the traffic (and the run's clock) starts this long
+    // after the daemon.
+    let onset_offset_s = match (tuner, o.onset_seed) {
+        (Tuner::Pptune, Some(seed)) => {
+            let run = PPTUNE_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let off = onset_offset(seed, run, policy_interval(&o.policy));
+            tokio::time::sleep(Duration::from_secs_f64(off)).await;
+            Some(off)
+        }
+        _ => None,
+    };
     let t0 = Instant::now();
     let (quiet, min_run) = match tuner {
         Tuner::MaxOnce => {
@@ -779,6 +813,7 @@ async fn tuned_run(o: &Opts, p: &Ppsim, w: &Workload, tuner: Tuner) {
         json!({"kind": "tuned", "workload": w.name, "config": tuner.name(), "changes": ctl.changes,
                "first_change_s": ctl.first_change_s, "last_change_s": ctl.last_change_s, "run_s": run_s, "max_ring": max,
                "changed_in_window": changed_in_window, "stopped_by_max": stopped_by_max, "daemon_cpu_s": daemon_cpu,
+               "onset_offset_s": onset_offset_s,
                "settle": converged.map(|(at, n)| json!({"converged_s": at, "watch_s": run_s - at,
                    "calm_before_shrink_s": o.settle_calm, "changes_in_watch": ctl.changes - n})),
                "intact": summary["intact"], "rx_snmp_run": summary["snmp"],
