@@ -14,6 +14,7 @@
 //! - pools of the same RX queue id are summed; pools with no RX queue go
 //!   to the device's [`QueueKey::Unmapped`] bucket.
 
+use crate::reuse::Reused as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::{Deserialize, Serialize};
@@ -402,6 +403,8 @@ impl PassDeltas {
             queue_deltas(ledger, dev, |key, q| queues.push((key, *q)));
             devices.push(start..queues.len());
         }
+        devices.let_go();
+        queues.let_go();
     }
 
     /// The queues of the current sample's device at `position` (in

@@ -10,6 +10,7 @@
 //! caller's [`Snapshot`], reusing its vectors, and keeps its own numbers in
 //! place: a steady pass allocates nothing.
 
+use policy::reuse::Reused as _;
 use std::collections::HashMap;
 
 use policy::counters::{COUNT, NAMES};
@@ -145,12 +146,17 @@ impl Coder {
             let live: std::collections::HashSet<u32> =
                 s.devices.iter().map(|d| d.ifindex).collect();
             self.meta.retain(|ifindex, _| live.contains(ifindex));
+            self.meta.let_go();
         }
         let mut shape = std::mem::take(&mut self.scratch_shape);
         shape.clear();
         write_shape(&mut shape, s);
+        shape.let_go();
         let mut cur = std::mem::take(&mut self.scratch_vals);
         gather(s, &mut cur);
+        for v in [&mut cur.devs, &mut cur.queues, &mut cur.pools] {
+            v.let_go();
+        }
         let same = shape == self.shape_bytes;
         let mut block = Vec::with_capacity(cur.pools.len() * 3 + shape.len() + 16);
         if same {

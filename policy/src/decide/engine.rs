@@ -2,6 +2,7 @@
 //! pass after pass, and the pass over the selected devices, each of them
 //! one [`DeviceRun`].
 
+use crate::reuse::Reused as _;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
@@ -109,11 +110,15 @@ fn run_into(
             selected.push((i, m, start..keys.len()));
         }
     }
+    order.let_go();
+    keys.let_go();
+    selected.let_go();
     let keys = &*keys;
     let key = |r: &std::ops::Range<usize>| &keys[r.clone()];
     sorted.clear();
     sorted.extend(selected.iter().map(|(_, _, r)| r.clone()));
     sorted.sort_unstable_by(|a, b| key(a).cmp(key(b)));
+    sorted.let_go();
     states.retain(|k, _| sorted.binary_search_by(|r| key(r).cmp(k)).is_ok());
     let shared: BTreeMap<&str, DeviceState> = sorted
         .windows(2)
@@ -133,6 +138,7 @@ fn run_into(
         ..PlanCtx::default()
     };
     plan.decisions.truncate(selected.len());
+    plan.decisions.let_go();
     for (i, (at, mode, r)) in selected.iter().enumerate() {
         let dev = &devs[*at];
         let k = key(r);

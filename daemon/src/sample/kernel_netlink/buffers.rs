@@ -4,6 +4,7 @@
 
 use netlink::netdev::{PagePool, PagePoolStats, QSTATS_SCOPE_QUEUE, Qstats, Queue};
 use netlink::rtnl::Link;
+use policy::reuse::Reused as _;
 use policy::snapshot::{Capabilities, Device, Snapshot};
 
 use super::{Dumps, JoinScratch, base_device, fill_device, join_into};
@@ -54,25 +55,23 @@ pub struct PassBuffers {
     spare: Option<Snapshot>,
 }
 
-/// Links a host may lose before the buffers are let go (see
-/// [`PassBuffers::recycle`]): a few coming and going cost nothing.
-const SHRINK_SLACK: usize = 64;
-
 impl PassBuffers {
     /// Give back a snapshot no longer needed; the next pass refills it.
     ///
-    /// When the last link dump held under half the links the buffers were
+    /// Buffers reused from pass to pass follow [`policy::reuse`]: when
+    /// the last link dump held under half the links the buffers were
     /// grown for (a container host's burst of veths came and went), every
-    /// buffer is let go, the spare snapshot's vectors cut to what they
-    /// hold: kept, they pin the burst's peak for the daemon's life (a
-    /// 1,000-link burst kept its dump buffer, link, device and join
-    /// vectors). The next pass grows them back to what the host has now.
+    /// buffer is let go (the dump buffer, link, join and reply vectors,
+    /// filled in several steps, are judged by the links); the snapshot's
+    /// vectors are judged by what each holds, every time: the daemon keeps
+    /// two snapshots in turn (this pass's and the previous one), and the
+    /// one away when the links shrank must be cut when it comes back.
     pub fn recycle(&mut self, mut s: Snapshot) {
-        if self.links.capacity() > 2 * self.links.len() + SHRINK_SLACK {
-            s.devices.shrink_to_fit();
-            s.orphan_pools.shrink_to_fit();
+        if policy::reuse::oversized(self.links.capacity(), self.links.len()) {
             *self = Self::default();
         }
+        s.devices.let_go();
+        s.orphan_pools.let_go();
         self.spare = Some(s);
     }
 
@@ -170,5 +169,24 @@ mod tests {
             b.spare.as_ref().is_some_and(|s| s.devices.capacity() == 0),
             "the spare snapshot cut to what it holds"
         );
+    }
+
+    /// The daemon keeps two snapshots in turn: the one away (the previous
+    /// pass's) when the links shrank comes back after the buffers were let
+    /// go, and is cut then, by what it holds.
+    #[test]
+    fn the_snapshot_away_when_the_links_shrank_is_cut_when_it_comes_back() {
+        let mut b = PassBuffers::default();
+        b.links.resize(1000, Link::default());
+        let mut away = Snapshot::default();
+        away.devices.reserve(1000);
+        away.orphan_pools.reserve(1000);
+        b.links.truncate(10);
+        b.recycle(Snapshot::default());
+        assert_eq!(b.links.capacity(), 0, "let go");
+        b.recycle(away);
+        let s = b.spare.take().unwrap_or_default();
+        assert!(s.devices.capacity() < 100, "{}", s.devices.capacity());
+        assert!(s.orphan_pools.capacity() < 100);
     }
 }

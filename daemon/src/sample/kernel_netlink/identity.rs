@@ -6,6 +6,7 @@
 //! once per device (the speed once per operational state) rather than
 //! once per device per pass.
 
+use policy::reuse::Reused as _;
 use std::collections::HashMap;
 
 use netlink::drvinfo::Identity;
@@ -114,11 +115,13 @@ impl IdentityCache {
     pub(super) fn prune(&mut self, links: &[Link]) {
         self.by_ifindex
             .retain(|i, _| links.iter().any(|l| l.ifindex == *i));
+        self.by_ifindex.let_go();
     }
 
     /// Forgets a removed link.
     pub(super) fn remove(&mut self, ifindex: u32) {
         self.by_ifindex.remove(&ifindex);
+        self.by_ifindex.let_go();
     }
 }
 
