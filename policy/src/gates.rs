@@ -30,15 +30,18 @@ pub const HISTORY_KEEP: Duration = Duration::from_secs(7200);
 pub use crate::observation::{BACKOFF_BASE, Backoff, MAX_BACKOFF};
 
 /// How long give-back trials are held after `failures` in a row brought
-/// recycle misses back (`crate::state::ShrinkHold`): 4 × `calm` after the
-/// first, doubling with each further one, at most 64 × `calm`. A load that
-/// needs its ring keeps it for many calms (no shrink-and-regrow cycle),
-/// yet a load that changed without stopping is tried again.
+/// recycle misses back (`crate::state::ShrinkHold`), from the failed
+/// trial: 8 × `calm` after the first, doubling with each further one, at
+/// most 128 × `calm`. A load that needs its ring keeps it for many calms
+/// (no shrink-and-regrow cycle: on the wire a stationary drain was tried
+/// again 4.2 calms after its first trial with 4 × `calm`, inside the 3
+/// calms after it settled again), yet a load that changed without stopping
+/// is tried again.
 #[must_use]
 pub fn shrink_hold(calm: Duration, failures: u32) -> Duration {
     match failures {
         0 => Duration::ZERO,
-        n => calm.saturating_mul(2u32.saturating_pow(n.min(5).saturating_add(1))),
+        n => calm.saturating_mul(2u32.saturating_pow(n.min(5).saturating_add(2))),
     }
 }
 

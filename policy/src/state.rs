@@ -263,9 +263,9 @@ mod tests {
         h.note(at(100), &Outcome::Reverted);
         h.note(at(100), &Outcome::Reverted);
         assert_eq!(h.failures, 1, "one trial, noted once");
-        // Held 4 calms from the trial.
-        assert!(h.holds(at(100 + 1199), calm, None));
-        assert!(!h.holds(at(100 + 1200), calm, None));
+        // Held 8 calms from the trial.
+        assert!(h.holds(at(100 + 2399), calm, None));
+        assert!(!h.holds(at(100 + 2400), calm, None));
         // Idle for a calm since the trial: the load is gone.
         assert!(h.holds(at(500), calm, Some(at(300))));
         assert!(!h.holds(at(600), calm, Some(at(300))));
@@ -273,18 +273,18 @@ mod tests {
         assert!(h.holds(at(600), calm, Some(at(50))));
         h.note(at(2000), &Outcome::Ineffective);
         assert_eq!(h.failures, 2);
-        assert!(h.holds(at(2000 + 2399), calm, None));
+        assert!(h.holds(at(2000 + 4799), calm, None));
         h.note(at(5000), &Outcome::Effective);
         assert_eq!(h.since, None);
         assert!(!h.holds(at(5001), calm, None));
     }
 
     #[test]
-    fn a_shrink_hold_doubles_from_four_calms_to_at_most_sixty_four() {
+    fn a_shrink_hold_doubles_from_eight_calms_to_at_most_128() {
         let calm = Duration::from_secs(60);
         let holds: Vec<u64> = (0..8)
             .map(|n| crate::gates::shrink_hold(calm, n).as_secs() / 60)
             .collect();
-        assert_eq!(holds, [0, 4, 8, 16, 32, 64, 64, 64]);
+        assert_eq!(holds, [0, 8, 16, 32, 64, 128, 128, 128]);
     }
 }

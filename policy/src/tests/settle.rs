@@ -192,9 +192,9 @@ fn bursts_that_go_on_keep_their_ring_past_three_calms() {
     let back = rings.iter().rposition(|&r| r != ring).map_or(0, |p| p + 1);
     assert!(back < n / 2, "{rings:?}");
     assert!(w.history.iter().rev().take_while(|r| r.to < r.from).count() == 1);
-    // Longer, over 14 calms: a trial after each hold, each put back, each
-    // hold twice the one before (4, then 8 calms), and the ring kept.
-    let long = samples(w.policy.timing.calm_before_shrink * 14);
+    // Longer, over 28 calms: a trial after each hold, each put back, each
+    // hold twice the one before (8, then 16 calms), and the ring kept.
+    let long = samples(w.policy.timing.calm_before_shrink * 28);
     let (rings, c) = watch(&mut w, long, burst);
     assert_eq!(assert_trials_held(&w), 3, "{c:#?}");
     assert_eq!(c.len(), 2, "{c:#?}");
