@@ -107,6 +107,10 @@ report() {
   done
   printf '  %-58s  %6s %6s  %s\n' "total" "" "$(mmss $((SECONDS - T0)))" \
     "$( ((rc == 0)) && echo "all tests passed" || echo "FAILED (exit $rc)")" >&2
+  # The disk the run used and has left (a landing once failed on a full
+  # disk: tar could not write the .deb).
+  printf '\n==> disk: %s used by %s; %s\n' "$(du -sh "$CARGO_TARGET_DIR" 2>/dev/null | cut -f1)" \
+    "$CARGO_TARGET_DIR" "$(df -h --output=avail,size "$CARGO_TARGET_DIR" 2>/dev/null | tail -1 | awk '{print $1 " free of " $2}')" >&2
 }
 trap report EXIT
 
