@@ -101,10 +101,7 @@ fn a_second_daemon_in_the_same_netns_exits_with_a_clear_message() {
     first.kill().unwrap();
     first.wait().unwrap();
     // Its netns died with it: start a fresh pair to check release on kill.
-    let mut holder = Command::new("unshare")
-        .args(["-n", "sleep", "30"])
-        .spawn()
-        .unwrap();
+    let mut holder = holder_netns();
     let hp = holder.id().to_string();
     let run_in = |runtime: &str| run_in_netns_of(&hp, runtime);
     let mut a = run_in("c");
@@ -125,22 +122,37 @@ fn a_second_daemon_in_the_same_netns_exits_with_a_clear_message() {
 }
 
 /// A holder of a network namespace: `unshare -n sleep 60`, lo up.
+///
+/// `unshare` is the holder's pid before it has unshared: entered then,
+/// `nsenter -t` lands in the test's own namespace (the host's). So the
+/// holder is used only once its namespace is another one than this
+/// process's; before, lo was set up in whichever namespace the race gave
+/// (the host's, and then the new one's lo stayed down: 127.0.0.1 refused
+/// the daemon's endpoint in 1 of 2 runs), and a daemon could start there.
 fn holder_netns() -> std::process::Child {
     let holder = Command::new("unshare")
         .args(["-n", "sleep", "60"])
         .spawn()
         .unwrap();
     let hp = holder.id().to_string();
-    for _ in 0..50 {
-        let st = Command::new("nsenter")
-            .args(["-t", &hp, "-n", "ip", "link", "set", "lo", "up"])
-            .status()
-            .unwrap();
-        if st.success() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let ours = std::fs::read_link("/proc/self/ns/net").unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::fs::read_link(format!("/proc/{hp}/ns/net"))
+        .ok()
+        .as_ref()
+        == Some(&ours)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "unshare -n never left our namespace"
+        );
+        std::thread::sleep(Duration::from_millis(5));
     }
+    let st = Command::new("nsenter")
+        .args(["-t", &hp, "-n", "ip", "link", "set", "lo", "up"])
+        .status()
+        .unwrap();
+    assert!(st.success(), "lo up in the holder's namespace");
     holder
 }
 
