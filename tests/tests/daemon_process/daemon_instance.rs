@@ -136,14 +136,14 @@ fn holder_netns() -> std::process::Child {
         .unwrap();
     let hp = holder.id().to_string();
     let ours = std::fs::read_link("/proc/self/ns/net").unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while std::fs::read_link(format!("/proc/{hp}/ns/net"))
         .ok()
         .as_ref()
         == Some(&ours)
     {
         assert!(
-            std::time::Instant::now() < deadline,
+            tokio::time::Instant::now() < deadline,
             "unshare -n never left our namespace"
         );
         std::thread::sleep(Duration::from_millis(5));
