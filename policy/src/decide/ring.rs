@@ -18,7 +18,6 @@ use crate::plan::{Action, Evidence, Knob, ReasonCode};
 use crate::signals::n64;
 use crate::state::{DeviceState, RingProbe};
 
-use super::give_back::{GiveBackBasis, give_back_step};
 use crate::window::QueueFacts;
 
 /// The ring half of a device's run: the run's facts, the ring's rules.
@@ -125,7 +124,7 @@ impl Ring<'_, '_> {
     }
 
     /// What the kernel's refusals of this ring taught (docs/drivers.md).
-    fn learned(&self) -> Learned {
+    pub(super) fn learned(&self) -> Learned {
         let knob = self.ring_knob();
         Learned::from_refusals(self.obs.history.iter().filter_map(|r| match &r.outcome {
             Outcome::Refused { errno, message } if r.device == self.dev.id && r.knob == knob => {
@@ -476,110 +475,6 @@ impl Ring<'_, '_> {
     /// [`ring_for_burst`] on this device.
     fn ring_for_burst(&self, burst: f64) -> Option<u32> {
         ring_for_burst(&self.info, self.policy, burst)
-    }
-
-    /// A calm pool gives memory back (docs/decisions.md §7), one step at
-    /// a time ([`give_back_step`]), each judged under the load and put
-    /// back once when recycle misses come back (`evaluate::judge`), then
-    /// held for a span that grows with each failure in a row, unless the
-    /// load is gone ([`crate::state::ShrinkHold`]). The
-    /// pools' mark is read only when it was taken at the ring the device
-    /// has now and the kernel reports `inflight`.
-    pub(super) fn give_back(&self, ds: &DeviceState, ev: &mut Evidence) -> Option<Proposal> {
-        let since = ds.calm_since?;
-        if !self.policy.rings.enabled || !self.policy.rings.shrink_when_calm {
-            return None;
-        }
-        let now = self.obs.pass.now;
-        let calm = self.policy.timing.calm_before_shrink;
-        let calm_for = now.saturating_sub(since);
-        if calm_for < calm || ds.shrink_hold.holds(now, calm, ds.idle_since) {
-            return None;
-        }
-        let knob = self.ring_knob();
-        let original = self
-            .obs
-            .originals
-            .iter()
-            .find(|o| o.device == self.dev.id && o.knob == knob)
-            .map(|o| o.value);
-        let cur = self.current();
-        // No queue has had traffic to judge for a whole calm: the load is
-        // gone and holds nothing (the pools' mark is of bursts that ended).
-        let idle = ds.idle_since.is_some_and(|s| now.saturating_sub(s) >= calm);
-        let known = self.dev.pools().any(|p| p.inflight.is_some());
-        let held = if idle {
-            Some(0)
-        } else {
-            (known && ds.pool_held.ring == cur && ds.pool_held.windows > 0)
-                .then_some(ds.pool_held.pages)
-        };
-        let step = give_back_step(
-            self.policy,
-            self.policy.rings.right_size,
-            &self.info,
-            &self.learned(),
-            (cur, original),
-            (held, true),
-        )?;
-        ev.insert("ring_current", f64::from(cur));
-        ev.insert("ring_target", f64::from(step.to));
-        ev.insert("give_back_floor", f64::from(step.floor));
-        ev.insert("calm_seconds", calm_for.as_secs_f64());
-        if let Some(h) = held {
-            ev.insert("pool_held_pages", n64(h));
-        }
-        ev.insert(
-            "give_back_trial",
-            if step.basis == GiveBackBasis::Trial {
-                1.0
-            } else {
-                0.0
-            },
-        );
-        let below = original.is_none_or(|o| step.to < o);
-        Some(Proposal {
-            probe: None,
-            action: Action::SetRing {
-                field: self.info.field,
-                from: cur,
-                to: step.to,
-            },
-            reason: ReasonCode::CalmShrink,
-            knob: Some(knob),
-            message: self.text(format_args!(
-                "the pool has been calm for {:.0} min (recycle-miss share below {:.2} %): give memory back, {knob} {cur} → {} ({}{}; judged under the load and put back if misses return)",
-                calm_for.as_secs_f64() / 60.0,
-                self.policy.thresholds.shrink_recycle_miss * 100.0,
-                step.to,
-                if idle {
-                    "no queue has had traffic enough to judge for a whole calm: the load is gone, and holds nothing".to_owned()
-                } else {
-                    step.why()
-                },
-                if below {
-                    format!(", right-sizing below the original, floor {}", step.floor)
-                } else {
-                    String::new()
-                },
-            )),
-        })
-    }
-
-    /// Notes in `ds.shrink_hold` the outcome of the ring's last shrink in
-    /// the history, once it is known (the hold outlives the two hours of
-    /// history: each outcome is noted by the window that first sees it).
-    pub(super) fn note_shrink_outcome(&self, ds: &mut DeviceState) {
-        let knob = self.ring_knob();
-        if let Some(r) = self
-            .obs
-            .history
-            .iter()
-            .rev()
-            .find(|r| r.device == self.dev.id && r.knob == knob && r.to < r.from)
-        {
-            ds.shrink_hold.note(r.at, &r.outcome);
-        }
     }
 
     pub(super) fn current(&self) -> u32 {
