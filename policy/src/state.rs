@@ -62,6 +62,19 @@ pub struct DeviceState {
     pub shrink_hold: ShrinkHold,
 }
 
+/// Since when the load has been gone: no queue had traffic to judge from
+/// `idle_since` on, for at least `calm` by `now` (`None`: not gone). The
+/// one reading of "the load is gone" (the hold's end, the step to the
+/// floor).
+#[must_use]
+pub fn load_gone_since(
+    idle_since: Option<Duration>,
+    now: Duration,
+    calm: Duration,
+) -> Option<Duration> {
+    idle_since.filter(|s| now.saturating_sub(*s) >= calm)
+}
+
 impl DeviceState {
     /// Calm ends: a window that was not calm, or a ring change.
     pub fn end_calm(&mut self) {
@@ -151,7 +164,7 @@ impl ShrinkHold {
     #[must_use]
     pub fn holds(&self, now: Duration, calm: Duration, idle_since: Option<Duration>) -> bool {
         let Some(at) = self.since else { return false };
-        let gone = idle_since.is_some_and(|s| s >= at && now.saturating_sub(s) >= calm);
+        let gone = load_gone_since(idle_since, now, calm).is_some_and(|s| s >= at);
         !gone && now.saturating_sub(at) < crate::gates::shrink_hold(calm, self.failures)
     }
 }

@@ -41,7 +41,7 @@ impl super::ring::Ring<'_, '_> {
         let cur = self.current();
         // No queue has had traffic to judge for a whole calm: the load is
         // gone and holds nothing (the pools' mark is of bursts that ended).
-        let idle = ds.idle_since.is_some_and(|s| now.saturating_sub(s) >= calm);
+        let idle = crate::state::load_gone_since(ds.idle_since, now, calm).is_some();
         let known = self.dev.pools().any(|p| p.inflight.is_some());
         let held = if idle {
             Some(0)
