@@ -90,7 +90,7 @@ use std::sync::mpsc::{Receiver, channel};
 use std::time::Duration;
 
 use netlink::Client;
-use policy::signals::recycle_miss_share;
+use policy::signals::{recycle_miss_share, slow_refills};
 use policy::snapshot::PoolStats;
 use pptune_tests::ppsim::Ppsim;
 use pptune_tests::wire::{
@@ -115,6 +115,39 @@ struct Workload {
     /// A stationary bursty load: the settle check (tuner `settle`) runs
     /// on it.
     stationary: bool,
+    /// Received through devmem TCP: B is a devmem device with header
+    /// split, a [`DEVMEM_MB`] udmabuf bound to its RX queue (the kernel's
+    /// dma-buf memory provider), pptraffic `--devmem` (the devmem
+    /// profile only).
+    devmem: bool,
+}
+
+/// MiB of the dma-buf a devmem workload binds, the same at every ring:
+/// the provider's gen_pool has a chunk per sg entry of it (a page each
+/// for a udmabuf), so its size is part of what a provider refill or
+/// release costs. 256 MiB holds ring 16384's posted buffers, the pool's
+/// ring and five drains' tokens; udmabuf's own limit (64 MiB by default)
+/// is raised to it.
+const DEVMEM_MB: u64 = 256;
+const UDMABUF_LIMIT: &str = "/sys/module/udmabuf/parameters/size_limit_mb";
+
+/// B for workload `w` at `ring`: one RX queue; a devmem workload's B is a
+/// devmem device with header split on.
+fn build_wire(p: &Ppsim, w: &Workload, ring: u32) -> Wire {
+    if !w.devmem {
+        return Wire::build(p, 1, ring);
+    }
+    let limit: u64 = std::fs::read_to_string(UDMABUF_LIMIT)
+        .unwrap_or_else(|e| {
+            panic!("{UDMABUF_LIMIT}: {e} (the devmem profile's kernel has udmabuf)")
+        })
+        .trim()
+        .parse()
+        .expect("udmabuf size_limit_mb");
+    if limit < DEVMEM_MB {
+        std::fs::write(UDMABUF_LIMIT, DEVMEM_MB.to_string()).expect("udmabuf size_limit_mb");
+    }
+    Wire::build_devmem(p, 1, ring)
 }
 
 const WORKLOADS: &[Workload] = &[
@@ -124,6 +157,7 @@ const WORKLOADS: &[Workload] = &[
         name: "drain",
         args: &[pptune_tests::wire::DRAIN],
         stationary: false,
+        devmem: false,
     },
     // The same drains with the receive buffers pinned (no autotuning): the
     // bursts stop growing, a stationary bursty load.
@@ -131,12 +165,14 @@ const WORKLOADS: &[Workload] = &[
         name: "drain-pinned",
         args: &[pptune_tests::wire::DRAIN_PINNED],
         stationary: true,
+        devmem: false,
     },
     // One stream read continuously: a big ring should not help.
     Workload {
         name: "steady",
         args: &[&["--tcp", "1", "--pattern", "steady"]],
         stationary: false,
+        devmem: false,
     },
     // A slow consumer: one stream read at 20 MB/s, its socket full; the
     // pages it holds stay out, but what it reads comes back as fast as
@@ -145,6 +181,7 @@ const WORKLOADS: &[Workload] = &[
         name: "slow",
         args: &[&["--tcp", "1", "--pattern", "slow", "--read-rate", "20000000"]],
         stationary: false,
+        devmem: false,
     },
     // A proxy's zero-copy path: one stream spliced through a pipe, whose
     // page references make the pool release every fragment page to the
@@ -154,6 +191,7 @@ const WORKLOADS: &[Workload] = &[
         name: "splice",
         args: &[&["--tcp", "1", "--pattern", "splice"]],
         stationary: false,
+        devmem: false,
     },
     // Many small flows beside one elephant: 16 mice send 2 KiB messages
     // every 10 ms over the elephant's queue; their delivery delay is the
@@ -173,6 +211,7 @@ const WORKLOADS: &[Workload] = &[
             "10",
         ]],
         stationary: false,
+        devmem: false,
     },
     // UDP: four 10 MB/s flows, receivers draining every 50 ms in step.
     Workload {
@@ -191,12 +230,36 @@ const WORKLOADS: &[Workload] = &[
             pptune_tests::wire::DRAIN_READS,
         ],
         stationary: true,
+        devmem: false,
+    },
+    // Devmem TCP: the pinned drains received through the kernel's dma-buf
+    // memory provider (B's payload buffers are net_iovs of a udmabuf),
+    // each receiver returning a drain's tokens only when it ends, 128 per
+    // SO_DEVMEM_DONTNEED call, as NCCL returns a completed chunk's: what
+    // a full pool ring cannot take goes back to the provider's gen_pool,
+    // and the refills come from it.
+    Workload {
+        name: "devmem",
+        args: &[pptune_tests::wire::DRAIN_PINNED, &["--devmem-hold", "0"]],
+        stationary: true,
+        devmem: true,
+    },
+    // The same with the tokens of four later drains still out when a
+    // drain's go back (NCCL's pipeline keeps several chunks in flight):
+    // the provider's gen_pool has that many more buffers allocated, and
+    // its first-fit allocation and its free walk past them.
+    Workload {
+        name: "devmem-a2a",
+        args: &[pptune_tests::wire::DRAIN_PINNED, &["--devmem-hold", "4"]],
+        stationary: true,
+        devmem: true,
     },
     // The drains, not in step: the returns overlap.
     Workload {
         name: "drain-async",
         args: &[&["--tcp", "4", "--pattern", "drain", "--pause-ms", "50"]],
         stationary: false,
+        devmem: false,
     },
 ];
 
@@ -438,15 +501,25 @@ struct Traffic {
 }
 
 impl Traffic {
-    fn start(o: &Opts, w: &Workload) -> Self {
-        Self::start_on(o, w, PORT)
+    fn start(o: &Opts, w: &Workload, wire: &Wire) -> Self {
+        Self::start_on(o, w, PORT, wire)
     }
 
-    fn start_on(o: &Opts, w: &Workload, port: &str) -> Self {
+    fn start_on(o: &Opts, w: &Workload, port: &str, wire: &Wire) -> Self {
+        let mb = DEVMEM_MB.to_string();
+        let devmem = [
+            "--devmem",
+            wire.b.name(),
+            "--devmem-queue",
+            "0",
+            "--devmem-mb",
+            &mb,
+        ];
         let mut child = Command::new(&o.pptraffic)
             .args(["--control", "--duration-ms", "36000000", "--seed", "29"])
             .args(["--port", port])
             .args(w.args.concat())
+            .args(if w.devmem { &devmem[..] } else { &[] })
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -491,14 +564,35 @@ impl Traffic {
         }
     }
 
-    /// Stops the senders, waits for the end; the summary line.
+    /// Stops the senders, waits for the end; the summary line, with
+    /// `devmem` (a devmem workload): the token returns of every stream
+    /// summed over the run.
     fn stop(mut self) -> Value {
         writeln!(self.stdin, "stop").expect("pptraffic's stdin");
         drop(self.stdin);
         let st = self.child.wait().expect("pptraffic");
-        let summary = self.lines.iter().find(|v| v["type"] == "summary");
-        let summary = summary.unwrap_or_else(|| panic!("pptraffic ended ({st}) without a summary"));
+        let mut devmem: Option<[u64; 5]> = None;
+        let summary = self.lines.iter().find(|v| {
+            let d = &v["devmem"];
+            if v["type"] == "flow" && d.is_object() {
+                let n = |k: &str| d[k].as_u64().unwrap_or(0);
+                let acc = devmem.get_or_insert([0; 5]);
+                acc[0] += n("dontneed_calls");
+                acc[1] += n("tokens_returned");
+                acc[2] += n("dontneed_ns");
+                acc[3] = acc[3].max(n("dontneed_max_ns"));
+                acc[4] += n("dmabuf_bytes");
+            }
+            v["type"] == "summary"
+        });
+        let mut summary =
+            summary.unwrap_or_else(|| panic!("pptraffic ended ({st}) without a summary"));
         assert!(st.success(), "pptraffic: {st}: {summary}");
+        if let Some([calls, tokens, ns, max_ns, bytes]) = devmem {
+            summary["devmem"] = json!({"dontneed_calls": calls, "tokens": tokens,
+                "dontneed_ns_per_call": ns as f64 / calls.max(1) as f64,
+                "dontneed_max_ns": max_ns, "dmabuf_bytes": bytes});
+        }
         summary
     }
 }
@@ -544,34 +638,94 @@ async fn rx_ring(c: &Client, ifx: u32) -> u32 {
 }
 
 /// Pool memory now: `inflight-mem` of every pool `pp-rx` lists (attached
-/// and detached: B's only device there).
-async fn pool_mem(c: &Client) -> u64 {
+/// and detached: B's only device there), and of those without a memory
+/// provider (host pages; a provider pool's net_iovs are the dma-buf's,
+/// pinned by the binding whatever the ring).
+async fn pool_mem_split(c: &Client) -> (u64, u64, bool) {
     let pools = c.page_pools().await.expect("page-pool-get");
-    pools.iter().filter_map(|p| p.inflight_mem).sum()
+    let all = pools.iter().filter_map(|p| p.inflight_mem).sum();
+    let host = pools
+        .iter()
+        .filter(|p| p.dmabuf.is_none())
+        .filter_map(|p| p.inflight_mem)
+        .sum();
+    (all, host, pools.iter().any(|p| p.dmabuf.is_some()))
+}
+
+async fn pool_mem(c: &Client) -> u64 {
+    pool_mem_split(c).await.0
 }
 
 /// One measured window of `secs` at the ring B has now.
 async fn measure(
     c: &Client,
+    wire: &Wire,
     ifx: u32,
     ledger: &mut PoolLedger,
     tr: &mut Traffic,
     secs: f64,
 ) -> Value {
+    let q0 = wire.b.queues().expect("B's queues");
     let s0 = snap(c, ifx, ledger, tr).await;
     let mut mem = Vec::new();
+    let mut host = Vec::new();
+    let mut provider = false;
     while s0.t.elapsed().as_secs_f64() + 0.5 <= secs {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        mem.push(pool_mem(c).await);
+        let (m, h, p) = pool_mem_split(c).await;
+        mem.push(m);
+        host.push(h);
+        provider |= p;
         ledger.refresh(c).await;
     }
     let end = s0.t + Duration::from_secs_f64(secs);
     tokio::time::sleep_until(end).await;
     let s1 = snap(c, ifx, ledger, tr).await;
-    figures(&s0, &s1, &mem, rx_ring(c, ifx).await)
+    let q1 = wire.b.queues().expect("B's queues");
+    let mut row = figures(&s0, &s1, &mem, provider, rx_ring(c, ifx).await);
+    row["host_mem_mean"] = json!(host.iter().sum::<u64>() as f64 / host.len().max(1) as f64);
+    if provider {
+        // Per pool (header split: the provider's and the header pages'):
+        // what each counted in the window, and its inflight at the end.
+        let listed = c.page_pools().await.expect("page-pool-get");
+        let pools: Vec<Value> = s1
+            .ledger
+            .each_since(&s0.ledger)
+            .map(|(id, d)| {
+                let p = listed.iter().find(|p| p.id == Some(id));
+                json!({"id": id, "provider": p.is_some_and(|p| p.dmabuf.is_some()),
+                       "inflight": p.and_then(|p| p.inflight),
+                       "ring_full": d.recycle_ring_full, "cached": d.recycle_cached,
+                       "ring": d.recycle_ring, "released": d.recycle_released_refcnt,
+                       "empty": d.alloc_empty, "slow": d.alloc_slow, "fast": d.alloc_fast,
+                       "refill": d.alloc_refill})
+            })
+            .collect();
+        row["pools"] = json!(pools);
+    }
+    // The provider's refills in the window (B's one queue; the counters
+    // of a queue rebuilt in the window start again at 0).
+    let sum = |q: &[pptune_tests::ppsim::QueueState]| {
+        q.iter()
+            .fold((0, 0), |(n, ns), q| (n + q.mp_allocs, ns + q.mp_alloc_ns))
+    };
+    let ((n0, ns0), (n1, ns1)) = (sum(&q0), sum(&q1));
+    if n1 > 0 {
+        let (n, ns) = if n1 >= n0 {
+            (n1 - n0, ns1 - ns0)
+        } else {
+            (n1, ns1)
+        };
+        row["mp_allocs"] = json!(n);
+        row["mp_alloc_ns_mean"] = json!(ns as f64 / n.max(1) as f64);
+        row["mp_alloc_max_ns"] = json!(q1.iter().map(|q| q.mp_alloc_max_ns).max());
+    }
+    row
 }
 
-fn figures(s0: &Snap, s1: &Snap, mem: &[u64], ring: u32) -> Value {
+/// `provider`: B's pools have a memory provider, whose refills
+/// `slow_per_k` counts (`policy::signals::slow_refills`).
+fn figures(s0: &Snap, s1: &Snap, mem: &[u64], provider: bool, ring: u32) -> Value {
     let d = s1.ledger.since(&s0.ledger);
     let frames = s1.frames - s0.frames;
     let per_k = |n: u64| n as f64 * 1000.0 / frames.max(1) as f64;
@@ -590,7 +744,8 @@ fn figures(s0: &Snap, s1: &Snap, mem: &[u64], ring: u32) -> Value {
         // busy jiffies x 10^7 instructions (icount shift=0, USER_HZ 100)
         "bytes_per_gi": app as f64 * 100.0 / busy.max(1) as f64,
         "app_mb_s": app as f64 / secs / 1e6,
-        "slow_per_k": per_k(d.alloc_slow + d.alloc_slow_high_order),
+        "slow_per_k": per_k(slow_refills(&d, provider) + d.alloc_slow_high_order),
+        "provider": provider,
         "ring_full_per_k": per_k(d.recycle_ring_full),
         "cached_per_k": per_k(d.recycle_cached),
         "ring_per_k": per_k(d.recycle_ring),
@@ -622,19 +777,20 @@ fn emit(mut row: Value, extra: Value) {
 }
 
 async fn static_point(o: &Opts, p: &Ppsim, w: &Workload, ring: u32, round: u32) {
-    let wire = Wire::build(p, 1, ring);
+    let wire = build_wire(p, w, ring);
     let ifx = wire.b_ifindex();
     let c = client_in(RX_NS).await;
-    let mut tr = Traffic::start(o, w);
+    let mut tr = Traffic::start(o, w, &wire);
     tokio::time::sleep(Duration::from_secs_f64(o.warmup)).await;
     let mut ledger = PoolLedger::default();
-    let m = measure(&c, ifx, &mut ledger, &mut tr, o.window).await;
+    let m = measure(&c, &wire, ifx, &mut ledger, &mut tr, o.window).await;
     drop(c);
     let summary = finish(wire, tr);
     emit(
         m,
         json!({"kind": "static", "workload": w.name, "config": ring.to_string(), "round": round,
-               "intact": summary["intact"], "rx_snmp_run": summary["snmp"]}),
+               "intact": summary["intact"], "rx_snmp_run": summary["snmp"],
+               "devmem_run": summary["devmem"]}),
     );
 }
 
@@ -729,7 +885,7 @@ fn spawn_pptune(o: &Opts, w: &Workload, policy: &str) -> Daemon {
 }
 
 async fn tuned_run(o: &Opts, p: &Ppsim, w: &Workload, tuner: Tuner) {
-    let wire = Wire::build(p, 1, START_RING);
+    let wire = build_wire(p, w, START_RING);
     let ifx = wire.b_ifindex();
     let c = client_in(RX_NS).await;
     let rings = c.rings(ifx, None).await.expect("rings-get");
@@ -780,7 +936,7 @@ async fn tuned_run(o: &Opts, p: &Ppsim, w: &Workload, tuner: Tuner) {
         }
         _ => (o.quiet, o.quiet),
     };
-    let mut tr = Traffic::start(o, w);
+    let mut tr = Traffic::start(o, w, &wire);
     let mut ledger = PoolLedger::default();
     ledger.refresh(&c).await;
     loop {
@@ -802,7 +958,7 @@ async fn tuned_run(o: &Opts, p: &Ppsim, w: &Workload, tuner: Tuner) {
     let stopped_by_max = run_s < ctl.last_change_s + quiet;
     let before = ctl.ring;
     // Twice a static point's window: one run against a sweep's rounds.
-    let m = measure(&c, ifx, &mut ledger, &mut tr, 2.0 * o.window).await;
+    let m = measure(&c, &wire, ifx, &mut ledger, &mut tr, 2.0 * o.window).await;
     let changed_in_window = m["ring"].as_u64() != Some(u64::from(before));
     let daemon_cpu = daemon.as_ref().and_then(Daemon::cpu_secs);
     drop(daemon);
@@ -817,7 +973,7 @@ async fn tuned_run(o: &Opts, p: &Ppsim, w: &Workload, tuner: Tuner) {
                "settle": converged.map(|(at, n)| json!({"converged_s": at, "watch_s": run_s - at,
                    "calm_before_shrink_s": o.settle_calm, "changes_in_watch": ctl.changes - n})),
                "intact": summary["intact"], "rx_snmp_run": summary["snmp"],
-               "timeline": ctl.timeline}),
+               "devmem_run": summary["devmem"], "timeline": ctl.timeline}),
     );
 }
 
@@ -849,7 +1005,7 @@ async fn mem_over(
 /// stops or turns to one steady stream, and B is watched for 2 ×
 /// calm_before_shrink + the evaluation + a control window.
 async fn give_back_run(o: &Opts, p: &Ppsim, w: &Workload, then: Then) {
-    let wire = Wire::build(p, 1, START_RING);
+    let wire = build_wire(p, w, START_RING);
     let ifx = wire.b_ifindex();
     let c = client_in(RX_NS).await;
     let daemon = spawn_pptune(o, w, &o.settle_policy);
@@ -858,7 +1014,7 @@ async fn give_back_run(o: &Opts, p: &Ppsim, w: &Workload, then: Then) {
         ..Ctl::default()
     };
     let t0 = Instant::now();
-    let tr = Traffic::start(o, w);
+    let tr = Traffic::start(o, w, &wire);
     let mut ledger = PoolLedger::default();
     ledger.refresh(&c).await;
     loop {
@@ -890,7 +1046,7 @@ async fn give_back_run(o: &Opts, p: &Ppsim, w: &Workload, then: Then) {
         .expect("steady");
     let after = match then {
         Then::Stop => None,
-        Then::Steady => Some(Traffic::start_on(o, steady, "5410")),
+        Then::Steady => Some(Traffic::start_on(o, steady, "5410", &wire)),
     };
     let watch = 2.0 * o.settle_calm + o.settle_eval + o.ctl_window as f64;
     let mut timeline = Vec::new();

@@ -39,12 +39,20 @@ pub fn recycle_miss_share(s: &PoolStats) -> Option<f64> {
 /// `alloc_slow`, `alloc_empty` takes its place.
 #[must_use]
 pub fn slow_refill_share(s: &PoolStats, memory_provider: bool) -> Option<f64> {
-    let slow = if memory_provider {
+    let slow = slow_refills(s, memory_provider);
+    ratio(slow, slow.saturating_add(s.alloc_refill))
+}
+
+/// Refills that reached the page allocator, or the memory provider:
+/// `alloc_slow`, or `alloc_empty` for memory-provider pools, whose
+/// provider allocations page_pool does not count as slow.
+#[must_use]
+pub fn slow_refills(s: &PoolStats, memory_provider: bool) -> u64 {
+    if memory_provider {
         s.alloc_empty
     } else {
         s.alloc_slow
-    };
-    ratio(slow, slow.saturating_add(s.alloc_refill))
+    }
 }
 
 /// `num / den`, or `None` when `den` is 0 ("no traffic" is not 0 %).

@@ -80,6 +80,12 @@ struct ppsim_lane_stats {
 	u64 ring_full_pages;	/* recycle.ring_full increments seen by the consumer */
 	u64 release_bulks;	/* charged release bulks (ring_full pages / 64, rounded up) */
 	u64 overruns;		/* wire frames lost: no free RX descriptor (also in drops_ring) */
+	/* Header split: the payload buffers the wire's refills took from the
+	 * memory provider (not from the pool's cache or ring), and the time
+	 * those refills took, in all and the longest (ppsim_wire.c). */
+	u64 mp_allocs;
+	u64 mp_alloc_ns;
+	u64 mp_alloc_max_ns;
 };
 
 struct ppsim_cap {

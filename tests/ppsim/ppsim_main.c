@@ -1502,7 +1502,8 @@ static int ppsim_qstate_show(struct seq_file *m, void *v)
 			   "held=%lu packets=%llu bytes=%llu alloc_fail=%llu drops_ring=%llu drops_backlog=%llu "
 			   "returned=%llu bursts=%llu slow_events=%llu ring_full_pages=%llu "
 			   "charged_ns=%llu capped=%llu pool_size=%d posted=%u release_bulks=%llu "
-			   "model_ns=%lld pace_behind_ns=%lld overruns=%llu wire_filled=%u\n",
+			   "model_ns=%lld pace_behind_ns=%lld overruns=%llu wire_filled=%u "
+			   "mp_allocs=%llu mp_alloc_ns=%llu mp_alloc_max_ns=%llu\n",
 			   i, pd->rx_ring, l->pool ? l->pool->user.id : 0,
 			   l->napi_added ? l->napi.napi_id : 0, READ_ONCE(l->napi_cpu),
 			   READ_ONCE(l->polls), ho_count(l),
@@ -1515,7 +1516,9 @@ static int ppsim_qstate_show(struct seq_file *m, void *v)
 			   l->nposted, READ_ONCE(st->release_bulks), atomic64_read(&l->model_ns),
 			   atomic64_read(&l->pace_behind_ns), READ_ONCE(st->overruns),
 			   READ_ONCE(l->wire_open) ?
-			   READ_ONCE(l->wire_prod) - READ_ONCE(l->wire_cons) : 0);
+			   READ_ONCE(l->wire_prod) - READ_ONCE(l->wire_cons) : 0,
+			   READ_ONCE(st->mp_allocs), READ_ONCE(st->mp_alloc_ns),
+			   READ_ONCE(st->mp_alloc_max_ns));
 	}
 #if PPSIM_DEVMEM
 	netdev_unlock_ops(pd->netdev);

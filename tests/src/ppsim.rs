@@ -356,6 +356,12 @@ pub struct QueueState {
     pub overruns: u64,
     /// Wire mode: filled descriptors the NAPI has not taken yet.
     pub wire_filled: u64,
+    /// Header split: payload refills the memory provider served (the
+    /// pool's cache and ring were empty), their time in all and the
+    /// longest, guest ns.
+    pub mp_allocs: u64,
+    pub mp_alloc_ns: u64,
+    pub mp_alloc_max_ns: u64,
 }
 
 /// The loaded ppsim module.
@@ -856,6 +862,9 @@ impl PpsimDev {
                     "pace_behind_ns" => q.pace_behind_ns = n,
                     "overruns" => q.overruns = n,
                     "wire_filled" => q.wire_filled = n,
+                    "mp_allocs" => q.mp_allocs = n,
+                    "mp_alloc_ns" => q.mp_alloc_ns = n,
+                    "mp_alloc_max_ns" => q.mp_alloc_max_ns = n,
                     _ => return false,
                 }
                 true

@@ -512,16 +512,24 @@ impl PoolLedger {
     /// counted since `earlier` (all of it for a pool `earlier` did not
     /// know, which started at zero).
     pub fn since(&self, earlier: &Self) -> PoolStats {
-        self.pools
-            .iter()
-            .fold(PoolStats::default(), |acc, (id, now)| {
-                let d = earlier
-                    .pools
-                    .get(id)
-                    .map_or(Some(*now), |e| now.delta(e))
-                    .expect("pool counters go backwards");
-                acc.add(&d)
-            })
+        self.each_since(earlier)
+            .fold(PoolStats::default(), |acc, (_, d)| acc.add(&d))
+    }
+
+    /// What each pool seen counted since `earlier`, by pool id (the
+    /// terms of [`PoolLedger::since`]).
+    pub fn each_since<'a>(
+        &'a self,
+        earlier: &'a Self,
+    ) -> impl Iterator<Item = (u64, PoolStats)> + 'a {
+        self.pools.iter().map(|(id, now)| {
+            let d = earlier
+                .pools
+                .get(id)
+                .map_or(Some(*now), |e| now.delta(e))
+                .expect("pool counters go backwards");
+            (*id, d)
+        })
     }
 }
 

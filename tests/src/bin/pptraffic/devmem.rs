@@ -21,6 +21,16 @@
 //! Each fragment's token is returned with `SO_DEVMEM_DONTNEED`, in batches
 //! of `--devmem-batch` (at most the kernel's 128 per call), the rest at
 //! the end of the stream: the netmems go back to the page pool only then.
+//! With `--devmem-hold N` (`--pattern drain`) a receiver keeps a drain's
+//! tokens until N more drains have ended, then returns them all at once,
+//! call after call ([`DevmemRx::drained`]): as NCCL returns a chunk's
+//! tokens once the GPU consumed it, with up to N later chunks in flight
+//! (its pipeline's steps). The returns come to the pool in one burst,
+//! and N drains' buffers stay out of it meanwhile (0: a drain's tokens go
+//! back when it ends). Each call's time is counted
+//! (`dontneed_ns`, `dontneed_max_ns`: under the testbed's `--icount` a
+//! guest nanosecond is a guest instruction): what the pool's recycling
+//! or the provider's `gen_pool_free` costs the receiving thread.
 #![allow(unsafe_code)]
 
 use std::fs::File;
@@ -189,6 +199,9 @@ pub struct DevmemStats {
     pub frags: u64,
     pub tokens_returned: u64,
     pub dontneed_calls: u64,
+    /// Time in `SO_DEVMEM_DONTNEED` calls, in all and the longest call.
+    pub dontneed_ns: u64,
+    pub dontneed_max_ns: u64,
     /// Bytes copied from host memory (`SCM_DEVMEM_LINEAR`).
     pub linear_bytes: u64,
     /// Bytes of readable skbs (not through the provider: a flow that
@@ -201,18 +214,25 @@ pub struct DevmemStats {
 pub struct DevmemRx {
     memfd: Arc<File>,
     batch: usize,
+    /// `--devmem-hold N`: tokens wait for [`DevmemRx::drained`], which
+    /// returns those of the drain N drains back.
+    hold: Option<usize>,
     pending: Vec<DmabufToken>,
+    /// The held drains' tokens, oldest first.
+    held: std::collections::VecDeque<Vec<DmabufToken>>,
     scratch: Vec<u8>,
     cmsg: Vec<u8>,
     pub stats: DevmemStats,
 }
 
 impl DevmemRx {
-    pub fn new(memfd: Arc<File>, batch: usize, read_bytes: usize) -> Self {
+    pub fn new(memfd: Arc<File>, batch: usize, hold: Option<usize>, read_bytes: usize) -> Self {
         Self {
             memfd,
             batch: batch.clamp(1, MAX_BATCH),
+            hold,
             pending: Vec::with_capacity(MAX_BATCH),
+            held: std::collections::VecDeque::new(),
             scratch: vec![0; read_bytes.max(1)],
             cmsg: vec![0; 64 * 1024],
             stats: DevmemStats::default(),
@@ -295,44 +315,73 @@ impl DevmemRx {
                 token_start: t,
                 token_count: 1,
             });
-            if self.pending.len() >= self.batch {
-                self.give_back(s)?;
+            if self.hold.is_none() && self.pending.len() >= self.batch {
+                let p = std::mem::take(&mut self.pending);
+                self.give_back(s, &p)?;
             }
         }
         Ok(pos)
     }
 
-    /// Return every pending token (`SO_DEVMEM_DONTNEED`).
-    pub fn give_back(&mut self, s: &impl AsRawFd) -> std::io::Result<()> {
-        if self.pending.is_empty() {
+    /// A drain ended: with `--devmem-hold N`, its tokens join the held
+    /// drains, and those of the drain N back go back to the kernel.
+    pub fn drained(&mut self, s: &impl AsRawFd) -> std::io::Result<()> {
+        let Some(n) = self.hold else {
             return Ok(());
-        }
-        let len = libc::socklen_t::try_from(std::mem::size_of_val(self.pending.as_slice()))
-            .map_err(std::io::Error::other)?;
-        // SAFETY: `pending` is a live array of `struct dmabuf_token`
-        // (repr(C), the uapi layout) of `len` bytes; the kernel only reads it.
-        let r = unsafe {
-            libc::setsockopt(
-                s.as_raw_fd(),
-                libc::SOL_SOCKET,
-                SO_DEVMEM_DONTNEED,
-                self.pending.as_ptr().cast(),
-                len,
-            )
         };
-        if r < 0 {
-            return Err(std::io::Error::last_os_error());
+        self.held.push_back(std::mem::take(&mut self.pending));
+        while self.held.len() > n {
+            if let Some(t) = self.held.pop_front() {
+                self.give_back(s, &t)?;
+            }
         }
-        let freed = u64::try_from(r).unwrap_or(0);
-        if freed != self.pending.len() as u64 {
-            return Err(std::io::Error::other(format!(
-                "SO_DEVMEM_DONTNEED returned {freed} of {} tokens",
-                self.pending.len()
-            )));
+        Ok(())
+    }
+
+    /// The stream ended: every token still out goes back.
+    pub fn finish(&mut self, s: &impl AsRawFd) -> std::io::Result<()> {
+        while let Some(t) = self.held.pop_front() {
+            self.give_back(s, &t)?;
         }
-        self.stats.tokens_returned += freed;
-        self.stats.dontneed_calls += 1;
-        self.pending.clear();
+        let p = std::mem::take(&mut self.pending);
+        self.give_back(s, &p)
+    }
+
+    /// Return `tokens`, `--devmem-batch` per `SO_DEVMEM_DONTNEED` call,
+    /// each call timed.
+    fn give_back(&mut self, s: &impl AsRawFd, tokens: &[DmabufToken]) -> std::io::Result<()> {
+        for chunk in tokens.chunks(self.batch) {
+            let len = libc::socklen_t::try_from(std::mem::size_of_val(chunk))
+                .map_err(std::io::Error::other)?;
+            let t0 = std::time::Instant::now();
+            // SAFETY: `chunk` is a live array of `struct dmabuf_token`
+            // (repr(C), the uapi layout) of `len` bytes; the kernel only
+            // reads it.
+            let r = unsafe {
+                libc::setsockopt(
+                    s.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    SO_DEVMEM_DONTNEED,
+                    chunk.as_ptr().cast(),
+                    len,
+                )
+            };
+            let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            if r < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let freed = u64::try_from(r).unwrap_or(0);
+            if freed != chunk.len() as u64 {
+                return Err(std::io::Error::other(format!(
+                    "SO_DEVMEM_DONTNEED returned {freed} of {} tokens",
+                    chunk.len()
+                )));
+            }
+            self.stats.tokens_returned += freed;
+            self.stats.dontneed_calls += 1;
+            self.stats.dontneed_ns += ns;
+            self.stats.dontneed_max_ns = self.stats.dontneed_max_ns.max(ns);
+        }
         Ok(())
     }
 }

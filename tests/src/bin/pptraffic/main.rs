@@ -220,6 +220,11 @@ struct Args {
     /// 128 is NCCL's.
     #[arg(long, default_value_t = 128)]
     devmem_batch: usize,
+    /// `--pattern drain`: keep a drain's tokens until N more drains have
+    /// ended, then return them all, call after call (as NCCL returns a
+    /// consumed chunk's, with N later chunks in flight); 0: at its end.
+    #[arg(long, value_name = "N")]
+    devmem_hold: Option<usize>,
     /// Size of the dma-buf, MiB.
     #[arg(long, default_value_t = 64)]
     devmem_mb: u64,
@@ -259,6 +264,11 @@ fn validate(args: &Args) -> Res<()> {
         }
         if args.devmem_mb == 0 {
             return Err("--devmem-mb must be > 0".into());
+        }
+        if args.devmem_hold.is_some() && args.pattern != Pattern::Drain {
+            return Err(
+                "--devmem-hold: only with --pattern drain (it returns at a drain's end)".into(),
+            );
         }
     }
     if u32::from(args.port) + args.udp > u32::from(u16::MAX) {
@@ -664,9 +674,12 @@ mod tests {
             "drain",
             "--devmem-batch",
             "1",
+            "--devmem-hold",
+            "4",
         ]))
         .unwrap();
         for (bad, why) in [
+            (&["--devmem-hold", "0"][..], "--devmem-hold"),
             (&["--pattern", "splice"][..], "splice"),
             (&["--mice", "1"][..], "--mice"),
             (&["--devmem-batch", "129"][..], "--devmem-batch"),

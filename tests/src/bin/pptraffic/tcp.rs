@@ -94,12 +94,20 @@ impl Reader {
         Ok(())
     }
 
+    /// A drain ended: with `--devmem-hold`, its tokens go back.
+    fn drained(&mut self, s: &TcpStream) -> std::io::Result<()> {
+        match self {
+            Self::Plain => Ok(()),
+            Self::Devmem(d) => d.drained(s),
+        }
+    }
+
     /// The stream is done: the last tokens go back; its devmem figures.
     fn finish(self, s: &TcpStream) -> Res<Option<DevmemStats>> {
         match self {
             Self::Plain => Ok(None),
             Self::Devmem(mut d) => {
-                d.give_back(s)?;
+                d.finish(s)?;
                 Ok(Some(d.stats.clone()))
             }
         }
@@ -294,7 +302,10 @@ fn receive_stream(
                 } else {
                     pause
                 });
-                if drain_once(&mut s, &mut rd, &mut buf, &mut r, data.as_deref(), live)? {
+                let eof = drain_once(&mut s, &mut rd, &mut buf, &mut r, data.as_deref(), live)?;
+                // `--devmem-hold N`: the tokens of the drain N back go back.
+                rd.drained(&s)?;
+                if eof {
                     break;
                 }
             }
@@ -334,6 +345,7 @@ pub fn start_receivers(
             Reader::Devmem(Box::new(DevmemRx::new(
                 Arc::clone(m),
                 a.devmem_batch,
+                a.devmem_hold,
                 a.read_bytes,
             )))
         });
