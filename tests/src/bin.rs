@@ -75,6 +75,20 @@ pub fn require_root(why: &str) {
     );
 }
 
+/// A temporary directory for a test's files, with `policy` written in it
+/// as `policy.yaml`: the directory (removed on drop) and the policy's path.
+///
+/// # Panics
+/// When the directory or the file cannot be made.
+#[must_use]
+#[allow(clippy::unwrap_used)]
+pub fn policy_in_tempdir(policy: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("policy.yaml");
+    std::fs::write(&path, policy).unwrap();
+    (dir, path)
+}
+
 /// Writes the state record a daemon leaves after changing `name`'s RX
 /// channels `from` → `to` (effective) into `dir/state.json`, for tests of
 /// `verify`, `export` and `restore` on a veth, which has no page pools for

@@ -11,7 +11,7 @@ use std::os::unix::process::ExitStatusExt as _;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use pptune_tests::bin::{DaemonDirs, in_netns, pptune_bin, require_root};
+use pptune_tests::bin::{DaemonDirs, in_netns, policy_in_tempdir, pptune_bin, require_root};
 
 fn pptune(args: &[&str]) -> Output {
     Command::new(pptune_bin()).args(args).output().unwrap()
@@ -391,10 +391,8 @@ fn replay_plot_and_filters_refuse_clearly() {
 /// (`pptune::human`); JSON output is escaped by its encoder.
 #[test]
 fn control_characters_from_files_are_escaped_in_human_output() {
-    let dir = tempfile::tempdir().unwrap();
-    let policy = dir.path().join("p.yaml");
     // YAML's own escapes: the key holds ESC and BEL.
-    std::fs::write(&policy, "mode: observe\n\"x\\e[2J\\a\": 1\n").unwrap();
+    let (dir, policy) = policy_in_tempdir("mode: observe\n\"x\\e[2J\\a\": 1\n");
     let out = pptune(&["check", policy.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(78), "{out:?}");
     let err = text(&out.stderr);
@@ -458,9 +456,7 @@ fn control_characters_from_files_are_escaped_in_human_output() {
 #[test]
 fn every_json_output_is_one_line_when_piped() {
     require_root("throwaway network namespaces");
-    let dir = tempfile::tempdir().unwrap();
-    let policy = dir.path().join("p.yaml");
-    std::fs::write(&policy, "timing:\n  interval: 200ms\n  window: 1s\n").unwrap();
+    let (dir, policy) = policy_in_tempdir("timing:\n  interval: 200ms\n  window: 1s\n");
     let rec = dir.path().join("r.pptrec");
     let veth = "ip link set lo up && ip link add v0 type veth peer name v1 \
                 && ip link set v0 up && ip link set v1 up && exec \"$0\" \"$@\"";

@@ -7,14 +7,12 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use pptune_tests::bin::{DaemonDirs, pptune_bin, require_root};
+use pptune_tests::bin::{DaemonDirs, policy_in_tempdir, pptune_bin, require_root};
 
 #[test]
 fn failed_accepts_when_out_of_descriptors_are_warned_with_their_cause() {
     require_root("a throwaway network namespace");
-    let dir = tempfile::tempdir().unwrap();
-    let policy = dir.path().join("policy.yaml");
-    std::fs::write(&policy, "mode: observe\n").unwrap();
+    let (dir, policy) = policy_in_tempdir("mode: observe\n");
     let log = dir.path().join("log");
     let mut child = Command::new("unshare")
         .args(["-n", "sh", "-c"])

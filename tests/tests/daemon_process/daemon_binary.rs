@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use pptune_tests::bin::{DaemonDirs, in_netns, pptune_bin, require_root};
+use pptune_tests::bin::{DaemonDirs, in_netns, policy_in_tempdir, pptune_bin, require_root};
 use tokio::time::Instant;
 
 /// Datagrams received until `pred` matches one, or the deadline.
@@ -57,9 +57,7 @@ fn signal(pid: u32, sig: &str) {
 
 #[test]
 fn invalid_policy_exits_78_for_check_and_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let bad = dir.path().join("policy.yaml");
-    std::fs::write(&bad, "rings:\n  rx_rign: 4096\n").unwrap();
+    let (dir, bad) = policy_in_tempdir("rings:\n  rx_rign: 4096\n");
     for cmd in ["check", "run"] {
         let out = Command::new(pptune_bin())
             .args(["--config", bad.to_str().unwrap(), cmd])
@@ -210,13 +208,9 @@ fn an_ethtool_change_by_hand_is_an_operator_override_on_the_real_kernel() {
     // veth has no page pools, but a selector without `require_pools` puts it
     // under enforce, and veth has real channels (rx/tx) whose CHANNELS_NTF
     // the kernel sends to every monitor subscriber, pptune included.
-    let dir = tempfile::tempdir().unwrap();
-    let policy = dir.path().join("policy.yaml");
-    std::fs::write(
-        &policy,
+    let (dir, policy) = policy_in_tempdir(
         "mode: enforce\nselectors:\n  - names: [\"ppt*\"]\n    require_pools: false\nchannels:\n  enabled: true\ntiming:\n  interval: 1s\n",
-    )
-    .unwrap();
+    );
     let run_dir = dir.path().join("run");
     let (notify, sock) = notify_socket(dir.path());
     let mut child = in_netns("ip link set lo up && ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 && ip link set ppt0 up && ip link set ppt1 up && exec \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0")
@@ -333,15 +327,11 @@ fn restore_command_puts_a_recorded_original_back_on_the_real_kernel() {
 #[test]
 fn plan_answers_at_once_when_nothing_can_be_judged_and_changes_nothing() {
     require_root("a throwaway network namespace");
-    let dir = tempfile::tempdir().unwrap();
-    let policy = dir.path().join("policy.yaml");
     // A finding would need 3 samples over 20 s; veth has no page pools, so
     // there is nothing to wait for.
-    std::fs::write(
-        &policy,
+    let (dir, policy) = policy_in_tempdir(
         "mode: enforce\nselectors:\n  - names: [\"ppt*\"]\n    require_pools: false\ntiming:\n  interval: 10s\n  window: 10s\n  windows_for_finding: 2\n",
-    )
-    .unwrap();
+    );
     let t0 = Instant::now();
     let out = in_netns("ip link add ppt0 type veth peer name ppt1 && \"$0\" --config \"$1\" plan --json && ethtool -l ppt0 | tail -4")
         .arg(&policy)
@@ -376,9 +366,7 @@ fn plan_answers_at_once_when_nothing_can_be_judged_and_changes_nothing() {
 #[test]
 fn metrics_listen_null_serves_no_endpoint() {
     require_root("a throwaway network namespace");
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("policy.yaml");
-    std::fs::write(&cfg, "daemon:\n  metrics_listen: null\n").unwrap();
+    let (dir, cfg) = policy_in_tempdir("daemon:\n  metrics_listen: null\n");
     let (notify, sock) = notify_socket(dir.path());
     let mut child = in_netns("ip link set lo up && exec \"$0\" --config \"$1\" run")
         .arg(&cfg)
