@@ -326,7 +326,7 @@ proptest! {
         ts in prop::collection::vec(traffic(), 4..24),
     ) {
         use std::time::Duration;
-        use crate::engine::{ActionRecord, Backoff, LocalTime, Outcome};
+        use crate::engine::{Backoff, LocalTime, Outcome};
         use crate::plan::{Knob, RingField};
         use crate::policy::ChangeWindow;
 
@@ -344,7 +344,6 @@ proptest! {
             }
         }
         let id1 = w.snap.devices[0].id.clone();
-        let id2 = w.snap.devices[1].id.clone();
         if let Some(secs) = g.backoff_s {
             w.backoff.insert(id1.key(), Backoff {
                 failures: 1,
@@ -353,25 +352,13 @@ proptest! {
             });
         }
         if let Some(to) = g.refused_target {
-            w.history.push(ActionRecord {
-                device: id2.clone(),
-                knob: Knob::Ring(RingField::Rx),
-                from: s.ring,
-                to,
-                at: Duration::ZERO,
-                outcome: Outcome::Refused { errno: 22, message: "EINVAL".into() },
-            });
+            let refused = Outcome::Refused { errno: 22, message: "EINVAL".into() };
+            w.changed(1, Knob::Ring(RingField::Rx), (s.ring, to), Duration::ZERO, refused);
         }
         if let Some(ago) = g.failed_ago_s {
             w.now = Duration::from_secs(ago);
-            w.history.push(ActionRecord {
-                device: id1.clone(),
-                knob: Knob::Ring(RingField::Rx),
-                from: s.ring,
-                to: s.ring,
-                at: Duration::ZERO,
-                outcome: Outcome::Failed { message: "gone".into() },
-            });
+            let failed = Outcome::Failed { message: "gone".into() };
+            w.changed(0, Knob::Ring(RingField::Rx), (s.ring, s.ring), Duration::ZERO, failed);
         }
         if g.override_dev1 {
             w.overrides.push((id1, Knob::Ring(RingField::Rx)));
