@@ -66,6 +66,17 @@ pub fn sample_sum(text: &str, family: &str, labels: &[&str]) -> f64 {
         .sum()
 }
 
+/// Sum of the samples whose line starts with `prefix` (a name, or a name
+/// and the start of its labels: `pptune_resyncs_total{kind="netdev"}`) in
+/// a text exposition; 0 when none does.
+#[must_use]
+pub fn prefix_sum(text: &str, prefix: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -85,11 +85,7 @@ async fn run_for(
 }
 
 fn metric(m: &Metrics, prefix: &str) -> f64 {
-    let text = m.encode().unwrap();
-    text.lines()
-        .filter(|l| l.starts_with(prefix))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    pptune_tests::http::prefix_sum(&m.encode().unwrap(), prefix)
 }
 
 #[tokio::test(start_paused = true)]

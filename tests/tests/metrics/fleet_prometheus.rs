@@ -277,15 +277,10 @@ async fn a_real_prometheus_compares_the_arms_sums_the_shadow_and_suggests_priors
     assert_eq!(hosts_with_shadow.first().map(|(_, v)| *v), Some(1.0));
     // The shadow's fleet total is its host's counter (the rule's increase
     // sees the counter from its first sample: at most that much).
-    let own: f64 = hosts[0]
-        .running
-        .metrics
-        .encode()
-        .unwrap()
-        .lines()
-        .filter(|l| l.starts_with("pptune_shadow_changes_total{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum();
+    let own = pptune_tests::http::prefix_sum(
+        &hosts[0].running.metrics.encode().unwrap(),
+        "pptune_shadow_changes_total{",
+    );
     let total = shadow_changes.first().map_or(0.0, |(_, v)| *v);
     assert!(
         total > 0.0 && total <= own + 1.0,
