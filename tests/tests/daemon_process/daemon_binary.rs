@@ -47,6 +47,47 @@ fn notify_socket(dir: &std::path::Path) -> (std::path::PathBuf, UnixDatagram) {
     (path, sock)
 }
 
+/// Starts `cmd` (a `pptune run`) as a service manager would, its
+/// notifications on a socket under `dir` and its log in `dir/log`, and
+/// waits up to 30 s for READY=1; otherwise kills it and fails with what it
+/// sent and its log. Returns the daemon, the socket and what it sent up to
+/// READY.
+fn start_ready(cmd: &mut Command, dir: &Path) -> (std::process::Child, UnixDatagram, Vec<String>) {
+    let (notify, sock) = notify_socket(dir);
+    let mut child = cmd
+        .env("NOTIFY_SOCKET", &notify)
+        .env_remove("JOURNAL_STREAM")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("log")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut msgs = Vec::new();
+    if !wait_for(&sock, &mut msgs, 30, |m| m.contains("READY=1")) {
+        let _ = child.kill();
+        let log = std::fs::read_to_string(dir.join("log")).unwrap_or_default();
+        panic!("no READY=1: {msgs:?}\n{log}");
+    }
+    (child, sock, msgs)
+}
+
+/// Whether, within 5 s, the view the daemon's control socket under
+/// `run_dir` serves shows a device that `pred` takes.
+fn view_shows(
+    run_dir: &Path,
+    pred: impl Fn(&pptune::publish::control::DeviceView) -> bool,
+) -> bool {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let ctl = pptune::publish::control::socket_path(run_dir);
+    (0..50).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        rt.block_on(pptune::publish::control::query(&ctl))
+            .is_some_and(|v| v.devices.iter().any(&pred))
+    })
+}
+
 fn signal(pid: u32, sig: &str) {
     let st = Command::new("kill")
         .args([sig, &pid.to_string()])
@@ -83,30 +124,20 @@ fn systemd_notify_reload_device_appearance_and_sigterm_in_a_netns() {
     let cfg = dir.path().join("etc");
     std::fs::create_dir(&cfg).unwrap();
     let run_dir = dir.path().join("run");
-    let (notify, sock) = notify_socket(dir.path());
     // unshare execs sh, which brings lo up and execs pptune: one pid all
     // along, so the signals reach pptune and NOTIFY_SOCKET's sender matches.
-    let mut child = in_netns(
-        "ip link set lo up && exec \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0",
-    )
-    .arg(&cfg)
-    .env("NOTIFY_SOCKET", &notify)
-    .env("WATCHDOG_USEC", "2000000")
-    .daemon_dirs(&run_dir)
-    .env_remove("WATCHDOG_PID")
-    .env_remove("JOURNAL_STREAM")
-    .stdout(Stdio::null())
-    .stderr(std::fs::File::create(dir.path().join("log")).unwrap())
-    .spawn()
-    .unwrap();
+    let (mut child, sock, msgs) = start_ready(
+        in_netns(
+            "ip link set lo up && exec \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0",
+        )
+        .arg(&cfg)
+        .env("WATCHDOG_USEC", "2000000")
+        .daemon_dirs(&run_dir)
+        .env_remove("WATCHDOG_PID"),
+        dir.path(),
+    );
     let pid = child.id();
     let log = || std::fs::read_to_string(dir.path().join("log")).unwrap_or_default();
-    let mut msgs = Vec::new();
-    let ready = wait_for(&sock, &mut msgs, 30, |m| m.contains("READY=1"));
-    if !ready {
-        let _ = child.kill();
-        panic!("no READY=1: {msgs:?}\n{}", log());
-    }
     assert!(msgs.last().unwrap().contains("STATUS="), "{msgs:?}");
     // The loop pings the watchdog at least every second (half of 2 s).
     let t0 = Instant::now();
@@ -134,21 +165,7 @@ fn systemd_notify_reload_device_appearance_and_sigterm_in_a_netns() {
         .status()
         .unwrap();
     assert!(st.success());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let ctl = pptune::publish::control::socket_path(&run_dir);
-    let mut seen = false;
-    for _ in 0..50 {
-        std::thread::sleep(Duration::from_millis(100));
-        if let Some(v) = rt.block_on(pptune::publish::control::query(&ctl))
-            && v.devices.iter().any(|d| d.name == "ppt0")
-        {
-            seen = true;
-            break;
-        }
-    }
+    let seen = view_shows(&run_dir, |d| d.name == "ppt0");
     assert!(
         seen,
         "the new veth never reached the daemon's view\n{}",
@@ -178,7 +195,7 @@ fn systemd_notify_reload_device_appearance_and_sigterm_in_a_netns() {
     );
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0), "{}", log());
-    assert!(!ctl.exists());
+    assert!(!pptune::publish::control::socket_path(&run_dir).exists());
     // JSON lines on stderr outside journald.
     let l = log();
     let first = l.lines().next().unwrap_or_default();
@@ -212,42 +229,16 @@ fn an_ethtool_change_by_hand_is_an_operator_override_on_the_real_kernel() {
         "mode: enforce\nselectors:\n  - names: [\"ppt*\"]\n    require_pools: false\nchannels:\n  enabled: true\ntiming:\n  interval: 1s\n",
     );
     let run_dir = dir.path().join("run");
-    let (notify, sock) = notify_socket(dir.path());
-    let mut child = in_netns("ip link set lo up && ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 && ip link set ppt0 up && ip link set ppt1 up && exec \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0")
-        .arg(&policy)
-        .env("NOTIFY_SOCKET", &notify)
-        .daemon_dirs(&run_dir)
-        .env_remove("JOURNAL_STREAM")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.path().join("log")).unwrap())
-        .spawn()
-        .unwrap();
+    let (mut child, _sock, _) = start_ready(
+        in_netns("ip link set lo up && ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 && ip link set ppt0 up && ip link set ppt1 up && exec \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0")
+            .arg(&policy)
+            .daemon_dirs(&run_dir),
+        dir.path(),
+    );
     let pid = child.id();
     let log = || std::fs::read_to_string(dir.path().join("log")).unwrap_or_default();
-    let mut msgs = Vec::new();
-    if !wait_for(&sock, &mut msgs, 30, |m| m.contains("READY=1")) {
-        let _ = child.kill();
-        panic!("no READY=1: {msgs:?}\n{}", log());
-    }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let ctl = pptune::publish::control::socket_path(&run_dir);
-    let view = |rt: &tokio::runtime::Runtime| rt.block_on(pptune::publish::control::query(&ctl));
     // Wait until the daemon has decided on ppt0 (enforce mode).
-    let mut enforced = false;
-    for _ in 0..50 {
-        std::thread::sleep(Duration::from_millis(100));
-        if let Some(v) = view(&rt)
-            && v.devices
-                .iter()
-                .any(|d| d.name == "ppt0" && d.mode == "enforce")
-        {
-            enforced = true;
-            break;
-        }
-    }
+    let enforced = view_shows(&run_dir, |d| d.name == "ppt0" && d.mode == "enforce");
     assert!(enforced, "ppt0 never enforced\n{}", log());
     let st = Command::new("nsenter")
         .args([
@@ -263,18 +254,9 @@ fn an_ethtool_change_by_hand_is_an_operator_override_on_the_real_kernel() {
         .status()
         .unwrap();
     assert!(st.success());
-    let mut overridden = false;
-    for _ in 0..50 {
-        std::thread::sleep(Duration::from_millis(100));
-        if let Some(v) = view(&rt)
-            && v.devices
-                .iter()
-                .any(|d| d.name == "ppt0" && d.overrides.contains(&"channels.rx".to_owned()))
-        {
-            overridden = true;
-            break;
-        }
-    }
+    let overridden = view_shows(&run_dir, |d| {
+        d.name == "ppt0" && d.overrides.contains(&"channels.rx".to_owned())
+    });
     signal(pid, "-TERM");
     let status = child.wait().unwrap();
     assert!(overridden, "no operator override recorded\n{}", log());
@@ -367,24 +349,15 @@ fn plan_answers_at_once_when_nothing_can_be_judged_and_changes_nothing() {
 fn metrics_listen_null_serves_no_endpoint() {
     require_root("a throwaway network namespace");
     let (dir, cfg) = policy_in_tempdir("daemon:\n  metrics_listen: null\n");
-    let (notify, sock) = notify_socket(dir.path());
-    let mut child = in_netns("ip link set lo up && exec \"$0\" --config \"$1\" run")
-        .arg(&cfg)
-        .env("NOTIFY_SOCKET", &notify)
-        .daemon_dirs(dir.path().join("run"))
-        .env_remove("WATCHDOG_USEC")
-        .env_remove("WATCHDOG_PID")
-        .env_remove("JOURNAL_STREAM")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.path().join("log")).unwrap())
-        .spawn()
-        .unwrap();
+    let (mut child, _sock, _) = start_ready(
+        in_netns("ip link set lo up && exec \"$0\" --config \"$1\" run")
+            .arg(&cfg)
+            .daemon_dirs(dir.path().join("run"))
+            .env_remove("WATCHDOG_USEC")
+            .env_remove("WATCHDOG_PID"),
+        dir.path(),
+    );
     let log = || std::fs::read_to_string(dir.path().join("log")).unwrap_or_default();
-    let mut msgs = Vec::new();
-    if !wait_for(&sock, &mut msgs, 30, |m| m.contains("READY=1")) {
-        let _ = child.kill();
-        panic!("no READY=1: {msgs:?}\n{}", log());
-    }
     let pid = child.id().to_string();
     let ss = Command::new("nsenter")
         .args(["-t", &pid, "-n", "ss", "-Hltn"])
