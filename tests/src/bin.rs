@@ -75,6 +75,21 @@ pub fn require_root(why: &str) {
     );
 }
 
+/// A fake `NOTIFY_SOCKET` in `dir` for a daemon under test: its path and
+/// the socket, whose reads wait at most 200 ms.
+///
+/// # Panics
+/// When the socket cannot be bound.
+#[must_use]
+#[allow(clippy::unwrap_used)]
+pub fn notify_socket(dir: &std::path::Path) -> (PathBuf, std::os::unix::net::UnixDatagram) {
+    let path = dir.join("notify.sock");
+    let sock = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_millis(200)))
+        .unwrap();
+    (path, sock)
+}
+
 /// A temporary directory for a test's files, with `policy` written in it
 /// as `policy.yaml`: the directory (removed on drop) and the policy's path.
 ///

@@ -13,7 +13,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use pptune_tests::bin::{DaemonDirs, in_netns, policy_in_tempdir, pptune_bin, require_root};
+use pptune_tests::bin::{
+    DaemonDirs, in_netns, notify_socket, policy_in_tempdir, pptune_bin, require_root,
+};
 use tokio::time::Instant;
 
 /// Datagrams received until `pred` matches one, or the deadline.
@@ -36,15 +38,6 @@ fn wait_for(
         }
     }
     false
-}
-
-/// A fake `NOTIFY_SOCKET` under `dir`, read with a short timeout.
-fn notify_socket(dir: &std::path::Path) -> (std::path::PathBuf, UnixDatagram) {
-    let path = dir.join("notify.sock");
-    let sock = UnixDatagram::bind(&path).unwrap();
-    sock.set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
-    (path, sock)
 }
 
 /// Starts `cmd` (a `pptune run`) as a service manager would, its
