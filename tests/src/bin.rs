@@ -60,6 +60,26 @@ impl DaemonDirs for Command {
     }
 }
 
+/// A daemon (or command) a test starts in the background: its output
+/// discarded but for its log (stderr), which goes to a file.
+pub trait SpawnLogged {
+    /// Spawns it, stdout to nowhere, stderr to `log` (created).
+    ///
+    /// # Panics
+    /// When the file cannot be created or the command not started.
+    fn spawn_logged(&mut self, log: impl AsRef<std::path::Path>) -> std::process::Child;
+}
+
+impl SpawnLogged for Command {
+    #[allow(clippy::unwrap_used)]
+    fn spawn_logged(&mut self, log: impl AsRef<std::path::Path>) -> std::process::Child {
+        self.stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap()
+    }
+}
+
 /// Whether this process runs as root (the netlink crate's one check).
 pub use netlink::netns::is_root;
 

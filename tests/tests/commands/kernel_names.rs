@@ -6,12 +6,14 @@
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use pptune_tests::bin::{DaemonDirs, in_netns, policy_in_tempdir, pptune_bin, require_root};
+use pptune_tests::bin::{
+    DaemonDirs, SpawnLogged, in_netns, policy_in_tempdir, pptune_bin, require_root,
+};
 
 /// `ppt0` renamed to `ppt` 0xff ESC `[31mX`: not UTF-8, and a colour
 /// change if printed raw.
@@ -91,10 +93,7 @@ fn the_daemon_samples_and_logs_a_non_utf8_name_escaped() {
     .arg(&policy)
     .daemon_dirs(dir.path())
     .env("PPTUNE_LOG", "pptune=debug")
-    .stdout(Stdio::null())
-    .stderr(std::fs::File::create(&log).unwrap())
-    .spawn()
-    .unwrap();
+    .spawn_logged(&log);
     let pid = child.id();
     let view = || {
         Command::new("nsenter")

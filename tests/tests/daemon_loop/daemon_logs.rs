@@ -4,10 +4,10 @@
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use pptune_tests::bin::{DaemonDirs, policy_in_tempdir, pptune_bin, require_root};
+use pptune_tests::bin::{DaemonDirs, SpawnLogged, policy_in_tempdir, pptune_bin, require_root};
 
 #[test]
 fn failed_accepts_when_out_of_descriptors_are_warned_with_their_cause() {
@@ -21,10 +21,7 @@ fn failed_accepts_when_out_of_descriptors_are_warned_with_their_cause() {
         .arg(&policy)
         .daemon_dirs(dir.path())
         .env_remove("NOTIFY_SOCKET")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+        .spawn_logged(&log);
     let pid = child.id();
     let ctl = dir.path().join("control.sock");
     for _ in 0..300 {

@@ -10,11 +10,11 @@
 
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use pptune_tests::bin::{
-    DaemonDirs, in_netns, notify_socket, policy_in_tempdir, pptune_bin, require_root,
+    DaemonDirs, SpawnLogged, in_netns, notify_socket, policy_in_tempdir, pptune_bin, require_root,
 };
 use tokio::time::Instant;
 
@@ -50,10 +50,7 @@ fn start_ready(cmd: &mut Command, dir: &Path) -> (std::process::Child, UnixDatag
     let mut child = cmd
         .env("NOTIFY_SOCKET", &notify)
         .env_remove("JOURNAL_STREAM")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join("log")).unwrap())
-        .spawn()
-        .unwrap();
+        .spawn_logged(dir.join("log"));
     let mut msgs = Vec::new();
     if !wait_for(&sock, &mut msgs, 30, |m| m.contains("READY=1")) {
         let _ = child.kill();
@@ -396,10 +393,7 @@ fn unprivileged_run(log_path: &Path, setup: &str, env: &[String]) -> (Option<i32
         .env_remove("NOTIFY_SOCKET")
         .env_remove("WATCHDOG_USEC")
         .env_remove("JOURNAL_STREAM")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log_path).unwrap())
-        .spawn()
-        .unwrap();
+        .spawn_logged(log_path);
     let log = || std::fs::read_to_string(log_path).unwrap_or_default();
     let deadline = Instant::now() + Duration::from_secs(30);
     while !log().contains("\"ready\"") && Instant::now() < deadline {

@@ -7,7 +7,9 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use pptune_tests::bin::{DaemonDirs, in_netns, policy_in_tempdir, pptune_bin, require_root};
+use pptune_tests::bin::{
+    DaemonDirs, SpawnLogged, in_netns, policy_in_tempdir, pptune_bin, require_root,
+};
 
 #[test]
 fn a_second_daemon_in_the_same_netns_exits_with_a_clear_message() {
@@ -209,10 +211,7 @@ fn a_squatted_instance_name_stops_neither_run_nor_restore() {
         .args(["--metrics-listen", "127.0.0.1:0", "--log-format", "human"])
         .daemon_dirs(dir.path())
         .env_remove("NOTIFY_SOCKET")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+        .spawn_logged(&log);
     let ctl = dir.path().join("control.sock");
     for _ in 0..200 {
         if ctl.exists() || run.try_wait().unwrap().is_some() {
@@ -266,10 +265,7 @@ fn a_taken_metrics_port_is_the_operators_choice() {
             ])
             .daemon_dirs(dir.path())
             .env_remove("NOTIFY_SOCKET")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join(log)).unwrap())
-            .spawn()
-            .unwrap()
+            .spawn_logged(dir.path().join(log))
     };
     // `exit`: refuses, naming the key.
     let mut c = start(&policy("exit"), "exit.log");
