@@ -66,6 +66,39 @@ pub fn sample_sum(text: &str, family: &str, labels: &[&str]) -> f64 {
         .sum()
 }
 
+/// A web config (the exporter-toolkit file `metrics_web_config` names)
+/// written in `dir` as `web.yml`: with `tls`, a self-signed certificate for
+/// 127.0.0.1 and its key beside it (`s.crt`, `s.key`); each user of
+/// `users` (name, password) with its bcrypt hash (cost 4, the least).
+///
+/// # Panics
+/// When a file cannot be written or a certificate made.
+#[must_use]
+#[allow(clippy::unwrap_used)]
+pub fn web_config(dir: &std::path::Path, tls: bool, users: &[(&str, &str)]) -> std::path::PathBuf {
+    let mut yml = String::new();
+    if tls {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        std::fs::write(dir.join("s.crt"), cert.pem()).unwrap();
+        std::fs::write(dir.join("s.key"), key.serialize_pem()).unwrap();
+        yml.push_str("tls_server_config:\n  cert_file: s.crt\n  key_file: s.key\n");
+    }
+    if !users.is_empty() {
+        yml.push_str("basic_auth_users:\n");
+        for (user, password) in users {
+            let hash = bcrypt::hash(password, 4).unwrap();
+            yml.push_str(&format!("  {user}: '{hash}'\n"));
+        }
+    }
+    let web = dir.join("web.yml");
+    std::fs::write(&web, yml).unwrap();
+    web
+}
+
 /// Sum of the samples whose line starts with `prefix` (a name, or a name
 /// and the start of its labels: `pptune_resyncs_total{kind="netdev"}`) in
 /// a text exposition; 0 when none does.
