@@ -66,6 +66,33 @@ pub fn sample_sum(text: &str, family: &str, labels: &[&str]) -> f64 {
         .sum()
 }
 
+/// A fresh registry served as the daemon serves `/metrics`, on `addr`
+/// bound inside the network namespace `ns`; the server runs on the
+/// calling tokio runtime.
+///
+/// # Panics
+/// When `addr` cannot be bound in `ns`, or outside a tokio runtime.
+#[must_use]
+#[allow(clippy::unwrap_used)]
+pub fn serve_in(
+    ns: &netlink::netns::TempNetns,
+    addr: impl Into<String>,
+) -> std::sync::Arc<pptune::publish::metrics::Metrics> {
+    let metrics = std::sync::Arc::new(pptune::publish::metrics::Metrics::new());
+    let addr = addr.into();
+    let listener = ns
+        .run(move || async move { std::net::TcpListener::bind(addr) })
+        .unwrap()
+        .unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+    tokio::spawn(pptune::publish::http::serve(
+        listener,
+        std::sync::Arc::clone(&metrics),
+    ));
+    metrics
+}
+
 /// A web config (the exporter-toolkit file `metrics_web_config` names)
 /// written in `dir` as `web.yml`: with `tls`, a self-signed certificate for
 /// 127.0.0.1 and its key beside it (`s.crt`, `s.key`); each user of
