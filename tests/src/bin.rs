@@ -119,9 +119,20 @@ pub fn notify_socket(dir: &std::path::Path) -> (PathBuf, std::os::unix::net::Uni
 #[allow(clippy::unwrap_used)]
 pub fn policy_in_tempdir(policy: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("policy.yaml");
-    std::fs::write(&path, policy).unwrap();
+    let path = write_policy(dir.path(), policy);
     (dir, path)
+}
+
+/// `policy` written in `dir` as `policy.yaml`; its path.
+///
+/// # Panics
+/// When the file cannot be written.
+#[must_use]
+#[allow(clippy::unwrap_used)]
+pub fn write_policy(dir: &std::path::Path, policy: &str) -> PathBuf {
+    let path = dir.join("policy.yaml");
+    std::fs::write(&path, policy).unwrap();
+    path
 }
 
 /// Writes the state record a daemon leaves after changing `name`'s RX

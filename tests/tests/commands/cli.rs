@@ -11,7 +11,9 @@ use std::os::unix::process::ExitStatusExt as _;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use pptune_tests::bin::{DaemonDirs, in_netns, policy_in_tempdir, pptune_bin, require_root};
+use pptune_tests::bin::{
+    DaemonDirs, in_netns, policy_in_tempdir, pptune_bin, require_root, write_policy,
+};
 
 fn pptune(args: &[&str]) -> Output {
     Command::new(pptune_bin()).args(args).output().unwrap()
@@ -295,12 +297,10 @@ fn replay_plot_writes_over_nothing_and_through_no_symlink() {
     .output()
     .unwrap();
     assert!(out.status.success(), "{out:?}");
-    let policy = dir.path().join("p.yaml");
-    std::fs::write(
-        &policy,
+    let policy = write_policy(
+        dir.path(),
         "selectors:\n  - names: [\"ppt*\"]\n    require_pools: false\n",
-    )
-    .unwrap();
+    );
     let victim = dir.path().join("victim");
     std::fs::write(&victim, "keep me\n").unwrap();
     let link = dir.path().join("link.svg");
@@ -562,12 +562,10 @@ fn a_broken_web_config_is_a_configuration_error() {
         "tls_server_config:\n  cert_file: missing.crt\n  key_file: missing.key\n",
     )
     .unwrap();
-    let policy = dir.path().join("policy.yaml");
-    std::fs::write(
-        &policy,
-        format!("daemon:\n  metrics_web_config: {}\n", web.display()),
-    )
-    .unwrap();
+    let policy = write_policy(
+        dir.path(),
+        &format!("daemon:\n  metrics_web_config: {}\n", web.display()),
+    );
     let p = policy.display().to_string();
     for args in [
         vec!["check", p.as_str()],

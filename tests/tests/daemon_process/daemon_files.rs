@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use pptune_tests::bin::{DaemonDirs, in_netns, pptune_bin, require_root, rss_kib};
+use pptune_tests::bin::{DaemonDirs, in_netns, pptune_bin, require_root, rss_kib, write_policy};
 use pptune_tests::http::web_config;
 use tokio::time::Instant;
 
@@ -76,15 +76,13 @@ fn a_certificate_replaced_by_a_fifo_wedges_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let web = web_config(d, true, &[]);
-    let policy = d.join("policy.yaml");
-    std::fs::write(
-        &policy,
-        format!(
+    let policy = write_policy(
+        d,
+        &format!(
             "mode: observe\ndaemon:\n  metrics_web_config: {}\n",
             web.display()
         ),
-    )
-    .unwrap();
+    );
     let mut child = run_daemon(d, &policy, None);
     let pid = child.id();
     wait_running(d, &mut child);
@@ -126,12 +124,10 @@ fn check_refuses_a_fifo_key_at_once() {
     let web = web_config(d, true, &[]);
     std::fs::remove_file(d.join("s.key")).unwrap();
     mkfifo(&d.join("s.key"));
-    let policy = d.join("policy.yaml");
-    std::fs::write(
-        &policy,
-        format!("daemon:\n  metrics_web_config: {}\n", web.display()),
-    )
-    .unwrap();
+    let policy = write_policy(
+        d,
+        &format!("daemon:\n  metrics_web_config: {}\n", web.display()),
+    );
     let mut c = Command::new(pptune_bin())
         .arg("--config")
         .arg(&policy)
@@ -158,8 +154,7 @@ fn a_tz_that_is_a_fifo_or_dev_zero_neither_wedges_nor_fills_the_daemon() {
     let d = dir.path();
     let fifo = d.join("tz");
     mkfifo(&fifo);
-    let policy = d.join("policy.yaml");
-    std::fs::write(&policy, "mode: observe\n").unwrap();
+    let policy = write_policy(d, "mode: observe\n");
     for (tz, says) in [
         (fifo.display().to_string(), "a FIFO"),
         ("/dev/zero".to_owned(), "a device node"),

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use pptune_tests::bin::{SpawnLogged, pptune_bin, require_root};
+use pptune_tests::bin::{SpawnLogged, pptune_bin, require_root, write_policy};
 
 /// `pptune run` in a new network namespace (`unshare` execs it: one pid),
 /// no metrics endpoint, `runtime` and `state` as its directories.
@@ -28,9 +28,7 @@ fn daemon(policy: &Path, runtime: &Path, state: &Path, log: &Path) -> Child {
 }
 
 fn policy(dir: &Path) -> std::path::PathBuf {
-    let p = dir.join("policy.yaml");
-    std::fs::write(&p, "mode: observe\ndaemon:\n  metrics_listen: null\n").unwrap();
-    p
+    write_policy(dir, "mode: observe\ndaemon:\n  metrics_listen: null\n")
 }
 
 fn signal(pid: u32, sig: &str) {
