@@ -271,44 +271,32 @@ struct Gates {
     evaluation_s: u64,
 }
 
-fn gate_inputs() -> impl Strategy<Value = Gates> {
-    (
-        prop::option::of(0u64..120),
-        prop::option::of(prop::sample::select(vec![512u32, 1024, 2048, 4096])),
-        prop::option::of(0u64..120),
-        any::<bool>(),
-        prop::option::of((0u16..1440, 0u16..1440)),
-        0u16..1440,
-        any::<bool>(),
-        1u32..6,
-        0u64..40,
-        0u64..40,
-    )
-        .prop_map(
-            |(
-                backoff_s,
-                refused_target,
-                failed_ago_s,
-                override_dev1,
-                window,
-                minute,
-                bonded,
-                per_hour,
-                cooldown_s,
-                evaluation_s,
-            )| Gates {
-                backoff_s,
-                refused_target,
-                failed_ago_s,
-                override_dev1,
-                window,
-                minute,
-                bonded,
-                per_hour,
-                cooldown_s,
-                evaluation_s,
-            },
-        )
+prop_compose! {
+    fn gate_inputs()(
+        backoff_s in prop::option::of(0u64..120),
+        refused_target in prop::option::of(prop::sample::select(vec![512u32, 1024, 2048, 4096])),
+        failed_ago_s in prop::option::of(0u64..120),
+        override_dev1 in any::<bool>(),
+        window in prop::option::of((0u16..1440, 0u16..1440)),
+        minute in 0u16..1440,
+        bonded in any::<bool>(),
+        per_hour in 1u32..6,
+        cooldown_s in 0u64..40,
+        evaluation_s in 0u64..40,
+    ) -> Gates {
+        Gates {
+            backoff_s,
+            refused_target,
+            failed_ago_s,
+            override_dev1,
+            window,
+            minute,
+            bonded,
+            per_hour,
+            cooldown_s,
+            evaluation_s,
+        }
+    }
 }
 
 proptest! {
