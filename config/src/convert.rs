@@ -250,15 +250,20 @@ impl Cx<'_> {
         }
     }
 
-    /// `rings`: min no higher than max.
-    fn rings(&mut self, r: &RawRings) -> p::RingPolicy {
-        if r.min > r.max {
+    /// `block.min` no higher than `block.max` (`rings`, `channels`).
+    fn min_not_above_max(&mut self, block: &str, min: u32, max: u32) {
+        if min > max {
             self.err(
-                "rings.min",
-                format!("rings.min {} is above rings.max {}", r.min, r.max),
-                "lower rings.min or raise rings.max",
+                &format!("{block}.min"),
+                format!("{block}.min {min} is above {block}.max {max}"),
+                format!("lower {block}.min or raise {block}.max"),
             );
         }
+    }
+
+    /// `rings`: min no higher than max.
+    fn rings(&mut self, r: &RawRings) -> p::RingPolicy {
+        self.min_not_above_max("rings", r.min, r.max);
         p::RingPolicy {
             enabled: r.enabled,
             min: r.min,
@@ -279,13 +284,7 @@ impl Cx<'_> {
 
     /// `channels`: min no higher than max.
     fn channels(&mut self, c: &RawChannels) -> p::ChannelPolicy {
-        if c.min > c.max {
-            self.err(
-                "channels.min",
-                format!("channels.min {} is above channels.max {}", c.min, c.max),
-                "lower channels.min or raise channels.max",
-            );
-        }
+        self.min_not_above_max("channels", c.min, c.max);
         p::ChannelPolicy {
             enabled: c.enabled,
             min: c.min,

@@ -1,6 +1,7 @@
 //! The service loop: sample, keep the device map current from
-//! notifications, feed the engine, log and export, and (in enforce mode)
-//! act through the actuator.
+//! notifications ([`devices`]), feed the engine, log and export, and (in
+//! enforce mode) act through the actuator; reload the policy on SIGHUP
+//! ([`loading`]).
 //!
 //! Generic over [`Kernel`] so the loop logic is tested against a fake; the
 //! binary hands it the netlink implementation.
@@ -13,13 +14,13 @@ use std::time::Duration;
 use policy::engine::Observation;
 use policy::observer::Observer;
 use policy::plan::{Action, Decision, Plan};
-use policy::snapshot::{Device, Snapshot};
+use policy::snapshot::Snapshot;
 use policy::{Mode, OnStop, Policy};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::act::actuator::Actuator;
-use crate::act::lent::{self, Lent, Seen};
+use crate::act::lent::{self, Lent};
 use crate::act::rollout;
 use crate::clock::{Clock, local_time};
 use crate::publish::control::{DaemonView, RestoreRequest};
@@ -28,8 +29,9 @@ use crate::publish::metrics::Metrics;
 use crate::publish::notify::Notifier;
 use crate::publish::recording::LiveRecording;
 use crate::record::journal::RestoredBy;
-use crate::sample::{Kernel, KernelEvent, SampleScope};
+use crate::sample::{Kernel, SampleScope};
 
+mod devices;
 pub mod heap;
 mod inputs;
 mod keep;
@@ -37,9 +39,10 @@ mod loading;
 mod report;
 pub mod shadow;
 mod start;
+use devices::{DeviceMap, Observing as _};
 pub use inputs::{Engine, Options, PolicyEngine, PolicyNotLoaded, PolicySource, RELOAD_DEADLINE};
 use keep::{Acting, Keep};
-use loading::{LoadEnd, Loading};
+use loading::Reloads;
 pub use start::{RunError, run};
 
 /// The service loop's state between ticks: the policy and the engine, the
@@ -52,13 +55,14 @@ struct Daemon<K: Kernel, E: Engine> {
     kernel: Arc<K>,
     engine: E,
     policy: Policy,
-    source: Arc<dyn PolicySource>,
+    /// Where the policy comes from, and the reload in flight.
+    reloads: Reloads,
     policy_error: Option<String>,
     metrics: Arc<Metrics>,
     notifier: Notifier,
     acting: Acting,
-    /// Latest sample of each device, by ifindex (the device map).
-    devices: BTreeMap<u32, Device>,
+    /// Latest sample of each device (the device map).
+    devices: DeviceMap,
     /// The previous sample fed to the engine and when it was taken, and
     /// this pass's pool deltas against it: computed once per tick, read by
     /// the engine, the metrics, the shadow and the recording.
@@ -80,9 +84,6 @@ struct Daemon<K: Kernel, E: Engine> {
     recording: Option<LiveRecording>,
     /// The shadow policy's engine, when the policy names one.
     shadow: Option<shadow::Shadow>,
-    /// A device vanished since the last pass closed: its memory is given
-    /// back once the pass has let go of it ([`heap`]).
-    vanished: bool,
 }
 
 /// `now + d` for a timer, checked: a duration past `Instant`'s range (the
@@ -140,7 +141,6 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         let mut next_sample = Instant::now();
         let mut resync: Option<Instant> = None;
         let mut reload_open = true;
-        let mut load: Option<Loading> = None;
         // Absolute, so a stream of notifications cannot push the ping back.
         let mut next_ping = after(self.tick_period());
         loop {
@@ -169,10 +169,22 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                     next_ping = after(self.tick_period());
                 }
                 msg = reload.recv(), if reload_open => match msg {
-                    Some(()) => self.reload_asked(&mut load),
+                    Some(()) => {
+                        if let Some(refused) = self.reloads.asked(&self.notifier) {
+                            self.reload_finished(Err(refused));
+                        }
+                    }
                     None => reload_open = false,
                 },
-                end = loading::next_end(&mut load) => self.load_ended(end, &mut load),
+                end = self.reloads.next_end() => {
+                    let ended = self.reloads.ended(end);
+                    if let Some(loaded) = ended.loaded {
+                        self.reload_finished(loaded);
+                    }
+                    if ended.again {
+                        self.reloads.start(&self.notifier);
+                    }
+                }
                 Some(req) = restore_rx.recv() => {
                     if req.reply.is_closed() {
                         // Its client gave up (timeout, ^C) while the loop
@@ -199,48 +211,6 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         }
     }
 
-    /// A notification. Returns whether the device map needs a resync.
-    fn on_event(&mut self, ev: KernelEvent) -> bool {
-        match ev {
-            KernelEvent::RingsChanged { ifindex, rings } => {
-                self.check_overrides(ifindex, Seen::Rings(&rings));
-                if let Some(d) = self.devices.get_mut(&ifindex) {
-                    d.rings = policy::snapshot::Availability::Available(rings);
-                }
-                false
-            }
-            KernelEvent::ChannelsChanged { ifindex, channels } => {
-                self.check_overrides(ifindex, Seen::Channels(&channels));
-                if let Some(d) = self.devices.get_mut(&ifindex) {
-                    d.channels = policy::snapshot::Availability::Available(channels);
-                }
-                // Queues (and their pools) changed.
-                true
-            }
-            KernelEvent::PoolsChanged { .. } => true,
-            // New devices, renames, up/down: re-read the map.
-            KernelEvent::LinkChanged { .. } => true,
-            KernelEvent::LinkRemoved { ifindex } => {
-                if let Some(dev) = self.devices.remove(&ifindex) {
-                    self.vanished = true;
-                    tracing::info!(device = %dev.name, "device vanished");
-                    self.acting.actuator.forget_device(&dev.id.key());
-                }
-                true
-            }
-            KernelEvent::Overflow { source } => {
-                tracing::warn!(source, "notifications lost (ENOBUFS): full resync");
-                self.metrics
-                    .resyncs
-                    .get_or_create(&crate::publish::metrics::KindLabels {
-                        kind: source.to_owned(),
-                    })
-                    .inc();
-                true
-            }
-        }
-    }
-
     /// A sample outside the engine's cadence: keeps the device map and the
     /// view current (and catches changes whose notification was lost); the
     /// metrics follow the passes.
@@ -250,57 +220,6 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             self.update_view();
         } else {
             self.metrics.error("sample");
-        }
-    }
-
-    /// Updates the device map from a sample; logs devices that appeared or
-    /// vanished; compares managed knobs with what pptune set.
-    fn absorb(&mut self, snap: &Snapshot) {
-        let new: BTreeMap<u32, Device> = snap
-            .devices
-            .iter()
-            .map(|d| (d.ifindex, d.clone()))
-            .collect();
-        for (i, d) in &new {
-            if !self.devices.contains_key(i) && self.ready {
-                tracing::info!(device = %d.name, ifindex = i, identity = %d.id.key(), "device appeared");
-            }
-        }
-        let gone: Vec<u32> = self
-            .devices
-            .keys()
-            .filter(|i| !new.contains_key(i))
-            .copied()
-            .collect();
-        for i in gone {
-            if let Some(d) = self.devices.get(&i) {
-                self.vanished = true;
-                tracing::info!(device = %d.name, ifindex = i, "device vanished");
-                self.acting.actuator.forget_device(&d.id.key());
-            }
-        }
-        self.devices = new;
-        // A lost notification must not hide an operator's change.
-        // The knob blocks only (small `Copy` values), not the devices with
-        // all their queues and pools, while `check_overrides` borrows the loop.
-        let blocks: Vec<_> = self
-            .devices
-            .values()
-            .map(|d| {
-                (
-                    d.ifindex,
-                    d.rings.available().copied(),
-                    d.channels.available().copied(),
-                )
-            })
-            .collect();
-        for (ifindex, rings, channels) in blocks {
-            if let Some(r) = &rings {
-                self.check_overrides(ifindex, Seen::Rings(r));
-            }
-            if let Some(c) = &channels {
-                self.check_overrides(ifindex, Seen::Channels(c));
-            }
         }
     }
 
@@ -413,7 +332,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 "observe"
             };
             let backed_off = self.acting.actuator.backed_off(&self.key, now);
-            if let Some(dev) = self.devices.get(&dec.ifindex) {
+            if let Some(dev) = self.devices.get(dec.ifindex) {
                 self.metrics.known(dev, &self.policy, mode);
                 self.metrics
                     .set_ring_cost(&dev.name, policy::engine::current_device_bytes(dev));
@@ -444,7 +363,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             .retain(|_, (last, _)| plan.decisions.iter().any(|d| d.device_id == last.device_id));
         let kept = &self.last_decisions;
         self.log.retain(|key| kept.contains_key(key));
-        for d in self.devices.values() {
+        for d in self.devices.all().values() {
             if !managed.contains(&d.ifindex) {
                 self.metrics.set_mode(&d.name, "unmanaged");
                 self.metrics.set_ring_cost(&d.name, None);
@@ -469,7 +388,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
                 let gone = actuator.actuate(dec, snap, io).await;
                 self.count_events();
                 if gone {
-                    self.devices.remove(&dec.ifindex);
+                    self.devices.gone(dec.ifindex);
                 }
             }
         }
@@ -516,7 +435,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         self.update_view();
         // The metrics forgot the vanished devices' series in this pass, the
         // previous sample that held them is gone: their memory is free.
-        if std::mem::take(&mut self.vanished) {
+        if self.devices.take_vanished() {
             heap::trim();
         }
     }
@@ -524,7 +443,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
     /// The service manager's status line.
     fn summary(&self) -> String {
         report::summary(&report::Counts {
-            devices: self.devices.len(),
+            devices: self.devices.all().len(),
             decisions: self.last_decisions.values().map(|(d, _)| d),
             draw: self.draw,
             overrides: self.acting.actuator.overrides().len(),
@@ -541,49 +460,6 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         let standing = rollout::Standing::of(&self.policy, self.draw);
         standing.report(&self.policy, &self.host_id);
         self.metrics.set_rollout(standing, &self.policy);
-    }
-
-    /// SIGHUP: the policy is re-read on a blocking thread while the loop
-    /// goes on with the last good one ([`loading`]).
-    fn reload_asked(&mut self, load: &mut Option<Loading>) {
-        match load {
-            None => {
-                self.notifier.reloading();
-                *load = Some(Loading::start(&self.source));
-            }
-            Some(l) if l.stuck() => {
-                self.notifier.reloading();
-                let past = l.late_since().elapsed().as_secs();
-                self.reload_finished(Err(PolicyNotLoaded(format!(
-                    "the last policy load has not returned ({past} s past its deadline): no new load starts until it does"
-                ))));
-            }
-            // It is read again when the running load ends.
-            Some(l) => l.again = true,
-        }
-    }
-
-    /// The end of a load: its policy taken or refused, and the next load
-    /// started when one was asked for meanwhile.
-    fn load_ended(&mut self, end: LoadEnd, load: &mut Option<Loading>) {
-        match end {
-            LoadEnd::Finished(loaded) => self.reload_finished(loaded.map(|p| *p)),
-            LoadEnd::Late => {
-                // Refused now; it stays in `load` until its thread returns.
-                self.reload_finished(Err(PolicyNotLoaded(format!(
-                    "the policy load did not finish in {} s",
-                    RELOAD_DEADLINE.as_secs()
-                ))));
-                return;
-            }
-            LoadEnd::Returned => tracing::warn!(
-                "the policy load refused for its lateness returned at last: its result is dropped"
-            ),
-        }
-        if load.take().is_some_and(|l| l.again) {
-            self.notifier.reloading();
-            *load = Some(Loading::start(&self.source));
-        }
     }
 
     /// A reload's outcome: a valid policy replaces the last good one; an
@@ -631,7 +507,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             policy: &self.policy,
             events: &self.acting.events,
             clock: self.clock,
-            devices: &self.devices,
+            devices: self.devices.all(),
             prev: self.observer.previous_taken(),
             deferred: self.coexist.current(),
             record: Keep {
@@ -655,28 +531,6 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
         lent::Record::save(&mut self.lend().1.record)
     }
 
-    /// Compares a reported block of knob values with what pptune set;
-    /// an operator's takeover shows in the view at once.
-    fn check_overrides(&mut self, ifindex: u32, seen: Seen<'_>) {
-        let Some(dev) = self.devices.get(&ifindex) else {
-            return;
-        };
-        let enforced = self.draw.host_selected
-            && self
-                .last_decisions
-                .get(&dev.id.key())
-                .is_some_and(|(d, _)| d.mode == Mode::Enforce);
-        let (actuator, mut io) = self.lend();
-        let Some(dev) = io.devices.get(&ifindex) else {
-            return;
-        };
-        let taken = actuator.check_overrides(dev, enforced, seen, &mut io);
-        self.count_events();
-        if taken {
-            self.update_view();
-        }
-    }
-
     /// Restores originals (all devices, or the named ones), and journals
     /// what was put back.
     async fn restore(&mut self, interfaces: &[String], by: RestoredBy) -> (Vec<String>, bool) {
@@ -696,14 +550,14 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             .recording
             .as_ref()
             .map_or(0, LiveRecording::changes_this_run);
-        report::left_in_place(changes, &self.acting.state, &self.devices);
+        report::left_in_place(changes, &self.acting.state, self.devices.all());
     }
 
     /// Rebuilds the control socket's view.
     fn update_view(&self) {
         let view = crate::publish::view::build(&crate::publish::view::ViewInput {
             now: self.now(),
-            devices: &self.devices,
+            devices: self.devices.all(),
             last_decisions: &self.last_decisions,
             standing: rollout::Standing::of(&self.policy, self.draw),
             rollout: self.policy.rollout.as_ref(),

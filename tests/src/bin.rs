@@ -60,6 +60,26 @@ impl DaemonDirs for Command {
     }
 }
 
+/// A daemon (or command) a test starts in the background: its output
+/// discarded but for its log (stderr), which goes to a file.
+pub trait SpawnLogged {
+    /// Spawns it, stdout to nowhere, stderr to `log` (created).
+    ///
+    /// # Panics
+    /// When the file cannot be created or the command not started.
+    fn spawn_logged(&mut self, log: impl AsRef<std::path::Path>) -> std::process::Child;
+}
+
+impl SpawnLogged for Command {
+    #[allow(clippy::unwrap_used)]
+    fn spawn_logged(&mut self, log: impl AsRef<std::path::Path>) -> std::process::Child {
+        self.stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap()
+    }
+}
+
 /// Whether this process runs as root (the netlink crate's one check).
 pub use netlink::netns::is_root;
 
@@ -73,6 +93,46 @@ pub fn require_root(why: &str) {
         is_root(),
         "this test needs root ({why}); run the suite as root (tests/run-all.sh does)"
     );
+}
+
+/// A fake `NOTIFY_SOCKET` in `dir` for a daemon under test: its path and
+/// the socket, whose reads wait at most 200 ms.
+///
+/// # Panics
+/// When the socket cannot be bound.
+#[must_use]
+#[allow(clippy::unwrap_used)]
+pub fn notify_socket(dir: &std::path::Path) -> (PathBuf, std::os::unix::net::UnixDatagram) {
+    let path = dir.join("notify.sock");
+    let sock = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_millis(200)))
+        .unwrap();
+    (path, sock)
+}
+
+/// A temporary directory for a test's files, with `policy` written in it
+/// as `policy.yaml`: the directory (removed on drop) and the policy's path.
+///
+/// # Panics
+/// When the directory or the file cannot be made.
+#[must_use]
+#[allow(clippy::unwrap_used)]
+pub fn policy_in_tempdir(policy: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_policy(dir.path(), policy);
+    (dir, path)
+}
+
+/// `policy` written in `dir` as `policy.yaml`; its path.
+///
+/// # Panics
+/// When the file cannot be written.
+#[must_use]
+#[allow(clippy::unwrap_used)]
+pub fn write_policy(dir: &std::path::Path, policy: &str) -> PathBuf {
+    let path = dir.join("policy.yaml");
+    std::fs::write(&path, policy).unwrap();
+    path
 }
 
 /// Writes the state record a daemon leaves after changing `name`'s RX

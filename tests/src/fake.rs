@@ -287,11 +287,33 @@ fn rebuild(s: &mut FakeState) {
     s.next_pool_id += n as u64;
 }
 
-/// Reads the watched file, as a set begins.
-fn watch(s: &mut FakeState) {
+/// A set begins: the state locked, the set noted as `what` = `value`,
+/// the watched file read.
+fn set_begins<'a>(
+    state: &'a Mutex<FakeState>,
+    what: String,
+    value: u32,
+) -> Result<std::sync::MutexGuard<'a, FakeState>, SetError> {
+    let mut s = state
+        .lock()
+        .map_err(|_| SetError::Other("poisoned".into()))?;
+    s.sets.push((what, value));
     if let Some(path) = &s.watched {
         let text = std::fs::read_to_string(path).ok();
         s.watched_at_set.push(text);
+    }
+    Ok(s)
+}
+
+/// The refusal a test scripted (`refuse`), naming `attr`.
+fn scripted_refusal(s: &FakeState, attr: Option<&str>) -> Result<(), SetError> {
+    match s.refuse.clone() {
+        Some((errno, message)) => Err(SetError::Refused {
+            errno,
+            message,
+            attr: attr.map(Into::into),
+        }),
+        None => Ok(()),
     }
 }
 
@@ -336,25 +358,14 @@ impl Kernel for FakeKernel {
         value: u32,
     ) -> Result<Rings, SetError> {
         let rings = {
-            let mut s = self
-                .state
-                .lock()
-                .map_err(|_| SetError::Other("poisoned".into()))?;
-            s.sets.push((format!("ring.{field:?}"), value));
-            watch(&mut s);
+            let mut s = set_begins(&self.state, format!("ring.{field:?}"), value)?;
             if s.vanish_on_set {
                 s.gone = true;
             }
             if ifindex != IFINDEX || s.gone {
                 return Err(SetError::DeviceGone(ifindex));
             }
-            if let Some((errno, message)) = s.refuse.clone() {
-                return Err(SetError::Refused {
-                    errno,
-                    message,
-                    attr: Some("ETHTOOL_A_RINGS_RX".into()),
-                });
-            }
+            scripted_refusal(&s, Some("ETHTOOL_A_RINGS_RX"))?;
             if value > s.ring_max {
                 return Err(SetError::Refused {
                     errno: 22,
@@ -381,19 +392,8 @@ impl Kernel for FakeKernel {
         value: u32,
     ) -> Result<Channels, SetError> {
         let ch = {
-            let mut s = self
-                .state
-                .lock()
-                .map_err(|_| SetError::Other("poisoned".into()))?;
-            s.sets.push((format!("channels.{field:?}"), value));
-            watch(&mut s);
-            if let Some((errno, message)) = s.refuse.clone() {
-                return Err(SetError::Refused {
-                    errno,
-                    message,
-                    attr: None,
-                });
-            }
+            let mut s = set_begins(&self.state, format!("channels.{field:?}"), value)?;
+            scripted_refusal(&s, None)?;
             s.combined = value;
             rebuild(&mut s);
             Channels {

@@ -66,6 +66,77 @@ pub fn sample_sum(text: &str, family: &str, labels: &[&str]) -> f64 {
         .sum()
 }
 
+/// A fresh registry served as the daemon serves `/metrics`, on `addr`
+/// bound inside the network namespace `ns`; the server runs on the
+/// calling tokio runtime.
+///
+/// # Panics
+/// When `addr` cannot be bound in `ns`, or outside a tokio runtime.
+#[must_use]
+#[allow(clippy::unwrap_used)]
+pub fn serve_in(
+    ns: &netlink::netns::TempNetns,
+    addr: impl Into<String>,
+) -> std::sync::Arc<pptune::publish::metrics::Metrics> {
+    let metrics = std::sync::Arc::new(pptune::publish::metrics::Metrics::new());
+    let addr = addr.into();
+    let listener = ns
+        .run(move || async move { std::net::TcpListener::bind(addr) })
+        .unwrap()
+        .unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+    tokio::spawn(pptune::publish::http::serve(
+        listener,
+        std::sync::Arc::clone(&metrics),
+    ));
+    metrics
+}
+
+/// A web config (the exporter-toolkit file `metrics_web_config` names)
+/// written in `dir` as `web.yml`: with `tls`, a self-signed certificate for
+/// 127.0.0.1 and its key beside it (`s.crt`, `s.key`); each user of
+/// `users` (name, password) with its bcrypt hash (cost 4, the least).
+///
+/// # Panics
+/// When a file cannot be written or a certificate made.
+#[must_use]
+#[allow(clippy::unwrap_used)]
+pub fn web_config(dir: &std::path::Path, tls: bool, users: &[(&str, &str)]) -> std::path::PathBuf {
+    let mut yml = String::new();
+    if tls {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        std::fs::write(dir.join("s.crt"), cert.pem()).unwrap();
+        std::fs::write(dir.join("s.key"), key.serialize_pem()).unwrap();
+        yml.push_str("tls_server_config:\n  cert_file: s.crt\n  key_file: s.key\n");
+    }
+    if !users.is_empty() {
+        yml.push_str("basic_auth_users:\n");
+        for (user, password) in users {
+            let hash = bcrypt::hash(password, 4).unwrap();
+            yml.push_str(&format!("  {user}: '{hash}'\n"));
+        }
+    }
+    let web = dir.join("web.yml");
+    std::fs::write(&web, yml).unwrap();
+    web
+}
+
+/// Sum of the samples whose line starts with `prefix` (a name, or a name
+/// and the start of its labels: `pptune_resyncs_total{kind="netdev"}`) in
+/// a text exposition; 0 when none does.
+#[must_use]
+pub fn prefix_sum(text: &str, prefix: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -23,7 +23,7 @@
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -31,7 +31,7 @@ use std::time::Duration;
 use netlink::netns::TempNetns;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use pptune_tests::bin::{DaemonDirs, pptune_bin, require_root};
+use pptune_tests::bin::{DaemonDirs, SpawnLogged, pptune_bin, require_root};
 use tokio::time::Instant;
 
 const METRICS: &str = "127.0.0.1:9864";
@@ -79,10 +79,7 @@ impl Daemon {
             .daemon_dirs(&run_dir)
             .env_remove("NOTIFY_SOCKET")
             .env_remove("JOURNAL_STREAM")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join(format!("{runtime}.log"))).unwrap())
-            .spawn()
-            .unwrap()
+            .spawn_logged(dir.join(format!("{runtime}.log")))
     }
 
     fn pid(&self) -> u32 {

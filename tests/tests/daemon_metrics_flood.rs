@@ -23,6 +23,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use pptune::publish::http::{Limits, Web, serve_secured};
 use pptune::publish::metrics::Metrics;
+use pptune_tests::http::web_config;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::time::Instant;
 
@@ -108,9 +109,7 @@ fn report(line: &str) {
 async fn wrong_passwords_cost_one_check_at_a_time_and_the_probes_answer() {
     let _turn = ONE_FLOOD.lock().await;
     let dir = tempfile::tempdir().unwrap();
-    let web = dir.path().join("web.yml");
-    let hash = bcrypt::hash("s3cret", 4).unwrap();
-    std::fs::write(&web, format!("basic_auth_users:\n  prom: '{hash}'\n")).unwrap();
+    let web = web_config(dir.path(), false, &[("prom", "s3cret")]);
     let addr = serve(&web, Limits::default()).await;
     assert_eq!(get(addr, "/healthz", "prom", "s3cret").await, 200);
     // Let the blocking pool settle to what an idle server keeps.
@@ -171,22 +170,7 @@ async fn stalled_tls_handshakes_are_evicted_and_the_probes_answer() {
     let _turn = ONE_FLOOD.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    std::fs::write(d.join("s.crt"), cert.pem()).unwrap();
-    std::fs::write(d.join("s.key"), key.serialize_pem()).unwrap();
-    let hash = bcrypt::hash("s3cret", 4).unwrap();
-    let web = d.join("web.yml");
-    std::fs::write(
-        &web,
-        format!(
-            "tls_server_config:\n  cert_file: s.crt\n  key_file: s.key\nbasic_auth_users:\n  prom: '{hash}'\n"
-        ),
-    )
-    .unwrap();
+    let web = web_config(d, true, &[("prom", "s3cret")]);
     let addr = serve(
         &web,
         Limits {

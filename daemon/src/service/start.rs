@@ -12,8 +12,10 @@ use policy::observer::Observer;
 use policy::plan::Plan;
 use tokio::sync::mpsc;
 
+use super::devices::DeviceMap;
 use super::inputs::{Engine, Options, PolicySource, restore_engine};
 use super::keep::{self, Acting};
+use super::loading::Reloads;
 use super::{Daemon, shadow};
 use crate::act::actuator::Actuator;
 use crate::act::events::Events;
@@ -84,7 +86,7 @@ pub async fn run<K: Kernel, E: Engine>(
         draw: rollout::draw(policy.rollout.as_ref(), &host_id.value),
         shadow: shadow::Shadow::start(&policy, &metrics),
         policy,
-        source: Arc::from(source),
+        reloads: Reloads::new(Arc::from(source)),
         policy_error: None,
         metrics,
         notifier,
@@ -94,7 +96,7 @@ pub async fn run<K: Kernel, E: Engine>(
             store,
             events: Events::default(),
         },
-        devices: BTreeMap::new(),
+        devices: DeviceMap::default(),
         observer: Observer::default(),
         host_id,
         log: DecisionLog::new(Duration::from_secs(3600)),
@@ -107,7 +109,6 @@ pub async fn run<K: Kernel, E: Engine>(
         last_sample: None,
         coexist: crate::act::coexist::Tracker::new(coexist),
         recording,
-        vanished: false,
     };
     let hashes = d.metrics.policy_in_force(&d.policy);
     tracing::info!(policy_hash = %hashes.policy, shadow_hash = hashes.shadow.as_deref().unwrap_or(""), "policy loaded: {hashes}");

@@ -271,44 +271,32 @@ struct Gates {
     evaluation_s: u64,
 }
 
-fn gate_inputs() -> impl Strategy<Value = Gates> {
-    (
-        prop::option::of(0u64..120),
-        prop::option::of(prop::sample::select(vec![512u32, 1024, 2048, 4096])),
-        prop::option::of(0u64..120),
-        any::<bool>(),
-        prop::option::of((0u16..1440, 0u16..1440)),
-        0u16..1440,
-        any::<bool>(),
-        1u32..6,
-        0u64..40,
-        0u64..40,
-    )
-        .prop_map(
-            |(
-                backoff_s,
-                refused_target,
-                failed_ago_s,
-                override_dev1,
-                window,
-                minute,
-                bonded,
-                per_hour,
-                cooldown_s,
-                evaluation_s,
-            )| Gates {
-                backoff_s,
-                refused_target,
-                failed_ago_s,
-                override_dev1,
-                window,
-                minute,
-                bonded,
-                per_hour,
-                cooldown_s,
-                evaluation_s,
-            },
-        )
+prop_compose! {
+    fn gate_inputs()(
+        backoff_s in prop::option::of(0u64..120),
+        refused_target in prop::option::of(prop::sample::select(vec![512u32, 1024, 2048, 4096])),
+        failed_ago_s in prop::option::of(0u64..120),
+        override_dev1 in any::<bool>(),
+        window in prop::option::of((0u16..1440, 0u16..1440)),
+        minute in 0u16..1440,
+        bonded in any::<bool>(),
+        per_hour in 1u32..6,
+        cooldown_s in 0u64..40,
+        evaluation_s in 0u64..40,
+    ) -> Gates {
+        Gates {
+            backoff_s,
+            refused_target,
+            failed_ago_s,
+            override_dev1,
+            window,
+            minute,
+            bonded,
+            per_hour,
+            cooldown_s,
+            evaluation_s,
+        }
+    }
 }
 
 proptest! {
@@ -326,7 +314,7 @@ proptest! {
         ts in prop::collection::vec(traffic(), 4..24),
     ) {
         use std::time::Duration;
-        use crate::engine::{ActionRecord, Backoff, LocalTime, Outcome};
+        use crate::engine::{Backoff, LocalTime, Outcome};
         use crate::plan::{Knob, RingField};
         use crate::policy::ChangeWindow;
 
@@ -344,7 +332,6 @@ proptest! {
             }
         }
         let id1 = w.snap.devices[0].id.clone();
-        let id2 = w.snap.devices[1].id.clone();
         if let Some(secs) = g.backoff_s {
             w.backoff.insert(id1.key(), Backoff {
                 failures: 1,
@@ -353,25 +340,13 @@ proptest! {
             });
         }
         if let Some(to) = g.refused_target {
-            w.history.push(ActionRecord {
-                device: id2.clone(),
-                knob: Knob::Ring(RingField::Rx),
-                from: s.ring,
-                to,
-                at: Duration::ZERO,
-                outcome: Outcome::Refused { errno: 22, message: "EINVAL".into() },
-            });
+            let refused = Outcome::Refused { errno: 22, message: "EINVAL".into() };
+            w.changed(1, Knob::Ring(RingField::Rx), (s.ring, to), Duration::ZERO, refused);
         }
         if let Some(ago) = g.failed_ago_s {
             w.now = Duration::from_secs(ago);
-            w.history.push(ActionRecord {
-                device: id1.clone(),
-                knob: Knob::Ring(RingField::Rx),
-                from: s.ring,
-                to: s.ring,
-                at: Duration::ZERO,
-                outcome: Outcome::Failed { message: "gone".into() },
-            });
+            let failed = Outcome::Failed { message: "gone".into() };
+            w.changed(0, Knob::Ring(RingField::Rx), (s.ring, s.ring), Duration::ZERO, failed);
         }
         if g.override_dev1 {
             w.overrides.push((id1, Knob::Ring(RingField::Rx)));

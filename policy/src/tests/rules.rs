@@ -461,14 +461,13 @@ fn second_step_calibrates_the_undercount() {
 fn previous_ineffective_change_stops_growth() {
     let mut w = world("weird_driver", 512, 8192);
     w.apply = false;
-    w.history.push(ActionRecord {
-        device: w.snap.devices[0].id.clone(),
-        knob: Knob::Ring(RingField::Rx),
-        from: 256,
-        to: 512,
-        at: Duration::ZERO,
-        outcome: Outcome::Ineffective,
-    });
+    w.changed(
+        0,
+        Knob::Ring(RingField::Rx),
+        (256, 512),
+        Duration::ZERO,
+        Outcome::Ineffective,
+    );
     w.now = Duration::from_secs(4000);
     let r = reasons(&mut w, 3, big_bursts);
     assert_eq!(r[2], ReasonCode::PreviousChangeIneffective);
@@ -838,14 +837,13 @@ fn reverted_change_is_not_repeated() {
     // Ring: a reverted growth holds further growth.
     let mut w = world("ice", 512, 8160);
     w.apply = false;
-    w.history.push(ActionRecord {
-        device: w.snap.devices[0].id.clone(),
-        knob: Knob::Ring(RingField::Rx),
-        from: 512,
-        to: 1536,
-        at: Duration::ZERO,
-        outcome: Outcome::Reverted,
-    });
+    w.changed(
+        0,
+        Knob::Ring(RingField::Rx),
+        (512, 1536),
+        Duration::ZERO,
+        Outcome::Reverted,
+    );
     w.now = Duration::from_secs(4000);
     let r = reasons(&mut w, 3, big_bursts);
     assert_eq!(r[2], ReasonCode::PreviousChangeIneffective, "{r:?}");
@@ -856,14 +854,13 @@ fn reverted_change_is_not_repeated() {
     let mut p = policy();
     p.channels.enabled = true;
     let mut w = World::new(p, vec![device(1, "ice", 2048, 8160, 4)]);
-    w.history.push(ActionRecord {
-        device: w.snap.devices[0].id.clone(),
-        knob: Knob::Channels(ChannelField::Combined),
-        from: 4,
-        to: 6,
-        at: Duration::ZERO,
-        outcome: Outcome::Reverted,
-    });
+    w.changed(
+        0,
+        Knob::Channels(ChannelField::Combined),
+        (4, 6),
+        Duration::ZERO,
+        Outcome::Reverted,
+    );
     w.now = Duration::from_secs(4000);
     let healthy_drops = |_: &World, _: usize| Traffic {
         drops: 1000,
@@ -878,14 +875,13 @@ fn reverted_change_is_not_repeated() {
 
     // An effective growth does not block the next one.
     let mut w = world("ice", 512, 8160);
-    w.history.push(ActionRecord {
-        device: w.snap.devices[0].id.clone(),
-        knob: Knob::Ring(RingField::Rx),
-        from: 256,
-        to: 512,
-        at: Duration::ZERO,
-        outcome: Outcome::Effective,
-    });
+    w.changed(
+        0,
+        Knob::Ring(RingField::Rx),
+        (256, 512),
+        Duration::ZERO,
+        Outcome::Effective,
+    );
     w.now = Duration::from_secs(4000);
     let r = reasons(&mut w, 3, big_bursts);
     assert_eq!(r[2], ReasonCode::RecycleMissHigh, "{r:?}");
@@ -1047,18 +1043,17 @@ fn first_change_on_a_device_is_not_the_last_step() {
         let mut w = World::new(p, vec![ppsim(row.ring)]);
         w.now = Duration::from_secs(10_000);
         for (k, &(from, to, effective)) in row.history.iter().enumerate() {
-            w.history.push(ActionRecord {
-                device: w.snap.devices[0].id.clone(),
-                knob: Knob::Ring(RingField::Rx),
-                from,
-                to,
-                at: Duration::from_secs(9_000 + 100 * k as u64),
-                outcome: if effective {
+            w.changed(
+                0,
+                Knob::Ring(RingField::Rx),
+                (from, to),
+                Duration::from_secs(9_000 + 100 * k as u64),
+                if effective {
                     Outcome::Effective
                 } else {
                     Outcome::Ineffective
                 },
-            });
+            );
         }
         let burst = row.burst;
         let t = move |w: &World, i: usize| bursty(w.pool_size(i), burst, 50, false);
@@ -1312,14 +1307,7 @@ fn no_trial_cut_while_a_change_is_pending() {
         Knob::Ring(RingField::Rx),
     ] {
         let mut w = shedding_world();
-        w.history.push(ActionRecord {
-            device: w.snap.devices[0].id.clone(),
-            knob,
-            from: 18,
-            to: 16,
-            at: Duration::ZERO,
-            outcome: Outcome::Pending,
-        });
+        w.changed(0, knob, (18, 16), Duration::ZERO, Outcome::Pending);
         w.now = Duration::from_secs(4000);
         let r = reasons(&mut w, 6, held);
         assert!(

@@ -266,6 +266,26 @@ impl World {
         driver_info(d).pool_for_ring(ring).unwrap_or(256)
     }
 
+    /// A change of device `i`'s `knob` from `from` to `to` at `at`, with
+    /// its `outcome`, in the history the engine reads.
+    pub(crate) fn changed(
+        &mut self,
+        i: usize,
+        knob: Knob,
+        (from, to): (u32, u32),
+        at: Duration,
+        outcome: Outcome,
+    ) {
+        self.history.push(ActionRecord {
+            device: self.snap.devices[i].id.clone(),
+            knob,
+            from,
+            to,
+            at,
+            outcome,
+        });
+    }
+
     pub(crate) fn ring(&self, i: usize) -> u32 {
         self.snap.devices[i]
             .rings

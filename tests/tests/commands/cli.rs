@@ -11,7 +11,9 @@ use std::os::unix::process::ExitStatusExt as _;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use pptune_tests::bin::{DaemonDirs, in_netns, pptune_bin, require_root};
+use pptune_tests::bin::{
+    DaemonDirs, in_netns, policy_in_tempdir, pptune_bin, require_root, write_policy,
+};
 
 fn pptune(args: &[&str]) -> Output {
     Command::new(pptune_bin()).args(args).output().unwrap()
@@ -295,12 +297,10 @@ fn replay_plot_writes_over_nothing_and_through_no_symlink() {
     .output()
     .unwrap();
     assert!(out.status.success(), "{out:?}");
-    let policy = dir.path().join("p.yaml");
-    std::fs::write(
-        &policy,
+    let policy = write_policy(
+        dir.path(),
         "selectors:\n  - names: [\"ppt*\"]\n    require_pools: false\n",
-    )
-    .unwrap();
+    );
     let victim = dir.path().join("victim");
     std::fs::write(&victim, "keep me\n").unwrap();
     let link = dir.path().join("link.svg");
@@ -391,10 +391,8 @@ fn replay_plot_and_filters_refuse_clearly() {
 /// (`pptune::human`); JSON output is escaped by its encoder.
 #[test]
 fn control_characters_from_files_are_escaped_in_human_output() {
-    let dir = tempfile::tempdir().unwrap();
-    let policy = dir.path().join("p.yaml");
     // YAML's own escapes: the key holds ESC and BEL.
-    std::fs::write(&policy, "mode: observe\n\"x\\e[2J\\a\": 1\n").unwrap();
+    let (dir, policy) = policy_in_tempdir("mode: observe\n\"x\\e[2J\\a\": 1\n");
     let out = pptune(&["check", policy.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(78), "{out:?}");
     let err = text(&out.stderr);
@@ -458,9 +456,7 @@ fn control_characters_from_files_are_escaped_in_human_output() {
 #[test]
 fn every_json_output_is_one_line_when_piped() {
     require_root("throwaway network namespaces");
-    let dir = tempfile::tempdir().unwrap();
-    let policy = dir.path().join("p.yaml");
-    std::fs::write(&policy, "timing:\n  interval: 200ms\n  window: 1s\n").unwrap();
+    let (dir, policy) = policy_in_tempdir("timing:\n  interval: 200ms\n  window: 1s\n");
     let rec = dir.path().join("r.pptrec");
     let veth = "ip link set lo up && ip link add v0 type veth peer name v1 \
                 && ip link set v0 up && ip link set v1 up && exec \"$0\" \"$@\"";
@@ -566,12 +562,10 @@ fn a_broken_web_config_is_a_configuration_error() {
         "tls_server_config:\n  cert_file: missing.crt\n  key_file: missing.key\n",
     )
     .unwrap();
-    let policy = dir.path().join("policy.yaml");
-    std::fs::write(
-        &policy,
-        format!("daemon:\n  metrics_web_config: {}\n", web.display()),
-    )
-    .unwrap();
+    let policy = write_policy(
+        dir.path(),
+        &format!("daemon:\n  metrics_web_config: {}\n", web.display()),
+    );
     let p = policy.display().to_string();
     for args in [
         vec!["check", p.as_str()],

@@ -17,7 +17,7 @@ use std::time::Duration;
 use policy::{Coexist, Mode};
 use pptune::publish::metrics::Metrics;
 use pptune::service::{Options, PolicyEngine, run};
-use pptune_tests::bin::{DaemonDirs, in_netns, require_root};
+use pptune_tests::bin::{DaemonDirs, in_netns, require_root, write_policy};
 use pptune_tests::daemon::{self, Fixed};
 use pptune_tests::fake::{self, FakeKernel};
 use tokio::sync::mpsc;
@@ -86,12 +86,10 @@ fn status_names_the_owners_and_run_defers_in_a_netns() {
         "etc/NetworkManager/system-connections/ppt0.nmconnection",
         "[connection]\nid=ppt0\ninterface-name=ppt0\n[ethtool]\nchannels-combined=1\n",
     );
-    let policy = dir.path().join("policy.yaml");
-    std::fs::write(
-        &policy,
+    let policy = write_policy(
+        dir.path(),
         "mode: enforce\nselectors:\n  - names: [\"ppt*\"]\n    require_pools: false\nchannels:\n  enabled: true\ntiming:\n  interval: 1s\n",
-    )
-    .unwrap();
+    );
     let out = in_netns("ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 && ethtool -L ppt0 rx 3 && \
              \"$0\" status -i ppt0 && \"$0\" status --json -i ppt0 > \"$2/status.json\" && \
              timeout --preserve-status -s TERM 4 \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0 --log-format json 2> \"$2/log\"; \

@@ -6,12 +6,14 @@
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use pptune_tests::bin::{DaemonDirs, in_netns, pptune_bin, require_root};
+use pptune_tests::bin::{
+    DaemonDirs, SpawnLogged, in_netns, policy_in_tempdir, pptune_bin, require_root,
+};
 
 /// `ppt0` renamed to `ppt` 0xff ESC `[31mX`: not UTF-8, and a colour
 /// change if printed raw.
@@ -81,13 +83,9 @@ fn a_non_utf8_interface_name_fails_no_command() {
 #[test]
 fn the_daemon_samples_and_logs_a_non_utf8_name_escaped() {
     require_root("a throwaway network namespace");
-    let dir = tempfile::tempdir().unwrap();
-    let policy = dir.path().join("policy.yaml");
-    std::fs::write(
-        &policy,
+    let (dir, policy) = policy_in_tempdir(
         "selectors:\n  - names: [\"ppt*\"]\n    require_pools: false\ntiming:\n  interval: 200ms\n  window: 1s\n",
-    )
-    .unwrap();
+    );
     let log = dir.path().join("log");
     let mut child = in_netns(&format!(
         "{ODD} && exec \"$0\" --config \"$1\" run --log-format human --metrics-listen 127.0.0.1:0"
@@ -95,10 +93,7 @@ fn the_daemon_samples_and_logs_a_non_utf8_name_escaped() {
     .arg(&policy)
     .daemon_dirs(dir.path())
     .env("PPTUNE_LOG", "pptune=debug")
-    .stdout(Stdio::null())
-    .stderr(std::fs::File::create(&log).unwrap())
-    .spawn()
-    .unwrap();
+    .spawn_logged(&log);
     let pid = child.id();
     let view = || {
         Command::new("nsenter")

@@ -10,7 +10,7 @@
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use pptune_tests::bin::{DaemonDirs, in_netns, require_root};
+use pptune_tests::bin::{DaemonDirs, in_netns, policy_in_tempdir, require_root};
 
 #[test]
 fn verify_after_a_change_an_operator_override_and_a_restore() {
@@ -72,13 +72,8 @@ fn verify_after_a_change_an_operator_override_and_a_restore() {
 #[test]
 fn plan_detailed_exitcode_is_0_when_everything_holds() {
     require_root("a throwaway network namespace");
-    let dir = tempfile::tempdir().unwrap();
-    let policy = dir.path().join("policy.yaml");
-    std::fs::write(
-        &policy,
-        "selectors:\n  - names: [\"ppt*\"]\n    require_pools: false\n",
-    )
-    .unwrap();
+    let (dir, policy) =
+        policy_in_tempdir("selectors:\n  - names: [\"ppt*\"]\n    require_pools: false\n");
     let out = in_netns("ip link add ppt0 type veth peer name ppt1 && \"$0\" plan --config \"$1\" --detailed-exitcode")
         .arg(&policy)
         .daemon_dirs(dir.path())

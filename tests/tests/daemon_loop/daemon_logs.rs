@@ -4,17 +4,15 @@
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use pptune_tests::bin::{DaemonDirs, pptune_bin, require_root};
+use pptune_tests::bin::{DaemonDirs, SpawnLogged, policy_in_tempdir, pptune_bin, require_root};
 
 #[test]
 fn failed_accepts_when_out_of_descriptors_are_warned_with_their_cause() {
     require_root("a throwaway network namespace");
-    let dir = tempfile::tempdir().unwrap();
-    let policy = dir.path().join("policy.yaml");
-    std::fs::write(&policy, "mode: observe\n").unwrap();
+    let (dir, policy) = policy_in_tempdir("mode: observe\n");
     let log = dir.path().join("log");
     let mut child = Command::new("unshare")
         .args(["-n", "sh", "-c"])
@@ -23,10 +21,7 @@ fn failed_accepts_when_out_of_descriptors_are_warned_with_their_cause() {
         .arg(&policy)
         .daemon_dirs(dir.path())
         .env_remove("NOTIFY_SOCKET")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+        .spawn_logged(&log);
     let pid = child.id();
     let ctl = dir.path().join("control.sock");
     for _ in 0..300 {

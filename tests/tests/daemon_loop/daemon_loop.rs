@@ -16,6 +16,7 @@ use pptune::publish::metrics::Metrics;
 use pptune::publish::notify::Notifier;
 use pptune::sample::KernelEvent;
 use pptune::service::{Options, PolicyEngine, PolicyNotLoaded, PolicySource, run};
+use pptune_tests::bin::notify_socket;
 use pptune_tests::daemon;
 use pptune_tests::fake::{self, FakeKernel};
 use tokio::sync::mpsc;
@@ -84,20 +85,44 @@ async fn run_for(
     .unwrap();
 }
 
+/// The bursty fake kernel, the test policy in `mode` and the loop's
+/// options: its state record kept in `dir` when there is one, no service
+/// manager.
+fn bursty(mode: Mode, dir: Option<&Path>) -> (Arc<FakeKernel>, Policy, Options, Harness) {
+    let (opts, h) = options(dir.map(store), Notifier::off());
+    (
+        Arc::new(FakeKernel::bursty()),
+        fake::test_policy(mode),
+        opts,
+        h,
+    )
+}
+
+/// [`bursty`] after `secs` of the loop.
+async fn bursty_for(mode: Mode, dir: Option<&Path>, secs: u64) -> (Arc<FakeKernel>, Harness) {
+    let (k, p, opts, h) = bursty(mode, dir);
+    run_for(&k, &p, source(&p), opts, secs).await;
+    (k, h)
+}
+
+/// The notifications waiting on `sock`, in order.
+fn notifications(sock: &UnixDatagram) -> Vec<String> {
+    sock.set_nonblocking(true).unwrap();
+    let mut msgs = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = sock.recv(&mut buf) {
+        msgs.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+    }
+    msgs
+}
+
 fn metric(m: &Metrics, prefix: &str) -> f64 {
-    let text = m.encode().unwrap();
-    text.lines()
-        .filter(|l| l.starts_with(prefix))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    pptune_tests::http::prefix_sum(&m.encode().unwrap(), prefix)
 }
 
 #[tokio::test(start_paused = true)]
 async fn observe_mode_changes_nothing_but_recommends() {
-    let k = Arc::new(FakeKernel::bursty());
-    let p = fake::test_policy(Mode::Observe);
-    let (opts, h) = options(None, Notifier::off());
-    run_for(&k, &p, source(&p), opts, 30).await;
+    let (k, h) = bursty_for(Mode::Observe, None, 30).await;
     assert!(k.sets().is_empty(), "observe mode set {:?}", k.sets());
     assert_eq!(k.ring(), 256);
     let recs = metric(
@@ -114,10 +139,7 @@ async fn observe_mode_changes_nothing_but_recommends() {
 #[tokio::test(start_paused = true)]
 async fn enforce_grows_the_ring_on_bursts_and_records_the_original() {
     let dir = tempfile::tempdir().unwrap();
-    let k = Arc::new(FakeKernel::bursty());
-    let p = fake::test_policy(Mode::Enforce);
-    let (opts, h) = options(Some(store(dir.path())), Notifier::off());
-    run_for(&k, &p, source(&p), opts, 60).await;
+    let (k, h) = bursty_for(Mode::Enforce, Some(dir.path()), 60).await;
     let sets = k.sets();
     assert!(!sets.is_empty(), "no change made");
     assert!(k.ring() >= 2048, "ring {} after {sets:?}", k.ring());
@@ -148,10 +170,8 @@ async fn enforce_grows_the_ring_on_bursts_and_records_the_original() {
 
 #[tokio::test(start_paused = true)]
 async fn kernel_refusal_is_an_answer_not_a_retry_storm() {
-    let k = Arc::new(FakeKernel::bursty());
+    let (k, p, opts, h) = bursty(Mode::Enforce, None);
     k.state.lock().unwrap().refuse = Some((95, "operation not supported by driver".into()));
-    let p = fake::test_policy(Mode::Enforce);
-    let (opts, h) = options(None, Notifier::off());
     // Five minutes at one sample per second: the engine keeps asking.
     run_for(&k, &p, source(&p), opts, 300).await;
     let sets = k.sets();
@@ -169,9 +189,7 @@ async fn kernel_refusal_is_an_answer_not_a_retry_storm() {
 
 #[tokio::test(start_paused = true)]
 async fn operator_override_stops_management_until_reload() {
-    let k = Arc::new(FakeKernel::bursty());
-    let p = fake::test_policy(Mode::Enforce);
-    let (opts, h) = options(None, Notifier::off());
+    let (k, p, opts, h) = bursty(Mode::Enforce, None);
     let k2 = Arc::clone(&k);
     let reload = h.reload.clone();
     let op = tokio::spawn(async move {
@@ -236,10 +254,7 @@ async fn state_survives_restart_and_restore_on_stop_puts_originals_back() {
 #[tokio::test(start_paused = true)]
 async fn restore_command_uses_the_record_of_a_killed_daemon() {
     let dir = tempfile::tempdir().unwrap();
-    let k = Arc::new(FakeKernel::bursty());
-    let p = fake::test_policy(Mode::Enforce);
-    let (opts, _h) = options(Some(store(dir.path())), Notifier::off());
-    run_for(&k, &p, source(&p), opts, 30).await;
+    let (k, _h) = bursty_for(Mode::Enforce, Some(dir.path()), 30).await;
     assert!(k.ring() > 256);
     // `pptune restore` after the daemon is gone.
     let st = store(dir.path());
@@ -283,9 +298,7 @@ async fn invalid_reload_keeps_the_last_good_policy() {
 
 #[tokio::test(start_paused = true)]
 async fn overflow_triggers_a_resync() {
-    let k = Arc::new(FakeKernel::bursty());
-    let p = fake::test_policy(Mode::Observe);
-    let (opts, h) = options(None, Notifier::off());
+    let (k, p, opts, h) = bursty(Mode::Observe, None);
     let k2 = Arc::clone(&k);
     tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(2500)).await;
@@ -303,9 +316,7 @@ async fn overflow_triggers_a_resync() {
 #[tokio::test(start_paused = true)]
 async fn sd_notify_ready_watchdog_and_stopping() {
     let dir = tempfile::tempdir().unwrap();
-    let sock_path = dir.path().join("notify.sock");
-    let sock = UnixDatagram::bind(&sock_path).unwrap();
-    sock.set_nonblocking(true).unwrap();
+    let (sock_path, sock) = notify_socket(dir.path());
     let k = Arc::new(FakeKernel::bursty());
     let mut p = fake::test_policy(Mode::Observe);
     // A long interval: the watchdog (4 s) must still be pinged every ≤ 2 s.
@@ -318,11 +329,7 @@ async fn sd_notify_ready_watchdog_and_stopping() {
         reload.send(()).unwrap();
     });
     run_for(&k, &p, source(&p), opts, 10).await;
-    let mut msgs = Vec::new();
-    let mut buf = [0u8; 4096];
-    while let Ok(n) = sock.recv(&mut buf) {
-        msgs.push(String::from_utf8_lossy(&buf[..n]).into_owned());
-    }
+    let msgs = notifications(&sock);
     assert!(msgs[0].starts_with("READY=1\nSTATUS="), "{msgs:?}");
     let pings = msgs.iter().filter(|m| m.contains("WATCHDOG=1")).count();
     assert!(
@@ -343,10 +350,8 @@ async fn sd_notify_ready_watchdog_and_stopping() {
 #[tokio::test(start_paused = true)]
 async fn a_device_deleted_mid_change_leaves_the_daemon_running_and_state_consistent() {
     let dir = tempfile::tempdir().unwrap();
-    let k = Arc::new(FakeKernel::bursty());
+    let (k, p, opts, h) = bursty(Mode::Enforce, Some(dir.path()));
     k.state.lock().unwrap().vanish_on_set = true;
-    let p = fake::test_policy(Mode::Enforce);
-    let (opts, h) = options(Some(store(dir.path())), Notifier::off());
     let k2 = Arc::clone(&k);
     tokio::spawn(async move {
         while k2.sets().is_empty() {
@@ -424,9 +429,7 @@ async fn a_notification_flood_starves_neither_samples_nor_the_watchdog() {
 #[tokio::test(start_paused = true)]
 async fn a_vanished_device_leaves_the_status_line() {
     let dir = tempfile::tempdir().unwrap();
-    let sock_path = dir.path().join("notify.sock");
-    let sock = UnixDatagram::bind(&sock_path).unwrap();
-    sock.set_nonblocking(true).unwrap();
+    let (sock_path, sock) = notify_socket(dir.path());
     let k = Arc::new(FakeKernel::bursty());
     let p = fake::test_policy(Mode::Observe);
     let notifier = Notifier::to_path(sock_path, None);
@@ -437,16 +440,12 @@ async fn a_vanished_device_leaves_the_status_line() {
         gone.state.lock().unwrap().gone = true;
     });
     run_for(&k, &p, source(&p), opts, 10).await;
-    let mut statuses = Vec::new();
-    let mut buf = [0u8; 4096];
-    while let Ok(n) = sock.recv(&mut buf) {
-        let m = String::from_utf8_lossy(&buf[..n]).into_owned();
-        statuses.extend(
-            m.lines()
-                .filter_map(|l| l.strip_prefix("STATUS="))
-                .map(str::to_owned),
-        );
-    }
+    let msgs = notifications(&sock);
+    let statuses: Vec<&str> = msgs
+        .iter()
+        .flat_map(|m| m.lines())
+        .filter_map(|l| l.strip_prefix("STATUS="))
+        .collect();
     assert!(
         statuses
             .iter()

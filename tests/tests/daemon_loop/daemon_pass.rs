@@ -14,13 +14,7 @@ use pptune::publish::control;
 use pptune::sample::KernelEvent;
 use pptune_tests::daemon;
 use pptune_tests::fake::{self, FakeKernel};
-
-fn metric(text: &str, prefix: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(prefix))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
+use pptune_tests::http::prefix_sum;
 
 #[tokio::test(start_paused = true)]
 async fn a_tick_computes_its_deltas_once_and_a_resync_none() {
@@ -43,8 +37,8 @@ async fn a_tick_computes_its_deltas_once_and_a_resync_none() {
     let view = control::query(&sock).await.expect("the daemon answers");
     let text = metrics.encode().unwrap();
     running.stop().await.unwrap();
-    let ticks = metric(&text, "pptune_samples_total");
-    let resyncs = metric(&text, "pptune_resyncs_total");
+    let ticks = prefix_sum(&text, "pptune_samples_total");
+    let resyncs = prefix_sum(&text, "pptune_resyncs_total");
     let samples = k.state.lock().unwrap().samples;
     // The check sees what it judges: ticks ran, a resync sampled besides.
     assert!(ticks >= 5.0, "{text}");
@@ -52,7 +46,7 @@ async fn a_tick_computes_its_deltas_once_and_a_resync_none() {
     assert!(samples as f64 > ticks, "{samples} samples, {ticks} ticks");
     // The per-queue series were fed from the passes.
     assert!(
-        metric(&text, "pptune_pool_alloc_fast_pages_total{") > 0.0,
+        prefix_sum(&text, "pptune_pool_alloc_fast_pages_total{") > 0.0,
         "{text}"
     );
     // The view is written at a pass's end, the sample count at its start:

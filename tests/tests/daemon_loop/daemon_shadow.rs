@@ -12,13 +12,7 @@ use policy::Mode;
 use policy::policy::Shadow;
 use pptune_tests::daemon;
 use pptune_tests::fake::{self, FakeKernel};
-
-fn metric(text: &str, prefix: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(prefix))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
+use pptune_tests::http::prefix_sum;
 
 fn with_shadow(mut p: policy::Policy, shadow: policy::Policy) -> policy::Policy {
     p.shadow = Some(Shadow {
@@ -45,19 +39,19 @@ async fn an_enforcing_shadow_never_acts_and_says_what_it_would_do() {
     assert!(k.sets().is_empty(), "the shadow acted: {:?}", k.sets());
     assert_eq!(k.ring(), 256);
     let text = metrics.encode().unwrap();
-    assert_eq!(metric(&text, "pptune_shadow_running "), 1.0, "{text}");
-    let changes = metric(
+    assert_eq!(prefix_sum(&text, "pptune_shadow_running "), 1.0, "{text}");
+    let changes = prefix_sum(
         &text,
         "pptune_shadow_changes_total{device=\"eth0\",knob=\"ring.rx\"}",
     );
     assert!(changes >= 1.0, "{text}");
-    let target = metric(
+    let target = prefix_sum(
         &text,
         "pptune_shadow_target{device=\"eth0\",knob=\"ring.rx\"}",
     );
     assert!(target > 256.0, "shadow target {target}\n{text}");
     assert_eq!(
-        metric(&text, "pptune_shadow_modelled{device=\"eth0\"}"),
+        prefix_sum(&text, "pptune_shadow_modelled{device=\"eth0\"}"),
         1.0,
         "{text}"
     );
@@ -66,7 +60,7 @@ async fn an_enforcing_shadow_never_acts_and_says_what_it_would_do() {
         "{text}"
     );
     // The policy in force recommended, and did not act either.
-    assert_eq!(metric(&text, "pptune_actions_total{"), 0.0, "{text}");
+    assert_eq!(prefix_sum(&text, "pptune_actions_total{"), 0.0, "{text}");
 }
 
 /// Both enforce: the policy in force acts as it would alone (the same
@@ -94,7 +88,7 @@ async fn a_shadow_beside_an_enforcing_policy_changes_nothing_it_does() {
         alone, beside,
         "the shadow changed what the policy in force did"
     );
-    let target = metric(
+    let target = prefix_sum(
         &text,
         "pptune_shadow_target{device=\"eth0\",knob=\"ring.rx\"}",
     );

@@ -6,11 +6,11 @@
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use std::path::Path;
-use std::process::{Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
 
 use pptune::act::state::read_boot_id;
-use pptune_tests::bin::{DaemonDirs, in_netns, require_root};
+use pptune_tests::bin::{DaemonDirs, SpawnLogged, in_netns, require_root, write_policy};
 
 /// A record a newer pptune might write: schema 2, this boot, a field this
 /// one does not know (its originals would live there).
@@ -72,8 +72,7 @@ fn restore_fails_on_an_unreadable_record_and_keeps_it() {
 /// its log once `until` matches it or the process exited, and the exit
 /// status if it exited.
 fn run_daemon(dir: &Path, until: &str) -> (String, Option<i32>) {
-    let cfg = dir.join("policy.yaml");
-    std::fs::write(&cfg, "mode: observe\n").unwrap();
+    let cfg = write_policy(dir, "mode: observe\n");
     let log_path = dir.join("log");
     let mut child = in_netns(
         "ip link set lo up && exec \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0",
@@ -82,10 +81,7 @@ fn run_daemon(dir: &Path, until: &str) -> (String, Option<i32>) {
     .daemon_dirs(dir)
     .env_remove("NOTIFY_SOCKET")
     .env_remove("JOURNAL_STREAM")
-    .stdout(Stdio::null())
-    .stderr(std::fs::File::create(&log_path).unwrap())
-    .spawn()
-    .unwrap();
+    .spawn_logged(&log_path);
     let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
     for _ in 0..300 {
         if let Some(st) = child.try_wait().unwrap() {

@@ -10,10 +10,12 @@
 
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use pptune_tests::bin::{DaemonDirs, in_netns, pptune_bin, require_root};
+use pptune_tests::bin::{
+    DaemonDirs, SpawnLogged, in_netns, notify_socket, policy_in_tempdir, pptune_bin, require_root,
+};
 use tokio::time::Instant;
 
 /// Datagrams received until `pred` matches one, or the deadline.
@@ -38,13 +40,42 @@ fn wait_for(
     false
 }
 
-/// A fake `NOTIFY_SOCKET` under `dir`, read with a short timeout.
-fn notify_socket(dir: &std::path::Path) -> (std::path::PathBuf, UnixDatagram) {
-    let path = dir.join("notify.sock");
-    let sock = UnixDatagram::bind(&path).unwrap();
-    sock.set_read_timeout(Some(Duration::from_millis(200)))
+/// Starts `cmd` (a `pptune run`) as a service manager would, its
+/// notifications on a socket under `dir` and its log in `dir/log`, and
+/// waits up to 30 s for READY=1; otherwise kills it and fails with what it
+/// sent and its log. Returns the daemon, the socket and what it sent up to
+/// READY.
+fn start_ready(cmd: &mut Command, dir: &Path) -> (std::process::Child, UnixDatagram, Vec<String>) {
+    let (notify, sock) = notify_socket(dir);
+    let mut child = cmd
+        .env("NOTIFY_SOCKET", &notify)
+        .env_remove("JOURNAL_STREAM")
+        .spawn_logged(dir.join("log"));
+    let mut msgs = Vec::new();
+    if !wait_for(&sock, &mut msgs, 30, |m| m.contains("READY=1")) {
+        let _ = child.kill();
+        let log = std::fs::read_to_string(dir.join("log")).unwrap_or_default();
+        panic!("no READY=1: {msgs:?}\n{log}");
+    }
+    (child, sock, msgs)
+}
+
+/// Whether, within 5 s, the view the daemon's control socket under
+/// `run_dir` serves shows a device that `pred` takes.
+fn view_shows(
+    run_dir: &Path,
+    pred: impl Fn(&pptune::publish::control::DeviceView) -> bool,
+) -> bool {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
         .unwrap();
-    (path, sock)
+    let ctl = pptune::publish::control::socket_path(run_dir);
+    (0..50).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        rt.block_on(pptune::publish::control::query(&ctl))
+            .is_some_and(|v| v.devices.iter().any(&pred))
+    })
 }
 
 fn signal(pid: u32, sig: &str) {
@@ -57,9 +88,7 @@ fn signal(pid: u32, sig: &str) {
 
 #[test]
 fn invalid_policy_exits_78_for_check_and_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let bad = dir.path().join("policy.yaml");
-    std::fs::write(&bad, "rings:\n  rx_rign: 4096\n").unwrap();
+    let (dir, bad) = policy_in_tempdir("rings:\n  rx_rign: 4096\n");
     for cmd in ["check", "run"] {
         let out = Command::new(pptune_bin())
             .args(["--config", bad.to_str().unwrap(), cmd])
@@ -85,30 +114,20 @@ fn systemd_notify_reload_device_appearance_and_sigterm_in_a_netns() {
     let cfg = dir.path().join("etc");
     std::fs::create_dir(&cfg).unwrap();
     let run_dir = dir.path().join("run");
-    let (notify, sock) = notify_socket(dir.path());
     // unshare execs sh, which brings lo up and execs pptune: one pid all
     // along, so the signals reach pptune and NOTIFY_SOCKET's sender matches.
-    let mut child = in_netns(
-        "ip link set lo up && exec \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0",
-    )
-    .arg(&cfg)
-    .env("NOTIFY_SOCKET", &notify)
-    .env("WATCHDOG_USEC", "2000000")
-    .daemon_dirs(&run_dir)
-    .env_remove("WATCHDOG_PID")
-    .env_remove("JOURNAL_STREAM")
-    .stdout(Stdio::null())
-    .stderr(std::fs::File::create(dir.path().join("log")).unwrap())
-    .spawn()
-    .unwrap();
+    let (mut child, sock, msgs) = start_ready(
+        in_netns(
+            "ip link set lo up && exec \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0",
+        )
+        .arg(&cfg)
+        .env("WATCHDOG_USEC", "2000000")
+        .daemon_dirs(&run_dir)
+        .env_remove("WATCHDOG_PID"),
+        dir.path(),
+    );
     let pid = child.id();
     let log = || std::fs::read_to_string(dir.path().join("log")).unwrap_or_default();
-    let mut msgs = Vec::new();
-    let ready = wait_for(&sock, &mut msgs, 30, |m| m.contains("READY=1"));
-    if !ready {
-        let _ = child.kill();
-        panic!("no READY=1: {msgs:?}\n{}", log());
-    }
     assert!(msgs.last().unwrap().contains("STATUS="), "{msgs:?}");
     // The loop pings the watchdog at least every second (half of 2 s).
     let t0 = Instant::now();
@@ -136,21 +155,7 @@ fn systemd_notify_reload_device_appearance_and_sigterm_in_a_netns() {
         .status()
         .unwrap();
     assert!(st.success());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let ctl = pptune::publish::control::socket_path(&run_dir);
-    let mut seen = false;
-    for _ in 0..50 {
-        std::thread::sleep(Duration::from_millis(100));
-        if let Some(v) = rt.block_on(pptune::publish::control::query(&ctl))
-            && v.devices.iter().any(|d| d.name == "ppt0")
-        {
-            seen = true;
-            break;
-        }
-    }
+    let seen = view_shows(&run_dir, |d| d.name == "ppt0");
     assert!(
         seen,
         "the new veth never reached the daemon's view\n{}",
@@ -180,7 +185,7 @@ fn systemd_notify_reload_device_appearance_and_sigterm_in_a_netns() {
     );
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0), "{}", log());
-    assert!(!ctl.exists());
+    assert!(!pptune::publish::control::socket_path(&run_dir).exists());
     // JSON lines on stderr outside journald.
     let l = log();
     let first = l.lines().next().unwrap_or_default();
@@ -210,50 +215,20 @@ fn an_ethtool_change_by_hand_is_an_operator_override_on_the_real_kernel() {
     // veth has no page pools, but a selector without `require_pools` puts it
     // under enforce, and veth has real channels (rx/tx) whose CHANNELS_NTF
     // the kernel sends to every monitor subscriber, pptune included.
-    let dir = tempfile::tempdir().unwrap();
-    let policy = dir.path().join("policy.yaml");
-    std::fs::write(
-        &policy,
+    let (dir, policy) = policy_in_tempdir(
         "mode: enforce\nselectors:\n  - names: [\"ppt*\"]\n    require_pools: false\nchannels:\n  enabled: true\ntiming:\n  interval: 1s\n",
-    )
-    .unwrap();
+    );
     let run_dir = dir.path().join("run");
-    let (notify, sock) = notify_socket(dir.path());
-    let mut child = in_netns("ip link set lo up && ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 && ip link set ppt0 up && ip link set ppt1 up && exec \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0")
-        .arg(&policy)
-        .env("NOTIFY_SOCKET", &notify)
-        .daemon_dirs(&run_dir)
-        .env_remove("JOURNAL_STREAM")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.path().join("log")).unwrap())
-        .spawn()
-        .unwrap();
+    let (mut child, _sock, _) = start_ready(
+        in_netns("ip link set lo up && ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 && ip link set ppt0 up && ip link set ppt1 up && exec \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0")
+            .arg(&policy)
+            .daemon_dirs(&run_dir),
+        dir.path(),
+    );
     let pid = child.id();
     let log = || std::fs::read_to_string(dir.path().join("log")).unwrap_or_default();
-    let mut msgs = Vec::new();
-    if !wait_for(&sock, &mut msgs, 30, |m| m.contains("READY=1")) {
-        let _ = child.kill();
-        panic!("no READY=1: {msgs:?}\n{}", log());
-    }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let ctl = pptune::publish::control::socket_path(&run_dir);
-    let view = |rt: &tokio::runtime::Runtime| rt.block_on(pptune::publish::control::query(&ctl));
     // Wait until the daemon has decided on ppt0 (enforce mode).
-    let mut enforced = false;
-    for _ in 0..50 {
-        std::thread::sleep(Duration::from_millis(100));
-        if let Some(v) = view(&rt)
-            && v.devices
-                .iter()
-                .any(|d| d.name == "ppt0" && d.mode == "enforce")
-        {
-            enforced = true;
-            break;
-        }
-    }
+    let enforced = view_shows(&run_dir, |d| d.name == "ppt0" && d.mode == "enforce");
     assert!(enforced, "ppt0 never enforced\n{}", log());
     let st = Command::new("nsenter")
         .args([
@@ -269,18 +244,9 @@ fn an_ethtool_change_by_hand_is_an_operator_override_on_the_real_kernel() {
         .status()
         .unwrap();
     assert!(st.success());
-    let mut overridden = false;
-    for _ in 0..50 {
-        std::thread::sleep(Duration::from_millis(100));
-        if let Some(v) = view(&rt)
-            && v.devices
-                .iter()
-                .any(|d| d.name == "ppt0" && d.overrides.contains(&"channels.rx".to_owned()))
-        {
-            overridden = true;
-            break;
-        }
-    }
+    let overridden = view_shows(&run_dir, |d| {
+        d.name == "ppt0" && d.overrides.contains(&"channels.rx".to_owned())
+    });
     signal(pid, "-TERM");
     let status = child.wait().unwrap();
     assert!(overridden, "no operator override recorded\n{}", log());
@@ -333,15 +299,11 @@ fn restore_command_puts_a_recorded_original_back_on_the_real_kernel() {
 #[test]
 fn plan_answers_at_once_when_nothing_can_be_judged_and_changes_nothing() {
     require_root("a throwaway network namespace");
-    let dir = tempfile::tempdir().unwrap();
-    let policy = dir.path().join("policy.yaml");
     // A finding would need 3 samples over 20 s; veth has no page pools, so
     // there is nothing to wait for.
-    std::fs::write(
-        &policy,
+    let (dir, policy) = policy_in_tempdir(
         "mode: enforce\nselectors:\n  - names: [\"ppt*\"]\n    require_pools: false\ntiming:\n  interval: 10s\n  window: 10s\n  windows_for_finding: 2\n",
-    )
-    .unwrap();
+    );
     let t0 = Instant::now();
     let out = in_netns("ip link add ppt0 type veth peer name ppt1 && \"$0\" --config \"$1\" plan --json && ethtool -l ppt0 | tail -4")
         .arg(&policy)
@@ -376,27 +338,16 @@ fn plan_answers_at_once_when_nothing_can_be_judged_and_changes_nothing() {
 #[test]
 fn metrics_listen_null_serves_no_endpoint() {
     require_root("a throwaway network namespace");
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("policy.yaml");
-    std::fs::write(&cfg, "daemon:\n  metrics_listen: null\n").unwrap();
-    let (notify, sock) = notify_socket(dir.path());
-    let mut child = in_netns("ip link set lo up && exec \"$0\" --config \"$1\" run")
-        .arg(&cfg)
-        .env("NOTIFY_SOCKET", &notify)
-        .daemon_dirs(dir.path().join("run"))
-        .env_remove("WATCHDOG_USEC")
-        .env_remove("WATCHDOG_PID")
-        .env_remove("JOURNAL_STREAM")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.path().join("log")).unwrap())
-        .spawn()
-        .unwrap();
+    let (dir, cfg) = policy_in_tempdir("daemon:\n  metrics_listen: null\n");
+    let (mut child, _sock, _) = start_ready(
+        in_netns("ip link set lo up && exec \"$0\" --config \"$1\" run")
+            .arg(&cfg)
+            .daemon_dirs(dir.path().join("run"))
+            .env_remove("WATCHDOG_USEC")
+            .env_remove("WATCHDOG_PID"),
+        dir.path(),
+    );
     let log = || std::fs::read_to_string(dir.path().join("log")).unwrap_or_default();
-    let mut msgs = Vec::new();
-    if !wait_for(&sock, &mut msgs, 30, |m| m.contains("READY=1")) {
-        let _ = child.kill();
-        panic!("no READY=1: {msgs:?}\n{}", log());
-    }
     let pid = child.id().to_string();
     let ss = Command::new("nsenter")
         .args(["-t", &pid, "-n", "ss", "-Hltn"])
@@ -442,10 +393,7 @@ fn unprivileged_run(log_path: &Path, setup: &str, env: &[String]) -> (Option<i32
         .env_remove("NOTIFY_SOCKET")
         .env_remove("WATCHDOG_USEC")
         .env_remove("JOURNAL_STREAM")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log_path).unwrap())
-        .spawn()
-        .unwrap();
+        .spawn_logged(log_path);
     let log = || std::fs::read_to_string(log_path).unwrap_or_default();
     let deadline = Instant::now() + Duration::from_secs(30);
     while !log().contains("\"ready\"") && Instant::now() < deadline {

@@ -9,30 +9,12 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use pptune_tests::bin::{DaemonDirs, in_netns, pptune_bin, require_root, rss_kib};
+use pptune_tests::bin::{DaemonDirs, in_netns, pptune_bin, require_root, rss_kib, write_policy};
+use pptune_tests::http::web_config;
 use tokio::time::Instant;
 
 fn mkfifo(p: &Path) {
     nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-}
-
-/// A self-signed certificate and its key for 127.0.0.1, and a web config
-/// serving them, in `dir`.
-fn tls_web_config(dir: &Path) -> std::path::PathBuf {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    std::fs::write(dir.join("s.crt"), cert.pem()).unwrap();
-    std::fs::write(dir.join("s.key"), key.serialize_pem()).unwrap();
-    let web = dir.join("web.yml");
-    std::fs::write(
-        &web,
-        "tls_server_config:\n  cert_file: s.crt\n  key_file: s.key\n",
-    )
-    .unwrap();
-    web
 }
 
 /// Waits up to `secs` for `child` to exit; kills it (-9) if it does not.
@@ -93,16 +75,14 @@ fn a_certificate_replaced_by_a_fifo_wedges_nothing() {
     require_root("a throwaway network namespace");
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let web = tls_web_config(d);
-    let policy = d.join("policy.yaml");
-    std::fs::write(
-        &policy,
-        format!(
+    let web = web_config(d, true, &[]);
+    let policy = write_policy(
+        d,
+        &format!(
             "mode: observe\ndaemon:\n  metrics_web_config: {}\n",
             web.display()
         ),
-    )
-    .unwrap();
+    );
     let mut child = run_daemon(d, &policy, None);
     let pid = child.id();
     wait_running(d, &mut child);
@@ -141,15 +121,13 @@ fn a_certificate_replaced_by_a_fifo_wedges_nothing() {
 fn check_refuses_a_fifo_key_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let web = tls_web_config(d);
+    let web = web_config(d, true, &[]);
     std::fs::remove_file(d.join("s.key")).unwrap();
     mkfifo(&d.join("s.key"));
-    let policy = d.join("policy.yaml");
-    std::fs::write(
-        &policy,
-        format!("daemon:\n  metrics_web_config: {}\n", web.display()),
-    )
-    .unwrap();
+    let policy = write_policy(
+        d,
+        &format!("daemon:\n  metrics_web_config: {}\n", web.display()),
+    );
     let mut c = Command::new(pptune_bin())
         .arg("--config")
         .arg(&policy)
@@ -176,8 +154,7 @@ fn a_tz_that_is_a_fifo_or_dev_zero_neither_wedges_nor_fills_the_daemon() {
     let d = dir.path();
     let fifo = d.join("tz");
     mkfifo(&fifo);
-    let policy = d.join("policy.yaml");
-    std::fs::write(&policy, "mode: observe\n").unwrap();
+    let policy = write_policy(d, "mode: observe\n");
     for (tz, says) in [
         (fifo.display().to_string(), "a FIFO"),
         ("/dev/zero".to_owned(), "a device node"),

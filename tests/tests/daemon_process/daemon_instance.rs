@@ -7,14 +7,14 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use pptune_tests::bin::{DaemonDirs, in_netns, pptune_bin, require_root};
+use pptune_tests::bin::{
+    DaemonDirs, SpawnLogged, in_netns, policy_in_tempdir, pptune_bin, require_root,
+};
 
 #[test]
 fn a_second_daemon_in_the_same_netns_exits_with_a_clear_message() {
     require_root("a throwaway network namespace");
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("policy.yaml");
-    std::fs::write(&cfg, "mode: observe\n").unwrap();
+    let (dir, cfg) = policy_in_tempdir("mode: observe\n");
     for d in ["a", "b", "c"] {
         std::fs::create_dir(dir.path().join(d)).unwrap();
     }
@@ -191,9 +191,7 @@ fn squat(pid: u32, uid: u32, instance: bool, port: Option<u16>) -> Squatter {
 #[test]
 fn a_squatted_instance_name_stops_neither_run_nor_restore() {
     require_root("a throwaway network namespace");
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("policy.yaml");
-    std::fs::write(&cfg, "mode: observe\n").unwrap();
+    let (dir, cfg) = policy_in_tempdir("mode: observe\n");
     let mut holder = holder_netns();
     let hp = holder.id();
     let _squatter = squat(hp, 65534, true, None);
@@ -213,10 +211,7 @@ fn a_squatted_instance_name_stops_neither_run_nor_restore() {
         .args(["--metrics-listen", "127.0.0.1:0", "--log-format", "human"])
         .daemon_dirs(dir.path())
         .env_remove("NOTIFY_SOCKET")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+        .spawn_logged(&log);
     let ctl = dir.path().join("control.sock");
     for _ in 0..200 {
         if ctl.exists() || run.try_wait().unwrap().is_some() {
@@ -270,10 +265,7 @@ fn a_taken_metrics_port_is_the_operators_choice() {
             ])
             .daemon_dirs(dir.path())
             .env_remove("NOTIFY_SOCKET")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join(log)).unwrap())
-            .spawn()
-            .unwrap()
+            .spawn_logged(dir.path().join(log))
     };
     // `exit`: refuses, naming the key.
     let mut c = start(&policy("exit"), "exit.log");

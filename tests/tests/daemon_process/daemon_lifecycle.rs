@@ -5,12 +5,12 @@
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use pptune_tests::bin::{pptune_bin, require_root};
+use pptune_tests::bin::{SpawnLogged, pptune_bin, require_root, write_policy};
 
 /// `pptune run` in a new network namespace (`unshare` execs it: one pid),
 /// no metrics endpoint, `runtime` and `state` as its directories.
@@ -24,16 +24,11 @@ fn daemon(policy: &Path, runtime: &Path, state: &Path, log: &Path) -> Child {
         .env("RUNTIME_DIRECTORY", runtime)
         .env("STATE_DIRECTORY", state)
         .env_remove("NOTIFY_SOCKET")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap()
+        .spawn_logged(log)
 }
 
 fn policy(dir: &Path) -> std::path::PathBuf {
-    let p = dir.join("policy.yaml");
-    std::fs::write(&p, "mode: observe\ndaemon:\n  metrics_listen: null\n").unwrap();
-    p
+    write_policy(dir, "mode: observe\ndaemon:\n  metrics_listen: null\n")
 }
 
 fn signal(pid: u32, sig: &str) {

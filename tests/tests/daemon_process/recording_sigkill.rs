@@ -5,11 +5,10 @@
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use pptune::record::{Item, Recording, file};
-use pptune_tests::bin::{in_netns, pptune_bin, require_root};
+use pptune_tests::bin::{SpawnLogged, in_netns, pptune_bin, require_root};
 use tokio::time::Instant;
 
 const RUNS: u64 = 6;
@@ -33,10 +32,7 @@ fn sigkill_while_recording_leaves_a_replayable_recording() {
             .env("STATE_DIRECTORY", &state)
             .env("RUNTIME_DIRECTORY", dir.path().join("run"))
             .env_remove("NOTIFY_SOCKET")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join(format!("log{run}"))).unwrap())
-            .spawn()
-            .unwrap();
+            .spawn_logged(dir.path().join(format!("log{run}")));
         // Until this run's segment has a pass or two.
         let t0 = Instant::now();
         let seg = loop {

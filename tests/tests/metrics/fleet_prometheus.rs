@@ -21,7 +21,6 @@ use netlink::netns::TempNetns;
 use policy::Mode;
 use policy::policy::{Rollout, Shadow};
 use pptune::act::rollout;
-use pptune::publish::metrics::Metrics;
 use pptune_tests::daemon::{self, Running};
 use pptune_tests::fake::{self, FakeKernel};
 use pptune_tests::http::Prometheus;
@@ -148,17 +147,8 @@ async fn a_real_prometheus_compares_the_arms_sums_the_shadow_and_suggests_priors
     let net = Fleet::build(4);
     let mut endpoints = Vec::new();
     for (i, ns) in net.hosts.iter().enumerate() {
-        let metrics = Arc::new(Metrics::new());
         let addr = format!("10.78.{i}.2:9100");
-        let bound = addr.clone();
-        let listener = ns
-            .run(move || async move { std::net::TcpListener::bind(bound) })
-            .unwrap()
-            .unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-        tokio::spawn(pptune::publish::http::serve(listener, Arc::clone(&metrics)));
-        endpoints.push((metrics, addr));
+        endpoints.push((pptune_tests::http::serve_in(ns, addr.clone()), addr));
     }
     let targets: Vec<String> = endpoints.iter().map(|(_, a)| format!("'{a}'")).collect();
     let rules = shipped_rules();
@@ -277,15 +267,10 @@ async fn a_real_prometheus_compares_the_arms_sums_the_shadow_and_suggests_priors
     assert_eq!(hosts_with_shadow.first().map(|(_, v)| *v), Some(1.0));
     // The shadow's fleet total is its host's counter (the rule's increase
     // sees the counter from its first sample: at most that much).
-    let own: f64 = hosts[0]
-        .running
-        .metrics
-        .encode()
-        .unwrap()
-        .lines()
-        .filter(|l| l.starts_with("pptune_shadow_changes_total{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum();
+    let own = pptune_tests::http::prefix_sum(
+        &hosts[0].running.metrics.encode().unwrap(),
+        "pptune_shadow_changes_total{",
+    );
     let total = shadow_changes.first().map_or(0.0, |(_, v)| *v);
     assert!(
         total > 0.0 && total <= own + 1.0,

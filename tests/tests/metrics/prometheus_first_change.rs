@@ -27,7 +27,6 @@ use std::time::Duration;
 
 use netlink::netns::TempNetns;
 use policy::Mode;
-use pptune::publish::metrics::Metrics;
 use pptune_tests::daemon;
 use pptune_tests::fake::{self, FakeKernel};
 use pptune_tests::http::{Prometheus, body, get_in};
@@ -186,15 +185,7 @@ async fn prometheus_and_promtool_see_the_first_change_as_the_daemon_exports_it()
     ns.ip(&["link", "set", "lo", "up"]).unwrap();
     let mut endpoints = Vec::new();
     for (_, addr) in HOSTS {
-        let metrics = Arc::new(Metrics::new());
-        let listener = ns
-            .run(move || async move { std::net::TcpListener::bind(addr) })
-            .unwrap()
-            .unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-        tokio::spawn(pptune::publish::http::serve(listener, Arc::clone(&metrics)));
-        endpoints.push(metrics);
+        endpoints.push(pptune_tests::http::serve_in(&ns, addr));
     }
     let rules =
         read("packaging/prometheus/pptune-rules.yaml").replace("interval: 1m", "interval: 1s");

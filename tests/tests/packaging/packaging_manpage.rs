@@ -33,23 +33,28 @@ fn cli() -> clap::Command {
     cmd.mut_subcommand("help", |s| s.hide(true))
 }
 
-fn mangen(cmd: clap::Command) -> clap_mangen::Man {
-    clap_mangen::Man::new(cmd)
+/// The page's sections clap writes: title, name, synopsis, description
+/// and options, and the subcommands when `subcommands`.
+fn clap_sections(cmd: clap::Command, subcommands: bool) -> Vec<u8> {
+    let man = clap_mangen::Man::new(cmd)
         .section(SECTION)
-        .manual("pptune manual")
-}
-
-/// pptune(8): clap's sections, then the hand-written ones from
-/// `packaging/deb/man-src/pptune.8.md`.
-fn main_page(cmd: clap::Command) -> Vec<u8> {
-    let man = mangen(cmd);
+        .manual("pptune manual");
     let mut buf = Vec::new();
     man.render_title(&mut buf).unwrap();
     man.render_name_section(&mut buf).unwrap();
     man.render_synopsis_section(&mut buf).unwrap();
     man.render_description_section(&mut buf).unwrap();
     man.render_options_section(&mut buf).unwrap();
-    man.render_subcommands_section(&mut buf).unwrap();
+    if subcommands {
+        man.render_subcommands_section(&mut buf).unwrap();
+    }
+    buf
+}
+
+/// pptune(8): clap's sections, then the hand-written ones from
+/// `packaging/deb/man-src/pptune.8.md`.
+fn main_page(cmd: clap::Command) -> Vec<u8> {
+    let mut buf = clap_sections(cmd, true);
     let extra = std::fs::read_to_string(deb_dir().join("man-src/pptune.8.md")).unwrap();
     // From the first section on: the preamble says what the file is.
     let from = extra.find("\n## ").expect("a ## section");
@@ -61,13 +66,7 @@ fn main_page(cmd: clap::Command) -> Vec<u8> {
 /// command's [`pptune::cmd::help::manual`] (what `--help` shows after the
 /// options, which clap_mangen would put under EXTRA).
 fn sub_page(cmd: clap::Command, name: &str) -> Vec<u8> {
-    let man = mangen(cmd);
-    let mut buf = Vec::new();
-    man.render_title(&mut buf).unwrap();
-    man.render_name_section(&mut buf).unwrap();
-    man.render_synopsis_section(&mut buf).unwrap();
-    man.render_description_section(&mut buf).unwrap();
-    man.render_options_section(&mut buf).unwrap();
+    let mut buf = clap_sections(cmd, false);
     let m = pptune::cmd::help::manual(name);
     assert!(
         !m.examples.is_empty() && !m.exit.is_empty(),

@@ -257,50 +257,46 @@ fn pair(name: &str, cur: Option<u32>, max: Option<u32>) -> Option<String> {
 }
 
 fn rings_text(r: &Rings) -> String {
-    let mut parts: Vec<String> = [
-        pair("rx", r.rx, r.rx_max),
-        pair("rx-mini", r.rx_mini, r.rx_mini_max),
-        pair("rx-jumbo", r.rx_jumbo, r.rx_jumbo_max),
-        pair("tx", r.tx, r.tx_max),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    if let Some(l) = r.rx_buf_len {
-        parts.push(format!("rx-buf-len {l}"));
-    }
-    if let Some(t) = r.tcp_data_split {
-        parts.push(format!(
-            "tcp-data-split {}",
-            match t {
-                1 => "off",
-                2 => "on",
-                _ => "unknown",
-            }
-        ));
-    }
-    if let Some(h) = pair("hds-thresh", r.hds_thresh, r.hds_thresh_max) {
-        parts.push(h);
-    }
-    if parts.is_empty() {
-        "the driver reports no ring sizes (all maxima 0)".to_owned()
-    } else {
-        format!("{} (current/max)", parts.join(", "))
-    }
+    let split = r.tcp_data_split.map(|t| {
+        let word = match t {
+            1 => "off",
+            2 => "on",
+            _ => "unknown",
+        };
+        format!("tcp-data-split {word}")
+    });
+    current_max(
+        [
+            pair("rx", r.rx, r.rx_max),
+            pair("rx-mini", r.rx_mini, r.rx_mini_max),
+            pair("rx-jumbo", r.rx_jumbo, r.rx_jumbo_max),
+            pair("tx", r.tx, r.tx_max),
+            r.rx_buf_len.map(|l| format!("rx-buf-len {l}")),
+            split,
+            pair("hds-thresh", r.hds_thresh, r.hds_thresh_max),
+        ],
+        "the driver reports no ring sizes (all maxima 0)",
+    )
 }
 
 fn channels_text(c: &Channels) -> String {
-    let parts: Vec<String> = [
-        pair("combined", c.combined, c.combined_max),
-        pair("rx", c.rx, c.rx_max),
-        pair("tx", c.tx, c.tx_max),
-        pair("other", c.other, c.other_max),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
+    current_max(
+        [
+            pair("combined", c.combined, c.combined_max),
+            pair("rx", c.rx, c.rx_max),
+            pair("tx", c.tx, c.tx_max),
+            pair("other", c.other, c.other_max),
+        ],
+        "the driver reports no channel counts (all maxima 0)",
+    )
+}
+
+/// The values the driver reports of a block, as `rx 512/8192, tx …
+/// (current/max)`; `none` when it reports none.
+fn current_max<const N: usize>(parts: [Option<String>; N], none: &str) -> String {
+    let parts: Vec<String> = parts.into_iter().flatten().collect();
     if parts.is_empty() {
-        "the driver reports no channel counts (all maxima 0)".to_owned()
+        none.to_owned()
     } else {
         format!("{} (current/max)", parts.join(", "))
     }
