@@ -30,7 +30,11 @@
 # first second whose ring_full share is >= 20 % to pptune's first change,
 # and to the remedy, after which the share stays under 5 % (wire-remedy.*).
 # --profile: the host profile the VMs boot with (tests/vm/run.sh --profile:
-# free, distro, iommu-strict, iommu-lazy; default free).
+# free, distro, iommu-strict, iommu-lazy, devmem; default free). The devmem
+# workloads (devmem, devmem-a2a: received through the dma-buf provider)
+# need --profile devmem; add --trace-provider to the driver's options for
+# a traced point per ring of the provider's operations
+# (benches/devmem_report.py makes their tables).
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 SMOKE=0
@@ -48,7 +52,7 @@ while [ $# -gt 0 ]; do
         --jobs) JOBS="$2"; shift 2 ;;
         --profile) PROFILE="$2"; shift 2 ;;
         --) shift; ADHOC=("$@"); break ;;
-        -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "wire-outcome: unknown option $1" >&2; exit 2 ;;
     esac
 done

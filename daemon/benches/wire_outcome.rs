@@ -377,6 +377,9 @@ struct Opts {
     /// from N and the run's number ([`onset_offset`]), so the onset falls
     /// at any phase of pptune's sampling, not where the start-up puts it.
     onset_seed: Option<u64>,
+    /// `--trace-provider`: after a devmem workload's sweep, one traced
+    /// point per ring ([`provider_trace_point`]).
+    trace_provider: bool,
 }
 
 /// The onset offset of the `run`-th pptune run (0-based) under
@@ -444,6 +447,7 @@ fn opts() -> Opts {
         settle_eval: 0.0,
         right_size_policy: String::new(),
         onset_seed: arg("--onset-seed").map(|s| s.parse().expect("--onset-seed N")),
+        trace_provider: std::env::args().any(|a| a == "--trace-provider"),
     }
 }
 
@@ -794,6 +798,94 @@ async fn static_point(o: &Opts, p: &Ppsim, w: &Workload, ring: u32, round: u32) 
     );
 }
 
+/// The tracefs mount the provider trace uses.
+const TRACING: &str = "/sys/kernel/tracing";
+/// The dma-buf provider's two operations (`net/core/devmem.c`, called
+/// through the pool's `mp_ops`, so never inlined): a refill (a gen_pool
+/// allocation) and a release (`gen_pool_has_addr` and `gen_pool_free`).
+const PROVIDER_OPS: [&str; 2] = [
+    "mp_dmabuf_devmem_alloc_netmems",
+    "mp_dmabuf_devmem_release_page",
+];
+
+fn tracefs(file: &str, value: &str) {
+    let path = format!("{TRACING}/{file}");
+    std::fs::write(&path, value).unwrap_or_else(|e| panic!("{path} <- {value:?}: {e}"));
+}
+
+/// `--trace-provider`: a devmem workload's point at `ring`, its window
+/// measured with the kernel's function_graph tracer on the provider's
+/// two operations (depth 1: each call's duration, callees included, not
+/// traced themselves). Under `--icount` a guest ns is an instruction;
+/// the tracer's own entry and exit cost is in each duration. The
+/// traffic's figures are not kept: tracing slows it.
+async fn provider_trace_point(o: &Opts, p: &Ppsim, w: &Workload, ring: u32) {
+    if !std::path::Path::new(TRACING).join("trace").exists() {
+        let ok = Command::new("mount")
+            .args(["-t", "tracefs", "nodev", TRACING])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "mounting tracefs at {TRACING}");
+    }
+    let wire = build_wire(p, w, ring);
+    let tr = Traffic::start(o, w, &wire);
+    tokio::time::sleep(Duration::from_secs_f64(o.warmup)).await;
+    tracefs("tracing_on", "0");
+    tracefs("current_tracer", "nop");
+    tracefs("set_ftrace_filter", &PROVIDER_OPS.join(" "));
+    tracefs("max_graph_depth", "1");
+    tracefs("buffer_size_kb", "32768");
+    tracefs("current_tracer", "function_graph");
+    tracefs("trace", "");
+    tracefs("tracing_on", "1");
+    tokio::time::sleep(Duration::from_secs_f64(o.window)).await;
+    tracefs("tracing_on", "0");
+    let text = std::fs::read_to_string(format!("{TRACING}/trace")).expect("trace");
+    tracefs("current_tracer", "nop");
+    tracefs("set_ftrace_filter", "");
+    tracefs("max_graph_depth", "0");
+    let mut ns: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some((left, right)) = line.split_once('|') else {
+            continue;
+        };
+        let Some(f) = PROVIDER_OPS
+            .iter()
+            .find(|f| right.trim() == format!("{f}();"))
+        else {
+            continue;
+        };
+        let us = left
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .windows(2)
+            .find(|p| p[1] == "us")
+            .and_then(|p| p[0].parse::<f64>().ok());
+        if let Some(us) = us {
+            ns.entry(f).or_default().push(us * 1000.0);
+        }
+    }
+    let stats: serde_json::Map<String, Value> = ns
+        .into_iter()
+        .map(|(f, mut v)| {
+            v.sort_by(f64::total_cmp);
+            // The nearest rank below: (n - 1) * pct / 100.
+            let q = |pct: usize| v[(v.len() - 1) * pct / 100];
+            (
+                f.to_owned(),
+                json!({"n": v.len(), "mean_ns": v.iter().sum::<f64>() / v.len() as f64,
+                       "p50_ns": q(50), "p90_ns": q(90), "p99_ns": q(99), "max_ns": q(100)}),
+            )
+        })
+        .collect();
+    finish(wire, tr);
+    emit(
+        json!({"kind": "provider-trace", "workload": w.name, "config": ring.to_string(),
+               "ring": ring, "secs": o.window}),
+        json!({"ops": stats}),
+    );
+}
+
 /// A tuned run's controller state.
 #[derive(Debug, Default)]
 struct Ctl {
@@ -1123,6 +1215,11 @@ async fn main() {
             }
             for ring in sweep {
                 static_point(&o, &p, w, ring, round).await;
+            }
+        }
+        if o.trace_provider && w.devmem {
+            for &ring in &o.sweep {
+                provider_trace_point(&o, &p, w, ring).await;
             }
         }
         for &t in &o.tuners {
