@@ -59,7 +59,6 @@ def static(rows, wl):
             derived(r)
     tol = 2 * noise(by, KEY)
     best, _, smallest, means = best_static(by, KEY, True)
-    print(f"### {wl}\n")
     print("| ring | MB / 10⁹ busy instr | provider pool freed | provider refills / 1000 frames "
           "| a provider refill, k instr (mean; longest) | a DONTNEED call of 128, M instr (mean; longest) "
           "| host memory (header pool), MiB | all pool memory, MiB | retrans |")
@@ -115,6 +114,7 @@ def main():
     for p in sys.argv[1:]:
         rows.extend(load(p)[2])
     for wl in sorted({r["workload"] for r in rows if r["kind"] in ("static", "provider-trace")}):
+        print(f"### {wl}\n")
         means, tol, smallest = static(rows, wl) if sweep(rows, wl) else ({}, 0.0, None)
         traces(rows, wl)
         if means:
