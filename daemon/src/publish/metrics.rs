@@ -39,6 +39,7 @@ use std::sync::atomic::AtomicUsize;
 
 mod devices;
 mod families;
+mod family;
 mod labels;
 mod series;
 pub mod shadow;

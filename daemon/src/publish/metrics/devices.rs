@@ -12,10 +12,10 @@ use policy::knobs::{self, Block, Knob};
 use policy::plan::ReasonCode;
 use policy::snapshot::Device;
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 
 use super::families::Families;
+use super::family::Family;
 use super::labels::*;
 use super::series::{CHANNELS, RINGS, sat};
 use crate::publish::notes::Unjudged;

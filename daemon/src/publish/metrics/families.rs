@@ -1,16 +1,18 @@
 //! Every family the registry holds, in one table: [`Families`] is
 //! generated from it with its registration and the names the exposition
 //! gives them (a family is one line). The per-queue families are written
-//! by hand (`series.rs`), the `process_*` ones by their collector.
+//! by hand (`series.rs`), the `process_*` ones by their collector. The
+//! labelled ones are `family::Family`s: prometheus-client's exposition,
+//! in tables that give a burst's memory back when its devices go.
 
 use std::sync::atomic::AtomicU64;
 
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::{Registry, Unit};
 
+use super::family::Family;
 use super::labels::*;
 
 type FGauge = Gauge<f64, AtomicU64>;

@@ -11,8 +11,9 @@ use policy::counters::{self, METRICS as POOL_COUNTERS};
 use policy::policy::QueueSelection;
 use policy::signals;
 use policy::snapshot::{Device, PoolStats};
-use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+
+use super::family::Family;
 
 /// The per-queue gauges after the counters: (name, unit, help).
 pub(super) const QUEUE_GAUGES: [(&str, Option<&str>, &str); 3] = [
