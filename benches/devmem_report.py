@@ -74,7 +74,7 @@ def static(rows, wl):
     print(f"\n2σ {tol:.1f}; best static by the figure {best} ({means[best]:.1f}), smallest "
           f"ring within 2σ of it **{smallest}**; ring {first} against {max(by)}: "
           f"{means[max(by)] - means[first]:+.1f}.\n")
-    return means, tol, smallest
+    return means, tol
 
 
 def traces(rows, wl):
@@ -91,7 +91,7 @@ def traces(rows, wl):
     print()
 
 
-def tuned(rows, wl, means, tol, smallest):
+def tuned(rows, wl, means, tol):
     tr = [r for r in rows if r["kind"] == "tuned" and r["workload"] == wl]
     if not tr:
         return
@@ -115,10 +115,10 @@ def main():
         rows.extend(load(p)[2])
     for wl in sorted({r["workload"] for r in rows if r["kind"] in ("static", "provider-trace")}):
         print(f"### {wl}\n")
-        means, tol, smallest = static(rows, wl) if sweep(rows, wl) else ({}, 0.0, None)
+        means, tol = static(rows, wl) if sweep(rows, wl) else ({}, 0.0)
         traces(rows, wl)
         if means:
-            tuned(rows, wl, means, tol, smallest)
+            tuned(rows, wl, means, tol)
 
 
 if __name__ == "__main__":

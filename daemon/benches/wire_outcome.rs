@@ -90,6 +90,7 @@ use std::sync::mpsc::{Receiver, channel};
 use std::time::Duration;
 
 use netlink::Client;
+use netlink::netdev::PagePool;
 use policy::signals::{recycle_miss_share, slow_refills};
 use policy::snapshot::PoolStats;
 use pptune_tests::ppsim::Ppsim;
@@ -642,10 +643,10 @@ async fn rx_ring(c: &Client, ifx: u32) -> u32 {
 }
 
 /// Pool memory now: `inflight-mem` of every pool `pp-rx` lists (attached
-/// and detached: B's only device there), and of those without a memory
+/// and detached: B's only device there), of those without a memory
 /// provider (host pages; a provider pool's net_iovs are the dma-buf's,
-/// pinned by the binding whatever the ring).
-async fn pool_mem_split(c: &Client) -> (u64, u64, bool) {
+/// pinned by the binding whatever the ring), and the listing itself.
+async fn pool_mem(c: &Client) -> (u64, u64, Vec<PagePool>) {
     let pools = c.page_pools().await.expect("page-pool-get");
     let all = pools.iter().filter_map(|p| p.inflight_mem).sum();
     let host = pools
@@ -653,11 +654,7 @@ async fn pool_mem_split(c: &Client) -> (u64, u64, bool) {
         .filter(|p| p.dmabuf.is_none())
         .filter_map(|p| p.inflight_mem)
         .sum();
-    (all, host, pools.iter().any(|p| p.dmabuf.is_some()))
-}
-
-async fn pool_mem(c: &Client) -> u64 {
-    pool_mem_split(c).await.0
+    (all, host, pools)
 }
 
 /// One measured window of `secs` at the ring B has now.
@@ -673,25 +670,26 @@ async fn measure(
     let s0 = snap(c, ifx, ledger, tr).await;
     let mut mem = Vec::new();
     let mut host = Vec::new();
-    let mut provider = false;
+    let mut listed = Vec::new();
     while s0.t.elapsed().as_secs_f64() + 0.5 <= secs {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let (m, h, p) = pool_mem_split(c).await;
+        let (m, h, pools) = pool_mem(c).await;
         mem.push(m);
         host.push(h);
-        provider |= p;
+        listed = pools;
         ledger.refresh(c).await;
     }
     let end = s0.t + Duration::from_secs_f64(secs);
     tokio::time::sleep_until(end).await;
     let s1 = snap(c, ifx, ledger, tr).await;
     let q1 = wire.b.queues().expect("B's queues");
+    let provider = listed.iter().any(|p| p.dmabuf.is_some());
     let mut row = figures(&s0, &s1, &mem, provider, rx_ring(c, ifx).await);
     row["host_mem_mean"] = json!(host.iter().sum::<u64>() as f64 / host.len().max(1) as f64);
     if provider {
         // Per pool (header split: the provider's and the header pages'):
-        // what each counted in the window, and its inflight at the end.
-        let listed = c.page_pools().await.expect("page-pool-get");
+        // what each counted in the window, and its inflight at the last
+        // memory sample.
         let pools: Vec<Value> = s1
             .ledger
             .each_since(&s0.ledger)
@@ -798,8 +796,6 @@ async fn static_point(o: &Opts, p: &Ppsim, w: &Workload, ring: u32, round: u32) 
     );
 }
 
-/// The tracefs mount the provider trace uses.
-const TRACING: &str = "/sys/kernel/tracing";
 /// The dma-buf provider's two operations (`net/core/devmem.c`, called
 /// through the pool's `mp_ops`, so never inlined): a refill (a gen_pool
 /// allocation) and a release (`gen_pool_has_addr` and `gen_pool_free`).
@@ -809,8 +805,8 @@ const PROVIDER_OPS: [&str; 2] = [
 ];
 
 fn tracefs(file: &str, value: &str) {
-    let path = format!("{TRACING}/{file}");
-    std::fs::write(&path, value).unwrap_or_else(|e| panic!("{path} <- {value:?}: {e}"));
+    let path = pptune_tests::vm::tracefs().join(file);
+    std::fs::write(&path, value).unwrap_or_else(|e| panic!("{} <- {value:?}: {e}", path.display()));
 }
 
 /// `--trace-provider`: a devmem workload's point at `ring`, its window
@@ -820,13 +816,6 @@ fn tracefs(file: &str, value: &str) {
 /// the tracer's own entry and exit cost is in each duration. The
 /// traffic's figures are not kept: tracing slows it.
 async fn provider_trace_point(o: &Opts, p: &Ppsim, w: &Workload, ring: u32) {
-    if !std::path::Path::new(TRACING).join("trace").exists() {
-        let ok = Command::new("mount")
-            .args(["-t", "tracefs", "nodev", TRACING])
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "mounting tracefs at {TRACING}");
-    }
     let wire = build_wire(p, w, ring);
     let tr = Traffic::start(o, w, &wire);
     tokio::time::sleep(Duration::from_secs_f64(o.warmup)).await;
@@ -840,7 +829,7 @@ async fn provider_trace_point(o: &Opts, p: &Ppsim, w: &Workload, ring: u32) {
     tracefs("tracing_on", "1");
     tokio::time::sleep(Duration::from_secs_f64(o.window)).await;
     tracefs("tracing_on", "0");
-    let text = std::fs::read_to_string(format!("{TRACING}/trace")).expect("trace");
+    let text = std::fs::read_to_string(pptune_tests::vm::tracefs().join("trace")).expect("trace");
     tracefs("current_tracer", "nop");
     tracefs("set_ftrace_filter", "");
     tracefs("max_graph_depth", "0");
@@ -1083,7 +1072,7 @@ async fn mem_over(
     for _ in 0..secs {
         tokio::time::sleep(Duration::from_secs(1)).await;
         ledger.refresh(c).await;
-        mem.push(pool_mem(c).await);
+        mem.push(pool_mem(c).await.0);
         let ring = rx_ring(c, ifx).await;
         if ring != ctl.ring {
             ctl.changed(ring, t0.elapsed().as_secs_f64());

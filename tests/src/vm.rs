@@ -121,6 +121,25 @@ impl Profile {
     }
 }
 
+/// Where the guest's tracefs is, mounted there first if it is not yet
+/// (`init.sh` mounts debugfs only).
+///
+/// # Panics
+/// When the mount fails.
+#[must_use]
+pub fn tracefs() -> &'static Path {
+    const TRACING: &str = "/sys/kernel/tracing";
+    let dir = Path::new(TRACING);
+    if !dir.join("trace").exists() {
+        let ok = Command::new("mount")
+            .args(["-t", "tracefs", "nodev", TRACING])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "mounting tracefs at {TRACING}");
+    }
+    dir
+}
+
 /// The profile this VM was booted with (`PPTUNE_VM_PROFILE`, set by
 /// `run.sh`), if in the VM.
 ///

@@ -24,10 +24,9 @@ use std::time::Duration;
 
 use netlink::netdev::PagePool;
 use pptune_tests::ppsim::Ppsim;
-use pptune_tests::vm::{PpsimKernels, Profile, profile, require_ppsim};
+use pptune_tests::vm::{PpsimKernels, Profile, profile, require_ppsim, tracefs};
 use pptune_tests::wire::{DRAIN, RX_NS, TX_NS, Traffic, Wire, pools_in, stats_in, wait_pools};
 
-const TRACING: &str = "/sys/kernel/tracing";
 const HOME: Duration = Duration::from_secs(15);
 
 fn booted_profile(test: &str) -> (String, Profile) {
@@ -47,15 +46,7 @@ const HIST: &str = "hist:keys=common_pid:vals=hitcount";
 
 impl Hits {
     fn on(event: &str) -> Self {
-        if !Path::new(TRACING).join("events").exists() {
-            let ok = std::process::Command::new("mount")
-                .args(["-t", "tracefs", "nodev", TRACING])
-                .status()
-                .expect("mount")
-                .success();
-            assert!(ok, "mounting tracefs at {TRACING}");
-        }
-        let dir = Path::new(TRACING).join("events").join(event);
+        let dir = tracefs().join("events").join(event);
         let trigger = dir.join("trigger");
         std::fs::write(&trigger, HIST).unwrap_or_else(|e| panic!("{}: {e}", trigger.display()));
         Self {
