@@ -227,7 +227,7 @@ impl DeviceSeries {
                     device: dev.name.clone(),
                 };
                 let counters = [&f.rx_packets, &f.rx_bytes, &f.rx_missed, &f.rx_dropped]
-                    .map(|f| f.get_or_create_owned(&labels));
+                    .map(|f| f.get_or_create(&labels));
                 c.link = Some((counters, now));
             }
         });
@@ -246,7 +246,7 @@ impl DeviceSeries {
             c.decisions
                 .entry((action, reason, mode))
                 .or_insert_with(|| {
-                    f.decisions.get_or_create_owned(&DecisionLabels {
+                    f.decisions.get_or_create(&DecisionLabels {
                         device: device.to_owned(),
                         action: action.to_owned(),
                         reason: reason.to_owned(),
@@ -285,7 +285,7 @@ impl DeviceSeries {
                     c.decisions
                         .entry((action, reason.as_str(), mode))
                         .or_insert_with(|| {
-                            f.decisions.get_or_create_owned(&DecisionLabels {
+                            f.decisions.get_or_create(&DecisionLabels {
                                 device: dev.name.clone(),
                                 action: action.to_owned(),
                                 reason: reason.as_str().to_owned(),
@@ -346,7 +346,7 @@ impl DeviceSeries {
                 Some(v) => {
                     handle
                         .get_or_insert_with(|| {
-                            family.get_or_create_owned(&DevLabels {
+                            family.get_or_create(&DevLabels {
                                 device: device.to_owned(),
                             })
                         })
@@ -393,7 +393,7 @@ impl DeviceSeries {
         self.with_counted(device, |c| {
             c.backoff
                 .get_or_insert_with(|| {
-                    f.backoff.get_or_create_owned(&DevLabels {
+                    f.backoff.get_or_create(&DevLabels {
                         device: device.to_owned(),
                     })
                 })
@@ -414,7 +414,7 @@ impl DeviceSeries {
             }
             Some((m, _)) => {
                 f.device_mode.remove(&label(m));
-                c.mode = Some((mode, f.device_mode.get_or_create_owned(&label(mode))));
+                c.mode = Some((mode, f.device_mode.get_or_create(&label(mode))));
                 if let Some((_, g)) = &c.mode {
                     g.set(1);
                 }
@@ -425,7 +425,7 @@ impl DeviceSeries {
                         f.device_mode.remove(&label(m));
                     }
                 }
-                let g = f.device_mode.get_or_create_owned(&label(mode));
+                let g = f.device_mode.get_or_create(&label(mode));
                 g.set(1);
                 c.mode = Some((mode, g));
             }

@@ -55,12 +55,6 @@ impl<S: Clone + Hash + Eq, M: Clone + Default> Family<S, M> {
         }
     }
 
-    /// [`Family::get_or_create`] (prometheus-client's name for the
-    /// owned handle).
-    pub fn get_or_create_owned(&self, labels: &S) -> M {
-        self.get_or_create(labels)
-    }
-
     /// Drops the series of `labels`; the table is cut to what it holds
     /// once it holds under half its capacity (`policy::reuse`).
     pub fn remove(&self, labels: &S) -> bool {

@@ -78,7 +78,7 @@ impl ShadowSeries {
                     // series born at 1 hides its first change from
                     // Prometheus' increase() and rate().
                     if !kept.changes.contains_key(&l) {
-                        let c = f.shadow_changes.get_or_create_owned(&l);
+                        let c = f.shadow_changes.get_or_create(&l);
                         kept.changes.insert(l.clone(), c);
                     }
                     kept.targets.insert(l);
@@ -88,7 +88,7 @@ impl ShadowSeries {
                 let l = labels(&dev.name, knob);
                 kept.changes
                     .entry(l)
-                    .or_insert_with_key(|l| f.shadow_changes.get_or_create_owned(l))
+                    .or_insert_with_key(|l| f.shadow_changes.get_or_create(l))
                     .inc();
             }
             let d = DevLabels {
