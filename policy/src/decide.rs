@@ -429,7 +429,7 @@ impl<'a> DeviceRun<'a> {
                     }
                     ds.grow_windows = 0;
                     ds.severe_samples = 0;
-                    ds.end_calm();
+                    ds.ring_changed(to < from, self.obs.pass.now);
                     ds.pool_held.rebuilt();
                     let before = device_bytes(dev, &self.info, from);
                     let after = device_bytes(dev, &self.info, to);

@@ -76,9 +76,19 @@ pub fn load_gone_since(
 }
 
 impl DeviceState {
-    /// Calm ends: a window that was not calm, or a ring change.
+    /// Calm ends: a window that was not calm.
     pub fn end_calm(&mut self) {
         self.calm_since = None;
+    }
+
+    /// The ring was changed at `now`. A growth ends the calm. A shrink is
+    /// made only from a calm, and rebuilds the pools: the calm at the new
+    /// ring counts from that rebuild, and the first window at it that is
+    /// not calm ends it. Counting it from the first calm window after the
+    /// change instead would make each step of a descent wait a window
+    /// longer than a calm for nothing the windows between had not judged.
+    pub fn ring_changed(&mut self, shrunk: bool, now: Duration) {
+        self.calm_since = shrunk.then_some(now);
     }
 }
 

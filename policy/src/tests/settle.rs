@@ -301,6 +301,33 @@ fn bursts_that_stop_or_turn_steady_give_the_memory_back() {
     }
 }
 
+/// A step kept under the load is followed a calm after its rebuild, not a
+/// calm after the first window at the new ring: the calm at a ring a
+/// shrink made counts from the shrink (`DeviceState::ring_changed`). The
+/// wire's turned-steady drains missed their bound by that window.
+#[test]
+fn the_step_after_a_kept_trial_comes_a_calm_after_its_rebuild() {
+    let mut w = world();
+    let pool = RealPool::default();
+    converge(&mut w, |w, i| pool.bursts(w, i, BURST, BURST));
+    let n = give_back_samples(&w);
+    let mut at = vec![];
+    for k in 0..n {
+        let d = only(&w.tick(|w, i| pool.steady(w, i, 100_000))).clone();
+        if d.action != Action::Hold {
+            at.push((k, d.message));
+        }
+    }
+    assert_eq!(at.len(), 2, "{at:#?}");
+    assert!(at[0].1.contains("trial halfway"), "{at:#?}");
+    assert!(at[1].1.contains("never had more than"), "{at:#?}");
+    assert_eq!(
+        at[1].0 - at[0].0,
+        samples(w.policy.timing.calm_before_shrink),
+        "{at:#?}"
+    );
+}
+
 #[test]
 fn a_need_within_the_headroom_is_not_a_shrink() {
     // Bursts a little smaller than the ones the ring was grown for (the
