@@ -1429,8 +1429,13 @@ fn wire_draining_tcp_converges_and_holds() {
     let mut changes = Vec::new();
     // Until the ring has held 9 s, then the last 6 s of the settle time
     // measured on the pools it kept; a change inside the measurement (the
-    // pools rebuilt) goes on waiting, inside the 85 s.
-    let mut after = None;
+    // pools rebuilt) goes on waiting, inside the 85 s. So does a ring whose
+    // pools still free at least the grow threshold: pptune grows on two
+    // windows in a row at or above it, and a share that sits at the line
+    // (a first step's ring left 5.0-5.3 % per window) takes it longer
+    // than the settle time to see two; the last such measurement is what
+    // fails the test if no step comes inside the 85 s.
+    let (mut after, mut last) = (None, None);
     while t0.elapsed() < Duration::from_secs(85) {
         std::thread::sleep(Duration::from_millis(250));
         assert!(d.alive(), "pptune died:\n{}", d.log());
@@ -1441,9 +1446,20 @@ fn wire_draining_tcp_converges_and_holds() {
         }
         if !changes.is_empty() && last_change.elapsed() >= settle - Duration::from_secs(6) {
             let measured = freed(&w, 6);
-            if measured.is_some() && ring_of(&w) == ring {
-                after = measured;
-                break;
+            if ring_of(&w) != ring {
+                continue;
+            }
+            if let Some(m) = measured {
+                if m.0 < MISS_THRESHOLD {
+                    after = Some(m);
+                    break;
+                }
+                println!(
+                    "held {:.1} s at ring {ring} with {:.4} of returns freed: waiting for pptune's next step",
+                    last_change.elapsed().as_secs_f64(),
+                    m.0
+                );
+                last = Some((ring, m));
             }
         }
     }
@@ -1454,6 +1470,12 @@ fn wire_draining_tcp_converges_and_holds() {
     let head: Vec<&str> = log.lines().take(60).collect();
     println!("pptune's log, first 60 lines:\n{}", head.join("\n"));
     let Some((after, after_d)) = after else {
+        if let Some((r, (share, stats))) = last {
+            panic!(
+                "{k}: at ring {r} the pools still free {share:.4} of returns after 85 s: {stats:?}; changes (s since pptune started, ring) {changes:?}:\n{}",
+                d.tail(40)
+            );
+        }
         panic!(
             "{k}: the ring did not hold {} s inside 85 s: changes (s since pptune started, ring) {changes:?}:\n{}",
             settle.as_secs(),
@@ -1480,12 +1502,10 @@ fn wire_draining_tcp_converges_and_holds() {
         changes.len(),
         d.tail(40)
     );
-    // Held by construction here: `after` is measured only once the ring
-    // has held the settle time (the loop above), else the test failed.
-    assert!(
-        after < MISS_THRESHOLD,
-        "{k}: at ring {ring} the pools still free {after:.4} of returns: {after_d:?}"
-    );
+    // Held, and under the grow threshold, by construction here: the loop
+    // above takes `after` only from a ring that held the settle time and
+    // whose pools freed under it; else the test failed above.
+    println!("{k}: at ring {ring} the pools freed {after:.4} of returns: {after_d:?}");
     w.wait_b_quiet(home)
         .unwrap_or_else(|e| panic!("{k}: pages still out after the sockets closed: {e}"));
     w.teardown(home)
