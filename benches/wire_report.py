@@ -142,6 +142,17 @@ def tuned_rows(rows, wl):
     return {r["config"]: r for r in rows if r["kind"] == "tuned" and r["workload"] == wl}
 
 
+def age_note(rows):
+    """How far into their traffic the rows' windows began (`age_s`; rows
+    of runs before it have none): figures compare at equal age only."""
+    ages = [r["age_s"] for r in rows if r.get("age_s") is not None]
+    if not ages:
+        return ""
+    lo, hi = min(ages), max(ages)
+    return f", measured {lo:.0f} s into the traffic" if hi - lo < 0.5 else \
+        f", measured {lo:.0f}–{hi:.0f} s into the traffic"
+
+
 def tuned_table(by, best_ring, best_row_vals, tuned):
     out = ["| config | MB / 10⁹ busy instr | k frames / 10⁹ busy instr | app MB/s | slow / 1000 | ring_full / 1000 | final ring "
            "| changes | last change (s) | pool mem mean / max (MiB) | B overruns | retrans | mice delay p50 / p99 (µs) | note |",
@@ -153,12 +164,12 @@ def tuned_table(by, best_ring, best_row_vals, tuned):
         f"| {fmt_range(rs, 'slow_per_k', '{:.2f}')} | {fmt_range(rs, 'ring_full_per_k', '{:.1f}')} "
         f"| {best_ring} | 0 | – | {mean([r['mem_mean'] for r in rs]) / MIB:.1f} / "
         f"{max(r['mem_max'] for r in rs) / MIB:.1f} | {' / '.join(str(r['overruns']) for r in rs)} "
-        f"| {' / '.join(str(r['retrans']) for r in rs)} | {fmt_delay(rs)} | {len(rs)} rounds |")
+        f"| {' / '.join(str(r['retrans']) for r in rs)} | {fmt_delay(rs)} | {len(rs)} rounds{age_note(rs)} |")
     for name in TUNERS:
         r = tuned.get(name)
         if r is None:
             continue
-        note = []
+        note = [age_note([r]).lstrip(", ")] if r.get("age_s") is not None else []
         if r.get("changed_in_window"):
             note.append("ring changed in the measured window")
         if r.get("stopped_by_max"):
@@ -389,8 +400,9 @@ def main():
     for r in rows:
         if r["kind"] == "workload" and r["workload"] not in wls:
             wls.append(r["workload"])
+    aged = "" if meta.get("age_secs") is None else f", every row at age {meta['age_secs']} s or later"
     print(f"Clock: {meta.get('clock')}, {meta.get('cpus')} vCPU; rounds {meta.get('rounds')}, warm-up "
-          f"{meta.get('warmup_secs')} s, window {meta.get('window_secs')} s; tuners from ring "
+          f"{meta.get('warmup_secs')} s, window {meta.get('window_secs')} s{aged}; tuners from ring "
           f"{meta.get('start_ring')}, control window {meta.get('ctl_window_secs')} s, quiet "
           f"{meta.get('quiet_secs')} s (pptune {meta.get('pptune_quiet_secs')} s), at most "
           f"{meta.get('max_run_secs')} s; policy {meta.get('policy')}.")

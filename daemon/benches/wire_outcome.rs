@@ -13,6 +13,7 @@
 //!     [--quiet-secs 9] [--pptune-quiet-secs 30] [--max-run-secs 90]
 //!     [--tuners max-once,doubling,one-shot,naive,pptune,settle,give-back-stop,give-back-steady|none]
 //!     [--settle-calm-secs 30] [--settle-watch-calms 2] [--onset-seed N]
+//!     [--age-secs A]
 //! ```
 //!
 //! Every point is a fresh wire (tests/src/wire.rs: A in `pp-tx`, B with
@@ -54,6 +55,13 @@
 //!   memory back).
 //!
 //! (the ring_full share is `policy::signals::recycle_miss_share`: F / (F + K).)
+//! Every measured row carries `age_s`, the seconds its traffic had run
+//! when its window began. `--age-secs A` compares rows at equal age: a
+//! static point warms up A (instead of `--warmup-secs`), and a tuned run is
+//! measured no sooner than A (later only when it has not settled by then,
+//! which its `age_s` shows), so a ring's figure is not read against
+//! another's taken earlier in its traffic's life (TCP's windows, the
+//! sender's pacing and the receiver's queues settle over tens of seconds).
 //! A tuned run ends once it made no change for `--quiet-secs`
 //! (`--pptune-quiet-secs` for pptune: its policy's cooldown + evaluation),
 //! or after `--max-run-secs`; then one window of twice `--window-secs` is
@@ -381,6 +389,9 @@ struct Opts {
     /// `--trace-provider`: after a devmem workload's sweep, one traced
     /// point per ring ([`provider_trace_point`]).
     trace_provider: bool,
+    /// `--age-secs A`: every static point and tuned run measured at the
+    /// same age of its traffic, A (a tuned run not settled by then, later).
+    age: Option<f64>,
 }
 
 /// The onset offset of the `run`-th pptune run (0-based) under
@@ -449,6 +460,7 @@ fn opts() -> Opts {
         right_size_policy: String::new(),
         onset_seed: arg("--onset-seed").map(|s| s.parse().expect("--onset-seed N")),
         trace_provider: std::env::args().any(|a| a == "--trace-provider"),
+        age: arg("--age-secs").map(|s| s.parse().expect("--age-secs A")),
     }
 }
 
@@ -783,7 +795,8 @@ async fn static_point(o: &Opts, p: &Ppsim, w: &Workload, ring: u32, round: u32) 
     let ifx = wire.b_ifindex();
     let c = client_in(RX_NS).await;
     let mut tr = Traffic::start(o, w, &wire);
-    tokio::time::sleep(Duration::from_secs_f64(o.warmup)).await;
+    let age = o.age.unwrap_or(o.warmup);
+    tokio::time::sleep(Duration::from_secs_f64(age)).await;
     let mut ledger = PoolLedger::default();
     let m = measure(&c, &wire, ifx, &mut ledger, &mut tr, o.window).await;
     drop(c);
@@ -791,7 +804,7 @@ async fn static_point(o: &Opts, p: &Ppsim, w: &Workload, ring: u32, round: u32) 
     emit(
         m,
         json!({"kind": "static", "workload": w.name, "config": ring.to_string(), "round": round,
-               "intact": summary["intact"], "rx_snmp_run": summary["snmp"],
+               "age_s": age, "intact": summary["intact"], "rx_snmp_run": summary["snmp"],
                "devmem_run": summary["devmem"]}),
     );
 }
@@ -1017,6 +1030,7 @@ async fn tuned_run(o: &Opts, p: &Ppsim, w: &Workload, tuner: Tuner) {
         }
         _ => (o.quiet, o.quiet),
     };
+    let min_run = o.age.map_or(min_run, |a| min_run.max(a));
     let mut tr = Traffic::start(o, w, &wire);
     let mut ledger = PoolLedger::default();
     ledger.refresh(&c).await;
@@ -1048,7 +1062,7 @@ async fn tuned_run(o: &Opts, p: &Ppsim, w: &Workload, tuner: Tuner) {
     emit(
         m,
         json!({"kind": "tuned", "workload": w.name, "config": tuner.name(), "changes": ctl.changes,
-               "first_change_s": ctl.first_change_s, "last_change_s": ctl.last_change_s, "run_s": run_s, "max_ring": max,
+               "first_change_s": ctl.first_change_s, "last_change_s": ctl.last_change_s, "run_s": run_s, "age_s": run_s, "max_ring": max,
                "changed_in_window": changed_in_window, "stopped_by_max": stopped_by_max, "daemon_cpu_s": daemon_cpu,
                "onset_offset_s": onset_offset_s,
                "settle": converged.map(|(at, n)| json!({"converged_s": at, "watch_s": run_s - at,
@@ -1182,7 +1196,7 @@ async fn main() {
         json!({"kind": "meta", "clock": std::env::var("PPTUNE_VM_CLOCK").ok(),
                "profile": std::env::var("PPTUNE_VM_PROFILE").ok(),
                "cpus": std::thread::available_parallelism().map_or(0, usize::from),
-               "sweep": o.sweep, "rounds": o.rounds, "warmup_secs": o.warmup,
+               "sweep": o.sweep, "rounds": o.rounds, "warmup_secs": o.warmup, "age_secs": o.age,
                "window_secs": o.window, "ctl_window_secs": o.ctl_window, "quiet_secs": o.quiet,
                "pptune_quiet_secs": o.pptune_quiet, "max_run_secs": o.max_run,
                "policy": o.policy, "start_ring": START_RING, "settle_calm_secs": o.settle_calm,
