@@ -105,7 +105,17 @@ pub fn judge(
     if ha > hb * HARM_FACTOR + floor {
         return Verdict::Harmful(format!("harm rose from {hb:.6} to {ha:.6}"));
     }
+    // A share read from fewer returns than a window needs to be judged
+    // says nothing: an evaluation that fell into a load's off phase (or
+    // saw a handful of returns) is no verdict, not a failure, or an on/off
+    // load would bar growth for as long as the record lasts.
+    let min_pages = policy.thresholds.min_pages_per_window;
+    let judged = crate::window::judged(&after.pools, min_pages);
     let moved = |b: Option<f64>, a: Option<f64>, name: &str, below: Option<f64>| match (b, a) {
+        (_, _) if !judged => Verdict::NoData(format!(
+            "too little traffic after the change to judge its {name} ({} pages returned, under thresholds.min_pages_per_window {min_pages})",
+            crate::window::returned(&after.pools).max(after.pools.alloc_fast)
+        )),
         (_, None) => Verdict::Ineffective(format!("no {name} data after the change (no traffic)")),
         (Some(b), Some(a)) if a <= b * MOVE_FACTOR || below.is_some_and(|t| a < t) => {
             Verdict::Effective(format!("{name} {b:.4} -> {a:.4}"))
@@ -568,12 +578,17 @@ mod tests {
             j(&load((113, 887), 0.0), load((152, 848), 3000.0)),
             Verdict::Ineffective(_)
         ));
-        // No traffic after: ineffective, not "outgrown".
-        let idle = Rates {
-            inflight: 3000.0,
-            ..r((0, 0), 0, 0)
-        };
-        assert!(matches!(j(&before, idle), Verdict::Ineffective(_)));
+        // No traffic after, or too little to judge (a load's off phase):
+        // no verdict, neither "outgrown" nor a failure that bars growth.
+        for (ret, n) in [((0, 0), 0), ((3, 40), 10)] {
+            let idle = Rates {
+                inflight: 3000.0,
+                ..r(ret, 0, n)
+            };
+            let v = j(&before, idle);
+            assert!(matches!(v, Verdict::NoData(_)), "{ret:?}: {v:?}");
+            assert!(v.why().contains("too little traffic"), "{v:?}");
+        }
     }
 
     /// The load a change is judged under is the pages out at the settled

@@ -140,7 +140,7 @@ pub(crate) fn judged(s: &PoolStats, min_pages: u64) -> bool {
 }
 
 /// Pages returned to the pool: cached + ring + ring_full.
-fn returned(s: &PoolStats) -> u64 {
+pub(crate) fn returned(s: &PoolStats) -> u64 {
     s.recycle_cached
         .saturating_add(s.recycle_ring)
         .saturating_add(s.recycle_ring_full)

@@ -1429,3 +1429,48 @@ fn a_prior_starts_an_unchanged_device_at_its_class_ring_once() {
     assert_eq!((d.reason, d.mode), (ReasonCode::FleetPrior, Mode::Observe));
     assert_eq!(w.ring(0), 512);
 }
+
+/// On/off phases: a ring growth whose evaluation falls into the load's off
+/// phase is judged on no returns. That is no verdict (`Inconclusive`), not
+/// a failure: when the load comes back and overflows the ring, it grows
+/// again instead of being held by "the last growth did not move the
+/// share" for as long as the record lasts.
+#[test]
+fn a_growth_judged_in_an_off_phase_does_not_bar_the_next() {
+    let mut w = World::new(policy(), vec![device(1, "ice", 256, 8160, 1)]);
+    w.judge = true;
+    let on = |w: &World, _| bursty(w.ring(0), 4096, 20, false);
+    let off = |_: &World, _| Traffic::default();
+    let mut grown = None;
+    for _ in 0..20 {
+        w.tick(on);
+        if w.ring(0) > 256 {
+            grown = Some(w.ring(0));
+            break;
+        }
+    }
+    let first = grown.expect("the on phase grows the ring");
+    // Off for the evaluation and the cooldown.
+    let t = &w.policy.timing;
+    let quiet = (t.evaluation.max(t.cooldown).as_secs() / t.interval.as_secs()) as usize + 2;
+    for _ in 0..quiet {
+        w.tick(off);
+    }
+    assert_eq!(
+        w.history.last().map(|r| r.outcome.clone()),
+        Some(Outcome::Inconclusive),
+        "{:#?}",
+        w.history
+    );
+    // Back, with bursts the grown ring does not take.
+    let bigger = |w: &World, _| bursty(w.ring(0), 7000, 20, false);
+    let mut held = vec![];
+    for _ in 0..20 {
+        let d = only(&w.tick(bigger)).clone();
+        held.push(d.reason);
+        if w.ring(0) > first {
+            return;
+        }
+    }
+    panic!("the ring stayed at {first} under the returning load: {held:?}");
+}
