@@ -194,6 +194,22 @@ pub struct RingProbe {
     /// with nothing calibrated may take the pages out.
     #[serde(default)]
     pub bracketed: bool,
+    /// The device's RX queue count when the growth was proposed (0: not
+    /// recorded, a state file from before it was).
+    #[serde(default)]
+    pub queues: u32,
+}
+
+impl RingProbe {
+    /// Whether the probe can calibrate the next step of a device at ring
+    /// `ring` with `queues` RX queues: it was taken at that ring and over
+    /// as many queues. A queue-count change between the steps spreads the
+    /// load over another number of queues, so the excess per queue before
+    /// and after the step do not compare.
+    #[must_use]
+    pub fn applies(&self, ring: u32, queues: u32) -> bool {
+        self.ring == ring && (self.queues == 0 || self.queues == queues)
+    }
 }
 
 impl EngineState {
@@ -255,6 +271,7 @@ mod tests {
                     pool_before: 256,
                     excess_before: 1500.5,
                     bracketed: true,
+                    queues: 4,
                 }),
                 ..DeviceState::default()
             },

@@ -244,7 +244,7 @@ impl Ring<'_, '_> {
         };
         let b = self.burst(ds, q, &l);
         let target = self.target(&l, &b);
-        self.burst_evidence(q, &l, &b, ds, ev);
+        self.burst_evidence(q, &l, &b, ev);
         let Burst {
             pool_now, excess, ..
         } = b;
@@ -282,6 +282,7 @@ impl Ring<'_, '_> {
                 pool_before: pool_now,
                 excess_before: excess,
                 bracketed: b.basis == BurstBasis::Bracketed,
+                queues: super::memory::queue_count(self.dev),
             }),
         }
     }
@@ -377,7 +378,10 @@ impl Ring<'_, '_> {
         let step = steps.saturating_add(1);
         // After a growth step the engine knows how much that step moved the
         // excess, which calibrates the undercount (`calibrate`).
-        let probe = ds.ring_probe.filter(|p| steps >= 1 && p.ring == l.cur);
+        let queues = super::memory::queue_count(self.dev);
+        let probe = ds
+            .ring_probe
+            .filter(|p| steps >= 1 && p.applies(l.cur, queues));
         let calibrated = probe.and_then(|p| calibrate(&p, pool_now, excess));
         let held = held_pages(q, &self.info, l.cur).map(n64);
         let (burst, basis) = burst_estimate(
@@ -390,9 +394,9 @@ impl Ring<'_, '_> {
         Burst {
             pool_now,
             excess,
-            steps,
             step,
             max_steps,
+            probe_known: probe.is_some(),
             calibrated,
             held,
             pages: burst,
@@ -430,18 +434,10 @@ impl Ring<'_, '_> {
     }
 
     /// The evidence a growth step was decided on.
-    fn burst_evidence(
-        &self,
-        q: &QueueFacts,
-        l: &RingLimits,
-        b: &Burst,
-        ds: &DeviceState,
-        ev: &mut Evidence,
-    ) {
+    fn burst_evidence(&self, q: &QueueFacts, l: &RingLimits, b: &Burst, ev: &mut Evidence) {
         let Burst {
             pool_now,
             excess,
-            steps,
             step,
             calibrated,
             held,
@@ -456,11 +452,7 @@ impl Ring<'_, '_> {
         if let Some((_, k)) = calibrated {
             ev.insert("undercount_factor", k);
         }
-        // 1 = the engine remembers what the last growth step saw (the probe
-        // for the ring the device has now): the step can be calibrated, if
-        // that step shrank the excess.
-        let probe_known = ds.ring_probe.is_some_and(|p| steps >= 1 && p.ring == l.cur);
-        ev.insert("ring_probe_known", if probe_known { 1.0 } else { 0.0 });
+        ev.insert("ring_probe_known", if b.probe_known { 1.0 } else { 0.0 });
         ev.insert("pool_factor", self.info.factor());
         // 0 = the driver's ring-to-pool mapping is unknown (1x assumed).
         let known = !matches!(self.info.mapping, PoolMapping::Unknown) && self.info.mode_known;

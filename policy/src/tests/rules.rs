@@ -1474,3 +1474,56 @@ fn a_growth_judged_in_an_off_phase_does_not_bar_the_next() {
     }
     panic!("the ring stayed at {first} under the returning load: {held:?}");
 }
+
+/// A queue-count change between two ring growth steps: the first step's
+/// probe saw the load spread over the queues then, so the next step is not
+/// calibrated against it (`RingProbe::applies`); with the queue count
+/// unchanged, it is.
+#[test]
+fn a_queue_count_change_between_ring_steps_drops_the_calibration() {
+    for change in [false, true] {
+        let mut p = policy();
+        p.rings.max_steps_to_target = 3;
+        let mut w = World::new(p, vec![device(1, "ice", 256, 8160, 4)]);
+        // The bulk return path: ring_full counted once per 16 pages, so
+        // the first step undershoots and the second is the calibrated one.
+        let load = |w: &World, _| {
+            let mut t = bursty(w.ring(0), 6000, 20, false);
+            t.pool.recycle_ring_full /= 16;
+            t
+        };
+        let mut grown = None;
+        for _ in 0..20 {
+            w.tick(load);
+            if w.ring(0) > 256 {
+                grown = Some(w.ring(0));
+                break;
+            }
+        }
+        let first = grown.expect("a first growth step");
+        assert!(first < 6000, "one step took the whole burst: {first}");
+        if change {
+            // The operator halves the queues (a channel change rebuilds
+            // the pools at the ring the device has).
+            w.apply = false;
+            w.snap.devices[0] = device(1, "ice", first, 8160, 2);
+            w.apply = true;
+        }
+        let mut second = None;
+        for _ in 0..60 {
+            let d = only(&w.tick(load)).clone();
+            if let Action::SetRing { from, to, .. } = d.action {
+                if to > from {
+                    second = Some(d);
+                    break;
+                }
+            }
+        }
+        let d = second.expect("a second growth step");
+        assert_eq!(
+            d.evidence.get("ring_probe_known"),
+            Some(if change { 0.0 } else { 1.0 }),
+            "queues changed: {change}: {d:#?}"
+        );
+    }
+}

@@ -17,11 +17,14 @@ pub(super) struct Burst {
     pub pool_now: u32,
     /// Excess pages per ring fill, from ring_full.
     pub excess: f64,
-    /// Growth steps that led to the current ring.
-    pub steps: u32,
-    /// This step's number (`steps + 1`) and the policy's last.
+    /// This step's number (the growth steps that led to the current
+    /// ring, plus one) and the policy's last.
     pub step: u32,
     pub max_steps: u32,
+    /// The engine remembers what the last growth step saw, at this ring
+    /// and queue count ([`RingProbe::applies`]): the step can be
+    /// calibrated, if that step shrank the excess.
+    pub probe_known: bool,
     /// (burst, undercount factor) calibrated from the last step.
     pub calibrated: Option<(f64, f64)>,
     /// Pages out at once beyond the posted ring.
