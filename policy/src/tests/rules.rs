@@ -1452,7 +1452,9 @@ fn a_growth_judged_in_an_off_phase_does_not_bar_the_next() {
     let first = grown.expect("the on phase grows the ring");
     // Off for the evaluation and the cooldown.
     let t = &w.policy.timing;
-    let quiet = (t.evaluation.max(t.cooldown).as_secs() / t.interval.as_secs()) as usize + 2;
+    let quiet = usize::try_from(t.evaluation.max(t.cooldown).as_secs() / t.interval.as_secs())
+        .unwrap_or(usize::MAX)
+        .saturating_add(2);
     for _ in 0..quiet {
         w.tick(off);
     }
@@ -1512,11 +1514,11 @@ fn a_queue_count_change_between_ring_steps_drops_the_calibration() {
         let mut second = None;
         for _ in 0..60 {
             let d = only(&w.tick(load)).clone();
-            if let Action::SetRing { from, to, .. } = d.action {
-                if to > from {
-                    second = Some(d);
-                    break;
-                }
+            if let Action::SetRing { from, to, .. } = d.action
+                && to > from
+            {
+                second = Some(d);
+                break;
             }
         }
         let d = second.expect("a second growth step");

@@ -696,6 +696,7 @@ mod tests {
                     pool_before: 256,
                     excess_before: 1800.25,
                     bracketed: false,
+                    queues: 1,
                 }),
                 ..DeviceState::default()
             },
