@@ -146,26 +146,30 @@ impl ShrinkHold {
     /// Notes the outcome of the ring's last shrink, made at `at`: a failure
     /// extends the row, a kept step ends it; an outcome not yet known (or
     /// that could not be judged) and a trial noted before change nothing.
-    pub fn note(&mut self, at: Duration, outcome: &crate::observation::Outcome) {
+    /// Returns whether a failure was noted now.
+    pub fn note(&mut self, at: Duration, outcome: &crate::observation::Outcome) -> bool {
         use crate::observation::Outcome;
         if self.noted.is_some_and(|n| at <= n) {
-            return;
+            return false;
         }
-        match outcome {
+        let failed = match outcome {
             Outcome::Reverted | Outcome::Ineffective => {
                 self.since = Some(at);
                 self.failures = self.failures.saturating_add(1);
+                true
             }
             Outcome::Effective => {
                 self.since = None;
                 self.failures = 0;
+                false
             }
             Outcome::Pending
             | Outcome::Inconclusive
             | Outcome::Refused { .. }
-            | Outcome::Failed { .. } => return,
-        }
+            | Outcome::Failed { .. } => return false,
+        };
         self.noted = Some(at);
+        failed
     }
 
     /// Whether a give-back trial is held at `now`: a failure in a row is

@@ -174,9 +174,10 @@ impl DeviceRun<'_> {
         bump(&mut ds.grow_windows, f.grow && !f.pressure);
         bump(&mut ds.contended_windows, f.contended);
         bump(&mut ds.drop_windows, f.healthy_drops);
+        let ring = super::ring::Ring(self);
         if f.calm && !f.grow {
             ds.calm_since.get_or_insert(self.obs.pass.now);
-        } else {
+        } else if f.grow || !ring.judging_shrink() {
             ds.end_calm();
         }
         if f.judged == 0 && !f.pressure {
@@ -184,7 +185,6 @@ impl DeviceRun<'_> {
         } else {
             ds.idle_since = None;
         }
-        let ring = super::ring::Ring(self);
         ds.pool_held.note(ring.current(), f.held_peak);
         ring.note_shrink_outcome(ds);
     }
