@@ -1441,15 +1441,9 @@ fn a_growth_judged_in_an_off_phase_does_not_bar_the_next() {
     w.judge = true;
     let on = |w: &World, _| bursty(w.ring(0), 4096, 20, false);
     let off = |_: &World, _| Traffic::default();
-    let mut grown = None;
-    for _ in 0..20 {
-        w.tick(on);
-        if w.ring(0) > 256 {
-            grown = Some(w.ring(0));
-            break;
-        }
-    }
-    let first = grown.expect("the on phase grows the ring");
+    let first = w
+        .until_ring_moves(20, on)
+        .expect("the on phase grows the ring");
     // Off for the evaluation and the cooldown.
     let t = &w.policy.timing;
     let quiet = usize::try_from(t.evaluation.max(t.cooldown).as_secs() / t.interval.as_secs())
@@ -1494,15 +1488,7 @@ fn a_queue_count_change_between_ring_steps_drops_the_calibration() {
             t.pool.recycle_ring_full /= 16;
             t
         };
-        let mut grown = None;
-        for _ in 0..20 {
-            w.tick(load);
-            if w.ring(0) > 256 {
-                grown = Some(w.ring(0));
-                break;
-            }
-        }
-        let first = grown.expect("a first growth step");
+        let first = w.until_ring_moves(20, load).expect("a first growth step");
         assert!(first < 6000, "one step took the whole burst: {first}");
         if change {
             // The operator halves the queues (a channel change rebuilds

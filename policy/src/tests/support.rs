@@ -294,6 +294,20 @@ impl World {
             .unwrap_or(0)
     }
 
+    /// Ticks under `traffic` until device 0's ring leaves where it was,
+    /// at most `n` samples; the ring then (`None`: it never moved).
+    pub(crate) fn until_ring_moves(
+        &mut self,
+        n: usize,
+        traffic: impl Fn(&Self, usize) -> Traffic + Copy,
+    ) -> Option<u32> {
+        let from = self.ring(0);
+        (0..n).find_map(|_| {
+            self.tick(traffic);
+            (self.ring(0) != from).then(|| self.ring(0))
+        })
+    }
+
     pub(crate) fn channels(&self, i: usize) -> u32 {
         self.snap.devices[i]
             .channels
