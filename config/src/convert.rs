@@ -215,6 +215,18 @@ impl Cx<'_> {
                 "calm is judged per window: use at least timing.window",
             );
         }
+        if let (Some(c), Some(cd), Some(ev)) = (calm, cooldown, evaluation)
+            && c < cd.max(ev)
+        {
+            self.warn(
+                "timing.calm_before_shrink",
+                format!(
+                    "{} is shorter than the wait after a change (cooldown {}, evaluation {}): the steps that give memory back come that wait apart, not a calm apart",
+                    t.calm_before_shrink.0, t.cooldown.0, t.evaluation.0
+                ),
+                "a calm is meant to outlast batch and backup cycles: keep it above timing.cooldown (the shipped default is 6h against 10m)",
+            );
+        }
         timing
     }
 

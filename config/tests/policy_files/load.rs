@@ -706,3 +706,32 @@ fn a_selector_driver_no_known_driver_has_is_warned_about() {
         "the hint lists the known names: {w:?}"
     );
 }
+
+/// A calm shorter than the wait after a change (cooldown, evaluation) is
+/// a warning at its key: the give-back steps would come that wait apart,
+/// not a calm. The embedded default (6 h against 10 min) has none.
+#[test]
+fn a_calm_shorter_than_the_cooldown_is_a_warning() {
+    let d = tempfile::tempdir().unwrap();
+    write(
+        d.path(),
+        "policy.yaml",
+        "timing: {interval: 1s, window: 3s, cooldown: 20s, evaluation: 10s, calm_before_shrink: 15s}\n",
+    );
+    let l = load_with_config_dir(Some(d.path()), None).unwrap();
+    let w: Vec<String> = l.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].contains(
+            "timing.calm_before_shrink: 15s is shorter than the wait after a change (cooldown 20s"
+        ),
+        "{w:?}"
+    );
+    write(
+        d.path(),
+        "policy.yaml",
+        "timing: {interval: 1s, window: 3s, cooldown: 20s, evaluation: 10s, calm_before_shrink: 20s}\n",
+    );
+    let l = load_with_config_dir(Some(d.path()), None).unwrap();
+    assert!(l.warnings.is_empty(), "{:?}", l.warnings);
+}
