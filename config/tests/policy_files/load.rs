@@ -683,18 +683,20 @@ fn a_schema_error_and_a_missing_shadow_are_reported_together() {
     );
 }
 
+/// The warnings of a policy directory whose `policy.yaml` is `doc`, as
+/// `pptune check` prints them.
+fn warnings_of(doc: &str) -> Vec<String> {
+    let d = tempfile::tempdir().unwrap();
+    write(d.path(), "policy.yaml", doc);
+    let l = load_with_config_dir(Some(d.path()), None).unwrap();
+    l.warnings.iter().map(ToString::to_string).collect()
+}
+
 /// A selector's driver that matches no driver pptune knows is warned
 /// about, with the known names; a glob that matches one is not.
 #[test]
 fn a_selector_driver_no_known_driver_has_is_warned_about() {
-    let d = tempfile::tempdir().unwrap();
-    write(
-        d.path(),
-        "policy.yaml",
-        "selectors:\n  - drivers: [mlx5]\n  - drivers: [mlx5_*, ice]\n",
-    );
-    let l = load_with_config_dir(Some(d.path()), None).unwrap();
-    let w: Vec<String> = l.warnings.iter().map(ToString::to_string).collect();
+    let w = warnings_of("selectors:\n  - drivers: [mlx5]\n  - drivers: [mlx5_*, ice]\n");
     assert_eq!(w.len(), 1, "{w:?}");
     assert!(w[0].contains("policy.yaml:2:15"), "{w:?}");
     assert!(
@@ -712,14 +714,9 @@ fn a_selector_driver_no_known_driver_has_is_warned_about() {
 /// not a calm. The embedded default (6 h against 10 min) has none.
 #[test]
 fn a_calm_shorter_than_the_cooldown_is_a_warning() {
-    let d = tempfile::tempdir().unwrap();
-    write(
-        d.path(),
-        "policy.yaml",
+    let w = warnings_of(
         "timing: {interval: 1s, window: 3s, cooldown: 20s, evaluation: 10s, calm_before_shrink: 15s}\n",
     );
-    let l = load_with_config_dir(Some(d.path()), None).unwrap();
-    let w: Vec<String> = l.warnings.iter().map(ToString::to_string).collect();
     assert_eq!(w.len(), 1, "{w:?}");
     assert!(
         w[0].contains(
@@ -727,11 +724,8 @@ fn a_calm_shorter_than_the_cooldown_is_a_warning() {
         ),
         "{w:?}"
     );
-    write(
-        d.path(),
-        "policy.yaml",
+    let w = warnings_of(
         "timing: {interval: 1s, window: 3s, cooldown: 20s, evaluation: 10s, calm_before_shrink: 20s}\n",
     );
-    let l = load_with_config_dir(Some(d.path()), None).unwrap();
-    assert!(l.warnings.is_empty(), "{:?}", l.warnings);
+    assert!(w.is_empty(), "{w:?}");
 }
