@@ -7,7 +7,8 @@
 #
 # On the host: builds the release `pptune` (benches/lib.sh) and boots the
 # 7.3 test VM (4 GiB) that re-runs this script with --in-vm. Inside, one
-# `pptune run` (embedded default policy, recording on at its 64 MiB cap,
+# `pptune run` (the systemd unit's Environment=, embedded default policy,
+# recording on at its 64 MiB cap,
 # metrics served; only the interval lowered to 2 s so each step takes
 # seconds) watches a host that grows in two ladders:
 #   nics    netdevsim devices of 16 RX queues (16 page pools each), links
@@ -40,7 +41,7 @@ while [ $# -gt 0 ]; do
         --results) RESULTS="$2"; shift 2 ;;
         --churn) CHURN="$2"; shift 2 ;;
         --churn-only) CHURN_ONLY=1; shift ;;
-        -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "daemon-rss: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -55,7 +56,9 @@ if [ "$IN_VM" = 1 ]; then
     PORT=9977
     dir=$(mktemp -d)
     printf 'timing:\n  interval: 2s\n  window: 6s\n' > "$dir/policy.yaml"
-    RUNTIME_DIRECTORY="$dir/run" STATE_DIRECTORY="$dir/state" \
+    # As the unit runs it: with its Environment= (the allocator settings).
+    mapfile -t unit_env < <(sed -n 's/^Environment=//p' "$REPO/packaging/systemd/pptune.service")
+    env RUNTIME_DIRECTORY="$dir/run" STATE_DIRECTORY="$dir/state" "${unit_env[@]}" \
         "$B/pptune" --config "$dir/policy.yaml" run --metrics-listen "127.0.0.1:$PORT" \
         >"$dir/log" 2>&1 &
     dpid=$!
