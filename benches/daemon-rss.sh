@@ -41,7 +41,7 @@ while [ $# -gt 0 ]; do
         --results) RESULTS="$2"; shift 2 ;;
         --churn) CHURN="$2"; shift 2 ;;
         --churn-only) CHURN_ONLY=1; shift ;;
-        -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "daemon-rss: unknown option $1" >&2; exit 2 ;;
     esac
 done
