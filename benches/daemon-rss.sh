@@ -57,7 +57,11 @@ if [ "$IN_VM" = 1 ]; then
     dir=$(mktemp -d)
     printf 'timing:\n  interval: 2s\n  window: 6s\n' > "$dir/policy.yaml"
     # As the unit runs it: with its Environment= (the allocator settings).
-    mapfile -t unit_env < <(sed -n 's/^Environment=//p' "$REPO/packaging/systemd/pptune.service")
+    # (no process substitution: the VM has no /dev/fd)
+    unit_env=()
+    while IFS= read -r e; do
+        if [ -n "$e" ]; then unit_env+=("$e"); fi
+    done <<< "$(sed -n 's/^Environment=//p' "$REPO/packaging/systemd/pptune.service")"
     env RUNTIME_DIRECTORY="$dir/run" STATE_DIRECTORY="$dir/state" "${unit_env[@]}" \
         "$B/pptune" --config "$dir/policy.yaml" run --metrics-listen "127.0.0.1:$PORT" \
         >"$dir/log" 2>&1 &
