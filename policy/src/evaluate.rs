@@ -114,7 +114,7 @@ pub fn judge(
     let moved = |b: Option<f64>, a: Option<f64>, name: &str, below: Option<f64>| match (b, a) {
         (_, _) if !judged => Verdict::NoData(format!(
             "too little traffic after the change to judge its {name} ({} pages returned, under thresholds.min_pages_per_window {min_pages})",
-            crate::window::returned(&after.pools).max(after.pools.alloc_fast)
+            crate::window::pages_moved(&after.pools)
         )),
         (_, None) => Verdict::Ineffective(format!("no {name} data after the change (no traffic)")),
         (Some(b), Some(a)) if a <= b * MOVE_FACTOR || below.is_some_and(|t| a < t) => {

@@ -136,11 +136,17 @@ fn queues_from_map<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(QueueKey, Que
 /// or allocated fast) for its shares to mean something: at least
 /// `min_pages`.
 pub(crate) fn judged(s: &PoolStats, min_pages: u64) -> bool {
-    returned(s).max(s.alloc_fast) >= min_pages
+    pages_moved(s) >= min_pages
+}
+
+/// The pages a span's counters moved, as [`judged`] counts them: returned,
+/// or allocated fast, whichever is more.
+pub(crate) fn pages_moved(s: &PoolStats) -> u64 {
+    returned(s).max(s.alloc_fast)
 }
 
 /// Pages returned to the pool: cached + ring + ring_full.
-pub(crate) fn returned(s: &PoolStats) -> u64 {
+fn returned(s: &PoolStats) -> u64 {
     s.recycle_cached
         .saturating_add(s.recycle_ring)
         .saturating_add(s.recycle_ring_full)
