@@ -15,6 +15,10 @@
 #   - the functional suites start in the background as soon as their inputs
 #     exist (kernels, test binaries), beside the host steps, which run at
 #     the lowest priority (nice 19), the benchmark smoke last among them;
+#   - the host profiles' boots judge counts, not pace, and take whichever
+#     VM core frees first: after the functional part while the host steps
+#     still run (a cold run), else after the closed loop (a warm one, where
+#     the functional part and the ppsim suites are the longer chain);
 #   - the paced suites (ppsim's modelled rate against the guest's clock)
 #     start when the host steps are done: the closed loop at once, the ppsim
 #     suites when the functional ones are done, each VM on a core of its
@@ -40,9 +44,15 @@ STEPS="$LOGS/steps.tsv"
 : > "$STEPS"
 T0=$SECONDS
 HOST_NICE=19
-VM_FUNCTIONAL="VM suites, functional (7.3, 6.1, 6.12) and host profiles (7.3)"
+VM_FUNCTIONAL="VM suites, functional (7.3, 6.1, 6.12)"
+VM_PROFILES="VM suite, host profiles (7.3)"
 VM_CLOSED_LOOP="VM suite, closed loop (7.3)"
 VM_PPSIM="VM suites, ppsim (7.3, 6.12)"
+# Where the host profiles run (see the header): the host steps mark their
+# end, and the functional chain marks that it took the profiles.
+HOST_DONE="$LOGS/host-steps-done"
+PROFILES_TAKEN="$LOGS/profiles-taken"
+rm -f "$HOST_DONE" "$PROFILES_TAKEN"
 VM=1
 [[ "${PPTUNE_SKIP_VM:-0}" == 1 ]] && VM=0
 
@@ -173,6 +183,16 @@ step "cargo fmt --check" cargo fmt --all --check
 step "fuzz/Cargo.lock is current" \
   cargo metadata --locked --format-version 1 --manifest-path fuzz/Cargo.toml >/dev/null
 
+# The functional part, then the host profiles if the host steps still run
+# (their core would otherwise idle until the closed loop may start); the
+# profiles get a line of their own in the table either way.
+functional_then_profiles() {
+  tests/vm/test.sh --part functional || return
+  [[ -e $HOST_DONE ]] && return 0
+  touch "$PROFILES_TAKEN"
+  step "$VM_PROFILES" tests/vm/test.sh --part profiles 7.3
+}
+
 # --- the VM suites' inputs, then the suites in the background ----------------
 if ((VM)); then
   # Debian's built 7.3 and 6.1 kernels (tests/vm/kernel.sh: packages, a
@@ -184,9 +204,7 @@ if ((VM)); then
   step "build: host tests and VM test binaries (debug)" sh -c \
     'cargo test --workspace --locked --no-run && cargo test -p pptune-tests --features vm --locked --no-run && cargo build -p pptune --bin pptune --locked'
   join "kernels 7.3, 6.1 (Debian's)"
-  # The host profiles' boots (tests/vm/test.sh --part profiles) follow
-  # the functional part in its VM slot: they judge counts, not pace.
-  bg "$VM_FUNCTIONAL" sh -c 'tests/vm/test.sh --part functional && tests/vm/test.sh --part profiles 7.3'
+  bg "$VM_FUNCTIONAL" functional_then_profiles
 fi
 
 # --- host steps, beside the VM ------------------------------------------------
@@ -228,12 +246,17 @@ if ((VM)); then
     env CARGO_TARGET_DIR="$BENCH_SMOKE_TARGET" CARGO_PROFILE_RELEASE_LTO=off \
     nice -n "$HOST_NICE" benches/run-all.sh --smoke
   # The host steps are done: the paced suites, each VM on a core of its own.
+  touch "$HOST_DONE"
   bg "$VM_CLOSED_LOOP" tests/vm/test.sh --part closed-loop 7.3
   step "VM suites, functional: waiting" join "$VM_FUNCTIONAL"
   join "kernel 6.12 (from source, nice 19)" >/dev/null 2>&1 || true
   bg "$VM_PPSIM" tests/vm/test.sh --part ppsim 7.3 6.12
   step "VM suite, closed loop: waiting" join "$VM_CLOSED_LOOP"
+  # The functional chain has ended (joined above): it took the profiles or
+  # left them to the closed loop's core.
+  [[ -e $PROFILES_TAKEN ]] || bg "$VM_PROFILES" tests/vm/test.sh --part profiles 7.3
   step "VM suites, ppsim: waiting" join "$VM_PPSIM"
+  [[ -e $PROFILES_TAKEN ]] || step "VM suite, host profiles: waiting" join "$VM_PROFILES"
   step "VM suite, closed loop on 2 vCPUs (7.3)" tests/vm/test.sh --part two-vcpu 7.3
 else
   log "PPTUNE_SKIP_VM=1: VM suites skipped"
