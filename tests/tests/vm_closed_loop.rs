@@ -33,6 +33,7 @@ use pptune_tests::vm_daemon::Daemon;
 use pptune_tests::wire::{
     DRAIN_PINNED, RX_NS, Traffic, Wire, assert_quiet_kernel, dmesg_mark, in_netns, stats_in,
 };
+use nix::sys::signal::Signal;
 use tokio::time::{Instant, sleep};
 
 /// Grow threshold of the test policies (`thresholds.grow_recycle_miss`).
@@ -963,9 +964,12 @@ impl Drop for RmemMax {
 /// Scenario 4a: notifications lost. `net.core.rmem_max` caps the receive
 /// buffer pptune asks for on its notification sockets, so with it at 4 KiB
 /// a burst of pool churn (ring changes by hand on a 16-queue device: every
-/// change replaces 16 pools) overflows them (ENOBUFS). pptune must resync
-/// and end with the kernel's state: its ring and pool-count series equal
-/// what the kernel reports.
+/// change replaces 16 pools) overflows them (ENOBUFS). The daemon is
+/// stopped (SIGSTOP) while the churn lands, so the overflow does not
+/// depend on how fast it reads: left running, it once kept up with the 31
+/// changes and nothing overflowed. pptune must resync and end with the
+/// kernel's state: its ring and pool-count series equal what the kernel
+/// reports.
 #[tokio::test(flavor = "current_thread")]
 async fn lost_notifications_resync_to_the_kernels_state() {
     let k = require_ppsim(
@@ -984,11 +988,13 @@ async fn lost_notifications_resync_to_the_kernels_state() {
     drop(rmem);
     let dev_label = format!("device=\"{}\"", d.name());
     let r0 = p.metric("pptune_resyncs_total", &[]);
+    p.signal(Signal::SIGSTOP);
     for i in 0..30 {
         d.ethtool_set_rx_ring(if i % 2 == 0 { 512 } else { 1024 })
             .unwrap();
     }
     d.ethtool_set_rx_ring(2048).unwrap();
+    p.signal(Signal::SIGCONT);
     let ifx = d.ifindex().unwrap();
     let kernel_pools = attached_pools(&c, ifx).await.expect("page-pool-get").len();
     // A resync is debounced (200 ms) and samples run every second.
@@ -1011,6 +1017,11 @@ async fn lost_notifications_resync_to_the_kernels_state() {
     println!(
         "MEASURE scenario=notification_loss kernel={k} rmem_max=4096 ring_changes=31 queues=16 resyncs={resyncs} overflow_logged={overflow_logged} pptune_ring={ring_m} kernel_ring={} pptune_pools={pools_m} kernel_pools={kernel_pools}",
         rx_ring(&c, &d).await
+    );
+    assert!(
+        overflow_logged,
+        "the notification sockets did not overflow (no ENOBUFS logged):\n{}",
+        p.log()
     );
     assert!(
         resyncs > 0.0,
