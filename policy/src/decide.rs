@@ -195,8 +195,8 @@ impl<'a> DeviceRun<'a> {
         }
         self.evidence(&f, &ds.window, ev);
         self.window.set(Some(Rates::of_window(&ds.window)));
-        ds.window.clear();
         self.update_streaks(ds, &f);
+        ds.window.clear();
         self.choose(ds, &f, ctx, ev)
     }
 
@@ -262,7 +262,11 @@ impl<'a> DeviceRun<'a> {
         {
             return self.channels().grow(ev, ctx);
         }
-        if let Some(p) = self.ring().give_back(ds, ev) {
+        // Never in a window that freed at least the shrink threshold: the
+        // calm it ends may be long enough, the moment is not.
+        if f.calm
+            && let Some(p) = self.ring().give_back(ds, ev)
+        {
             return p;
         }
         self.settled(ds, f)

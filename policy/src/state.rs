@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::accounting::QueueKey;
+use crate::snapshot::PoolStats;
 use crate::window::WindowAcc;
 
 /// Bumped on any incompatible change of [`EngineState`]: a persisted state
@@ -60,6 +62,9 @@ pub struct DeviceState {
     /// Give-back trials that brought recycle misses back, and when.
     #[serde(default)]
     pub shrink_hold: ShrinkHold,
+    /// What the calm since `calm_since` returned and freed, per queue.
+    #[serde(default)]
+    pub calm: CalmLedger,
 }
 
 /// Since when the load has been gone: no queue had traffic to judge from
@@ -76,9 +81,10 @@ pub fn load_gone_since(
 }
 
 impl DeviceState {
-    /// Calm ends: a window that was not calm.
+    /// Calm ends, and its ledger with it.
     pub fn end_calm(&mut self) {
         self.calm_since = None;
+        self.calm.clear();
     }
 
     /// The ring was changed at `now`. A growth ends the calm. A shrink is
@@ -88,7 +94,65 @@ impl DeviceState {
     /// change instead would make each step of a descent wait a window
     /// longer than a calm for nothing the windows between had not judged.
     pub fn ring_changed(&mut self, shrunk: bool, now: Duration) {
+        self.end_calm();
         self.calm_since = shrunk.then_some(now);
+    }
+}
+
+/// The calm's own returns (docs/decisions.md §7): per queue, the pool
+/// counters of every window since the calm began in which the queue had
+/// traffic enough to judge, and the windows in a row, at the end, that
+/// were over the shrink threshold. A calm is judged over what it returned,
+/// not window by window: at the shipped timing (30 s windows, a 6 h calm)
+/// one window over the shrink threshold, a single burst's spill among
+/// thousands, restarted the calm, and a ring grown for a load that had
+/// turned quiet but not silent never gave its memory back. Kept per queue:
+/// a device-wide sum would dilute one hot queue in the others' returns.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CalmLedger {
+    /// Per queue, ascending by key, each key once.
+    pub queues: Vec<(QueueKey, PoolStats)>,
+    /// Windows in a row, at the end of the calm, in which some judged
+    /// queue freed at least the shrink threshold.
+    pub over_windows: u32,
+}
+
+impl CalmLedger {
+    /// Empties the ledger (its storage kept: the queues come back).
+    pub fn clear(&mut self) {
+        self.queues.clear();
+        self.over_windows = 0;
+    }
+
+    /// Adds a closed window: the counters of each queue that moved at
+    /// least `min_pages` in it ([`crate::window::judged`]), and whether
+    /// it was over the shrink threshold (`calm`: it was not).
+    pub fn fold(&mut self, window: &WindowAcc, min_pages: u64, calm: bool) {
+        for (key, q) in &window.queues {
+            if !crate::window::judged(&q.stats, min_pages) {
+                continue;
+            }
+            match self.queues.binary_search_by(|(k, _)| k.cmp(key)) {
+                Ok(at) => self.queues[at].1 = self.queues[at].1.add(&q.stats),
+                Err(at) => self.queues.insert(at, (*key, q.stats)),
+            }
+        }
+        self.over_windows = if calm {
+            0
+        } else {
+            self.over_windows.saturating_add(1)
+        };
+    }
+
+    /// Whether the calm is over: some queue freed at least `threshold` of
+    /// what it returned over the whole calm, or `windows` windows in a row
+    /// were over it (a load that changed, not one spill).
+    #[must_use]
+    pub fn over(&self, threshold: f64, windows: u32) -> bool {
+        self.over_windows >= windows.max(1)
+            || self.queues.iter().any(|(_, s)| {
+                crate::signals::recycle_miss_share(s).is_some_and(|m| m >= threshold)
+            })
     }
 }
 

@@ -36,6 +36,8 @@ pub(super) struct Findings {
     /// parked in the pool, so at least the most out since the pool was
     /// built that its ring could park ([`crate::state::PoolHeld`]).
     pub(super) held_peak: u64,
+    /// The pages a queue had to move in the window to be judged.
+    pub(super) min_pages: u64,
 }
 
 impl DeviceRun<'_> {
@@ -81,6 +83,7 @@ impl DeviceRun<'_> {
         let mut f = Findings {
             pressure: acc.alloc_fail > 0,
             calm: true,
+            min_pages,
             ..Findings::default()
         };
         let ring = super::ring::Ring(self).current();
@@ -175,10 +178,20 @@ impl DeviceRun<'_> {
         bump(&mut ds.contended_windows, f.contended);
         bump(&mut ds.drop_windows, f.healthy_drops);
         let ring = super::ring::Ring(self);
-        if f.calm && !f.grow {
-            ds.calm_since.get_or_insert(self.obs.pass.now);
-        } else if f.grow || !ring.judging_shrink() {
-            ds.end_calm();
+        let th = &self.policy.thresholds;
+        if ds.calm_since.is_some() {
+            // Judged over the calm's own returns (`CalmLedger`), a window
+            // that finds growth too: a growth ends the calm when its streak
+            // makes one. A window inside a give-back step's evaluation is
+            // the step's to judge.
+            ds.calm.fold(&ds.window, f.min_pages, f.calm);
+            let windows = self.policy.timing.windows_for_finding;
+            if ds.calm.over(th.shrink_recycle_miss, windows) && !ring.judging_shrink() {
+                ds.end_calm();
+            }
+        } else if f.calm {
+            ds.calm_since = Some(self.obs.pass.now);
+            ds.calm.fold(&ds.window, f.min_pages, true);
         }
         if f.judged == 0 && !f.pressure {
             ds.idle_since.get_or_insert(self.obs.pass.now);
