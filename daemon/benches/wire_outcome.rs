@@ -13,11 +13,12 @@
 //!     [--quiet-secs 9] [--pptune-quiet-secs 30] [--max-run-secs 90]
 //!     [--tuners max-once,doubling,one-shot,naive,pptune,settle,give-back-stop,give-back-steady|none]
 //!     [--settle-calm-secs 30] [--settle-watch-calms 2] [--onset-seed N]
-//!     [--age-secs A]
+//!     [--age-secs A] [--queues N]
 //! ```
 //!
 //! Every point is a fresh wire (tests/src/wire.rs: A in `pp-tx`, B with
-//! one RX queue in `pp-rx`) and a fresh `pptraffic --control` run of the
+//! `--queues` RX queues, one by default, in `pp-rx`) and a fresh
+//! `pptraffic --control` run of the
 //! workload. **Static sweep**: B built at the ring, `--warmup-secs`, then
 //! a measured window of `--window-secs`; `--rounds` rounds, the sweep
 //! ascending in even rounds and descending in odd ones, so a drift of the
@@ -140,11 +141,12 @@ struct Workload {
 const DEVMEM_MB: u64 = 256;
 const UDMABUF_LIMIT: &str = "/sys/module/udmabuf/parameters/size_limit_mb";
 
-/// B for workload `w` at `ring`: one RX queue; a devmem workload's B is a
-/// devmem device with header split on.
-fn build_wire(p: &Ppsim, w: &Workload, ring: u32) -> Wire {
+/// B for workload `w` at `ring`: `--queues` RX queues (the flows spread
+/// over them by RSS); a devmem workload's B is a devmem device of one
+/// queue with header split on.
+fn build_wire(o: &Opts, p: &Ppsim, w: &Workload, ring: u32) -> Wire {
     if !w.devmem {
-        return Wire::build(p, 1, ring);
+        return Wire::build(p, o.queues, ring);
     }
     let limit: u64 = std::fs::read_to_string(UDMABUF_LIMIT)
         .unwrap_or_else(|e| {
@@ -262,6 +264,33 @@ const WORKLOADS: &[Workload] = &[
         args: &[pptune_tests::wire::DRAIN_PINNED, &["--devmem-hold", "4"]],
         stationary: true,
         devmem: true,
+    },
+    // A rare huge burst among many small returns, on one queue: one
+    // stream drained every 5 s (longer than the bench policy's 3 s window,
+    // so most windows see no burst) from a 4 MiB receive buffer, beside 16
+    // mice whose 2 KiB messages every 10 ms come back a few pages at a
+    // time: the small returns dilute ring_full's share of the returns,
+    // and the burst seldom makes a streak of windows.
+    Workload {
+        name: "rare-burst",
+        args: &[&[
+            "--tcp",
+            "1",
+            "--pattern",
+            "drain",
+            "--pause-ms",
+            "5000",
+            "--rcvbuf",
+            "4194304",
+            "--mice",
+            "16",
+            "--mice-bytes",
+            "2048",
+            "--mice-gap-ms",
+            "10",
+        ]],
+        stationary: true,
+        devmem: false,
     },
     // The drains, not in step: the returns overlap.
     Workload {
@@ -392,6 +421,8 @@ struct Opts {
     /// `--age-secs A`: every static point and tuned run measured at the
     /// same age of its traffic, A (a tuned run not settled by then, later).
     age: Option<f64>,
+    /// `--queues N`: B's RX queues (default 1).
+    queues: u32,
 }
 
 /// The onset offset of the `run`-th pptune run (0-based) under
@@ -461,6 +492,7 @@ fn opts() -> Opts {
         onset_seed: arg("--onset-seed").map(|s| s.parse().expect("--onset-seed N")),
         trace_provider: std::env::args().any(|a| a == "--trace-provider"),
         age: arg("--age-secs").map(|s| s.parse().expect("--age-secs A")),
+        queues: num("--queues", 1),
     }
 }
 
@@ -698,10 +730,10 @@ async fn measure(
     let provider = listed.iter().any(|p| p.dmabuf.is_some());
     let mut row = figures(&s0, &s1, &mem, provider, rx_ring(c, ifx).await);
     row["host_mem_mean"] = json!(host.iter().sum::<u64>() as f64 / host.len().max(1) as f64);
-    if provider {
-        // Per pool (header split: the provider's and the header pages'):
-        // what each counted in the window, and its inflight at the last
-        // memory sample.
+    if provider || q1.len() > 1 {
+        // Per pool (header split: the provider's and the header pages';
+        // several queues: each queue's): what each counted in the window,
+        // and its inflight at the last memory sample.
         let pools: Vec<Value> = s1
             .ledger
             .each_since(&s0.ledger)
@@ -791,7 +823,7 @@ fn emit(mut row: Value, extra: Value) {
 }
 
 async fn static_point(o: &Opts, p: &Ppsim, w: &Workload, ring: u32, round: u32) {
-    let wire = build_wire(p, w, ring);
+    let wire = build_wire(o, p, w, ring);
     let ifx = wire.b_ifindex();
     let c = client_in(RX_NS).await;
     let mut tr = Traffic::start(o, w, &wire);
@@ -829,7 +861,7 @@ fn tracefs(file: &str, value: &str) {
 /// the tracer's own entry and exit cost is in each duration. The
 /// traffic's figures are not kept: tracing slows it.
 async fn provider_trace_point(o: &Opts, p: &Ppsim, w: &Workload, ring: u32) {
-    let wire = build_wire(p, w, ring);
+    let wire = build_wire(o, p, w, ring);
     let tr = Traffic::start(o, w, &wire);
     tokio::time::sleep(Duration::from_secs_f64(o.warmup)).await;
     tracefs("tracing_on", "0");
@@ -979,7 +1011,7 @@ fn spawn_pptune(o: &Opts, w: &Workload, policy: &str) -> Daemon {
 }
 
 async fn tuned_run(o: &Opts, p: &Ppsim, w: &Workload, tuner: Tuner) {
-    let wire = build_wire(p, w, START_RING);
+    let wire = build_wire(o, p, w, START_RING);
     let ifx = wire.b_ifindex();
     let c = client_in(RX_NS).await;
     let rings = c.rings(ifx, None).await.expect("rings-get");
@@ -1100,7 +1132,7 @@ async fn mem_over(
 /// stops or turns to one steady stream, and B is watched for 2 ×
 /// calm_before_shrink + the evaluation + a control window.
 async fn give_back_run(o: &Opts, p: &Ppsim, w: &Workload, then: Then) {
-    let wire = build_wire(p, w, START_RING);
+    let wire = build_wire(o, p, w, START_RING);
     let ifx = wire.b_ifindex();
     let c = client_in(RX_NS).await;
     let daemon = spawn_pptune(o, w, &o.settle_policy);
@@ -1196,7 +1228,7 @@ async fn main() {
         json!({"kind": "meta", "clock": std::env::var("PPTUNE_VM_CLOCK").ok(),
                "profile": std::env::var("PPTUNE_VM_PROFILE").ok(),
                "cpus": std::thread::available_parallelism().map_or(0, usize::from),
-               "sweep": o.sweep, "rounds": o.rounds, "warmup_secs": o.warmup, "age_secs": o.age,
+               "sweep": o.sweep, "rounds": o.rounds, "warmup_secs": o.warmup, "age_secs": o.age, "queues": o.queues,
                "window_secs": o.window, "ctl_window_secs": o.ctl_window, "quiet_secs": o.quiet,
                "pptune_quiet_secs": o.pptune_quiet, "max_run_secs": o.max_run,
                "policy": o.policy, "start_ring": START_RING, "settle_calm_secs": o.settle_calm,
