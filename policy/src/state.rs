@@ -150,9 +150,10 @@ impl CalmLedger {
     #[must_use]
     pub fn over(&self, threshold: f64, windows: u32) -> bool {
         self.over_windows >= windows.max(1)
-            || self.queues.iter().any(|(_, s)| {
-                crate::signals::recycle_miss_share(s).is_some_and(|m| m >= threshold)
-            })
+            || self
+                .queues
+                .iter()
+                .any(|(_, s)| crate::signals::recycle_miss_share(s).is_some_and(|m| m >= threshold))
     }
 }
 

@@ -25,6 +25,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use netlink::Client;
+use nix::sys::signal::Signal;
 use policy::signals::{recycle_miss_share, slow_refill_share};
 use pptune_tests::pools::{attached_inflight_mem, attached_pools, combined, rx_ring, stats_of};
 use pptune_tests::ppsim::{CostPreset, Knobs, Personality, Ppsim, PpsimDev};
@@ -33,7 +34,6 @@ use pptune_tests::vm_daemon::Daemon;
 use pptune_tests::wire::{
     DRAIN_PINNED, RX_NS, Traffic, Wire, assert_quiet_kernel, dmesg_mark, in_netns, stats_in,
 };
-use nix::sys::signal::Signal;
 use tokio::time::{Instant, sleep};
 
 /// Grow threshold of the test policies (`thresholds.grow_recycle_miss`).
