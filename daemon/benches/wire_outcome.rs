@@ -161,6 +161,16 @@ fn build_wire(o: &Opts, p: &Ppsim, w: &Workload, ring: u32) -> Wire {
     Wire::build_devmem(p, 1, ring)
 }
 
+/// 16 mice beside the streams: 2 KiB messages every 10 ms each.
+const MICE: &[&str] = &[
+    "--mice",
+    "16",
+    "--mice-bytes",
+    "2048",
+    "--mice-gap-ms",
+    "10",
+];
+
 const WORKLOADS: &[Workload] = &[
     // Bursty: four receivers pause 50 ms in step, then drain to EAGAIN;
     // TCP's receive autotuning grows the bursts over the run.
@@ -209,18 +219,7 @@ const WORKLOADS: &[Workload] = &[
     // price of frames waiting in a big ring.
     Workload {
         name: "mice",
-        args: &[&[
-            "--tcp",
-            "1",
-            "--pattern",
-            "steady",
-            "--mice",
-            "16",
-            "--mice-bytes",
-            "2048",
-            "--mice-gap-ms",
-            "10",
-        ]],
+        args: &[&["--tcp", "1", "--pattern", "steady"], MICE],
         stationary: false,
         devmem: false,
     },
@@ -273,22 +272,19 @@ const WORKLOADS: &[Workload] = &[
     // and the burst seldom makes a streak of windows.
     Workload {
         name: "rare-burst",
-        args: &[&[
-            "--tcp",
-            "1",
-            "--pattern",
-            "drain",
-            "--pause-ms",
-            "5000",
-            "--rcvbuf",
-            "4194304",
-            "--mice",
-            "16",
-            "--mice-bytes",
-            "2048",
-            "--mice-gap-ms",
-            "10",
-        ]],
+        args: &[
+            &[
+                "--tcp",
+                "1",
+                "--pattern",
+                "drain",
+                "--pause-ms",
+                "5000",
+                "--rcvbuf",
+                "4194304",
+            ],
+            MICE,
+        ],
         stationary: true,
         devmem: false,
     },
