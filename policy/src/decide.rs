@@ -195,7 +195,7 @@ impl<'a> DeviceRun<'a> {
         }
         self.evidence(&f, &ds.window, ev);
         self.window.set(Some(Rates::of_window(&ds.window)));
-        self.update_streaks(ds, &f);
+        self.update_streaks(ds, &f, min_pages);
         ds.window.clear();
         self.choose(ds, &f, ctx, ev)
     }

@@ -125,9 +125,10 @@ impl CalmLedger {
     }
 
     /// Adds a closed window: the counters of each queue that moved at
-    /// least `min_pages` in it ([`crate::window::judged`]), and whether
-    /// it was over the shrink threshold (`calm`: it was not).
-    pub fn fold(&mut self, window: &WindowAcc, min_pages: u64, calm: bool) {
+    /// least `min_pages` in it ([`crate::window::judged`]). The streak of
+    /// windows over the threshold is the engine's to count, as its other
+    /// streaks are.
+    pub fn fold(&mut self, window: &WindowAcc, min_pages: u64) {
         for (key, q) in &window.queues {
             if !crate::window::judged(&q.stats, min_pages) {
                 continue;
@@ -137,11 +138,6 @@ impl CalmLedger {
                 Err(at) => self.queues.insert(at, (*key, q.stats)),
             }
         }
-        self.over_windows = if calm {
-            0
-        } else {
-            self.over_windows.saturating_add(1)
-        };
     }
 
     /// Whether the calm is over: some queue freed at least `threshold` of

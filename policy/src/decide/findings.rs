@@ -36,8 +36,6 @@ pub(super) struct Findings {
     /// parked in the pool, so at least the most out since the pool was
     /// built that its ring could park ([`crate::state::PoolHeld`]).
     pub(super) held_peak: u64,
-    /// The pages a queue had to move in the window to be judged.
-    pub(super) min_pages: u64,
 }
 
 impl DeviceRun<'_> {
@@ -83,7 +81,6 @@ impl DeviceRun<'_> {
         let mut f = Findings {
             pressure: acc.alloc_fail > 0,
             calm: true,
-            min_pages,
             ..Findings::default()
         };
         let ring = super::ring::Ring(self).current();
@@ -170,7 +167,8 @@ impl DeviceRun<'_> {
         }
     }
 
-    pub(super) fn update_streaks(&self, ds: &mut DeviceState, f: &Findings) {
+    /// `min_pages`: what a queue had to move in the window to be judged.
+    pub(super) fn update_streaks(&self, ds: &mut DeviceState, f: &Findings, min_pages: u64) {
         let bump = |c: &mut u32, on: bool| *c = if on { c.saturating_add(1) } else { 0 };
         // Memory pressure breaks a growth streak: growth must be re-earned
         // once allocations stop failing.
@@ -184,14 +182,15 @@ impl DeviceRun<'_> {
             // that finds growth too: a growth ends the calm when its streak
             // makes one. A window inside a give-back step's evaluation is
             // the step's to judge.
-            ds.calm.fold(&ds.window, f.min_pages, f.calm);
+            ds.calm.fold(&ds.window, min_pages);
+            bump(&mut ds.calm.over_windows, !f.calm);
             let windows = self.policy.timing.windows_for_finding;
             if ds.calm.over(th.shrink_recycle_miss, windows) && !ring.judging_shrink() {
                 ds.end_calm();
             }
         } else if f.calm {
             ds.calm_since = Some(self.obs.pass.now);
-            ds.calm.fold(&ds.window, f.min_pages, true);
+            ds.calm.fold(&ds.window, min_pages);
         }
         if f.judged == 0 && !f.pressure {
             ds.idle_since.get_or_insert(self.obs.pass.now);
