@@ -47,6 +47,11 @@ struct PlanCtx {
 
 struct DeviceRun<'a> {
     policy: &'a Policy,
+    /// The policy's thresholds at what a miss costs on this device
+    /// ([`crate::price`]): every share this run compares is one of these.
+    th: crate::policy::Thresholds,
+    /// What a miss costs on this device.
+    cost: crate::price::MissCost,
     obs: &'a Observation<'a>,
     dev: &'a Device,
     info: DriverInfo,
@@ -148,7 +153,7 @@ impl<'a> DeviceRun<'a> {
         ds.window
             .add_tick(self.queues, prev_dev, dev, obs.pass.elapsed);
         let t = &policy.timing;
-        let th = &policy.thresholds;
+        let th = &self.th;
         ds.severe_samples = if self.severe_sample() {
             ds.severe_samples.saturating_add(1)
         } else {
@@ -222,8 +227,8 @@ impl<'a> DeviceRun<'a> {
                 let _ = write!(
                     p.message,
                     "; a severe miss: {} samples in a row at or above {:.0} %, not waiting for {n} windows",
-                    self.policy.thresholds.severe_samples,
-                    self.policy.thresholds.severe_recycle_miss * 100.0
+                    self.th.severe_samples,
+                    self.th.severe_recycle_miss * 100.0
                 );
             }
             if p.action == Action::Hold
@@ -313,7 +318,7 @@ impl<'a> DeviceRun<'a> {
                 None,
                 format_args!(
                     "fewer than {} pages per queue in the window: too little traffic to judge",
-                    self.policy.thresholds.min_pages_per_window
+                    self.th.min_pages_per_window
                 ),
             );
         }

@@ -13,6 +13,7 @@ use std::time::Duration;
 use crate::observation::Outcome;
 use crate::plan::{Knob, ReasonCode};
 use crate::policy::Policy;
+use crate::price::MissCost;
 use crate::snapshot::Device;
 use crate::window::{Rates, mean_pages};
 
@@ -66,7 +67,7 @@ const MOVE_FACTOR: f64 = 0.9;
 /// Compares the window after a change with the baseline before it
 /// (`None`: no baseline, judged against zero harm). A ring change is judged
 /// on the signal it was made for, with `policy.thresholds.grow_recycle_miss`
-/// as the bar; a trial queue cut ([`ReasonCode::ChannelsShrinkTrial`]) on
+/// at the device's miss `cost` ([`crate::policy::Thresholds::priced`]) as the bar; a trial queue cut ([`ReasonCode::ChannelsShrinkTrial`]) on
 /// the delivered rate, which must rise by more than
 /// `policy.channels.trial_gain` or the cut is put back.
 #[must_use]
@@ -76,8 +77,10 @@ pub fn judge(
     before: Option<&Rates>,
     after: Option<&Rates>,
     policy: &Policy,
+    cost: MissCost,
 ) -> Verdict {
-    let grow_threshold = policy.thresholds.grow_recycle_miss;
+    let th = policy.thresholds.priced(cost);
+    let grow_threshold = th.grow_recycle_miss;
     let Some(after) = after else {
         return Verdict::Ineffective("empty evaluation window".into());
     };
@@ -109,7 +112,7 @@ pub fn judge(
     // says nothing: an evaluation that fell into a load's off phase (or
     // saw a handful of returns) is no verdict, not a failure, or an on/off
     // load would bar growth for as long as the record lasts.
-    let min_pages = policy.thresholds.min_pages_per_window;
+    let min_pages = th.min_pages_per_window;
     let judged = crate::window::judged(&after.pools, min_pages);
     let moved = |b: Option<f64>, a: Option<f64>, name: &str, below: Option<f64>| match (b, a) {
         (_, _) if !judged => Verdict::NoData(format!(
@@ -184,11 +187,11 @@ pub fn judge(
         // not tried again while the record lasts (docs/decisions.md §7).
         ReasonCode::CalmShrink => match after
             .recycle_miss()
-            .filter(|_| crate::window::judged(&after.pools, policy.thresholds.min_pages_per_window))
+            .filter(|_| crate::window::judged(&after.pools, th.min_pages_per_window))
         {
-            Some(a) if a >= policy.thresholds.shrink_recycle_miss => Verdict::Harmful(format!(
+            Some(a) if a >= th.shrink_recycle_miss => Verdict::Harmful(format!(
                 "recycle-miss share {a:.4} came back at or above the shrink threshold {:.4}: the load needs the ring, put back",
-                policy.thresholds.shrink_recycle_miss
+                th.shrink_recycle_miss
             )),
             Some(a) => Verdict::Effective(format!("recycle-miss share {a:.4}, no harm")),
             None => Verdict::Effective("too little traffic to free pages, no harm".to_owned()),
@@ -354,6 +357,7 @@ impl Evaluation {
             self.baseline.as_ref(),
             after.as_ref(),
             policy,
+            MissCost::of(dev),
         )
     }
 }
@@ -390,6 +394,7 @@ mod tests {
                 Some(&before),
                 Some(after),
                 &policy,
+                MissCost::Unknown,
             )
         };
         assert!(matches!(
@@ -463,6 +468,7 @@ mod tests {
                 Some(&before),
                 Some(after),
                 &policy,
+                MissCost::Unknown,
             )
         };
         // 16 → 14 queues in ppsim's model: +7.3 %.
@@ -492,6 +498,7 @@ mod tests {
             None,
             Some(&rate(3_000_000, 0)),
             &policy,
+            MissCost::Unknown,
         );
         assert!(matches!(v, Verdict::Harmful(_)), "{v:?}");
     }
@@ -509,6 +516,7 @@ mod tests {
                 Some(&r((0, 100_000), 0, 1_000_000)),
                 Some(after),
                 &policy,
+                MissCost::Unknown,
             )
         };
         // 1 % freed: under the grow threshold (5 %), above the shrink
@@ -547,6 +555,7 @@ mod tests {
                 Some(before),
                 Some(&after),
                 &policy,
+                MissCost::Unknown,
             )
         };
         let v = j(&before, load((152, 848), 1063.0));

@@ -24,6 +24,7 @@ pub mod observation;
 pub mod observer;
 pub mod plan;
 pub mod policy;
+pub mod price;
 pub mod reuse;
 pub mod select;
 pub mod signals;

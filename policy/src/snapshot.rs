@@ -51,6 +51,41 @@ pub struct Capabilities {
     pub cap_net_admin: bool,
 }
 
+/// The IOMMU domain a device's DMA goes through, as sysfs says it
+/// (`/sys/bus/<bus>/devices/<dev>/iommu_group/type`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Iommu {
+    /// Nothing read: no parent device, or its group unreadable.
+    #[default]
+    Unknown,
+    /// The parent device has no IOMMU group: DMA is not translated.
+    NoGroup,
+    /// `identity`: translated one to one (passthrough), nothing mapped.
+    Identity,
+    /// `DMA-FQ`: mapped per page, invalidations batched by a flush queue.
+    Lazy,
+    /// `DMA`: mapped per page, each unmap invalidated at once.
+    Strict,
+    /// Another domain (`blocked`, `unmanaged`: a device given to user
+    /// space or kept from DMA), which the DMA API does not price.
+    Other,
+}
+
+impl Iommu {
+    /// From the group's `type` file (`None`: the device has no group).
+    #[must_use]
+    pub fn from_group_type(t: Option<&str>) -> Self {
+        match t.map(str::trim) {
+            None => Self::NoGroup,
+            Some("identity") => Self::Identity,
+            Some("DMA-FQ") => Self::Lazy,
+            Some("DMA") => Self::Strict,
+            Some(_) => Self::Other,
+        }
+    }
+}
+
 /// A device's identity across renames and driver reloads: its parent bus
 /// address and permanent MAC, never its ifindex or name.
 #[derive(Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -156,6 +191,10 @@ pub struct Device {
     /// `ethtool -i`'s firmware version, when the driver reports one.
     #[serde(default)]
     pub firmware: Option<String>,
+    /// The IOMMU domain of its parent device: what a miss costs on it
+    /// ([`crate::price`]).
+    #[serde(default)]
+    pub iommu: Iommu,
     /// `IFLA_NUM_RX_QUEUES`: allocated RX queues (not the active count).
     pub num_rx_queues: Option<u32>,
     /// Ring sizes, or why they are not available.
@@ -196,7 +235,7 @@ macro_rules! clone_reusing {
 
 clone_reusing!(Snapshot { taken_at_ms; capabilities, devices, orphan_pools });
 clone_reusing!(Device {
-    ifindex, oper_state, admin_up, master, mtu, speed_mbps, num_rx_queues, link_stats, qstats;
+    ifindex, oper_state, admin_up, master, mtu, speed_mbps, iommu, num_rx_queues, link_stats, qstats;
     name, id, driver, kind, model, firmware, rings, channels, rx_queues, unmapped_pools
 });
 clone_reusing!(RxQueue { id, napi_id, provider, qstats; pools });

@@ -249,6 +249,9 @@ impl FakeKernel {
             speed_mbps: Some(25_000),
             model: Some(FAKE_MODEL.into()),
             firmware: Some(FAKE_FIRMWARE.into()),
+            // Its PCI function in no IOMMU group: misses at the reference
+            // price (policy::price).
+            iommu: policy::snapshot::Iommu::NoGroup,
             num_rx_queues: Some(s.combined_max),
             rings: Availability::Available(rings(s)),
             channels: Availability::Available(Channels {

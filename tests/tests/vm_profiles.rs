@@ -12,7 +12,9 @@
 //!   domain is the strict or the flush-queue kind;
 //! - devmem: a dma-buf bound to a devmem device's RX queue runs the
 //!   kernel's devmem memory provider: payload through it, intact, every
-//!   token returned, the provider's pool gone after the unbind.
+//!   token returned, the provider's pool gone after the unbind;
+//! - every profile: `pptune status` prices a miss by what the host says
+//!   (the device's IOMMU domain, or nothing known).
 //!
 //! `tests/vm/test.sh` boots 7.3 once per profile for this suite.
 #![cfg(feature = "vm")]
@@ -146,6 +148,47 @@ fn the_slow_path_does_the_work_the_profile_prices() {
     } else {
         assert_eq!(c.mapped, 0, "{prof:?}: the pools map nothing: {c:?}");
     }
+}
+
+/// What pptune says a miss costs follows the device's IOMMU domain
+/// (docs/decisions.md §4 "The price of a miss"). A ppsim devmem device is
+/// `edu`'s child (`SET_NETDEV_DEV`), so rtnetlink names its PCI parent and
+/// pptune reads that function's group: `DMA` under iommu-strict, `DMA-FQ`
+/// under iommu-lazy, no group on the devmem profile (no IOMMU); a plain
+/// ppsim device has no parent: nothing known.
+#[test]
+fn status_prices_a_miss_by_the_parents_iommu_domain() {
+    let (k, prof) = booted_profile("status_prices_a_miss_by_the_parents_iommu_domain");
+    let p = Ppsim::load().expect("ppsim loads");
+    let dev = if prof.dma_device() {
+        p.new_devmem_device(1)
+    } else {
+        p.new_device(1)
+    }
+    .expect("a ppsim device");
+    let (class, iommu) = match prof {
+        Profile::IommuStrict => ("iommu-strict", "strict"),
+        Profile::IommuLazy => ("iommu-lazy", "lazy"),
+        Profile::Devmem => ("page-allocator", "no-group"),
+        _ => ("unknown", "unknown"),
+    };
+    let out = std::process::Command::new(pptune_tests::bin::pptune_bin())
+        .args(["status", "--json", dev.name()])
+        .output()
+        .expect("pptune status runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status JSON");
+    let m = &v["interfaces"][0]["miss_cost"];
+    println!("{k} {}: {} a miss: {m}", prof.name(), dev.name());
+    assert_eq!(m["class"], class, "{m}");
+    assert_eq!(m["iommu"], iommu, "{m}");
+    let f = m["factor"].as_f64().expect("a factor");
+    assert_eq!(f > 1.0, prof.iommu(), "{m}");
+    dev.delete().expect("delete");
 }
 
 /// Pages the pools of netns `ns` have taken from the page allocator and

@@ -386,6 +386,7 @@ fn set_meta(d: &mut Device, ifindex: u32, m: &DevMeta) {
     d.speed_mbps = m.speed_mbps;
     d.model.clone_from(&m.model);
     d.firmware.clone_from(&m.firmware);
+    d.iommu = m.iommu;
     d.num_rx_queues = m.num_rx_queues;
     d.rings = match &m.rings {
         Ok(r) => Availability::Available(rings(*r)),

@@ -190,6 +190,8 @@ pub struct DevMeta {
     pub model: Option<String>,
     #[serde(default)]
     pub firmware: Option<String>,
+    #[serde(default)]
+    pub iommu: policy::snapshot::Iommu,
 }
 
 /// rx, rx_max, rx_mini, rx_mini_max, rx_jumbo, rx_jumbo_max, tx, tx_max,
@@ -237,6 +239,7 @@ pub(super) fn dev_meta(d: &Device) -> DevMeta {
         speed_mbps: d.speed_mbps,
         model: d.model.clone(),
         firmware: d.firmware.clone(),
+        iommu: d.iommu,
         rings: match &d.rings {
             Availability::Available(r) => Ok(RingsRec(
                 [

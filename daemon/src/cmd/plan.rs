@@ -65,6 +65,13 @@ pub async fn plan(path: Option<&Path>, args: &PlanArgs) -> anyhow::Result<ExitCo
         .filter(|d| plan.decisions.iter().any(|dec| dec.ifindex == d.ifindex))
         .filter_map(|d| Some((d.name.clone(), policy::engine::current_device_bytes(d)?)))
         .collect();
+    // What a miss costs on each decided device: its thresholds' price.
+    let miss_costs: std::collections::BTreeMap<String, super::status::MissCostView> = last
+        .iter()
+        .flat_map(|s| &s.devices)
+        .filter(|d| plan.decisions.iter().any(|dec| dec.ifindex == d.ifindex))
+        .map(|d| (d.name.clone(), super::status::MissCostView::of(d)))
+        .collect();
     let changes = plan
         .decisions
         .iter()
@@ -85,6 +92,7 @@ pub async fn plan(path: Option<&Path>, args: &PlanArgs) -> anyhow::Result<ExitCo
             "host_enforcing": enforcing,
             "decisions": plan.decisions,
             "ring_cost_bytes": costs,
+            "miss_cost": miss_costs,
             "budget": policy.budget,
             "reclaimable": reclaim,
         });
@@ -94,6 +102,9 @@ pub async fn plan(path: Option<&Path>, args: &PlanArgs) -> anyhow::Result<ExitCo
     print_plan(&plan, &standing, host.source);
     let host_cost = costs.values().sum();
     for d in &plan.decisions {
+        if let Some(m) = miss_costs.get(&d.device) {
+            crate::say!("{}: a miss costs {}", d.device, m.words());
+        }
         if let Some(b) = costs.get(&d.device) {
             crate::say!(
                 "{}: {}",

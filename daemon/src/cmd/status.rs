@@ -225,6 +225,8 @@ pub struct InterfaceView {
     pub num_rx_queues_allocated: Option<u32>,
     pub rings: Avail<Rings>,
     pub channels: Avail<Channels>,
+    /// What a recycle miss costs on it, by what the host says.
+    pub miss_cost: MissCostView,
     pub link_stats: Option<LinkStats>,
     pub qstats: Option<QueueStats>,
     pub rx_queues: Vec<QueueView>,
@@ -234,6 +236,37 @@ pub struct InterfaceView {
     /// Knobs another configuration sets (systemd `.link`, NetworkManager,
     /// TuneD): `coexist` in the policy says whether pptune defers.
     pub owners: Vec<OwnerView>,
+}
+
+/// What a recycle miss costs on a device (`policy::price`).
+#[derive(Debug, Clone, Serialize)]
+pub struct MissCostView {
+    /// `policy::price::MissCost`'s name (`iommu-strict`, `unknown` …).
+    pub class: &'static str,
+    /// In page-allocator misses: the policy's shares are divided by it.
+    pub factor: f64,
+    /// The parent device's IOMMU domain, as sysfs says it.
+    pub iommu: policy::snapshot::Iommu,
+    pub what: &'static str,
+}
+
+impl MissCostView {
+    #[must_use]
+    pub fn of(d: &policy::snapshot::Device) -> Self {
+        let c = policy::price::MissCost::of(d);
+        Self {
+            class: c.name(),
+            factor: c.factor(),
+            iommu: d.iommu,
+            what: c.describe(),
+        }
+    }
+
+    /// `iommu-strict ×1.84 — a page from the allocator, …`.
+    #[must_use]
+    pub fn words(&self) -> String {
+        format!("{} ×{:.2} — {}", self.class, self.factor, self.what)
+    }
 }
 
 /// One knob and the other configuration that sets it.
@@ -362,6 +395,7 @@ impl Report {
                     num_rx_queues_allocated: d.num_rx_queues,
                     rings: Avail::from(&d.rings),
                     channels: Avail::from(&d.channels),
+                    miss_cost: MissCostView::of(d),
                     link_stats: d.link_stats,
                     qstats: d.qstats,
                     rx_queues: d

@@ -146,8 +146,11 @@ fn run_into(
             plan.decisions.push(Decision::blank());
         }
         let out = &mut plan.decisions[i];
+        let cost = crate::price::MissCost::of(dev);
         let run = DeviceRun {
             policy,
+            th: policy.thresholds.priced(cost),
+            cost,
             obs,
             dev,
             info: drivers::driver_info(dev),

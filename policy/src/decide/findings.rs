@@ -43,7 +43,7 @@ impl DeviceRun<'_> {
     /// window.
     pub(super) fn pages_over(&self, span: Duration) -> u64 {
         let (min, window) = (
-            self.policy.thresholds.min_pages_per_window,
+            self.th.min_pages_per_window,
             self.policy.timing.window.as_secs_f64(),
         );
         if window <= 0.0 {
@@ -62,7 +62,7 @@ impl DeviceRun<'_> {
     /// recycle-miss share at or above `thresholds.severe_recycle_miss`
     /// over at least the interval's share of the window's page floor.
     pub(super) fn severe_sample(&self) -> bool {
-        let th = &self.policy.thresholds;
+        let th = &self.th;
         if th.severe_samples == 0 {
             return false;
         }
@@ -77,7 +77,7 @@ impl DeviceRun<'_> {
     }
 
     pub(super) fn findings(&self, acc: &WindowAcc, min_pages: u64) -> Findings {
-        let th = &self.policy.thresholds;
+        let th = &self.th;
         let mut f = Findings {
             pressure: acc.alloc_fail > 0,
             calm: true,
@@ -144,6 +144,9 @@ impl DeviceRun<'_> {
         #[allow(clippy::cast_precision_loss)]
         let n = |v: u64| v as f64;
         ev.insert("queues_judged", n(f.judged as u64));
+        // What a miss costs here, in page-allocator misses: the shares
+        // above were compared with the thresholds divided by it.
+        ev.insert("miss_cost_factor", self.cost.factor());
         ev.insert("rx_alloc_fail", n(acc.alloc_fail));
         ev.insert("harm_drops", n(acc.drops));
         ev.insert("rx_packets", n(acc.packets));
@@ -176,7 +179,7 @@ impl DeviceRun<'_> {
         bump(&mut ds.contended_windows, f.contended);
         bump(&mut ds.drop_windows, f.healthy_drops);
         let ring = super::ring::Ring(self);
-        let th = &self.policy.thresholds;
+        let th = &self.th;
         if ds.calm_since.is_some() {
             // Judged over the calm's own returns (`CalmLedger`), a window
             // that finds growth too: a growth ends the calm when its streak

@@ -85,7 +85,7 @@ impl super::ring::Ring<'_, '_> {
             message: self.text(format_args!(
                 "the pool has been calm for {:.0} min (recycle-miss share below {:.2} %): give memory back, {knob} {cur} → {} ({}{}; judged under the load and put back if misses return)",
                 calm_for.as_secs_f64() / 60.0,
-                self.policy.thresholds.shrink_recycle_miss * 100.0,
+                self.th.shrink_recycle_miss * 100.0,
                 step.to,
                 if idle {
                     "no queue has had traffic enough to judge for a whole calm: the load is gone, and holds nothing".to_owned()

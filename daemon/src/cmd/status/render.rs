@@ -90,6 +90,7 @@ fn render_interface(o: &mut String, i: &InterfaceView) {
         (None, Some(why)) => writeln!(o, "  channels: unavailable — {why}"),
         _ => Ok(()),
     };
+    let _ = writeln!(o, "  a miss:   {}", i.miss_cost.words());
     for w in &i.owners {
         let v = w
             .owner

@@ -12,6 +12,45 @@ use std::collections::HashMap;
 use netlink::drvinfo::Identity;
 use netlink::rtnl::{Link, OperState};
 use policy::snapshot::Device;
+use policy::snapshot::Iommu;
+
+/// Where the kernel lists each bus's devices, by the names rtnetlink gives
+/// a link's parent (`IFLA_PARENT_DEV_BUS_NAME`, `IFLA_PARENT_DEV_NAME`):
+/// the same in every network namespace.
+const SYS_BUS: &str = "/sys/bus";
+
+/// The IOMMU domain of `link`'s parent device under `root`
+/// (`<bus>/devices/<dev>/iommu_group/type`): [`Iommu::NoGroup`] when the
+/// device is there without a group, [`Iommu::Unknown`] when the link has
+/// no parent, a name that is not one path component, or nothing readable
+/// there. The type file is read like every file pptune opens
+/// (`config::file`: no blocking on a FIFO, a regular file, bounded).
+fn iommu_of(root: &std::path::Path, link: &Link) -> Iommu {
+    let (Some(bus), Some(dev)) = (&link.parent_bus, &link.parent_dev) else {
+        return Iommu::Unknown;
+    };
+    let one = |n: &str| !n.is_empty() && n != "." && n != ".." && !n.contains('/');
+    if !one(bus) || !one(dev) {
+        return Iommu::Unknown;
+    }
+    let device = root.join(bus).join("devices").join(dev);
+    let group = device.join("iommu_group");
+    match std::fs::symlink_metadata(&group) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if device.is_dir() {
+                Iommu::NoGroup
+            } else {
+                Iommu::Unknown
+            }
+        }
+        Err(_) => Iommu::Unknown,
+        // sysfs gives an attribute a length of a page.
+        Ok(_) => match config::file::read_regular_text(&group.join("type"), 4096) {
+            Ok(t) => Iommu::from_group_type(Some(&t)),
+            Err(_) => Iommu::Unknown,
+        },
+    }
+}
 
 /// By ifindex: an entry is used only while the link dump still shows the
 /// same ifindex with the same name, kind and parent, is dropped when the
@@ -26,6 +65,8 @@ pub(super) struct IdentityCache {
 struct Entry {
     link: LinkIdentity,
     identity: Identity,
+    /// Its parent device's IOMMU domain.
+    iommu: Iommu,
     /// The speed read at an operational state (`None` inside: the device
     /// has no link settings, or no speed in that state).
     speed: Option<(OperState, Option<u32>)>,
@@ -76,18 +117,24 @@ impl IdentityCache {
             let Some(identity) = ask(&link.name) else {
                 self.by_ifindex.remove(&link.ifindex);
                 (dev.driver, dev.firmware, dev.model) = (None, None, None);
+                dev.iommu = Iommu::Unknown;
                 return;
             };
             let e = Entry {
                 link: LinkIdentity::of(link),
                 identity,
+                iommu: iommu_of(std::path::Path::new(SYS_BUS), link),
                 speed: None,
             };
             self.by_ifindex.insert(link.ifindex, e);
         }
-        let Some(Entry { identity: i, .. }) = self.by_ifindex.get(&link.ifindex) else {
+        let Some(Entry {
+            identity: i, iommu, ..
+        }) = self.by_ifindex.get(&link.ifindex)
+        else {
             return;
         };
+        dev.iommu = *iommu;
         dev.driver.get_or_insert_default().clone_from(&i.driver);
         dev.firmware.clone_from(&i.firmware);
         dev.model.clone_from(&i.model);
@@ -182,5 +229,54 @@ mod tests {
         c.prune(&[]);
         c.identify(&link(3, "eth1", OperState::Up), &mut d, ask);
         assert_eq!(asked.get(), 3, "pruned: asked again");
+    }
+
+    /// The parent's IOMMU domain as sysfs lays it out: a group symlink
+    /// with a `type`; a device without one; no such device, no parent, a
+    /// name that would leave the bus's directory, or a FIFO where the type
+    /// should be (read without blocking) say nothing.
+    #[test]
+    fn the_parents_iommu_domain_from_sysfs() {
+        let root = tempfile::tempdir().unwrap();
+        let devs = root.path().join("pci/devices");
+        for (dev, ty) in [
+            ("0000:01:00.0", Some("DMA\n")),
+            ("0000:02:00.0", Some("DMA-FQ\n")),
+            ("0000:03:00.0", None),
+        ] {
+            std::fs::create_dir_all(devs.join(dev)).unwrap();
+            if let Some(ty) = ty {
+                let g = root.path().join(format!("groups/{dev}"));
+                std::fs::create_dir_all(&g).unwrap();
+                std::fs::write(g.join("type"), ty).unwrap();
+                std::os::unix::fs::symlink(&g, devs.join(dev).join("iommu_group")).unwrap();
+            }
+        }
+        let fifo = root.path().join("groups/fifo");
+        std::fs::create_dir_all(&fifo).unwrap();
+        nix::unistd::mkfifo(
+            &fifo.join("type"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        std::fs::create_dir_all(devs.join("0000:04:00.0")).unwrap();
+        std::os::unix::fs::symlink(&fifo, devs.join("0000:04:00.0/iommu_group")).unwrap();
+        let of = |bus: Option<&str>, dev: Option<&str>| {
+            let l = Link {
+                parent_bus: bus.map(Into::into),
+                parent_dev: dev.map(Into::into),
+                ..link(1, "eth0", OperState::Up)
+            };
+            iommu_of(root.path(), &l)
+        };
+        assert_eq!(of(Some("pci"), Some("0000:01:00.0")), Iommu::Strict);
+        assert_eq!(of(Some("pci"), Some("0000:02:00.0")), Iommu::Lazy);
+        assert_eq!(of(Some("pci"), Some("0000:03:00.0")), Iommu::NoGroup);
+        assert_eq!(of(Some("pci"), Some("0000:04:00.0")), Iommu::Unknown);
+        assert_eq!(of(Some("pci"), Some("0000:09:00.0")), Iommu::Unknown);
+        assert_eq!(of(None, None), Iommu::Unknown);
+        assert_eq!(of(Some("pci"), Some("..")), Iommu::Unknown);
+        assert_eq!(of(Some(".."), Some("pci")), Iommu::Unknown);
+        assert_eq!(of(Some("pci"), Some("a/../../x")), Iommu::Unknown);
     }
 }
