@@ -32,6 +32,71 @@ fn trim_heap() {
     }
 }
 
+/// The system allocator, counting the bytes in use: what
+/// `pptune::service::heap` compares the resident heap with. One relaxed
+/// atomic add or subtract per call.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(unsafe_code)]
+mod counting {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+    pub struct Counting;
+
+    static IN_USE: AtomicUsize = AtomicUsize::new(0);
+
+    /// Bytes allocated and not yet freed.
+    pub fn in_use() -> usize {
+        IN_USE.load(Relaxed)
+    }
+
+    // SAFETY: every call is passed to `System` unchanged (its contract is
+    // the caller's); the counter only observes sizes of calls that
+    // succeeded.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            // SAFETY: the caller's contract, forwarded.
+            let p = unsafe { System.alloc(layout) };
+            if !p.is_null() {
+                IN_USE.fetch_add(layout.size(), Relaxed);
+            }
+            p
+        }
+
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            // SAFETY: the caller's contract, forwarded.
+            let p = unsafe { System.alloc_zeroed(layout) };
+            if !p.is_null() {
+                IN_USE.fetch_add(layout.size(), Relaxed);
+            }
+            p
+        }
+
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: the caller's contract, forwarded.
+            unsafe { System.dealloc(ptr, layout) };
+            IN_USE.fetch_sub(layout.size(), Relaxed);
+        }
+
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            // SAFETY: the caller's contract, forwarded.
+            let p = unsafe { System.realloc(ptr, layout, new_size) };
+            if !p.is_null() {
+                if new_size >= layout.size() {
+                    IN_USE.fetch_add(new_size - layout.size(), Relaxed);
+                } else {
+                    IN_USE.fetch_sub(layout.size() - new_size, Relaxed);
+                }
+            }
+            p
+        }
+    }
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[global_allocator]
+static ALLOCATOR: counting::Counting = counting::Counting;
+
 fn main() -> ExitCode {
     // SIGHUP's default action ends the process: one that arrived before
     // `run` installed its reload handler killed the daemon (exit 129, which
@@ -41,7 +106,10 @@ fn main() -> ExitCode {
     // them).
     pptune::publish::notify::hold_sighup(true);
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    pptune::service::heap::install(trim_heap);
+    pptune::service::heap::install(pptune::service::heap::Hooks {
+        trim: trim_heap,
+        in_use: counting::in_use,
+    });
     let cli = Cli::parse();
     if !matches!(cli.command, Command::Run(_)) {
         pptune::publish::notify::hold_sighup(false);

@@ -63,6 +63,8 @@ struct Daemon<K: Kernel, E: Engine> {
     acting: Acting,
     /// Latest sample of each device (the device map).
     devices: DeviceMap,
+    /// When the heap is given back ([`heap`]).
+    heap: heap::Trimmer,
     /// The previous sample fed to the engine and when it was taken, and
     /// this pass's pool deltas against it: computed once per tick, read by
     /// the engine, the metrics, the shadow and the recording.
@@ -433,11 +435,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             self.kernel.recycle(spent);
         }
         self.update_view();
-        // The metrics forgot the vanished devices' series in this pass, the
-        // previous sample that held them is gone: their memory is free.
-        if self.devices.take_vanished() {
-            heap::trim();
-        }
+        self.heap.after_pass();
     }
 
     /// The service manager's status line.

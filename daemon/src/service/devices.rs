@@ -23,9 +23,6 @@ use crate::sample::{Kernel, KernelEvent};
 #[derive(Debug, Default)]
 pub(super) struct DeviceMap {
     devices: BTreeMap<u32, Device>,
-    /// A device vanished since the last pass closed: its memory is given
-    /// back once the pass has let go of it ([`super::heap`]).
-    vanished: bool,
 }
 
 impl DeviceMap {
@@ -44,16 +41,9 @@ impl DeviceMap {
         self.devices.remove(&ifindex);
     }
 
-    /// Whether a device vanished since the last call.
-    pub(super) fn take_vanished(&mut self) -> bool {
-        std::mem::take(&mut self.vanished)
-    }
-
     /// Removes a device that vanished; the caller says so and forgets it.
     fn remove(&mut self, ifindex: u32) -> Option<Device> {
-        let dev = self.devices.remove(&ifindex)?;
-        self.vanished = true;
-        Some(dev)
+        self.devices.remove(&ifindex)
     }
 }
 
@@ -134,7 +124,6 @@ pub(super) trait Observing {
             .into_iter()
             .filter(|(i, _)| !map.devices.contains_key(i))
             .collect();
-        map.vanished |= !gone.is_empty();
         for (i, d) in gone {
             tracing::info!(device = %d.name, ifindex = i, "device vanished");
             self.forget(&d.id.key());
