@@ -1611,10 +1611,14 @@ static int ppsim_new_device(unsigned int nq, bool devmem)
 	pd->producer_cpu = 0;
 	ccpu = num_online_cpus() > 1 ? 1 : 0;
 	pd->consumer_cpu = ccpu;
+	/* The PCI function the pools map through is the netdev's parent, as
+	 * a NIC's is: rtnetlink names it (IFLA_PARENT_DEV_*), and sysfs has
+	 * its IOMMU group. */
+	if (dma_dev)
+		SET_NETDEV_DEV(dev, dma_dev);
 #if PPSIM_DEVMEM
 	if (devmem) {
 		pd->devmem = true;
-		SET_NETDEV_DEV(dev, dma_dev);
 		dev->queue_mgmt_ops = &ppsim_queue_mgmt_ops;
 		dev->ethtool_ops = &ppsim_devmem_ethtool_ops;
 		netdev_lockdep_set_classes(dev);

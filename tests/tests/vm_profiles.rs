@@ -151,21 +151,17 @@ fn the_slow_path_does_the_work_the_profile_prices() {
 }
 
 /// What pptune says a miss costs follows the device's IOMMU domain
-/// (docs/decisions.md §4 "The price of a miss"). A ppsim devmem device is
-/// `edu`'s child (`SET_NETDEV_DEV`), so rtnetlink names its PCI parent and
-/// pptune reads that function's group: `DMA` under iommu-strict, `DMA-FQ`
-/// under iommu-lazy, no group on the devmem profile (no IOMMU); a plain
-/// ppsim device has no parent: nothing known.
+/// (docs/decisions.md §4 "The price of a miss"). With a PCI function
+/// bound, a ppsim device is its child (`SET_NETDEV_DEV`, as a NIC is), so
+/// rtnetlink names its parent and pptune reads that function's group:
+/// `DMA` under iommu-strict, `DMA-FQ` under iommu-lazy, no group on the
+/// devmem profile (no IOMMU); without one (distro) the device has no
+/// parent: nothing known.
 #[test]
 fn status_prices_a_miss_by_the_parents_iommu_domain() {
     let (k, prof) = booted_profile("status_prices_a_miss_by_the_parents_iommu_domain");
     let p = Ppsim::load().expect("ppsim loads");
-    let dev = if prof.dma_device() {
-        p.new_devmem_device(1)
-    } else {
-        p.new_device(1)
-    }
-    .expect("a ppsim device");
+    let dev = p.new_device(1).expect("a ppsim device");
     let (class, iommu) = match prof {
         Profile::IommuStrict => ("iommu-strict", "strict"),
         Profile::IommuLazy => ("iommu-lazy", "lazy"),
@@ -173,7 +169,7 @@ fn status_prices_a_miss_by_the_parents_iommu_domain() {
         _ => ("unknown", "unknown"),
     };
     let out = std::process::Command::new(pptune_tests::bin::pptune_bin())
-        .args(["status", "--json", dev.name()])
+        .args(["status", "--json", "--interface", dev.name()])
         .output()
         .expect("pptune status runs");
     assert!(
