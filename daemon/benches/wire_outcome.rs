@@ -288,6 +288,33 @@ const WORKLOADS: &[Workload] = &[
         stationary: true,
         devmem: false,
     },
+    // Widely varying bursts: four 10 MB/s UDP flows whose receivers each
+    // pause between 20 ms and 1 s, uniform in the logarithm and not in
+    // step (pptraffic `--pause-max-ms`), so a drain returns anything from
+    // ~50 to the 4 MiB receive buffer's ~1,000 pages: a return-weighted
+    // mean and a sampled maximum see different bursts, and the tail is
+    // what frees.
+    Workload {
+        name: "varying-bursts",
+        args: &[&[
+            "--tcp",
+            "0",
+            "--udp",
+            "4",
+            "--udp-rate",
+            "10000000",
+            "--rcvbuf",
+            "4194304",
+            "--pattern",
+            "drain",
+            "--pause-ms",
+            "20",
+            "--pause-max-ms",
+            "1000",
+        ]],
+        stationary: true,
+        devmem: false,
+    },
     // The drains, not in step: the returns overlap.
     Workload {
         name: "drain-async",

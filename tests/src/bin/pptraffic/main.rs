@@ -152,6 +152,11 @@ struct Args {
     /// `--pause-ms` since the start.
     #[arg(long)]
     sync: bool,
+    /// `drain`: each pause drawn between `--pause-ms` and this, uniform in
+    /// its logarithm (bursts that vary widely), seeded by `--seed` and the
+    /// flow; 0: every pause is `--pause-ms`.
+    #[arg(long, default_value_t = 0)]
+    pause_max_ms: u64,
     /// Check every received byte (streams, mice, datagrams) against the
     /// seeded stream.
     #[arg(long)]
@@ -234,6 +239,14 @@ struct Args {
 fn validate(args: &Args) -> Res<()> {
     if args.pattern == Pattern::Slow && args.read_rate == 0 {
         return Err("--pattern slow needs --read-rate BYTES_PER_SEC > 0".into());
+    }
+    if args.pause_max_ms > 0 {
+        if args.pattern != Pattern::Drain || args.sync {
+            return Err("--pause-max-ms: only with --pattern drain, without --sync".into());
+        }
+        if args.pause_max_ms <= args.pause_ms || args.pause_ms == 0 {
+            return Err("--pause-max-ms must be above --pause-ms (> 0)".into());
+        }
     }
     if args.pattern == Pattern::Splice && args.udp > 0 {
         return Err("--pattern splice is for TCP streams: not with --udp".into());

@@ -63,9 +63,47 @@ impl Budget {
     }
 }
 
+/// The pauses of one drain receiver: `--pause-ms` each (with `--sync`, to
+/// the next multiple of it since the start), or with `--pause-max-ms`, each
+/// drawn between the two, uniform in the logarithm (every decade as
+/// likely: a drain after a long pause returns a burst that many times
+/// larger), seeded by `--seed` and the flow.
+pub struct Pauses {
+    min: Duration,
+    /// `ln(max / min)`, with the generator, when the pauses vary.
+    spread: Option<(f64, fastrand::Rng)>,
+    sync: Option<Instant>,
+}
+
+impl Pauses {
+    pub fn new(min_ms: u64, max_ms: u64, sync: Option<Instant>, seed: u64, flow: u32) -> Self {
+        #[allow(clippy::cast_precision_loss)]
+        let spread = (max_ms > min_ms && min_ms > 0).then(|| {
+            let rng = fastrand::Rng::with_seed(seed ^ (u64::from(flow) << 32) ^ 0x7061_7573_6573);
+            ((max_ms as f64 / min_ms as f64).ln(), rng)
+        });
+        Self {
+            min: Duration::from_millis(min_ms),
+            spread,
+            sync,
+        }
+    }
+
+    /// The next pause.
+    pub fn next(&mut self) -> Duration {
+        if let Some(t0) = self.sync {
+            return until_epoch(t0, self.min);
+        }
+        match &mut self.spread {
+            Some((ln, rng)) => self.min.mul_f64((*ln * rng.f64()).exp()),
+            None => self.min,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{Budget, ahead_by, due, until_epoch};
+    use super::{Budget, Pauses, ahead_by, due, until_epoch};
     use std::time::{Duration, Instant};
 
     #[test]
@@ -114,5 +152,29 @@ mod tests {
             took >= Duration::from_millis(100) && took < Duration::from_millis(1000),
             "{took:?}"
         );
+    }
+
+    /// Varying pauses stay between the two bounds, reach near both, and
+    /// repeat with the seed; without a maximum, every pause is the pause.
+    #[test]
+    fn varying_pauses_span_the_range_log_uniformly() {
+        let draw = |seed| {
+            let mut p = Pauses::new(50, 5000, None, seed, 1);
+            (0..2000)
+                .map(|_| p.next().as_secs_f64() * 1e3)
+                .collect::<Vec<f64>>()
+        };
+        let d = draw(7);
+        assert!(d.iter().all(|&ms| (50.0..=5000.0).contains(&ms)), "{d:?}");
+        let lo = d.iter().copied().fold(f64::MAX, f64::min);
+        let hi = d.iter().copied().fold(0.0, f64::max);
+        assert!(lo < 55.0 && hi > 4500.0, "{lo} {hi}");
+        // Log-uniform: half the draws in the first of the two decades.
+        let under_500 = d.iter().filter(|&&ms| ms < 500.0).count();
+        assert!((900..1100).contains(&under_500), "{under_500}");
+        assert_eq!(d, draw(7));
+        assert_ne!(d, draw(8));
+        let mut fixed = Pauses::new(50, 0, None, 7, 1);
+        assert_eq!(fixed.next(), Duration::from_millis(50));
     }
 }

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::devmem::{DevmemRx, DevmemStats};
 use crate::mice::{self, MOUSE, MouseRx};
-use crate::pace::{Budget, until_epoch};
+use crate::pace::{Budget, Pauses};
 use crate::{Args, Live, PERIOD, Pattern, Res, enter_netns, stream_of};
 
 #[derive(Debug, Default)]
@@ -295,13 +295,15 @@ fn receive_stream(
         Pattern::Splice => splice_to_eof(&s, &mut buf, &mut r, data.as_deref(), live)?,
         Pattern::Drain => {
             s.set_nonblocking(true)?;
-            let pause = Duration::from_millis(args.pause_ms);
+            let mut pauses = Pauses::new(
+                args.pause_ms,
+                args.pause_max_ms,
+                args.sync.then_some(t0),
+                args.seed,
+                r.flow,
+            );
             loop {
-                thread::sleep(if args.sync {
-                    until_epoch(t0, pause)
-                } else {
-                    pause
-                });
+                thread::sleep(pauses.next());
                 let eof = drain_once(&mut s, &mut rd, &mut buf, &mut r, data.as_deref(), live)?;
                 // `--devmem-hold N`: the tokens of the drain N back go back.
                 rd.drained(&s)?;

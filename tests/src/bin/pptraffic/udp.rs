@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use nix::sys::socket::{setsockopt, sockopt};
 use serde::Serialize;
 
-use crate::pace::{Budget, due, until_epoch};
+use crate::pace::{Budget, Pauses, due, until_epoch};
 use crate::{Args, Live, PERIOD, Pattern, Res, enter_netns, ns_since, stream_of};
 
 /// A datagram's header: flow id (u32), sequence number (u64), send time
@@ -318,13 +318,15 @@ pub fn receive(
         }
         Pattern::Drain => {
             s.set_nonblocking(true)?;
-            let pause = Duration::from_millis(args.pause_ms);
+            let mut pauses = Pauses::new(
+                args.pause_ms,
+                args.pause_max_ms,
+                args.sync.then_some(t0),
+                args.seed,
+                flow,
+            );
             'run: loop {
-                thread::sleep(if args.sync {
-                    until_epoch(t0, pause)
-                } else {
-                    pause
-                });
+                thread::sleep(pauses.next());
                 loop {
                     match s.recv(&mut buf) {
                         Ok(n) => {
