@@ -23,6 +23,7 @@
 pub mod act;
 pub mod clock;
 pub mod cmd;
+pub mod heap;
 pub mod human;
 pub mod publish;
 pub mod sample;

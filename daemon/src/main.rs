@@ -21,7 +21,7 @@ fn default_sigpipe() {
     }
 }
 
-/// Gives glibc's free heap back to the kernel (`pptune::service::heap`).
+/// Gives glibc's free heap back to the kernel (`pptune::heap`).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[allow(unsafe_code)]
 fn trim_heap() {
@@ -32,8 +32,20 @@ fn trim_heap() {
     }
 }
 
+/// One malloc arena for every thread, so a trim reaches all free memory
+/// (`pptune::heap`), set before any thread exists.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(unsafe_code)]
+fn one_arena() {
+    // SAFETY: mallopt takes two ints and changes a glibc setting; called
+    // first thing in main, before any other thread allocates.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+}
+
 /// The system allocator, counting the bytes in use: what
-/// `pptune::service::heap` compares the resident heap with. One relaxed
+/// `pptune::heap` compares the resident heap with. One relaxed
 /// atomic add or subtract per call.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[allow(unsafe_code)]
@@ -106,7 +118,9 @@ fn main() -> ExitCode {
     // them).
     pptune::publish::notify::hold_sighup(true);
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    pptune::service::heap::install(pptune::service::heap::Hooks {
+    one_arena();
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    pptune::heap::install(pptune::heap::Hooks {
         trim: trim_heap,
         in_use: counting::in_use,
     });

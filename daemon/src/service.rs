@@ -32,7 +32,6 @@ use crate::record::journal::RestoredBy;
 use crate::sample::{Kernel, SampleScope};
 
 mod devices;
-pub mod heap;
 mod inputs;
 mod keep;
 mod loading;
@@ -63,8 +62,6 @@ struct Daemon<K: Kernel, E: Engine> {
     acting: Acting,
     /// Latest sample of each device (the device map).
     devices: DeviceMap,
-    /// When the heap is given back ([`heap`]).
-    heap: heap::Trimmer,
     /// The previous sample fed to the engine and when it was taken, and
     /// this pass's pool deltas against it: computed once per tick, read by
     /// the engine, the metrics, the shadow and the recording.
@@ -435,7 +432,7 @@ impl<K: Kernel, E: Engine> Daemon<K, E> {
             self.kernel.recycle(spent);
         }
         self.update_view();
-        self.heap.after_pass();
+        crate::heap::settle();
     }
 
     /// The service manager's status line.

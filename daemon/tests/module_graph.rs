@@ -361,7 +361,7 @@ fn graph_of(src: &Path, files: &[(PathBuf, String)]) -> Graph {
 /// The daemon's stages, lowest first: each may import the ones before it,
 /// none after it. docs/architecture.md draws the same flow.
 const STAGES: &[&[&str]] = &[
-    &["clock", "human"],
+    &["clock", "heap", "human"],
     &["sample"],
     &["act"],
     &["publish"],

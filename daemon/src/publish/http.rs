@@ -160,7 +160,12 @@ impl Exposition {
             let z = blocking(move || Ok(gzip(&src)?)).await?;
             r.variants[want] = Some(Bytes::from(z));
         }
-        Ok(r.variants[want].clone().unwrap_or_default())
+        let body = r.variants[want].clone().unwrap_or_default();
+        drop(slot);
+        // A render allocates and frees the most of anything the daemon
+        // does: give back what it left resident.
+        crate::heap::settle();
+        Ok(body)
     }
 }
 

@@ -97,7 +97,6 @@ pub async fn run<K: Kernel, E: Engine>(
             events: Events::default(),
         },
         devices: DeviceMap::default(),
-        heap: super::heap::Trimmer::default(),
         observer: Observer::default(),
         host_id,
         log: DecisionLog::new(Duration::from_secs(3600)),

@@ -13,7 +13,8 @@
 //! in (RssAnon back from 2.3 to 9.5 MB within seven 2 s passes after such
 //! a trim, nothing allocated for good).
 //!
-//! The rule: after each pass, the anonymous memory the process has
+//! The rule: after each pass and each `/metrics` render (the work that
+//! allocates and frees the most), the anonymous memory the process has
 //! resident beyond the bytes it has in use (the **excess**: allocator
 //! overhead, static data, stacks, and free heap that is resident) is
 //! compared with what it was right after the last trim (the **floor**, what
@@ -24,12 +25,19 @@
 //! a heap whose free space is a few large chunks costs tens of
 //! microseconds, and the pages it drops are refaulted only as used.
 //!
+//! A render runs on a blocking thread. glibc gives such a thread an arena
+//! of its own, whose top `malloc_trim` does not give back (it trims the
+//! main arena's top only): with `/metrics` scraped every 0.5 s, two render
+//! arenas held 0.5–1 MB each. The binary keeps one arena
+//! (`M_ARENA_MAX` 1 at start): the daemon's threads seldom allocate at
+//! once, and every free byte is then where a trim reaches it.
+//!
 //! The bytes in use come from the binary's counting allocator and the trim
 //! is a call into the C library: the library crate's `forbid(unsafe_code)`
 //! keeps both out, so the binary installs them at start ([`install`]); a
 //! process without them (tests, another C library) trims nothing.
 
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 /// What the binary gives the rule.
 #[derive(Debug, Clone, Copy)]
@@ -50,18 +58,27 @@ pub fn install(hooks: Hooks) {
 /// Growth of the excess over its floor that is worth a trim.
 pub const MARGIN: i64 = 512 << 10;
 
-/// The floor, between passes.
+/// The floor, between settles.
 #[derive(Debug, Default)]
-pub(super) struct Trimmer {
+struct Trimmer {
     /// The excess right after the last trim (or the lowest seen before
     /// the first): `None` until a pass has read it.
     floor: Option<i64>,
 }
 
+static TRIMMER: Mutex<Trimmer> = Mutex::new(Trimmer { floor: None });
+
+/// After work that allocated and freed (a pass, a render): trims the heap
+/// when the resident excess grew by [`MARGIN`] since the last trim.
+pub fn settle() {
+    let Some(h) = HOOKS.get() else { return };
+    if let Ok(mut t) = TRIMMER.lock() {
+        t.settle(h);
+    }
+}
+
 impl Trimmer {
-    /// At the end of a pass: trims when the excess grew by [`MARGIN`].
-    pub(super) fn after_pass(&mut self) {
-        let Some(h) = HOOKS.get() else { return };
+    fn settle(&mut self, h: &Hooks) {
         let Some(before) = excess(h) else { return };
         if self.over(before) {
             (h.trim)();
