@@ -11,7 +11,8 @@
 //! `steady` (continuously), `drain` (nothing for `--pause-ms`, then
 //! everything to EAGAIN; `--sync` aligns the pauses of all receivers, so
 //! the sockets return their pages together, the analogue of ppsim's
-//! bursts) or `slow` (blocking reads, but after a read that puts a
+//! bursts; `--pause-max-ms` draws each pause between the two, so the
+//! bursts vary) or `slow` (blocking reads, but after a read that puts a
 //! receiver's bytes since its first one ahead of `--read-rate` × the time
 //! since, one sleep until they are not: the socket's queue stays full and
 //! the pages it holds are not returned) or `splice` (the socket's bytes
