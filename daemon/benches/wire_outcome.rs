@@ -171,6 +171,19 @@ const MICE: &[&str] = &[
     "10",
 ];
 
+/// Four 10 MB/s UDP flows into 4 MiB receive buffers, no TCP stream: the
+/// senders of `udp` and `varying-bursts`, which differ in how they read.
+const UDP4: &[&str] = &[
+    "--tcp",
+    "0",
+    "--udp",
+    "4",
+    "--udp-rate",
+    "10000000",
+    "--rcvbuf",
+    "4194304",
+];
+
 const WORKLOADS: &[Workload] = &[
     // Bursty: four receivers pause 50 ms in step, then drain to EAGAIN;
     // TCP's receive autotuning grows the bursts over the run.
@@ -226,19 +239,7 @@ const WORKLOADS: &[Workload] = &[
     // UDP: four 10 MB/s flows, receivers draining every 50 ms in step.
     Workload {
         name: "udp",
-        args: &[
-            &[
-                "--tcp",
-                "0",
-                "--udp",
-                "4",
-                "--udp-rate",
-                "10000000",
-                "--rcvbuf",
-                "4194304",
-            ],
-            pptune_tests::wire::DRAIN_READS,
-        ],
+        args: &[UDP4, pptune_tests::wire::DRAIN_READS],
         stationary: true,
         devmem: false,
     },
@@ -296,22 +297,17 @@ const WORKLOADS: &[Workload] = &[
     // what frees.
     Workload {
         name: "varying-bursts",
-        args: &[&[
-            "--tcp",
-            "0",
-            "--udp",
-            "4",
-            "--udp-rate",
-            "10000000",
-            "--rcvbuf",
-            "4194304",
-            "--pattern",
-            "drain",
-            "--pause-ms",
-            "20",
-            "--pause-max-ms",
-            "1000",
-        ]],
+        args: &[
+            UDP4,
+            &[
+                "--pattern",
+                "drain",
+                "--pause-ms",
+                "20",
+                "--pause-max-ms",
+                "1000",
+            ],
+        ],
         stationary: true,
         devmem: false,
     },
