@@ -21,9 +21,10 @@
 //! a trim cannot give back). When it has grown by [`MARGIN`], the heap is
 //! trimmed and the floor read again. A steady daemon's excess does not
 //! move, so it never trims; after a burst it trims once, then whenever the
-//! passes have faulted another [`MARGIN`] of free heap back in. A trim of
-//! a heap whose free space is a few large chunks costs tens of
-//! microseconds, and the pages it drops are refaulted only as used.
+//! passes have faulted another [`MARGIN`] of free heap back in. A trim
+//! walks the free chunks (on this host's glibc, 140–200 µs for a heap cut
+//! into 20,000 free chunks, measured with a C program, not in the
+//! daemon), and the pages it drops are refaulted only as used.
 //!
 //! A render runs on a blocking thread. glibc gives such a thread an arena
 //! of its own, whose top `malloc_trim` does not give back (it trims the

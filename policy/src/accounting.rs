@@ -307,7 +307,7 @@ fn rx_delta<'a>(ledger: &PoolLedger, same: impl Iterator<Item = &'a RxQueue>) ->
     let mut q = QueueDelta::default();
     for rxq in same {
         for p in &rxq.pools {
-            add_pool(&mut q, ledger, p, rxq.provider.is_some());
+            add_pool(&mut q, ledger, p, rxq.has_provider());
         }
     }
     q

@@ -57,22 +57,18 @@ const IOMMU_LAZY_MISS: f64 = 8128.0;
 const IOMMU_STRICT_MISS: f64 = 8590.0;
 
 impl MissCost {
-    /// A device's: a memory provider's when every pool with stats is one
-    /// (a provider on some queues only leaves the others paying the
-    /// allocator and the IOMMU: the device is priced by those), else its
-    /// IOMMU domain's.
+    /// A device's: a memory provider's when every queue whose pools have
+    /// stats has one (a provider on some queues only leaves the others
+    /// paying the allocator and the IOMMU: the device is priced by those),
+    /// else its IOMMU domain's.
     #[must_use]
     pub fn of(dev: &Device) -> Self {
-        let mut pools = dev
+        let mut judged = dev
             .rx_queues
             .iter()
-            .filter(|q| q.pools.iter().any(|p| p.stats.is_some()));
-        let mut any = false;
-        let all_provider = pools.all(|q| {
-            any = true;
-            q.provider.is_some() || q.pools.iter().all(|p| p.provider.is_some())
-        });
-        if any && all_provider {
+            .filter(|q| q.pools.iter().any(|p| p.stats.is_some()))
+            .peekable();
+        if judged.peek().is_some() && judged.all(crate::snapshot::RxQueue::has_provider) {
             return Self::Provider;
         }
         match dev.iommu {
@@ -176,5 +172,20 @@ mod tests {
         let lazy = th.priced(MissCost::IommuLazy);
         assert!(lazy.grow_recycle_miss > strict.grow_recycle_miss);
         assert!(lazy.grow_recycle_miss < th.grow_recycle_miss);
+    }
+
+    /// A device is a provider's only when every queue with pool stats has
+    /// a provider (its own binding or a pool's); a provider on one queue of
+    /// two leaves the device priced by its IOMMU domain.
+    #[test]
+    fn a_provider_prices_a_device_only_on_every_queue() {
+        use crate::snapshot::{Iommu, MemoryProvider};
+        let mut d = crate::fixtures::nic("mlx5_core", 1024, 8192, 2);
+        d.iommu = Iommu::Strict;
+        assert_eq!(MissCost::of(&d), MissCost::IommuStrict);
+        d.rx_queues[0].pools[0].provider = Some(MemoryProvider::Dmabuf { id: 1 });
+        assert_eq!(MissCost::of(&d), MissCost::IommuStrict);
+        d.rx_queues[1].provider = Some(MemoryProvider::Dmabuf { id: 1 });
+        assert_eq!(MissCost::of(&d), MissCost::Provider);
     }
 }

@@ -240,6 +240,16 @@ clone_reusing!(Device {
 });
 clone_reusing!(RxQueue { id, napi_id, provider, qstats; pools });
 
+impl RxQueue {
+    /// A memory provider feeds the queue: bound to the queue itself, or to
+    /// any of its pools (the rule the per-queue deltas follow,
+    /// `accounting`'s `QueueDelta::provider`).
+    #[must_use]
+    pub fn has_provider(&self) -> bool {
+        self.provider.is_some() || self.pools.iter().any(|p| p.provider.is_some())
+    }
+}
+
 impl Device {
     /// Every pool of the device, queue-mapped first.
     pub fn pools(&self) -> impl Iterator<Item = &Pool> {
