@@ -13,7 +13,7 @@
 //!     [--quiet-secs 9] [--pptune-quiet-secs 30] [--max-run-secs 90]
 //!     [--tuners max-once,doubling,one-shot,naive,pptune,settle,give-back-stop,give-back-steady|none]
 //!     [--settle-calm-secs 30] [--settle-watch-calms 2] [--onset-seed N]
-//!     [--age-secs A] [--queues N]
+//!     [--age-secs A] [--queues N] [--repeats N]
 //! ```
 //!
 //! Every point is a fresh wire (tests/src/wire.rs: A in `pp-tx`, B with
@@ -22,7 +22,10 @@
 //! workload. **Static sweep**: B built at the ring, `--warmup-secs`, then
 //! a measured window of `--window-secs`; `--rounds` rounds, the sweep
 //! ascending in even rounds and descending in odd ones, so a drift of the
-//! host or guest does not fall on one end of the sweep. **Tuned runs**: B
+//! host or guest does not fall on one end of the sweep. `--repeats N` runs
+//! every tuner N times, interleaved with the rounds: pass k is round k of
+//! the sweep, then repeat k of each tuner (the row's `repeat`), their order
+//! rotated by k. **Tuned runs**: B
 //! built at 256; a controller in this program reads B's pool counters per
 //! `--ctl-window-secs` window and acts through `ethtool -G` in `pp-rx`:
 //! - `max-once`: the device's maximum (ethtool's rx max) at the start, the
@@ -411,6 +414,9 @@ struct Opts {
     policy: String,
     sweep: Vec<u32>,
     rounds: u32,
+    /// `--repeats N`: every tuner runs N times, one per pass of the sweep
+    /// (interleaved with its rounds, the tuners' order rotated each pass).
+    repeats: u32,
     warmup: f64,
     window: f64,
     ctl_window: u64,
@@ -491,6 +497,7 @@ fn opts() -> Opts {
             .map(|s| s.parse().expect("a ring"))
             .collect(),
         rounds: num("--rounds", 2),
+        repeats: num("--repeats", 1),
         warmup: num("--warmup-secs", 2.0),
         window: num("--window-secs", 3.0),
         ctl_window: num("--ctl-window-secs", 3),
@@ -1029,7 +1036,7 @@ fn spawn_pptune(o: &Opts, w: &Workload, policy: &str) -> Daemon {
     Daemon(child)
 }
 
-async fn tuned_run(o: &Opts, p: &Ppsim, w: &Workload, tuner: Tuner) {
+async fn tuned_run(o: &Opts, p: &Ppsim, w: &Workload, tuner: Tuner, repeat: u32) {
     let wire = build_wire(o, p, w, START_RING);
     let ifx = wire.b_ifindex();
     let c = client_in(RX_NS).await;
@@ -1112,7 +1119,7 @@ async fn tuned_run(o: &Opts, p: &Ppsim, w: &Workload, tuner: Tuner) {
     let summary = finish(wire, tr);
     emit(
         m,
-        json!({"kind": "tuned", "workload": w.name, "config": tuner.name(), "changes": ctl.changes,
+        json!({"kind": "tuned", "workload": w.name, "config": tuner.name(), "repeat": repeat, "changes": ctl.changes,
                "first_change_s": ctl.first_change_s, "last_change_s": ctl.last_change_s, "run_s": run_s, "age_s": run_s, "max_ring": max,
                "changed_in_window": changed_in_window, "stopped_by_max": stopped_by_max, "daemon_cpu_s": daemon_cpu,
                "onset_offset_s": onset_offset_s,
@@ -1247,7 +1254,7 @@ async fn main() {
         json!({"kind": "meta", "clock": std::env::var("PPTUNE_VM_CLOCK").ok(),
                "profile": std::env::var("PPTUNE_VM_PROFILE").ok(),
                "cpus": std::thread::available_parallelism().map_or(0, usize::from),
-               "sweep": o.sweep, "rounds": o.rounds, "warmup_secs": o.warmup, "age_secs": o.age, "queues": o.queues,
+               "sweep": o.sweep, "rounds": o.rounds, "repeats": o.repeats, "warmup_secs": o.warmup, "age_secs": o.age, "queues": o.queues,
                "window_secs": o.window, "ctl_window_secs": o.ctl_window, "quiet_secs": o.quiet,
                "pptune_quiet_secs": o.pptune_quiet, "max_run_secs": o.max_run,
                "policy": o.policy, "start_ring": START_RING, "settle_calm_secs": o.settle_calm,
@@ -1262,25 +1269,43 @@ async fn main() {
             "{}",
             json!({"kind": "workload", "workload": w.name, "args": w.args.concat()})
         );
-        for round in 0..o.rounds {
-            let mut sweep = o.sweep.clone();
-            if round % 2 == 1 {
-                sweep.reverse();
+        // Pass k: round k of the sweep (ascending in even rounds, descending
+        // in odd ones), then repeat k of every tuner, their order rotated
+        // by k, so neither a tuner nor a ring owns one end of the run.
+        for pass in 0..o.rounds.max(o.repeats) {
+            if pass < o.rounds {
+                let mut sweep = o.sweep.clone();
+                if pass % 2 == 1 {
+                    sweep.reverse();
+                }
+                for ring in sweep {
+                    static_point(&o, &p, w, ring, pass).await;
+                }
             }
-            for ring in sweep {
-                static_point(&o, &p, w, ring, round).await;
+            if pass + 1 == o.rounds && o.trace_provider && w.devmem {
+                for &ring in &o.sweep {
+                    provider_trace_point(&o, &p, w, ring).await;
+                }
+            }
+            if pass >= o.repeats {
+                continue;
+            }
+            let mut tuners = o.tuners.clone();
+            if !tuners.is_empty() {
+                let k = pass as usize % tuners.len();
+                tuners.rotate_left(k);
+            }
+            for t in tuners {
+                match t {
+                    Tuner::GiveBack(then) => give_back_run(&o, &p, w, then).await,
+                    Tuner::Settle if !w.stationary => {}
+                    _ => tuned_run(&o, &p, w, t, pass).await,
+                }
             }
         }
-        if o.trace_provider && w.devmem {
+        if o.rounds == 0 && o.trace_provider && w.devmem {
             for &ring in &o.sweep {
                 provider_trace_point(&o, &p, w, ring).await;
-            }
-        }
-        for &t in &o.tuners {
-            match t {
-                Tuner::GiveBack(then) => give_back_run(&o, &p, w, then).await,
-                Tuner::Settle if !w.stationary => {}
-                _ => tuned_run(&o, &p, w, t).await,
             }
         }
     }
