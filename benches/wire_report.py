@@ -124,8 +124,8 @@ def fmt_range(rs, key, f="{:.0f}"):
 def static_table(by):
     out = ["| ring | MB / 10⁹ busy instr (mean [range]) | k frames / 10⁹ busy instr | bytes / frame | app MB/s (virtual) | slow / 1000 frames "
            "| ring_full / 1000 | cached / 1000 | ring / 1000 | pool mem mean / max (MiB) "
-           "| B overruns | sender retrans | frames | mice delay p50 / p99 (µs) |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| B overruns | sender retrans | DSACKs (run) | frames | mice delay p50 / p99 (µs) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for ring, rs in by.items():
         out.append(
             f"| {ring} | {fmt_range(rs, 'mb_per_gi', '{:.1f}')} | {fmt_range(rs, 'kf_per_gi', '{:.1f}')} "
@@ -134,12 +134,39 @@ def static_table(by):
             f"| {mean([r['cached_per_k'] for r in rs]):.1f} | {mean([r['ring_per_k'] for r in rs]):.1f} "
             f"| {mean([r['mem_mean'] for r in rs]) / MIB:.1f} / {max(r['mem_max'] for r in rs) / MIB:.1f} "
             f"| {' / '.join(str(r['overruns']) for r in rs)} | {' / '.join(str(r['retrans']) for r in rs)} "
-            f"| {' / '.join(str(r['frames']) for r in rs)} | {fmt_delay(rs)} |")
+            f"| {' / '.join(dsacks(r) for r in rs)} | {' / '.join(str(r['frames']) for r in rs)} | {fmt_delay(rs)} |")
     return out
 
 
 def tuned_rows(rows, wl):
-    return {r["config"]: r for r in rows if r["kind"] == "tuned" and r["workload"] == wl}
+    """tuner -> its runs of `wl` (one per repeat, in run order)."""
+    out = defaultdict(list)
+    for r in rows:
+        if r["kind"] == "tuned" and r["workload"] == wl:
+            out[r["config"]].append(r)
+    return dict(out)
+
+
+def runs_label(name, runs, i):
+    return name if len(runs) == 1 else f"{name} #{i + 1}"
+
+
+def dsacks(r):
+    """Duplicate segments the receiver saw over the whole traffic run
+    (TcpExt.TCPDSACKOldSent in B's netns: the sender resent what had
+    arrived), or '–' for rows recorded before the counter was kept."""
+    snmp = r.get("rx_snmp_run")
+    return str(snmp.get("TcpExt.TCPDSACKOldSent", 0)) if isinstance(snmp, dict) else "–"
+
+
+def judged(label, results):
+    """One target over a tuner's repeats: `results` is [(met, detail)] per
+    repeat. Met only when every repeat meets it; met in some repeats and
+    not in others is a miss, with the spread of the details."""
+    n, k = len(results), sum(1 for ok, _ in results if ok)
+    word = "met" if k == n else ("NOT met" if k == 0 else "missed")
+    detail = "; ".join(d for _, d in results)
+    return f"- {label}: {detail}: **{word}** ({k} of {n})"
 
 
 def age_note(rows):
@@ -153,10 +180,32 @@ def age_note(rows):
         f", measured {lo:.0f}–{hi:.0f} s into the traffic"
 
 
+def each_run(tuned):
+    """(tuner, repeat index, row) in TUNERS order."""
+    for name in TUNERS:
+        for i, r in enumerate(tuned.get(name, [])):
+            yield name, i, r
+
+
+def tuner_summary(tuned):
+    """Per tuner over its repeats: figure, final ring, pool memory and
+    changes as mean [range]."""
+    out = ["| tuner | runs | MB / 10⁹ busy instr | final ring | pool mem mean (MiB) | changes |",
+           "|---|---|---|---|---|---|"]
+    for name in TUNERS:
+        rs = tuned.get(name)
+        if not rs:
+            continue
+        mem = [dict(r, mem_mib=r["mem_mean"] / MIB) for r in rs]
+        out.append(f"| {name} | {len(rs)} | {fmt_range(rs, 'mb_per_gi', '{:.1f}')} | {fmt_range(rs, 'ring')} "
+                   f"| {fmt_range(mem, 'mem_mib', '{:.1f}')} | {fmt_range(rs, 'changes')} |")
+    return out
+
+
 def tuned_table(by, best_ring, best_row_vals, tuned):
     out = ["| config | MB / 10⁹ busy instr | k frames / 10⁹ busy instr | app MB/s | slow / 1000 | ring_full / 1000 | final ring "
-           "| changes | last change (s) | pool mem mean / max (MiB) | B overruns | retrans | mice delay p50 / p99 (µs) | note |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| changes | last change (s) | pool mem mean / max (MiB) | B overruns | retrans | DSACKs (run) | mice delay p50 / p99 (µs) | note |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     rs = by[best_ring]
     out.append(
         f"| best static ({best_ring}) | {fmt_range(rs, 'mb_per_gi', '{:.1f}')} | {fmt_range(rs, 'kf_per_gi', '{:.1f}')} "
@@ -164,11 +213,9 @@ def tuned_table(by, best_ring, best_row_vals, tuned):
         f"| {fmt_range(rs, 'slow_per_k', '{:.2f}')} | {fmt_range(rs, 'ring_full_per_k', '{:.1f}')} "
         f"| {best_ring} | 0 | – | {mean([r['mem_mean'] for r in rs]) / MIB:.1f} / "
         f"{max(r['mem_max'] for r in rs) / MIB:.1f} | {' / '.join(str(r['overruns']) for r in rs)} "
-        f"| {' / '.join(str(r['retrans']) for r in rs)} | {fmt_delay(rs)} | {len(rs)} rounds{age_note(rs)} |")
-    for name in TUNERS:
-        r = tuned.get(name)
-        if r is None:
-            continue
+        f"| {' / '.join(str(r['retrans']) for r in rs)} | {' / '.join(dsacks(r) for r in rs)} | {fmt_delay(rs)} "
+        f"| {len(rs)} rounds{age_note(rs)} |")
+    for name, i, r in each_run(tuned):
         note = [age_note([r]).lstrip(", ")] if r.get("age_s") is not None else []
         if r.get("changed_in_window"):
             note.append("ring changed in the measured window")
@@ -183,51 +230,52 @@ def tuned_table(by, best_ring, best_row_vals, tuned):
             note.append(f"settle: converged at {st['converged_s']:.0f} s, then {st['changes_in_watch']} changes "
                         f"in {st['watch_s']:.0f} s (calm_before_shrink {st['calm_before_shrink_s']:.0f} s)")
         out.append(
-            f"| {name} | {r['mb_per_gi']:.1f} | {r['kf_per_gi']:.1f} | {r['app_mb_s']:.1f} | {r['slow_per_k']:.2f} "
+            f"| {runs_label(name, tuned[name], i)} | {r['mb_per_gi']:.1f} | {r['kf_per_gi']:.1f} | {r['app_mb_s']:.1f} | {r['slow_per_k']:.2f} "
             f"| {r['ring_full_per_k']:.1f} | {r['ring']} | {r['changes']} | {r['last_change_s']:.1f} "
             f"| {r['mem_mean'] / MIB:.1f} / {r['mem_max'] / MIB:.1f} | {r['overruns']} | {r['retrans']} "
-            f"| {fmt_delay([r])} | {'; '.join(note)} |")
+            f"| {dsacks(r)} | {fmt_delay([r])} | {'; '.join(note)} |")
     return out
 
 
 def verdicts(by, best_ring, spread, tuned, key="mb_per_gi", label="MB / 10⁹ busy instructions", slow_ring=None):
-    p = tuned.get("pptune")
-    if p is None:
+    """§3's targets for pptune, each judged in every repeat (`judged`)."""
+    ps = tuned.get("pptune")
+    if not ps:
         return ["(no pptune run)"]
     lo, hi = spread
-    out = []
-    ok = p[key] >= lo
-    out.append(f"- figure ({label}) within the noise of best static (band {lo:.1f}–{hi:.1f}, "
-               f"best mean ± 2σ): pptune {p[key]:.1f}: **{'met' if ok else 'NOT met'}**")
-    ok = p["ring"] <= 2 * best_ring
-    out.append(f"- ring ≤ 2× best static ring: {p['ring']} vs 2 × {best_ring} = {2 * best_ring}: "
-               f"**{'met' if ok else 'NOT met'}**")
+    out = [judged(f"figure ({label}) within the noise of best static (band {lo:.1f}–{hi:.1f}, best mean ± 2σ)",
+                  [(p[key] >= lo, f"{p[key]:.1f}") for p in ps]),
+           judged(f"ring ≤ 2× best static ring ({best_ring}: ≤ {2 * best_ring})",
+                  [(p["ring"] <= 2 * best_ring, str(p["ring"])) for p in ps])]
     if slow_ring is not None:
-        ok = p["ring"] <= 2 * slow_ring
-        out.append(f"- ring ≤ 2× the best static ring by slow-path allocations: {p['ring']} vs 2 × {slow_ring} = "
-                   f"{2 * slow_ring}: **{'met' if ok else 'NOT met'}** (pptune: {p['slow_per_k']:.2f} slow, "
-                   f"{p['ring_full_per_k']:.1f} ring_full per 1,000 frames)")
-    ok = p["changes"] <= 2
-    out.append(f"- ≤ 2 changes: {p['changes']}: **{'met' if ok else 'NOT met'}**")
-    m = tuned.get("max-once")
-    if m is not None:
-        quarter = m["ring"] / 4
+        out.append(judged(f"ring ≤ 2× the best static ring by slow-path allocations ({slow_ring}: ≤ {2 * slow_ring}; "
+                          f"the estimator against the ring_full knee)",
+                          [(p["ring"] <= 2 * slow_ring,
+                            f"{p['ring']} ({p['slow_per_k']:.2f} slow, {p['ring_full_per_k']:.1f} ring_full / 1000)")
+                           for p in ps]))
+    out.append(judged("≤ 2 changes", [(p["changes"] <= 2, str(p["changes"])) for p in ps]))
+    ms = tuned.get("max-once")
+    if ms:
+        m_mem = mean([m["mem_mean"] for m in ms])
+        quarter = mean([m["ring"] for m in ms]) / 4
         if best_ring <= quarter:
-            ok = p["mem_mean"] <= m["mem_mean"] / 4
-            out.append(f"- pool memory ≤ ¼ of max once's (best static {best_ring} ≤ max/4 = {quarter:.0f}): "
-                       f"{p['mem_mean'] / MIB:.1f} vs {m['mem_mean'] / MIB:.1f} / 4 = "
-                       f"{m['mem_mean'] / 4 / MIB:.1f} MiB: **{'met' if ok else 'NOT met'}**")
+            out.append(judged(f"pool memory ≤ ¼ of max once's (best static {best_ring} ≤ max/4 = {quarter:.0f}; "
+                              f"max once {m_mem / MIB:.1f} MiB, so ≤ {m_mem / 4 / MIB:.1f})",
+                              [(p["mem_mean"] <= m_mem / 4, f"{p['mem_mean'] / MIB:.1f}") for p in ps]))
         else:
             out.append(f"- pool memory vs max once: not judged (best static {best_ring} > max/4 = {quarter:.0f})")
+    width = (hi - lo) / 2
     for name in BASELINES:
-        b = tuned.get(name)
-        if b is None:
+        bs = tuned.get(name)
+        if not bs:
             continue
-        width = (hi - lo) / 2
-        cmp = "≥" if p[key] >= b[key] - width else "<"
-        out.append(f"- against {name} ({label}): pptune {p[key]:.1f} {cmp} {name} {b[key]:.1f} "
-                   f"(tolerance 2σ = {width:.1f}); memory {p['mem_mean'] / MIB:.1f} vs "
-                   f"{b['mem_mean'] / MIB:.1f} MiB; changes {p['changes']} vs {b['changes']}")
+        b = mean([r[key] for r in bs])
+        b_mem = mean([r["mem_mean"] for r in bs])
+        out.append(judged(f"at least {name}'s figure (its mean {b:.1f} over {len(bs)} runs, less 2σ = {width:.1f}; "
+                          f"memory: pptune {mean([p['mem_mean'] for p in ps]) / MIB:.1f} against "
+                          f"{b_mem / MIB:.1f} MiB; changes {mean([p['changes'] for p in ps]):.1f} against "
+                          f"{mean([r['changes'] for r in bs]):.1f})",
+                          [(p[key] >= b - width, f"{p[key]:.1f}") for p in ps]))
     return out
 
 
@@ -250,45 +298,47 @@ def behaviour_verdicts(by, tuned):
     slow path while freeing < GROW_AT of its returns to a full ring), and
     no change over 2 x calm_before_shrink after convergence (settle)."""
     out = []
-    p = tuned.get("pptune")
+    ps = tuned.get("pptune") or []
     first = by[min(by)]
     slow = mean([r["slow_per_k"] for r in first])
     share = mean([r["ring_full_share"] or 0.0 for r in first])
-    if p is not None and slow >= 1.0 and share < GROW_AT:
-        ok = p["changes"] == 0
-        out.append(f"- held pages (ring {min(by)}: {slow:.2f} slow / 1000 frames, ring_full share {share:.3f}): "
-                   f"pptune changes {p['changes']}, ring {p['ring']}: **{'met' if ok else 'NOT met'}** (target: no growth)")
-    elif p is not None and share >= GROW_AT and (beyond := held_beyond(by)):
+    if ps and slow >= 1.0 and share < GROW_AT:
+        out.append(judged(f"held pages (ring {min(by)}: {slow:.2f} slow / 1000 frames, ring_full share {share:.3f}; "
+                          f"target: no growth): pptune changes, ring",
+                          [(p["changes"] == 0, f"{p['changes']}, {p['ring']}") for p in ps]))
+    elif ps and share >= GROW_AT and (beyond := held_beyond(by)):
         # Part of the slow path is tunable (ring_full at the small rings),
         # part comes from held pages (it stays at the largest ring with no
         # ring_full): growth must stop where ring_full does.
         top, clear = beyond
-        ok = p["ring"] <= 2 * clear
-        out.append(f"- held pages beyond any ring (ring {max(by)}: {top:.2f} slow / 1000 frames, no ring_full; "
-                   f"ring_full reaches 0 at {clear}): pptune ring {p['ring']} after {p['changes']} changes, "
-                   f"{p['slow_per_k']:.2f} slow / 1000 left: **{'met' if ok else 'NOT met'}** "
-                   f"(target: no growth past 2 × {clear} = {2 * clear} for the held part)")
-    elif p is not None and share < GROW_AT:
-        ok = p["changes"] == 0
-        out.append(f"- nothing to tune (ring {min(by)}: {slow:.2f} slow / 1000 frames, ring_full share {share:.3f}): "
-                   f"pptune changes {p['changes']}: **{'met' if ok else 'NOT met'}** (target: none); the held-pages "
-                   f"case is not exercised here")
+        out.append(judged(f"held pages beyond any ring (ring {max(by)}: {top:.2f} slow / 1000 frames, no ring_full; "
+                          f"ring_full reaches 0 at {clear}; target: no growth past 2 × {clear} = {2 * clear})",
+                          [(p["ring"] <= 2 * clear, f"ring {p['ring']} after {p['changes']} changes, "
+                            f"{p['slow_per_k']:.2f} slow / 1000 left") for p in ps]))
+    elif ps and share < GROW_AT:
+        out.append(judged(f"nothing to tune (ring {min(by)}: {slow:.2f} slow / 1000 frames, ring_full share "
+                          f"{share:.3f}; target: no change; the held-pages case is not exercised here)",
+                          [(p["changes"] == 0, str(p["changes"])) for p in ps]))
     return out + settle_verdict(tuned)
 
 
 def settle_verdict(tuned):
     """The settle check (tuner `settle`): no change over 2 ×
-    calm_before_shrink after convergence. Needs no sweep."""
-    r = tuned.get("settle")
-    if r is None:
+    calm_before_shrink after convergence, in every run. Needs no sweep."""
+    rs = tuned.get("settle")
+    if not rs:
         return []
-    st = r.get("settle")
-    if not st:
-        return ["- settle: the run never converged (no quiet spell): **NOT met**"]
-    ok = st["changes_in_watch"] == 0 and st["watch_s"] >= 2 * st["calm_before_shrink_s"]
-    return [f"- settle: converged at {st['converged_s']:.0f} s (ring {r['ring']}, {r['changes']} changes), then "
-            f"{st['changes_in_watch']} changes in {st['watch_s']:.0f} s "
-            f"(2 × calm_before_shrink = {2 * st['calm_before_shrink_s']:.0f} s): **{'met' if ok else 'NOT met'}**"]
+    results = []
+    for r in rs:
+        st = r.get("settle")
+        if not st:
+            results.append((False, "never converged (no quiet spell)"))
+            continue
+        results.append((st["changes_in_watch"] == 0 and st["watch_s"] >= 2 * st["calm_before_shrink_s"],
+                        f"converged at {st['converged_s']:.0f} s (ring {r['ring']}, {r['changes']} changes), then "
+                        f"{st['changes_in_watch']} changes in {st['watch_s']:.0f} s "
+                        f"(2 × calm_before_shrink = {2 * st['calm_before_shrink_s']:.0f} s)"))
+    return [judged("settle", results)]
 
 
 def workload(rows, wl):
@@ -308,12 +358,13 @@ def workload(rows, wl):
                 f"({sspread[0]:.2f}–{sspread[1]:.2f}); smallest ring within: **{sring}**.", ""]
     out += tuned_table(by, best_ring, spread, tuned)
     out += [""]
-    for name in TUNERS:
-        r = tuned.get(name)
-        if r is not None and r.get("timeline"):
+    if any(len(rs) > 1 for rs in tuned.values()):
+        out += ["Per tuner over its repeats (mean [range]):", ""] + tuner_summary(tuned) + [""]
+    for name, i, r in each_run(tuned):
+        if r.get("timeline"):
             steps = ", ".join(f"{t:.0f}s:{ring}" + ("" if s is None else f"({s:.2f})")
                               for t, ring, s in r["timeline"])
-            out.append(f"- {name} timeline (s: ring (ring_full share of the window)): {steps}")
+            out.append(f"- {runs_label(name, tuned[name], i)} timeline (s: ring (ring_full share of the window)): {steps}")
     fbest, fspread, fring, _ = best_static(by, "kf_per_gi", True)
     out += ["", f"Best static on thousand frames per 10⁹ busy instructions (kernel-counted): best mean at "
                 f"{fbest} (within its noise: {fspread[0]:.1f}–{fspread[1]:.1f}); smallest ring within: **{fring}**."]
