@@ -1382,8 +1382,11 @@ async fn held_shed_attempt(k: &str, c: &Client) -> Result<(), (String, u64)> {
 /// (`ring_full`); pptune raises the ring in at most three changes and
 /// then holds it 15 s (three cooldowns and evaluations), over which the
 /// pools free under 5 %; TCP delivers every byte intact; every page comes
-/// home and the kernel log stays clean. Runs on one vCPU and, in
-/// tests/vm/test.sh's two-vCPU boot, on two.
+/// home and the kernel log stays clean. tests/vm/test.sh boots it under
+/// the iommu-strict host profile (a miss maps and unmaps through the
+/// emulated IOMMU) on one vCPU and on two: there pptune must price the
+/// miss, and every decision's evidence says the factor it divided its
+/// thresholds by (above 1 under an IOMMU, 1 elsewhere).
 #[test]
 fn wire_draining_tcp_converges_and_holds() {
     let k = require_ppsim(
@@ -1394,6 +1397,7 @@ fn wire_draining_tcp_converges_and_holds() {
     if let Ok(want) = std::env::var("PPTUNE_VM_EXPECT_CPUS") {
         assert_eq!(cpus.to_string(), want, "vCPUs in this VM");
     }
+    let priced = pptune_tests::vm::profile().is_some_and(pptune_tests::vm::Profile::iommu);
     let home = Duration::from_secs(15);
     let mark = dmesg_mark();
     let p = Ppsim::load().expect("ppsim loads");
@@ -1480,6 +1484,12 @@ fn wire_draining_tcp_converges_and_holds() {
     d.kill9();
     let head: Vec<&str> = log.lines().take(60).collect();
     println!("pptune's log, first 60 lines:\n{}", head.join("\n"));
+    let factors = evidence_values(&log, "miss_cost_factor");
+    assert!(
+        !factors.is_empty() && factors.iter().all(|&f| (f > 1.0) == priced),
+        "{k}: the decisions' miss_cost_factor {factors:?}, under a profile that {} a miss",
+        if priced { "prices" } else { "does not price" }
+    );
     let Some((after, after_d)) = after else {
         if let Some((r, (share, stats))) = last {
             panic!(
@@ -1494,9 +1504,10 @@ fn wire_draining_tcp_converges_and_holds() {
         );
     };
     println!(
-        "MEASURE scenario=wire_drain kernel={k} vcpus={cpus} streams=4 pattern=drain --sync --pause-ms 50 --rcvbuf 1048576 | \
+        "MEASURE scenario=wire_drain kernel={k} vcpus={cpus} priced={priced} miss_cost_factor={:?} streams=4 pattern=drain --sync --pause-ms 50 --rcvbuf 1048576 | \
          before ring=256 ring_full_share={before:.4} | changes (s since pptune started, ring) {changes:?} | \
          after ring={ring} ring_full_share={after:.4} held_15s={held} | {} bytes, InSegs {}, RetransSegs {}",
+        factors.first(),
         t.received(),
         t.snmp("Tcp.InSegs"),
         t.snmp("Tcp.RetransSegs"),
@@ -1522,4 +1533,18 @@ fn wire_draining_tcp_converges_and_holds() {
     w.teardown(home)
         .unwrap_or_else(|pools| panic!("{k}: pools outlived their devices: {pools:#?}"));
     assert_quiet_kernel(mark, k.as_str());
+}
+
+/// The numbers a decision's evidence gave `key` in a daemon log, in either
+/// log format (`key=1.84` in text, `"key":1.84` in JSON).
+fn evidence_values(log: &str, key: &str) -> Vec<f64> {
+    log.match_indices(key)
+        .filter_map(|(i, _)| {
+            let rest = log[i + key.len()..].trim_start_matches(['=', '"', ':', ' ']);
+            let end = rest
+                .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '-' | '+')))
+                .unwrap_or(rest.len());
+            rest[..end].parse().ok()
+        })
+        .collect()
 }

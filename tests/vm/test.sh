@@ -7,10 +7,12 @@
 # The suites fall in parts, which tests/run-all.sh runs in separate VMs so
 # that both cores work and no paced guest shares its core with host work:
 #   functional   every suite but the paced ones;
-#   closed-loop  vm_closed_loop (the daemon against ppsim, paced);
+#   closed-loop  vm_closed_loop (the daemon against ppsim, paced), and its
+#                wire scenario again under the iommu-strict profile (a
+#                priced miss), one boot each;
 #   ppsim        vm_ppsim (ppsim's model against the guest's clock, paced);
-#   two-vcpu     the non-power-of-two and the wire closed-loop scenarios on
-#                two vCPUs;
+#   two-vcpu     the non-power-of-two scenario (free) and the priced wire
+#                scenario (iommu-strict) on two vCPUs, one boot each;
 #   profiles     vm_profiles under each priced host profile (distro,
 #                iommu-strict, iommu-lazy, devmem; 7.3), one boot each; the free
 #                profile's run of it is in the functional part;
@@ -157,8 +159,9 @@ skips_for() {
     case "$1" in
         6.1) echo held_page_gives_inflight_and_detach_time deleted_device_orphans_its_pool page_pool_stats_agree_with_ynl ;;
         # The free profile has no IOMMU to map through, no PCI function
-        # for a devmem device.
-        7.3) echo "$IOMMU_ONLY $DEVMEM_ONLY" ;;
+        # for a devmem device; the wire closed loop runs priced, in boots
+        # of its own (below).
+        7.3) echo "$IOMMU_ONLY $DEVMEM_ONLY $WIRE" ;;
     esac
 }
 IOMMU_ONLY=wire_pages_are_mapped_and_unmapped_by_the_iommu
@@ -193,29 +196,38 @@ boot() {
 # The field pattern has the consumer on another CPU than the producer:
 # after the 7.3 suites, the non-power-of-two burst scenario and the closed
 # loop on real traffic (the wire) run again on two vCPUs (issues 12 and 29;
-# each test checks it got them). Part of the suite unless a filter that
-# leaves them out was given; a filter runs those of them it names.
+# each test checks it got them). The wire scenario runs under the
+# iommu-strict profile, where a miss is priced, on one vCPU (the
+# closed-loop part) and on two (the two-vCPU part); the free boots skip it.
+# Part of the suite unless a filter that leaves them out was given; a
+# filter runs those of them it names.
 NP2=non_power_of_two_bursts_converge_near_the_burst
 WIRE=wire_draining_tcp_converges_and_holds
-two_vcpu_tests() {
-    local t
-    for t in "$NP2" "$WIRE"; do
-        if [ -z "${PPTUNE_VM_FILTER:-}" ] || [[ " $PPTUNE_VM_FILTER " == *" $t "* ]]; then
-            printf '%s ' "$t"
-        fi
-    done
-}
+PRICED_WIRE_PROFILE=iommu-strict
+wanted() { [ -z "${PPTUNE_VM_FILTER:-}" ] || [[ " $PPTUNE_VM_FILTER " == *" $1 "* ]]; }
 two_vcpu_wanted() {
     case "$PART" in all|paced|two-vcpu) ;; *) return 1 ;; esac
-    [ -n "$(two_vcpu_tests)" ]
+    wanted "$NP2" || wanted "$WIRE"
+}
+priced_wire_wanted() {
+    case "$PART" in all|paced|closed-loop) ;; *) return 1 ;; esac
+    wanted "$WIRE"
+}
+closed_loop_bin() {
+    local cl
+    mapfile -t cl < <(printf '%s\n' "${BINS[@]}" | grep '/vm_closed_loop-')
+    [ ${#cl[@]} -eq 1 ] || die "no vm_closed_loop binary for the boots of its scenarios"
+    echo "${cl[0]}"
 }
 for k in "${KERNELS[@]}"; do
     mapfile -t KBINS < <(suites_for "$k")
     np2=0
     [ "$k" = 7.3 ] && two_vcpu_wanted && np2=1
+    pw=0
+    [ "$k" = 7.3 ] && priced_wire_wanted && pw=1
     prof=0
     profiles_wanted "$k" && prof=1
-    if [ ${#KBINS[@]} -eq 0 ] && [ "$np2" = 0 ] && [ "$prof" = 0 ]; then
+    if [ ${#KBINS[@]} -eq 0 ] && [ "$np2" = 0 ] && [ "$pw" = 0 ] && [ "$prof" = 0 ]; then
         log "=== kernel $k: no $PART suites"
         continue
     fi
@@ -224,12 +236,21 @@ for k in "${KERNELS[@]}"; do
         log "=== kernel $k: booting and running ${#KBINS[@]} $PART suite(s)"
         PPTUNE_VM_SKIP="$(skips_for "$k")" boot "kernel $k ($PART)" "$k" -- "${KBINS[@]}"
     fi
+    if [ "$pw" = 1 ]; then
+        log "=== kernel 7.3, profile $PRICED_WIRE_PROFILE, 1 vCPU: $WIRE"
+        PPTUNE_VM_FILTER="$WIRE" PPTUNE_VM_EXPECT_CPUS=1 \
+            boot "kernel 7.3, profile $PRICED_WIRE_PROFILE, 1 vCPU" 7.3 --profile "$PRICED_WIRE_PROFILE" -- "$(closed_loop_bin)"
+    fi
     if [ "$np2" = 1 ]; then
-        mapfile -t CL < <(printf '%s\n' "${BINS[@]}" | grep '/vm_closed_loop-')
-        [ ${#CL[@]} -eq 1 ] || die "no vm_closed_loop binary for the two-vCPU run"
-        tests2="$(two_vcpu_tests)"
-        log "=== kernel 7.3, 2 vCPUs: $tests2"
-        PPTUNE_VM_FILTER="${tests2% }" PPTUNE_VM_EXPECT_CPUS=2 boot "kernel 7.3, 2 vCPUs" 7.3 --smp 2 -- "${CL[@]}"
+        if wanted "$NP2"; then
+            log "=== kernel 7.3, 2 vCPUs: $NP2"
+            PPTUNE_VM_FILTER="$NP2" PPTUNE_VM_EXPECT_CPUS=2 boot "kernel 7.3, 2 vCPUs" 7.3 --smp 2 -- "$(closed_loop_bin)"
+        fi
+        if wanted "$WIRE"; then
+            log "=== kernel 7.3, profile $PRICED_WIRE_PROFILE, 2 vCPUs: $WIRE"
+            PPTUNE_VM_FILTER="$WIRE" PPTUNE_VM_EXPECT_CPUS=2 \
+                boot "kernel 7.3, profile $PRICED_WIRE_PROFILE, 2 vCPUs" 7.3 --smp 2 --profile "$PRICED_WIRE_PROFILE" -- "$(closed_loop_bin)"
+        fi
     fi
     if [ "$prof" = 1 ]; then
         mapfile -t PR < <(printf '%s\n' "${BINS[@]}" | grep '/vm_profiles-')
