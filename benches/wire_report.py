@@ -166,7 +166,7 @@ def judged(label, results):
     n, k = len(results), sum(1 for ok, _ in results if ok)
     word = "met" if k == n else ("NOT met" if k == 0 else "missed")
     detail = "; ".join(d for _, d in results)
-    return f"- {label}: {detail}: **{word}** ({k} of {n})"
+    return f"- {label}: {detail}: **{word}** (met in {k} of {n})"
 
 
 def age_note(rows):
