@@ -1282,7 +1282,9 @@ async fn main() {
                     static_point(&o, &p, w, ring, pass).await;
                 }
             }
-            if pass + 1 == o.rounds && o.trace_provider && w.devmem {
+            // After the last round (in the first pass when there is no
+            // sweep), before that pass's tuners.
+            if pass == o.rounds.saturating_sub(1) && o.trace_provider && w.devmem {
                 for &ring in &o.sweep {
                     provider_trace_point(&o, &p, w, ring).await;
                 }
@@ -1291,21 +1293,14 @@ async fn main() {
                 continue;
             }
             let mut tuners = o.tuners.clone();
-            if !tuners.is_empty() {
-                let k = pass as usize % tuners.len();
-                tuners.rotate_left(k);
-            }
+            let k = pass as usize % tuners.len().max(1);
+            tuners.rotate_left(k);
             for t in tuners {
                 match t {
                     Tuner::GiveBack(then) => give_back_run(&o, &p, w, then).await,
                     Tuner::Settle if !w.stationary => {}
                     _ => tuned_run(&o, &p, w, t, pass).await,
                 }
-            }
-        }
-        if o.rounds == 0 && o.trace_provider && w.devmem {
-            for &ring in &o.sweep {
-                provider_trace_point(&o, &p, w, ring).await;
             }
         }
     }
