@@ -62,7 +62,7 @@ struct DeviceRun<'a> {
     scratch: std::cell::Cell<String>,
     /// The finding window that closed in this pass, as rates: the baseline
     /// of a change decided on it ([`Decision::baseline`]).
-    window: std::cell::Cell<Option<Rates>>,
+    window: std::cell::RefCell<Option<Rates>>,
 }
 
 /// A decision before the safety gates.
@@ -199,7 +199,7 @@ impl<'a> DeviceRun<'a> {
             ev.insert(gates::SEVERE_EVIDENCE, f64::from(th.severe_samples));
         }
         self.evidence(&f, &ds.window, ev);
-        self.window.set(Some(Rates::of_window(&ds.window)));
+        *self.window.borrow_mut() = Some(Rates::of_window(&ds.window));
         self.update_streaks(ds, &f, min_pages);
         ds.window.clear();
         self.choose(ds, &f, ctx, ev)
@@ -464,7 +464,7 @@ impl<'a> DeviceRun<'a> {
         out.baseline = if action == Action::Hold {
             None
         } else {
-            self.window.get()
+            self.window.borrow().clone()
         };
         out.id.set(&dev.id, knob, reason);
     }

@@ -10,12 +10,14 @@
 
 use std::time::Duration;
 
+use crate::drivers::POOL_CACHE_PAGES;
 use crate::observation::Outcome;
 use crate::plan::{Knob, ReasonCode};
 use crate::policy::Policy;
 use crate::price::MissCost;
+use crate::signals::n64;
 use crate::snapshot::Device;
-use crate::window::{Rates, mean_pages};
+use crate::window::{LoadAcc, Rates};
 
 /// The verdict on a change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -208,28 +210,40 @@ pub fn judge(
 }
 
 /// Whether the returns outgrew a ring growth `from` → `to` while it was
-/// judged (`Some`: what grew). With the load held, each part of the pages
-/// in flight follows the ring (the buffers posted, the pages a bigger pool
-/// ring parks) or does not depend on it (the pages the stack holds), so
-/// together they grow by at most the ring's ratio. More means the traffic
-/// grew under the step — TCP autotuning deepening a receive queue, a new
-/// flow — and the recycle-miss shares before and after do not compare:
-/// the wire's steady stream went from 0.11 to 0.15 across 256 → 361 while
-/// the pages out went ×2 to ×7. Such a step is not judged ineffective
-/// (which would end growth), and the next window decides afresh
-/// (docs/decisions.md §4).
+/// judged (`Some`: what grew). With the load held, each part of a queue's
+/// pages in flight follows the ring (the buffers posted, the pages a bigger
+/// pool ring parks), does not depend on it (the pages the stack holds) or
+/// is bounded by the pool's cache ([`POOL_CACHE_PAGES`], full at one
+/// sample and empty at the next), so together they grow by at most the
+/// ring's ratio and a cache. More, on any queue, means the traffic grew
+/// under the step — TCP autotuning deepening a receive queue, a new flow —
+/// and the recycle-miss shares before and after do not compare: the
+/// wire's steady stream went from 0.11 to 0.15 across 256 → 361 while the
+/// pages out went ×2 to ×7. Queue by queue, because on a device of several
+/// busy queues the others' held pages dilute one queue's growth in the
+/// device's sum. Such a step is not judged ineffective (which would end
+/// growth), and the next window decides afresh (docs/decisions.md §4).
 fn outgrown(before: &Rates, after: &Rates, (from, to): (u32, u32)) -> Option<String> {
-    if from == 0 || to <= from || before.inflight <= 0.0 {
+    if from == 0 || to <= from {
         return None;
     }
     let ring = f64::from(to) / f64::from(from);
-    let load = after.inflight / before.inflight;
-    (load > ring).then(|| {
-        format!(
-            "but the returns grew under the step: the pages in flight went {:.0} -> {:.0} (x{load:.2}), more than the ring's x{ring:.2} accounts for; not judged",
-            before.inflight, after.inflight
-        )
-    })
+    let cache = n64(POOL_CACHE_PAGES);
+    after
+        .load
+        .0
+        .iter()
+        .filter_map(|&(key, a)| {
+            let b = before.load.of(key).filter(|b| *b > 0.0)?;
+            (a > b * ring + cache).then_some((key, b, a))
+        })
+        .max_by(|x, y| (x.2 / x.1).total_cmp(&(y.2 / y.1)))
+        .map(|(key, b, a)| {
+            format!(
+                "but the returns grew under the step: {key}'s pages in flight went {b:.0} -> {a:.0} (x{:.2}), more than the ring's x{ring:.2} and a pool cache account for; not judged",
+                a / b
+            )
+        })
 }
 
 /// An open post-change evaluation window: what the daemon keeps between
@@ -255,10 +269,9 @@ pub struct Evaluation {
     /// new setting. The window restarts at the first regular sample after
     /// the change.
     pub settled: bool,
-    /// Pages the device's pools had out, summed over the settled window's
-    /// samples, and how many: the load the change is judged under.
-    pub inflight_sum: u64,
-    pub samples: u32,
+    /// Pages each queue's pools had out over the settled window's samples:
+    /// the load the change is judged under.
+    pub load: LoadAcc,
 }
 
 /// A change the kernel took: `knob` went `from` → `to` (the value read
@@ -296,8 +309,7 @@ impl Evaluation {
             start,
             start_at: at,
             settled: false,
-            inflight_sum: 0,
-            samples: 0,
+            load: LoadAcc::default(),
         }
     }
 
@@ -306,8 +318,7 @@ impl Evaluation {
     /// with the policy's growth threshold). `None`: still open.
     pub fn advance(&mut self, dev: &Device, now: Duration, policy: &Policy) -> Option<Verdict> {
         if self.settled {
-            self.inflight_sum = self.inflight_sum.saturating_add(dev.inflight_pages());
-            self.samples = self.samples.saturating_add(1);
+            self.load.add(dev);
         } else {
             self.settle(dev, now, policy);
         }
@@ -332,8 +343,8 @@ impl Evaluation {
             self.start_at = now;
             self.ends = now.saturating_add(len);
             self.settled = true;
-            self.inflight_sum = dev.inflight_pages();
-            self.samples = 1;
+            self.load = LoadAcc::default();
+            self.load.add(dev);
         }
     }
 
@@ -348,7 +359,7 @@ impl Evaluation {
     fn judge(&self, dev: &Device, now: Duration, policy: &Policy) -> Verdict {
         let after =
             Rates::between(&self.start, dev, now.saturating_sub(self.start_at)).map(|r| Rates {
-                inflight: mean_pages(self.inflight_sum, self.samples),
+                load: self.load.mean(),
                 ..r
             });
         judge(
@@ -365,7 +376,9 @@ impl Evaluation {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::accounting::QueueKey;
     use crate::snapshot::PoolStats;
+    use crate::window::Load;
 
     fn r(miss: (u64, u64), harm: u64, packets: u64) -> Rates {
         Rates {
@@ -379,8 +392,13 @@ mod tests {
             harm,
             packets,
             reset: false,
-            inflight: 0.0,
+            load: Load::default(),
         }
+    }
+
+    /// One queue (rx-0) with `pages` out on average.
+    fn one(pages: f64) -> Load {
+        Load(vec![(QueueKey::Id(0), pages)])
     }
 
     #[test]
@@ -544,7 +562,7 @@ mod tests {
     fn a_growth_outgrown_by_its_returns_is_not_judged() {
         let policy = crate::fixtures::policy();
         let load = |miss, inflight| Rates {
-            inflight,
+            load: one(inflight),
             ..r(miss, 0, 1_000_000)
         };
         let before = load((113, 887), 512.0);
@@ -577,7 +595,7 @@ mod tests {
         ));
         // Harm first: a growth that made harm worse is reverted.
         let harmed = Rates {
-            inflight: 3000.0,
+            load: one(3000.0),
             ..r((152, 848), 5000, 1_000_000)
         };
         assert!(matches!(j(&before, harmed), Verdict::Harmful(_)));
@@ -591,13 +609,79 @@ mod tests {
         // no verdict, neither "outgrown" nor a failure that bars growth.
         for (ret, n) in [((0, 0), 0), ((3, 40), 10)] {
             let idle = Rates {
-                inflight: 3000.0,
+                load: one(3000.0),
                 ..r(ret, 0, n)
             };
             let v = j(&before, idle);
             assert!(matches!(v, Verdict::NoData(_)), "{ret:?}: {v:?}");
             assert!(v.why().contains("too little traffic"), "{v:?}");
         }
+    }
+
+    /// Several busy queues with different loads: one queue's returns grow
+    /// under a 256 → 361 step while three hold their own. The device's
+    /// pages in flight grow by less than the ring (×1.34: the three
+    /// queues' held pages dilute the one that grew); that queue's grow ×7,
+    /// so the step is not judged, as on a one-queue device. Held loads,
+    /// and an idle queue whose pool cache filled, leave the step judged.
+    #[test]
+    fn one_queue_outgrowing_a_step_among_busy_ones_is_not_judged() {
+        use crate::fixtures::{Nic, QueueCounters};
+        let policy = crate::fixtures::policy();
+        let w = policy.timing.evaluation;
+        // Queue q's pages out, and its counters since the pools were made:
+        // 11.3 % of returns freed before the step, 15.2 % after it.
+        let at = |ring: u32, pages: [u64; 4], miss: (u64, u64)| {
+            let mut n = Nic::pci(1, "ice", 4);
+            n.rings.rx = Some(ring);
+            n.device(|q| QueueCounters {
+                pool: PoolStats {
+                    recycle_ring_full: miss.0,
+                    recycle_ring: miss.1,
+                    ..PoolStats::default()
+                },
+                inflight: pages[q as usize],
+                ..QueueCounters::default()
+            })
+        };
+        let before_pages = [300, 3000, 3000, 256];
+        let baseline = Rates::between(
+            &at(256, before_pages, (0, 0)),
+            &at(256, before_pages, (1130, 8870)),
+            Duration::from_secs(10),
+        );
+        let change = Applied {
+            knob: Knob::Ring(crate::plan::RingField::Rx),
+            from: 256,
+            to: 361,
+            reason: ReasonCode::RecycleMissHigh,
+        };
+        let judged = |after: [u64; 4]| {
+            let t0 = Duration::from_secs(100);
+            let start = at(361, after, (0, 0));
+            let mut ev = Evaluation::open(change, baseline.clone(), start.clone(), t0, &policy);
+            let t1 = t0 + Duration::from_secs(2);
+            assert_eq!(ev.advance(&start, t1, &policy), None);
+            ev.advance(&at(361, after, (1520, 8480)), t1 + w, &policy)
+                .expect("closed")
+        };
+        // Queue 0 grew x7; queues 1 and 2 hold (their posted part follows
+        // the ring), queue 3 is idle. The device: 6556 -> 8057, x1.23.
+        let grown = [2100, 3105, 3105, 361 + 128 - 1];
+        let v = judged(grown);
+        assert!(matches!(v, Verdict::NoData(_)), "{v:?}");
+        assert!(
+            v.why()
+                .contains("rx-0's pages in flight went 300 -> 2100 (x7.00)"),
+            "{v:?}"
+        );
+        assert!(
+            grown.iter().sum::<u64>() * 256 < before_pages.iter().sum::<u64>() * 361,
+            "the device's sum grew by less than the ring"
+        );
+        // Every queue's load held: the step did not move the share.
+        let v = judged([423, 3105, 3105, 361 + 128 - 1]);
+        assert!(matches!(v, Verdict::Ineffective(_)), "{v:?}");
     }
 
     /// The load a change is judged under is the pages out at the settled
@@ -626,7 +710,7 @@ mod tests {
             reason: ReasonCode::RecycleMissHigh,
         };
         let before = Rates {
-            inflight: 1000.0,
+            load: one(1000.0),
             ..r((500, 500), 0, 0)
         };
         let t0 = Duration::from_secs(100);

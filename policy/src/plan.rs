@@ -144,7 +144,7 @@ impl Clone for Decision {
             message: self.message.clone(),
             evidence: self.evidence.clone(),
             id: RecommendationId(self.id.0.clone()),
-            baseline: self.baseline,
+            baseline: self.baseline.clone(),
         }
     }
 
@@ -158,7 +158,7 @@ impl Clone for Decision {
         self.message.clone_from(&source.message);
         self.evidence.0.clone_from(&source.evidence.0);
         self.id.0.clone_from(&source.id.0);
-        self.baseline = source.baseline;
+        self.baseline.clone_from(&source.baseline);
     }
 }
 
@@ -188,7 +188,7 @@ impl Decision {
         &self,
         last_interval: impl FnOnce() -> Option<crate::window::Rates>,
     ) -> Option<crate::window::Rates> {
-        self.baseline.or_else(last_interval)
+        self.baseline.clone().or_else(last_interval)
     }
 
     /// An empty slot for the engine to fill (`decide_into`).

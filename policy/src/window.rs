@@ -25,6 +25,10 @@ pub struct QueueAcc {
     pub provider: bool,
     /// Largest pool size estimate seen: pages in flight at a sample.
     pub inflight_peak: u64,
+    /// Pages the queue's pools had out, summed over the window's samples
+    /// ([`Load::of_window`]).
+    #[serde(default)]
+    pub inflight_sum: u64,
 }
 
 /// The open window of one device.
@@ -48,10 +52,6 @@ pub struct WindowAcc {
     pub packets: u64,
     /// Samples folded into this window.
     pub samples: u32,
-    /// Pages the device's pools had out, summed over the window's samples
-    /// (the pass's queue deltas, every pool; [`Self::inflight_mean`]).
-    #[serde(default)]
-    pub inflight_sum: u64,
 }
 
 impl WindowAcc {
@@ -63,13 +63,6 @@ impl WindowAcc {
             queues,
             ..Self::default()
         };
-    }
-
-    /// Pages the device's pools had out at the window's samples, on
-    /// average (0 for an empty window).
-    #[must_use]
-    pub fn inflight_mean(&self) -> f64 {
-        mean_pages(self.inflight_sum, self.samples)
     }
 
     /// Fold one sample interval of `dev` into the window (`deltas`: its
@@ -87,6 +80,7 @@ impl WindowAcc {
             acc.provider |= q.provider;
             acc.stats = acc.stats.add(&q.stats);
             acc.inflight_peak = acc.inflight_peak.max(q.inflight);
+            acc.inflight_sum = acc.inflight_sum.saturating_add(q.inflight);
         };
         // The pass gives each key once, in ascending order, and the
         // open window's queues are kept in the same order: one merge walk.
@@ -96,7 +90,6 @@ impl WindowAcc {
         let mut at = 0;
         let mut reset = false;
         for &(key, ref q) in deltas {
-            self.inflight_sum = self.inflight_sum.saturating_add(q.inflight);
             if q.pools == 0 {
                 continue;
             }
@@ -201,11 +194,86 @@ impl QueueFacts {
     }
 }
 
-/// Pages out per sample: `sum` over `samples` samples (0 for none). The
-/// load a ring step is judged under, for a finding window and for an
-/// evaluation window alike.
-#[must_use]
-pub fn mean_pages(sum: u64, samples: u32) -> f64 {
+/// Pages each RX queue's pools had out (posted, in the stack, parked in
+/// the pools' rings and caches), on average over a span's samples, by
+/// queue key in ascending order: how much the returns hold, the load a
+/// ring step is judged under, queue by queue (`evaluate::outgrown`). Per
+/// queue, because a device's sum dilutes one queue whose load grew by the
+/// others' held pages.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Load(pub Vec<(QueueKey, f64)>);
+
+impl Load {
+    /// The load of a closed finding window.
+    #[must_use]
+    pub fn of_window(w: &WindowAcc) -> Self {
+        Self(
+            w.queues
+                .iter()
+                .map(|(k, q)| (*k, mean_pages(q.inflight_sum, w.samples)))
+                .collect(),
+        )
+    }
+
+    /// The queue's pages, if it was seen.
+    #[must_use]
+    pub fn of(&self, key: QueueKey) -> Option<f64> {
+        self.0
+            .binary_search_by(|(k, _)| k.cmp(&key))
+            .ok()
+            .map(|i| self.0[i].1)
+    }
+}
+
+/// Pages each queue's pools had out, summed over the samples folded in
+/// ([`Self::add`]): a [`Load`] in the making, for spans that are not a
+/// finding window (an evaluation, a pair of samples).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoadAcc {
+    samples: u32,
+    queues: Vec<(QueueKey, u64)>,
+}
+
+impl LoadAcc {
+    /// Folds in one sample of the device: each RX queue's pools (entries
+    /// of one id summed) and the unmapped bucket.
+    pub fn add(&mut self, dev: &Device) {
+        self.samples = self.samples.saturating_add(1);
+        let pages = |pools: &[crate::snapshot::Pool]| {
+            pools
+                .iter()
+                .filter_map(|p| p.inflight)
+                .fold(0, u64::saturating_add)
+        };
+        for q in &dev.rx_queues {
+            self.add_pages(QueueKey::Id(q.id), pages(&q.pools));
+        }
+        if !dev.unmapped_pools.is_empty() {
+            self.add_pages(QueueKey::Unmapped, pages(&dev.unmapped_pools));
+        }
+    }
+
+    fn add_pages(&mut self, key: QueueKey, n: u64) {
+        match self.queues.binary_search_by(|(k, _)| k.cmp(&key)) {
+            Ok(i) => self.queues[i].1 = self.queues[i].1.saturating_add(n),
+            Err(i) => self.queues.insert(i, (key, n)),
+        }
+    }
+
+    /// The mean per queue over the samples folded in.
+    #[must_use]
+    pub fn mean(&self) -> Load {
+        Load(
+            self.queues
+                .iter()
+                .map(|(k, n)| (*k, mean_pages(*n, self.samples)))
+                .collect(),
+        )
+    }
+}
+
+/// Pages out per sample: `sum` over `samples` samples (0 for none).
+fn mean_pages(sum: u64, samples: u32) -> f64 {
     if samples == 0 {
         return 0.0;
     }
@@ -213,7 +281,7 @@ pub fn mean_pages(sum: u64, samples: u32) -> f64 {
 }
 
 /// What one window of one device looked like.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Rates {
     pub secs: f64,
     /// Pool counter deltas ([`crate::accounting::device_delta`]).
@@ -226,11 +294,9 @@ pub struct Rates {
     pub packets: u64,
     /// A counter went backwards inside the window: no data.
     pub reset: bool,
-    /// Pages the device's pools had out at its samples, on average
-    /// ([`Device::inflight_pages`]): how much the returns hold, the load a
-    /// ring step is judged under ([`outgrown`]).
+    /// Pages each queue's pools had out at its samples, on average.
     #[serde(default)]
-    pub inflight: f64,
+    pub load: Load,
 }
 
 impl Rates {
@@ -260,7 +326,12 @@ impl Rates {
             harm: h.events(),
             packets: h.packets,
             reset: pools.reset || h.reset,
-            inflight: mean_pages(a.inflight_pages().saturating_add(pools.inflight), 2),
+            load: {
+                let mut l = LoadAcc::default();
+                l.add(a);
+                l.add(b);
+                l.mean()
+            },
         })
     }
 
@@ -281,7 +352,7 @@ impl Rates {
             harm: harm_events(w.drops, w.alloc_fail),
             packets: w.packets,
             reset: w.reset,
-            inflight: w.inflight_mean(),
+            load: Load::of_window(w),
         }
     }
 

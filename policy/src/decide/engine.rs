@@ -156,7 +156,7 @@ fn run_into(
             info: drivers::driver_info(dev),
             queues: obs.pass.deltas.queues(*at),
             scratch: std::cell::Cell::new(std::mem::take(&mut out.message)),
-            window: std::cell::Cell::new(None),
+            window: std::cell::RefCell::new(None),
         };
         if let Some(before) = shared.get(k) {
             let mut ds = before.clone();

@@ -60,14 +60,16 @@ fn a_change_carries_its_window_as_baseline() {
     assert_eq!(d.reason, ReasonCode::RecycleMissHigh);
     let b = d
         .baseline
+        .clone()
         .expect("a change decided on a window has a baseline");
     // Both queues, over the window that closed (one interval here).
     assert_eq!(w.policy.timing.window, w.policy.timing.interval);
     assert_eq!(b.pools.recycle_ring_full, 2 * t.pool.recycle_ring_full);
     assert_eq!((b.packets, b.reset), (2 * t.packets, false));
     assert!((b.secs - w.policy.timing.interval.as_secs_f64()).abs() < 1e-9);
-    // Each pool had 1024 pages out at the window's one sample.
-    assert!((b.inflight - 2048.0).abs() < 1e-9, "{b:?}");
+    // Each queue's pool had 1024 pages out at the window's one sample.
+    let queues = [0, 1].map(|q| (crate::accounting::QueueKey::Id(q), 1024.0));
+    assert_eq!(b.load, crate::window::Load(queues.to_vec()));
 }
 
 #[test]

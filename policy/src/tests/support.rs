@@ -403,7 +403,7 @@ impl World {
         };
         self.evaluations.push(crate::evaluate::Evaluation::open(
             change,
-            d.baseline,
+            d.baseline.clone(),
             dev.clone(),
             self.now,
             &self.policy,
