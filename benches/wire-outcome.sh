@@ -7,6 +7,7 @@
 #   benches/wire-outcome.sh            # the whole run -> benches/results/wire-outcome.*
 #   benches/wire-outcome.sh --smoke    # checks the bench still runs (CI)
 #   benches/wire-outcome.sh --remedy   # time to remedy at the shipped default
+#   benches/wire-outcome.sh --rebuild --profile P   # BENCHMARKS §3.R on one priced profile
 #   benches/wire-outcome.sh [--name NAME] [--jobs N] [--profile P] -- DRIVER-OPTIONS...   # an ad-hoc run
 #
 # Host: builds the driver, the release pptune (one `cargo bench --no-run`,
@@ -29,6 +30,13 @@
 # sampling interval, B's counters read every second: the time from the
 # first second whose ring_full share is >= 20 % to pptune's first change,
 # and to the remedy, after which the share stays under 5 % (wire-remedy.*).
+# --rebuild: BENCHMARKS §3.R's run on one host profile (rebuild-P.*;
+# iommu-strict's first round also swept 16384): drain-pinned and udp
+# (devmem and devmem-a2a on devmem) in two VMs, rings 256, 1024, 2048 and
+# 4096 in 3 interleaved rounds, max once, doubling, one-shot, naive and
+# pptune 3 times each, every row at 45 s of traffic. One profile takes
+# 60-100 min of host time here, so the whole outcome run is split one
+# profile per run.
 # --profile: the host profile the VMs boot with (tests/vm/run.sh --profile:
 # free, distro, iommu-strict, iommu-lazy, devmem; default free). The devmem
 # workloads (devmem, devmem-a2a: received through the dma-buf provider)
@@ -39,6 +47,7 @@ set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 SMOKE=0
 REMEDY=0
+REBUILD=0
 ONSET_SEED=
 NAME=wire-outcome
 JOBS=2
@@ -48,11 +57,12 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --smoke) SMOKE=1; shift ;;
         --remedy) REMEDY=1; shift ;;
+        --rebuild) REBUILD=1; shift ;;
         --name) NAME="$2"; shift 2 ;;
         --jobs) JOBS="$2"; shift 2 ;;
         --profile) PROFILE="$2"; shift 2 ;;
         --) shift; ADHOC=("$@"); break ;;
-        -h|--help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "wire-outcome: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -72,6 +82,14 @@ if [ "$SMOKE" = 1 ]; then
     WORKLOADS=drain
     ARGS=(--sweep 256,4096 --rounds 1 --warmup-secs 1 --window-secs 2
           --tuners doubling,pptune --quiet-secs 3 --pptune-quiet-secs 8 --max-run-secs 12)
+fi
+if [ "$REBUILD" = 1 ]; then
+    NAME="rebuild-$PROFILE"
+    WORKLOADS=drain-pinned,udp
+    [ "$PROFILE" = devmem ] && WORKLOADS=devmem,devmem-a2a
+    ARGS+=(--sweep 256,1024,2048,4096 --rounds 3 --repeats 3
+           --tuners max-once,doubling,one-shot,naive,pptune
+           --age-secs 45 --pptune-quiet-secs 20 --max-run-secs 90)
 fi
 POLICY=benches/outcome-policy.yaml
 if [ "$REMEDY" = 1 ]; then
