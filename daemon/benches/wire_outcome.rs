@@ -314,6 +314,21 @@ const WORKLOADS: &[Workload] = &[
         stationary: true,
         devmem: false,
     },
+    // On/off phases: the udp load sends for 4 s, then stops for 16 s
+    // (pptraffic `--on-off-ms`). The evaluation of a growth made in an on
+    // phase (10 s under the bench policy) falls mostly into the off phase
+    // after it, with few returns or none to judge on; the next on phase
+    // must still grow the ring if it needs more.
+    Workload {
+        name: "on-off",
+        args: &[
+            UDP4,
+            pptune_tests::wire::DRAIN_READS,
+            &["--on-off-ms", "4000,16000"],
+        ],
+        stationary: false,
+        devmem: false,
+    },
     // The drains, not in step: the returns overlap.
     Workload {
         name: "drain-async",

@@ -215,6 +215,11 @@ struct Args {
     /// `--udp`).
     #[arg(long, default_value_t = 0)]
     udp_rate: u64,
+    /// UDP senders: send only in on phases, `ON,OFF` milliseconds
+    /// alternating from the start, on first (a load whose returns stop
+    /// for a while and come back); `--udp-rate` holds within an on phase.
+    #[arg(long, value_name = "ON,OFF", value_parser = pace::parse_phases)]
+    on_off_ms: Option<(u64, u64)>,
     /// Receive the streams through devmem TCP: a udmabuf bound to RX queue
     /// `--devmem-queue` of this interface (in the rx namespace) with the
     /// netdev family's bind-rx.
@@ -263,6 +268,9 @@ fn validate(args: &Args) -> Res<()> {
     }
     if args.udp > 0 && args.udp_rate == 0 {
         return Err("--udp needs --udp-rate BYTES_PER_SEC > 0".into());
+    }
+    if args.on_off_ms.is_some() && args.udp == 0 {
+        return Err("--on-off-ms paces the UDP senders: it needs --udp".into());
     }
     if args.devmem.is_some() {
         if args.pattern == Pattern::Splice {

@@ -33,6 +33,27 @@ pub fn due(rate: u64, size: u64, elapsed: Duration) -> u64 {
     u64::try_from(allowed).unwrap_or(u64::MAX)
 }
 
+/// `--on-off-ms ON,OFF`: the part of `elapsed` since a sender's start
+/// that fell in on phases (ON ms on, OFF ms off, on first), the clock its
+/// rate is counted on; `None`: always on.
+pub fn on_time(elapsed: Duration, phases: Option<(u64, u64)>) -> Duration {
+    let Some((on, off)) = phases else {
+        return elapsed;
+    };
+    let (on, cycle) = (u128::from(on) * 1_000_000, u128::from(on + off) * 1_000_000);
+    let t = elapsed.as_nanos();
+    let ns = t / cycle.max(1) * on + (t % cycle.max(1)).min(on);
+    Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
+}
+
+/// Reads `--on-off-ms`: two millisecond counts, `ON,OFF`, both above 0.
+pub fn parse_phases(s: &str) -> Result<(u64, u64), String> {
+    let bad = || format!("{s:?}: expected ON,OFF in milliseconds, both above 0");
+    let (on, off) = s.split_once(',').ok_or_else(bad)?;
+    let ms = |v: &str| v.trim().parse::<u64>().ok().filter(|n| *n > 0);
+    ms(on).zip(ms(off)).ok_or_else(bad)
+}
+
 /// `--pattern slow`: a reader's bytes since its first one, kept within
 /// `rate × elapsed`.
 #[derive(Debug)]
@@ -103,8 +124,30 @@ impl Pauses {
 
 #[cfg(test)]
 mod tests {
-    use super::{Budget, Pauses, ahead_by, due, until_epoch};
+    use super::{Budget, Pauses, ahead_by, due, on_time, parse_phases, until_epoch};
     use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_sender_with_phases_counts_its_rate_in_on_time_only() {
+        let ms = Duration::from_millis;
+        let p = Some((300, 700));
+        for (t, on) in [
+            (0, 0),
+            (200, 200),
+            (300, 300),
+            (999, 300),
+            (1000, 300),
+            (1250, 550),
+            (2400, 900),
+        ] {
+            assert_eq!(on_time(ms(t), p), ms(on), "at {t} ms");
+        }
+        assert_eq!(on_time(ms(1234), None), ms(1234));
+        assert_eq!(parse_phases("12000,18000"), Ok((12_000, 18_000)));
+        for bad in ["12000", "0,5", "5,0", "a,5", "5,-1", ""] {
+            assert!(parse_phases(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn sync_waits_for_the_next_multiple_of_the_pause() {

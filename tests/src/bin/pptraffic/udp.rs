@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use nix::sys::socket::{setsockopt, sockopt};
 use serde::Serialize;
 
-use crate::pace::{Budget, Pauses, due, until_epoch};
+use crate::pace::{Budget, Pauses, due, on_time, until_epoch};
 use crate::{Args, Live, PERIOD, Pattern, Res, enter_netns, ns_since, stream_of};
 
 /// A datagram's header: flow id (u32), sequence number (u64), send time
@@ -128,7 +128,11 @@ pub fn send(
     let start = Instant::now();
     let mut seq = 0u64;
     'run: while !over() {
-        let allowed = due(args.udp_rate, size, start.elapsed());
+        let allowed = due(
+            args.udp_rate,
+            size,
+            on_time(start.elapsed(), args.on_off_ms),
+        );
         while seq < allowed {
             if over() {
                 break 'run;
