@@ -62,10 +62,12 @@
 //! Every measured row carries `age_s`, the seconds its traffic had run
 //! when its window began. `--age-secs A` compares rows at equal age: a
 //! static point warms up A (instead of `--warmup-secs`), and a tuned run is
-//! measured no sooner than A (later only when it has not settled by then,
-//! which its `age_s` shows), so a ring's figure is not read against
-//! another's taken earlier in its traffic's life (TCP's windows, the
-//! sender's pacing and the receiver's queues settle over tens of seconds).
+//! measured at A (later only when it has not settled by then, which its
+//! `age_s` shows: its control windows do not run past A), so a ring's
+//! figure is not read against another's taken earlier in its traffic's
+//! life (TCP's windows, the sender's pacing and the receiver's queues
+//! settle over tens of seconds), nor in another phase of a load with
+//! phases.
 //! A tuned run ends once it made no change for `--quiet-secs`
 //! (`--pptune-quiet-secs` for pptune: its policy's cooldown + evaluation),
 //! or after `--max-run-secs`; then one window of twice `--window-secs` is
@@ -1119,6 +1121,27 @@ async fn tuned_run(o: &Opts, p: &Ppsim, w: &Workload, tuner: Tuner, repeat: u32)
             }
         } else if t >= o.max_run || settled {
             break;
+        }
+        // A run that will be settled at the age, and whose next control
+        // window would end past it, waits out the rest instead: it is
+        // measured at the age, as a static point is, not up to a window
+        // later (a phase later, on a load with phases). A change in the
+        // wait is seen, and the run goes on.
+        let gap = min_run - t;
+        if tuner != Tuner::Settle
+            && o.age.is_some()
+            && gap > 0.0
+            && gap < Duration::from_secs(o.ctl_window).as_secs_f64()
+            && min_run >= ctl.last_change_s + quiet
+            && min_run < o.max_run
+        {
+            tokio::time::sleep(Duration::from_secs_f64(gap)).await;
+            ledger.refresh(&c).await;
+            let ring = rx_ring(&c, ifx).await;
+            if ring != ctl.ring {
+                ctl.changed(ring, t0.elapsed().as_secs_f64());
+            }
+            continue;
         }
         control_window(o, tuner, &c, ifx, &wire, &mut ledger, &mut ctl, t0, max).await;
     }
