@@ -34,9 +34,10 @@
 # iommu-strict's first round also swept 16384): drain-pinned and udp
 # (devmem and devmem-a2a on devmem) in two VMs, rings 256, 1024, 2048 and
 # 4096 in 3 interleaved rounds, max once, doubling, one-shot, naive and
-# pptune 3 times each, every row at 45 s of traffic. One profile takes
-# 60-100 min of host time here, so the whole outcome run is split one
-# profile per run.
+# pptune 3 times each, every row at 45 s of traffic. The whole outcome run
+# is split one profile per run, and one profile is still over 90 min here:
+# distro's drain-pinned VM reached the 6,000 s limit in its third pass on
+# a shared host (BENCHMARKS §3.R2).
 # --profile: the host profile the VMs boot with (tests/vm/run.sh --profile:
 # free, distro, iommu-strict, iommu-lazy, devmem; default free). The devmem
 # workloads (devmem, devmem-a2a: received through the dma-buf provider)
@@ -62,7 +63,7 @@ while [ $# -gt 0 ]; do
         --jobs) JOBS="$2"; shift 2 ;;
         --profile) PROFILE="$2"; shift 2 ;;
         --) shift; ADHOC=("$@"); break ;;
-        -h|--help) sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,46p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "wire-outcome: unknown option $1" >&2; exit 2 ;;
     esac
 done
