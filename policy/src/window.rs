@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::accounting::{HarmDelta, PoolLedger, QueueDelta, QueueKey, device_delta, harm_events};
+use crate::accounting::{
+    HarmDelta, PoolLedger, QueueDelta, QueueKey, device_delta, harm_events, queue_deltas,
+};
 use crate::signals::{self, n64, ratio};
 use crate::snapshot::{Device, PoolStats};
 
@@ -235,22 +237,15 @@ pub struct LoadAcc {
 }
 
 impl LoadAcc {
-    /// Folds in one sample of the device: each RX queue's pools (entries
-    /// of one id summed) and the unmapped bucket.
+    /// Folds in one sample of the device: each queue's pages in flight as
+    /// the pass's queue deltas count them ([`queue_deltas`]: entries of one
+    /// id summed, the unmapped bucket last), so a finding window and an
+    /// evaluation read the same load.
     pub fn add(&mut self, dev: &Device) {
         self.samples = self.samples.saturating_add(1);
-        let pages = |pools: &[crate::snapshot::Pool]| {
-            pools
-                .iter()
-                .filter_map(|p| p.inflight)
-                .fold(0, u64::saturating_add)
-        };
-        for q in &dev.rx_queues {
-            self.add_pages(QueueKey::Id(q.id), pages(&q.pools));
-        }
-        if !dev.unmapped_pools.is_empty() {
-            self.add_pages(QueueKey::Unmapped, pages(&dev.unmapped_pools));
-        }
+        queue_deltas(&PoolLedger::default(), dev, |key, q| {
+            self.add_pages(key, q.inflight);
+        });
     }
 
     fn add_pages(&mut self, key: QueueKey, n: u64) {
