@@ -32,12 +32,13 @@
 # and to the remedy, after which the share stays under 5 % (wire-remedy.*).
 # --rebuild: BENCHMARKS §3.R's run on one host profile (rebuild-P.*;
 # iommu-strict's first round also swept 16384): drain-pinned and udp
-# (devmem and devmem-a2a on devmem) in two VMs, rings 256, 1024, 2048 and
-# 4096 in 3 interleaved rounds, max once, doubling, one-shot, naive and
-# pptune 3 times each, every row at 45 s of traffic. The whole outcome run
-# is split one profile per run, and one profile is still over 90 min here:
-# distro's drain-pinned VM reached the 6,000 s limit in its third pass on
-# a shared host (BENCHMARKS §3.R2).
+# (devmem and devmem-a2a on devmem), rings 256, 1024, 2048 and 4096 in 3
+# interleaved rounds, max once, doubling, one-shot, naive and pptune 3
+# times each, every row at 45 s of traffic. The whole outcome run is split
+# one profile per run, and each run's passes (workload x pass: a round of
+# the sweep, then a repeat of every tuner) are dealt to the two VMs, so
+# drain-pinned's three slow passes do not all fall on one VM (whole, it
+# reached the 6,000 s limit: BENCHMARKS §3.R2).
 # --profile: the host profile the VMs boot with (tests/vm/run.sh --profile:
 # free, distro, iommu-strict, iommu-lazy, devmem; default free). The devmem
 # workloads (devmem, devmem-a2a: received through the dma-buf provider)
@@ -53,6 +54,9 @@ ONSET_SEED=
 NAME=wire-outcome
 JOBS=2
 PROFILE=free
+# > 0: the VMs are dealt (workload, pass) units, this many passes per
+# workload (the driver's --passes), instead of whole workloads.
+SPLIT_PASSES=0
 ADHOC=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -88,6 +92,7 @@ if [ "$REBUILD" = 1 ]; then
     NAME="rebuild-$PROFILE"
     WORKLOADS=drain-pinned,udp
     [ "$PROFILE" = devmem ] && WORKLOADS=devmem,devmem-a2a
+    SPLIT_PASSES=3
     ARGS+=(--sweep 256,1024,2048,4096 --rounds 3 --repeats 3
            --tuners max-once,doubling,one-shot,naive,pptune
            --age-secs 45 --pptune-quiet-secs 20 --max-run-secs 90)
@@ -132,14 +137,24 @@ KO="$(tests/ppsim/build.sh 7.3)"
 export PPTUNE_PPSIM_KO="$KO"
 "$PPTUNE" --config "$POLICY" check >&2
 
-# The workloads dealt round-robin to JOBS groups, one VM each.
+# The units (a workload, or with SPLIT_PASSES a workload's pass: W:K),
+# workload by workload, dealt round-robin to JOBS groups, one VM each;
+# each unit is one run of the driver.
 IFS=, read -ra WL <<< "$WORKLOADS"
+UNITS=()
+for w in "${WL[@]}"; do
+    if [ "$SPLIT_PASSES" -gt 0 ]; then
+        for ((k = 0; k < SPLIT_PASSES; k++)); do UNITS+=("$w:$k"); done
+    else
+        UNITS+=("$w")
+    fi
+done
 [ "$JOBS" -ge 1 ] || JOBS=1
-[ "$JOBS" -le "${#WL[@]}" ] || JOBS=${#WL[@]}
+[ "$JOBS" -le "${#UNITS[@]}" ] || JOBS=${#UNITS[@]}
 GROUPS_=()
-for ((i = 0; i < ${#WL[@]}; i++)); do
+for ((i = 0; i < ${#UNITS[@]}; i++)); do
     g=$((i % JOBS))
-    GROUPS_[$g]="${GROUPS_[$g]:+${GROUPS_[$g]},}${WL[$i]}"
+    GROUPS_[$g]="${GROUPS_[$g]:+${GROUPS_[$g]} }${UNITS[$i]}"
 done
 VMROOT="$CARGO_TARGET_DIR/wire-outcome-vm/$NAME"
 rm -rf "$VMROOT"; mkdir -p "$VMROOT"
@@ -151,10 +166,15 @@ PIDS=()
 for ((g = 0; g < JOBS; g++)); do
     VMOUT="$VMROOT/part$g"; mkdir -p "$VMOUT"
     {
-        printf 's=$(date +%%s); %q' "$EXE"
-        printf ' %q' --pptraffic "$PT" --pptune "$PPTUNE" --policy "$REPO/$POLICY" "${ARGS[@]}" \
-            --workloads "${GROUPS_[$g]}" ${ONSET_SEED:+--onset-seed $((ONSET_SEED + g))}
-        printf ' > %q; r=$?\n' "$VMOUT/$NAME.jsonl"
+        printf 's=$(date +%%s); r=0; : > %q\n' "$VMOUT/$NAME.jsonl"
+        for unit in ${GROUPS_[$g]}; do
+            w=${unit%%:*}
+            printf '%q' "$EXE"
+            printf ' %q' --pptraffic "$PT" --pptune "$PPTUNE" --policy "$REPO/$POLICY" "${ARGS[@]}" \
+                --workloads "$w" ${ONSET_SEED:+--onset-seed $((ONSET_SEED + g))}
+            [ "$unit" = "$w" ] || printf ' --passes %q' "${unit#*:}"
+            printf ' >> %q || r=$?\n' "$VMOUT/$NAME.jsonl"
+        done
         printf 'echo "$(( $(date +%%s) - s )) $r" > %q; exit $r\n' "$VMOUT/vm.times"
     } > "$VMOUT/job.sh"
     log "VM $g (icount): ${GROUPS_[$g]}"

@@ -13,7 +13,7 @@
 //!     [--quiet-secs 9] [--pptune-quiet-secs 30] [--max-run-secs 90]
 //!     [--tuners max-once,doubling,one-shot,naive,pptune,settle,give-back-stop,give-back-steady|none]
 //!     [--settle-calm-secs 30] [--settle-watch-calms 2] [--onset-seed N]
-//!     [--age-secs A] [--queues N] [--repeats N]
+//!     [--age-secs A] [--queues N] [--repeats N] [--passes K,L]
 //! ```
 //!
 //! Every point is a fresh wire (tests/src/wire.rs: A in `pp-tx`, B with
@@ -25,7 +25,8 @@
 //! host or guest does not fall on one end of the sweep. `--repeats N` runs
 //! every tuner N times, interleaved with the rounds: pass k is round k of
 //! the sweep, then repeat k of each tuner (the row's `repeat`), their order
-//! rotated by k. **Tuned runs**: B
+//! rotated by k; `--passes K,L` runs only those passes, unchanged, so a
+//! long run can be split and its rows concatenated. **Tuned runs**: B
 //! built at 256; a controller in this program reads B's pool counters per
 //! `--ctl-window-secs` window and acts through `ethtool -G` in `pp-rx`:
 //! - `max-once`: the device's maximum (ethtool's rx max) at the start, the
@@ -465,6 +466,11 @@ struct Opts {
     age: Option<f64>,
     /// `--queues N`: B's RX queues (default 1).
     queues: u32,
+    /// `--passes K,L,...`: only these passes run (default all), each as it
+    /// would in the whole run (its sweep direction, its tuners' rotation,
+    /// its `round` and `repeat`), so one run's passes can be split across
+    /// VMs or runs and their rows concatenated.
+    passes: Option<Vec<u32>>,
 }
 
 /// The onset offset of the `run`-th pptune run (0-based) under
@@ -536,6 +542,14 @@ fn opts() -> Opts {
         trace_provider: std::env::args().any(|a| a == "--trace-provider"),
         age: arg("--age-secs").map(|s| s.parse().expect("--age-secs A")),
         queues: num("--queues", 1),
+        passes: arg("--passes").map(|s| {
+            s.split(',')
+                .map(|k| {
+                    k.parse()
+                        .unwrap_or_else(|_| panic!("--passes: not a pass: {k}"))
+                })
+                .collect()
+        }),
     }
 }
 
@@ -1285,6 +1299,10 @@ async fn main() {
     {
         settle_policy(&mut o);
     }
+    let passes = o.rounds.max(o.repeats);
+    if let Some(k) = o.passes.iter().flatten().find(|&&k| k >= passes) {
+        panic!("--passes: pass {k} is past the run's {passes} (passes 0 to {passes} - 1)");
+    }
     let mark = dmesg_mark();
     let p = Ppsim::load().expect("ppsim loads");
     println!(
@@ -1292,7 +1310,7 @@ async fn main() {
         json!({"kind": "meta", "clock": std::env::var("PPTUNE_VM_CLOCK").ok(),
                "profile": std::env::var("PPTUNE_VM_PROFILE").ok(),
                "cpus": std::thread::available_parallelism().map_or(0, usize::from),
-               "sweep": o.sweep, "rounds": o.rounds, "repeats": o.repeats, "warmup_secs": o.warmup, "age_secs": o.age, "queues": o.queues,
+               "sweep": o.sweep, "rounds": o.rounds, "repeats": o.repeats, "warmup_secs": o.warmup, "age_secs": o.age, "queues": o.queues, "passes": o.passes,
                "window_secs": o.window, "ctl_window_secs": o.ctl_window, "quiet_secs": o.quiet,
                "pptune_quiet_secs": o.pptune_quiet, "max_run_secs": o.max_run,
                "policy": o.policy, "start_ring": START_RING, "settle_calm_secs": o.settle_calm,
@@ -1310,7 +1328,10 @@ async fn main() {
         // Pass k: round k of the sweep (ascending in even rounds, descending
         // in odd ones), then repeat k of every tuner, their order rotated
         // by k, so neither a tuner nor a ring owns one end of the run.
-        for pass in 0..o.rounds.max(o.repeats) {
+        for pass in 0..passes {
+            if o.passes.as_ref().is_some_and(|ps| !ps.contains(&pass)) {
+                continue;
+            }
             if pass < o.rounds {
                 let mut sweep = o.sweep.clone();
                 if pass % 2 == 1 {
