@@ -7,7 +7,7 @@
 #   benches/wire-outcome.sh            # the whole run -> benches/results/wire-outcome.*
 #   benches/wire-outcome.sh --smoke    # checks the bench still runs (CI)
 #   benches/wire-outcome.sh --remedy   # time to remedy at the shipped default
-#   benches/wire-outcome.sh --rebuild --profile P   # BENCHMARKS §3.R on one priced profile
+#   benches/wire-outcome.sh --rebuild --profile P [--passes 0,1]   # BENCHMARKS §3.R on one priced profile
 #   benches/wire-outcome.sh [--name NAME] [--jobs N] [--profile P] -- DRIVER-OPTIONS...   # an ad-hoc run
 #
 # Host: builds the driver, the release pptune (one `cargo bench --no-run`,
@@ -38,7 +38,11 @@
 # one profile per run, and each run's passes (workload x pass: a round of
 # the sweep, then a repeat of every tuner) are dealt to the two VMs, so
 # drain-pinned's three slow passes do not all fall on one VM (whole, it
-# reached the 6,000 s limit: BENCHMARKS §3.R2).
+# reached the 6,000 s limit: BENCHMARKS §3.R2). A unit takes about 33 min
+# of host here, so a whole profile takes about 100: --passes 0,1 and then
+# --passes 2 split it into two runs (about 67 and 33 min), each writing
+# rebuild-P-pKL.*, and each merging every part there is into rebuild-P.*
+# (the rows of a pass are the same whichever run made them).
 # --profile: the host profile the VMs boot with (tests/vm/run.sh --profile:
 # free, distro, iommu-strict, iommu-lazy, devmem; default free). The devmem
 # workloads (devmem, devmem-a2a: received through the dma-buf provider)
@@ -54,9 +58,9 @@ ONSET_SEED=
 NAME=wire-outcome
 JOBS=2
 PROFILE=free
-# > 0: the VMs are dealt (workload, pass) units, this many passes per
+# Set: the VMs are dealt (workload, pass) units, these passes of each
 # workload (the driver's --passes), instead of whole workloads.
-SPLIT_PASSES=0
+PASSES=
 ADHOC=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -66,12 +70,18 @@ while [ $# -gt 0 ]; do
         --name) NAME="$2"; shift 2 ;;
         --jobs) JOBS="$2"; shift 2 ;;
         --profile) PROFILE="$2"; shift 2 ;;
+        --passes) PASSES="$2"; shift 2 ;;
         --) shift; ADHOC=("$@"); break ;;
-        -h|--help) sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,51p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "wire-outcome: unknown option $1" >&2; exit 2 ;;
     esac
 done
 log() { printf '[wire-outcome] %s\n' "$*" >&2; }
+if [ -n "$PASSES" ] && { [ "$REBUILD" = 0 ] || ! [[ "$PASSES" =~ ^[0-2](,[0-2])*$ ]]; }; then
+    echo "wire-outcome: --passes takes --rebuild's passes, 0 to 2 (as 0,1), not '$PASSES'" >&2
+    exit 2
+fi
+PART_OF=
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target-bench}"
 cd "$REPO"
 
@@ -90,9 +100,14 @@ if [ "$SMOKE" = 1 ]; then
 fi
 if [ "$REBUILD" = 1 ]; then
     NAME="rebuild-$PROFILE"
+    if [ -n "$PASSES" ]; then
+        PART_OF="$NAME"
+        NAME="$NAME-p${PASSES//,/}"
+    else
+        PASSES=0,1,2
+    fi
     WORKLOADS=drain-pinned,udp
     [ "$PROFILE" = devmem ] && WORKLOADS=devmem,devmem-a2a
-    SPLIT_PASSES=3
     ARGS+=(--sweep 256,1024,2048,4096 --rounds 3 --repeats 3
            --tuners max-once,doubling,one-shot,naive,pptune
            --age-secs 45 --pptune-quiet-secs 20 --max-run-secs 90)
@@ -137,14 +152,14 @@ KO="$(tests/ppsim/build.sh 7.3)"
 export PPTUNE_PPSIM_KO="$KO"
 "$PPTUNE" --config "$POLICY" check >&2
 
-# The units (a workload, or with SPLIT_PASSES a workload's pass: W:K),
+# The units (a workload, or with PASSES a workload's pass: W:K),
 # workload by workload, dealt round-robin to JOBS groups, one VM each;
 # each unit is one run of the driver.
 IFS=, read -ra WL <<< "$WORKLOADS"
 UNITS=()
 for w in "${WL[@]}"; do
-    if [ "$SPLIT_PASSES" -gt 0 ]; then
-        for ((k = 0; k < SPLIT_PASSES; k++)); do UNITS+=("$w:$k"); done
+    if [ -n "$PASSES" ]; then
+        for k in ${PASSES//,/ }; do UNITS+=("$w:$k"); done
     else
         UNITS+=("$w")
     fi
@@ -166,14 +181,16 @@ PIDS=()
 for ((g = 0; g < JOBS; g++)); do
     VMOUT="$VMROOT/part$g"; mkdir -p "$VMOUT"
     {
-        printf 's=$(date +%%s); r=0; : > %q\n' "$VMOUT/$NAME.jsonl"
+        printf 's=$(date +%%s); r=0; : > %q; : > %q\n' "$VMOUT/$NAME.jsonl" "$VMOUT/units.times"
         for unit in ${GROUPS_[$g]}; do
             w=${unit%%:*}
+            printf 'u=$(date +%%s); '
             printf '%q' "$EXE"
             printf ' %q' --pptraffic "$PT" --pptune "$PPTUNE" --policy "$REPO/$POLICY" "${ARGS[@]}" \
                 --workloads "$w" ${ONSET_SEED:+--onset-seed $((ONSET_SEED + g))}
             [ "$unit" = "$w" ] || printf ' --passes %q' "${unit#*:}"
-            printf ' >> %q || r=$?\n' "$VMOUT/$NAME.jsonl"
+            printf ' >> %q; ur=$?; [ $ur = 0 ] || r=$ur\n' "$VMOUT/$NAME.jsonl"
+            printf 'echo "%s $(( $(date +%%s) - u )) $ur" >> %q\n' "$unit" "$VMOUT/units.times"
         done
         printf 'echo "$(( $(date +%%s) - s )) $r" > %q; exit $r\n' "$VMOUT/vm.times"
     } > "$VMOUT/job.sh"
@@ -196,7 +213,10 @@ for ((g = 0; g < JOBS; g++)); do
     VMOUT="$VMROOT/part$g"
     [ -f "$VMOUT/$NAME.jsonl" ] && cat "$VMOUT/$NAME.jsonl" >> "$RES/$NAME.jsonl"
     read -r s r < "$VMOUT/vm.times" || { s=-1; r=-1; }
-    PARTS+=("{\"workloads\": \"${GROUPS_[$g]}\", \"driver_virtual_s\": $s, \"driver_exit\": $r}")
+    # Each unit's guest seconds and exit ([] if the VM never wrote any).
+    UT=$(awk '{printf "%s{\"unit\": \"%s\", \"virtual_s\": %s, \"exit\": %s}", (NR > 1 ? ", " : ""), $1, $2, $3}' \
+        "$VMOUT/units.times" 2>/dev/null || true)
+    PARTS+=("{\"workloads\": \"${GROUPS_[$g]}\", \"driver_virtual_s\": $s, \"driver_exit\": $r, \"units\": [$UT]}")
     [ "$s" -gt "$VM_S" ] && VM_S=$s
     [ "$r" = 0 ] || VM_RC=$r
 done
@@ -204,6 +224,18 @@ printf '{"git": "%s", "profile": "%s", "driver_virtual_s": %s, "driver_exit": %s
     "$GIT" "$PROFILE" "$VM_S" "$VM_RC" "$TOTAL" "$(IFS=,; echo "${PARTS[*]}")" > "$RES/$NAME-run.json"
 log "VMs: at most $VM_S s of guest (virtual) time each, exit $VM_RC; host: $TOTAL s in all"
 rc=$vmrc
+if [ -n "$PART_OF" ]; then
+    # This run's part stands on its own (its tables below) and joins the
+    # others there are in the profile's merged rows and run record.
+    cat "$RES/$PART_OF"-p*.jsonl > "$RES/$PART_OF.jsonl"
+    python3 -c 'import json, sys
+parts = [json.load(open(f)) for f in sys.argv[2:]]
+json.dump({"git": " ".join(sorted({p["git"] for p in parts})), "profile": parts[0]["profile"],
+           "parts": [dict(p, name=f.rsplit("/", 1)[-1][:-len("-run.json")]) for p, f in zip(parts, sys.argv[2:])]},
+          open(sys.argv[1], "w"))' "$RES/$PART_OF-run.json" "$RES/$PART_OF"-p*-run.json
+    python3 "$REPO/benches/wire_report.py" "$RES/$PART_OF.jsonl" "$RES/$PART_OF-run.json" > "$RES/$PART_OF-tables.md" || rc=1
+    log "merged: $RES/$PART_OF-tables.md ($(ls "$RES/$PART_OF"-p*.jsonl | wc -l) part(s))"
+fi
 if [ -f "$RES/$NAME.jsonl" ]; then
     python3 "$REPO/benches/wire_report.py" "$RES/$NAME.jsonl" "$RES/$NAME-run.json" > "$RES/$NAME-tables.md" || rc=1
     cat "$RES/$NAME-tables.md"

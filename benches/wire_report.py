@@ -457,11 +457,15 @@ def main():
           f"{meta.get('start_ring')}, control window {meta.get('ctl_window_secs')} s, quiet "
           f"{meta.get('quiet_secs')} s (pptune {meta.get('pptune_quiet_secs')} s), at most "
           f"{meta.get('max_run_secs')} s; policy {meta.get('policy')}.")
-    if run:
-        vms = run.get("vms") or []
-        print(f"Run: git {run.get('git')}, {len(vms) or 1} VM(s) side by side, at most "
-              f"{run.get('driver_virtual_s')} s of guest time each, {run.get('host_total_s')} s on the host "
-              f"(builds excluded, boots included).")
+    # One run, or a run split into parts (wire-outcome.sh --passes): a line each.
+    for part in run.get("parts", [run] if run else []):
+        vms = part.get("vms") or []
+        units = "; ".join(f"VM {i}: " + ", ".join(f"{u['unit']} {u['virtual_s']} s" for u in vm["units"])
+                          for i, vm in enumerate(vms) if vm.get("units"))
+        print(f"Run{' ' + part['name'] if 'name' in part else ''}: git {part.get('git')}, {len(vms) or 1} VM(s) "
+              f"side by side, at most {part.get('driver_virtual_s')} s of guest time each, "
+              f"{part.get('host_total_s')} s on the host (builds excluded, boots included)"
+              + (f"; guest time per unit: {units}." if units else "."))
     print()
     for wl in wls:
         print("\n".join(workload(rows, wl)))
