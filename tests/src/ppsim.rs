@@ -551,6 +551,18 @@ impl Ppsim {
         Ok(v)
     }
 
+    /// Deletes every ppsim device there is (one a failed test left behind:
+    /// the tests in a VM run one at a time).
+    ///
+    /// # Errors
+    /// The device list could not be read or a deletion failed.
+    pub fn delete_all(&self) -> Result<(), PpsimError> {
+        for name in self.devices()? {
+            write(&self.root.join("del_device"), &name)?;
+        }
+        Ok(())
+    }
+
     /// Create a device with `queues` combined channels (1..=16), RX ring 256.
     ///
     /// # Errors

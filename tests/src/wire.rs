@@ -166,7 +166,8 @@ pub struct Wire {
 impl Wire {
     /// Builds the wire: A (1 queue, ring 256) in `pp-tx`, B (`b_queues`,
     /// RX ring `b_ring`) in `pp-rx`, linked, addressed, up. Namespaces
-    /// left by an earlier failed test are deleted first.
+    /// and ppsim devices left by an earlier failed test are deleted first
+    /// (or every wire test after it would fail to build its own).
     pub fn build(p: &Ppsim, b_queues: u32, b_ring: u32) -> Self {
         Self::build_with(p, b_queues, b_ring, false)
     }
@@ -204,6 +205,7 @@ impl Wire {
             sh("ip", &["netns", "add", ns]);
             ns_exec(ns, &["ip", "link", "set", "lo", "up"]);
         }
+        p.delete_all().expect("ppsim devices a failed test left");
         let a = p.new_device(1).expect("device A");
         let b = if b_devmem {
             p.new_devmem_device(b_queues)
@@ -355,6 +357,11 @@ pub const DRAIN: &[&str] = drain_reads!("--tcp", "4");
 /// autotuning the drains' bursts keep growing for a minute or more, so a
 /// ring that took them at one moment frees pages again later.
 pub const DRAIN_PINNED: &[&str] = drain_reads!("--tcp", "4", "--rcvbuf", "1048576");
+
+/// [`DRAIN_PINNED`] with 4 MiB receive buffers: for B with four queues,
+/// where ppsim's RSS hash gives each stream a queue (or two a queue) and a
+/// 1 MiB stream's drains alone barely overflow a ring of 256.
+pub const DRAIN_PINNED_4M: &[&str] = drain_reads!("--tcp", "4", "--rcvbuf", "4194304");
 
 /// A finished `pptraffic` run: exit status and its JSON lines.
 #[derive(Debug)]
