@@ -226,7 +226,14 @@ log "VMs: at most $VM_S s of guest (virtual) time each, exit $VM_RC; host: $TOTA
 rc=$vmrc
 if [ -n "$PART_OF" ]; then
     # This run's part stands on its own (its tables below) and joins the
-    # others there are in the profile's merged rows and run record.
+    # others there are in the profile's merged rows and run record. A
+    # whole (unsplit) run's files there are kept, renamed -whole.*.
+    if [ -f "$RES/$PART_OF-run.json" ] && ! grep -q '"parts"' "$RES/$PART_OF-run.json"; then
+        for ext in .jsonl -run.json -tables.md; do
+            [ -f "$RES/$PART_OF$ext" ] && mv "$RES/$PART_OF$ext" "$RES/$PART_OF-whole$ext"
+        done
+        log "kept the whole run's $RES/$PART_OF.* as $PART_OF-whole.*"
+    fi
     cat "$RES/$PART_OF"-p*.jsonl > "$RES/$PART_OF.jsonl"
     python3 -c 'import json, sys
 parts = [json.load(open(f)) for f in sys.argv[2:]]
