@@ -1400,7 +1400,6 @@ fn wire_draining_tcp_converges_and_holds() {
         assert_eq!(cpus.to_string(), want, "vCPUs in this VM");
     }
     let priced = pptune_tests::vm::profile().is_some_and(pptune_tests::vm::Profile::iommu);
-    let home = Duration::from_secs(15);
     let mark = dmesg_mark();
     let p = Ppsim::load().expect("ppsim loads");
     let w = Wire::build(&p, 1, 256);
@@ -1486,11 +1485,7 @@ fn wire_draining_tcp_converges_and_holds() {
     // above takes `after` only from a ring that held the settle time and
     // whose pools freed under it; else the test failed above.
     println!("{k}: at ring {ring} the pools freed {after:.4} of returns: {after_d:?}");
-    w.wait_b_quiet(home)
-        .unwrap_or_else(|e| panic!("{k}: pages still out after the sockets closed: {e}"));
-    w.teardown(home)
-        .unwrap_or_else(|pools| panic!("{k}: pools outlived their devices: {pools:#?}"));
-    assert_quiet_kernel(mark, k.as_str());
+    wire_ends_clean(w, mark, &k);
 }
 
 /// The numbers a decision's evidence gave `key` in a daemon log, in either
@@ -1527,8 +1522,6 @@ fn wire_queue_count_change_between_ring_steps() {
         "wire_queue_count_change_between_ring_steps",
         PpsimKernels::Only73,
     );
-    let home = Duration::from_secs(15);
-    let mark = dmesg_mark();
     let FourQueues {
         w,
         traffic,
@@ -1536,6 +1529,7 @@ fn wire_queue_count_change_between_ring_steps() {
         dir: _dir,
         t0,
         first,
+        mark,
     } = four_queues_first_growth(&k, "47", "5347", 19873);
     w.set_b_channels(1);
     let cut = t0.elapsed().as_secs_f64();
@@ -1610,11 +1604,7 @@ fn wire_queue_count_change_between_ring_steps() {
         d.tail(60)
     );
     println!("{k}: at ring {ring} the pool freed {share:.4} of returns: {stats:?}");
-    w.wait_b_quiet(home)
-        .unwrap_or_else(|e| panic!("{k}: pages still out after the sockets closed: {e}"));
-    w.teardown(home)
-        .unwrap_or_else(|pools| panic!("{k}: pools outlived their devices: {pools:#?}"));
-    assert_quiet_kernel(mark, k.as_str());
+    wire_ends_clean(w, mark, &k);
 }
 
 /// One queue's returns outgrowing a ring step among busy ones, on the
@@ -1638,8 +1628,6 @@ fn wire_one_queue_outgrowing_a_step_is_not_judged_ineffective() {
         "wire_one_queue_outgrowing_a_step_is_not_judged_ineffective",
         PpsimKernels::Only73,
     );
-    let home = Duration::from_secs(15);
-    let mark = dmesg_mark();
     let FourQueues {
         w,
         traffic,
@@ -1647,6 +1635,7 @@ fn wire_one_queue_outgrowing_a_step_is_not_judged_ineffective() {
         dir: _dir,
         t0,
         first,
+        mark,
     } = four_queues_first_growth(&k, "48", "5348", 19874);
     let fifth = Traffic::spawn(
         Path::new(env!("CARGO_BIN_EXE_pptraffic")),
@@ -1725,11 +1714,7 @@ fn wire_one_queue_outgrowing_a_step_is_not_judged_ineffective() {
         d.tail(60)
     );
     println!("{k}: at ring {ring} the pools freed {share:.4} of returns: {stats:?}");
-    w.wait_b_quiet(home)
-        .unwrap_or_else(|e| panic!("{k}: pages still out after the sockets closed: {e}"));
-    w.teardown(home)
-        .unwrap_or_else(|pools| panic!("{k}: pools outlived their devices: {pools:#?}"));
-    assert_quiet_kernel(mark, k.as_str());
+    wire_ends_clean(w, mark, &k);
 }
 
 /// The verdicts pptune's log gives its changes, in order: (from, to, the
@@ -1782,9 +1767,12 @@ struct FourQueues {
     dir: tempfile::TempDir,
     t0: Instant,
     first: u32,
+    /// The kernel log's length before the wire was built.
+    mark: usize,
 }
 
 fn four_queues_first_growth(k: &str, seed: &str, port: &str, metrics: u16) -> FourQueues {
+    let mark = dmesg_mark();
     let p = Ppsim::load().expect("ppsim loads");
     let w = Wire::build(&p, 4, 256);
     let args: Vec<&str> = DRAIN_PINNED_4M
@@ -1834,7 +1822,20 @@ fn four_queues_first_growth(k: &str, seed: &str, port: &str, metrics: u16) -> Fo
         dir,
         t0,
         first,
+        mark,
     }
+}
+
+/// The end every wire scenario shares: every page comes home once the
+/// sockets closed, the pools go with their devices, and the kernel log
+/// has stayed quiet since `mark`.
+fn wire_ends_clean(w: Wire, mark: usize, k: &str) {
+    let home = Duration::from_secs(15);
+    w.wait_b_quiet(home)
+        .unwrap_or_else(|e| panic!("{k}: pages still out after the sockets closed: {e}"));
+    w.teardown(home)
+        .unwrap_or_else(|pools| panic!("{k}: pools outlived their devices: {pools:#?}"));
+    assert_quiet_kernel(mark, k);
 }
 
 /// The settle time of the wire scenarios: B's ring holds this long, the
