@@ -69,6 +69,11 @@ pub const EX_CONFIG: i32 = 78;
 /// The embedded default policy (`config/src/default.yaml`).
 pub const DEFAULT_POLICY_YAML: &str = include_str!("default.yaml");
 
+/// [`DEFAULT_POLICY_YAML`]'s value as compact JSON, made from it at build
+/// time (`config/build.rs`): a load with no policy file reads this.
+pub(crate) const DEFAULT_POLICY_JSON: &str =
+    include_str!(concat!(env!("OUT_DIR"), "/default.json"));
+
 /// Display name of the embedded default in locations.
 pub const DEFAULT_SOURCE_NAME: &str = "<embedded default policy>";
 
