@@ -2,7 +2,7 @@
 # One-off: BENCHMARKS §3.R3's rows from the whole run (cut off by the VM
 # limit in udp's passes 1 and 2) and the two re-runs of those passes' tuners.
 import json, sys
-R = "/work/main/benches/results/"
+R = "benches/results/"
 whole = [json.loads(l) for l in open(R + "rebuild-iommu-lazy-whole.jsonl")]
 out, cut = [], False
 for i, r in enumerate(whole):
