@@ -77,8 +77,12 @@ while [ $# -gt 0 ]; do
     esac
 done
 log() { printf '[wire-outcome] %s\n' "$*" >&2; }
-if [ -n "$PASSES" ] && { [ "$REBUILD" = 0 ] || ! [[ "$PASSES" =~ ^[0-2](,[0-2])*$ ]]; }; then
-    echo "wire-outcome: --passes takes --rebuild's passes, 0 to 2 (as 0,1), not '$PASSES'" >&2
+# --rebuild's rounds of the sweep and repeats of every tuner: its passes.
+REBUILD_PASSES=3
+if [ -n "$PASSES" ] && { [ "$REBUILD" = 0 ] ||
+        ! [[ ",$PASSES," =~ ^(,[0-9]+)+,$ ]] ||
+        [ "$(tr , '\n' <<< "$PASSES" | sort -n | tail -1)" -ge "$REBUILD_PASSES" ]; }; then
+    echo "wire-outcome: --passes takes --rebuild's passes, 0 to $((REBUILD_PASSES - 1)) (as 0,1), not '$PASSES'" >&2
     exit 2
 fi
 PART_OF=
@@ -104,11 +108,11 @@ if [ "$REBUILD" = 1 ]; then
         PART_OF="$NAME"
         NAME="$NAME-p${PASSES//,/}"
     else
-        PASSES=0,1,2
+        PASSES=$(seq -s, 0 $((REBUILD_PASSES - 1)))
     fi
     WORKLOADS=drain-pinned,udp
     [ "$PROFILE" = devmem ] && WORKLOADS=devmem,devmem-a2a
-    ARGS+=(--sweep 256,1024,2048,4096 --rounds 3 --repeats 3
+    ARGS+=(--sweep 256,1024,2048,4096 --rounds "$REBUILD_PASSES" --repeats "$REBUILD_PASSES"
            --tuners max-once,doubling,one-shot,naive,pptune
            --age-secs 45 --pptune-quiet-secs 20 --max-run-secs 90)
 fi
@@ -182,12 +186,17 @@ for ((g = 0; g < JOBS; g++)); do
     VMOUT="$VMROOT/part$g"; mkdir -p "$VMOUT"
     {
         printf 's=$(date +%%s); r=0; : > %q; : > %q\n' "$VMOUT/$NAME.jsonl" "$VMOUT/units.times"
+        i=0
         for unit in ${GROUPS_[$g]}; do
             w=${unit%%:*}
+            # A seed per unit (one driver run each): per VM as before for
+            # the first, and no two units of a run alike.
+            seed=${ONSET_SEED:+$((ONSET_SEED + g + i * JOBS))}
+            i=$((i + 1))
             printf 'u=$(date +%%s); '
             printf '%q' "$EXE"
             printf ' %q' --pptraffic "$PT" --pptune "$PPTUNE" --policy "$REPO/$POLICY" "${ARGS[@]}" \
-                --workloads "$w" ${ONSET_SEED:+--onset-seed $((ONSET_SEED + g))}
+                --workloads "$w" ${seed:+--onset-seed $seed}
             [ "$unit" = "$w" ] || printf ' --passes %q' "${unit#*:}"
             printf ' >> %q; ur=$?; [ $ur = 0 ] || r=$ur\n' "$VMOUT/$NAME.jsonl"
             printf 'echo "%s $(( $(date +%%s) - u )) $ur" >> %q\n' "$unit" "$VMOUT/units.times"

@@ -66,7 +66,8 @@ pub(crate) fn build_partial(docs: &[(String, String)]) -> Built {
 
 /// The embedded default alone, converted from its JSON form
 /// ([`crate::DEFAULT_POLICY_JSON`]) without the spanned tree or the schema
-/// check: 40 k instructions where the YAML took 2.7 M. `None` if it has
+/// check (callgrind: deserializing the JSON took 42 k instructions, the
+/// YAML typed 1.3 M, the whole spanned load 2.7 M). `None` if it has
 /// anything to say (never for the shipped text: a test), so that the
 /// spanned path reports it with its location.
 fn default_alone() -> Option<policy::Policy> {
