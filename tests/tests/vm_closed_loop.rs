@@ -1430,12 +1430,8 @@ fn wire_draining_tcp_converges_and_holds() {
             .start()
     });
     let t0 = Instant::now();
-    let Watch {
-        ring,
-        changes,
-        after,
-        last,
-    } = watch_until_held(&w, &mut d, t0, 256, Duration::from_secs(85));
+    let watch = watch_until_held(&w, &mut d, t0, 256, Duration::from_secs(85));
+    let (ring, changes) = (watch.ring, &watch.changes);
     let t = Traffic::wait(traffic);
     let log = d.log();
     d.kill9();
@@ -1447,19 +1443,7 @@ fn wire_draining_tcp_converges_and_holds() {
         "{k}: the decisions' miss_cost_factor {factors:?}, under a profile that {} a miss",
         if priced { "prices" } else { "does not price" }
     );
-    let Some((after, after_d)) = after else {
-        if let Some((r, (share, stats))) = last {
-            panic!(
-                "{k}: at ring {r} the pools still free {share:.4} of returns after 85 s: {stats:?}; changes (s since pptune started, ring) {changes:?}:\n{}",
-                d.tail(40)
-            );
-        }
-        panic!(
-            "{k}: the ring did not hold {} s inside 85 s: changes (s since pptune started, ring) {changes:?}:\n{}",
-            SETTLE.as_secs(),
-            d.tail(40)
-        );
-    };
+    let (after, _) = watch.held(&k, &d, "");
     println!(
         "MEASURE scenario=wire_drain kernel={k} vcpus={cpus} priced={priced} miss_cost_factor={:?} streams=4 pattern=drain --sync --pause-ms 50 --rcvbuf 1048576 | \
          before ring=256 ring_full_share={before:.4} | changes (s since pptune started, ring) {changes:?} | \
@@ -1475,16 +1459,6 @@ fn wire_draining_tcp_converges_and_holds() {
         "{k}: pptune never raised B's ring:\n{}",
         d.tail(40)
     );
-    assert!(
-        changes.len() <= 3,
-        "{k}: {} changes {changes:?}:\n{}",
-        changes.len(),
-        d.tail(40)
-    );
-    // Held, and under the grow threshold, by construction here: the loop
-    // above takes `after` only from a ring that held the settle time and
-    // whose pools freed under it; else the test failed above.
-    println!("{k}: at ring {ring} the pools freed {after:.4} of returns: {after_d:?}");
     wire_ends_clean(w, mark, &k);
 }
 
@@ -1553,12 +1527,8 @@ fn wire_queue_count_change_between_ring_steps() {
         covered >= 1.0,
         "{k}: B's pools lasted only {covered:.2} s after the cut: too little to judge the cut by"
     );
-    let Watch {
-        ring,
-        changes,
-        after,
-        last,
-    } = watch_until_held(&w, &mut d, t0, first, Duration::from_secs(120));
+    let watch = watch_until_held(&w, &mut d, t0, first, Duration::from_secs(120));
+    let (ring, changes) = (watch.ring, &watch.changes);
     let t = Traffic::wait(traffic);
     let log = d.log();
     d.kill9();
@@ -1567,7 +1537,8 @@ fn wire_queue_count_change_between_ring_steps() {
         "MEASURE scenario=wire_queue_cut kernel={k} streams=4 queues=4->1 | first growth 256 -> {first}, cut at {cut:.1} s | \
          freed after the cut {at_cut:.4} over {covered:.1} s | changes after the cut (s since pptune started, ring) {changes:?} | \
          growths (from, to, ring_probe_known) {growths:?} | after {:?} | {} bytes, RetransSegs {}",
-        after
+        watch
+            .after
             .as_ref()
             .map(|(s, _)| format!("ring={ring} ring_full_share={s:.4}")),
         t.received(),
@@ -1578,13 +1549,7 @@ fn wire_queue_count_change_between_ring_steps() {
         at_cut >= MISS_THRESHOLD,
         "{k}: the cut to one queue must overflow ring {first} for the test to mean anything: {at_cut_d:?}"
     );
-    let Some((share, stats)) = after else {
-        panic!(
-            "{k}: after the cut the ring did not hold {} s with the pools under {MISS_THRESHOLD}: last {last:?}; changes {changes:?}; growths {growths:?}:\n{}",
-            SETTLE.as_secs(),
-            d.tail(60)
-        );
-    };
+    watch.held(&k, &d, &format!("growths {growths:?}"));
     assert!(
         ring > first && growths.len() >= 2,
         "{k}: pptune did not grow B again after the cut (ring {ring}, growths {growths:?}):\n{}",
@@ -1597,13 +1562,6 @@ fn wire_queue_count_change_between_ring_steps() {
         after_cut.is_some_and(|&(_, _, known)| known == 0.0),
         "{k}: the growth from {first} after the cut was calibrated on the four-queue probe, or not logged: {growths:?}"
     );
-    assert!(
-        changes.len() <= 3,
-        "{k}: {} changes after the cut {changes:?}:\n{}",
-        changes.len(),
-        d.tail(60)
-    );
-    println!("{k}: at ring {ring} the pool freed {share:.4} of returns: {stats:?}");
     wire_ends_clean(w, mark, &k);
 }
 
@@ -1657,12 +1615,8 @@ fn wire_one_queue_outgrowing_a_step_is_not_judged_ineffective() {
             "5349",
         ],
     );
-    let Watch {
-        ring,
-        changes,
-        after,
-        last,
-    } = watch_until_held(&w, &mut d, t0, first, Duration::from_secs(120));
+    let watch = watch_until_held(&w, &mut d, t0, first, Duration::from_secs(120));
+    let (ring, changes) = (watch.ring, &watch.changes);
     let t = Traffic::wait(traffic);
     let t5 = Traffic::wait(fifth);
     let log = d.log();
@@ -1676,7 +1630,8 @@ fn wire_one_queue_outgrowing_a_step_is_not_judged_ineffective() {
         "MEASURE scenario=wire_one_queue_outgrows kernel={k} streams=4+1 queues=4 | first growth 256 -> {first} | \
          its verdict {of_first:?} | changes after it (s since pptune started, ring) {changes:?} | verdicts {verdicts:?} | after {:?} | \
          {} + {} bytes, RetransSegs {} + {}",
-        after
+        watch
+            .after
             .as_ref()
             .map(|(s, _)| format!("ring={ring} ring_full_share={s:.4}")),
         t.received(),
@@ -1700,20 +1655,7 @@ fn wire_one_queue_outgrowing_a_step_is_not_judged_ineffective() {
         "{k}: no verdict on the first step 256 -> {first}: {verdicts:?}:\n{}",
         d.tail(60)
     );
-    let Some((share, stats)) = after else {
-        panic!(
-            "{k}: the ring did not hold {} s with the pools under {MISS_THRESHOLD}: last {last:?}; changes {changes:?}; verdicts {verdicts:?}:\n{}",
-            SETTLE.as_secs(),
-            d.tail(60)
-        );
-    };
-    assert!(
-        changes.len() <= 3,
-        "{k}: {} changes after the first {changes:?}:\n{}",
-        changes.len(),
-        d.tail(60)
-    );
-    println!("{k}: at ring {ring} the pools freed {share:.4} of returns: {stats:?}");
+    watch.held(&k, &d, &format!("verdicts {verdicts:?}"));
     wire_ends_clean(w, mark, &k);
 }
 
@@ -1895,6 +1837,41 @@ struct Watch {
     changes: Vec<(f64, u32)>,
     after: Option<(f64, PoolStats)>,
     last: Option<(u32, (f64, PoolStats))>,
+}
+
+impl Watch {
+    /// The watch's end as every wire scenario judges it: the ring held
+    /// [`SETTLE`] with its pools freeing under the grow threshold (how
+    /// [`watch_until_held`] ends), in at most three changes. Panics with
+    /// what was seen (and `context`, the scenario's own record) otherwise;
+    /// returns the measurement's share and counters.
+    fn held(&self, k: &str, d: &Daemon, context: &str) -> (f64, &PoolStats) {
+        let changes = &self.changes;
+        let Some((share, stats)) = &self.after else {
+            match &self.last {
+                Some((r, (s, st))) => panic!(
+                    "{k}: at ring {r} the pools still free {s:.4} of returns at the watch's end: {st:?}; changes (s since pptune started, ring) {changes:?}; {context}:\n{}",
+                    d.tail(60)
+                ),
+                None => panic!(
+                    "{k}: the ring did not hold {} s with its pools under {MISS_THRESHOLD}: changes (s since pptune started, ring) {changes:?}; {context}:\n{}",
+                    SETTLE.as_secs(),
+                    d.tail(60)
+                ),
+            }
+        };
+        assert!(
+            changes.len() <= 3,
+            "{k}: {} changes {changes:?}; {context}:\n{}",
+            changes.len(),
+            d.tail(60)
+        );
+        println!(
+            "{k}: at ring {} the pools freed {share:.4} of returns: {stats:?}",
+            self.ring
+        );
+        (*share, stats)
+    }
 }
 
 /// Watches B's ring from `ring` until `limit` after `t0`: once it changed
