@@ -3,6 +3,7 @@
 #
 #   benches/observe-ab.sh [--pools N] [--rounds R] [--passes P]
 #                         [--expect-same PCT] [--results DIR] A_DIR B_DIR
+#   benches/observe-ab.sh --status [--pools N] [--rounds R] [--results DIR] A_DIR B_DIR
 #
 # A_DIR and B_DIR each hold an `observe_pass` bench binary (as staged in
 # $CARGO_TARGET_DIR/bench-bin by benches/observe-cost.sh; build the other
@@ -16,6 +17,15 @@
 # raw ab.jsonl to DIR (default $CARGO_TARGET_DIR/observe-ab).
 # --expect-same PCT: exit 1 unless B/A is within PCT % of 1 in every round
 # (A and B the same binary: the VM's determinism, checked by the CI smoke).
+# --status: the same for `pptune status --json` as a whole process (A_DIR
+# and B_DIR each hold a `pptune`): R rounds of 5 runs of each side
+# (benches/proc_cost.py, the order flipped each round), each beside 5 runs
+# of `pptune --version`, the process alone (start-up and exit: what a
+# larger binary costs before any work), then where the time
+# goes: a `perf record -e cpu-clock` profile of 20 runs of each side,
+# kernel and user symbols (perf-A.txt, perf-B.txt in DIR; under -icount a
+# sample is a count of guest instructions, the kernel's page faults and
+# the dynamic loader included).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
@@ -25,6 +35,7 @@ PASSES=""
 SAME=""
 RESULTS=""
 IN_VM=0
+STATUS=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --pools) POOLS="$2"; shift 2 ;;
@@ -33,7 +44,8 @@ while [ $# -gt 0 ]; do
         --expect-same) SAME="$2"; shift 2 ;;
         --results) RESULTS="$2"; shift 2 ;;
         --in-vm) IN_VM=1; shift ;;
-        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --status) STATUS=1; shift ;;
+        -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "observe-ab: unknown option $1" >&2; exit 2 ;;
         *) break ;;
     esac
@@ -44,7 +56,9 @@ for d in "$1" "$2"; do
 done
 A="$(cd "$1" && pwd)"
 B="$(cd "$2" && pwd)"
-for f in "$A/observe_pass" "$B/observe_pass" "$B/raw_floor"; do
+if [ "$STATUS" = 1 ]; then want=("$A/pptune" "$B/pptune")
+else want=("$A/observe_pass" "$B/observe_pass" "$B/raw_floor"); fi
+for f in "${want[@]}"; do
     [ -x "$f" ] || { echo "observe-ab: no executable $f" >&2; exit 2; }
 done
 [[ "$POOLS" =~ ^[0-9]+$ && "$ROUNDS" =~ ^[0-9]+$ ]] || { echo "observe-ab: --pools and --rounds take whole numbers" >&2; exit 2; }
@@ -57,6 +71,34 @@ if [ "$IN_VM" = 1 ]; then
     OUT="$PPTUNE_VM_OUT/ab.jsonl"
     : > "$OUT"
     nsim_up_to "$POOLS"
+    if [ "$STATUS" = 1 ]; then
+        log "kernel $(uname -r), clock $PPTUNE_VM_CLOCK, $NSIM_POOLS pools: $ROUNDS rounds of \`status --json\`"
+        for r in $(seq "$ROUNDS"); do
+            if [ $((r % 2)) = 1 ]; then sides=(A B); else sides=(B A); fi
+            for s in "${sides[@]}"; do
+                d=$A; [ "$s" = B ] && d=$B
+                # The process alone (`--version`: start-up, argument
+                # parsing, exit), then the command.
+                for what in "pptune-start --version" "pptune-status status --json"; do
+                    read -r label args <<< "$what"
+                    # shellcheck disable=SC2086 # args is two words or one
+                    python3 "$REPO/benches/proc_cost.py" --label "$label" --pools "$NSIM_POOLS" \
+                        --runs 5 -- "$d/pptune" $args \
+                        | sed "s/^{/{\"round\":$r,\"side\":\"$s\",/" | tee -a "$OUT"
+                done
+            done
+        done
+        # perf writes its data with mmap, which the 9p share refuses.
+        for s in A B; do
+            d=$A; [ "$s" = B ] && d=$B
+            perf record -q -e cpu-clock -F 25000 -o "/tmp/perf-$s.data" -- \
+                sh -c "for i in \$(seq 20); do $d/pptune status --json >/dev/null; done"
+            perf report -i "/tmp/perf-$s.data" --comm pptune --no-children --sort dso,sym \
+                --stdio > "$PPTUNE_VM_OUT/perf-$s.txt" 2>/dev/null
+        done
+        nsim_del_all
+        exit 0
+    fi
     log "kernel $(uname -r), clock $PPTUNE_VM_CLOCK, $NSIM_POOLS pools: $ROUNDS rounds of $PASSES passes"
     run() { # side
         case "$1" in
@@ -80,6 +122,8 @@ VMOUT="$CARGO_TARGET_DIR/observe-ab-vm"
 rm -rf "$VMOUT"; mkdir -p "$VMOUT" "$RES"
 log "A=$A B=$B, $POOLS pools"
 "$REPO/tests/vm/run.sh" --kernel 7.3 --icount --mem 2048 --timeout 1800 --out "$VMOUT" -- \
-    "$REPO/benches/observe-ab.sh" --in-vm --pools "$POOLS" --rounds "$ROUNDS" --passes "$PASSES" "$A" "$B"
+    "$REPO/benches/observe-ab.sh" --in-vm --pools "$POOLS" --rounds "$ROUNDS" --passes "$PASSES" \
+    $([ "$STATUS" = 1 ] && echo --status) "$A" "$B"
 cp "$VMOUT/ab.jsonl" "$RES/"
+[ "$STATUS" = 1 ] && cp "$VMOUT"/perf-[AB].txt "$RES/"
 python3 "$REPO/benches/report.py" ab "$RES/ab.jsonl" "$RES" "$A" "$B" ${SAME:+"$SAME"}

@@ -696,36 +696,68 @@ def outcome(jsonl, res_dir, name="outcome", policy=None):
 # ------------------------------------------------------------------ A/B
 def ab(jsonl, res_dir, a_dir, b_dir, same_pct=None):
     """benches/observe-ab.sh: B/A, A/floor and B/floor within each round,
-    their median and min-max. With `same_pct`, 1 unless B/A is within that
-    many per cent of 1 in every round."""
+    their median and min-max. With `--status`, B/A of the whole process
+    (`pptune-status`), of the process alone (`pptune-start`, `--version`)
+    and of their difference, the command's own work. With `same_pct`, 1
+    unless B/A is within that many per cent of 1 in every round."""
     rows = [json.loads(l) for l in open(jsonl) if l.strip().startswith("{")]
-    groups = {}
-    for r in rows:
-        if r.get("tool") in ("pptune-pass", "raw-floor"):
-            groups.setdefault(r["round"], {})[r["side"]] = r
-    pairs = {"B/A": ("B", "A"), "A/floor": ("A", "floor"), "B/floor": ("B", "floor")}
-    summary = {}
-    for name, (num, den) in pairs.items():
-        w = [round(x, 4) for x, _ in within_rounds(groups, num, den)]
-        summary[name] = {"median": w[len(w) // 2] if w else None, "by_round": w}
+    status = any(r.get("tool") == "pptune-status" for r in rows)
     pools = next((r["pools"] for r in rows if "pools" in r), None)
-    print(f"| round | A µs | B µs | floor µs | B/A | A/floor | B/floor |  ({pools} pools)")
-    print("|---|---|---|---|---|---|---|")
-    for k in sorted(groups):
-        g = groups[k]
-        cpu = {s: g[s]["cpu_us_per_pass"] for s in ("A", "B", "floor") if s in g}
-        q = lambda n, d: f"{cpu[n] / cpu[d]:.4f}" if n in cpu and d in cpu else "-"
-        print(f"| {k} | {cpu.get('A', '-')} | {cpu.get('B', '-')} | {cpu.get('floor', '-')} "
-              f"| {q('B', 'A')} | {q('A', 'floor')} | {q('B', 'floor')} |")
+    summary = {}
+    if status:
+        key = "cpu_ms_per_run"
+        groups = {}
+        for r in rows:
+            if r.get("tool") in ("pptune-status", "pptune-start"):
+                groups.setdefault(r["round"], {})[(r["side"], r["tool"])] = r[key]
+        for g in groups.values():
+            for s in ("A", "B"):
+                if (s, "pptune-status") in g and (s, "pptune-start") in g:
+                    g[(s, "work")] = round(g[(s, "pptune-status")] - g[(s, "pptune-start")], 2)
+        print(f"| round | side | status --json ms | --version ms | work ms |  ({pools} pools)")
+        print("|---|---|---|---|---|")
+        for k in sorted(groups):
+            for s in ("A", "B"):
+                g = groups[k]
+                print(f"| {k} | {s} | " + " | ".join(
+                    str(g.get((s, t), "-")) for t in ("pptune-status", "pptune-start", "work")) + " |")
+        for t, name in (("pptune-status", "B/A status"), ("pptune-start", "B/A start"),
+                        ("work", "B/A work")):
+            w = sorted(round(g[("B", t)] / g[("A", t)], 4) for g in groups.values()
+                       if ("A", t) in g and ("B", t) in g and g[("A", t)])
+            d = sorted(round(g[("B", t)] - g[("A", t)], 2) for g in groups.values()
+                       if ("A", t) in g and ("B", t) in g)
+            summary[name] = {"median": w[len(w) // 2] if w else None, "by_round": w,
+                             "b_minus_a_ms": d}
+    else:
+        groups = {}
+        for r in rows:
+            if r.get("tool") in ("pptune-pass", "raw-floor"):
+                groups.setdefault(r["round"], {})[r["side"]] = r
+        pairs = {"B/A": ("B", "A"), "A/floor": ("A", "floor"), "B/floor": ("B", "floor")}
+        for name, (num, den) in pairs.items():
+            w = [round(x, 4) for x, _ in within_rounds(groups, num, den)]
+            summary[name] = {"median": w[len(w) // 2] if w else None, "by_round": w}
+        print(f"| round | A µs | B µs | floor µs | B/A | A/floor | B/floor |  ({pools} pools)")
+        print("|---|---|---|---|---|---|---|")
+        for k in sorted(groups):
+            g = groups[k]
+            cpu = {s: g[s]["cpu_us_per_pass"] for s in ("A", "B", "floor") if s in g}
+            q = lambda n, d: f"{cpu[n] / cpu[d]:.4f}" if n in cpu and d in cpu else "-"
+            print(f"| {k} | {cpu.get('A', '-')} | {cpu.get('B', '-')} | {cpu.get('floor', '-')} "
+                  f"| {q('B', 'A')} | {q('A', 'floor')} | {q('B', 'floor')} |")
     for name, v in summary.items():
         span = f" ({min(v['by_round'])}–{max(v['by_round'])})" if v["by_round"] else ""
-        print(f"{name}: {v['median']}{span}")
+        diff = f"; B − A {v['b_minus_a_ms']} ms" if "b_minus_a_ms" in v else ""
+        print(f"{name}: {v['median']}{span}{diff}")
     verdict = None
+    first = "B/A status" if status else "B/A"
     if same_pct is not None:
-        w = summary["B/A"]["by_round"]
+        w = summary[first]["by_round"]
         verdict = bool(w) and all(abs(x - 1) * 100 <= float(same_pct) for x in w)
-        print(f"B/A within {same_pct} % of 1 in every round: {'yes' if verdict else 'NO'}")
+        print(f"{first} within {same_pct} % of 1 in every round: {'yes' if verdict else 'NO'}")
     write(res_dir, "ab.json", {"meta": meta(), "a": a_dir, "b": b_dir, "pools": pools,
+                               "what": "status" if status else "pass",
                                "summary": summary, "expect_same_pct": same_pct,
                                "same": verdict, "rows": rows})
     if not groups:
