@@ -22,7 +22,8 @@
 #   baseline      `true` under the same process wrapper (its overhead)
 #   daemon-cpu    `pptune run` (embedded default policy: observe, 10 s
 #                 interval) at the largest size, its CPU over DAEMON_SECS
-#                 (default 600; --smoke: 20) after a 30 s start
+#                 (default 600; --smoke: 20; 0 skips it; the environment's
+#                 or --daemon-secs N, handed to the VM) after a 30 s start
 #   emulation     the host micro-bench (observe_replay, 2048 pools of
 #                 recorded-shape bytes, userspace only) run on the host and
 #                 in the VM: their CPU ratio is what the emulation inflates
@@ -63,11 +64,13 @@ while [ $# -gt 0 ]; do
         --no-build) NO_BUILD=1; shift ;;
         --results) RESULTS="$2"; shift 2 ;;
         --shadow) SHADOW=1; shift ;;
-        -h|--help) sed -n '2,48p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --daemon-secs) DAEMON_SECS="$2"; shift 2 ;;
+        -h|--help) sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "observe-cost: unknown option $1" >&2; exit 2 ;;
     esac
 done
 log() { printf '[observe-cost] %s\n' "$*" >&2; }
+[[ "${DAEMON_SECS:-0}" =~ ^[0-9]+$ ]] || { log "DAEMON_SECS / --daemon-secs takes whole seconds, not ${DAEMON_SECS}"; exit 2; }
 . "$REPO/benches/lib.sh"
 
 # ---------------------------------------------------------------- in the VM
@@ -194,7 +197,7 @@ START=$(date +%s)
 log "running in the VM (sizes: $SIZES)"
 tests/vm/run.sh --kernel 7.3 --icount --mem 2048 --timeout 3000 --out "$VMOUT" -- \
     "$REPO/benches/observe-cost.sh" --in-vm --sizes "$SIZES" $([ "$SMOKE" = 1 ] && echo --smoke) \
-    $([ "$SHADOW" = 1 ] && echo --shadow)
+    $([ "$SHADOW" = 1 ] && echo --shadow) ${DAEMON_SECS:+--daemon-secs "$DAEMON_SECS"}
 log "VM part took $(( $(date +%s) - START )) s"
 if [ "$SHADOW" = 1 ]; then
     RES="${RESULTS:-$REPO/benches/results}"
