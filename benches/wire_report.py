@@ -123,7 +123,7 @@ def fmt_range(rs, key, f="{:.0f}"):
 
 def static_table(by):
     out = ["| ring | MB / 10⁹ busy instr (mean [range]) | k frames / 10⁹ busy instr | bytes / frame | app MB/s (virtual) | slow / 1000 frames "
-           "| ring_full / 1000 | cached / 1000 | ring / 1000 | pool mem mean / max (MiB) "
+           "| ring_full / 1000 | cached / 1000 | ring / 1000 | host pool mem mean / max (MiB) "
            "| B overruns | sender retrans | DSACKs (run) | frames | mice delay p50 / p99 (µs) |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for ring, rs in by.items():
@@ -132,7 +132,7 @@ def static_table(by):
             f"| {' / '.join(f'{r[chr(98) + chr(112) + chr(102)]:.0f}' for r in rs)} | {fmt_range(rs, 'app_mb_s', '{:.1f}')} "
             f"| {fmt_range(rs, 'slow_per_k', '{:.2f}')} | {fmt_range(rs, 'ring_full_per_k', '{:.1f}')} "
             f"| {mean([r['cached_per_k'] for r in rs]):.1f} | {mean([r['ring_per_k'] for r in rs]):.1f} "
-            f"| {mean([r['mem_mean'] for r in rs]) / MIB:.1f} / {max(r['mem_max'] for r in rs) / MIB:.1f} "
+            f"| {mem_cell(rs)} "
             f"| {' / '.join(str(r['overruns']) for r in rs)} | {' / '.join(str(r['retrans']) for r in rs)} "
             f"| {' / '.join(dsacks(r) for r in rs)} | {' / '.join(str(r['frames']) for r in rs)} | {fmt_delay(rs)} |")
     return out
@@ -149,6 +149,24 @@ def tuned_rows(rows, wl):
 
 def runs_label(name, runs, i):
     return name if len(runs) == 1 else f"{name} #{i + 1}"
+
+
+def host_mem(r):
+    """The pool memory a ring costs the host: every pool's pages in flight
+    but a memory provider's (a dma-buf binding is pinned at its size
+    whatever the ring; docs/decisions.md "Memory providers"). Rows from
+    before the driver recorded it (`host_mem_mean`) had no provider."""
+    return r.get("host_mem_mean", r["mem_mean"])
+
+
+def mem_cell(rs):
+    """Host pool memory mean / max over `rs` (MiB), or, where a provider's
+    pools hold more, the host mean and the provider's mean beside it."""
+    host = mean([host_mem(r) for r in rs])
+    every = mean([r["mem_mean"] for r in rs])
+    if every > host:
+        return f"{host / MIB:.1f} (provider {(every - host) / MIB:.1f})"
+    return f"{host / MIB:.1f} / {max(r['mem_max'] for r in rs) / MIB:.1f}"
 
 
 def dsacks(r):
@@ -190,13 +208,13 @@ def each_run(tuned):
 def tuner_summary(tuned):
     """Per tuner over its repeats: figure, final ring, pool memory and
     changes as mean [range]."""
-    out = ["| tuner | runs | MB / 10⁹ busy instr | final ring | pool mem mean (MiB) | changes |",
+    out = ["| tuner | runs | MB / 10⁹ busy instr | final ring | host pool mem mean (MiB) | changes |",
            "|---|---|---|---|---|---|"]
     for name in TUNERS:
         rs = tuned.get(name)
         if not rs:
             continue
-        mem = [dict(r, mem_mib=r["mem_mean"] / MIB) for r in rs]
+        mem = [dict(r, mem_mib=host_mem(r) / MIB) for r in rs]
         out.append(f"| {name} | {len(rs)} | {fmt_range(rs, 'mb_per_gi', '{:.1f}')} | {fmt_range(rs, 'ring')} "
                    f"| {fmt_range(mem, 'mem_mib', '{:.1f}')} | {fmt_range(rs, 'changes')} |")
     return out
@@ -204,15 +222,14 @@ def tuner_summary(tuned):
 
 def tuned_table(by, best_ring, best_row_vals, tuned):
     out = ["| config | MB / 10⁹ busy instr | k frames / 10⁹ busy instr | app MB/s | slow / 1000 | ring_full / 1000 | final ring "
-           "| changes | last change (s) | pool mem mean / max (MiB) | B overruns | retrans | DSACKs (run) | mice delay p50 / p99 (µs) | note |",
+           "| changes | last change (s) | host pool mem mean / max (MiB) | B overruns | retrans | DSACKs (run) | mice delay p50 / p99 (µs) | note |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     rs = by[best_ring]
     out.append(
         f"| best static ({best_ring}) | {fmt_range(rs, 'mb_per_gi', '{:.1f}')} | {fmt_range(rs, 'kf_per_gi', '{:.1f}')} "
         f"| {fmt_range(rs, 'app_mb_s', '{:.1f}')} "
         f"| {fmt_range(rs, 'slow_per_k', '{:.2f}')} | {fmt_range(rs, 'ring_full_per_k', '{:.1f}')} "
-        f"| {best_ring} | 0 | – | {mean([r['mem_mean'] for r in rs]) / MIB:.1f} / "
-        f"{max(r['mem_max'] for r in rs) / MIB:.1f} | {' / '.join(str(r['overruns']) for r in rs)} "
+        f"| {best_ring} | 0 | – | {mem_cell(rs)} | {' / '.join(str(r['overruns']) for r in rs)} "
         f"| {' / '.join(str(r['retrans']) for r in rs)} | {' / '.join(dsacks(r) for r in rs)} | {fmt_delay(rs)} "
         f"| {len(rs)} rounds{age_note(rs)} |")
     for name, i, r in each_run(tuned):
@@ -232,7 +249,7 @@ def tuned_table(by, best_ring, best_row_vals, tuned):
         out.append(
             f"| {runs_label(name, tuned[name], i)} | {r['mb_per_gi']:.1f} | {r['kf_per_gi']:.1f} | {r['app_mb_s']:.1f} | {r['slow_per_k']:.2f} "
             f"| {r['ring_full_per_k']:.1f} | {r['ring']} | {r['changes']} | {r['last_change_s']:.1f} "
-            f"| {r['mem_mean'] / MIB:.1f} / {r['mem_max'] / MIB:.1f} | {r['overruns']} | {r['retrans']} "
+            f"| {mem_cell([r])} | {r['overruns']} | {r['retrans']} "
             f"| {dsacks(r)} | {fmt_delay([r])} | {'; '.join(note)} |")
     return out
 
@@ -256,12 +273,12 @@ def verdicts(by, best_ring, spread, tuned, key="mb_per_gi", label="MB / 10⁹ bu
     out.append(judged("≤ 2 changes", [(p["changes"] <= 2, str(p["changes"])) for p in ps]))
     ms = tuned.get("max-once")
     if ms:
-        m_mem = mean([m["mem_mean"] for m in ms])
+        m_mem = mean([host_mem(m) for m in ms])
         quarter = mean([m["ring"] for m in ms]) / 4
         if best_ring <= quarter:
-            out.append(judged(f"pool memory ≤ ¼ of max once's (best static {best_ring} ≤ max/4 = {quarter:.0f}; "
+            out.append(judged(f"host pool memory ≤ ¼ of max once's (best static {best_ring} ≤ max/4 = {quarter:.0f}; "
                               f"max once {m_mem / MIB:.1f} MiB, so ≤ {m_mem / 4 / MIB:.1f})",
-                              [(p["mem_mean"] <= m_mem / 4, f"{p['mem_mean'] / MIB:.1f}") for p in ps]))
+                              [(host_mem(p) <= m_mem / 4, f"{host_mem(p) / MIB:.1f}") for p in ps]))
         else:
             out.append(f"- pool memory vs max once: not judged (best static {best_ring} > max/4 = {quarter:.0f})")
     width = (hi - lo) / 2
@@ -270,9 +287,9 @@ def verdicts(by, best_ring, spread, tuned, key="mb_per_gi", label="MB / 10⁹ bu
         if not bs:
             continue
         b = mean([r[key] for r in bs])
-        b_mem = mean([r["mem_mean"] for r in bs])
+        b_mem = mean([host_mem(r) for r in bs])
         out.append(judged(f"at least {name}'s figure (its mean {b:.1f} over {len(bs)} runs, less 2σ = {width:.1f}; "
-                          f"memory: pptune {mean([p['mem_mean'] for p in ps]) / MIB:.1f} against "
+                          f"host memory: pptune {mean([host_mem(p) for p in ps]) / MIB:.1f} against "
                           f"{b_mem / MIB:.1f} MiB; changes {mean([p['changes'] for p in ps]):.1f} against "
                           f"{mean([r['changes'] for r in bs]):.1f})",
                           [(p[key] >= b - width, f"{p[key]:.1f}") for p in ps]))
