@@ -38,10 +38,11 @@
 # one profile per run, and each run's passes (workload x pass: a round of
 # the sweep, then a repeat of every tuner) are dealt to the two VMs, so
 # drain-pinned's three slow passes do not all fall on one VM (whole, it
-# reached the 6,000 s limit: BENCHMARKS §3.R2). A unit (9 points) should
-# take about 33 min of host here (iommu-strict ran 6 points in 1,307 s),
-# a whole profile about 100: --passes 0,1 and then --passes 2 split it
-# into two runs (about 67 and 33 min; not yet timed), each writing
+# reached the 6,000 s limit: BENCHMARKS §3.R2). A unit (9 points) takes
+# about 33 min of host here (iommu-strict ran 6 points in 1,307 s), a
+# whole profile about 100: --passes 0,1 and then --passes 2 split it into
+# two runs (devmem: 82 and 35 min on a host also running other VMs and
+# builds, BENCHMARKS §3.R4), each writing
 # rebuild-P-pKL.*, and each merging every part there is into rebuild-P.*
 # (the rows of a pass are the same whichever run made them).
 # --profile: the host profile the VMs boot with (tests/vm/run.sh --profile:
@@ -73,7 +74,7 @@ while [ $# -gt 0 ]; do
         --profile) PROFILE="$2"; shift 2 ;;
         --passes) PASSES="$2"; shift 2 ;;
         --) shift; ADHOC=("$@"); break ;;
-        -h|--help) sed -n '2,52p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,53p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "wire-outcome: unknown option $1" >&2; exit 2 ;;
     esac
 done
