@@ -26,7 +26,7 @@ Then the tuned rows (max once, pptune).
 """
 import sys
 
-from wire_report import MIB, best_static, fmt_range, load, mean, noise, sweep
+from wire_report import MIB, best_static, fmt_range, host_mem, load, mean, noise, sweep
 
 KEY = "mb_per_gi"
 
@@ -48,7 +48,7 @@ def derived(r):
     r["dn_max_m"] = d.get("dontneed_max_ns", 0) / 1e6
     r["mp_mean_k"] = (r.get("mp_alloc_ns_mean") or 0) / 1e3
     r["mp_max_k"] = (r.get("mp_alloc_max_ns") or 0) / 1e3
-    r["host_mib"] = r.get("host_mem_mean", 0) / MIB
+    r["host_mib"] = host_mem(r) / MIB
     r["mem_mib"] = r["mem_mean"] / MIB
 
 

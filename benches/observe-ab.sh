@@ -73,19 +73,20 @@ if [ "$IN_VM" = 1 ]; then
     nsim_up_to "$POOLS"
     if [ "$STATUS" = 1 ]; then
         log "kernel $(uname -r), clock $PPTUNE_VM_CLOCK, $NSIM_POOLS pools: $ROUNDS rounds of \`status --json\`"
+        cost() { # label pptune-args...: 5 runs of side $s's pptune in round $r
+            local label=$1; shift
+            python3 "$REPO/benches/proc_cost.py" --label "$label" --pools "$NSIM_POOLS" \
+                --runs 5 -- "$d/pptune" "$@" \
+                | sed "s/^{/{\"round\":$r,\"side\":\"$s\",/" | tee -a "$OUT"
+        }
         for r in $(seq "$ROUNDS"); do
             if [ $((r % 2)) = 1 ]; then sides=(A B); else sides=(B A); fi
             for s in "${sides[@]}"; do
                 d=$A; [ "$s" = B ] && d=$B
-                # The process alone (`--version`: start-up, argument
-                # parsing, exit), then the command.
-                for what in "pptune-start --version" "pptune-status status --json"; do
-                    read -r label args <<< "$what"
-                    # shellcheck disable=SC2086 # args is two words or one
-                    python3 "$REPO/benches/proc_cost.py" --label "$label" --pools "$NSIM_POOLS" \
-                        --runs 5 -- "$d/pptune" $args \
-                        | sed "s/^{/{\"round\":$r,\"side\":\"$s\",/" | tee -a "$OUT"
-                done
+                # The process alone (start-up, argument parsing, exit),
+                # then the command.
+                cost pptune-start --version
+                cost pptune-status status --json
             done
         done
         # perf writes its data with mmap, which the 9p share refuses.
@@ -125,5 +126,5 @@ log "A=$A B=$B, $POOLS pools"
     "$REPO/benches/observe-ab.sh" --in-vm --pools "$POOLS" --rounds "$ROUNDS" --passes "$PASSES" \
     $([ "$STATUS" = 1 ] && echo --status) "$A" "$B"
 cp "$VMOUT/ab.jsonl" "$RES/"
-[ "$STATUS" = 1 ] && cp "$VMOUT"/perf-[AB].txt "$RES/"
+if [ "$STATUS" = 1 ]; then cp "$VMOUT"/perf-[AB].txt "$RES/"; fi
 python3 "$REPO/benches/report.py" ab "$RES/ab.jsonl" "$RES" "$A" "$B" ${SAME:+"$SAME"}
