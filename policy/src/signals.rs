@@ -4,7 +4,7 @@
 //! functions. Each takes counters (cumulative or deltas over a window) and
 //! returns `None` when the denominator is zero: "no traffic" is not 0 %.
 //!
-//! Units (see `docs/signals.md`): `alloc_fast` and `recycle_*` count pages;
+//! Units (see docs/decisions.md §1): `alloc_fast` and `recycle_*` count pages;
 //! `alloc_slow` and `alloc_refill` count cache refills of up to 64 pages;
 //! `recycle_ring_full` counts once per bulk on the bulk-return path, so the
 //! recycle-miss share is a lower bound there.
@@ -53,6 +53,29 @@ pub fn slow_refills(s: &PoolStats, memory_provider: bool) -> u64 {
     } else {
         s.alloc_slow
     }
+}
+
+/// Pages the pool handed out: `alloc_fast` (from its cache) plus one page
+/// per refill from its ring and per slow refill (`slow_refills`), which
+/// each hand one page out directly and park the rest in the cache. It
+/// counts every page the driver took, whatever way it came back, so it
+/// does not share ring_full's undercount.
+#[must_use]
+pub fn pages_handed_out(s: &PoolStats, memory_provider: bool) -> u64 {
+    s.alloc_fast
+        .saturating_add(s.alloc_refill)
+        .saturating_add(slow_refills(s, memory_provider))
+}
+
+/// ring_full per page the pool handed out. n bursts of B pages into a pool
+/// ring of P free n (B − P) pages, of which the counters see 1/k; pages
+/// handed out do not depend on P. So this is n (B − P) / (k × pages) — a
+/// line in P whose zero is the burst, whatever k, and whatever the pool
+/// also hands out for returns that never fill its ring (small ones add to
+/// the pages on both sides of a ring step, not to the line's zero).
+#[must_use]
+pub fn freed_per_page_handed_out(s: &PoolStats, memory_provider: bool) -> Option<f64> {
+    ratio(s.recycle_ring_full, pages_handed_out(s, memory_provider))
 }
 
 /// `num / den`, or `None` when `den` is 0 ("no traffic" is not 0 %).

@@ -244,8 +244,9 @@ impl ShrinkHold {
     }
 }
 
-/// The window a ring growth was decided on: the pool it had and the pages
-/// per ring fill it freed (pool × ring_full / recycle_ring, worst queue).
+/// The window a ring growth was decided on: the pool it had, the pages per
+/// ring fill it freed (pool × ring_full / recycle_ring) and what it freed
+/// per page handed out (worst queue).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RingProbe {
     /// The ring value the growth proposed (valid only while the device has it).
@@ -254,6 +255,11 @@ pub struct RingProbe {
     pub pool_before: u32,
     /// Excess pages per ring fill before the growth.
     pub excess_before: f64,
+    /// ring_full per page handed out before the growth
+    /// ([`crate::signals::freed_per_page_handed_out`]; `None`: a state file
+    /// from before it was kept, which calibrates nothing).
+    #[serde(default)]
+    pub freed_before: Option<f64>,
     /// The growth went to the geometric mean of ring_full's lower bound
     /// and the pages out at once (`BurstBasis::Bracketed`): a later step
     /// with nothing calibrated may take the pages out.
@@ -335,6 +341,7 @@ mod tests {
                     ring: 1024,
                     pool_before: 256,
                     excess_before: 1500.5,
+                    freed_before: Some(0.25),
                     bracketed: true,
                     queues: 4,
                 }),

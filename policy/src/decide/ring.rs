@@ -15,7 +15,7 @@ use super::{DeviceRun, Direction, Findings, PlanCtx, Proposal};
 use crate::drivers::{self, DriverRounding, Learned, POOL_RING_CLAMP, PoolMapping};
 use crate::observation::Outcome;
 use crate::plan::{Action, Evidence, Knob, ReasonCode};
-use crate::signals::n64;
+use crate::signals::{self, n64};
 use crate::state::{DeviceState, RingProbe};
 
 use crate::window::QueueFacts;
@@ -245,9 +245,7 @@ impl Ring<'_, '_> {
         let b = self.burst(ds, q, &l);
         let target = self.target(&l, &b);
         self.burst_evidence(q, &l, &b, ev);
-        let Burst {
-            pool_now, excess, ..
-        } = b;
+        let pool_now = b.pool_now;
         let miss = q.recycle_miss.unwrap_or(0.0) * 100.0;
         if target <= l.cur {
             let reason = if l.bind == Limit::Budget {
@@ -280,7 +278,8 @@ impl Ring<'_, '_> {
             probe: Some(RingProbe {
                 ring: target,
                 pool_before: pool_now,
-                excess_before: excess,
+                excess_before: b.excess,
+                freed_before: b.freed,
                 bracketed: b.basis == BurstBasis::Bracketed,
                 queues: super::memory::queue_count(self.dev),
             }),
@@ -333,12 +332,14 @@ impl Ring<'_, '_> {
                 );
             }
             BurstBasis::Calibrated => {
-                if let Some((_, k)) = calibrated {
-                    let _ = write!(
-                        msg,
-                        " (step {step}: from how far the last step moved the excess, the counters see about 1 in {k:.1} freed pages; burst calibrated)"
-                    );
+                let _ = write!(
+                    msg,
+                    " (step {step}: burst fitted from how far the last step lowered what the pool frees"
+                );
+                if let Some((_, Some(k))) = calibrated {
+                    let _ = write!(msg, "; the counters see about 1 in {k:.1} freed pages");
                 }
+                msg.push(')');
             }
             BurstBasis::Lower => {}
         }
@@ -382,7 +383,8 @@ impl Ring<'_, '_> {
         let probe = ds
             .ring_probe
             .filter(|p| steps >= 1 && p.applies(l.cur, queues));
-        let calibrated = probe.and_then(|p| calibrate(&p, pool_now, excess));
+        let freed = signals::freed_per_page_handed_out(&s, q.provider);
+        let calibrated = probe.and_then(|p| calibrate(&p, pool_now, excess, freed));
         let held = held_pages(q, &self.info, l.cur).map(n64);
         let (burst, basis) = burst_estimate(
             f64::from(pool_now) + excess,
@@ -397,6 +399,7 @@ impl Ring<'_, '_> {
             step,
             max_steps,
             probe_known: probe.is_some(),
+            freed,
             calibrated,
             held,
             pages: burst,
@@ -439,6 +442,7 @@ impl Ring<'_, '_> {
             pool_now,
             excess,
             step,
+            freed,
             calibrated,
             held,
             pages: burst,
@@ -449,7 +453,10 @@ impl Ring<'_, '_> {
         ev.insert("pool_now", f64::from(pool_now));
         ev.insert("burst_estimate_pages", burst);
         ev.insert("excess_pages", excess);
-        if let Some((_, k)) = calibrated {
+        if let Some(m) = freed {
+            ev.insert("freed_per_page_handed_out", m);
+        }
+        if let Some((_, Some(k))) = calibrated {
             ev.insert("undercount_factor", k);
         }
         ev.insert("ring_probe_known", if b.probe_known { 1.0 } else { 0.0 });

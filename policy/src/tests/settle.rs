@@ -8,10 +8,9 @@
 //! ring after one trial put back, without a shrink-and-regrow cycle
 //! (bpftune #128).
 
-use std::cell::Cell;
 use std::time::Duration;
 
-use super::support::{Traffic, World, bursty, device, only, steady};
+use super::support::{RealPool, Traffic, World, device, only};
 use crate::fixtures::policy;
 use crate::observation::Outcome;
 use crate::plan::{Action, ReasonCode};
@@ -38,62 +37,6 @@ fn world() -> World {
 /// Samples in `d`.
 fn samples(d: Duration) -> usize {
     usize::try_from(d.as_secs() / SAMPLE.as_secs()).unwrap_or(usize::MAX)
-}
-
-/// The pages the device keeps posted at its ring now (ice: the pool is
-/// the ring).
-fn posted(w: &World, i: usize) -> u64 {
-    u64::from(w.pool_size(i).max(w.ring(i)))
-}
-
-/// A kernel page_pool's `inflight`, as page-pool-get shows it: the
-/// buffers posted, the pages the stack has out now, and the pages parked
-/// in the pool's ring — the most that were out since the pool was built,
-/// up to what the pool ring holds (the rest was freed when it was full).
-/// A rebuild (new pool ids) starts it again. The settle tests before this
-/// set `inflight` back by hand once the bursts stopped, which no pool does.
-#[derive(Default)]
-struct RealPool {
-    /// (the pool's id, the most pages out beyond the posted ring since it
-    /// was built).
-    mark: Cell<(u64, u64)>,
-}
-
-impl RealPool {
-    /// `inflight` at a sample that sees `out` pages out in the stack.
-    fn inflight(&self, w: &World, i: usize, out: u64) -> u64 {
-        let id = w.snap.devices[i].rx_queues[0].pools[0].id;
-        let (was, most) = self.mark.get();
-        let most = if was == id { most } else { 0 }.max(out);
-        self.mark.set((id, most));
-        let parked = most.min(u64::from(w.pool_size(i)));
-        posted(w, i) + out.max(parked)
-    }
-
-    /// Bursts of `burst` pages into the pool the ring gives now; a sample
-    /// sees `seen` of a burst out in the stack.
-    fn bursts(&self, w: &World, i: usize, burst: u64, seen: u64) -> Traffic {
-        Traffic {
-            inflight: Some(self.inflight(w, i, seen)),
-            ..bursty(w.pool_size(i), burst, 50, false)
-        }
-    }
-
-    /// Steady returns of `pages` a window, nothing out at a sample.
-    fn steady(&self, w: &World, i: usize, pages: u64) -> Traffic {
-        Traffic {
-            inflight: Some(self.inflight(w, i, 0)),
-            ..steady(pages)
-        }
-    }
-
-    /// No traffic at all.
-    fn idle(&self, w: &World, i: usize) -> Traffic {
-        Traffic {
-            inflight: Some(self.inflight(w, i, 0)),
-            ..Traffic::default()
-        }
-    }
 }
 
 /// Ticks until the ring has held for half a calm; the ring then.

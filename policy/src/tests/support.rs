@@ -3,6 +3,7 @@
 //! that applies rings/channels the way drivers do (new pools, new ids,
 //! counters from zero).
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -122,6 +123,71 @@ pub(crate) fn bursty(pool: u32, burst: u64, bursts: u64, provider: bool) -> Traf
         packets: (kept + freed) * 2,
         alloc_fail: 0,
         inflight: None,
+    }
+}
+
+/// The pages the device keeps posted at its ring now (ice: the pool is
+/// the ring).
+fn posted(w: &World, i: usize) -> u64 {
+    u64::from(w.pool_size(i).max(w.ring(i)))
+}
+
+/// A kernel page_pool's `inflight`, as page-pool-get shows it: the
+/// buffers posted, the pages the stack has out now, and the pages parked
+/// in the pool's ring — the most that were out since the pool was built,
+/// up to what the pool ring holds (the rest was freed when it was full).
+/// A rebuild (new pool ids) starts it again. The mark is the bursts' own
+/// peak, not what a sample saw: a burst out and back between two samples
+/// still leaves its pages parked in the ring. The settle tests before this
+/// set `inflight` back by hand once the bursts stopped, which no pool does.
+#[derive(Default)]
+pub(crate) struct RealPool {
+    /// (the pool's id, the most pages out beyond the posted ring since it
+    /// was built).
+    mark: Cell<(u64, u64)>,
+}
+
+impl RealPool {
+    /// `inflight` at a sample that sees `out` pages out in the stack, the
+    /// bursts since the last sample having peaked at `peak` pages out.
+    pub(crate) fn inflight_after(&self, w: &World, i: usize, peak: u64, out: u64) -> u64 {
+        let id = w.snap.devices[i].rx_queues[0].pools[0].id;
+        let (was, most) = self.mark.get();
+        let most = if was == id { most } else { 0 }.max(peak).max(out);
+        self.mark.set((id, most));
+        let parked = most.min(u64::from(w.pool_size(i)));
+        posted(w, i) + out.max(parked)
+    }
+
+    /// `inflight` at a sample that sees `out` pages out in the stack, no
+    /// more than that out since the last sample.
+    pub(crate) fn inflight(&self, w: &World, i: usize, out: u64) -> u64 {
+        self.inflight_after(w, i, out, out)
+    }
+
+    /// Bursts of `burst` pages into the pool the ring gives now; a sample
+    /// sees `seen` of a burst out in the stack.
+    pub(crate) fn bursts(&self, w: &World, i: usize, burst: u64, seen: u64) -> Traffic {
+        Traffic {
+            inflight: Some(self.inflight(w, i, seen)),
+            ..bursty(w.pool_size(i), burst, 50, false)
+        }
+    }
+
+    /// Steady returns of `pages` a window, nothing out at a sample.
+    pub(crate) fn steady(&self, w: &World, i: usize, pages: u64) -> Traffic {
+        Traffic {
+            inflight: Some(self.inflight(w, i, 0)),
+            ..steady(pages)
+        }
+    }
+
+    /// No traffic at all.
+    pub(crate) fn idle(&self, w: &World, i: usize) -> Traffic {
+        Traffic {
+            inflight: Some(self.inflight(w, i, 0)),
+            ..Traffic::default()
+        }
     }
 }
 

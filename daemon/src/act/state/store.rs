@@ -695,6 +695,7 @@ mod tests {
                     ring: 1656,
                     pool_before: 256,
                     excess_before: 1800.25,
+                    freed_before: Some(0.125),
                     bracketed: false,
                     queues: 1,
                 }),

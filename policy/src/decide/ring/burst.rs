@@ -23,10 +23,14 @@ pub(super) struct Burst {
     pub max_steps: u32,
     /// The engine remembers what the last growth step saw, at this ring
     /// and queue count ([`RingProbe::applies`]): the step can be
-    /// calibrated, if that step shrank the excess.
+    /// calibrated, if that step lowered what the pool frees.
     pub probe_known: bool,
-    /// (burst, undercount factor) calibrated from the last step.
-    pub calibrated: Option<(f64, f64)>,
+    /// ring_full per page handed out in the window
+    /// ([`crate::signals::freed_per_page_handed_out`]), which the next step fits.
+    pub freed: Option<f64>,
+    /// (burst, undercount factor when the excess gave it) calibrated from
+    /// the last step.
+    pub calibrated: Option<(f64, Option<f64>)>,
     /// Pages out at once beyond the posted ring.
     pub held: Option<f64>,
     /// The burst the step sizes for, in pages, and where it comes from.
@@ -67,21 +71,55 @@ pub(super) fn grow_steps(
     n
 }
 
-/// Calibrates the burst estimate after a growth step from pool P0 (excess
-/// E0 per ring fill) to P1 (excess E1 now). If the counters see 1/k of the
-/// freed pages, E = (B − P) / k on both sides, so k = (P1 − P0) / (E0 − E1)
-/// and B = P1 + k × E1: the burst where the excess line reaches zero. `None`
-/// when the step did not shrink the excess (nothing to fit). k is at least
-/// 1: the counters never see more pages freed than were.
-/// Returns (burst, k).
-pub(super) fn calibrate(p: &RingProbe, pool_now: u32, excess_now: f64) -> Option<(f64, f64)> {
+/// Calibrates the burst after a growth step from pool P0 to P1 (the pool
+/// now), from how far the step moved two lines whose zero is the burst,
+/// and takes the larger where both give one:
+///
+/// - **The excess per ring fill**, E = pool × ring_full / recycle_ring. If
+///   the counters see 1/k of the freed pages, E = (B − P) / k, so
+///   k = (P1 − P0) / (E0 − E1) (at least 1: the counters never see more
+///   pages freed than were) and B = P1 + k × E1. Bursts of many sizes
+///   bend it past the largest (the ring returns of the bursts smaller than
+///   the pool fall with it), which covers a tail in two steps. Small
+///   returns beside the bursts bend it the other way: they land in the
+///   ring without filling it, and beside many of them E grows with the
+///   pool, leaving nothing to fit.
+/// - **ring_full per page handed out**, m
+///   ([`crate::signals::freed_per_page_handed_out`]):
+///   B = P1 + m1 × (P1 − P0) / (m0 − m1). Exact for one burst size
+///   whatever k and whatever small returns the pool also hands out (they
+///   add to the pages on both sides of the step, not to the zero); for
+///   many sizes the freed pages are convex in the pool and the fit falls
+///   short of the largest.
+///
+/// Fitted on E alone, a rare burst among many small returns climbed a
+/// staircase of ×1.5 steps with nothing to fit. Returns (burst, k), k when
+/// the excess gave a fit; `None` when neither line fell (nothing to fit).
+pub(super) fn calibrate(
+    p: &RingProbe,
+    pool_now: u32,
+    excess_now: f64,
+    freed_now: Option<f64>,
+) -> Option<(f64, Option<f64>)> {
     let grown = f64::from(pool_now) - f64::from(p.pool_before);
-    let shrunk = p.excess_before - excess_now;
-    if grown <= 0.0 || shrunk <= 0.0 || !shrunk.is_finite() {
+    if grown <= 0.0 {
         return None;
     }
-    let k = (grown / shrunk).max(1.0);
-    Some((f64::from(pool_now) + k * excess_now, k))
+    let fell = |before: f64, now: f64| {
+        let shrunk = before - now;
+        (shrunk > 0.0 && shrunk.is_finite()).then_some(grown / shrunk)
+    };
+    let k = fell(p.excess_before, excess_now).map(|k| k.max(1.0));
+    let by_excess = k.map(|k| f64::from(pool_now) + k * excess_now);
+    let by_pages = p
+        .freed_before
+        .zip(freed_now)
+        .and_then(|(m0, m1)| fell(m0, m1).map(|slope| f64::from(pool_now) + m1 * slope));
+    let burst = match (by_excess, by_pages) {
+        (Some(a), Some(b)) => a.max(b),
+        (a, b) => a.or(b)?,
+    };
+    Some((burst, k))
 }
 
 /// Where a growth step's burst figure comes from ([`burst_estimate`]).
