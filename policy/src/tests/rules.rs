@@ -1599,7 +1599,7 @@ fn widely_varying_bursts_are_taken_in_two_steps() {
     assert!((4000..=8000).contains(&w.ring(0)), "{steps:?}");
 }
 
-/// A rare huge burst among many small returns (issue 47's class), in the
+/// A rare huge burst among many small returns, in the
 /// wire's shape (`rare-burst`, BENCHMARKS §3.E): one stream drained every
 /// 5 s beside a mice load that returns four times as many pages, sampled
 /// each second and judged over 3 s windows. The reading of `decide/`
