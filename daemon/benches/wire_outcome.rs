@@ -295,6 +295,31 @@ const WORKLOADS: &[Workload] = &[
         stationary: true,
         devmem: false,
     },
+    // The same rare burst, out for less than a sample: one stream read
+    // every millisecond (small returns), but every 5 s not for 300 ms, so
+    // its 4 MiB receive buffer fills and comes back at once, beside the
+    // same mice. A once-a-second sample seldom sees the burst out; only
+    // the pool's high-water mark keeps it (what it parked).
+    Workload {
+        name: "rare-stall",
+        args: &[
+            &[
+                "--tcp",
+                "1",
+                "--pattern",
+                "stall",
+                "--pause-ms",
+                "300",
+                "--stall-every-ms",
+                "5000",
+                "--rcvbuf",
+                "4194304",
+            ],
+            MICE,
+        ],
+        stationary: true,
+        devmem: false,
+    },
     // Widely varying bursts: four 10 MB/s UDP flows whose receivers each
     // pause between 20 ms and 1 s, uniform in the logarithm and not in
     // step (pptraffic `--pause-max-ms`), so a drain returns anything from

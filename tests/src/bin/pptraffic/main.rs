@@ -12,7 +12,10 @@
 //! everything to EAGAIN; `--sync` aligns the pauses of all receivers, so
 //! the sockets return their pages together, the analogue of ppsim's
 //! bursts; `--pause-max-ms` draws each pause between the two, so the
-//! bursts vary) or `slow` (blocking reads, but after a read that puts a
+//! bursts vary), `stall` (continuously, but every `--stall-every-ms`
+//! nothing for `--pause-ms`, then everything to EAGAIN: a rare burst that
+//! is out for less than a second among a stream's small returns) or
+//! `slow` (blocking reads, but after a read that puts a
 //! receiver's bytes since its first one ahead of `--read-rate` × the time
 //! since, one sleep until they are not: the socket's queue stays full and
 //! the pages it holds are not returned) or `splice` (the socket's bytes
@@ -115,6 +118,9 @@ enum Pattern {
     Steady,
     /// Pause, then read to EAGAIN; repeat.
     Drain,
+    /// Read continuously, but every `--stall-every-ms` pause for
+    /// `--pause-ms`, then read to EAGAIN.
+    Stall,
     /// Read continuously, but never more than `--read-rate` bytes per
     /// second since the first byte: the socket's queue stays full.
     Slow,
@@ -146,9 +152,13 @@ struct Args {
     tcp: u32,
     #[arg(long, value_enum, default_value = "steady")]
     pattern: Pattern,
-    /// `drain`: how long a receiver does not read.
+    /// `drain`, `stall`: how long a receiver does not read.
     #[arg(long, default_value_t = 100)]
     pause_ms: u64,
+    /// `stall`: how often a receiver that reads continuously stops for
+    /// `--pause-ms`.
+    #[arg(long, default_value_t = 0)]
+    stall_every_ms: u64,
     /// `drain`: every receiver drains at the same multiples of
     /// `--pause-ms` since the start.
     #[arg(long)]
@@ -246,6 +256,12 @@ fn validate(args: &Args) -> Res<()> {
     if args.pattern == Pattern::Slow && args.read_rate == 0 {
         return Err("--pattern slow needs --read-rate BYTES_PER_SEC > 0".into());
     }
+    if (args.pattern == Pattern::Stall) != (args.stall_every_ms > 0) {
+        return Err("--stall-every-ms: with --pattern stall, and it needs it".into());
+    }
+    if args.pattern == Pattern::Stall && args.stall_every_ms <= args.pause_ms {
+        return Err("--stall-every-ms must be above --pause-ms".into());
+    }
     if args.pause_max_ms > 0 {
         if args.pattern != Pattern::Drain || args.sync {
             return Err("--pause-max-ms: only with --pattern drain, without --sync".into());
@@ -254,8 +270,15 @@ fn validate(args: &Args) -> Res<()> {
             return Err("--pause-max-ms must be above --pause-ms (> 0)".into());
         }
     }
-    if args.pattern == Pattern::Splice && args.udp > 0 {
-        return Err("--pattern splice is for TCP streams: not with --udp".into());
+    if args.udp > 0 {
+        let tcp_only = match args.pattern {
+            Pattern::Splice => Some("splice"),
+            Pattern::Stall => Some("stall"),
+            _ => None,
+        };
+        if let Some(p) = tcp_only {
+            return Err(format!("--pattern {p} is for TCP streams: not with --udp").into());
+        }
     }
     if !(16..=PERIOD).contains(&args.mice_bytes) {
         return Err(format!("--mice-bytes must be 16 to {PERIOD}").into());
@@ -723,6 +746,39 @@ mod tests {
         let udp = args(&["--pattern", "splice", "--udp", "1", "--udp-rate", "1000"]);
         let e = validate(&udp).unwrap_err().to_string();
         assert!(e.contains("not with --udp"), "{e}");
+    }
+
+    #[test]
+    fn a_stall_needs_its_period_and_a_tcp_stream() {
+        let ok = [
+            "--pattern",
+            "stall",
+            "--stall-every-ms",
+            "5000",
+            "--pause-ms",
+            "300",
+        ];
+        assert_eq!(args(&ok).pattern, Pattern::Stall);
+        validate(&args(&ok)).unwrap();
+        for bad in [
+            &["--pattern", "stall"][..],
+            &[
+                "--pattern",
+                "stall",
+                "--stall-every-ms",
+                "300",
+                "--pause-ms",
+                "300",
+            ][..],
+            &["--stall-every-ms", "5000"][..],
+        ] {
+            let e = validate(&args(bad)).unwrap_err().to_string();
+            assert!(e.contains("--stall-every-ms"), "{bad:?}: {e}");
+        }
+        let mut udp = ok.to_vec();
+        udp.extend(["--udp", "1", "--udp-rate", "1000"]);
+        let e = validate(&args(&udp)).unwrap_err().to_string();
+        assert!(e.contains("stall is for TCP streams"), "{e}");
     }
 
     #[test]

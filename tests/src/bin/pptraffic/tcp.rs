@@ -293,6 +293,25 @@ fn receive_stream(
             )?;
         }
         Pattern::Splice => splice_to_eof(&s, &mut buf, &mut r, data.as_deref(), live)?,
+        Pattern::Stall => {
+            s.set_nonblocking(true)?;
+            let every = Duration::from_millis(args.stall_every_ms);
+            let mut next = Instant::now() + every;
+            loop {
+                let eof = drain_once(&mut s, &mut rd, &mut buf, &mut r, data.as_deref(), live)?;
+                rd.drained(&s)?;
+                if eof {
+                    break;
+                }
+                // Between stalls, a read every millisecond: small returns.
+                if Instant::now() >= next {
+                    thread::sleep(Duration::from_millis(args.pause_ms));
+                    next += every;
+                } else {
+                    thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
         Pattern::Drain => {
             s.set_nonblocking(true)?;
             let mut pauses = Pauses::new(

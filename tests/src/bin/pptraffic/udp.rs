@@ -294,8 +294,8 @@ pub fn receive(
     let ended = || Instant::now() >= deadline || live.stop.load(Ordering::Relaxed);
     let mut buf = vec![0u8; 65_536];
     match args.pattern {
-        // `validate` refuses splice with UDP flows.
-        Pattern::Steady | Pattern::Slow | Pattern::Splice => {
+        // `validate` refuses splice and stall with UDP flows.
+        Pattern::Steady | Pattern::Slow | Pattern::Splice | Pattern::Stall => {
             s.set_read_timeout(Some(POLL))?;
             let mut budget = (args.pattern == Pattern::Slow).then(|| Budget::new(args.read_rate));
             loop {
