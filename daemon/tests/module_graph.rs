@@ -1,5 +1,5 @@
-//! Structure checks over `daemon/src`, read as text (issue 11, "grep
-//! proves it"):
+//! Structure checks over `daemon/src`, read as text (grep proves
+//! it):
 //!
 //! 1. The modules' `crate::` paths form no circle: each top-level module
 //!    (`run`, `actuator`, `record`, ...) may name lower ones, never one that

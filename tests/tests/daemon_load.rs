@@ -1,5 +1,5 @@
 //! Load on the real `pptune run` binary in a throwaway network namespace
-//! (RELIABILITY.md §5, issue 14 "load and input"):
+//! (RELIABILITY.md §5, load and input):
 //!
 //! - a policy reload storm: SIGHUP every 10 ms, the file alternating between
 //!   a valid and an invalid policy; the last good policy stays in force, the

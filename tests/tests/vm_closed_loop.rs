@@ -1373,7 +1373,7 @@ async fn held_shed_attempt(k: &str, c: &Client) -> Result<(), (String, u64)> {
     Ok(())
 }
 
-/// The closed loop on real traffic (issue 29): four TCP streams over
+/// The closed loop on real traffic: four TCP streams over
 /// ppsim's wire into B (netns `pp-rx`, 1 queue, ring 256), their receivers
 /// pausing 50 ms and draining in sync, so the pages come back from socket
 /// reads, GRO and TCP's queues, overlapping the refills; receive buffers
@@ -1476,8 +1476,7 @@ fn evidence_values(log: &str, key: &str) -> Vec<f64> {
         .collect()
 }
 
-/// A queue-count change between two ring growth steps, on the wire (issue
-/// 47 §3): B has four queues (ring 256) under [`DRAIN_PINNED_4M`]'s four
+/// A queue-count change between two ring growth steps, on the wire: B has four queues (ring 256) under [`DRAIN_PINNED_4M`]'s four
 /// draining streams, spread over them by ppsim's RSS hash. Once pptune's
 /// first growth lands, the operator takes B to one queue (`ethtool -L`),
 /// so every stream's returns come to the one pool left, sized for a
@@ -1566,7 +1565,7 @@ fn wire_queue_count_change_between_ring_steps() {
 }
 
 /// One queue's returns outgrowing a ring step among busy ones, on the
-/// wire (issue 47 §3, `evaluate::outgrown`): B has four queues (ring 256)
+/// wire (`evaluate::outgrown`): B has four queues (ring 256)
 /// under [`DRAIN_PINNED_4M`]'s four draining streams. As pptune's first growth
 /// lands, a fifth stream starts, landing on one of the queues (ppsim's RSS
 /// hash of its ephemeral port): its receiver drains an 8 MiB buffer every

@@ -1,4 +1,4 @@
-//! Crash points (issue 14): SIGKILL the enforcing daemon at random moments
+//! Crash points: SIGKILL the enforcing daemon at random moments
 //! of its change cycles (before and after the state write, between SET and
 //! read-back, during evaluation and revert) and `pptune restore` during its
 //! restore; after each kill the state file must parse, hold the original

@@ -1,4 +1,4 @@
-//! Faults (issue 14): the real `pptune run` in enforce mode against ppsim
+//! Faults: the real `pptune run` in enforce mode against ppsim
 //! in the test VM on 7.3, while the world misbehaves under it:
 //!
 //! - ppsim devices deleted at random points of pptune's changes;

@@ -11,7 +11,7 @@
 //! `page_pool_create()` made), page-pool stats for the misses. From pptune
 //! only its log is read, for "kernel refused" lines.
 //!
-//! What each scenario checks (issue 18): no EINVAL retry loop, no change
+//! What each scenario checks: no EINVAL retry loop, no change
 //! that cannot resize the pool, every target rounded as the driver rounds
 //! it, and the final pool within one power of two of the burst where the
 //! personality allows it.

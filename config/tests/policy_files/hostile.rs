@@ -1,6 +1,6 @@
 //! Hostile and broken policy inputs a careful operator (or a broken
 //! deployment) produces: each was accepted, silently skipped or read whole
-//! before its fix (issue 14).
+//! before its fix.
 
 // Test helpers outside #[test] fns: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]

@@ -1,4 +1,4 @@
-//! Kernel-provided numbers at the edge of their range (issue 14): a pool
+//! Kernel-provided numbers at the edge of their range: a pool
 //! may report `inflight-mem` or counters near `u64::MAX` (a buggy driver,
 //! a corrupted reply that still decodes). The engine must neither panic
 //! (debug) nor wrap (release: a wrong memory budget).

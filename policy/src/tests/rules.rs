@@ -496,8 +496,7 @@ fn record(w: &World, secs_ago: u64, outcome: Outcome) -> ActionRecord {
 }
 
 /// A refused SET is an attempt: a driver that refuses every set must not
-/// get more attempts an hour than the budget allows (issue 14's faults;
-/// before, refusals did not count and the backoff alone let a refusing
+/// get more attempts an hour than the budget allows (before, refusals did not count and the backoff alone let a refusing
 /// device be asked 6 times in the hour at a budget of 1,
 /// RELIABILITY.md §5b).
 #[test]
@@ -1558,7 +1557,7 @@ fn a_dearer_miss_grows_at_a_smaller_share() {
     }
 }
 
-/// Widely varying bursts (issue 47's class): every window returns bursts
+/// Widely varying bursts: every window returns bursts
 /// of twelve sizes spread log-uniformly from 50 to 4,000 pages. A
 /// return-weighted mean and a sampled maximum each see another burst, and
 /// the excess ring_full counts is convex in the pool, so a fit through two

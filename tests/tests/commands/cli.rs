@@ -384,7 +384,7 @@ fn replay_plot_and_filters_refuse_clearly() {
     assert!(text(&out.stderr).contains("cannot be used with"), "{out:?}");
 }
 
-/// Text from elsewhere reached the terminal as it was (issue 32 class 8):
+/// Text from elsewhere reached the terminal as it was:
 /// an escape sequence in a policy key (`check`) or in a device name and
 /// message of the change journal (`history`) could clear the screen or
 /// forge a line. Human output now shows such characters escaped
@@ -448,8 +448,7 @@ fn control_characters_from_files_are_escaped_in_human_output() {
     assert!(v.to_string().contains("eth\\u001b]0;owned\\u0007"), "{v}");
 }
 
-/// One `--json` rule for every command that has the flag (issue 31 item
-/// 11): written to a pipe, the JSON is one line that parses (plan, verify,
+/// One `--json` rule for every command that has the flag: written to a pipe, the JSON is one line that parses (plan, verify,
 /// replay and history printed it indented, status on one line); every
 /// `--json` has the same help. Each command runs in a throwaway network
 /// namespace with a veth pair and its directories in a temporary one.

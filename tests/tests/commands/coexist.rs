@@ -195,7 +195,7 @@ fn export_installed_back_reproduces_the_values() {
 }
 
 /// `export` wrote interface names as they are into places that read them
-/// as syntax (issue 32 class 8): a `.link` `OriginalName=` glob (`e*`
+/// as syntax: a `.link` `OriginalName=` glob (`e*`
 /// matched every `e…` device), a TuneD `devices=` list (`a,eth0` named
 /// eth0 too) and the `nmcli` command an operator pastes (`x$(id)` ran
 /// `id`). Now a device is matched by name only where the name means

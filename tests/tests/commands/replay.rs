@@ -429,8 +429,7 @@ fn pixels_of(pix: &resvg::tiny_skia::Pixmap, colour: plot::RGBColor, area: Area)
     (count, rows.len())
 }
 
-/// Issue 31 item 10's done-when: `replay --plot` output checked as an
-/// image. The SVG the command writes is rendered (resvg) and has the size
+/// `replay --plot` output checked as an image. The SVG the command writes is rendered (resvg) and has the size
 /// of one device panel, and each of the four series (ring and miss share,
 /// A and B) is drawn inside the plot area; B's ring, which the enforce
 /// policy grows, climbs over several rows.

@@ -1,5 +1,5 @@
 //! A policy whose durations are past `Instant`'s range must not crash the
-//! loop (issue 14). `pptune check` accepted `interval: 2600000000000000h`
+//! loop. `pptune check` accepted `interval: 2600000000000000h`
 //! and `pptune run` panicked "overflow when adding duration to instant" on
 //! its first timer. The policy loader now bounds durations (config's
 //! `hostile` tests); this test gives the loop such a policy directly, as a

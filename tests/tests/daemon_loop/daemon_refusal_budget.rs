@@ -1,6 +1,5 @@
-//! A kernel that refuses every set (issue 14's faults: "a kernel that
-//! refuses every set for an hour: changes attempted per hour stay within
-//! the policy budget"). A refusal that teaches nothing (EBUSY: a busy
+//! A kernel that refuses every set for an hour: changes attempted per
+//! hour stay within the policy budget. A refusal that teaches nothing (EBUSY: a busy
 //! firmware, a device in recovery) puts the device in backoff and the
 //! refused target stands for an hour (`policy::gates::HOUR`): refusals do
 //! not count as changes for the budget, so this checks that what bounds

@@ -1,4 +1,4 @@
-//! Reloads by configuration management (issue 14): every successful
+//! Reloads by configuration management: every successful
 //! reload reset the finding windows and the backoff, so a daemon reloaded
 //! more often than a finding takes never acted. An unchanged policy now
 //! keeps them; a changed one still starts afresh.

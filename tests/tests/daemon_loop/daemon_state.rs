@@ -1,4 +1,4 @@
-//! The state record is never destroyed (issue 14): a record `pptune`
+//! The state record is never destroyed: a record `pptune`
 //! cannot read is left in place by `restore` (which fails) and moved
 //! aside, with its parse error in the log, by the daemon; a record of a
 //! newer schema is neither cleared by `restore` nor overwritten by `run`.

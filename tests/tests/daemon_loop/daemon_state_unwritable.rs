@@ -1,6 +1,6 @@
 //! A state directory that cannot be written (full, read-only, gone): the
 //! original of a knob must be on disk before the knob moves, so the daemon
-//! keeps observing and does not act (issue 14's faults list). Before this
+//! keeps observing and does not act. Before this
 //! test the write error was logged and the SET went ahead: a kill then
 //! lost the original.
 

@@ -414,7 +414,7 @@ fn unprivileged_run(log_path: &Path, setup: &str, env: &[String]) -> (Option<i32
     (status.code(), text)
 }
 
-/// First contact (issue 31 item 9): `run` in observe mode as an ordinary
+/// First contact: `run` in observe mode as an ordinary
 /// user, on a host without pptune's system directories, keeps its files in
 /// the user's own (`$XDG_RUNTIME_DIR/pptune`, `~/.local/state/pptune`),
 /// says where at start, and, when no device can be judged, says why per

@@ -10,7 +10,7 @@ use pptune_tests::daemon;
 /// A client that shuts its sending side after its request (`socat`,
 /// `nc -N`, a script's here-document) still waits for the reply; the
 /// daemon read the end-of-file as the client leaving and dropped its
-/// restore as withdrawn (issue 32 class 6). Only a client gone in both
+/// restore as withdrawn. Only a client gone in both
 /// directions withdraws its request.
 #[tokio::test(flavor = "current_thread")]
 async fn a_client_that_half_closes_after_its_request_gets_its_restore() {

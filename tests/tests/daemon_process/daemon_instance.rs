@@ -1,4 +1,4 @@
-//! One daemon per network namespace (issue 14): two daemons given
+//! One daemon per network namespace: two daemons given
 //! different runtime directories each took their own directory's state
 //! lock and both enforced on the same NICs.
 
@@ -76,8 +76,8 @@ fn a_second_daemon_in_the_same_netns_exits_with_a_clear_message() {
         "{err}"
     );
     // `restore` with another runtime directory found no record there and
-    // said "nothing to restore", exit 0, while the daemon held originals
-    // (issue 32 class 6): it now says where they are and fails.
+    // said "nothing to restore", exit 0, while the daemon held originals;
+    // it now says where they are and fails.
     let out = Command::new("nsenter")
         .args(["-t", &pid, "-n"])
         .arg(pptune_bin())

@@ -734,7 +734,7 @@ async fn oversized_and_slow_requests_are_cut_off_and_connections_are_bounded() {
     .await;
 }
 
-/// Admission cannot starve the probes (issue 32 class 4): an unprivileged
+/// Admission cannot starve the probes: an unprivileged
 /// local user holds 200 idle connections, 40 that trickle a request head a
 /// byte at a time, and opens a new idle one every 2 ms throughout; a
 /// `/healthz` probe with the shipped liveness probe's 5 s timeout is

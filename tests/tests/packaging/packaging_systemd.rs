@@ -1,4 +1,4 @@
-//! The systemd unit: the directives issue 6 requires, its
+//! The systemd unit: the directives it must carry, its
 //! `systemd-analyze security` exposure score, and the privilege model it
 //! relies on (root bounded to CAP_NET_ADMIN alone can change channels through
 //! ethtool netlink; without the capability the kernel refuses), checked
