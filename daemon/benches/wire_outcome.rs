@@ -11,7 +11,7 @@
 //!     [--workloads drain,steady] [--sweep 256,362,...,16384] [--rounds 2]
 //!     [--warmup-secs 2] [--window-secs 3] [--ctl-window-secs 3]
 //!     [--quiet-secs 9] [--pptune-quiet-secs 30] [--max-run-secs 90]
-//!     [--tuners max-once,doubling,one-shot,naive,pptune,settle,give-back-stop,give-back-steady|none]
+//!     [--tuners max-once,doubling,one-shot,naive,pptune,settle,give-back-stop,give-back-steady,give-back-spill|none]
 //!     [--settle-calm-secs 30] [--settle-watch-calms 2] [--onset-seed N]
 //!     [--age-secs A] [--queues N] [--repeats N] [--passes K,L]
 //! ```
@@ -52,7 +52,12 @@
 //!   grows B for the workload; once it made no change for
 //!   `--pptune-quiet-secs`, the workload stops (`-stop`) or is replaced
 //!   by one steady TCP stream (`-steady`), and B is watched for 2 ×
-//!   calm_before_shrink + the policy's evaluation + a control window.
+//!   calm_before_shrink + the policy's evaluation + a control window;
+//!   `give-back-spill` is `-steady` with one spill halfway through the
+//!   first calm: a stream of 4 MiB, sent once into a 4 MiB receive buffer
+//!   and drained at once, a burst past the grown ring in one window (a
+//!   long stationary load's rare spill: one window over the shrink
+//!   threshold must not start the calm again, docs/decisions.md §7).
 //!   A `give-back` row (not a `tuned` one) gives the grown ring and pool
 //!   memory (`inflight-mem`, mean of one control window), the timeline of
 //!   the watch (`[end s, ring, ring_full share, pool memory]`) and the ring
@@ -378,7 +383,8 @@ enum Tuner {
     Settle,
     /// pptune with the settle policy grows the ring; then the load stops
     /// (`give-back-stop`) or turns to one steady stream
-    /// (`give-back-steady`), and the memory it gives back is watched.
+    /// (`give-back-steady`, `give-back-spill` with one spill halfway
+    /// through the calm), and the memory it gives back is watched.
     GiveBack(Then),
     /// B starts at the device's maximum (`.link RxBufferSize=max`), set
     /// before pptune starts; pptune runs the settle policy with
@@ -386,11 +392,35 @@ enum Tuner {
     RightSize,
 }
 
+/// `give-back-spill`'s spill: one stream sends 4 MiB once into a 4 MiB
+/// receive buffer (8 MiB of truesize: it all fits), drained a second
+/// after it starts, so its pages come back in one burst past a ring grown
+/// for `drain-pinned`'s 1 MiB drains.
+const SPILL: Workload = Workload {
+    name: "spill",
+    args: &[&[
+        "--tcp",
+        "1",
+        "--pattern",
+        "drain",
+        "--pause-ms",
+        "1000",
+        "--rcvbuf",
+        "4194304",
+        "--bytes",
+        "4194304",
+    ]],
+    stationary: true,
+    devmem: false,
+};
+
 /// What the load does once pptune has grown the ring (`give-back-*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Then {
     Stop,
     Steady,
+    /// Steady, and one burst past the grown ring halfway through the calm.
+    Spill,
 }
 
 impl Tuner {
@@ -404,6 +434,7 @@ impl Tuner {
             "settle" => Self::Settle,
             "give-back-stop" => Self::GiveBack(Then::Stop),
             "give-back-steady" => Self::GiveBack(Then::Steady),
+            "give-back-spill" => Self::GiveBack(Then::Spill),
             "right-size" => Self::RightSize,
             _ => panic!("unknown tuner {s}"),
         }
@@ -419,6 +450,7 @@ impl Tuner {
             Self::Settle => "settle",
             Self::GiveBack(Then::Stop) => "give-back-stop",
             Self::GiveBack(Then::Steady) => "give-back-steady",
+            Self::GiveBack(Then::Spill) => "give-back-spill",
             Self::RightSize => "right-size",
         }
     }
@@ -1276,12 +1308,27 @@ async fn give_back_run(o: &Opts, p: &Ppsim, w: &Workload, then: Then) {
         .expect("steady");
     let after = match then {
         Then::Stop => None,
-        Then::Steady => Some(Traffic::start_on(o, steady, "5410", &wire)),
+        Then::Steady | Then::Spill => Some(Traffic::start_on(o, steady, "5410", &wire)),
     };
     let watch = 2.0 * o.settle_calm + o.settle_eval + o.ctl_window as f64;
     let mut timeline = Vec::new();
     let mut mem_end = mem_grown;
+    // `give-back-spill`: (when it started, after the switch; the spill
+    // while it runs, then its summary).
+    let mut spill: Option<(f64, Option<Traffic>)> = None;
+    let mut spill_summary = None;
     while t0.elapsed().as_secs_f64() < switch_s + watch {
+        let t = t0.elapsed().as_secs_f64() - switch_s;
+        match &mut spill {
+            None if then == Then::Spill && t >= o.settle_calm / 2.0 => {
+                spill = Some((t, Some(Traffic::start_on(o, &SPILL, "5420", &wire))));
+            }
+            // Its one drain is at 1 s, the end of its bytes at the next.
+            Some((at, running)) if t >= *at + 3.0 => {
+                spill_summary = running.take().map(Traffic::stop);
+            }
+            _ => {}
+        }
         let start = ledger.clone();
         mem_end = mem_over(&c, ifx, &mut ledger, &mut ctl, t0, o.ctl_window).await;
         let d = ledger.since(&start);
@@ -1308,6 +1355,8 @@ async fn give_back_run(o: &Opts, p: &Ppsim, w: &Workload, then: Then) {
                "calm_before_shrink_s": o.settle_calm, "evaluation_s": o.settle_eval,
                "ring": ctl.ring, "mem": mem_end, "changes_in_watch": ctl.changes - grown_changes,
                "first_give_back_s": gave_back.then_some(ctl.first_after(switch_s)),
+               "spill_s": spill.as_ref().map(|s| s.0),
+               "spill_intact": spill_summary.map(|s| s["intact"].clone()),
                "ring_ratio": f64::from(ctl.ring) / f64::from(START_RING),
                "mem_ratio": mem_end / mem_grown.max(1.0), "daemon_cpu_s": daemon_cpu,
                "intact": first["intact"], "steady_intact": second.map(|s| s["intact"].clone()),
