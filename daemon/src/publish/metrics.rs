@@ -10,14 +10,21 @@
 //! rebuilds that every ring change causes. The counter families come from
 //! the one counter table, `policy::counters`.
 //!
-//! The per-queue families (the eleven pool counters, pools, inflight pages
-//! and bytes, the three ratios: 17 series per queue)
-//! are kept in one map of plain values and written by [`Metrics::encode`]
+//! The per-queue families (one for each pool counter of `policy::counters`,
+//! then `series.rs`'s `QUEUE_GAUGES` and `QUEUE_RATIOS`) are kept in one
+//! map of plain values and written by [`Metrics::encode`]
 //! itself, in exactly prometheus-client's OpenMetrics text form, ahead of
 //! the registry's other families (where prometheus-client would have put
 //! them: they are the first registered). As `Family`s they cost a hashed
 //! label-set lookup per series per tick and a generic per-series encode per
 //! scrape, and the label strings were built and compared per queue.
+//!
+//! [`Metrics`] is the registry, its encoding and the handle the loop
+//! updates every series through; what each update writes has a file of its
+//! own: `devices.rs`, each device's series and their lifecycle;
+//! `decisions.rs`, the counters of what the daemon decided and did;
+//! `policy_gauges.rs`, the policy's loads and rollout; `shadow.rs`, the
+//! shadow policy's series.
 
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;
@@ -26,10 +33,10 @@ use policy::accounting::PassDeltas;
 use policy::counters::METRICS as POOL_COUNTERS;
 
 use crate::act::events::Event;
-use crate::act::rollout::{self, Arm, Standing};
+use crate::act::rollout::Standing;
 use crate::publish::notes::Unjudged;
 use policy::Policy;
-use policy::plan::{Action, Decision};
+use policy::plan::Decision;
 use policy::policy::QueueSelection;
 use policy::snapshot::{Device, Snapshot};
 use prometheus_client::metrics::MetricType;
@@ -37,10 +44,12 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicUsize;
 
+mod decisions;
 mod devices;
 mod families;
 mod family;
 mod labels;
+mod policy_gauges;
 mod series;
 pub mod shadow;
 pub use families::Families;
@@ -260,12 +269,9 @@ impl Metrics {
         }
     }
 
+    /// Counts one error of `kind` (`pptune_errors_total`).
     pub fn error(&self, kind: &str) {
-        self.errors
-            .get_or_create(&KindLabels {
-                kind: kind.to_owned(),
-            })
-            .inc();
+        decisions::error(&self.families, kind);
     }
 
     /// Updates the per-device series from one pass: its snapshot and the
@@ -371,45 +377,9 @@ impl Metrics {
         }
     }
 
-    /// What the actuator did, into `pptune_actions_total`,
-    /// `pptune_operator_overrides_total`,
-    /// `pptune_last_action_timestamp_seconds`, `pptune_device_backoff` and
-    /// `pptune_errors_total`.
+    /// What the actuator did ([`decisions::count`]).
     pub fn count(&self, events: impl IntoIterator<Item = Event>) {
-        for e in events {
-            match e {
-                Event::Action {
-                    device,
-                    knob,
-                    direction,
-                    result,
-                } => {
-                    let labels = ActionLabels {
-                        device,
-                        knob: knob.to_string(),
-                        direction: direction.to_owned(),
-                        result,
-                    };
-                    self.actions.get_or_create(&labels).inc();
-                    self.devices.remember_action(&labels);
-                }
-                Event::Override { device, knob } => {
-                    let labels = KnobLabels {
-                        device,
-                        knob: knob.to_string(),
-                    };
-                    self.overrides.get_or_create(&labels).inc();
-                    self.devices.remember_override(&labels);
-                }
-                Event::Applied { device, unix_s } => {
-                    self.last_action
-                        .get_or_create(&DevLabels { device })
-                        .set(unix_s);
-                }
-                Event::BackedOff { device } => self.set_backoff(&device, true),
-                Event::Error(kind) => self.error(kind),
-            }
-        }
+        decisions::count(&self.families, &self.devices, events);
     }
 
     /// Why the host judges no device (`None`: it judges some): 1 for that
@@ -422,107 +392,37 @@ impl Metrics {
         }
     }
 
-    /// One decision of the pass: the device's mode (`enforce` or
-    /// `observe`, after rollout), its backoff flag (0 for every selected
-    /// device, so "backed off" is a value to alert on, not a missing
-    /// series), the decision counter and the recommendation.
+    /// One decision of the pass ([`decisions::observe_decision`]).
     pub fn observe_decision(&self, dec: &Decision, mode: &'static str, backed_off: bool) {
-        self.set_mode(&dec.device, mode);
-        self.set_backoff(&dec.device, backed_off);
-        self.count_decision(
-            &dec.device,
-            crate::publish::logging::action_kind(&dec.action),
-            dec.reason.as_str(),
-            mode,
-        );
-        let rec = match dec.action {
-            Action::Hold => None,
-            Action::SetRing { to, .. } | Action::SetChannels { to, .. } => Some((
-                RecLabels {
-                    device: dec.device.clone(),
-                    recommendation: dec.id.to_string(),
-                    knob: dec.action.knob().map(|k| k.to_string()).unwrap_or_default(),
-                    reason: dec.reason.as_str().to_owned(),
-                },
-                to,
-            )),
-        };
-        self.set_recommendation(&dec.device, rec);
+        decisions::observe_decision(&self.families, &self.devices, dec, mode, backed_off);
     }
 
-    /// A policy load's outcome: the policy now in force (its hashes
-    /// returned, for the log), or why the new one was refused (the last
-    /// good one stays).
+    /// A policy load's outcome ([`policy_gauges::loaded`]), and on success
+    /// its queue selection for the series; the hashes of the policy now in
+    /// force, for the log, or `None` when it was refused.
     pub fn policy_loaded(
         &self,
         loaded: Result<&Policy, &str>,
     ) -> Option<crate::publish::policy_hash::PolicyHashes> {
-        let result = if loaded.is_ok() { "ok" } else { "invalid" };
-        self.reloads
-            .get_or_create(&ResultLabels {
-                result: result.into(),
-            })
-            .inc();
-        match loaded {
-            Ok(p) => Some(self.policy_in_force(p)),
-            Err(e) => {
-                self.error("policy_reload");
-                self.policy_valid.set(0);
-                self.health.set_policy_error(Some(e));
-                None
-            }
+        let hashes = policy_gauges::loaded(&self.families, &self.health, loaded);
+        if let Ok(p) = loaded {
+            self.set_queue_series(p.daemon.queue_series);
         }
+        hashes
     }
 
-    /// A valid policy in force (at start, or reloaded): its hashes and
-    /// load time, its interval for `/readyz`, its queue selection for the
+    /// A valid policy in force (at start, or reloaded;
+    /// [`policy_gauges::in_force`]), and its queue selection for the
     /// series. Returns the hashes, for the log.
     pub fn policy_in_force(&self, policy: &Policy) -> crate::publish::policy_hash::PolicyHashes {
-        let h = crate::publish::policy_hash::PolicyHashes::of(policy);
-        let labels = PolicyLabels {
-            hash: h.policy.clone(),
-            shadow_hash: h.shadow.clone().unwrap_or_default(),
-        };
-        self.policy_info.clear();
-        self.policy_info.get_or_create(&labels).set(1);
-        #[allow(clippy::cast_precision_loss)]
-        self.policy_loaded
-            .set(crate::clock::unix_ms() as f64 / 1000.0);
-        for (scope, limit) in [
-            ("device", policy.budget.per_device_bytes),
-            ("host", policy.budget.per_host_bytes),
-        ] {
-            let l = ScopeLabels { scope };
-            match limit {
-                Some(b) => {
-                    self.memory_budget.get_or_create(&l).set(sat(b));
-                }
-                None => {
-                    self.memory_budget.remove(&l);
-                }
-            }
-        }
-        self.policy_valid.set(1);
-        self.health.set_interval(policy.timing.interval);
-        self.health.set_policy_error(None);
+        let hashes = policy_gauges::in_force(&self.families, &self.health, policy);
         self.set_queue_series(policy.daemon.queue_series);
-        h
+        hashes
     }
 
-    /// The rollout gauges: whether the host enforces, is selected, whether
-    /// the policy enforces, its arm, and the policy's two fractions.
+    /// The rollout gauges ([`policy_gauges::set_rollout`]).
     pub fn set_rollout(&self, s: Standing, p: &Policy) {
-        self.rollout_enforcing.set(i64::from(s.enforcing()));
-        self.rollout_host_selected
-            .set(i64::from(s.draw.host_selected));
-        self.policy_enforcing.set(i64::from(s.policy_enforces));
-        self.rollout_fraction.set(rollout::fraction(p));
-        self.rollout_holdout.set(rollout::holdout(p));
-        for arm in Arm::ALL {
-            self.rollout_arm
-                .get_or_create(&ArmLabels { arm: arm.as_str() })
-                .set(i64::from(arm == s.arm()));
-        }
+        policy_gauges::set_rollout(&self.families, s, p);
     }
 
     /// Counts a decision (`pptune_decisions_total`).

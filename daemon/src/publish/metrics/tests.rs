@@ -1,6 +1,7 @@
 //! The metrics' unit tests: the per-device series' life (known at 0,
-//! dropped with the device) and the rollout gauges. The hand-written
-//! per-queue exposition is checked beside its encoder (`series/tests.rs`).
+//! dropped with the device). The hand-written per-queue exposition is
+//! checked beside its encoder (`series/tests.rs`), the rollout gauges
+//! beside theirs (`policy_gauges.rs`).
 
 use super::*;
 
@@ -66,59 +67,6 @@ fn a_vanished_device_without_pools_drops_its_knob_series() {
         t.contains("pptune_channels{device=\"veth9\",channel=\"combined\"} 2"),
         "{t}"
     );
-}
-
-#[test]
-fn the_rollout_gauges_say_the_standing() {
-    let m = Metrics::new();
-    let s = Standing {
-        draw: rollout::Draw {
-            host_selected: true,
-            holdout: false,
-        },
-        policy_enforces: false,
-        has_rollout: true,
-    };
-    let mut p = config::default_policy().unwrap();
-    p.rollout = Some(policy::policy::Rollout {
-        fraction: 0.25,
-        salt: "s".into(),
-        holdout: 0.125,
-    });
-    m.set_rollout(s, &p);
-    let text = m.encode().unwrap();
-    assert!(text.contains("pptune_rollout_enforcing 0\n"), "{text}");
-    assert!(text.contains("pptune_rollout_host_selected 1\n"), "{text}");
-    assert!(text.contains("pptune_policy_enforcing 0\n"), "{text}");
-    assert!(
-        text.contains("pptune_rollout_fraction_ratio 0.25\n"),
-        "{text}"
-    );
-    assert!(
-        text.contains("pptune_rollout_holdout_ratio 0.125\n"),
-        "{text}"
-    );
-    for (arm, v) in [("enforce", 0), ("holdout", 0), ("observe", 1)] {
-        assert!(
-            text.contains(&format!("pptune_rollout_arm{{arm=\"{arm}\"}} {v}\n")),
-            "{arm}: {text}"
-        );
-    }
-    let held = Standing {
-        draw: rollout::Draw {
-            host_selected: false,
-            holdout: true,
-        },
-        policy_enforces: true,
-        has_rollout: true,
-    };
-    m.set_rollout(held, &p);
-    let text = m.encode().unwrap();
-    assert!(
-        text.contains("pptune_rollout_arm{arm=\"holdout\"} 1\n"),
-        "{text}"
-    );
-    assert!(text.contains("pptune_rollout_enforcing 0\n"), "{text}");
 }
 
 /// A device pptune decides for has its change, override and change
