@@ -11,6 +11,7 @@ mod export;
 pub mod fleet;
 pub mod help;
 mod history;
+mod lock;
 mod plan;
 pub mod reclaim;
 pub mod record;

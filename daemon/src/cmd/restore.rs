@@ -3,6 +3,7 @@
 
 use std::process::ExitCode;
 
+use super::lock::{InstanceError, InstanceLock};
 use super::{read_record, require_known};
 use crate::act::state::{self, StateError, StateStore};
 use crate::publish::control::{self, Reply, Request};
@@ -96,9 +97,9 @@ async fn restore_here(
     // daemon already running here keeps its originals under
     // another runtime directory, so an empty record here is not
     // "nothing to restore".
-    let _instance = match state::InstanceLock::take().await {
+    let _instance = match InstanceLock::take().await {
         Ok(lock) => lock,
-        Err(StateError::OtherInstance) => anyhow::bail!(
+        Err(InstanceError::OtherInstance) => anyhow::bail!(
             "another pptune (a daemon, or a restore) is running in this network \
              namespace with another runtime directory than {}: the record of originals \
              it acts on is not here. Run restore with RUNTIME_DIRECTORY set to the \

@@ -11,6 +11,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 
 use super::args::{ConfigArg, parse_listen};
+use super::lock::InstanceLock;
 use super::{ex_config, load_policy};
 use crate::act::rollout;
 use crate::act::state::{self, StateStore};
@@ -177,7 +178,7 @@ pub async fn run(path: Option<&Path>, args: &RunArgs) -> anyhow::Result<ExitCode
     }
     let kernel = Arc::new(NetlinkKernel::connect().await?);
     // One daemon per network namespace, before anything else is taken.
-    let _instance = state::InstanceLock::take().await?;
+    let _instance = InstanceLock::take().await?;
     let dir = state::runtime_dir();
     // Without CAP_NET_ADMIN the daemon can only observe, and observing
     // needs no file: a directory it cannot write is a warning then, not

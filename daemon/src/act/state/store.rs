@@ -1,10 +1,9 @@
 //! The state record on disk: the runtime directory, the boot id, the
-//! locks (one daemon per network namespace, one writer per directory),
-//! and [`StateStore`], which writes the record atomically (temp file,
-//! fsync, rename, fsync of the directory) and reads it back bounded. The
-//! whole record is guarded by an exclusive `flock` on a lock file next to
-//! it: the daemon holds it for its whole life, `pptune restore` for its
-//! run, so the two never both write.
+//! directory lock (one writer per directory), and [`StateStore`], which
+//! writes the record atomically (temp file, fsync, rename, fsync of the
+//! directory) and reads it back bounded. The whole record is guarded by an
+//! exclusive `flock` on a lock file next to it: the daemon holds it for its
+//! whole life, `pptune restore` for its run, so the two never both write.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -42,15 +41,6 @@ pub enum StateError {
     },
     #[error("{path} is locked by another pptune process (the daemon, or a restore in progress)")]
     Locked { path: PathBuf },
-    #[error(
-        "another pptune is running in this network namespace (it holds the abstract socket @{INSTANCE_SOCKET}); two daemons must not both act on the same NICs"
-    )]
-    OtherInstance,
-    #[error("binding the instance lock @{INSTANCE_SOCKET}")]
-    InstanceLock {
-        #[source]
-        source: std::io::Error,
-    },
     #[error("reading the state record")]
     Read {
         #[source]
@@ -100,71 +90,6 @@ pub fn read_boot_id() -> Result<String, StateError> {
             path: PathBuf::from(BOOT_ID),
             source: std::io::Error::other(e.to_string()),
         })
-}
-
-/// The abstract socket that makes one daemon per network namespace.
-pub const INSTANCE_SOCKET: &str = "pptune/instance";
-
-/// Held for the daemon's life (and a `restore`'s): one pptune per network
-/// namespace, whatever runtime directory each was given. The state lock is
-/// per directory, so two daemons with different `RUNTIME_DIRECTORY`s both
-/// took it and both enforced on the same NICs. An abstract unix socket is
-/// keyed by the network namespace (the NICs' namespace), needs no writable
-/// path (the unit's `ProtectSystem=strict` leaves none but the runtime
-/// directory), and is released by the kernel when the process dies, even
-/// by SIGKILL.
-///
-/// Any user of the namespace can bind an abstract name, so only a holder
-/// that could be a pptune counts: one owned by root or by this process's
-/// user (the kernel's record of the socket's owner, through sock_diag,
-/// without connecting to it). A name held by any other user is a squatter:
-/// it does not stop a start or a restore; it is logged (uid, and what it
-/// costs: the check against a second pptune with another runtime
-/// directory), and the per-directory state lock still applies.
-#[derive(Debug)]
-pub struct InstanceLock {
-    /// `None`: the name is held by a user who cannot be a pptune.
-    _socket: Option<std::os::unix::net::UnixListener>,
-}
-
-impl InstanceLock {
-    /// Takes the lock without waiting.
-    pub async fn take() -> Result<Self, StateError> {
-        use std::os::linux::net::SocketAddrExt as _;
-        let addr = std::os::unix::net::SocketAddr::from_abstract_name(INSTANCE_SOCKET)
-            .map_err(|source| StateError::InstanceLock { source })?;
-        // Twice: a holder may go between the bind and the question.
-        for _ in 0..2 {
-            match std::os::unix::net::UnixListener::bind_addr(&addr) {
-                Ok(s) => return Ok(Self { _socket: Some(s) }),
-                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {}
-                Err(source) => return Err(StateError::InstanceLock { source }),
-            }
-            let holder = netlink::sockdiag::abstract_listener_uid(INSTANCE_SOCKET)
-                .await
-                .map_err(|e| StateError::InstanceLock {
-                    source: std::io::Error::other(format!("asking who holds it: {e}")),
-                })?;
-            match holder {
-                None => {}
-                Some(uid) if may_be_pptune(uid) => return Err(StateError::OtherInstance),
-                Some(uid) => {
-                    tracing::warn!(
-                        uid,
-                        "the instance name @{INSTANCE_SOCKET} is held by uid {uid}, a user that cannot run pptune: ignored; only this runtime directory's lock keeps a second pptune out meanwhile"
-                    );
-                    return Ok(Self { _socket: None });
-                }
-            }
-        }
-        Err(StateError::OtherInstance)
-    }
-}
-
-/// Whether a socket owned by `uid` may belong to a pptune: root's, or this
-/// process's user's (the unit's `User=`).
-fn may_be_pptune(uid: u32) -> bool {
-    uid == 0 || uid == nix::unistd::geteuid().as_raw()
 }
 
 /// The lock of the state directory (the recording and the change journal),
