@@ -3,7 +3,9 @@
 
 use std::fmt::Write as _;
 
-use super::*;
+use policy::snapshot::{Channels, MemoryProvider, OperState, QueueStats, Rings};
+
+use super::report::{InterfaceView, PoolView, Report};
 
 /// The report as text ([`Report::render_text`]).
 #[must_use]
