@@ -4,7 +4,7 @@
 use policy::snapshot::{Capabilities, Device};
 
 /// Drivers known to create page pools without a netdev (invisible to
-/// netlink); from `docs/kernel-interfaces.md` §4.
+/// netlink); the list and how it was found are in docs/drivers.md.
 const INVISIBLE_POOL_DRIVERS: &[&str] = &[
     "veth",
     "stmmac",
