@@ -54,10 +54,10 @@
 //!   by one steady TCP stream (`-steady`), and B is watched for 2 ×
 //!   calm_before_shrink + the policy's evaluation + a control window;
 //!   `give-back-spill` is `-steady` with one spill halfway through the
-//!   first calm: a stream of 4 MiB, sent once into a 4 MiB receive buffer
-//!   and drained at once, a burst past the grown ring in one window (a
-//!   long stationary load's rare spill: one window over the shrink
-//!   threshold must not start the calm again, docs/decisions.md §7).
+//!   first calm: three streams send 2.5 MB each once and are drained
+//!   together, a burst past the grown ring in one window (a long
+//!   stationary load's rare spill: one window over the shrink threshold
+//!   must not start the calm again, docs/decisions.md §7).
 //!   A `give-back` row (not a `tuned` one) gives the grown ring and pool
 //!   memory (`inflight-mem`, mean of one control window), the timeline of
 //!   the watch (`[end s, ring, ring_full share, pool memory]`) and the ring
@@ -392,23 +392,28 @@ enum Tuner {
     RightSize,
 }
 
-/// `give-back-spill`'s spill: one stream sends 4 MiB once into a 4 MiB
-/// receive buffer (8 MiB of truesize: it all fits), drained a second
-/// after it starts, so its pages come back in one burst past a ring grown
-/// for `drain-pinned`'s 1 MiB drains.
+/// `give-back-spill`'s spill: three streams each send 2.5 MB once into a
+/// 4 MiB receive buffer (8 MiB of truesize: it all fits), drained together
+/// a second after they start, so their ~5,000 pages come back in one burst
+/// past a ring grown for `drain-pinned`'s 1 MiB drains (about 1,100). Next
+/// to the steady stream's ~120 k returns a second that frees about 1 % of
+/// a 3 s window's returns, over the 0.5 % shrink threshold, and about
+/// 0.4 % of the 10 s of calm before it, under it: one window's spill, not
+/// a load that frees (docs/decisions.md §7).
 const SPILL: Workload = Workload {
     name: "spill",
     args: &[&[
         "--tcp",
-        "1",
+        "3",
         "--pattern",
         "drain",
+        "--sync",
         "--pause-ms",
         "1000",
         "--rcvbuf",
         "4194304",
         "--bytes",
-        "4194304",
+        "2500000",
     ]],
     stationary: true,
     devmem: false,
