@@ -12,8 +12,8 @@ use crate::policy::{
     Timing,
 };
 use crate::snapshot::{
-    Availability, Capabilities, Channels, Device, DeviceId, OperState, Pool, PoolStats, QueueStats,
-    Rings, RxQueue, Snapshot,
+    Availability, Capabilities, Channels, Device, DeviceId, Field, OperState, Pool, PoolStats,
+    QueueStats, Rings, RxQueue, Snapshot,
 };
 use crate::{Coexist, Mode, OnStop, Policy};
 
@@ -264,4 +264,16 @@ impl Nic {
             ..Device::default()
         }
     }
+}
+
+/// A block (`Rings`, `Channels`) with every field its own number, counting
+/// from `first` in the order of `fields` (its `FIELDS`), so a number seen
+/// is its field's (a `u8` field's only while it fits).
+#[must_use]
+pub fn every_field<B: Default>(fields: &[Field<B>], first: u32) -> B {
+    let mut b = B::default();
+    for (v, f) in (first..).zip(fields) {
+        (f.set)(&mut b, v);
+    }
+    b
 }

@@ -312,36 +312,104 @@ impl<T> Availability<T> {
     }
 }
 
-/// ethtool rings (`ETHTOOL_A_RINGS_*`). A pair is `None` when the driver
-/// reports a zero maximum for it (the kernel then omits both).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Rings {
-    pub rx: Option<u32>,
-    pub rx_max: Option<u32>,
-    pub rx_mini: Option<u32>,
-    pub rx_mini_max: Option<u32>,
-    pub rx_jumbo: Option<u32>,
-    pub rx_jumbo_max: Option<u32>,
-    pub tx: Option<u32>,
-    pub tx_max: Option<u32>,
-    pub rx_buf_len: Option<u32>,
-    /// 0 unknown, 1 disabled, 2 enabled.
-    pub tcp_data_split: Option<u8>,
-    pub hds_thresh: Option<u32>,
-    pub hds_thresh_max: Option<u32>,
+/// One field of a block the kernel reports in one message (rings,
+/// channels), by its name: what the recording writes the block as, so a
+/// field added to the block is recorded and read back by its name with no
+/// change to the recording (`daemon/record/src/format.rs`).
+#[derive(Debug, Clone, Copy)]
+pub struct Field<B> {
+    /// The field's name in the struct (`rx_mini_max`).
+    pub name: &'static str,
+    /// Its value, if the driver reports it.
+    pub get: fn(&B) -> Option<u32>,
+    /// Sets it; a value its type cannot hold leaves it unreported.
+    pub set: fn(&mut B, u32),
 }
 
-/// ethtool channels (`ETHTOOL_A_CHANNELS_*`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Channels {
-    pub rx: Option<u32>,
-    pub rx_max: Option<u32>,
-    pub tx: Option<u32>,
-    pub tx_max: Option<u32>,
-    pub other: Option<u32>,
-    pub other_max: Option<u32>,
-    pub combined: Option<u32>,
-    pub combined_max: Option<u32>,
+/// A block field's integer type, through `u32` ([`Field`]).
+trait FieldValue: Sized {
+    fn to_u32(self) -> u32;
+    fn from_u32(v: u32) -> Option<Self>;
+}
+
+impl FieldValue for u32 {
+    fn to_u32(self) -> u32 {
+        self
+    }
+    fn from_u32(v: u32) -> Option<Self> {
+        Some(v)
+    }
+}
+
+impl FieldValue for u8 {
+    fn to_u32(self) -> u32 {
+        u32::from(self)
+    }
+    fn from_u32(v: u32) -> Option<Self> {
+        Self::try_from(v).ok()
+    }
+}
+
+/// A block's struct, each field `Option` of an integer, and its `FIELDS`:
+/// every field by name, in declaration order. The struct is the list: a
+/// field cannot be declared without its entry.
+macro_rules! block {
+    (
+        $(#[$m:meta])*
+        pub struct $name:ident {
+            $($(#[$fm:meta])* pub $field:ident: Option<$ty:ty>,)*
+        }
+    ) => {
+        $(#[$m])*
+        pub struct $name {
+            $($(#[$fm])* pub $field: Option<$ty>,)*
+        }
+
+        impl $name {
+            /// Every field by name, in declaration order.
+            pub const FIELDS: &'static [Field<Self>] = &[$(Field {
+                name: stringify!($field),
+                get: |b| b.$field.map(FieldValue::to_u32),
+                set: |b, v| b.$field = <$ty as FieldValue>::from_u32(v),
+            }),*];
+        }
+    };
+}
+
+block! {
+    /// ethtool rings (`ETHTOOL_A_RINGS_*`). A pair is `None` when the driver
+    /// reports a zero maximum for it (the kernel then omits both).
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Rings {
+        pub rx: Option<u32>,
+        pub rx_max: Option<u32>,
+        pub rx_mini: Option<u32>,
+        pub rx_mini_max: Option<u32>,
+        pub rx_jumbo: Option<u32>,
+        pub rx_jumbo_max: Option<u32>,
+        pub tx: Option<u32>,
+        pub tx_max: Option<u32>,
+        pub rx_buf_len: Option<u32>,
+        /// 0 unknown, 1 disabled, 2 enabled.
+        pub tcp_data_split: Option<u8>,
+        pub hds_thresh: Option<u32>,
+        pub hds_thresh_max: Option<u32>,
+    }
+}
+
+block! {
+    /// ethtool channels (`ETHTOOL_A_CHANNELS_*`).
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Channels {
+        pub rx: Option<u32>,
+        pub rx_max: Option<u32>,
+        pub tx: Option<u32>,
+        pub tx_max: Option<u32>,
+        pub other: Option<u32>,
+        pub other_max: Option<u32>,
+        pub combined: Option<u32>,
+        pub combined_max: Option<u32>,
+    }
 }
 
 impl Channels {
@@ -432,3 +500,47 @@ impl Pool {
 
 /// The page_pool counters: one table, [`crate::counters`].
 pub use crate::counters::PoolStats;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each entry of a block's `FIELDS` reads and writes its own field and
+    /// no other, under a name no other entry has.
+    fn fields_are_their_own<B: Default + PartialEq + std::fmt::Debug>(fields: &[Field<B>]) {
+        for (n, f) in (100..).zip(fields) {
+            let mut b = B::default();
+            (f.set)(&mut b, n);
+            assert_eq!((f.get)(&b), Some(n), "{}", f.name);
+            for o in fields.iter().filter(|o| o.name != f.name) {
+                assert_eq!((o.get)(&b), None, "{} wrote {}", f.name, o.name);
+            }
+        }
+        let mut names: Vec<_> = fields.iter().map(|f| f.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), fields.len());
+    }
+
+    #[test]
+    fn block_fields_read_and_write_their_own_field() {
+        fields_are_their_own(Rings::FIELDS);
+        fields_are_their_own(Channels::FIELDS);
+        let r = Rings {
+            rx_jumbo_max: Some(4096),
+            tcp_data_split: Some(2),
+            ..Rings::default()
+        };
+        let get = |name| Rings::FIELDS.iter().find(|f| f.name == name).unwrap().get;
+        assert_eq!(get("rx_jumbo_max")(&r), Some(4096));
+        assert_eq!(get("tcp_data_split")(&r), Some(2));
+        // A value the field's type cannot hold is not reported.
+        let mut r = Rings::default();
+        let split = Rings::FIELDS
+            .iter()
+            .find(|f| f.name == "tcp_data_split")
+            .unwrap();
+        (split.set)(&mut r, 300);
+        assert_eq!(r.tcp_data_split, None);
+    }
+}
