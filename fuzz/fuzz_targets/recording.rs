@@ -31,7 +31,7 @@ fn segment() -> &'static PathBuf {
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let mut bytes = Vec::with_capacity(12 + data.len());
     bytes.extend_from_slice(b"PPTUNREC");
-    bytes.extend_from_slice(&2_u32.to_le_bytes());
+    bytes.extend_from_slice(&record::format::FORMAT_VERSION.to_le_bytes());
     bytes.extend_from_slice(data);
     std::fs::write(segment(), &bytes).expect("scratch file");
     if let Ok(report) = record::replay::replay(segment(), policy()) {

@@ -1,4 +1,4 @@
-//! The snapshot coder of recording format 2 (docs/recording.md, "The
+//! The snapshot coder of the recording (docs/recording.md, "The
 //! snapshot block"): a device's rarely changing facts go into the record's
 //! CBOR ([`SnapRec`]); the layout of its queues and pools (the *shape*) and
 //! every number of the pass go into a binary block after it, as columns of
@@ -389,12 +389,12 @@ fn set_meta(d: &mut Device, ifindex: u32, m: &DevMeta) {
     d.iommu = m.iommu;
     d.num_rx_queues = m.num_rx_queues;
     d.rings = match &m.rings {
-        Ok(r) => Availability::Available(rings(*r)),
+        Ok(r) => Availability::Available(rings(r)),
         Err(Some(why)) => Availability::Unavailable(why.clone()),
         Err(None) => Availability::NotSampled,
     };
     d.channels = match &m.channels {
-        Ok(c) => Availability::Available(channels(*c)),
+        Ok(c) => Availability::Available(channels(c)),
         Err(Some(why)) => Availability::Unavailable(why.clone()),
         Err(None) => Availability::NotSampled,
     };

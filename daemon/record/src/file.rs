@@ -14,7 +14,7 @@ use flate2::read::DeflateDecoder;
 use flate2::write::DeflateEncoder;
 
 use super::coder::Coder;
-use super::format::{FORMAT_VERSION, Record};
+use super::format::{FORMAT_VERSION, OLDEST_READ, Record};
 
 /// First bytes of every segment: magic, then the format version (u32 LE).
 pub const MAGIC: &[u8; 8] = b"PPTUNREC";
@@ -43,7 +43,7 @@ pub enum RecordError {
     Io { path: PathBuf, cause: io::Error },
     #[error("{path} is not a pptune recording (no PPTUNREC header)")]
     NotRecording { path: PathBuf },
-    #[error("{path} is recording format {found}; this pptune reads format {FORMAT_VERSION}{}", older(.found))]
+    #[error("{path} is recording format {found}; this pptune reads formats {OLDEST_READ} to {FORMAT_VERSION}{}", older(.found))]
     Version { path: PathBuf, found: u32 },
     #[error("{0}: no recording segments (*.pptrec) there")]
     Empty(PathBuf),
@@ -61,7 +61,7 @@ pub enum RecordError {
 
 /// What to do with an older recording.
 fn older(found: &u32) -> &'static str {
-    if *found < FORMAT_VERSION {
+    if *found < OLDEST_READ {
         " (format 1 was written by pptune before the columnar snapshot block; \
          replay it with the pptune that wrote it)"
     } else {
@@ -293,7 +293,7 @@ impl SegmentReader {
     /// Opens `path` and checks its header.
     ///
     /// # Errors
-    /// Unreadable, not a recording, or another format version.
+    /// Unreadable, not a recording, or a format this build does not read.
     pub fn open(path: &Path) -> Result<Self, RecordError> {
         let (file, size) = config::file::open_regular(path).map_err(|e| match e {
             config::file::ReadError::Io { cause, .. } => RecordError::Io {
@@ -315,7 +315,7 @@ impl SegmentReader {
             });
         }
         let found = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
-        if found != FORMAT_VERSION {
+        if !(OLDEST_READ..=FORMAT_VERSION).contains(&found) {
             return Err(RecordError::Version {
                 path: path.to_owned(),
                 found,

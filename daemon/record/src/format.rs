@@ -8,18 +8,26 @@
 //! are delta-coded in a binary block ([`super::coder::Coder`] holds that
 //! memory, identically on both sides).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use policy::engine::{ActionRecord, LocalTime, Original};
 use policy::gates::Backoff;
 use policy::plan::{Action, Decision, Knob};
-use policy::snapshot::{Availability, Capabilities, Channels, Device, DeviceId, OperState, Rings};
+use policy::snapshot::{
+    Availability, Capabilities, Channels, Device, DeviceId, Field, OperState, Rings,
+};
 use serde::{Deserialize, Serialize};
 
 /// The format version in every segment header and `Start` record. Bumped on
-/// any incompatible change; a reader refuses other versions by name.
-pub const FORMAT_VERSION: u32 = 2;
+/// any incompatible change; a reader refuses versions it does not read by
+/// name.
+pub const FORMAT_VERSION: u32 = 3;
+/// The oldest format this build reads: format 2 differs from 3 only in a
+/// device's rings and channels, which it wrote by position ([`RingsRec`],
+/// [`ChannelsRec`]).
+pub const OLDEST_READ: u32 = 2;
 
 /// One framed record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -194,14 +202,94 @@ pub struct DevMeta {
     pub iommu: policy::snapshot::Iommu,
 }
 
-/// rx, rx_max, rx_mini, rx_mini_max, rx_jumbo, rx_jumbo_max, tx, tx_max,
-/// rx_buf_len, hds_thresh, hds_thresh_max; tcp_data_split.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RingsRec(pub [Option<u32>; 11], pub Option<u8>);
+/// A block's fields the driver reports, each under its name in the block's
+/// table (`policy::snapshot::Rings::FIELDS`, `Channels::FIELDS`).
+pub type Named = BTreeMap<Cow<'static, str>, u32>;
 
-/// rx, rx_max, tx, tx_max, other, other_max, combined, combined_max.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChannelsRec(pub [Option<u32>; 8]);
+/// A device's rings, by field name: a field added to
+/// `policy::snapshot::Rings` is recorded and read back with no change here.
+/// A name this build does not know (a newer writer's field) is skipped; a
+/// field the recording lacks reads as not reported. Format 2's positional
+/// layout is told apart by its CBOR type (an array, not a map) and read as
+/// the names it stood for ([`FORMAT2_RINGS`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RingsRec {
+    ByName(Named),
+    /// Format 2: the values of [`FORMAT2_RINGS`] in order, then
+    /// `tcp_data_split`.
+    Format2([Option<u32>; 11], Option<u8>),
+}
+
+/// A device's channels, by field name, as [`RingsRec`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ChannelsRec {
+    ByName(Named),
+    /// Format 2: the values of [`FORMAT2_CHANNELS`] in order.
+    Format2([Option<u32>; 8]),
+}
+
+/// The ring fields format 2 wrote, in its order (`tcp_data_split` apart,
+/// after them).
+pub const FORMAT2_RINGS: [&str; 11] = [
+    "rx",
+    "rx_max",
+    "rx_mini",
+    "rx_mini_max",
+    "rx_jumbo",
+    "rx_jumbo_max",
+    "tx",
+    "tx_max",
+    "rx_buf_len",
+    "hds_thresh",
+    "hds_thresh_max",
+];
+
+/// The channel fields format 2 wrote, in its order.
+pub const FORMAT2_CHANNELS: [&str; 8] = [
+    "rx",
+    "rx_max",
+    "tx",
+    "tx_max",
+    "other",
+    "other_max",
+    "combined",
+    "combined_max",
+];
+
+/// The fields of `b` the driver reports, by name.
+fn named<B>(fields: &'static [Field<B>], b: &B) -> Named {
+    fields
+        .iter()
+        .filter_map(|f| Some((Cow::Borrowed(f.name), (f.get)(b)?)))
+        .collect()
+}
+
+/// A block from its fields by name; names not in `fields` are skipped.
+fn from_named<'a, B: Default>(
+    fields: &[Field<B>],
+    values: impl IntoIterator<Item = (&'a str, u32)>,
+) -> B {
+    let mut b = B::default();
+    for (name, v) in values {
+        if let Some(f) = fields.iter().find(|f| f.name == name) {
+            (f.set)(&mut b, v);
+        }
+    }
+    b
+}
+
+/// Format 2's positional values with the names they stood for.
+fn format2<'a>(
+    names: &'a [&'a str],
+    values: &'a [Option<u32>],
+) -> impl Iterator<Item = (&'a str, u32)> + 'a {
+    names
+        .iter()
+        .zip(values)
+        .filter_map(|(n, v)| Some((*n, (*v)?)))
+}
 
 /// The capability flags in [`CapsRec::flags`] order.
 pub(super) fn caps_flags(c: &mut Capabilities) -> [&mut bool; 8] {
@@ -241,92 +329,36 @@ pub(super) fn dev_meta(d: &Device) -> DevMeta {
         firmware: d.firmware.clone(),
         iommu: d.iommu,
         rings: match &d.rings {
-            Availability::Available(r) => Ok(RingsRec(
-                [
-                    r.rx,
-                    r.rx_max,
-                    r.rx_mini,
-                    r.rx_mini_max,
-                    r.rx_jumbo,
-                    r.rx_jumbo_max,
-                    r.tx,
-                    r.tx_max,
-                    r.rx_buf_len,
-                    r.hds_thresh,
-                    r.hds_thresh_max,
-                ],
-                r.tcp_data_split,
-            )),
+            Availability::Available(r) => Ok(RingsRec::ByName(named(Rings::FIELDS, r))),
             Availability::Unavailable(why) => Err(Some(why.clone())),
             Availability::NotSampled => Err(None),
         },
         channels: match &d.channels {
-            Availability::Available(c) => Ok(ChannelsRec([
-                c.rx,
-                c.rx_max,
-                c.tx,
-                c.tx_max,
-                c.other,
-                c.other_max,
-                c.combined,
-                c.combined_max,
-            ])),
+            Availability::Available(c) => Ok(ChannelsRec::ByName(named(Channels::FIELDS, c))),
             Availability::Unavailable(why) => Err(Some(why.clone())),
             Availability::NotSampled => Err(None),
         },
     }
 }
 
-pub(super) fn rings(r: RingsRec) -> Rings {
-    let [
-        rx,
-        rx_max,
-        rx_mini,
-        rx_mini_max,
-        rx_jumbo,
-        rx_jumbo_max,
-        tx,
-        tx_max,
-        rx_buf_len,
-        hds_thresh,
-        hds_thresh_max,
-    ] = r.0;
-    Rings {
-        rx,
-        rx_max,
-        rx_mini,
-        rx_mini_max,
-        rx_jumbo,
-        rx_jumbo_max,
-        tx,
-        tx_max,
-        rx_buf_len,
-        tcp_data_split: r.1,
-        hds_thresh,
-        hds_thresh_max,
+pub(super) fn rings(r: &RingsRec) -> Rings {
+    match r {
+        RingsRec::ByName(m) => from_named(Rings::FIELDS, m.iter().map(|(k, v)| (k.as_ref(), *v))),
+        RingsRec::Format2(values, split) => from_named(
+            Rings::FIELDS,
+            format2(&FORMAT2_RINGS, values).chain(split.map(|s| ("tcp_data_split", u32::from(s)))),
+        ),
     }
 }
 
-pub(super) fn channels(c: ChannelsRec) -> Channels {
-    let [
-        rx,
-        rx_max,
-        tx,
-        tx_max,
-        other,
-        other_max,
-        combined,
-        combined_max,
-    ] = c.0;
-    Channels {
-        rx,
-        rx_max,
-        tx,
-        tx_max,
-        other,
-        other_max,
-        combined,
-        combined_max,
+pub(super) fn channels(c: &ChannelsRec) -> Channels {
+    match c {
+        ChannelsRec::ByName(m) => {
+            from_named(Channels::FIELDS, m.iter().map(|(k, v)| (k.as_ref(), *v)))
+        }
+        ChannelsRec::Format2(values) => {
+            from_named(Channels::FIELDS, format2(&FORMAT2_CHANNELS, values))
+        }
     }
 }
 

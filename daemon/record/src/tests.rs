@@ -13,6 +13,7 @@ use super::format::Pass;
 use super::*;
 
 mod damage;
+mod formats;
 mod full_disk;
 mod memory;
 mod round_trip;
@@ -35,6 +36,16 @@ fn rolling(dir: &Path, cap: u64, policy: &policy::Policy) -> Recorder {
 /// ones do (a recording of constant steps compresses to nothing).
 fn noise(pass: u64, q: u64) -> u64 {
     (pass.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ q.wrapping_mul(0xc2b2_ae3d_27d4_eb4f)) >> 48
+}
+
+/// eth0's identity in these tests: a PCI function.
+fn pci_id() -> DeviceId {
+    DeviceId {
+        bus: Some("pci".into()),
+        parent: Some("0000:3b:00.0".into()),
+        perm_addr: None,
+        name_fallback: None,
+    }
 }
 
 fn snap(pass: u64, pools: u64) -> Snapshot {
@@ -69,12 +80,7 @@ fn snap(pass: u64, pools: u64) -> Snapshot {
         devices: vec![Device {
             ifindex: 2,
             name: "eth0".into(),
-            id: DeviceId {
-                bus: Some("pci".into()),
-                parent: Some("0000:3b:00.0".into()),
-                perm_addr: None,
-                name_fallback: None,
-            },
+            id: pci_id(),
             rings: Availability::Available(Rings {
                 rx: Some(if pass < 3 { 256 } else { 1024 }),
                 rx_max: Some(8192),

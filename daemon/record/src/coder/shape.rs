@@ -1,4 +1,4 @@
-//! The shape of a pass in recording format 2 (docs/recording.md, "The
+//! The shape of a pass in the recording (formats 2 and 3; docs/recording.md, "The
 //! snapshot block"): the layout of its devices, queues and pools, written
 //! only when it changed, and parsed back on the reader side.
 

@@ -93,7 +93,7 @@ fn a_file_that_is_not_a_recording_is_refused_by_name() {
     std::fs::write(&p, head).unwrap();
     let e = Recording::open(&p).unwrap_err().to_string();
     assert!(
-        e.contains("recording format 1; this pptune reads format 2")
+        e.contains("recording format 1; this pptune reads formats 2 to 3")
             && e.contains("replay it with the pptune that wrote it"),
         "{e}"
     );
