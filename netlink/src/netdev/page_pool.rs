@@ -97,17 +97,28 @@ macro_rules! counters {
             pub(crate) fn emit(&self, w: &mut Writer) {
                 $(w.opt_uint($id, self.$field);)*
             }
+
+            /// How many counters the set has.
+            pub const COUNT: usize = [$($id),*].len();
+
+            /// Each counter with its field name (the kernel's attribute
+            /// name, `_` for `-`), in attribute order.
+            #[must_use]
+            pub fn named(&self) -> [(&'static str, Option<u64>); Self::COUNT] {
+                [$((stringify!($field), self.$field)),*]
+            }
         }
     };
 }
 pub(crate) use counters;
 
 counters! {
-    /// The eleven page_pool counters (all `uint`). The kernel emits all of
-    /// them when it has `CONFIG_PAGE_POOL_STATS`. This is the decode half of
+    /// The page_pool counters (all `uint`). The kernel emits all it has
+    /// when it has `CONFIG_PAGE_POOL_STATS`. This is the decode half of
     /// a counter (its attribute id); everything else about it comes from
-    /// the one table in `policy/src/counters.rs`, whose field names these
-    /// must match.
+    /// the one table in `policy/src/counters.rs`, which names the same
+    /// counters in the same order (the daemon's conversion reads each of
+    /// its fields here, and a test there compares the two lists).
     PoolCounters {
         alloc_fast = 8,
         alloc_slow = 9,

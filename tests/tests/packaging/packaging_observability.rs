@@ -142,19 +142,10 @@ fn populated_metrics() -> pptune::publish::metrics::Metrics {
                     id: 7,
                     inflight: Some(100),
                     inflight_mem: Some(409_600),
-                    stats: Some(PoolStats {
-                        alloc_fast: 1000 * k,
-                        alloc_slow: 10 * k,
-                        alloc_slow_high_order: k,
-                        alloc_empty: k,
-                        alloc_refill: 50 * k,
-                        alloc_waive: k,
-                        recycle_cached: 800 * k,
-                        recycle_cache_full: k,
-                        recycle_ring: 100 * k,
-                        recycle_ring_full: 5 * k,
-                        recycle_released_refcnt: k,
-                    }),
+                    // Every counter of the table moving.
+                    stats: Some(PoolStats::from_values(std::array::from_fn(|i| {
+                        k * 10 * (u64::try_from(i).unwrap() + 1)
+                    }))),
                     ..Pool::default()
                 }],
                 ..RxQueue::default()

@@ -41,6 +41,19 @@ fn fixture_qstats(name: &str) -> Vec<Qstats> {
     netlink::client::decode_qstats_where(&exchange(name), None, |_| true).unwrap()
 }
 
+/// The page_pool counter list is written twice: each counter's attribute
+/// id in the netlink decoder, everything else in the policy table.
+/// `convert::pool_stats` reads every counter of the table from the decoder
+/// (one the decoder lacks does not compile); one the decoder has and the
+/// table lacks, or another order, fails here.
+#[test]
+fn the_decoder_and_the_policy_table_list_the_same_counters() {
+    let decoded = netlink::netdev::PoolCounters::default()
+        .named()
+        .map(|(name, _)| name);
+    assert_eq!(decoded.as_slice(), policy::counters::NAMES.as_slice());
+}
+
 /// The join on real Linux 7.3 replies (netdevsim, VM testbed): four
 /// live pools onto four RX queues by NAPI id, the detached pool (no
 /// NAPI id any more) to the device bucket with its stats.
