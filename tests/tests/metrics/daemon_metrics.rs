@@ -1,6 +1,7 @@
 //! pptune's metrics: the exposition is strict OpenMetrics, no name ends in
 //! `_total_total`, every declared family is emitted with samples after a
-//! run that exercises every path, and a real Prometheus server scrapes the
+//! run that exercises every path, a device that goes takes its series of
+//! every family along, and a real Prometheus server scrapes the
 //! endpoint under each `daemon.queue_metrics` setting (all, worst, none) and
 //! answers queries through its HTTP API.
 
@@ -179,7 +180,11 @@ async fn exercise(metrics: Arc<Metrics>, secs: u64) {
 
 /// [`exercise`] with `daemon.queue_metrics` set to `series`.
 async fn exercise_with(metrics: Arc<Metrics>, secs: u64, series: QueueSelection) {
-    let k = Arc::new(FakeKernel::bursty());
+    exercise_on(Arc::new(FakeKernel::bursty()), metrics, secs, series).await;
+}
+
+/// [`exercise_with`] on the fake `k`.
+async fn exercise_on(k: Arc<FakeKernel>, metrics: Arc<Metrics>, secs: u64, series: QueueSelection) {
     let mut p = fake::test_policy(Mode::Enforce);
     p.daemon.queue_series = series;
     // A shadow too, so its families are exercised; and a memory budget.
@@ -291,6 +296,46 @@ async fn exposition_is_strict_openmetrics_and_every_family_is_emitted() {
         texts
             .iter()
             .any(|t| t.contains("pptune_recommendation_target{device=\"eth0\",recommendation=\""))
+    );
+}
+
+/// A device that goes takes its series of every family along: a family
+/// with a `device` label that `Devices::forget`
+/// (`daemon/src/publish/metrics/devices.rs`) does not remove fails here.
+/// The run is [`exercise`]'s, which sets every family; the device goes
+/// near its end.
+#[tokio::test(start_paused = true)]
+async fn a_vanished_device_leaves_no_series_of_any_family() {
+    let metrics = Arc::new(Metrics::new());
+    let k = Arc::new(FakeKernel::bursty());
+    let (m2, k2) = (Arc::clone(&metrics), Arc::clone(&k));
+    let watcher = tokio::spawn(async move {
+        let mut with_device = BTreeSet::new();
+        for _ in 0..50 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let text = m2.encode().unwrap();
+            for l in text.lines().filter(|l| l.contains("device=\"eth0\"")) {
+                with_device.insert(l.split('{').next().unwrap_or(l).to_owned());
+            }
+        }
+        k2.state.lock().unwrap().gone = true;
+        with_device
+    });
+    exercise_on(k, Arc::clone(&metrics), 30, QueueSelection::All).await;
+    let with_device = watcher.await.unwrap();
+    // Both kinds of family were there: the registry's and the per-queue
+    // ones written by hand.
+    for f in ["pptune_device_info", "pptune_pool_alloc_fast_pages_total"] {
+        assert!(with_device.contains(f), "{f} not in {with_device:?}");
+    }
+    let text = metrics.encode().unwrap();
+    let left: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("device=\"eth0\""))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "series of the vanished eth0 left behind: {left:#?}"
     );
 }
 
