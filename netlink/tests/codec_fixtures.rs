@@ -611,7 +611,7 @@ fn vm_page_pool_stats_dump() {
         .collect();
     for s in &stats {
         let c = s.counters;
-        // All eleven counters are present with CONFIG_PAGE_POOL_STATS.
+        // Every counter Linux 7.3 has is present with CONFIG_PAGE_POOL_STATS.
         for v in [
             c.alloc_fast,
             c.alloc_slow,

@@ -1,7 +1,10 @@
 //! The recording's on-disk records (docs/recording.md): pptune's own,
 //! versioned structs, converted to and from the engine's types here and in
 //! [`super::coder`] and nowhere else, so a change of `policy::snapshot`
-//! changes these files (at compile time), never silently the format.
+//! changes these files (at compile time), never silently the format. The
+//! rings and channels are written by field name instead ([`RingsRec`]), as
+//! the pool counters are: a field added to those blocks is one more name,
+//! which a reader that does not know it skips.
 //!
 //! A device's slowly changing facts (identity, rings, channels, link
 //! state) are written only when they change; the pools' and queues' numbers
