@@ -172,7 +172,11 @@ fn device_sums_say_device_in_their_help() {
         .lines()
         .filter(|l| l.starts_with("# HELP pptune_device_pool"))
         .collect();
-    assert_eq!(help.len(), 11 + 3, "{t}");
+    assert_eq!(
+        help.len(),
+        counters::COUNT + series::QUEUE_GAUGES.len(),
+        "{t}"
+    );
     for h in help {
         assert!(!h.contains("queue's") && !h.contains("the queue"), "{h}");
         assert!(h.contains("device"), "{h}");
