@@ -16,7 +16,6 @@
 //! The daemon runs as `pptune_tests::vm_daemon` starts it (the binary in
 //! `PPTUNE_BIN`, which tests/vm/test.sh sets). Each measurement prints one
 //! `MEASURE` line.
-#![cfg(feature = "vm")]
 // Helpers outside #[test] fns fail the test the same way.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 #![allow(clippy::cast_precision_loss)]

@@ -9,7 +9,6 @@
 //! `PPTUNE_CRASH_KILLS` daemon kills (default 20: the CI form; the figure
 //! in RELIABILITY.md is from 200+). Prints one `MEASURE` line:
 //! kills / originals lost / corrupt state files / restores failed.
-#![cfg(feature = "vm")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;

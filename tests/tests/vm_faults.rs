@@ -19,7 +19,6 @@
 //! rounds, CI 3), `PPTUNE_FAULT_STOP_SECS` (the stopped daemon, CI 10 s),
 //! `PPTUNE_FAULT_SEED` (replays the deletion points). RELIABILITY.md §6a
 //! has the figures.
-#![cfg(feature = "vm")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 #![allow(clippy::cast_precision_loss)]
 

@@ -5,7 +5,6 @@
 //! attribute sets, stats compiled in by our config); 6.1 has no `netdev`
 //! family at all, so there the tests check that the client says so and that
 //! rings and channels (ethtool netlink) still work.
-#![cfg(feature = "vm")]
 // Helpers outside #[test] fns fail the test the same way.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

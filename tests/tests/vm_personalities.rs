@@ -16,7 +16,6 @@
 //! it, and the final pool within one power of two of the burst where the
 //! personality allows it.
 
-#![cfg(feature = "vm")]
 // Helpers outside #[test] fns fail the test the same way.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

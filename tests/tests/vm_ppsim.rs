@@ -8,7 +8,6 @@
 //!
 //! The measurement tests print one `MEASURE` line each with the knob values
 //! they used (`tests/vm/test.sh` output is where the report numbers come from).
-#![cfg(feature = "vm")]
 // Helpers outside #[test] fns fail the test the same way.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

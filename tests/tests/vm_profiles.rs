@@ -17,7 +17,6 @@
 //!   (the device's IOMMU domain, or nothing known).
 //!
 //! `tests/vm/test.sh` boots 7.3 once per profile for this suite.
-#![cfg(feature = "vm")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeSet;

@@ -7,7 +7,6 @@
 //! live daemon's change journal with `pptune history`). The live run says
 //! at exit what it leaves in place, and a `pptune restore` after it shows
 //! in `history` as the changes undone.
-#![cfg(feature = "vm")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::time::Duration;

@@ -8,7 +8,6 @@
 //! vanish after the devices are deleted, with nothing in the kernel log;
 //! ring and channel rebuilds of B under traffic lose frames that TCP
 //! recovers. The measurement test prints one `MEASURE` line per ring.
-#![cfg(feature = "vm")]
 // Helpers outside #[test] fns fail the test the same way.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
