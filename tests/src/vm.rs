@@ -548,3 +548,6 @@ pub fn ynl_dump(op: &str) -> Result<String, String> {
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
+
+#[cfg(test)]
+mod tests;

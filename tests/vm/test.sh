@@ -72,8 +72,7 @@ for line in sys.stdin:
     if m.get("reason") != "compiler-artifact" or not m.get("executable"):
         continue
     t = m.get("target", {})
-    # vm_runner boots VMs itself: a host test, not one for inside the VM.
-    if "test" in t.get("kind", []) and t.get("name", "").startswith("vm_") and t.get("name") != "vm_runner":
+    if "test" in t.get("kind", []) and t.get("name", "").startswith("vm_"):
         print(m["executable"])
 ')
 if [ ${#BINS[@]} -eq 0 ]; then
@@ -119,7 +118,7 @@ log "daemon binary: $PPTUNE_BIN"
 #     vm_wire: 7.3 only (the full-suite kernel; ppsim's closed loop; the wire;
 #     the host profiles need a packaged kernel's ACPI and IOMMU driver);
 #   vm_ppsim: every kernel ppsim is built for (not 6.1);
-#   vm_netdevsim, vm_runner: every kernel.
+#   vm_netdevsim: every kernel.
 # --part picks the suites (in_part); in one boot the paced ones run last.
 # in_part BINARY: whether --part runs it (two-vcpu runs no whole binary).
 in_part() {

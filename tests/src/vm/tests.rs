@@ -1,4 +1,4 @@
-//! The VM runner itself (`tests/vm/run.sh` through `pptune_tests::vm::Vm`),
+//! The VM runner itself (`tests/vm/run.sh` through [`super::Vm`]),
 //! exercised from the host: exit status and environment reach the caller,
 //! and a timeout stops the VM with no qemu left behind.
 //!
@@ -14,7 +14,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use pptune_tests::vm::{Vm, VmError, in_vm};
+use super::{Vm, VmError, in_vm};
 
 /// The directory of the current 7.3 test kernel, as `tests/vm/kernel.sh`
 /// names it (the key of today's recipe; on a cache hit it only looks it up,
@@ -23,7 +23,7 @@ use pptune_tests::vm::{Vm, VmError, in_vm};
 /// them could be picked.
 fn test_kernel(test: &str) -> PathBuf {
     assert!(!in_vm(), "{test} runs on the host (it boots VMs itself)");
-    let script = pptune_tests::vm::repo_root().join("tests/vm/kernel.sh");
+    let script = super::repo_root().join("tests/vm/kernel.sh");
     let out = std::process::Command::new(&script)
         .arg("7.3")
         .output()
@@ -112,7 +112,7 @@ fn a_checkout_under_tmp_and_a_target_dir_under_var_tmp_are_visible_in_the_vm() {
         .expect("tempdir in /var/tmp");
     let vm_dir = checkout.path().join("tests/vm");
     std::fs::create_dir_all(&vm_dir).unwrap();
-    let repo = pptune_tests::vm::repo_root();
+    let repo = super::repo_root();
     for f in ["run.sh", "init.sh", "lib.sh", "kernel.sh"] {
         std::fs::copy(repo.join("tests/vm").join(f), vm_dir.join(f)).unwrap();
     }
