@@ -890,7 +890,7 @@ fn the_decision_check_catches_what_it_is_for() {
 /// tests are scanned, and the fuzz crate's (its `target/` is not).
 #[test]
 fn no_module_is_a_mod_rs() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = pptune_tests::repo_root();
     let mut files = Vec::new();
     for dir in [
         "policy/src",

@@ -219,10 +219,7 @@ pub fn open_fds(pid: u32) -> usize {
 #[allow(clippy::expect_used)]
 pub fn render_rules(args: &[&str], out: &std::path::Path) -> std::process::Output {
     std::process::Command::new("python3")
-        .arg(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../packaging/prometheus/render.py"),
-        )
+        .arg(crate::repo_root().join("packaging/prometheus/render.py"))
         .args(args)
         .arg("--out")
         .arg(out)

@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::repo_root;
+
 /// A failure to run a command in the VM (not the command's own failure,
 /// which is its exit status).
 #[derive(Debug, thiserror::Error)]
@@ -219,14 +221,6 @@ pub fn require_ppsim(test: &str, kernels: PpsimKernels) -> String {
         "{test}: PPTUNE_PPSIM_KO is not set although the kernel is {k}"
     );
     k
-}
-
-/// The repository root (this crate lives in `<root>/tests`).
-#[must_use]
-pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
 
 /// A command to run in a VM: `Vm::new("7.3").timeout(..).run(cmd)`.

@@ -20,7 +20,7 @@ use nix::sys::signal::Signal;
 use tokio::time::{Instant, sleep};
 
 use crate::bin::pptune_bin;
-use crate::vm::repo_root;
+use crate::repo_root;
 
 /// The policy `name` of `tests/policies` written to `dir`, its selector
 /// `"ppsim*"` narrowed to `device` when one is given (the test's own, so a

@@ -14,11 +14,11 @@ use pptune_config::{
     render,
 };
 
+/// The repository root. Not `pptune_tests::repo_root`: the harness
+/// depends on this crate and links all of `pptune`, which these tests of
+/// the loader have no use for.
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default()
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 /// (location, key) of every error.

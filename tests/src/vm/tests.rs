@@ -23,7 +23,7 @@ use super::{Vm, VmError, in_vm};
 /// them could be picked.
 fn test_kernel(test: &str) -> PathBuf {
     assert!(!in_vm(), "{test} runs on the host (it boots VMs itself)");
-    let script = super::repo_root().join("tests/vm/kernel.sh");
+    let script = crate::repo_root().join("tests/vm/kernel.sh");
     let out = std::process::Command::new(&script)
         .arg("7.3")
         .output()
@@ -112,7 +112,7 @@ fn a_checkout_under_tmp_and_a_target_dir_under_var_tmp_are_visible_in_the_vm() {
         .expect("tempdir in /var/tmp");
     let vm_dir = checkout.path().join("tests/vm");
     std::fs::create_dir_all(&vm_dir).unwrap();
-    let repo = super::repo_root();
+    let repo = crate::repo_root();
     for f in ["run.sh", "init.sh", "lib.sh", "kernel.sh"] {
         std::fs::copy(repo.join("tests/vm").join(f), vm_dir.join(f)).unwrap();
     }

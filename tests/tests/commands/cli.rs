@@ -24,7 +24,7 @@ fn text(b: &[u8]) -> String {
 }
 
 fn example() -> String {
-    pptune_tests::vm::repo_root()
+    pptune_tests::repo_root()
         .join("config/examples/observe-all.yaml")
         .display()
         .to_string()
@@ -102,7 +102,7 @@ fn version_names_the_git_revision() {
     let v = text(&out.stdout);
     let head = Command::new("git")
         .args(["rev-parse", "--short=12", "HEAD"])
-        .current_dir(pptune_tests::vm::repo_root())
+        .current_dir(pptune_tests::repo_root())
         .output()
         .unwrap();
     assert!(head.status.success(), "not a git checkout: {head:?}");

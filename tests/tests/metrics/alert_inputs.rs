@@ -14,7 +14,6 @@
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use policy::knobs::{ChannelField, Knob, RingField};
 use pptune::act::events::Event;
@@ -462,7 +461,7 @@ fn regenerated(text: &str) -> String {
 
 #[test]
 fn alert_test_inputs_are_the_daemons_exposition() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(FILE);
+    let path = pptune_tests::repo_root().join(FILE);
     let text = std::fs::read_to_string(&path).unwrap();
     let want = regenerated(&text);
     if std::env::var_os("PPTUNE_BLESS").is_some() {

@@ -93,7 +93,7 @@ impl Fleet {
 /// The shipped recording rules, evaluated every second instead of every
 /// minute (the expressions as shipped).
 fn shipped_rules() -> String {
-    let path = pptune_tests::vm::repo_root().join("packaging/prometheus/pptune-rules.yaml");
+    let path = pptune_tests::repo_root().join("packaging/prometheus/pptune-rules.yaml");
     let text = std::fs::read_to_string(path).unwrap();
     assert!(text.contains("interval: 1m"));
     text.replace("interval: 1m", "interval: 1s")

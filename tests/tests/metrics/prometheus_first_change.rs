@@ -42,7 +42,7 @@ const HOSTS: [(&str, &str); 3] = [
 const HELD_MINUTES: usize = 65;
 
 fn read(rel: &str) -> String {
-    std::fs::read_to_string(pptune_tests::vm::repo_root().join(rel)).unwrap()
+    std::fs::read_to_string(pptune_tests::repo_root().join(rel)).unwrap()
 }
 
 /// The dashboard's "pptune changes" annotation query, for every instance

@@ -17,10 +17,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use pptune_tests::bin::{DaemonDirs, require_root};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use pptune_tests::repo_root;
 
 /// `<target>/debug/deps/<test exe>` → `<target>`: the nested release build
 /// goes to `<target>/packaging-deb`, apart from the running test build.
@@ -58,7 +55,7 @@ fn build_deb(out: &Path) -> PathBuf {
     // The package content does not depend on LTO; skipping it saves minutes
     // of link time on a 2-core CI machine. The shipped build (build.sh run by
     // hand) keeps the workspace's release profile.
-    run(Command::new(root().join("packaging/deb/build.sh"))
+    run(Command::new(repo_root().join("packaging/deb/build.sh"))
         .arg("-o")
         .arg(out)
         .env("CARGO_TARGET_DIR", target_dir().join("packaging-deb"))
@@ -160,9 +157,12 @@ fn check_control(deb: &Path, tmp: &Path) {
     // order, and the token is gone.
     for script in ["postinst", "prerm", "postrm"] {
         let shipped = std::fs::read_to_string(control.join(script)).unwrap();
-        let source =
-            std::fs::read_to_string(root().join("packaging/deb/maintainer-scripts").join(script))
-                .unwrap();
+        let source = std::fs::read_to_string(
+            repo_root()
+                .join("packaging/deb/maintainer-scripts")
+                .join(script),
+        )
+        .unwrap();
         assert!(source.contains("#DEBHELPER#"), "{script}");
         assert!(!shipped.contains("#DEBHELPER#"), "{script}:\n{shipped}");
         let (before, after) = source.split_once("#DEBHELPER#").unwrap();
@@ -331,7 +331,7 @@ fn check_lintian(deb: &Path) {
         .collect();
     assert!(bad.is_empty(), "lintian:\n{text}");
     println!("lintian: no errors, no warnings\n{text}");
-    if let Ok(o) = std::fs::read_to_string(root().join("packaging/deb/lintian-overrides")) {
+    if let Ok(o) = std::fs::read_to_string(repo_root().join("packaging/deb/lintian-overrides")) {
         // Every override has a comment line (the reason) right above it.
         let lines: Vec<&str> = o.lines().collect();
         for (i, l) in lines.iter().enumerate() {
@@ -364,7 +364,7 @@ fn check_policies(x: &Path) -> usize {
     // The shipped conffile is the observe-only example.
     assert_eq!(
         std::fs::read(x.join("etc/pptune/policy.yaml")).unwrap(),
-        std::fs::read(root().join("config/examples/observe-all.yaml")).unwrap()
+        std::fs::read(repo_root().join("config/examples/observe-all.yaml")).unwrap()
     );
     // And the contract the unit relies on: a bad policy exits 78.
     let bad = x.join("bad.yaml");
@@ -500,7 +500,7 @@ fn debian_package_builds_and_ships_what_it_should() {
     // The unit in the package is the reviewed one, and its ExecStart exists.
     assert_eq!(
         std::fs::read(x.join("usr/lib/systemd/system/pptune.service")).unwrap(),
-        std::fs::read(root().join("packaging/systemd/pptune.service")).unwrap()
+        std::fs::read(repo_root().join("packaging/systemd/pptune.service")).unwrap()
     );
     // Every installed file a man page names is in the package (the pages
     // are generated naming installed paths: packaging_manpage).
@@ -546,7 +546,7 @@ fn debian_package_builds_and_ships_what_it_should() {
             "{krate} missing from the copyright file"
         );
     }
-    let lock = std::fs::read_to_string(root().join("Cargo.lock")).unwrap();
+    let lock = std::fs::read_to_string(repo_root().join("Cargo.lock")).unwrap();
     for para in copyright
         .split("\n\n")
         .filter(|p| p.starts_with("Files: crates/"))
@@ -577,10 +577,8 @@ fn prerm_warns_only_when_changes_are_recorded() {
     use pptune::act::state::{DeviceRecord, KnobValue, StateFile};
     let tmp = tempfile::tempdir().unwrap();
     let state = tmp.path().join("state.json");
-    let src = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/deb/maintainer-scripts/prerm"),
-    )
-    .unwrap();
+    let src = std::fs::read_to_string(repo_root().join("packaging/deb/maintainer-scripts/prerm"))
+        .unwrap();
     assert!(src.contains("state=/run/pptune/state.json"));
     let script = tmp.path().join("prerm");
     std::fs::write(

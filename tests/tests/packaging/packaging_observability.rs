@@ -12,7 +12,7 @@ use std::process::Command;
 use serde_json::Value;
 
 fn read(rel: &str) -> String {
-    std::fs::read_to_string(pptune_tests::vm::repo_root().join(rel))
+    std::fs::read_to_string(pptune_tests::repo_root().join(rel))
         .unwrap_or_else(|e| panic!("{rel}: {e}"))
 }
 
@@ -482,7 +482,7 @@ fn run_promtool(args: &[&str], dir: &Path) -> String {
 #[ignore = "needs promtool (Debian package `prometheus`); run with --include-ignored"]
 fn alert_rules_pass_promtool_check_and_unit_tests() {
     require_promtool();
-    let dir = pptune_tests::vm::repo_root().join("packaging/prometheus");
+    let dir = pptune_tests::repo_root().join("packaging/prometheus");
     let check = run_promtool(&["check", "rules", "pptune-alerts.yaml"], &dir);
     let n = alert_exprs(&alert_rules()).len();
     assert!(check.contains(&format!("{n} rules found")), "{check}");
@@ -658,7 +658,7 @@ fn dashboard_queries_are_valid_promql() {
 /// per queue; one applied change in between when `enforcing`.
 fn recorded_scrapes(miss: u64, enforcing: bool) -> (String, String) {
     use policy::policy::QueueSelection;
-    let path = pptune_tests::vm::repo_root().join("benches/results/vm-snapshot-2048.json");
+    let path = pptune_tests::repo_root().join("benches/results/vm-snapshot-2048.json");
     let first: policy::Snapshot = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     let mut second = first.clone();
     second.taken_at_ms += 60_000;
@@ -796,7 +796,7 @@ fn recording_rules_evaluate_on_recorded_scrapes() {
     exprs += &close("job:pptune_hosts_observing:count", 1.0, job);
     run_promtool(
         &["check", "rules", "pptune-rules.yaml"],
-        &pptune_tests::vm::repo_root().join("packaging/prometheus"),
+        &pptune_tests::repo_root().join("packaging/prometheus"),
     );
     test_recording_rules(&input, &exprs);
 }
@@ -807,7 +807,7 @@ fn recording_rules_evaluate_on_recorded_scrapes() {
 fn test_recording_rules(input: &str, exprs: &str) {
     let test = format!(
         "rule_files:\n  - {rules}\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n{input}    promql_expr_test:\n{exprs}",
-        rules = pptune_tests::vm::repo_root()
+        rules = pptune_tests::repo_root()
             .join("packaging/prometheus/pptune-rules.yaml")
             .display()
     );
@@ -838,7 +838,7 @@ fn the_packaged_render_script_runs_from_the_installed_layout() {
         let name = Path::new(src).file_name().unwrap();
         let to = tree.path().join(dest).join(name);
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(pptune_tests::vm::repo_root().join(src), &to).unwrap();
+        std::fs::copy(pptune_tests::repo_root().join(src), &to).unwrap();
         shipped.push(to);
     }
     let script = tree.path().join("usr/share/pptune/prometheus/render.py");

@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 /// The exposure level the unit must stay at or below (0 = fully locked down,
@@ -15,7 +15,7 @@ use std::process::{Command, Output};
 const MAX_EXPOSURE: f64 = 2.5;
 
 fn unit_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/systemd/pptune.service")
+    pptune_tests::repo_root().join("packaging/systemd/pptune.service")
 }
 
 /// `key -> values` of the unit's `[Service]` section, in file order
