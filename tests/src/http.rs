@@ -49,23 +49,6 @@ pub fn body(response: &str) -> &str {
     response.split_once("\r\n\r\n").map_or("", |(_, b)| b)
 }
 
-/// Sum of the samples of `family` in a text exposition whose label set
-/// contains every `labels` entry (`key="value"`); 0 when none matches.
-/// `family` must be the whole name: `pptune_pools` does not match
-/// `pptune_pools_orphaned`.
-#[must_use]
-pub fn sample_sum(text: &str, family: &str, labels: &[&str]) -> f64 {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter(|l| {
-            l.strip_prefix(family)
-                .is_some_and(|r| r.starts_with('{') || r.starts_with(' '))
-        })
-        .filter(|l| labels.iter().all(|want| l.contains(want)))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 /// A fresh registry served as the daemon serves `/metrics`, on `addr`
 /// bound inside the network namespace `ns`; the server runs on the
 /// calling tokio runtime.
@@ -124,34 +107,6 @@ pub fn web_config(dir: &std::path::Path, tls: bool, users: &[(&str, &str)]) -> s
     let web = dir.join("web.yml");
     std::fs::write(&web, yml).unwrap();
     web
-}
-
-/// Sum of the samples whose line starts with `prefix` (a name, or a name
-/// and the start of its labels: `pptune_resyncs_total{kind="netdev"}`) in
-/// a text exposition; 0 when none does.
-#[must_use]
-pub fn prefix_sum(text: &str, prefix: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(prefix))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn sample_sum_matches_whole_family_names_and_every_label() {
-        let text = "# HELP pptune_pools x\n\
-                    pptune_pools{device=\"a\"} 2\n\
-                    pptune_pools{device=\"b\"} 3\n\
-                    pptune_pools_orphaned 7\n\
-                    pptune_resyncs_total 4\n";
-        assert!((super::sample_sum(text, "pptune_pools", &[]) - 5.0).abs() < 1e-9);
-        assert!((super::sample_sum(text, "pptune_pools", &["device=\"b\""]) - 3.0).abs() < 1e-9);
-        assert!((super::sample_sum(text, "pptune_resyncs_total", &[]) - 4.0).abs() < 1e-9);
-        assert!(super::sample_sum(text, "pptune_pool", &[]).abs() < 1e-9);
-        assert!(super::sample_sum(text, "pptune_pools", &["device=\"c\""]).abs() < 1e-9);
-    }
 }
 
 /// A Prometheus server (`/usr/bin/prometheus`, Debian package

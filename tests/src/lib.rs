@@ -2,15 +2,17 @@
 //! (`daemon`), the fake kernel (`fake`), the VM runner (`vm`), the daemon
 //! as a process in the VM (`vm_daemon`), the ppsim driver (`ppsim`), a
 //! device's pools and rings over netlink (`pools`), an HTTP GET for the
-//! metrics endpoint (`http`) and two ppsim devices joined as a wire across
-//! two network namespaces (`wire`; its traffic program is `src/bin/pptraffic/`).
-//! And [`repo_root`], where every test finds the repository's files.
+//! metrics endpoint (`http`), the samples of what it serves (`exposition`)
+//! and two ppsim devices joined as a wire across two network namespaces
+//! (`wire`; its traffic program is `src/bin/pptraffic/`). And
+//! [`repo_root`], where every test finds the repository's files.
 #![forbid(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 
 pub mod bin;
 pub mod daemon;
+pub mod exposition;
 pub mod fake;
 pub mod http;
 pub mod pools;

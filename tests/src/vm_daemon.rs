@@ -244,7 +244,7 @@ impl Daemon {
     /// `labels` entry (`key="value"`).
     #[must_use]
     pub fn metric(&self, family: &str, labels: &[&str]) -> f64 {
-        crate::http::sample_sum(&self.metrics(), family, labels)
+        crate::exposition::sample_sum(&self.metrics(), family, labels)
     }
 
     /// What the control socket says, if it answers.

@@ -1005,11 +1005,14 @@ async fn lost_notifications_resync_to_the_kernels_state() {
         sleep(Duration::from_secs(1)).await;
         assert!(p.alive(), "pptune died:\n{}", p.log());
         let m = p.metrics();
-        ring_m =
-            pptune_tests::http::sample_sum(&m, "pptune_ring_entries", &[&dev_label, "ring=\"rx\""]);
+        ring_m = pptune_tests::exposition::sample_sum(
+            &m,
+            "pptune_ring_entries",
+            &[&dev_label, "ring=\"rx\""],
+        );
         // The device's own gauge: the default exports 4 of the 16 queues.
-        pools_m = pptune_tests::http::sample_sum(&m, "pptune_device_pools", &[&dev_label]);
-        resyncs = pptune_tests::http::sample_sum(&m, "pptune_resyncs_total", &[]) - r0;
+        pools_m = pptune_tests::exposition::sample_sum(&m, "pptune_device_pools", &[&dev_label]);
+        resyncs = pptune_tests::exposition::sample_sum(&m, "pptune_resyncs_total", &[]) - r0;
         if resyncs > 0.0 && ring_m == 2048.0 && pools_m == kernel_pools as f64 {
             break;
         }

@@ -485,16 +485,16 @@ async fn notification_overflow_at_high_rebuild_rates_resyncs() {
         let pools = attached_pools(&c, ifx).await.expect("page-pool-get").len() as f64;
         let ok = wait_for(Duration::from_secs(20), || async {
             let m = p.metrics();
-            pptune_tests::http::sample_sum(&m, "pptune_ring_entries", &[&dev_label, "ring=\"rx\""])
+            pptune_tests::exposition::sample_sum(&m, "pptune_ring_entries", &[&dev_label, "ring=\"rx\""])
                 == f64::from(ring)
-                && pptune_tests::http::sample_sum(
+                && pptune_tests::exposition::sample_sum(
                     &m,
                     "pptune_channels",
                     &[&dev_label, "channel=\"combined\""],
                 ) == 16.0
                 // The device's own gauge: per-queue series are bounded
                 // (the default exports the 4 worst queues of 16).
-                && pptune_tests::http::sample_sum(&m, "pptune_device_pools", &[&dev_label])
+                && pptune_tests::exposition::sample_sum(&m, "pptune_device_pools", &[&dev_label])
                     == pools
         })
         .await;

@@ -117,7 +117,7 @@ fn notifications(sock: &UnixDatagram) -> Vec<String> {
 }
 
 fn metric(m: &Metrics, prefix: &str) -> f64 {
-    pptune_tests::http::prefix_sum(&m.encode().unwrap(), prefix)
+    pptune_tests::exposition::prefix_sum(&m.encode().unwrap(), prefix)
 }
 
 #[tokio::test(start_paused = true)]

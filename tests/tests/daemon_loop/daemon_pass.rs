@@ -13,8 +13,8 @@ use policy::Mode;
 use pptune::publish::control;
 use pptune::sample::KernelEvent;
 use pptune_tests::daemon;
+use pptune_tests::exposition::prefix_sum;
 use pptune_tests::fake::{self, FakeKernel};
-use pptune_tests::http::prefix_sum;
 
 #[tokio::test(start_paused = true)]
 async fn a_tick_computes_its_deltas_once_and_a_resync_none() {

@@ -11,8 +11,8 @@ use std::time::Duration;
 use policy::Mode;
 use policy::policy::Shadow;
 use pptune_tests::daemon;
+use pptune_tests::exposition::prefix_sum;
 use pptune_tests::fake::{self, FakeKernel};
-use pptune_tests::http::prefix_sum;
 
 fn with_shadow(mut p: policy::Policy, shadow: policy::Policy) -> policy::Policy {
     p.shadow = Some(Shadow {

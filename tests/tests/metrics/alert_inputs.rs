@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use policy::knobs::{ChannelField, Knob, RingField};
 use pptune::act::events::Event;
 use pptune::publish::metrics::Metrics;
+use pptune_tests::exposition::{is_of_family, samples, with_target};
 
 const FILE: &str = "packaging/prometheus/pptune-alerts.test.yaml";
 
@@ -346,18 +347,9 @@ fn scrapes(s: &Scenario, host: &str) -> Vec<BTreeMap<String, f64>> {
             }
             (s.script)(&m, host, minute);
             let text = pptune::publish::http::openmetrics_to_text004(&m.encode().unwrap());
-            text.lines()
-                .filter(|l| !l.starts_with('#'))
-                .filter_map(|l| l.rsplit_once(' '))
-                .filter(|(series, _)| {
-                    s.families.iter().any(|f| {
-                        series
-                            .strip_prefix(f)
-                            .is_some_and(|r| r.starts_with('{') || r.is_empty())
-                    })
-                })
-                .map(|(series, v)| (series.to_owned(), v.parse().unwrap()))
-                .collect()
+            let mut kept = samples(&text);
+            kept.retain(|series, _| s.families.iter().any(|f| is_of_family(series, f)));
+            kept
         })
         .collect()
 }
@@ -426,12 +418,9 @@ fn host_series(s: &Scenario, host: &str, out: &mut String) {
             "{}: {series} missing from a scrape",
             s.name
         );
-        let labelled = match series.strip_suffix('}') {
-            Some(head) => format!("{head},job=\"pptune\",instance=\"{host}\"}}"),
-            None => format!("{series}{{job=\"pptune\",instance=\"{host}\"}}"),
-        };
         out.push_str(&format!(
-            "      - series: '{labelled}'\n        values: '{}'\n",
+            "      - series: '{}'\n        values: '{}'\n",
+            with_target(series, host),
             expanding(&values)
         ));
     }

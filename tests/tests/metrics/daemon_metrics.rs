@@ -21,6 +21,7 @@ use pptune::publish::metrics::{Metrics, family_names};
 use pptune::sample::KernelEvent;
 use pptune::service::{PolicyEngine, PolicyNotLoaded, PolicySource, run};
 use pptune_tests::daemon::{self, Fixed};
+use pptune_tests::exposition::prefix_sum;
 use pptune_tests::fake::{self, FakeKernel};
 use tokio::sync::mpsc;
 
@@ -345,14 +346,10 @@ async fn pool_counters_stay_monotonic_across_pool_rebuilds() {
     // exported counters must carry the retired pools' values.
     let metrics = Arc::new(Metrics::new());
     let read = |m: &Metrics| -> f64 {
-        m.encode()
-            .unwrap()
-            .lines()
-            .find(|l| {
-                l.starts_with("pptune_pool_alloc_fast_pages_total{device=\"eth0\",queue=\"0\"}")
-            })
-            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-            .unwrap_or(0.0)
+        prefix_sum(
+            &m.encode().unwrap(),
+            "pptune_pool_alloc_fast_pages_total{device=\"eth0\",queue=\"0\"}",
+        )
     };
     let m2 = Arc::clone(&metrics);
     let probe = tokio::spawn(async move {
@@ -1245,13 +1242,7 @@ async fn a_policy_load_that_hangs_stops_neither_healthz_nor_the_loop() {
         }
     }
     let _release = Release(Arc::clone(&hang));
-    let samples = |m: &Metrics| {
-        let t = m.encode().unwrap();
-        t.lines()
-            .find_map(|l| l.strip_prefix("pptune_samples_total "))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
+    let samples = |m: &Metrics| prefix_sum(&m.encode().unwrap(), "pptune_samples_total ");
     hang.store(true, Ordering::Relaxed);
     tx.send(()).unwrap();
     let t0 = tokio::time::Instant::now();

@@ -267,7 +267,7 @@ async fn a_real_prometheus_compares_the_arms_sums_the_shadow_and_suggests_priors
     assert_eq!(hosts_with_shadow.first().map(|(_, v)| *v), Some(1.0));
     // The shadow's fleet total is its host's counter (the rule's increase
     // sees the counter from its first sample: at most that much).
-    let own = pptune_tests::http::prefix_sum(
+    let own = pptune_tests::exposition::prefix_sum(
         &hosts[0].running.metrics.encode().unwrap(),
         "pptune_shadow_changes_total{",
     );

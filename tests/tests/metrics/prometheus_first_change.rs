@@ -28,6 +28,7 @@ use std::time::Duration;
 use netlink::netns::TempNetns;
 use policy::Mode;
 use pptune_tests::daemon;
+use pptune_tests::exposition::{samples, with_target};
 use pptune_tests::fake::{self, FakeKernel};
 use pptune_tests::http::{Prometheus, body, get_in};
 
@@ -63,26 +64,12 @@ fn change_annotation() -> String {
         .replace("$device", ".*")
 }
 
-/// The samples of a text exposition: series (name and labels as written)
-/// to value.
-fn samples(text: &str) -> BTreeMap<String, f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .filter_map(|l| {
-            let (series, value) = l.rsplit_once(' ')?;
-            Some((series.to_owned(), value.parse().ok()?))
-        })
-        .filter(|(_, v): &(String, f64)| v.is_finite())
-        .collect()
-}
-
-/// `series` with the scrape's target labels added, as Prometheus stores it.
-fn with_target(series: &str, instance: &str) -> String {
-    let target = format!("job=\"pptune\",instance=\"{instance}\"");
-    match series.split_once('{') {
-        Some((name, rest)) => format!("{name}{{{target},{rest}"),
-        None => format!("{series}{{{target}}}"),
-    }
+/// The samples of a scrape whose value is finite: NaN and ±Inf are left
+/// out of the input series.
+fn finite_samples(text: &str) -> BTreeMap<String, f64> {
+    let mut s = samples(text);
+    s.retain(|_, v| v.is_finite());
+    s
 }
 
 /// The scrapes as promtool input series, one minute apart: a series the
@@ -234,7 +221,7 @@ async fn prometheus_and_promtool_see_the_first_change_as_the_daemon_exports_it()
             tokio::task::spawn_blocking(move || get_in(&ns, addr, "/metrics", &[]))
                 .await
                 .unwrap()
-                .map(|r| samples(body(&r)))
+                .map(|r| finite_samples(body(&r)))
                 .unwrap_or_default()
         }
     };

@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
+use pptune_tests::exposition::{samples, with_target};
 use serde_json::Value;
 
 fn read(rel: &str) -> String {
@@ -694,24 +695,6 @@ fn recorded_scrapes(miss: u64, enforcing: bool) -> (String, String) {
     (a, b)
 }
 
-/// `name{labels}` → value, for the samples of a text exposition.
-fn samples(text: &str) -> std::collections::BTreeMap<String, f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .filter_map(|l| l.rsplit_once(' '))
-        .map(|(s, v)| (s.to_owned(), v.parse().unwrap()))
-        .collect()
-}
-
-/// `series` with `job` and `instance` added.
-fn relabel(series: &str, instance: &str) -> String {
-    let extra = format!("job=\"pptune\",instance=\"{instance}\"");
-    match series.strip_suffix('}') {
-        Some(s) => format!("{s},{extra}}}"),
-        None => format!("{series}{{{extra}}}"),
-    }
-}
-
 #[test]
 #[ignore = "needs promtool (Debian package `prometheus`); run with --include-ignored"]
 fn recording_rules_evaluate_on_recorded_scrapes() {
@@ -736,7 +719,7 @@ fn recording_rules_evaluate_on_recorded_scrapes() {
             let d = b - a;
             input.push_str(&format!(
                 "      - series: '{}'\n        values: '{a}+{d}x10'\n",
-                relabel(series, instance)
+                with_target(series, instance)
             ));
             for (i, name) in [
                 "pptune_device_pool_recycle_ring_full_total{",
@@ -913,7 +896,7 @@ fn the_fleet_sums_the_reclaimable_memory() {
             if series.starts_with("pptune_device_reclaimable_bytes{") {
                 input.push_str(&format!(
                     "      - series: '{}'\n        values: '{v}x10'\n",
-                    relabel(&series, instance)
+                    with_target(&series, instance)
                 ));
             }
         }
