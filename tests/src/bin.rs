@@ -45,6 +45,20 @@ pub fn in_netns(script: &str) -> Command {
     c
 }
 
+/// A veth pair `ppt0`/`ppt1` of 4 RX and 4 TX queues each (so that its
+/// channels can be changed), as a command of an [`in_netns`] script.
+pub const ADD_VETH: &str = "ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4";
+
+/// `pptune --config "$1" run`, its metrics on a free loopback port, in a
+/// throwaway network namespace with its loopback and an [`ADD_VETH`]
+/// pair up; the config path is the next `.arg`.
+#[must_use]
+pub fn run_beside_veth() -> Command {
+    in_netns(&format!(
+        "ip link set lo up && {ADD_VETH} && ip link set ppt0 up && ip link set ppt1 up && exec \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0"
+    ))
+}
+
 /// Where a daemon a test starts keeps its files: `RUNTIME_DIRECTORY` (the
 /// state record, the control socket) and `STATE_DIRECTORY` (the recording,
 /// the change journal), both `dir`, never the host's `/run/pptune` or

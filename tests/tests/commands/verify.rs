@@ -10,15 +10,16 @@
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use pptune_tests::bin::{DaemonDirs, in_netns, policy_in_tempdir, require_root};
+use pptune_tests::bin::{ADD_VETH, DaemonDirs, in_netns, policy_in_tempdir, require_root};
 
 #[test]
 fn verify_after_a_change_an_operator_override_and_a_restore() {
     require_root("a throwaway network namespace");
     let dir = tempfile::tempdir().unwrap();
     pptune_tests::bin::write_channels_record(dir.path(), "ppt0", 1, 2);
-    let script = r#"
-        ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 || exit 99
+    let script = format!(
+        r#"
+        {ADD_VETH} || exit 99
         ethtool -L ppt0 rx 2 || exit 99
         echo "== change"; "$0" verify; echo "status=$?"
         ethtool -L ppt0 rx 3 || exit 99
@@ -28,8 +29,9 @@ fn verify_after_a_change_an_operator_override_and_a_restore() {
         echo "== restore"; "$0" restore || exit 98
         "$0" verify; echo "status=$?"
         ethtool -l ppt0
-    "#;
-    let out = in_netns(script).daemon_dirs(dir.path()).output().unwrap();
+    "#
+    );
+    let out = in_netns(&script).daemon_dirs(dir.path()).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{out:?}");

@@ -14,7 +14,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use pptune_tests::bin::{
-    DaemonDirs, SpawnLogged, in_netns, notify_socket, policy_in_tempdir, pptune_bin, require_root,
+    ADD_VETH, DaemonDirs, SpawnLogged, in_netns, notify_socket, policy_in_tempdir, pptune_bin,
+    require_root, run_beside_veth,
 };
 use tokio::time::Instant;
 
@@ -220,9 +221,7 @@ fn an_ethtool_change_by_hand_is_an_operator_override_on_the_real_kernel() {
     );
     let run_dir = dir.path().join("run");
     let (mut child, _sock, _) = start_ready(
-        in_netns("ip link set lo up && ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 && ip link set ppt0 up && ip link set ppt1 up && exec \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0")
-            .arg(&policy)
-            .daemon_dirs(&run_dir),
+        run_beside_veth().arg(&policy).daemon_dirs(&run_dir),
         dir.path(),
     );
     let pid = child.id();
@@ -273,10 +272,12 @@ fn restore_command_puts_a_recorded_original_back_on_the_real_kernel() {
         serde_json::to_string(&rec).unwrap(),
     )
     .unwrap();
-    let out = in_netns("ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 && ethtool -L ppt0 rx 2 && \"$0\" restore && ethtool -l ppt0")
-        .daemon_dirs(dir.path())
-        .output()
-        .unwrap();
+    let out = in_netns(&format!(
+        "{ADD_VETH} && ethtool -L ppt0 rx 2 && \"$0\" restore && ethtool -l ppt0"
+    ))
+    .daemon_dirs(dir.path())
+    .output()
+    .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}");
     assert!(

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use pptune::record::{Item, Recording, file};
-use pptune_tests::bin::{SpawnLogged, in_netns, pptune_bin, require_root};
+use pptune_tests::bin::{SpawnLogged, pptune_bin, require_root, run_beside_veth};
 use tokio::time::Instant;
 
 const RUNS: u64 = 6;
@@ -27,7 +27,7 @@ fn sigkill_while_recording_leaves_a_replayable_recording() {
     let state = dir.path().join("state");
     let rec_dir = state.join("recording");
     for run in 0..RUNS {
-        let mut child = in_netns("ip link set lo up && ip link add ppt0 numrxqueues 4 numtxqueues 4 type veth peer name ppt1 numrxqueues 4 numtxqueues 4 && ip link set ppt0 up && ip link set ppt1 up && exec \"$0\" --config \"$1\" run --metrics-listen 127.0.0.1:0")
+        let mut child = run_beside_veth()
             .arg(&cfg)
             .env("STATE_DIRECTORY", &state)
             .env("RUNTIME_DIRECTORY", dir.path().join("run"))
