@@ -1,8 +1,9 @@
 //! The fixture kit for tests and benches (feature `fixtures`; the crate's
 //! own tests have it too): a complete [`policy`], the [`capabilities`] of a
 //! kernel with every interface pptune reads, and synthesised devices of one
-//! pool per RX queue ([`Nic`]) in a [`snapshot`]. A test or bench states
-//! only what differs: `Policy { mode: Mode::Observe, ..fixtures::policy() }`.
+//! pool per RX queue ([`Nic`], their queues [`rx_queues`]) in a
+//! [`snapshot`]. A test or bench states only what differs:
+//! `Policy { mode: Mode::Observe, ..fixtures::policy() }`.
 
 use std::time::Duration;
 
@@ -224,28 +225,14 @@ impl Nic {
 
     /// The device, with queue `q`'s counters from `counters(q)` (pages of
     /// 4 KiB in flight).
-    pub fn device(self, mut counters: impl FnMut(u32) -> QueueCounters) -> Device {
-        let rx_queues = (0..self.queues)
-            .map(|q| {
-                let c = counters(q);
-                let napi = self.first_napi + q;
-                RxQueue {
-                    id: q,
-                    napi_id: Some(napi),
-                    provider: None,
-                    qstats: Some(c.qstats),
-                    pools: vec![Pool {
-                        id: self.first_pool + u64::from(q),
-                        ifindex: Some(self.ifindex),
-                        napi_id: Some(u64::from(napi)),
-                        inflight: Some(c.inflight),
-                        inflight_mem: Some(c.inflight * 4096),
-                        stats: Some(c.pool),
-                        ..Pool::default()
-                    }],
-                }
-            })
-            .collect();
+    pub fn device(self, counters: impl FnMut(u32) -> QueueCounters) -> Device {
+        let rx_queues = rx_queues(
+            self.ifindex,
+            self.queues,
+            self.first_napi,
+            self.first_pool,
+            counters,
+        );
         Device {
             ifindex: self.ifindex,
             name: self.name,
@@ -276,4 +263,39 @@ pub fn every_field<B: Default>(fields: &[Field<B>], first: u32) -> B {
         (f.set)(&mut b, v);
     }
     b
+}
+
+/// The `count` RX queues of the device at `ifindex`, one page pool each:
+/// queue `q` has NAPI id `first_napi + q`, its pool id `first_pool + q`,
+/// and the counters `counters(q)` (pages of 4 KiB in flight). What
+/// [`Nic::device`] builds, and what a test's driver builds again when a
+/// ring or channel change rebuilds the pools.
+pub fn rx_queues(
+    ifindex: u32,
+    count: u32,
+    first_napi: u32,
+    first_pool: u64,
+    mut counters: impl FnMut(u32) -> QueueCounters,
+) -> Vec<RxQueue> {
+    (0..count)
+        .map(|q| {
+            let c = counters(q);
+            let napi = first_napi + q;
+            RxQueue {
+                id: q,
+                napi_id: Some(napi),
+                provider: None,
+                qstats: Some(c.qstats),
+                pools: vec![Pool {
+                    id: first_pool + u64::from(q),
+                    ifindex: Some(ifindex),
+                    napi_id: Some(u64::from(napi)),
+                    inflight: Some(c.inflight),
+                    inflight_mem: Some(c.inflight * 4096),
+                    stats: Some(c.pool),
+                    ..Pool::default()
+                }],
+            }
+        })
+        .collect()
 }

@@ -1,7 +1,8 @@
 //! A hand-written world for engine tests: one or more devices whose pool
 //! counters advance by a traffic model, an engine loop, and an actuator
 //! that applies rings/channels the way drivers do (new pools, new ids,
-//! counters from zero).
+//! counters from zero). Its devices, their queues and its snapshot are the
+//! fixture kit's (`crate::fixtures`).
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -9,17 +10,21 @@ use std::time::Duration;
 
 use crate::drivers::{POOL_RING_CLAMP, driver_info};
 use crate::engine::{ActionRecord, Backoff, LocalTime, Observation, Original, Outcome};
+use crate::fixtures::{Nic, QueueCounters, rx_queues, snapshot};
 use crate::gates::{self, Spent};
 use crate::plan::{Action, ChannelField, Knob, Plan, RingField};
 use crate::policy::Policy;
 use crate::snapshot::{
-    Availability, Capabilities, Channels, Device, DeviceId, LinkStats, OperState, Pool, PoolStats,
-    QueueStats, Rings, RxQueue, Snapshot,
+    Availability, Device, DeviceId, LinkStats, PoolStats, QueueStats, Rings, Snapshot,
 };
 use crate::state::EngineState;
 
+/// A device of the world: `eth{ifindex}`, PCI function
+/// `0000:3b:00.{ifindex}`, RX ring `ring` of `rx_max`, `queues` combined
+/// channels of 64; its pool ids from `ifindex × 1000`, NAPI ids from 1,
+/// each queue [`fresh`].
 pub(crate) fn device(ifindex: u32, driver: &str, ring: u32, rx_max: u32, queues: u32) -> Device {
-    let mut d = Device {
+    Nic {
         ifindex,
         name: format!("eth{ifindex}"),
         id: DeviceId {
@@ -28,62 +33,33 @@ pub(crate) fn device(ifindex: u32, driver: &str, ring: u32, rx_max: u32, queues:
             perm_addr: Some(format!("0c:42:a1:00:00:{ifindex:02x}")),
             name_fallback: None,
         },
-        driver: Some(driver.into()),
-        oper_state: OperState::Up,
-        admin_up: true,
-        mtu: Some(1500),
-        rings: Availability::Available(Rings {
+        driver: driver.into(),
+        rings: Rings {
             rx: Some(ring),
             rx_max: Some(rx_max),
             ..Rings::default()
-        }),
-        channels: Availability::Available(Channels {
-            combined: Some(queues),
-            combined_max: Some(64),
-            ..Channels::default()
-        }),
-        qstats: None,
-        ..Device::default()
-    };
-    set_queues(&mut d, queues, ifindex * 1000);
-    d
-}
-
-fn set_queues(d: &mut Device, n: u32, first_pool: u32) {
-    d.rx_queues = (0..n)
-        .map(|q| RxQueue {
-            id: q,
-            napi_id: Some(q + 1),
-            provider: None,
-            qstats: Some(QueueStats {
-                rx_packets: Some(0),
-                rx_bytes: Some(0),
-                rx_alloc_fail: Some(0),
-                rx_hw_drops: Some(0),
-                rx_hw_drop_overruns: Some(0),
-            }),
-            pools: vec![Pool {
-                id: u64::from(first_pool + q),
-                ifindex: Some(d.ifindex),
-                napi_id: Some(u64::from(q + 1)),
-                inflight: Some(1024),
-                inflight_mem: Some(1024 * 4096),
-                stats: Some(PoolStats::default()),
-                ..Pool::default()
-            }],
-        })
-        .collect();
-}
-
-pub(crate) fn snapshot(devices: Vec<Device>) -> Snapshot {
-    Snapshot {
-        taken_at_ms: 0,
-        capabilities: Capabilities {
-            page_pool_stats: true,
-            ..Capabilities::default()
         },
-        devices,
-        orphan_pools: vec![],
+        queues,
+        channels_max: 64,
+        first_napi: 1,
+        first_pool: u64::from(ifindex * 1000),
+    }
+    .device(fresh)
+}
+
+/// A queue of the world as its pool is built: every queue and pool
+/// counter present and zero, 1024 pages in flight.
+fn fresh(_: u32) -> QueueCounters {
+    QueueCounters {
+        qstats: QueueStats {
+            rx_packets: Some(0),
+            rx_bytes: Some(0),
+            rx_alloc_fail: Some(0),
+            rx_hw_drops: Some(0),
+            rx_hw_drop_overruns: Some(0),
+        },
+        pool: PoolStats::default(),
+        inflight: 1024,
     }
 }
 
@@ -307,7 +283,7 @@ impl World {
         Self {
             policy,
             state: EngineState::default(),
-            snap: snapshot(devices),
+            snap: snapshot(0, "7.3.0", devices),
             observer: crate::observer::Observer::default(),
             now: Duration::from_secs(0),
             history: vec![],
@@ -583,7 +559,7 @@ impl World {
         // The driver rebuilds every RX pool: new ids, counters from zero.
         let n = d.channels.available().and_then(|c| c.combined).unwrap_or(1);
         self.next_pool += 100;
-        set_queues(d, n, self.next_pool);
+        d.rx_queues = rx_queues(d.ifindex, n, 1, u64::from(self.next_pool), fresh);
         self.history.push(ActionRecord {
             device: id.clone(),
             knob,
