@@ -174,7 +174,7 @@ fn device_sums_say_device_in_their_help() {
         .collect();
     assert_eq!(
         help.len(),
-        counters::COUNT + series::QUEUE_GAUGES.len(),
+        policy::counters::COUNT + series::QUEUE_GAUGES.len(),
         "{t}"
     );
     for h in help {
