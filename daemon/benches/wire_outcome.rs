@@ -172,6 +172,9 @@ fn build_wire(o: &Opts, p: &Ppsim, w: &Workload, ring: u32) -> Wire {
     Wire::build_devmem(p, 1, ring)
 }
 
+/// The rare workloads' one stream, into a 4 MiB receive buffer.
+const RARE: &[&str] = &["--tcp", "1", "--rcvbuf", "4194304"];
+
 /// 16 mice beside the streams: 2 KiB messages every 10 ms each.
 const MICE: &[&str] = &[
     "--mice",
@@ -284,19 +287,7 @@ const WORKLOADS: &[Workload] = &[
     // and the burst seldom makes a streak of windows.
     Workload {
         name: "rare-burst",
-        args: &[
-            &[
-                "--tcp",
-                "1",
-                "--pattern",
-                "drain",
-                "--pause-ms",
-                "5000",
-                "--rcvbuf",
-                "4194304",
-            ],
-            MICE,
-        ],
+        args: &[RARE, &["--pattern", "drain", "--pause-ms", "5000"], MICE],
         stationary: true,
         devmem: false,
     },
@@ -308,17 +299,14 @@ const WORKLOADS: &[Workload] = &[
     Workload {
         name: "rare-stall",
         args: &[
+            RARE,
             &[
-                "--tcp",
-                "1",
                 "--pattern",
                 "stall",
                 "--pause-ms",
                 "300",
                 "--stall-every-ms",
                 "5000",
-                "--rcvbuf",
-                "4194304",
             ],
             MICE,
         ],
