@@ -70,7 +70,7 @@ fn metrics_export_every_knob_of_the_table() {
     let m = pptune::publish::metrics::Metrics::new();
     m.observe(&snap, &PassDeltas::of(None, &snap));
     let text = m.encode().expect("encode");
-    let docs = std::fs::read_to_string(pptune_tests::vm::repo_root().join("docs/metrics.md"))
+    let docs = std::fs::read_to_string(pptune_tests::repo_root().join("docs/metrics.md"))
         .expect("docs/metrics.md");
     for k in knobs::all() {
         let (v, max) = pair(k, &snap);
