@@ -104,7 +104,7 @@
 #[path = "shared/vm_outcome.rs"]
 mod shared;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::Duration;
@@ -724,7 +724,11 @@ impl Traffic {
     /// `devmem` (a devmem workload): the token returns of every stream
     /// summed over the run.
     fn stop(mut self) -> Value {
-        writeln!(self.stdin, "stop").expect("pptraffic's stdin");
+        // A run with `--bytes` ends by itself once its streams are read:
+        // its stdin is gone, and its summary is on its stdout.
+        if let Err(e) = writeln!(self.stdin, "stop") {
+            assert_eq!(e.kind(), ErrorKind::BrokenPipe, "pptraffic's stdin: {e}");
+        }
         drop(self.stdin);
         let st = self.child.wait().expect("pptraffic");
         let mut devmem: Option<[u64; 5]> = None;
