@@ -291,11 +291,12 @@ const WORKLOADS: &[Workload] = &[
         stationary: true,
         devmem: false,
     },
-    // The same rare burst, out for less than a sample: one stream read
-    // every millisecond (small returns), but every 5 s not for 300 ms, so
-    // its 4 MiB receive buffer fills and comes back at once, beside the
-    // same mice. A once-a-second sample seldom sees the burst out; only
-    // the pool's high-water mark keeps it (what it parked).
+    // The same burst, meant to be out for less than a sample: one stream
+    // read every millisecond, but every 5 s not for 300 ms, so its 4 MiB
+    // receive buffer fills and comes back at once, beside the same mice.
+    // Measured (BENCHMARKS §3.E): the stream's own reads between the
+    // stalls outnumber the burst, and ring 256 frees only 0.5-0.9 % of
+    // returns, under the grow threshold; not yet a rare, huge burst.
     Workload {
         name: "rare-stall",
         args: &[
@@ -383,11 +384,12 @@ enum Tuner {
 /// `give-back-spill`'s spill: three streams each send 2.5 MB once into a
 /// 4 MiB receive buffer (8 MiB of truesize: it all fits), drained together
 /// a second after they start, so their ~5,000 pages come back in one burst
-/// past a ring grown for `drain-pinned`'s 1 MiB drains (about 1,100). Next
-/// to the steady stream's ~120 k returns a second that frees about 1 % of
-/// a 3 s window's returns, over the 0.5 % shrink threshold, and about
-/// 0.4 % of the 10 s of calm before it, under it: one window's spill, not
-/// a load that frees (docs/decisions.md §7).
+/// past a ring grown for `drain-pinned`'s 1 MiB drains (about 1,100).
+/// Measured (BENCHMARKS §3.E): its window freed 1.49 % of returns, over
+/// the shrink threshold, but at half of a 20 s calm it was also 0.37 % of
+/// the calm's returns, over the priced threshold (0.27 % under
+/// iommu-strict), so it ended the calm: to be one window's spill among
+/// many it must come later in the calm or be smaller.
 const SPILL: Workload = Workload {
     name: "spill",
     args: &[&[
