@@ -1655,6 +1655,34 @@ fn a_rare_burst_among_many_small_returns_is_taken_in_two_steps() {
     );
 }
 
+/// A restart between two growth steps, with bursts that grew from 1024 to
+/// 4096 pages while the daemon was down (the closed-loop VM suite's
+/// `restart_between_growth_steps_starts_the_chain_afresh`): the first
+/// step's evaluation died with the daemon, and a fit across it compares
+/// two loads. The same counters also fit 12,549-page bursts beside small
+/// returns, and the fit took that: 1280 → 15680 here (15687 in the VM),
+/// three times the ring the bursts need. A step that was never judged
+/// calibrates nothing and is not counted: the second step is a first
+/// step, on ring_full's figure.
+#[test]
+fn a_step_never_judged_calibrates_nothing() {
+    let mut w = World::new(policy(), vec![device(1, "ice", 256, 16384, 1)]);
+    w.judge = true;
+    let step1 = w
+        .until_ring_moves(30, |w, i| bursty(w.pool_size(i), 1024, 1, false))
+        .expect("a first step");
+    assert_eq!(step1, 1280, "{:?}", w.history);
+    assert_eq!(
+        w.history.last().map(|r| r.outcome.clone()),
+        Some(Outcome::Pending)
+    );
+    w.restart();
+    let step2 = w
+        .until_ring_moves(60, |w, i| bursty(w.pool_size(i), 4096, 1, false))
+        .expect("a second step");
+    assert_eq!(step2, 5120, "{:?}", w.history);
+}
+
 /// One 2000-page burst a window beside small returns that land in the
 /// ring without filling it (mice, a stream's reads): from none to four
 /// times the burst's pages, the ring takes the burst in at most two

@@ -39,7 +39,15 @@ pub(super) struct Burst {
 }
 
 /// Consecutive growth changes of `knob` at the end of the history that led
-/// to the value the device has now (`current`).
+/// to the value the device has now (`current`), back to the newest that
+/// was never judged ([`Outcome::Inconclusive`]: the daemon restarted inside
+/// its evaluation, a counter went back, or the returns outgrew it). What
+/// such a step did to the pool's signals is not known: a fit from its
+/// probe would compare two loads, not two rings, and it is not known to
+/// have fallen short, so the next step is a first step, not the last.
+/// Bursts that grew from 1024 to 4096 pages while the daemon was down,
+/// across a step 256 → 1280, give the counters 12,549-page bursts beside
+/// small returns would ([`calibrate`]); the fit took that (1280 → 15687).
 ///
 /// The chain must be anchored on the live value and unbroken: each counted
 /// change must have left the knob where the next one started. A device id
@@ -62,7 +70,7 @@ pub(super) fn grow_steps(
         .rev()
         .filter(|r| &r.device == dev && r.knob == knob && gates::touched(r))
     {
-        if r.to <= r.from || landed(r) != expect {
+        if r.to <= r.from || landed(r) != expect || r.outcome == Outcome::Inconclusive {
             break;
         }
         n = n.saturating_add(1);
