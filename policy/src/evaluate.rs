@@ -108,7 +108,18 @@ pub fn judge(
     };
     let (hb, ha) = (before.harm_level(), after.harm_level());
     if ha > hb * HARM_FACTOR + floor {
-        return Verdict::Harmful(format!("harm rose from {hb:.6} to {ha:.6}"));
+        let why = format!("harm rose from {hb:.6} to {ha:.6}");
+        // A ring growth the returns outgrew compares the harm of two loads,
+        // as it does their shares: putting it back would judge the old
+        // ring on a baseline the load has left (on the wire the drain's
+        // bursts grew under a 256 → 928 step, and the ring put back
+        // dropped 6 to 8 times what the grown ring had).
+        return match outgrown(before, after, (from, to)) {
+            Some(load) if reason == ReasonCode::RecycleMissHigh => {
+                Verdict::NoData(format!("{why}, {load}"))
+            }
+            _ => Verdict::Harmful(why),
+        };
     }
     // A share read from fewer returns than a window needs to be judged
     // says nothing: an evaluation that fell into a load's off phase (or
@@ -221,15 +232,18 @@ pub fn judge(
 /// wire's steady stream went from 0.11 to 0.15 across 256 → 361 while the
 /// pages out went ×2 to ×7. Queue by queue, because on a device of several
 /// busy queues the others' held pages dilute one queue's growth in the
-/// device's sum. Such a step is not judged ineffective (which would end
-/// growth), and the next window decides afresh (docs/decisions.md §4).
+/// device's sum. The share itself says so too: one that rose under a
+/// growth was not the ring's doing. Such a step is judged neither
+/// ineffective (which would end growth) nor harmful (its harm, like its
+/// share, compares two loads), and the next window decides afresh
+/// (docs/decisions.md §4).
 fn outgrown(before: &Rates, after: &Rates, (from, to): (u32, u32)) -> Option<String> {
     if from == 0 || to <= from {
         return None;
     }
     let ring = f64::from(to) / f64::from(from);
     let cache = n64(POOL_CACHE_PAGES);
-    after
+    let pages = after
         .load
         .0
         .iter()
@@ -243,7 +257,22 @@ fn outgrown(before: &Rates, after: &Rates, (from, to): (u32, u32)) -> Option<Str
                 "but the returns grew under the step: {key}'s pages in flight went {b:.0} -> {a:.0} (x{:.2}), more than the ring's x{ring:.2} and a pool cache account for; not judged",
                 a / b
             )
-        })
+        });
+    if pages.is_some() {
+        return pages;
+    }
+    // A bigger pool ring parks more of each burst and frees no more of the
+    // same returns: a recycle-miss share that rose under the step (by as
+    // much as an effective step must lower it) came with the load. On the
+    // wire the drain's share went 0.15 → 0.23-0.29 across 256 → 870 as TCP
+    // autotuning grew its bursts, while the pages out grew by less than
+    // the ring.
+    let (b, a) = (before.recycle_miss()?, after.recycle_miss()?);
+    (b <= a * MOVE_FACTOR).then(|| {
+        format!(
+            "but the returns grew under the step: the recycle-miss share rose {b:.4} -> {a:.4}, which a bigger pool ring cannot do to the same returns; not judged"
+        )
+    })
 }
 
 /// An open post-change evaluation window: what the daemon keeps between
@@ -583,27 +612,65 @@ mod tests {
             v.why().contains("x2.08") && v.why().contains("x1.41"),
             "{v:?}"
         );
-        // Pages out grown no more than the ring: the step did not work.
+        // Pages out grown no more than the ring and the share flat: the
+        // step did not work.
         for inflight in [400.0, 512.0, 700.0, 512.0 * 361.0 / 256.0] {
-            let v = j(&before, load((152, 848), inflight));
+            let v = j(&before, load((120, 880), inflight));
             assert!(matches!(v, Verdict::Ineffective(_)), "{inflight}: {v:?}");
+        }
+        // The share rose by more than an effective step lowers it, the pages
+        // out held: a bigger pool ring frees no more of the same returns,
+        // so the returns changed. Not judged.
+        for inflight in [400.0, 512.0, 700.0] {
+            let v = j(&before, load((152, 848), inflight));
+            assert!(matches!(v, Verdict::NoData(_)), "{inflight}: {v:?}");
+            assert!(v.why().contains("share rose 0.1130 -> 0.1520"), "{v:?}");
         }
         // The share fell: effective, whatever the load did.
         assert!(matches!(
             j(&before, load((50, 950), 3000.0)),
             Verdict::Effective(_)
         ));
-        // Harm first: a growth that made harm worse is reverted.
-        let harmed = Rates {
-            load: one(3000.0),
-            ..r((152, 848), 5000, 1_000_000)
+        // Harm first: a growth that made harm worse is reverted, unless the
+        // returns outgrew it, when the harm too compares two loads (the
+        // wire's remedy runs: the drain's bursts grew under 256 → 870, the
+        // share rose 0.15 → 0.25 and drops from none to 0.13 % of packets;
+        // the ring put back then dropped 1.1 % of them).
+        let harmed = |miss, inflight| Rates {
+            load: one(inflight),
+            ..r(miss, 5000, 1_000_000)
         };
-        assert!(matches!(j(&before, harmed), Verdict::Harmful(_)));
+        for (miss, inflight) in [((50, 950), 512.0), ((120, 880), 512.0)] {
+            let v = j(&before, harmed(miss, inflight));
+            assert!(
+                matches!(v, Verdict::Harmful(_)),
+                "{miss:?} {inflight}: {v:?}"
+            );
+        }
+        for (miss, inflight) in [
+            ((152, 848), 512.0),
+            ((120, 880), 3000.0),
+            ((50, 950), 3000.0),
+        ] {
+            let v = j(&before, harmed(miss, inflight));
+            assert!(
+                matches!(v, Verdict::NoData(_)),
+                "{miss:?} {inflight}: {v:?}"
+            );
+            assert!(
+                v.why().starts_with("harm rose") && v.why().contains("returns grew"),
+                "{v:?}"
+            );
+        }
         // No load measured before (a kernel without inflight): judged on the
-        // share alone.
+        // share alone, which says whether the returns changed.
+        assert!(matches!(
+            j(&load((113, 887), 0.0), load((120, 880), 3000.0)),
+            Verdict::Ineffective(_)
+        ));
         assert!(matches!(
             j(&load((113, 887), 0.0), load((152, 848), 3000.0)),
-            Verdict::Ineffective(_)
+            Verdict::NoData(_)
         ));
         // No traffic after, or too little to judge (a load's off phase):
         // no verdict, neither "outgrown" nor a failure that bars growth.
@@ -656,19 +723,19 @@ mod tests {
             to: 361,
             reason: ReasonCode::RecycleMissHigh,
         };
-        let judged = |after: [u64; 4]| {
+        let judged = |after: [u64; 4], miss: (u64, u64)| {
             let t0 = Duration::from_secs(100);
             let start = at(361, after, (0, 0));
             let mut ev = Evaluation::open(change, baseline.clone(), start.clone(), t0, &policy);
             let t1 = t0 + Duration::from_secs(2);
             assert_eq!(ev.advance(&start, t1, &policy), None);
-            ev.advance(&at(361, after, (1520, 8480)), t1 + w, &policy)
+            ev.advance(&at(361, after, miss), t1 + w, &policy)
                 .expect("closed")
         };
         // Queue 0 grew x7; queues 1 and 2 hold (their posted part follows
         // the ring), queue 3 is idle. The device: 6556 -> 8057, x1.23.
         let grown = [2100, 3105, 3105, 361 + 128 - 1];
-        let v = judged(grown);
+        let v = judged(grown, (1520, 8480));
         assert!(matches!(v, Verdict::NoData(_)), "{v:?}");
         assert!(
             v.why()
@@ -680,8 +747,14 @@ mod tests {
             "the device's sum grew by less than the ring"
         );
         // Every queue's load held: the step did not move the share.
-        let v = judged([423, 3105, 3105, 361 + 128 - 1]);
+        let held = [423, 3105, 3105, 361 + 128 - 1];
+        let v = judged(held, (1180, 8820));
         assert!(matches!(v, Verdict::Ineffective(_)), "{v:?}");
+        // The loads held by the pages out, but the share rose by more than
+        // a ninth: the returns changed, which no ring does. Not judged.
+        let v = judged(held, (1520, 8480));
+        assert!(matches!(v, Verdict::NoData(_)), "{v:?}");
+        assert!(v.why().contains("share rose"), "{v:?}");
     }
 
     /// The load a change is judged under is the pages out at the settled
