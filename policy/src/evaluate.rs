@@ -236,7 +236,7 @@ pub fn judge(
 /// growth was not the ring's doing. Such a step is judged neither
 /// ineffective (which would end growth) nor harmful (its harm, like its
 /// share, compares two loads), and the next window decides afresh
-/// (docs/decisions.md §4).
+/// (docs/decisions.md §6b).
 fn outgrown(before: &Rates, after: &Rates, (from, to): (u32, u32)) -> Option<String> {
     if from == 0 || to <= from {
         return None;

@@ -46,8 +46,9 @@ pub(super) struct Burst {
 /// probe would compare two loads, not two rings, and it is not known to
 /// have fallen short, so the next step is a first step, not the last.
 /// Bursts that grew from 1024 to 4096 pages while the daemon was down,
-/// across a step 256 → 1280, give the counters 12,549-page bursts beside
-/// small returns would ([`calibrate`]); the fit took that (1280 → 15687).
+/// across a step 256 → 1280, give the same counters as 12,549-page bursts
+/// beside small returns ([`calibrate`]); the fit took them for those
+/// (1280 → 15687).
 ///
 /// The chain must be anchored on the live value and unbroken: each counted
 /// change must have left the knob where the next one started. A device id
