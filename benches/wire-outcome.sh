@@ -58,6 +58,8 @@ REMEDY=0
 REBUILD=0
 ONSET_SEED=
 NAME=wire-outcome
+# --name wins over the name a mode (--smoke, --remedy, --rebuild) gives.
+NAME_GIVEN=
 JOBS=2
 PROFILE=free
 # Set: the VMs are dealt (workload, pass) units, these passes of each
@@ -69,7 +71,7 @@ while [ $# -gt 0 ]; do
         --smoke) SMOKE=1; shift ;;
         --remedy) REMEDY=1; shift ;;
         --rebuild) REBUILD=1; shift ;;
-        --name) NAME="$2"; shift 2 ;;
+        --name) NAME="$2"; NAME_GIVEN=1; shift 2 ;;
         --jobs) JOBS="$2"; shift 2 ;;
         --profile) PROFILE="$2"; shift 2 ;;
         --passes) PASSES="$2"; shift 2 ;;
@@ -98,14 +100,14 @@ ARGS=(--rounds 2 --warmup-secs 2 --window-secs 3 --ctl-window-secs 3 --quiet-sec
       --pptune-quiet-secs 30 --max-run-secs 90
       --tuners max-once,doubling,one-shot,naive,pptune,settle --settle-calm-secs 30)
 if [ "$SMOKE" = 1 ]; then
-    NAME=wire-outcome-smoke
+    [ -n "$NAME_GIVEN" ] || NAME=wire-outcome-smoke
     JOBS=1
     WORKLOADS=drain
     ARGS=(--sweep 256,4096 --rounds 1 --warmup-secs 1 --window-secs 2
           --tuners doubling,pptune --quiet-secs 3 --pptune-quiet-secs 8 --max-run-secs 12)
 fi
 if [ "$REBUILD" = 1 ]; then
-    NAME="rebuild-$PROFILE"
+    [ -n "$NAME_GIVEN" ] || NAME="rebuild-$PROFILE"
     if [ -n "$PASSES" ]; then
         PART_OF="$NAME"
         NAME="$NAME-p${PASSES//,/}"
@@ -120,7 +122,7 @@ if [ "$REBUILD" = 1 ]; then
 fi
 POLICY=benches/outcome-policy.yaml
 if [ "$REMEDY" = 1 ]; then
-    NAME=wire-remedy
+    [ -n "$NAME_GIVEN" ] || NAME=wire-remedy
     POLICY=benches/remedy-policy.yaml
     # No static sweep (0 rounds of it): pptune alone, two runs, each until
     # 240 s: the first change, and a follow-up after its 2-minute

@@ -1108,9 +1108,16 @@ fn spawn_pptune(o: &Opts, w: &Workload, policy: &str) -> Daemon {
     let dir = std::env::temp_dir().join(format!("pptune-wire-{}-{}", std::process::id(), w.name));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("runtime dir");
+    // One log per run (`pptune-wire-drain-1.log`, `-2`, …): a workload's
+    // runs share a VM, and a log named for the workload alone kept only
+    // the last of them.
     let log = std::env::var_os("PPTUNE_VM_OUT").map_or_else(Stdio::null, |out| {
-        let path = std::path::Path::new(&out).join(format!("pptune-wire-{}.log", w.name));
-        std::fs::File::create(path).map_or_else(|_| Stdio::null(), Stdio::from)
+        let out = std::path::Path::new(&out);
+        (1u32..)
+            .map(|n| out.join(format!("pptune-wire-{}-{n}.log", w.name)))
+            .find(|p| !p.exists())
+            .and_then(|p| std::fs::File::create(p).ok())
+            .map_or_else(Stdio::null, Stdio::from)
     });
     let child = Command::new("ip")
         .args(["netns", "exec", RX_NS, &o.pptune, "--config", policy, "run"])
