@@ -113,7 +113,7 @@ pub fn judge(
         // as it does their shares: putting it back would judge the old
         // ring on a baseline the load has left (on the wire the drain's
         // bursts grew under a 256 → 928 step, and the ring put back
-        // dropped 6 to 8 times what the grown ring had).
+        // dropped 5 to 9 times what the grown ring had).
         return match outgrown(before, after, (from, to)) {
             Some(load) if reason == ReasonCode::RecycleMissHigh => {
                 Verdict::NoData(format!("{why}, {load}"))
