@@ -114,11 +114,12 @@ pub fn judge(
         // ring on a baseline the load has left (on the wire the drain's
         // bursts grew under a 256 → 928 step, and the ring put back
         // dropped 5 to 9 times what the grown ring had).
-        return match outgrown(before, after, (from, to)) {
-            Some(load) if reason == ReasonCode::RecycleMissHigh => {
-                Verdict::NoData(format!("{why}, {load}"))
-            }
-            _ => Verdict::Harmful(why),
+        let outgrew = (reason == ReasonCode::RecycleMissHigh)
+            .then(|| outgrown(before, after, (from, to), th.min_pages_per_window))
+            .flatten();
+        return match outgrew {
+            Some(load) => Verdict::NoData(format!("{why}, {load}")),
+            None => Verdict::Harmful(why),
         };
     }
     // A share read from fewer returns than a window needs to be judged
@@ -149,7 +150,7 @@ pub fn judge(
             Some(grow_threshold),
         ) {
             Verdict::Ineffective(why) if after.recycle_miss().is_some() => {
-                match outgrown(before, after, (from, to)) {
+                match outgrown(before, after, (from, to), th.min_pages_per_window) {
                     Some(load) => Verdict::NoData(format!("{why}, {load}")),
                     None => Verdict::Ineffective(why),
                 }
@@ -237,7 +238,12 @@ pub fn judge(
 /// ineffective (which would end growth) nor harmful (its harm, like its
 /// share, compares two loads), and the next window decides afresh
 /// (docs/decisions.md §6b).
-fn outgrown(before: &Rates, after: &Rates, (from, to): (u32, u32)) -> Option<String> {
+fn outgrown(
+    before: &Rates,
+    after: &Rates,
+    (from, to): (u32, u32),
+    min_pages: u64,
+) -> Option<String> {
     if from == 0 || to <= from {
         return None;
     }
@@ -266,7 +272,12 @@ fn outgrown(before: &Rates, after: &Rates, (from, to): (u32, u32)) -> Option<Str
     // much as an effective step must lower it) came with the load. On the
     // wire the drain's share went 0.15 → 0.23-0.29 across 256 → 870 as TCP
     // autotuning grew its bursts, while the pages out grew by less than
-    // the ring.
+    // the ring. Only shares read from a window's worth of returns on both
+    // sides: a handful of returns after the step says nothing of the load.
+    let enough = |r: &Rates| crate::window::judged(&r.pools, min_pages);
+    if !(enough(before) && enough(after)) {
+        return None;
+    }
     let (b, a) = (before.recycle_miss()?, after.recycle_miss()?);
     (b <= a * MOVE_FACTOR).then(|| {
         format!(
@@ -640,7 +651,9 @@ mod tests {
             load: one(inflight),
             ..r(miss, 5000, 1_000_000)
         };
-        for (miss, inflight) in [((50, 950), 512.0), ((120, 880), 512.0)] {
+        // A handful of returns after the step (a share of 0.25 from 20
+        // pages) says nothing of the load: the harm is judged.
+        for (miss, inflight) in [((50, 950), 512.0), ((120, 880), 512.0), ((5, 15), 512.0)] {
             let v = j(&before, harmed(miss, inflight));
             assert!(
                 matches!(v, Verdict::Harmful(_)),
