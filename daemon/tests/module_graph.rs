@@ -727,6 +727,8 @@ const CARRIED: &[&str] = &[
     "ReasonCode::ChangeBudgetExhausted",
     "Outcome::Reverted",
     "Verdict::Harmful",
+    "Judged::Revert",
+    ".revert_window(",
 ];
 
 /// Policy's gate and judgement terms: read by `policy::gates` and

@@ -101,14 +101,7 @@ pub fn judge(
             }
         ));
     }
-    let floor = if after.packets > 0 {
-        HARM_FLOOR_PER_PACKET
-    } else {
-        HARM_FLOOR_PER_SEC
-    };
-    let (hb, ha) = (before.harm_level(), after.harm_level());
-    if ha > hb * HARM_FACTOR + floor {
-        let why = format!("harm rose from {hb:.6} to {ha:.6}");
+    if let Some(why) = harm_rose(before, after) {
         // A ring growth the returns outgrew compares the harm of two loads,
         // as it does their shares: putting it back would judge the old
         // ring on a baseline the load has left (on the wire the drain's
@@ -221,6 +214,47 @@ pub fn judge(
     }
 }
 
+/// The one harm rule: `Some` (in words) when harm in `after` rose by half
+/// over `before` and by a floor that keeps noise on an idle link from
+/// counting. A change is put back by it, and its revert is judged by it
+/// ([`Judged::Revert`]).
+fn harm_rose(before: &Rates, after: &Rates) -> Option<String> {
+    let floor = if after.packets > 0 {
+        HARM_FLOOR_PER_PACKET
+    } else {
+        HARM_FLOOR_PER_SEC
+    };
+    let (hb, ha) = (before.harm_level(), after.harm_level());
+    (ha > hb * HARM_FACTOR + floor).then(|| format!("harm rose from {hb:.6} to {ha:.6}"))
+}
+
+/// The window after a revert, against the window that put the change back
+/// (`before`: harm at the change's value, `from`; `after`: at the value
+/// the revert restored, `to`). Harm that rose by the same rule means the
+/// change was not what hurt: the load was (on the wire, a drain whose
+/// bursts grew under a growth whose share still fell; the ring put back
+/// then dropped 1.0-1.8 % of packets against the grown ring's 0.13 %), and
+/// the revert is undone ([`Verdict::Harmful`]). Otherwise, or with nothing
+/// to compare, the revert stands.
+fn judge_revert((from, to): (u32, u32), before: Option<&Rates>, after: Option<&Rates>) -> Verdict {
+    let (Some(before), Some(after)) = (before, after) else {
+        return Verdict::NoData("nothing to compare the revert with: it stands".into());
+    };
+    if before.reset || after.reset {
+        return Verdict::NoData("a counter went backwards: no data, the revert stands".into());
+    }
+    match harm_rose(before, after) {
+        Some(why) => Verdict::Harmful(format!(
+            "the revert made harm worse ({why} going back from {from} to {to}): the harm was the load's, the change is put back in place"
+        )),
+        None => Verdict::Effective(format!(
+            "the revert held: harm {:.6} at {from}, {:.6} at {to}",
+            before.harm_level(),
+            after.harm_level()
+        )),
+    }
+}
+
 /// Whether the returns outgrew a ring growth `from` → `to` while it was
 /// judged (`Some`: what grew). With the load held, each part of a queue's
 /// pages in flight follows the ring (the buffers posted, the pages a bigger
@@ -286,6 +320,16 @@ fn outgrown(
     })
 }
 
+/// What a window judges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Judged {
+    /// A change pptune made, on the signal it was made for and on harm.
+    Change,
+    /// pptune's revert of a change the harm rule put back, on harm alone:
+    /// `from` is the change's value, `to` the one the revert restored.
+    Revert,
+}
+
 /// An open post-change evaluation window: what the daemon keeps between
 /// the change and the verdict.
 #[derive(Debug, Clone, PartialEq)]
@@ -295,7 +339,9 @@ pub struct Evaluation {
     pub knob: Knob,
     pub from: u32,
     pub to: u32,
+    /// The change's reason (for a revert, the reverted change's).
     pub reason: ReasonCode,
+    pub judged: Judged,
     pub ends: Duration,
     pub baseline: Option<Rates>,
     /// The device sampled right after the change (new pools' counters start
@@ -344,6 +390,7 @@ impl Evaluation {
             from: change.from,
             to: change.to,
             reason: change.reason,
+            judged: Judged::Change,
             ends: at.saturating_add(policy.timing.evaluation),
             baseline,
             start,
@@ -354,15 +401,15 @@ impl Evaluation {
     }
 
     /// The window's step on each sample `dev` of its device at `now`:
-    /// settles a fresh window, and once it has closed, the verdict (judged
-    /// with the policy's growth threshold). `None`: still open.
-    pub fn advance(&mut self, dev: &Device, now: Duration, policy: &Policy) -> Option<Verdict> {
+    /// settles a fresh window, and once it has closed, the verdict and
+    /// what to do with it. `None`: still open.
+    pub fn advance(&mut self, dev: &Device, now: Duration, policy: &Policy) -> Option<Closed> {
         if self.settled {
             self.load.add(dev);
         } else {
             self.settle(dev, now, policy);
         }
-        self.due(now).then(|| self.judge(dev, now, policy))
+        self.due(now).then(|| self.close(dev, now, policy))
     }
 
     /// Moves a fresh window past the rebuild transient: it is judged over
@@ -372,8 +419,8 @@ impl Evaluation {
     /// it closes on the sample nearest that length).
     fn settle(&mut self, dev: &Device, now: Duration, policy: &Policy) {
         if !self.settled {
-            let len = match (&self.reason, &self.baseline) {
-                (ReasonCode::ChannelsShrinkTrial, Some(b)) if b.secs > 0.0 => {
+            let len = match (self.judged, &self.reason, &self.baseline) {
+                (Judged::Change, ReasonCode::ChannelsShrinkTrial, Some(b)) if b.secs > 0.0 => {
                     let base = Duration::from_secs_f64(b.secs);
                     base.saturating_sub((policy.timing.interval / 2).min(base / 2))
                 }
@@ -394,22 +441,118 @@ impl Evaluation {
         self.ends <= now
     }
 
-    /// The verdict on the window ending with `dev` at `now`.
-    #[must_use]
-    fn judge(&self, dev: &Device, now: Duration, policy: &Policy) -> Verdict {
+    /// The window ending with `dev` at `now`, judged.
+    fn close(&self, dev: &Device, now: Duration, policy: &Policy) -> Closed {
         let after =
             Rates::between(&self.start, dev, now.saturating_sub(self.start_at)).map(|r| Rates {
                 load: self.load.mean(),
                 ..r
             });
-        judge(
-            self.reason,
-            (self.from, self.to),
-            self.baseline.as_ref(),
-            after.as_ref(),
-            policy,
-            MissCost::of(dev),
-        )
+        let (values, before) = ((self.from, self.to), self.baseline.as_ref());
+        let (verdict, outcome) = match self.judged {
+            Judged::Change => {
+                let v = judge(
+                    self.reason,
+                    values,
+                    before,
+                    after.as_ref(),
+                    policy,
+                    MissCost::of(dev),
+                );
+                let o = v.outcome();
+                (v, o)
+            }
+            // The change's record keeps `reverted` unless the revert is
+            // undone: then the change's harm was not the change's, and it
+            // is not judged (no bar on the next growth, no step to fit).
+            Judged::Revert => {
+                let v = judge_revert(values, before, after.as_ref());
+                let o = if matches!(v, Verdict::Harmful(_)) {
+                    Outcome::Inconclusive
+                } else {
+                    Outcome::Reverted
+                };
+                (v, o)
+            }
+        };
+        let harmful = matches!(verdict, Verdict::Harmful(_));
+        // Only a change the harm rule put back has its revert judged (a
+        // trial cut put back for its rate, a give-back for its misses,
+        // were not about harm), and a revert's undoing is final.
+        let revert_baseline = (harmful && self.judged == Judged::Change)
+            .then(|| {
+                let zero = Rates::default();
+                let after = after.as_ref()?;
+                harm_rose(before.unwrap_or(&zero), after)?;
+                Some(after.clone())
+            })
+            .flatten();
+        Closed {
+            ev: self.clone(),
+            set: harmful.then_some(self.from),
+            verdict,
+            outcome,
+            revert_baseline,
+        }
+    }
+}
+
+/// A window that closed: its verdict, and what the daemon does with it.
+/// The daemon, the replay's counterfactual and the rule tests all act on
+/// this, so what a verdict does is decided here once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Closed {
+    /// The window that closed.
+    pub ev: Evaluation,
+    pub verdict: Verdict,
+    /// The outcome for the change's record: the change's verdict, or after
+    /// its revert's window, `reverted` (the revert stands) or
+    /// `inconclusive` (the revert was undone).
+    pub outcome: Outcome,
+    /// The value to set the knob to now: the old value of a change that
+    /// did harm, or the change's value again when its revert did worse.
+    pub set: Option<u32>,
+    /// The revert's baseline: harm at the change's value, over the window
+    /// that put it back (`None`: the revert is not judged).
+    revert_baseline: Option<Rates>,
+}
+
+impl Closed {
+    /// The outcome to record when [`Self::set`] did not take (the kernel
+    /// refused it, the device went): a failed undo leaves the revert
+    /// standing; a failed revert keeps its verdict, as before.
+    #[must_use]
+    pub fn outcome_if_unset(&self) -> Outcome {
+        match self.ev.judged {
+            Judged::Change => self.outcome.clone(),
+            Judged::Revert => Outcome::Reverted,
+        }
+    }
+
+    /// The window that judges the revert, once [`Self::set`] is applied and
+    /// read back: from `start`, the device sampled right after it, at `at`,
+    /// against the harm of the window that put the change back, with the
+    /// same harm rule and the same settling. `None` when this revert is not
+    /// judged (see [`Judged::Revert`]).
+    #[must_use]
+    pub fn revert_window(
+        &self,
+        start: Device,
+        at: Duration,
+        policy: &Policy,
+    ) -> Option<Evaluation> {
+        let baseline = self.revert_baseline.clone()?;
+        let ev = &self.ev;
+        let change = Applied {
+            knob: ev.knob,
+            from: ev.to,
+            to: ev.from,
+            reason: ev.reason,
+        };
+        Some(Evaluation {
+            judged: Judged::Revert,
+            ..Evaluation::open(change, Some(baseline), start, at, policy)
+        })
     }
 }
 
@@ -744,6 +887,7 @@ mod tests {
             assert_eq!(ev.advance(&start, t1, &policy), None);
             ev.advance(&at(361, after, miss), t1 + w, &policy)
                 .expect("closed")
+                .verdict
         };
         // Queue 0 grew x7; queues 1 and 2 hold (their posted part follows
         // the ring), queue 3 is idle. The device: 6556 -> 8057, x1.23.
@@ -768,6 +912,120 @@ mod tests {
         let v = judged(held, (1520, 8480));
         assert!(matches!(v, Verdict::NoData(_)), "{v:?}");
         assert!(v.why().contains("share rose"), "{v:?}");
+    }
+
+    /// A change the harm rule put back has its revert judged by the same
+    /// rule against the window that put it back: undone when the old value
+    /// did worse, standing otherwise (or with nothing to compare). An undo
+    /// is final, and a change put back for anything but harm (a trial cut
+    /// for its rate, a give-back for its misses) has no revert window.
+    #[test]
+    fn a_revert_is_judged_by_the_harm_rule() {
+        use crate::snapshot::QueueStats;
+        let policy = crate::fixtures::policy();
+        let w = policy.timing.evaluation;
+        let nic = crate::fixtures::nic("mlx5_core", 1024, 8192, 1);
+        // The device having counted `drops` of `packets` and `miss`.
+        let at = |drops: u64, packets: u64, miss: (u64, u64)| {
+            let mut d = nic.clone();
+            d.qstats = Some(QueueStats {
+                rx_packets: Some(packets),
+                rx_hw_drops: Some(drops),
+                ..QueueStats::default()
+            });
+            d.rx_queues[0].qstats = None;
+            d.rx_queues[0].pools[0].stats = Some(PoolStats {
+                recycle_ring_full: miss.0,
+                recycle_ring: miss.1,
+                ..PoolStats::default()
+            });
+            d
+        };
+        let t0 = Duration::from_secs(100);
+        // A window from its settling sample (counters at zero) to `end`.
+        let close = |mut ev: Evaluation, end: &Device| {
+            let t1 = ev.start_at + Duration::from_secs(2);
+            assert_eq!(ev.advance(&at(0, 0, (0, 0)), t1, &policy), None);
+            ev.advance(end, t1 + w, &policy).expect("closed")
+        };
+        let growth = Applied {
+            knob: Knob::Ring(crate::plan::RingField::Rx),
+            from: 512,
+            to: 1024,
+            reason: ReasonCode::RecycleMissHigh,
+        };
+        let base = r((500, 500), 10, 1_000_000);
+        let open = |change: Applied, base: &Rates| {
+            Evaluation::open(change, Some(base.clone()), at(0, 0, (0, 0)), t0, &policy)
+        };
+        // Harm ×100 with the share falling: put back, its revert judged.
+        let put_back = close(open(growth, &base), &at(1000, 1_000_000, (10, 990)));
+        assert!(
+            matches!(put_back.verdict, Verdict::Harmful(_)),
+            "{put_back:?}"
+        );
+        assert_eq!(
+            (put_back.outcome.clone(), put_back.set),
+            (Outcome::Reverted, Some(512))
+        );
+        let revert = |drops: u64| {
+            let ev = put_back
+                .revert_window(at(0, 0, (0, 0)), t0 + w, &policy)
+                .expect("a revert window");
+            assert_eq!((ev.judged, ev.from, ev.to), (Judged::Revert, 1024, 512));
+            close(ev, &at(drops, 1_000_000, (500, 500)))
+        };
+        // The old ring did worse by the rule (2e-3 > 1.5 × 1e-3 + 1e-4):
+        // undone, the change not judged, and no further window.
+        let undone = revert(2000);
+        assert!(matches!(undone.verdict, Verdict::Harmful(_)), "{undone:?}");
+        assert_eq!(
+            (undone.outcome.clone(), undone.set),
+            (Outcome::Inconclusive, Some(1024))
+        );
+        assert_eq!(undone.revert_window(nic.clone(), t0, &policy), None);
+        // As bad, or better: the revert stands.
+        for drops in [1000, 1500, 10] {
+            let held = revert(drops);
+            assert!(matches!(held.verdict, Verdict::Effective(_)), "{held:?}");
+            assert_eq!((held.outcome, held.set), (Outcome::Reverted, None));
+        }
+        // Nothing to compare: it stands.
+        let mut reset = put_back
+            .revert_window(at(0, 0, (0, 0)), t0 + w, &policy)
+            .expect("a revert window");
+        let t1 = t0 + w + Duration::from_secs(2);
+        assert_eq!(reset.advance(&at(5, 5, (0, 0)), t1, &policy), None);
+        let reset = reset
+            .advance(&at(0, 1_000_000, (0, 0)), t1 + w, &policy)
+            .expect("closed");
+        assert!(matches!(reset.verdict, Verdict::NoData(_)), "{reset:?}");
+        assert_eq!((reset.outcome, reset.set), (Outcome::Reverted, None));
+        // Put back for the rate (a trial cut) or the misses (a give-back),
+        // harm flat: no revert window.
+        let trial = Applied {
+            knob: Knob::Channels(crate::plan::ChannelField::Combined),
+            from: 4,
+            to: 3,
+            reason: ReasonCode::ChannelsShrinkTrial,
+        };
+        let give_back = Applied {
+            from: 1024,
+            to: 512,
+            reason: ReasonCode::CalmShrink,
+            ..growth
+        };
+        for (change, end) in [
+            (trial, at(10, 900_000, (0, 0))),
+            (give_back, at(10, 1_000_000, (400, 600))),
+        ] {
+            let c = close(open(change, &base), &end);
+            assert_eq!(
+                (c.outcome.clone(), c.set),
+                (Outcome::Reverted, Some(change.from))
+            );
+            assert_eq!(c.revert_window(nic.clone(), t0, &policy), None, "{c:?}");
+        }
     }
 
     /// The load a change is judged under is the pages out at the settled
@@ -810,7 +1068,7 @@ mod tests {
         );
         let v = ev.advance(&at(&dev, 6000, (500, 500)), t1 + w, &policy);
         // Mean of 1000, 2000 and 6000: x3.00 against the ring's x2.00.
-        let v = v.expect("closed");
+        let v = v.expect("closed").verdict;
         assert!(matches!(v, Verdict::NoData(_)), "{v:?}");
         assert!(v.why().contains("1000 -> 3000 (x3.00)"), "{v:?}");
     }

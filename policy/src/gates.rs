@@ -87,6 +87,19 @@ pub fn cooldown(policy: &Policy) -> Duration {
     policy.timing.cooldown.max(policy.timing.evaluation)
 }
 
+/// The wait after a change the harm rule put back: its revert is judged
+/// too ([`crate::evaluate::Judged::Revert`]) and may be undone, so nothing
+/// else changes on the device until then — the change's window and the
+/// revert's, each from the first sample after its rebuild.
+#[must_use]
+pub fn revert_judged(policy: &Policy) -> Duration {
+    policy
+        .timing
+        .evaluation
+        .saturating_add(policy.timing.interval)
+        .saturating_mul(2)
+}
+
 /// The evidence name a decision carries when its window closed early on
 /// a severe miss (`thresholds.severe_samples` in a row): written by the
 /// engine, read by [`severe`].
@@ -277,8 +290,13 @@ impl Gate<'_> {
     /// The wait after `last` before this change: [`follow_up_wait`] or
     /// the cooldown.
     fn wait_after(&self, last: &ActionRecord) -> Duration {
-        follow_up_wait(self.policy, last, self.knob, self.target, self.severe)
-            .unwrap_or_else(|| cooldown(self.policy))
+        let wait = follow_up_wait(self.policy, last, self.knob, self.target, self.severe)
+            .unwrap_or_else(|| cooldown(self.policy));
+        if last.outcome == Outcome::Reverted {
+            wait.max(revert_judged(self.policy))
+        } else {
+            wait
+        }
     }
 
     /// The hourly change budget, with what this plan spent already.

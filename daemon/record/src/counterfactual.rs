@@ -14,7 +14,7 @@ use std::time::Duration;
 use policy::Policy;
 use policy::accounting::{PassDeltas, QueueKey};
 use policy::engine::{ActionRecord, EngineState, Observation, Original, Outcome};
-use policy::evaluate::{Applied, Evaluation, Verdict};
+use policy::evaluate::{Applied, Evaluation};
 use policy::observation::{Backoff, LocalTime};
 use policy::observer::{Observer, Pass};
 use policy::plan::{Decision, Knob, Plan};
@@ -362,22 +362,27 @@ impl Counterfactual {
         }
     }
 
-    /// Closes due simulated evaluations with the daemon's judgement.
+    /// Closes due simulated evaluations with the daemon's judgement, and
+    /// does what it asks: a harmful change put back (its revert judged
+    /// from here), a revert that did worse undone.
     pub fn evaluate_due(&mut self, policy: &Policy, snap: &Snapshot, now: Duration) {
         let mut done = Vec::new();
         for (i, e) in self.evals.iter_mut().enumerate() {
             let Some(dev) = snap.devices.iter().find(|d| d.id.key() == e.ev.key) else {
                 continue;
             };
-            if let Some(verdict) = e.ev.advance(dev, now, policy) {
-                done.push((i, verdict));
+            if let Some(closed) = e.ev.advance(dev, now, policy) {
+                done.push((i, closed, dev.clone()));
             }
         }
-        for (i, verdict) in done.into_iter().rev() {
-            let e = self.evals.remove(i).ev;
-            let outcome = verdict.outcome();
-            if matches!(verdict, Verdict::Harmful(_)) {
-                self.knobs.insert((e.key.clone(), e.knob), e.from);
+        for (i, closed, dev) in done.into_iter().rev() {
+            self.evals.remove(i);
+            let e = &closed.ev;
+            if let Some(value) = closed.set {
+                self.knobs.insert((e.key.clone(), e.knob), value);
+                if let Some(ev) = closed.revert_window(dev, now, policy) {
+                    self.evals.push(SimEval { ev });
+                }
             }
             if let Some(a) = self
                 .history
@@ -385,7 +390,7 @@ impl Counterfactual {
                 .rev()
                 .find(|a| a.device.key() == e.key && a.knob == e.knob)
             {
-                a.outcome = outcome;
+                a.outcome = closed.outcome.clone();
             }
         }
     }

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use policy::engine::{ActionRecord, Observation, Outcome};
-use policy::evaluate::{Applied, Evaluation, Verdict};
+use policy::evaluate::{Applied, Evaluation, Judged};
 use policy::gates::{self, Backoff};
 use policy::knobs::{self, Block};
 use policy::plan::{Decision, Knob};
@@ -518,8 +518,8 @@ impl Actuator {
         self.evaluations.retain_mut(|ev| {
             match snap.devices.iter().find(|d| d.id.key() == ev.key) {
                 Some(dev) => match ev.advance(dev, now, io.policy) {
-                    Some(verdict) => {
-                        due.push((ev.clone(), dev.clone(), verdict));
+                    Some(closed) => {
+                        due.push((closed, dev.clone()));
                         false
                     }
                     None => true,
@@ -530,38 +530,64 @@ impl Actuator {
         if due.is_empty() {
             return;
         }
-        for (ev, dev, verdict) in due {
-            let outcome = verdict.outcome();
-            if let Verdict::Harmful(why) = &verdict {
-                // The verdict is on disk before the revert, as a change's
-                // record is before the change: a daemon killed between the
-                // two would otherwise leave the change `inconclusive`,
-                // which does not hold the next shrink as `reverted` does.
-                self.set_outcome(&dev.id, ev.knob, &outcome, io.record.file());
+        for (closed, dev) in due {
+            let ev = &closed.ev;
+            let undoing = ev.judged == Judged::Revert;
+            let mut outcome = closed.outcome.clone();
+            let (what, done) = if undoing {
+                ("the revert made harm worse", "undo")
+            } else {
+                ("change made harm worse", "revert")
+            };
+            if let Some(value) = closed.set {
+                // The verdict is on disk before the knob moves, as a
+                // change's record is before the change: a daemon killed
+                // between the two would otherwise leave the change
+                // `inconclusive`, which does not hold the next growth as
+                // `reverted` does (and an undone revert's `inconclusive`
+                // is what the record must say once the value is back).
+                self.set_outcome(&dev.id, ev.knob, &closed.outcome, io.record.file());
                 let _ = io.record.save();
-                tracing::warn!(device = %dev.name, knob = %ev.knob, "change made harm worse ({why}): reverting {} -> {}", ev.to, ev.from);
-                self.expected.insert((ev.key.clone(), ev.knob), ev.from);
-                match set_knob(io.kernel, dev.ifindex, ev.knob, ev.from).await {
+                tracing::warn!(device = %dev.name, knob = %ev.knob, "{what} ({}): {done} {} -> {value}", closed.verdict.why(), ev.to);
+                self.expected.insert((ev.key.clone(), ev.knob), value);
+                match set_knob(io.kernel, dev.ifindex, ev.knob, value).await {
                     Ok(Some(v)) => {
                         self.expected.insert((ev.key.clone(), ev.knob), v);
-                        io.events.action(&dev.name, ev.knob, "revert", "applied");
+                        io.events.action(
+                            &dev.name,
+                            ev.knob,
+                            "revert",
+                            if undoing { "undone" } else { "applied" },
+                        );
+                        let start = match io.kernel.sample_device(dev.ifindex).await {
+                            Ok(Some(d)) => d,
+                            _ => dev.clone(),
+                        };
+                        if let Some(w) = closed.revert_window(start, now, io.policy) {
+                            self.evaluations.push(w);
+                        }
                     }
                     other => {
                         self.expected.insert((ev.key.clone(), ev.knob), ev.to);
+                        outcome = closed.outcome_if_unset();
                         io.events.action(&dev.name, ev.knob, "revert", "failed");
                         let msg = match other {
                             Err(e) => e.to_string(),
                             Ok(_) => "no read-back".to_owned(),
                         };
-                        self.fail(&ev.key, &dev.name, format!("revert failed: {msg}"), &io);
+                        self.fail(&ev.key, &dev.name, format!("{done} failed: {msg}"), &io);
                     }
                 }
             } else {
-                tracing::info!(device = %dev.name, knob = %ev.knob, "change {} -> {}: {outcome}: {}", ev.from, ev.to, verdict.why());
+                tracing::info!(device = %dev.name, knob = %ev.knob, "{} {} -> {}: {}: {}", if undoing { "revert of" } else { "change" }, ev.from, ev.to, closed.outcome, closed.verdict.why());
             }
-            let direction = if ev.to >= ev.from { "grow" } else { "shrink" };
-            io.events
-                .action(&dev.name, ev.knob, direction, outcome.label());
+            // A change's evaluation counts under its direction; a revert's
+            // is counted above (undone) or not at all (it stands).
+            if !undoing {
+                let direction = if ev.to >= ev.from { "grow" } else { "shrink" };
+                io.events
+                    .action(&dev.name, ev.knob, direction, outcome.label());
+            }
             self.set_outcome(&dev.id, ev.knob, &outcome, io.record.file());
         }
         let _ = io.record.save();

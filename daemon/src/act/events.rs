@@ -9,13 +9,14 @@ use policy::plan::ReasonCode;
 /// series that exist, at 0, for every knob pptune manages on a device from
 /// the pass it first decides for the device: the change (`grow`, `shrink`)
 /// applied, refused or failed and its evaluation's outcome, a harmful
-/// change's revert, a restore. The `skipped_<gate>` results (an actuator
+/// change's revert (applied, failed, or undone when the old value did
+/// worse), a restore. The `skipped_<gate>` results (an actuator
 /// gate held a change the engine decided: `pptune_decisions_total` counts
 /// the gate's hold) are created when they first happen.
 pub const ACTION_SERIES: &[(&str, &[&str])] = &[
     ("grow", CHANGE_RESULTS),
     ("shrink", CHANGE_RESULTS),
-    ("revert", &["applied", "failed"]),
+    ("revert", &["applied", "failed", "undone"]),
     ("restore", &["applied"]),
 ];
 

@@ -1728,3 +1728,111 @@ fn a_burst_beside_small_returns_is_taken_in_two_steps() {
         assert_eq!(w.ring(0), 2496, "mice {mice}: {steps:?}");
     }
 }
+
+/// A growth the harm rule put back has its revert judged by the same rule,
+/// against the window that put it back. When the old ring does worse, the
+/// harm was the load's (on the wire, a drain whose bursts grew under a
+/// growth whose share still fell): the revert is undone, the growth's
+/// record says `inconclusive`, and growth goes on. When the grown ring was
+/// what hurt, the revert stands and growth is held, as before. A stationary
+/// load cannot do both: each needs harm half as high again as the other.
+#[test]
+fn a_revert_that_does_worse_is_undone() {
+    for load_grew in [true, false] {
+        let mut w = World::new(policy(), vec![device(1, "ice", 256, 8160, 1)]);
+        w.judge = true;
+        // The load grows from the first change on: bursts of 4096 pages
+        // become 8000 (the first step took 4096: the share falls, and
+        // stays over the grow threshold), and drops per window go ×10,
+        // at the small ring twice the grown ring's. The ring that hurts:
+        // the same bursts, drops only at the grown ring.
+        let load = move |w: &World, _| {
+            let grown = !w.history.is_empty();
+            let burst = if load_grew && grown { 8000 } else { 4096 };
+            let mut t = bursty(w.ring(0), burst, 20, false);
+            let small = w.ring(0) == 256;
+            t.drops = match (load_grew, grown, small) {
+                (true, false, _) => 200,
+                (true, true, true) => 2000,
+                (true, true, false) => 1000,
+                (false, _, true) => 0,
+                (false, _, false) => 1000,
+            };
+            t
+        };
+        let first = w.until_ring_moves(20, load).expect("a first growth step");
+        // The growth's window, the revert, the revert's window.
+        let t = &w.policy.timing;
+        let span = crate::gates::revert_judged(&w.policy).as_secs() / t.interval.as_secs();
+        let mut rings = vec![];
+        let mut reasons = vec![];
+        for _ in 0..span + 2 {
+            reasons.push(only(&w.tick(load)).reason);
+            rings.push(w.ring(0));
+        }
+        assert!(rings.contains(&256), "never put back: {rings:?}");
+        let growth = w.history.first().expect("the growth's record");
+        assert_eq!((growth.from, growth.to), (256, first));
+        // Nothing else changed the device while the revert was judged.
+        assert!(
+            !reasons
+                .iter()
+                .any(|r| matches!(r, ReasonCode::RecycleMissHigh | ReasonCode::CalmShrink)),
+            "{reasons:?}"
+        );
+        if load_grew {
+            assert_eq!(growth.outcome, Outcome::Inconclusive, "{:#?}", w.history);
+            assert_eq!(w.ring(0), first, "not undone: {rings:?}");
+            // Not held: the bursts the grown ring frees grow it on.
+            let next = w.until_ring_moves(100, load);
+            assert!(
+                next.is_some_and(|r| r > first),
+                "{next:?}, {:#?}",
+                w.history
+            );
+        } else {
+            assert_eq!(growth.outcome, Outcome::Reverted, "{:#?}", w.history);
+            assert_eq!(w.ring(0), 256, "{rings:?}");
+            let held: Vec<ReasonCode> = (0..30).map(|_| only(&w.tick(load)).reason).collect();
+            assert!(
+                held.contains(&ReasonCode::PreviousChangeIneffective) && w.ring(0) == 256,
+                "{held:?}"
+            );
+        }
+    }
+}
+
+/// A change the harm rule put back holds its device until the revert has
+/// been judged (`gates::revert_judged`), even under a cooldown shorter than
+/// that: a change in between would be judged as the revert's.
+#[test]
+fn a_reverted_change_holds_the_device_until_its_revert_is_judged() {
+    let mut p = policy();
+    p.channels.enabled = true;
+    p.timing.cooldown = Duration::from_secs(30);
+    p.timing.evaluation = Duration::from_secs(30);
+    let span = crate::gates::revert_judged(&p);
+    assert!(span > crate::gates::cooldown(&p), "{span:?}");
+    let mut w = World::new(p, vec![device(1, "ice", 2048, 8160, 4)]);
+    w.changed(
+        0,
+        Knob::Ring(RingField::Rx),
+        (1024, 2048),
+        Duration::ZERO,
+        Outcome::Reverted,
+    );
+    let healthy_drops = |_: &World, _: usize| Traffic {
+        drops: 1000,
+        ..steady(200_000)
+    };
+    let mut grew_at = None;
+    for _ in 0..20 {
+        let d = only(&w.tick(healthy_drops)).clone();
+        if d.reason == ReasonCode::ChannelsGrowHealthy {
+            grew_at = Some(w.now);
+            break;
+        }
+    }
+    let grew_at = grew_at.expect("the channels grow once the revert is judged");
+    assert!(grew_at >= span, "{grew_at:?} inside {span:?}");
+}

@@ -475,32 +475,37 @@ impl World {
                 return false;
             };
             match ev.advance(dev, now, policy) {
-                Some(v) => {
-                    due.push((ev.clone(), dev.id.clone(), v));
+                Some(closed) => {
+                    due.push((dev.id.clone(), closed));
                     false
                 }
                 None => true,
             }
         });
-        for (ev, id, verdict) in due {
-            let outcome = verdict.outcome();
-            if outcome == Outcome::Reverted {
+        for (id, closed) in due {
+            let ev = &closed.ev;
+            if let Some(value) = closed.set {
                 let back = match ev.knob {
                     Knob::Ring(field) => Action::SetRing {
                         field,
                         from: ev.to,
-                        to: ev.from,
+                        to: value,
                     },
                     Knob::Channels(field) => Action::SetChannels {
                         field,
                         from: ev.to,
-                        to: ev.from,
+                        to: value,
                     },
                 };
                 self.act(&id, back);
-                // The revert is the daemon's, not a change of the engine's:
-                // it leaves no record of its own.
+                // A revert (or its undoing) is the daemon's, not a change
+                // of the engine's: it leaves no record of its own.
                 self.history.pop();
+                let start = self.snap.devices.iter().find(|d| d.id == id).cloned();
+                if let Some(w) = start.and_then(|d| closed.revert_window(d, self.now, &self.policy))
+                {
+                    self.evaluations.push(w);
+                }
             }
             if let Some(r) = self
                 .history
@@ -508,7 +513,7 @@ impl World {
                 .rev()
                 .find(|r| r.device == id && r.knob == ev.knob)
             {
-                r.outcome = outcome;
+                r.outcome = closed.outcome.clone();
             }
         }
     }
