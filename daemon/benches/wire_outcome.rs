@@ -12,7 +12,7 @@
 //!     [--warmup-secs 2] [--window-secs 3] [--ctl-window-secs 3]
 //!     [--quiet-secs 9] [--pptune-quiet-secs 30] [--max-run-secs 90]
 //!     [--tuners max-once,doubling,one-shot,naive,pptune,settle,give-back-stop,give-back-steady,give-back-spill|none]
-//!     [--settle-calm-secs 30] [--settle-watch-calms 2] [--onset-seed N]
+//!     [--settle-calm-secs 30] [--settle-watch-calms 2] [--spill-at 0.5] [--onset-seed N]
 //!     [--age-secs A] [--queues N] [--repeats N] [--passes K,L]
 //! ```
 //!
@@ -53,8 +53,9 @@
 //!   `--pptune-quiet-secs`, the workload stops (`-stop`) or is replaced
 //!   by one steady TCP stream (`-steady`), and B is watched for 2 ×
 //!   calm_before_shrink + the policy's evaluation + a control window;
-//!   `give-back-spill` is `-steady` with one spill halfway through the
-//!   first calm: three streams send 2.5 MB each once and are drained
+//!   `give-back-spill` is `-steady` with one spill `--spill-at` (a
+//!   fraction, by default half) through the first calm: three streams
+//!   send 2.5 MB each once and are drained
 //!   together, a burst past the grown ring in one window (a long
 //!   stationary load's rare spill: one window over the shrink threshold
 //!   must not start the calm again, docs/decisions.md §7).
@@ -314,6 +315,30 @@ const WORKLOADS: &[Workload] = &[
         stationary: true,
         devmem: false,
     },
+    // `rare-stall` read slowly between its stalls (5 MB/s, its queue
+    // full): ~17,000 small returns per 5 s beside the stall's drain of the
+    // 4 MiB receive buffer, ~2,900 pages at once. The small returns
+    // dilute ring_full / recycle_ring, so the excess line alone reads the
+    // burst low (docs/decisions.md §4).
+    Workload {
+        name: "rare-stall-slow",
+        args: &[
+            RARE,
+            &[
+                "--pattern",
+                "stall",
+                "--pause-ms",
+                "300",
+                "--stall-every-ms",
+                "5000",
+                "--read-rate",
+                "5000000",
+            ],
+            MICE,
+        ],
+        stationary: true,
+        devmem: false,
+    },
     // Widely varying bursts: four 10 MB/s UDP flows whose receivers each
     // pause between 20 ms and 1 s, uniform in the logarithm and not in
     // step (pptraffic `--pause-max-ms`), so a drain returns anything from
@@ -501,6 +526,9 @@ struct Opts {
     settle_calm: f64,
     /// `settle`: calms watched after convergence.
     settle_watch_calms: f64,
+    /// `give-back-spill`: when the spill starts, as a fraction of the calm
+    /// after the switch.
+    spill_at: f64,
     /// The settle policy's `timing.evaluation`, in seconds.
     settle_eval: f64,
     /// `right-size`: the settle policy with `rings.right_size: true`.
@@ -588,6 +616,15 @@ fn opts() -> Opts {
         settle_policy: String::new(),
         settle_calm: num("--settle-calm-secs", 30.0),
         settle_watch_calms: num("--settle-watch-calms", 2.0),
+        spill_at: {
+            // Inside the watch (two calms), so the spill is seen.
+            let f: f64 = num("--spill-at", 0.5);
+            assert!(
+                (0.0..2.0).contains(&f),
+                "--spill-at {f}: a fraction of the calm in [0, 2)"
+            );
+            f
+        },
         settle_eval: 0.0,
         right_size_policy: String::new(),
         onset_seed: arg("--onset-seed").map(|s| s.parse().expect("--onset-seed N")),
@@ -1326,7 +1363,7 @@ async fn give_back_run(o: &Opts, p: &Ppsim, w: &Workload, then: Then) {
     while t0.elapsed().as_secs_f64() < switch_s + watch {
         let t = t0.elapsed().as_secs_f64() - switch_s;
         match &mut spill {
-            None if then == Then::Spill && t >= o.settle_calm / 2.0 => {
+            None if then == Then::Spill && t >= o.settle_calm * o.spill_at => {
                 spill = Some((t, Some(Traffic::start_on(o, &SPILL, "5420", &wire))));
             }
             // Its one drain is at 1 s, the end of its bytes at the next.

@@ -245,7 +245,7 @@ fn judge_revert((from, to): (u32, u32), before: Option<&Rates>, after: Option<&R
     }
     match harm_rose(before, after) {
         Some(why) => Verdict::Harmful(format!(
-            "the revert made harm worse ({why} going back from {from} to {to}): the harm was the load's, the change is put back in place"
+            "{why} going back from {from} to {to}: the harm was the load's, the change is put back in place"
         )),
         None => Verdict::Effective(format!(
             "the revert held: harm {:.6} at {from}, {:.6} at {to}",

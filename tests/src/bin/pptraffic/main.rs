@@ -118,8 +118,9 @@ enum Pattern {
     Steady,
     /// Pause, then read to EAGAIN; repeat.
     Drain,
-    /// Read continuously, but every `--stall-every-ms` pause for
-    /// `--pause-ms`, then read to EAGAIN.
+    /// Read continuously (with `--read-rate`, no faster than it), but
+    /// every `--stall-every-ms` pause for `--pause-ms`, then read to
+    /// EAGAIN.
     Stall,
     /// Read continuously, but never more than `--read-rate` bytes per
     /// second since the first byte: the socket's queue stays full.
@@ -197,7 +198,8 @@ struct Args {
     #[arg(long)]
     control: bool,
     /// `slow`: bytes per second each receiver reads at most, counted from
-    /// its first byte (required, > 0, with `--pattern slow`).
+    /// its first byte (required, > 0, with `--pattern slow`); `stall`:
+    /// between stalls, counted from the end of the last stall's drain.
     #[arg(long, default_value_t = 0)]
     read_rate: u64,
     /// Mice: TCP connections of their own to the same listener, beside
@@ -255,6 +257,9 @@ struct Args {
 fn validate(args: &Args) -> Res<()> {
     if args.pattern == Pattern::Slow && args.read_rate == 0 {
         return Err("--pattern slow needs --read-rate BYTES_PER_SEC > 0".into());
+    }
+    if args.read_rate > 0 && !matches!(args.pattern, Pattern::Slow | Pattern::Stall) {
+        return Err("--read-rate: only with --pattern slow or stall".into());
     }
     if (args.pattern == Pattern::Stall) != (args.stall_every_ms > 0) {
         return Err("--stall-every-ms: with --pattern stall, and it needs it".into());
@@ -779,6 +784,14 @@ mod tests {
         udp.extend(["--udp", "1", "--udp-rate", "1000"]);
         let e = validate(&args(&udp)).unwrap_err().to_string();
         assert!(e.contains("stall is for TCP streams"), "{e}");
+        // Read slowly between stalls; a rate means nothing to a drain.
+        let mut slow = ok.to_vec();
+        slow.extend(["--read-rate", "5000000"]);
+        validate(&args(&slow)).unwrap();
+        let e = validate(&args(&["--pattern", "drain", "--read-rate", "5000000"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--read-rate"), "{e}");
     }
 
     #[test]

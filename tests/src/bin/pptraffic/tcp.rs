@@ -167,6 +167,33 @@ fn drain_once(
     Ok(eof)
 }
 
+/// One non-blocking read (none when the socket has nothing: `Ok(false)`;
+/// EOF: `Ok(true)`), counted in `live`, then the [`Budget`]'s sleep.
+fn read_once(
+    s: &mut TcpStream,
+    rd: &mut Reader,
+    buf: &mut [u8],
+    r: &mut Received,
+    data: Option<&[u8]>,
+    live: &Live,
+    budget: &mut Budget,
+) -> Res<bool> {
+    loop {
+        match rd.read(s, buf) {
+            Ok(0) => return Ok(true),
+            Ok(n) => {
+                r.take(&buf[..n], data)?;
+                live.received.fetch_add(n as u64, Ordering::Relaxed);
+                budget.took(n);
+                return Ok(false);
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(false),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 /// Blocking reads to EOF, each counted in `live` at once; `slow`: after
 /// each, the [`Budget`]'s sleep.
 fn read_to_eof(
@@ -297,14 +324,32 @@ fn receive_stream(
             s.set_nonblocking(true)?;
             let every = Duration::from_millis(args.stall_every_ms);
             let mut next = Instant::now() + every;
+            // `--read-rate`: between stalls one read at a time, no faster
+            // than the rate (the queue stays full, each read returns a
+            // few pages); the drain after a stall is not limited, and the
+            // rate counts again from its end.
+            let paced = || (args.read_rate > 0).then(|| Budget::new(args.read_rate));
+            let mut budget = paced();
+            let mut drain = true;
             loop {
-                let eof = drain_once(&mut s, &mut rd, &mut buf, &mut r, data.as_deref(), live)?;
+                let eof = match &mut budget {
+                    Some(b) if !drain => {
+                        read_once(&mut s, &mut rd, &mut buf, &mut r, data.as_deref(), live, b)?
+                    }
+                    _ => {
+                        let eof =
+                            drain_once(&mut s, &mut rd, &mut buf, &mut r, data.as_deref(), live)?;
+                        budget = paced();
+                        eof
+                    }
+                };
                 rd.drained(&s)?;
                 if eof {
                     break;
                 }
                 // Between stalls, a read every millisecond: small returns.
-                if Instant::now() >= next {
+                drain = Instant::now() >= next;
+                if drain {
                     thread::sleep(Duration::from_millis(args.pause_ms));
                     next += every;
                 } else {
