@@ -75,9 +75,25 @@ const MOVE_FACTOR: f64 = 0.9;
 #[must_use]
 pub fn judge(
     reason: ReasonCode,
+    values: (u32, u32),
+    before: Option<&Rates>,
+    after: Option<&Rates>,
+    policy: &Policy,
+    cost: MissCost,
+) -> Verdict {
+    judge_within(reason, values, before, after, None, policy, cost)
+}
+
+/// [`judge`], with the window's two halves when it has them: a ring
+/// growth whose share did not move, but rose from the first half to the
+/// second at the one ring, was judged under a load that grew
+/// ([`outgrown`]).
+fn judge_within(
+    reason: ReasonCode,
     (from, to): (u32, u32),
     before: Option<&Rates>,
     after: Option<&Rates>,
+    halves: Option<&(Rates, Rates)>,
     policy: &Policy,
     cost: MissCost,
 ) -> Verdict {
@@ -143,7 +159,9 @@ pub fn judge(
             Some(grow_threshold),
         ) {
             Verdict::Ineffective(why) if after.recycle_miss().is_some() => {
-                match outgrown(before, after, (from, to), th.min_pages_per_window) {
+                match outgrown(before, after, (from, to), th.min_pages_per_window)
+                    .or_else(|| grew_within(halves, to, th.min_pages_per_window))
+                {
                     Some(load) => Verdict::NoData(format!("{why}, {load}")),
                     None => Verdict::Ineffective(why),
                 }
@@ -330,6 +348,30 @@ pub enum Judged {
     Revert,
 }
 
+/// Whether the returns grew while a ring growth was judged (`Some`: in
+/// words), read from the evaluation window's halves: at one ring a held
+/// load frees a steady share, so a share that rose from the first half to
+/// the second by as much as an effective step must lower it (a ninth),
+/// each half holding a window's worth of returns, came with the load. On
+/// the wire a drain's bursts grew under 256 → 1393 (TCP autotuning): the
+/// share went 0.49 → 0.24 in the first window after the step, then 0.44
+/// and 0.51, 0.46 over the whole window, and the step read as one that
+/// did not move it, barring growth for two hours. Only for a share that
+/// did not move: harm keeps its own check (its revert is judged).
+fn grew_within(halves: Option<&(Rates, Rates)>, ring: u32, min_pages: u64) -> Option<String> {
+    let (first, second) = halves?;
+    let enough = |r: &Rates| crate::window::judged(&r.pools, min_pages);
+    if !(enough(first) && enough(second)) {
+        return None;
+    }
+    let (a, b) = (first.recycle_miss()?, second.recycle_miss()?);
+    (a <= b * MOVE_FACTOR).then(|| {
+        format!(
+            "but the returns grew while the step was judged: the recycle-miss share rose {a:.4} -> {b:.4} from the window's first half to its second, at ring {ring}; not judged"
+        )
+    })
+}
+
 /// An open post-change evaluation window: what the daemon keeps between
 /// the change and the verdict.
 #[derive(Debug, Clone, PartialEq)]
@@ -358,6 +400,10 @@ pub struct Evaluation {
     /// Pages each queue's pools had out over the settled window's samples:
     /// the load the change is judged under.
     pub load: LoadAcc,
+    /// The first sample at or past the settled window's middle, and when:
+    /// the window's halves, whose shares say whether the load held while
+    /// the change was judged ([`outgrown`]).
+    pub mid: Option<(Device, Duration)>,
 }
 
 /// A change the kernel took: `knob` went `from` → `to` (the value read
@@ -397,6 +443,7 @@ impl Evaluation {
             start_at: at,
             settled: false,
             load: LoadAcc::default(),
+            mid: None,
         }
     }
 
@@ -406,6 +453,10 @@ impl Evaluation {
     pub fn advance(&mut self, dev: &Device, now: Duration, policy: &Policy) -> Option<Closed> {
         if self.settled {
             self.load.add(dev);
+            let half = self.start_at + self.ends.saturating_sub(self.start_at) / 2;
+            if self.mid.is_none() && now >= half && !self.due(now) {
+                self.mid = Some((dev.clone(), now));
+            }
         } else {
             self.settle(dev, now, policy);
         }
@@ -432,6 +483,7 @@ impl Evaluation {
             self.settled = true;
             self.load = LoadAcc::default();
             self.load.add(dev);
+            self.mid = None;
         }
     }
 
@@ -449,13 +501,20 @@ impl Evaluation {
                 ..r
             });
         let (values, before) = ((self.from, self.to), self.baseline.as_ref());
+        let halves = self.mid.as_ref().and_then(|(mid, at)| {
+            Some((
+                Rates::between(&self.start, mid, at.saturating_sub(self.start_at))?,
+                Rates::between(mid, dev, now.saturating_sub(*at))?,
+            ))
+        });
         let (verdict, outcome) = match self.judged {
             Judged::Change => {
-                let v = judge(
+                let v = judge_within(
                     self.reason,
                     values,
                     before,
                     after.as_ref(),
+                    halves.as_ref(),
                     policy,
                     MissCost::of(dev),
                 );
@@ -1026,6 +1085,62 @@ mod tests {
             );
             assert_eq!(c.revert_window(nic.clone(), t0, &policy), None, "{c:?}");
         }
+    }
+
+    /// A ring growth whose share did not move over its window, but rose
+    /// from the window's first half to its second at the one ring, was
+    /// judged under a load that grew: no verdict. Halves that agree: the
+    /// step did not move the share (ineffective).
+    #[test]
+    fn a_share_that_rose_within_the_window_is_not_judged() {
+        let policy = crate::fixtures::policy();
+        let w = policy.timing.evaluation;
+        let nic = crate::fixtures::nic("mlx5_core", 1024, 8192, 1);
+        let at = |miss: (u64, u64)| {
+            let mut d = nic.clone();
+            let p = &mut d.rx_queues[0].pools[0];
+            p.inflight = Some(1000);
+            p.stats = Some(PoolStats {
+                recycle_ring_full: miss.0,
+                recycle_ring: miss.1,
+                ..PoolStats::default()
+            });
+            d
+        };
+        let change = Applied {
+            knob: Knob::Ring(crate::plan::RingField::Rx),
+            from: 512,
+            to: 1024,
+            reason: ReasonCode::RecycleMissHigh,
+        };
+        let before = Rates {
+            load: one(1000.0),
+            ..r((4900, 5100), 0, 0)
+        };
+        let t0 = Duration::from_secs(100);
+        let run = |mid: (u64, u64), end: (u64, u64)| {
+            let mut ev = Evaluation::open(change, Some(before.clone()), at((0, 0)), t0, &policy);
+            let t1 = t0 + Duration::from_secs(2);
+            assert_eq!(ev.advance(&at((0, 0)), t1, &policy), None);
+            assert_eq!(ev.advance(&at(mid), t1 + w / 2, &policy), None);
+            ev.advance(&at(end), t1 + w, &policy)
+                .expect("closed")
+                .verdict
+        };
+        // 0.30, then 0.60: 0.45 over the window against 0.49 before.
+        let v = run((6000, 14_000), (18_000, 22_000));
+        assert!(matches!(v, Verdict::NoData(_)), "{v:?}");
+        assert!(
+            v.why()
+                .contains("0.3000 -> 0.6000 from the window's first half"),
+            "{v:?}"
+        );
+        // 0.45 in both halves.
+        let v = run((9000, 11_000), (18_000, 22_000));
+        assert!(matches!(v, Verdict::Ineffective(_)), "{v:?}");
+        // A handful of returns in a half says nothing of the load.
+        let v = run((30, 70), (18_000, 22_000));
+        assert!(matches!(v, Verdict::Ineffective(_)), "{v:?}");
     }
 
     /// The load a change is judged under is the pages out at the settled

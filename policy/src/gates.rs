@@ -112,11 +112,13 @@ pub fn severe(evidence: &Evidence) -> bool {
 }
 
 /// The wait before a further ring growth decided on a severe miss
-/// (`severe`) after `last`, a growth of the same ring judged effective:
-/// its evaluation, not the whole cooldown. The cooldown is there so that a
-/// change is judged before the next; this one was, it helped, and what it
-/// left still frees a fifth of the returns (growing bursts: TCP opening
-/// its windows). `None`: the cooldown.
+/// (`severe`) after `last`, a growth of the same ring judged effective or
+/// not judged (its window closed `inconclusive`: the returns outgrew it,
+/// or it saw too few): its evaluation, not the whole cooldown. The
+/// cooldown is there so that a change is judged before the next; this one
+/// was, it helped or the load moved past it, and what it left still frees
+/// a fifth of the returns (growing bursts: TCP opening its windows).
+/// `None`: the cooldown.
 #[must_use]
 pub fn follow_up_wait(
     policy: &Policy,
@@ -130,8 +132,8 @@ pub fn follow_up_wait(
         && last.knob == knob
         && last.from < last.to
         && last.to < target
-        && last.outcome == Outcome::Effective)
-        .then_some(policy.timing.evaluation)
+        && matches!(last.outcome, Outcome::Effective | Outcome::Inconclusive))
+    .then_some(policy.timing.evaluation)
 }
 
 /// The one admissibility check. `Ok` = the change may be made now;
