@@ -176,6 +176,17 @@ fn build_wire(o: &Opts, p: &Ppsim, w: &Workload, ring: u32) -> Wire {
 /// The rare workloads' one stream, into a 4 MiB receive buffer.
 const RARE: &[&str] = &["--tcp", "1", "--rcvbuf", "4194304"];
 
+/// `rare-stall`'s reader: it stops for 300 ms every 5 s, then reads its
+/// whole receive buffer at once.
+const STALL: &[&str] = &[
+    "--pattern",
+    "stall",
+    "--pause-ms",
+    "300",
+    "--stall-every-ms",
+    "5000",
+];
+
 /// 16 mice beside the streams: 2 KiB messages every 10 ms each.
 const MICE: &[&str] = &[
     "--mice",
@@ -300,18 +311,7 @@ const WORKLOADS: &[Workload] = &[
     // returns, under the grow threshold; not yet a rare, huge burst.
     Workload {
         name: "rare-stall",
-        args: &[
-            RARE,
-            &[
-                "--pattern",
-                "stall",
-                "--pause-ms",
-                "300",
-                "--stall-every-ms",
-                "5000",
-            ],
-            MICE,
-        ],
+        args: &[RARE, STALL, MICE],
         stationary: true,
         devmem: false,
     },
@@ -322,20 +322,7 @@ const WORKLOADS: &[Workload] = &[
     // burst low (docs/decisions.md §4).
     Workload {
         name: "rare-stall-slow",
-        args: &[
-            RARE,
-            &[
-                "--pattern",
-                "stall",
-                "--pause-ms",
-                "300",
-                "--stall-every-ms",
-                "5000",
-                "--read-rate",
-                "5000000",
-            ],
-            MICE,
-        ],
+        args: &[RARE, STALL, &["--read-rate", "5000000"], MICE],
         stationary: true,
         devmem: false,
     },

@@ -643,6 +643,28 @@ mod tests {
         Load(vec![(QueueKey::Id(0), pages)])
     }
 
+    /// A ring growth 512 → 1024 for recycle misses.
+    const GROWTH: Applied = Applied {
+        knob: Knob::Ring(crate::plan::RingField::Rx),
+        from: 512,
+        to: 1024,
+        reason: ReasonCode::RecycleMissHigh,
+    };
+
+    /// `dev` with its first pool at `inflight` pages out, having counted
+    /// `miss` (ring_full, ring).
+    fn pooled(dev: &Device, inflight: u64, miss: (u64, u64)) -> Device {
+        let mut d = dev.clone();
+        let p = &mut d.rx_queues[0].pools[0];
+        p.inflight = Some(inflight);
+        p.stats = Some(PoolStats {
+            recycle_ring_full: miss.0,
+            recycle_ring: miss.1,
+            ..PoolStats::default()
+        });
+        d
+    }
+
     #[test]
     fn verdicts() {
         let before = r((500, 500), 10, 1_000_000);
@@ -986,18 +1008,13 @@ mod tests {
         let nic = crate::fixtures::nic("mlx5_core", 1024, 8192, 1);
         // The device having counted `drops` of `packets` and `miss`.
         let at = |drops: u64, packets: u64, miss: (u64, u64)| {
-            let mut d = nic.clone();
+            let mut d = pooled(&nic, 0, miss);
             d.qstats = Some(QueueStats {
                 rx_packets: Some(packets),
                 rx_hw_drops: Some(drops),
                 ..QueueStats::default()
             });
             d.rx_queues[0].qstats = None;
-            d.rx_queues[0].pools[0].stats = Some(PoolStats {
-                recycle_ring_full: miss.0,
-                recycle_ring: miss.1,
-                ..PoolStats::default()
-            });
             d
         };
         let t0 = Duration::from_secs(100);
@@ -1007,12 +1024,7 @@ mod tests {
             assert_eq!(ev.advance(&at(0, 0, (0, 0)), t1, &policy), None);
             ev.advance(end, t1 + w, &policy).expect("closed")
         };
-        let growth = Applied {
-            knob: Knob::Ring(crate::plan::RingField::Rx),
-            from: 512,
-            to: 1024,
-            reason: ReasonCode::RecycleMissHigh,
-        };
+        let growth = GROWTH;
         let base = r((500, 500), 10, 1_000_000);
         let open = |change: Applied, base: &Rates| {
             Evaluation::open(change, Some(base.clone()), at(0, 0, (0, 0)), t0, &policy)
@@ -1096,23 +1108,8 @@ mod tests {
         let policy = crate::fixtures::policy();
         let w = policy.timing.evaluation;
         let nic = crate::fixtures::nic("mlx5_core", 1024, 8192, 1);
-        let at = |miss: (u64, u64)| {
-            let mut d = nic.clone();
-            let p = &mut d.rx_queues[0].pools[0];
-            p.inflight = Some(1000);
-            p.stats = Some(PoolStats {
-                recycle_ring_full: miss.0,
-                recycle_ring: miss.1,
-                ..PoolStats::default()
-            });
-            d
-        };
-        let change = Applied {
-            knob: Knob::Ring(crate::plan::RingField::Rx),
-            from: 512,
-            to: 1024,
-            reason: ReasonCode::RecycleMissHigh,
-        };
+        let at = |miss: (u64, u64)| pooled(&nic, 1000, miss);
+        let change = GROWTH;
         let before = Rates {
             load: one(1000.0),
             ..r((4900, 5100), 0, 0)
@@ -1151,23 +1148,8 @@ mod tests {
         let policy = crate::fixtures::policy();
         let w = policy.timing.evaluation;
         let mut dev = crate::fixtures::nic("mlx5_core", 1024, 8192, 1);
-        let at = |dev: &Device, inflight: u64, miss: (u64, u64)| {
-            let mut d = dev.clone();
-            let p = &mut d.rx_queues[0].pools[0];
-            p.inflight = Some(inflight);
-            p.stats = Some(PoolStats {
-                recycle_ring_full: miss.0,
-                recycle_ring: miss.1,
-                ..PoolStats::default()
-            });
-            d
-        };
-        let change = Applied {
-            knob: Knob::Ring(crate::plan::RingField::Rx),
-            from: 512,
-            to: 1024,
-            reason: ReasonCode::RecycleMissHigh,
-        };
+        let at = pooled;
+        let change = GROWTH;
         let before = Rates {
             load: one(1000.0),
             ..r((500, 500), 0, 0)
@@ -1228,12 +1210,7 @@ mod tests {
         let policy = crate::fixtures::policy();
         let w = policy.timing.evaluation;
         let dev = crate::fixtures::nic("mlx5_core", 1024, 8192, 2);
-        let change = Applied {
-            knob: Knob::Ring(crate::plan::RingField::Rx),
-            from: 512,
-            to: 1024,
-            reason: ReasonCode::RecycleMissHigh,
-        };
+        let change = GROWTH;
         let t0 = Duration::from_secs(100);
         let mut ev = Evaluation::open(change, None, dev.clone(), t0, &policy);
         assert_eq!((ev.key.as_str(), ev.ends), (dev.id.key().as_str(), t0 + w));

@@ -19,6 +19,14 @@ fn big_bursts(w: &World, i: usize) -> Traffic {
     bursty(w.pool_size(i), u64::from(w.pool_size(i)) * 4, 50, false)
 }
 
+/// Healthy recycling with drops: what grows the queue count.
+fn healthy_drops(_: &World, _: usize) -> Traffic {
+    Traffic {
+        drops: 1000,
+        ..steady(200_000)
+    }
+}
+
 fn reasons(
     w: &mut World,
     n: usize,
@@ -796,10 +804,6 @@ fn channels_grow_only_when_recycling_is_healthy() {
     let mut p = policy();
     p.channels.enabled = true;
     let mut w = World::new(p, vec![device(1, "ice", 2048, 8160, 4)]);
-    let healthy_drops = |_: &World, _: usize| Traffic {
-        drops: 1000,
-        ..steady(200_000)
-    };
     let r = reasons(&mut w, 3, healthy_drops);
     assert_eq!(r[2], ReasonCode::ChannelsGrowHealthy, "{r:?}");
     assert_eq!(w.channels(0), 6);
@@ -863,10 +867,6 @@ fn reverted_change_is_not_repeated() {
         Outcome::Reverted,
     );
     w.now = Duration::from_secs(4000);
-    let healthy_drops = |_: &World, _: usize| Traffic {
-        drops: 1000,
-        ..steady(200_000)
-    };
     let r = reasons(&mut w, 6, healthy_drops);
     assert!(
         r.iter().all(|c| *c != ReasonCode::ChannelsGrowHealthy),
@@ -1824,10 +1824,6 @@ fn a_reverted_change_holds_the_device_until_its_revert_is_judged() {
         Duration::ZERO,
         Outcome::Reverted,
     );
-    let healthy_drops = |_: &World, _: usize| Traffic {
-        drops: 1000,
-        ..steady(200_000)
-    };
     let mut grew_at = None;
     for _ in 0..20 {
         let d = only(&w.tick(healthy_drops)).clone();

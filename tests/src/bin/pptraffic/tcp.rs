@@ -138,9 +138,34 @@ impl Received {
     }
 }
 
+/// One read, counted in `live` at once (a drain can last seconds when the
+/// sender keeps up, and a `mark` must not see its bytes all at its end):
+/// `Some(n)` bytes, 0 at EOF; `None` when a non-blocking socket has
+/// nothing. An interrupted read is retried.
+fn read_counted(
+    s: &mut TcpStream,
+    rd: &mut Reader,
+    buf: &mut [u8],
+    r: &mut Received,
+    data: Option<&[u8]>,
+    live: &Live,
+) -> Res<Option<usize>> {
+    loop {
+        match rd.read(s, buf) {
+            Ok(0) => return Ok(Some(0)),
+            Ok(n) => {
+                r.take(&buf[..n], data)?;
+                live.received.fetch_add(n as u64, Ordering::Relaxed);
+                return Ok(Some(n));
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 /// Read until EAGAIN (`Ok(false)`) or EOF (`Ok(true)`).
-/// Each read is counted in `live` at once: a drain can last seconds when
-/// the sender keeps up, and a `mark` must not see its bytes all at its end.
 fn drain_once(
     s: &mut TcpStream,
     rd: &mut Reader,
@@ -151,15 +176,10 @@ fn drain_once(
 ) -> Res<bool> {
     let before = r.bytes;
     let eof = loop {
-        match rd.read(s, buf) {
-            Ok(0) => break true,
-            Ok(n) => {
-                r.take(&buf[..n], data)?;
-                live.received.fetch_add(n as u64, Ordering::Relaxed);
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => break false,
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(e.into()),
+        match read_counted(s, rd, buf, r, data, live)? {
+            Some(0) => break true,
+            Some(_) => {}
+            None => break false,
         }
     };
     r.drains += 1;
@@ -168,7 +188,7 @@ fn drain_once(
 }
 
 /// One non-blocking read (none when the socket has nothing: `Ok(false)`;
-/// EOF: `Ok(true)`), counted in `live`, then the [`Budget`]'s sleep.
+/// EOF: `Ok(true)`), then the [`Budget`]'s sleep.
 fn read_once(
     s: &mut TcpStream,
     rd: &mut Reader,
@@ -178,24 +198,17 @@ fn read_once(
     live: &Live,
     budget: &mut Budget,
 ) -> Res<bool> {
-    loop {
-        match rd.read(s, buf) {
-            Ok(0) => return Ok(true),
-            Ok(n) => {
-                r.take(&buf[..n], data)?;
-                live.received.fetch_add(n as u64, Ordering::Relaxed);
-                budget.took(n);
-                return Ok(false);
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(false),
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(e.into()),
+    match read_counted(s, rd, buf, r, data, live)? {
+        Some(0) => Ok(true),
+        Some(n) => {
+            budget.took(n);
+            Ok(false)
         }
+        None => Ok(false),
     }
 }
 
-/// Blocking reads to EOF, each counted in `live` at once; `slow`: after
-/// each, the [`Budget`]'s sleep.
+/// Blocking reads to EOF; `slow`: after each, the [`Budget`]'s sleep.
 fn read_to_eof(
     s: &mut TcpStream,
     rd: &mut Reader,
@@ -206,17 +219,15 @@ fn read_to_eof(
     mut budget: Option<Budget>,
 ) -> Res<()> {
     loop {
-        match rd.read(s, buf) {
-            Ok(0) => return Ok(()),
-            Ok(n) => {
-                r.take(&buf[..n], data)?;
-                live.received.fetch_add(n as u64, Ordering::Relaxed);
+        match read_counted(s, rd, buf, r, data, live)? {
+            Some(0) => return Ok(()),
+            Some(n) => {
                 if let Some(b) = &mut budget {
                     b.took(n);
                 }
             }
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(e.into()),
+            // A blocking socket that would block (a receive timeout).
+            None => return Err(std::io::Error::from(ErrorKind::WouldBlock).into()),
         }
     }
 }
