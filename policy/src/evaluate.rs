@@ -326,16 +326,24 @@ fn outgrown(
     // autotuning grew its bursts, while the pages out grew by less than
     // the ring. Only shares read from a window's worth of returns on both
     // sides: a handful of returns after the step says nothing of the load.
-    let enough = |r: &Rates| crate::window::judged(&r.pools, min_pages);
-    if !(enough(before) && enough(after)) {
-        return None;
-    }
-    let (b, a) = (before.recycle_miss()?, after.recycle_miss()?);
-    (b <= a * MOVE_FACTOR).then(|| {
+    share_rose(before, after, min_pages).map(|(b, a)| {
         format!(
             "but the returns grew under the step: the recycle-miss share rose {b:.4} -> {a:.4}, which a bigger pool ring cannot do to the same returns; not judged"
         )
     })
+}
+
+/// The recycle-miss shares `earlier` and `later` when the share rose by as
+/// much as an effective step must lower it (a ninth), both read from at
+/// least `min_pages` returns: the one "the load grew" reading of two
+/// windows, across a step ([`outgrown`]) or within one ([`grew_within`]).
+fn share_rose(earlier: &Rates, later: &Rates, min_pages: u64) -> Option<(f64, f64)> {
+    let enough = |r: &Rates| crate::window::judged(&r.pools, min_pages);
+    if !(enough(earlier) && enough(later)) {
+        return None;
+    }
+    let (a, b) = (earlier.recycle_miss()?, later.recycle_miss()?);
+    (a <= b * MOVE_FACTOR).then_some((a, b))
 }
 
 /// What a window judges.
@@ -360,12 +368,7 @@ pub enum Judged {
 /// did not move: harm keeps its own check (its revert is judged).
 fn grew_within(halves: Option<&(Rates, Rates)>, ring: u32, min_pages: u64) -> Option<String> {
     let (first, second) = halves?;
-    let enough = |r: &Rates| crate::window::judged(&r.pools, min_pages);
-    if !(enough(first) && enough(second)) {
-        return None;
-    }
-    let (a, b) = (first.recycle_miss()?, second.recycle_miss()?);
-    (a <= b * MOVE_FACTOR).then(|| {
+    share_rose(first, second, min_pages).map(|(a, b)| {
         format!(
             "but the returns grew while the step was judged: the recycle-miss share rose {a:.4} -> {b:.4} from the window's first half to its second, at ring {ring}; not judged"
         )
