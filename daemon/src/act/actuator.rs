@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use policy::engine::{ActionRecord, Observation, Outcome};
-use policy::evaluate::{Applied, Evaluation, Judged};
+use policy::evaluate::{Applied, Evaluation, Judged, OpenWindows};
 use policy::gates::{self, Backoff};
 use policy::knobs::{self, Block};
 use policy::plan::{Decision, Knob};
@@ -42,7 +42,7 @@ pub(crate) struct Actuator {
     /// Failing devices, by key.
     backoff: BTreeMap<String, Backoff>,
     /// Open post-change windows.
-    evaluations: Vec<Evaluation>,
+    evaluations: OpenWindows,
     /// First backoff after a failure; doubles per failure up to an hour.
     backoff_base: Duration,
 }
@@ -58,7 +58,7 @@ impl Actuator {
             overrides: BTreeMap::new(),
             expected: BTreeMap::new(),
             backoff: BTreeMap::new(),
-            evaluations: Vec::new(),
+            evaluations: OpenWindows::default(),
             backoff_base,
         }
     }
@@ -76,7 +76,7 @@ impl Actuator {
     }
 
     pub(crate) fn evaluations(&self) -> &[Evaluation] {
-        &self.evaluations
+        self.evaluations.list()
     }
 
     /// Whether the device is backed off at `now`.
@@ -108,7 +108,7 @@ impl Actuator {
 
     /// A device vanished: its open evaluations cannot be judged.
     pub(crate) fn forget_device(&mut self, key: &str) {
-        self.evaluations.retain(|e| e.key != key);
+        self.evaluations.forget(key, None);
     }
 
     /// After a reload: a changed policy clears the backoff; an operator's
@@ -187,8 +187,7 @@ impl Actuator {
         );
         self.overrides.insert((key.clone(), knob), dev.id.clone());
         self.expected.remove(&(key.clone(), knob));
-        self.evaluations
-            .retain(|e| !(e.key == key && e.knob == knob));
+        self.evaluations.forget(&key, Some(knob));
         // The operator owns the value now: restoring our recorded original
         // on stop would undo their change.
         io.record.file().forget_original(&dev.id, knob);
@@ -453,7 +452,7 @@ impl Actuator {
             reason: dec.reason,
         };
         self.evaluations
-            .push(Evaluation::open(applied, baseline, start, at, io.policy));
+            .open(Evaluation::open(applied, baseline, start, at, io.policy));
         Outcome::Pending
     }
 
@@ -511,22 +510,7 @@ impl Actuator {
         now: Duration,
         mut io: Lent<'_, K, R>,
     ) {
-        // Each window takes this sample (settling past the rebuild
-        // transient first); a closed one leaves with its verdict. A window
-        // whose device is gone when it closes ends unjudged.
-        let mut due = Vec::new();
-        self.evaluations.retain_mut(|ev| {
-            match snap.devices.iter().find(|d| d.id.key() == ev.key) {
-                Some(dev) => match ev.advance(dev, now, io.policy) {
-                    Some(closed) => {
-                        due.push((closed, dev.clone()));
-                        false
-                    }
-                    None => true,
-                },
-                None => !ev.due(now),
-            }
-        });
+        let due = self.evaluations.advance(snap, now, io.policy);
         if due.is_empty() {
             return;
         }
@@ -534,21 +518,14 @@ impl Actuator {
             let ev = &closed.ev;
             let undoing = ev.judged == Judged::Revert;
             let mut outcome = closed.outcome.clone();
-            let (what, done) = if undoing {
-                ("the revert made harm worse", "undo")
-            } else {
-                ("change made harm worse", "revert")
-            };
+            let done = if undoing { "undo" } else { "revert" };
             if let Some(value) = closed.set {
-                // The verdict is on disk before the knob moves, as a
-                // change's record is before the change: a daemon killed
-                // between the two would otherwise leave the change
-                // `inconclusive`, which does not hold the next growth as
-                // `reverted` does (and an undone revert's `inconclusive`
-                // is what the record must say once the value is back).
+                // On disk before the knob moves, as a change's record is
+                // before the change (killed between the two, a change put
+                // back would read `inconclusive`, which holds nothing).
                 self.set_outcome(&dev.id, ev.knob, &closed.outcome, io.record.file());
                 let _ = io.record.save();
-                tracing::warn!(device = %dev.name, knob = %ev.knob, "{what} ({}): {done} {} -> {value}", closed.verdict.why(), ev.to);
+                tracing::warn!(device = %dev.name, knob = %ev.knob, "{done} {} -> {value}: {}", ev.to, closed.verdict.why());
                 self.expected.insert((ev.key.clone(), ev.knob), value);
                 match set_knob(io.kernel, dev.ifindex, ev.knob, value).await {
                     Ok(Some(v)) => {
@@ -564,17 +541,14 @@ impl Actuator {
                             _ => dev.clone(),
                         };
                         if let Some(w) = closed.revert_window(start, now, io.policy) {
-                            self.evaluations.push(w);
+                            self.evaluations.open(w);
                         }
                     }
                     other => {
                         self.expected.insert((ev.key.clone(), ev.knob), ev.to);
                         outcome = closed.outcome_if_unset();
                         io.events.action(&dev.name, ev.knob, "revert", "failed");
-                        let msg = match other {
-                            Err(e) => e.to_string(),
-                            Ok(_) => "no read-back".to_owned(),
-                        };
+                        let msg = other.map_or_else(|e| e.to_string(), |_| "no read-back".into());
                         self.fail(&ev.key, &dev.name, format!("{done} failed: {msg}"), &io);
                     }
                 }
@@ -613,8 +587,7 @@ impl Actuator {
             restore_originals(io.kernel, io.record.file(), &devices, interfaces).await;
         for (_, key, knob, v) in &done {
             self.expected.insert((key.clone(), *knob), *v);
-            self.evaluations
-                .retain(|e| !(e.key == *key && e.knob == *knob));
+            self.evaluations.forget(key, Some(*knob));
             if let Some(d) = devices.iter().find(|d| d.id.key() == *key) {
                 io.events.action(&d.name, *knob, "restore", "applied");
             }
