@@ -17,7 +17,7 @@ use crate::signals::n64;
 use crate::window::Rates;
 
 mod window;
-pub use window::{Applied, Closed, Evaluation, Judged, OpenWindows};
+pub use window::{Applied, Closed, Evaluation, Judged, OpenWindows, VANISHED};
 
 /// The verdict on a change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -754,6 +754,65 @@ mod tests {
     /// did worse, standing otherwise (or with nothing to compare). An undo
     /// is final, and a change put back for anything but harm (a trial cut
     /// for its rate, a give-back for its misses) has no revert window.
+    /// A window whose device a sample lacks (it vanished), or whose
+    /// device or knob is forgotten, ends unjudged: a change closes
+    /// `inconclusive` (a `pending` record would hold its device for good),
+    /// a revert stands, and nothing is set back.
+    #[test]
+    fn a_window_whose_device_left_ends_unjudged() {
+        let policy = crate::fixtures::policy();
+        let nic = crate::fixtures::nic("mlx5_core", 1024, 8192, 1);
+        let other = crate::fixtures::Nic::netdevsim(1, 1).device(|_| Default::default());
+        let t0 = Duration::from_secs(100);
+        let change = Evaluation::open(GROWTH, None, nic.clone(), t0, &policy);
+        let revert = Evaluation {
+            judged: Judged::Revert,
+            ..change.clone()
+        };
+        let mut open = OpenWindows::default();
+        open.open(change.clone());
+        open.open(revert);
+        open.open(Evaluation::open(GROWTH, None, other.clone(), t0, &policy));
+        let host = |devices| crate::fixtures::snapshot(0, "7.3.0", devices);
+        // Both devices sampled: nothing closes.
+        let t1 = t0 + Duration::from_secs(2);
+        assert!(
+            open.advance(&host(vec![nic.clone(), other.clone()]), t1, &policy)
+                .is_empty()
+        );
+        // `nic` left the sample: its two windows end, the other stays.
+        let ended = open.advance(&host(vec![other.clone()]), t1, &policy);
+        let got: Vec<_> = ended
+            .iter()
+            .map(|(c, d)| (c.ev.judged, c.outcome.clone(), c.set, d.id.key()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Judged::Change, Outcome::Inconclusive, None, nic.id.key()),
+                (Judged::Revert, Outcome::Reverted, None, nic.id.key()),
+            ]
+        );
+        assert!(
+            ended
+                .iter()
+                .all(|(c, _)| matches!(c.verdict, Verdict::NoData(_)))
+        );
+        assert_eq!(open.list().len(), 1);
+        // Forgotten: by knob (another knob keeps its window), then whole.
+        let key = other.id.key();
+        let channels = Knob::Channels(crate::plan::ChannelField::Combined);
+        assert!(open.forget(&key, Some(channels), "override").is_empty());
+        let gone = open.forget(&key, None, "override");
+        assert_eq!(gone.len(), 1);
+        assert_eq!(
+            (gone[0].outcome.clone(), gone[0].set),
+            (Outcome::Inconclusive, None)
+        );
+        assert_eq!(gone[0].verdict, Verdict::NoData("override".into()));
+        assert!(open.list().is_empty());
+    }
+
     #[test]
     fn a_revert_is_judged_by_the_harm_rule() {
         use crate::snapshot::QueueStats;

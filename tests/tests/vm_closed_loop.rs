@@ -1100,6 +1100,24 @@ async fn device_deleted_mid_change_leaves_the_daemon_consistent() {
     );
     let st = p.state();
     assert!(st["devices"].is_object(), "state record valid: {st}");
+    // The change's window ended with its device: its record is closed (a
+    // `pending` one would hold the device, were it to come back, until
+    // the daemon restarted).
+    let results: Vec<&serde_json::Value> = st["devices"]
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.values())
+        .filter_map(|d| d["actions"].as_array())
+        .flatten()
+        .map(|a| &a["outcome"]["result"])
+        .collect();
+    assert!(
+        !results.is_empty()
+            && results
+                .iter()
+                .all(|r| *r == "inconclusive" || *r == "failed"),
+        "the change's record is closed: {st}"
+    );
     println!("MEASURE scenario=delete_mid_change kernel={k} samples {s0}→{s1} state={st}");
     assert_eq!(p.term().await, Some(0));
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use policy::Policy;
 use policy::accounting::{PassDeltas, QueueKey};
 use policy::engine::{ActionRecord, EngineState, Observation, Original, Outcome};
-use policy::evaluate::{Applied, Evaluation};
+use policy::evaluate::{Applied, Evaluation, OpenWindows};
 use policy::observation::{Backoff, LocalTime};
 use policy::observer::{Observer, Pass};
 use policy::plan::{Decision, Knob, Plan};
@@ -55,12 +55,6 @@ fn run_engine(
     engine.decide_into(policy, state, &obs, plan);
 }
 
-/// A simulated change under evaluation.
-#[derive(Debug)]
-struct SimEval {
-    ev: Evaluation,
-}
-
 /// What one pass gives the engine besides the snapshot.
 #[derive(Debug, Clone, Copy)]
 pub struct PassClock {
@@ -94,7 +88,8 @@ pub struct Counterfactual {
     /// The counterfactual's knob values, by device key.
     knobs: BTreeMap<(String, Knob), u32>,
     diverged: BTreeMap<String, bool>,
-    evals: Vec<SimEval>,
+    /// The simulated changes under evaluation.
+    evals: OpenWindows,
     /// On a live pass, the devices it changed ([`Self::live_pass`]).
     slots: Vec<Slot>,
 }
@@ -244,7 +239,7 @@ impl Counterfactual {
         for a in &mut self.history {
             a.at = a.at.min(now);
         }
-        self.evals.clear();
+        self.evals = OpenWindows::default();
     }
 
     /// Whether the device's counters are modelled (its knobs differed from
@@ -356,9 +351,13 @@ impl Counterfactual {
                 to,
                 reason: dec.reason,
             };
-            self.evals.push(SimEval {
-                ev: Evaluation::open(applied, baseline, start.clone(), now, policy),
-            });
+            self.evals.open(Evaluation::open(
+                applied,
+                baseline,
+                start.clone(),
+                now,
+                policy,
+            ));
         }
     }
 
@@ -366,22 +365,12 @@ impl Counterfactual {
     /// does what it asks: a harmful change put back (its revert judged
     /// from here), a revert that did worse undone.
     pub fn evaluate_due(&mut self, policy: &Policy, snap: &Snapshot, now: Duration) {
-        let mut done = Vec::new();
-        for (i, e) in self.evals.iter_mut().enumerate() {
-            let Some(dev) = snap.devices.iter().find(|d| d.id.key() == e.ev.key) else {
-                continue;
-            };
-            if let Some(closed) = e.ev.advance(dev, now, policy) {
-                done.push((i, closed, dev.clone()));
-            }
-        }
-        for (i, closed, dev) in done.into_iter().rev() {
-            self.evals.remove(i);
+        for (closed, dev) in self.evals.advance(snap, now, policy) {
             let e = &closed.ev;
             if let Some(value) = closed.set {
                 self.knobs.insert((e.key.clone(), e.knob), value);
                 if let Some(ev) = closed.revert_window(dev, now, policy) {
-                    self.evals.push(SimEval { ev });
+                    self.evals.open(ev);
                 }
             }
             if let Some(a) = self

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use policy::engine::{ActionRecord, Observation, Outcome};
-use policy::evaluate::{Applied, Evaluation, Judged, OpenWindows};
+use policy::evaluate::{Applied, Closed, Evaluation, Judged, OpenWindows, VANISHED};
 use policy::gates::{self, Backoff};
 use policy::knobs::{self, Block};
 use policy::plan::{Decision, Knob};
@@ -106,9 +106,24 @@ impl Actuator {
             .retain(|a| now.saturating_sub(a.at) <= keep || now < keep);
     }
 
-    /// A device vanished: its open evaluations cannot be judged.
-    pub(crate) fn forget_device(&mut self, key: &str) {
-        self.evaluations.forget(key, None);
+    /// A device vanished: its open evaluations cannot be judged, and
+    /// their changes' records close (written at once).
+    pub(crate) fn forget_device<R: Record>(&mut self, key: &str, record: &mut R) {
+        let ended = self.evaluations.forget(key, None, VANISHED);
+        if !ended.is_empty() {
+            self.end_unjudged(ended, record.file());
+            let _ = record.save();
+        }
+    }
+
+    /// Records the windows that ended without a verdict
+    /// ([`Closed::unjudged`]).
+    fn end_unjudged(&mut self, ended: Vec<Closed>, state: &mut StateFile) {
+        for c in ended {
+            let (ev, dev) = (&c.ev, &c.ev.start);
+            tracing::info!(device = %dev.name, knob = %ev.knob, "{} {} -> {}: {}: {}", if ev.judged == Judged::Revert { "revert of" } else { "change" }, ev.from, ev.to, c.outcome, c.verdict.why());
+            self.set_outcome(&dev.id, ev.knob, &c.outcome, state);
+        }
     }
 
     /// After a reload: a changed policy clears the backoff; an operator's
@@ -187,7 +202,10 @@ impl Actuator {
         );
         self.overrides.insert((key.clone(), knob), dev.id.clone());
         self.expected.remove(&(key.clone(), knob));
-        self.evaluations.forget(&key, Some(knob));
+        let ended = self
+            .evaluations
+            .forget(&key, Some(knob), "the operator changed the knob");
+        self.end_unjudged(ended, io.record.file());
         // The operator owns the value now: restoring our recorded original
         // on stop would undo their change.
         io.record.file().forget_original(&dev.id, knob);
@@ -587,7 +605,10 @@ impl Actuator {
             restore_originals(io.kernel, io.record.file(), &devices, interfaces).await;
         for (_, key, knob, v) in &done {
             self.expected.insert((key.clone(), *knob), *v);
-            self.evaluations.forget(key, Some(*knob));
+            let ended = self
+                .evaluations
+                .forget(key, Some(*knob), "pptune restored the original");
+            self.end_unjudged(ended, io.record.file());
             if let Some(d) = devices.iter().find(|d| d.id.key() == *key) {
                 io.events.action(&d.name, *knob, "restore", "applied");
             }

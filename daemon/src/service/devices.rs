@@ -170,7 +170,8 @@ impl<K: Kernel, E: Engine> Observing for Daemon<K, E> {
     }
 
     fn forget(&mut self, key: &str) {
-        self.acting.actuator.forget_device(key);
+        let (actuator, mut io) = self.lend();
+        actuator.forget_device(key, &mut io.record);
     }
 
     fn check_overrides(&mut self, ifindex: u32, seen: Seen<'_>) {

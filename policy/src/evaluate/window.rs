@@ -139,8 +139,7 @@ impl Evaluation {
     }
 
     /// Whether the window has closed at `now` (then it is judged).
-    #[must_use]
-    pub fn due(&self, now: Duration) -> bool {
+    fn due(&self, now: Duration) -> bool {
         self.ends <= now
     }
 
@@ -228,6 +227,25 @@ pub struct Closed {
 }
 
 impl Closed {
+    /// A window that ends without a verdict, for `why`. A change's record
+    /// closes `inconclusive`: it bars nothing, calibrates nothing, and no
+    /// longer holds its device as a change still judged (a `pending`
+    /// record would, for good). A revert stands.
+    #[must_use]
+    pub fn unjudged(ev: Evaluation, why: &str) -> Self {
+        let outcome = match ev.judged {
+            Judged::Change => Outcome::Inconclusive,
+            Judged::Revert => Outcome::Reverted,
+        };
+        Self {
+            ev,
+            verdict: Verdict::NoData(why.to_owned()),
+            outcome,
+            set: None,
+            revert_baseline: None,
+        }
+    }
+
     /// The outcome to record when [`Self::set`] did not take (the kernel
     /// refused it, the device went): a failed undo leaves the revert
     /// standing; a failed revert keeps its verdict, as before.
@@ -282,35 +300,48 @@ impl OpenWindows {
         &self.0
     }
 
-    /// Forgets the windows of device `key` (of its `knob` only, when given):
-    /// the device is gone, or its knob is no longer pptune's.
-    pub fn forget(&mut self, key: &str, knob: Option<Knob>) {
+    /// Ends the windows of device `key` (of its `knob` only, when given)
+    /// unjudged, for `why`: the device is gone, or its knob is no longer
+    /// pptune's. Their records close as [`Closed::unjudged`] says.
+    pub fn forget(&mut self, key: &str, knob: Option<Knob>, why: &str) -> Vec<Closed> {
         self.0
-            .retain(|e| !(e.key == key && knob.is_none_or(|k| e.knob == k)));
+            .extract_if(.., |e| e.key == key && knob.is_none_or(|k| e.knob == k))
+            .map(|e| Closed::unjudged(e, why))
+            .collect()
     }
 
     /// Every window takes its device's sample in `snap` at `now`; the
     /// closed ones leave with their verdict and that sample. A window
-    /// whose device is gone when it closes ends unjudged.
+    /// whose device `snap` lacks ends unjudged, with the device as last
+    /// sampled: the daemon forgets a device missing from a sample (it
+    /// vanished; one that comes back starts afresh). The daemon, the
+    /// replay and the rule tests all keep their windows here.
     pub fn advance(
         &mut self,
         snap: &crate::snapshot::Snapshot,
         now: Duration,
         policy: &Policy,
     ) -> Vec<(Closed, Device)> {
-        let mut due = Vec::new();
+        let mut ended = Vec::new();
         self.0.retain_mut(
             |ev| match snap.devices.iter().find(|d| d.id.key() == ev.key) {
                 Some(dev) => match ev.advance(dev, now, policy) {
                     Some(closed) => {
-                        due.push((closed, dev.clone()));
+                        ended.push((closed, dev.clone()));
                         false
                     }
                     None => true,
                 },
-                None => !ev.due(now),
+                None => {
+                    let last = ev.start.clone();
+                    ended.push((Closed::unjudged(ev.clone(), VANISHED), last));
+                    false
+                }
             },
         );
-        due
+        ended
     }
 }
+
+/// Why a window whose device left the sample ended unjudged.
+pub const VANISHED: &str = "the device vanished while the change was judged";

@@ -275,7 +275,7 @@ pub(crate) struct World {
     /// `timing.evaluation`, a harmful one put back) instead of recording
     /// it effective at once.
     pub judge: bool,
-    evaluations: Vec<crate::evaluate::Evaluation>,
+    evaluations: crate::evaluate::OpenWindows,
 }
 
 impl World {
@@ -297,7 +297,7 @@ impl World {
             engine: crate::engine::Engine::default(),
             next_pool: 50_000,
             judge: false,
-            evaluations: vec![],
+            evaluations: crate::evaluate::OpenWindows::default(),
         }
     }
 
@@ -443,7 +443,7 @@ impl World {
             to,
             reason: d.reason,
         };
-        self.evaluations.push(crate::evaluate::Evaluation::open(
+        self.evaluations.open(crate::evaluate::Evaluation::open(
             change,
             d.baseline.clone(),
             dev.clone(),
@@ -456,7 +456,7 @@ impl World {
     /// their changes are closed inconclusive, as `StateFile::close_pending`
     /// does at the next start.
     pub(crate) fn restart(&mut self) {
-        self.evaluations.clear();
+        self.evaluations = crate::evaluate::OpenWindows::default();
         for r in &mut self.history {
             if r.outcome == Outcome::Pending {
                 r.outcome = Outcome::Inconclusive;
@@ -468,22 +468,9 @@ impl World {
     /// is recorded on its change, and a harmful change is put back (the
     /// driver rebuilds the pools again).
     fn evaluate_due(&mut self) {
-        let mut due = vec![];
-        let (snap, now, policy) = (&self.snap, self.now, &self.policy);
-        self.evaluations.retain_mut(|ev| {
-            let Some(dev) = snap.devices.iter().find(|d| d.id.key() == ev.key) else {
-                return false;
-            };
-            match ev.advance(dev, now, policy) {
-                Some(closed) => {
-                    due.push((dev.id.clone(), closed));
-                    false
-                }
-                None => true,
-            }
-        });
-        for (id, closed) in due {
-            let ev = &closed.ev;
+        let due = self.evaluations.advance(&self.snap, self.now, &self.policy);
+        for (closed, dev) in due {
+            let (ev, id) = (&closed.ev, dev.id);
             if let Some(value) = closed.set {
                 let back = match ev.knob {
                     Knob::Ring(field) => Action::SetRing {
@@ -504,7 +491,7 @@ impl World {
                 let start = self.snap.devices.iter().find(|d| d.id == id).cloned();
                 if let Some(w) = start.and_then(|d| closed.revert_window(d, self.now, &self.policy))
                 {
-                    self.evaluations.push(w);
+                    self.evaluations.open(w);
                 }
             }
             if let Some(r) = self

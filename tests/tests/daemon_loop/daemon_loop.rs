@@ -379,6 +379,47 @@ async fn a_device_deleted_mid_change_leaves_the_daemon_running_and_state_consist
     assert!(!text.contains("device=\"eth0\""), "{text}");
 }
 
+/// A device that vanishes while its change is judged and comes back under
+/// its identity (a driver reset, a module reload): the window ends
+/// unjudged, the change's record closes `inconclusive`, and the device is
+/// tuned again once its cooldown is over. Failed before: the record stayed
+/// `pending`, which holds a device until its verdict, and no window was
+/// left to give one (the daemon had to restart).
+#[tokio::test(start_paused = true)]
+async fn a_device_back_from_vanishing_mid_evaluation_is_tuned_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (k, p, opts, _h) = bursty(Mode::Enforce, Some(dir.path()));
+    // Bursts a first step can size (bursts the fake frees half of or more
+    // send it to the limit, leaving nothing to grow).
+    k.state.lock().unwrap().burst = 400;
+    let k2 = Arc::clone(&k);
+    tokio::spawn(async move {
+        while k2.sets().is_empty() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // Gone for two samples of the 3 s evaluation, then back with
+        // bursts the grown ring does not hold either.
+        k2.state.lock().unwrap().gone = true;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let mut s = k2.state.lock().unwrap();
+        s.gone = false;
+        s.burst = 4000;
+    });
+    run_for(&k, &p, source(&p), opts, 40).await;
+    let state = std::fs::read_to_string(dir.path().join("state.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&state).unwrap();
+    let rec = &v["devices"]["pci/0000:3b:00.0/0c:42:a1:00:00:01"];
+    assert_eq!(
+        rec["actions"][0]["outcome"]["result"], "inconclusive",
+        "{state}"
+    );
+    let sets = k.sets();
+    assert!(
+        sets.len() >= 2 && sets.iter().all(|(knob, _)| knob.starts_with("ring.")),
+        "grown again after the cooldown: {sets:?}\n{state}"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_notification_flood_starves_neither_samples_nor_the_watchdog() {
     let dir = tempfile::tempdir().unwrap();
