@@ -363,6 +363,25 @@ pub const DRAIN_PINNED: &[&str] = drain_reads!("--tcp", "4", "--rcvbuf", "104857
 /// 1 MiB stream's drains alone barely overflow a ring of 256.
 pub const DRAIN_PINNED_4M: &[&str] = drain_reads!("--tcp", "4", "--rcvbuf", "4194304");
 
+/// The traffic generator a wire test runs in the guest:
+/// `PPTUNE_PPTRAFFIC_BIN`, the private copy tests/vm/test.sh makes (a guest
+/// must not run the path cargo re-links under it: it read a mix of two
+/// builds over 9p and crashed), else `cargos`, the test's own
+/// `env!("CARGO_BIN_EXE_pptraffic")` ([`pptraffic!`](crate::pptraffic)
+/// passes it).
+#[must_use]
+pub fn pptraffic_bin(cargos: &str) -> std::path::PathBuf {
+    std::env::var_os("PPTUNE_PPTRAFFIC_BIN").map_or_else(|| cargos.into(), Into::into)
+}
+
+/// [`pptraffic_bin`] for the calling test (its `CARGO_BIN_EXE_pptraffic`).
+#[macro_export]
+macro_rules! pptraffic {
+    () => {
+        $crate::wire::pptraffic_bin(env!("CARGO_BIN_EXE_pptraffic"))
+    };
+}
+
 /// A finished `pptraffic` run: exit status and its JSON lines.
 #[derive(Debug)]
 pub struct Traffic {

@@ -1436,7 +1436,7 @@ fn wire_draining_tcp_converges_and_holds() {
             "5329",
         ])
         .collect();
-    let traffic = Traffic::spawn(Path::new(env!("CARGO_BIN_EXE_pptraffic")), &args);
+    let traffic = Traffic::spawn(&pptune_tests::pptraffic!(), &args);
     std::thread::sleep(Duration::from_secs(1));
     let (before, before_d) = b_freed(&w, 3).expect("nothing changes B's ring before pptune starts");
     assert!(
@@ -1615,7 +1615,7 @@ fn wire_one_queue_outgrowing_a_step_is_not_judged_ineffective() {
         mark,
     } = four_queues_first_growth(&k, "48", "5348", 19874);
     let fifth = Traffic::spawn(
-        Path::new(env!("CARGO_BIN_EXE_pptraffic")),
+        &pptune_tests::pptraffic!(),
         &[
             "--tcp",
             "1",
@@ -1749,7 +1749,7 @@ fn four_queues_first_growth(k: &str, seed: &str, port: &str, metrics: u16) -> Fo
             port,
         ])
         .collect();
-    let traffic = Traffic::spawn(Path::new(env!("CARGO_BIN_EXE_pptraffic")), &args);
+    let traffic = Traffic::spawn(&pptune_tests::pptraffic!(), &args);
     std::thread::sleep(Duration::from_secs(2));
     let (before, before_d) = b_freed(&w, 3).expect("nothing changes B's ring before pptune starts");
     assert!(

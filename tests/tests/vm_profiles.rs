@@ -213,7 +213,7 @@ fn wire_pages_are_mapped_and_unmapped_by_the_iommu() {
     let (map, unmap) = (Hits::on("iommu/map"), Hits::on("iommu/unmap"));
     let mut args = DRAIN.to_vec();
     args.extend(["--duration-ms", "3000", "--port", "5401"]);
-    let t = Traffic::run(Path::new(env!("CARGO_BIN_EXE_pptraffic")), &args);
+    let t = Traffic::run(&pptune_tests::pptraffic!(), &args);
     assert!(t.success, "pptraffic: {}", t.stderr);
     w.wait_b_quiet(HOME).expect("B settles after the traffic");
     let (maps, unmaps) = (map.count(), unmap.count());
@@ -275,7 +275,7 @@ fn devmem_queue_delivers_through_the_provider() {
         "--port",
         &port,
     ];
-    let child = Traffic::spawn(Path::new(env!("CARGO_BIN_EXE_pptraffic")), &args);
+    let child = Traffic::spawn(&pptune_tests::pptraffic!(), &args);
     let with_binding = |pp: &PagePool| pp.ifindex == Some(ifx) && pp.dmabuf.is_some();
     let (pools, _) = wait_pools(RX_NS, Duration::from_secs(3), |p| {
         p.iter().any(with_binding)

@@ -23,8 +23,8 @@ use pptune_tests::wire::{
 
 const HOME: Duration = Duration::from_secs(15);
 
-fn pptraffic() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_pptraffic"))
+fn pptraffic() -> std::path::PathBuf {
+    pptune_tests::pptraffic!()
 }
 
 fn packets(d: &PpsimDev) -> u64 {
@@ -43,7 +43,7 @@ fn tcp_over_the_wire_is_intact_and_every_page_comes_home() {
     let rx0 = packets(&w.b);
 
     let one = Traffic::run(
-        pptraffic(),
+        &pptraffic(),
         &[
             "--tcp",
             "1",
@@ -58,7 +58,7 @@ fn tcp_over_the_wire_is_intact_and_every_page_comes_home() {
     );
     one.assert_intact("1 steady stream");
     let eight = Traffic::run(
-        pptraffic(),
+        &pptraffic(),
         &[
             "--tcp",
             "8",
@@ -127,7 +127,7 @@ fn rebuilds_of_b_under_traffic_keep_tcp_whole_and_old_pools_drain() {
     let w = Wire::build(&p, 2, 256);
     let first = w.b_pools();
     let child = Traffic::spawn(
-        pptraffic(),
+        &pptraffic(),
         &[
             "--tcp",
             "4",
@@ -196,7 +196,7 @@ fn rebuilds_of_b_under_traffic_keep_tcp_whole_and_old_pools_drain() {
 fn delete_under_traffic(p: &Ppsim, receiver_first: bool, port: &str) {
     let w = Wire::build(p, 2, 512);
     let mut child = Traffic::spawn(
-        pptraffic(),
+        &pptraffic(),
         &["--tcp", "4", "--duration-ms", "4000", "--port", port],
     );
     std::thread::sleep(Duration::from_millis(1200));
@@ -259,7 +259,7 @@ fn recycle_split(p: &Ppsim, ring: u32, port: &str) -> [f64; 5] {
             port,
         ])
         .collect();
-    let t = Traffic::run(pptraffic(), &args);
+    let t = Traffic::run(&pptraffic(), &args);
     t.assert_intact("the measured run");
     w.wait_b_quiet(HOME)
         .unwrap_or_else(|e| panic!("ring {ring}: pages still out after the sockets closed: {e}"));

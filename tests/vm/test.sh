@@ -80,37 +80,58 @@ if [ ${#BINS[@]} -eq 0 ]; then
     die "no tests/tests/vm_*.rs binaries were built"
 fi
 log "test binaries: ${BINS[*]}"
-# The closed-loop suites run the daemon binary inside the VM.
-PPTUNE_BIN="$(cargo build -p pptune --bin pptune --locked --message-format=json 2>/dev/null \
-    | python3 -c '
-import json, sys
+# built BIN [CARGO-ARGS...]: the path of the binary BIN that
+# `cargo build --locked CARGO-ARGS --bin BIN` builds (empty if it fails).
+built() {
+    local bin="$1"
+    shift
+    cargo build "$@" --bin "$bin" --locked --message-format=json 2>/dev/null | BIN="$bin" python3 -c '
+import json, os, sys
 for line in sys.stdin:
     try:
         m = json.loads(line)
     except ValueError:
         continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m.get("target", {}).get("name") == "pptune":
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m.get("target", {}).get("name") == os.environ["BIN"]:
         print(m["executable"])
-')" || true
+' || true
+}
+# private_copy PATH: the guests run a copy of every host-built binary, never
+# the path cargo writes. Cargo re-links target/debug/pptune (and pptraffic)
+# on every build of another feature set (`cargo test --workspace`, which
+# the host tests run beside the VM suites, links them with other features):
+# the path then names a new file, and a guest reading it over 9p with stale
+# cached pages executed a mix of both (pptune segfaulted at start in every
+# daemon test of one CI run; pptraffic, in strlen and with a 94 TB
+# allocation, at the end of a wire test, in a run on this host). The copy
+# is named by its content, so concurrent runs share one and none is
+# rewritten; copies of other builds go after a day (a run still using one
+# is over).
+private_copy() {
+    local src="$1" dir tmp copy
+    dir="$(dirname "$src")/vm-bin"
+    tmp="$dir/.$(basename "$src").$$"
+    mkdir -p "$dir"
+    # Named by what was copied (the path may be re-linked meanwhile).
+    cp "$src" "$tmp" && chmod 755 "$tmp" || die "copying $src failed"
+    copy="$dir/$(basename "$src")-$(sha256sum "$tmp" | cut -c1-16)"
+    if [ -x "$copy" ]; then rm -f "$tmp"; else mv -f "$tmp" "$copy"; fi
+    find "$dir" -type f -mtime +1 -delete 2>/dev/null || true
+    printf '%s\n' "$copy"
+}
+# The closed-loop suites run the daemon binary inside the VM.
+PPTUNE_BIN="$(built pptune -p pptune)"
 [ -n "$PPTUNE_BIN" ] || die "building the pptune binary failed (cargo build -p pptune --bin pptune)"
-# The VMs run a copy of their own. Cargo re-links target/debug/pptune on
-# every build of another feature set (`cargo test --workspace`, which the
-# host tests run beside the VM suites, links it with the dev-dependencies'
-# features): the path then names a new file, and a guest reading it over
-# 9p with stale cached pages executed a mix of both (pptune segfaulted at
-# start in every daemon test of one CI run). The copy is named by its
-# content, so concurrent runs share one and none is rewritten.
-sum="$(sha256sum "$PPTUNE_BIN" | cut -c1-16)"
-copy="$(dirname "$PPTUNE_BIN")/vm-bin/pptune-$sum"
-if [ ! -x "$copy" ]; then
-    mkdir -p "$(dirname "$copy")"
-    cp "$PPTUNE_BIN" "$copy.tmp.$$" && chmod 755 "$copy.tmp.$$" && mv -f "$copy.tmp.$$" "$copy"
-fi
-# Copies of other builds go after a day (a run still using one is over).
-find "$(dirname "$copy")" -name 'pptune-*' -mtime +1 -delete 2>/dev/null || true
-PPTUNE_BIN="$copy"
+PPTUNE_BIN="$(private_copy "$PPTUNE_BIN")"
 export PPTUNE_BIN
 log "daemon binary: $PPTUNE_BIN"
+# The wire suites run the traffic generator inside the VM (the features
+# the test binaries were built with).
+PPTUNE_PPTRAFFIC_BIN="$(built pptraffic -p pptune-tests --features vm)"
+[ -n "$PPTUNE_PPTRAFFIC_BIN" ] || die "building pptraffic failed (cargo build -p pptune-tests --features vm --bin pptraffic)"
+PPTUNE_PPTRAFFIC_BIN="$(private_copy "$PPTUNE_PPTRAFFIC_BIN")"
+export PPTUNE_PPTRAFFIC_BIN
+log "traffic binary: $PPTUNE_PPTRAFFIC_BIN"
 
 # Which suites a kernel runs is decided here, once: a suite started on a
 # kernel it cannot test fails (it never prints SKIP and passes).
