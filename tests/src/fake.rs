@@ -283,7 +283,7 @@ fn rings(s: &FakeState) -> Rings {
 }
 
 /// A ring or channel change rebuilds every pool: new ids, zero counters.
-fn rebuild(s: &mut FakeState) {
+pub fn rebuild(s: &mut FakeState) {
     let n = s.combined as usize;
     s.pools = vec![PoolStats::default(); n];
     s.pool_ids = (0..n as u64).map(|i| s.next_pool_id + i).collect();

@@ -107,8 +107,13 @@ impl Actuator {
     }
 
     /// A device vanished: its open evaluations cannot be judged, and
-    /// their changes' records close (written at once).
+    /// their changes' records close (written at once). What pptune set on
+    /// it is no reference for a device back under the same identity: a
+    /// driver reset or reload brings it back at the driver's defaults,
+    /// which is no operator's override (its originals stay recorded, for
+    /// `restore`).
     pub(crate) fn forget_device<R: Record>(&mut self, key: &str, record: &mut R) {
+        self.expected.retain(|(k, _), _| k != key);
         let ended = self.evaluations.forget(key, None, VANISHED);
         if !ended.is_empty() {
             self.end_unjudged(ended, record.file());

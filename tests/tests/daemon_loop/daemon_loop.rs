@@ -420,6 +420,51 @@ async fn a_device_back_from_vanishing_mid_evaluation_is_tuned_again() {
     );
 }
 
+/// A device back from a driver reset comes back at the driver's default
+/// ring, not the one pptune set: that is no operator's override. Failed
+/// before: pptune compared it with what it had set before the device
+/// vanished, declared an override ("someone else changed ring.rx"),
+/// stopped managing the ring until the next reload and forgot its
+/// original.
+#[tokio::test(start_paused = true)]
+async fn a_device_back_from_a_reset_at_its_default_ring_is_no_override() {
+    let dir = tempfile::tempdir().unwrap();
+    let (k, p, opts, h) = bursty(Mode::Enforce, Some(dir.path()));
+    k.state.lock().unwrap().burst = 400;
+    let k2 = Arc::clone(&k);
+    tokio::spawn(async move {
+        while k2.sets().is_empty() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // Past the change's evaluation and cooldown, the device goes and
+        // comes back with the driver's ring and new pools.
+        tokio::time::sleep(Duration::from_secs(12)).await;
+        k2.state.lock().unwrap().gone = true;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let mut s = k2.state.lock().unwrap();
+        s.gone = false;
+        s.ring = 256;
+        fake::rebuild(&mut s);
+    });
+    run_for(&k, &p, source(&p), opts, 40).await;
+    let text = h.metrics.encode().unwrap();
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.starts_with("pptune_operator_overrides") && !l.ends_with(" 0")),
+        "no override:\n{text}"
+    );
+    let sets = k.sets();
+    assert!(
+        sets.len() >= 2,
+        "the ring is pptune's again and grown back: {sets:?}"
+    );
+    let state = std::fs::read_to_string(dir.path().join("state.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&state).unwrap();
+    let rec = &v["devices"]["pci/0000:3b:00.0/0c:42:a1:00:00:01"];
+    assert_eq!(rec["originals"][0]["value"], 256, "{state}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_notification_flood_starves_neither_samples_nor_the_watchdog() {
     let dir = tempfile::tempdir().unwrap();
