@@ -20,7 +20,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 #![allow(clippy::cast_precision_loss)]
 
-use std::path::Path;
 use std::time::Duration;
 
 use netlink::Client;

@@ -11,7 +11,6 @@
 // Helpers outside #[test] fns fail the test the same way.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::Path;
 use std::time::Duration;
 
 use pptune_tests::ppsim::{Ppsim, PpsimDev};

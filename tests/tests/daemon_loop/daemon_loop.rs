@@ -379,6 +379,30 @@ async fn a_device_deleted_mid_change_leaves_the_daemon_running_and_state_consist
     assert!(!text.contains("device=\"eth0\""), "{text}");
 }
 
+/// The fake's bursts set to 400 pages (a first step can size them:
+/// bursts it frees half of or more send a step to the limit, leaving
+/// nothing to grow); `secs` after pptune's first change the device leaves
+/// the samples for 2 s, and comes back as `back` leaves it.
+fn vanish_after_the_first_change(
+    k: &Arc<FakeKernel>,
+    secs: u64,
+    back: impl FnOnce(&mut fake::FakeState) + Send + 'static,
+) {
+    k.state.lock().unwrap().burst = 400;
+    let k = Arc::clone(k);
+    tokio::spawn(async move {
+        while k.sets().is_empty() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(secs)).await;
+        k.state.lock().unwrap().gone = true;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let mut s = k.state.lock().unwrap();
+        s.gone = false;
+        back(&mut s);
+    });
+}
+
 /// A device that vanishes while its change is judged and comes back under
 /// its identity (a driver reset, a module reload): the window ends
 /// unjudged, the change's record closes `inconclusive`, and the device is
@@ -389,22 +413,9 @@ async fn a_device_deleted_mid_change_leaves_the_daemon_running_and_state_consist
 async fn a_device_back_from_vanishing_mid_evaluation_is_tuned_again() {
     let dir = tempfile::tempdir().unwrap();
     let (k, p, opts, _h) = bursty(Mode::Enforce, Some(dir.path()));
-    // Bursts a first step can size (bursts the fake frees half of or more
-    // send it to the limit, leaving nothing to grow).
-    k.state.lock().unwrap().burst = 400;
-    let k2 = Arc::clone(&k);
-    tokio::spawn(async move {
-        while k2.sets().is_empty() {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        // Gone for two samples of the 3 s evaluation, then back with
-        // bursts the grown ring does not hold either.
-        k2.state.lock().unwrap().gone = true;
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let mut s = k2.state.lock().unwrap();
-        s.gone = false;
-        s.burst = 4000;
-    });
+    // Gone for two samples of the 3 s evaluation, then back with bursts
+    // the grown ring does not hold either.
+    vanish_after_the_first_change(&k, 0, |s| s.burst = 4000);
     run_for(&k, &p, source(&p), opts, 40).await;
     let state = std::fs::read_to_string(dir.path().join("state.json")).unwrap();
     let v: serde_json::Value = serde_json::from_str(&state).unwrap();
@@ -430,21 +441,11 @@ async fn a_device_back_from_vanishing_mid_evaluation_is_tuned_again() {
 async fn a_device_back_from_a_reset_at_its_default_ring_is_no_override() {
     let dir = tempfile::tempdir().unwrap();
     let (k, p, opts, h) = bursty(Mode::Enforce, Some(dir.path()));
-    k.state.lock().unwrap().burst = 400;
-    let k2 = Arc::clone(&k);
-    tokio::spawn(async move {
-        while k2.sets().is_empty() {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        // Past the change's evaluation and cooldown, the device goes and
-        // comes back with the driver's ring and new pools.
-        tokio::time::sleep(Duration::from_secs(12)).await;
-        k2.state.lock().unwrap().gone = true;
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let mut s = k2.state.lock().unwrap();
-        s.gone = false;
+    // Past the change's evaluation and cooldown, the device goes and comes
+    // back with the driver's ring and new pools.
+    vanish_after_the_first_change(&k, 12, |s| {
         s.ring = 256;
-        fake::rebuild(&mut s);
+        fake::rebuild(s);
     });
     run_for(&k, &p, source(&p), opts, 40).await;
     let text = h.metrics.encode().unwrap();
