@@ -22,9 +22,11 @@ use policy::plan::{Decision, Knob};
 use policy::snapshot::{Device, DeviceId, Snapshot};
 use policy::window::Rates;
 
+use crate::act::backoffs::Backoffs;
 use crate::act::change::Change;
 use crate::act::events::{Event, skipped};
 use crate::act::lent::{Lent, Record, Seen};
+use crate::act::ownership::Ownership;
 use crate::act::set::{knob_value, restore_originals, set_knob};
 use crate::act::state::StateFile;
 use crate::clock::{Clock, local_time, now_unix, unix_ms};
@@ -35,16 +37,12 @@ use crate::sample::{Kernel, SetError};
 pub(crate) struct Actuator {
     /// Recent changes, as the engine and the gates read them.
     history: Vec<ActionRecord>,
-    /// (device key, knob) an operator took over, with the `DeviceId`.
-    overrides: BTreeMap<(String, Knob), DeviceId>,
-    /// What pptune last set (read back) per (device key, knob).
-    expected: BTreeMap<(String, Knob), u32>,
+    /// What pptune set on each knob, and the knobs operators took over.
+    owned: Ownership,
     /// Failing devices, by key.
-    backoff: BTreeMap<String, Backoff>,
+    backoffs: Backoffs,
     /// Open post-change windows.
     evaluations: OpenWindows,
-    /// First backoff after a failure; doubles per failure up to an hour.
-    backoff_base: Duration,
 }
 
 impl Actuator {
@@ -55,11 +53,9 @@ impl Actuator {
     pub(crate) fn new(backoff_base: Duration, state: &StateFile, clock: Clock) -> Self {
         Self {
             history: state.history(now_unix(), clock.now()),
-            overrides: BTreeMap::new(),
-            expected: BTreeMap::new(),
-            backoff: BTreeMap::new(),
+            owned: Ownership::default(),
+            backoffs: Backoffs::new(backoff_base),
             evaluations: OpenWindows::default(),
-            backoff_base,
         }
     }
 
@@ -68,11 +64,11 @@ impl Actuator {
     }
 
     pub(crate) fn backoff(&self) -> &BTreeMap<String, Backoff> {
-        &self.backoff
+        self.backoffs.by_key()
     }
 
     pub(crate) fn overrides(&self) -> &BTreeMap<(String, Knob), DeviceId> {
-        &self.overrides
+        self.owned.overrides()
     }
 
     pub(crate) fn evaluations(&self) -> &[Evaluation] {
@@ -81,22 +77,17 @@ impl Actuator {
 
     /// Whether the device is backed off at `now`.
     pub(crate) fn backed_off(&self, key: &str, now: Duration) -> bool {
-        self.backoff.get(key).is_some_and(|b| b.active(now))
+        self.backoffs.active(key, now)
     }
 
     /// How many devices are backed off at `now`.
     pub(crate) fn backed_off_count(&self, now: Duration) -> usize {
-        self.backoff.values().filter(|b| b.active(now)).count()
+        self.backoffs.active_count(now)
     }
 
-    /// The knobs operators took over, and those `deferred` to another
-    /// configuration that owns them, as the engine and the gates read them.
+    /// [`Ownership::override_list`].
     pub(crate) fn override_list(&self, deferred: &[(DeviceId, Knob)]) -> Vec<(DeviceId, Knob)> {
-        self.overrides
-            .iter()
-            .map(|((_, k), id)| (id.clone(), *k))
-            .chain(deferred.iter().cloned())
-            .collect()
+        self.owned.override_list(deferred)
     }
 
     /// Drops history older than what the gates and the engine read.
@@ -107,13 +98,11 @@ impl Actuator {
     }
 
     /// A device vanished: its open evaluations cannot be judged, and
-    /// their changes' records close (written at once). What pptune set on
-    /// it is no reference for a device back under the same identity: a
-    /// driver reset or reload brings it back at the driver's defaults,
-    /// which is no operator's override (its originals stay recorded, for
-    /// `restore`).
+    /// their changes' records close (written at once); what pptune set on
+    /// it is forgotten ([`Ownership::forget_device`]; its originals stay
+    /// recorded, for `restore`).
     pub(crate) fn forget_device<R: Record>(&mut self, key: &str, record: &mut R) {
-        self.expected.retain(|(k, _), _| k != key);
+        self.owned.forget_device(key);
         let ended = self.evaluations.forget(key, None, VANISHED);
         if !ended.is_empty() {
             self.end_unjudged(ended, record.file());
@@ -135,15 +124,9 @@ impl Actuator {
     /// takeover lasts until the policy is reloaded, changed or not.
     pub(crate) fn policy_reloaded(&mut self, changed: bool) {
         if changed {
-            self.backoff.clear();
+            self.backoffs.clear();
         }
-        if !self.overrides.is_empty() {
-            tracing::info!(
-                count = self.overrides.len(),
-                "policy reloaded: operator overrides cleared"
-            );
-        }
-        self.overrides.clear();
+        self.owned.policy_reloaded();
     }
 
     /// Compares the knobs of a reported block with what pptune set (or, for
@@ -180,14 +163,14 @@ impl Actuator {
     ) -> bool {
         let Some(seen) = seen else { return false };
         let key = dev.id.key();
-        if self.overrides.contains_key(&(key.clone(), knob)) {
+        if self.owned.overridden(&key, knob) {
             return false;
         }
         // A knob the policy does not manage (rings or channels disabled) is
         // the operator's anyway: only managed fields count.
         let managed = (knobs::desc(knob).managed)(io.policy);
-        let reference = match self.expected.get(&(key.clone(), knob)) {
-            Some(v) => *v,
+        let reference = match self.owned.expected(&key, knob) {
+            Some(v) => v,
             None if managed && enforced => match knob_value(dev, knob) {
                 Some(v) => v,
                 None => return false,
@@ -205,8 +188,7 @@ impl Actuator {
             "operator override: someone else changed {knob} on {} ({reference} -> {seen}); pptune stops managing it until the policy is reloaded",
             dev.name
         );
-        self.overrides.insert((key.clone(), knob), dev.id.clone());
-        self.expected.remove(&(key.clone(), knob));
+        self.owned.take_over(&dev.id, knob);
         let ended = self
             .evaluations
             .forget(&key, Some(knob), "the operator changed the knob");
@@ -223,18 +205,7 @@ impl Actuator {
     }
 
     fn fail<K, R>(&mut self, key: &str, device: &str, error: String, io: &Lent<'_, K, R>) {
-        let now = io.clock.now();
-        let b = Backoff::after_failure(self.backoff.get(key), now, self.backoff_base, error);
-        let delay = b.until.saturating_sub(now);
-        let (failures, error) = (b.failures, b.last_error.clone());
-        self.backoff.insert(key.to_owned(), b);
-        tracing::warn!(
-            device,
-            failures,
-            retry_in_s = delay.as_secs(),
-            error = %error,
-            "device backed off"
-        );
+        self.backoffs.fail(key, device, io.clock.now(), error);
         io.events.note(Event::BackedOff {
             device: device.to_owned(),
         });
@@ -285,7 +256,7 @@ impl Actuator {
             return false;
         };
         if live == to {
-            self.expected.insert((key, knob), live);
+            self.owned.set(&key, knob, live);
             return false;
         }
         if live != from {
@@ -302,7 +273,7 @@ impl Actuator {
             return false;
         }
         // Before sending: our own notification may arrive first.
-        self.expected.insert((key.clone(), knob), to);
+        self.owned.set(&key, knob, to);
         let result = set_knob(io.kernel, dec.ifindex, knob, to).await;
         let at = io.clock.now();
         let (outcome, gone) = self
@@ -331,7 +302,7 @@ impl Actuator {
             history: &self.history,
             overrides: &overrides,
             originals: &[],
-            backoff: &self.backoff,
+            backoff: self.backoffs.by_key(),
         };
         if let Err(held) = gates::admit(
             io.policy,
@@ -381,7 +352,7 @@ impl Actuator {
                     "the kernel accepted {knob}={to} but it reads back {}",
                     v.map_or_else(|| "nothing".to_owned(), |v| v.to_string())
                 );
-                self.expected.insert((key.clone(), knob), live);
+                self.owned.set(&key, knob, live);
                 io.events.note(Event::Error("verify"));
                 io.events.action(&name, knob, direction, "failed");
                 self.fail(&key, &name, msg.clone(), io);
@@ -392,7 +363,7 @@ impl Actuator {
                 message,
                 attr,
             }) => {
-                self.expected.insert((key.clone(), knob), live);
+                self.owned.set(&key, knob, live);
                 io.events.action(&name, knob, direction, "refused");
                 let msg = match &attr {
                     Some(a) => format!("{message} (attribute {a})"),
@@ -411,7 +382,7 @@ impl Actuator {
                 }
             }
             Err(SetError::DeviceGone(_)) => {
-                self.expected.remove(&(key.clone(), knob));
+                self.owned.unset(&key, knob);
                 gone = true;
                 io.events.action(&name, knob, direction, "failed");
                 Outcome::Failed {
@@ -419,7 +390,7 @@ impl Actuator {
                 }
             }
             Err(e) => {
-                self.expected.insert((key.clone(), knob), live);
+                self.owned.set(&key, knob, live);
                 io.events.note(Event::Error("set"));
                 io.events.action(&name, knob, direction, "failed");
                 self.fail(&key, &name, e.to_string(), io);
@@ -449,8 +420,8 @@ impl Actuator {
         if v != to {
             tracing::info!(device = %name, knob = %knob, requested = to, got = v, "driver rounded the value");
         }
-        self.expected.insert((key.clone(), knob), v);
-        self.backoff.remove(key);
+        self.owned.set(key, knob, v);
+        self.backoffs.succeeded(key);
         io.events.action(name, knob, direction, "applied");
         io.events.note(Event::Applied {
             device: name.clone(),
@@ -491,11 +462,7 @@ impl Actuator {
     ) {
         let (key, knob, from, to) = (c.key.clone(), c.knob, c.from, c.to);
         let to_rec = match &outcome {
-            Outcome::Pending => self
-                .expected
-                .get(&(key.clone(), knob))
-                .copied()
-                .unwrap_or(to),
+            Outcome::Pending => self.owned.expected(&key, knob).unwrap_or(to),
             _ => to,
         };
         self.history.push(ActionRecord {
@@ -549,10 +516,10 @@ impl Actuator {
                 self.set_outcome(&dev.id, ev.knob, &closed.outcome, io.record.file());
                 let _ = io.record.save();
                 tracing::warn!(device = %dev.name, knob = %ev.knob, "{done} {} -> {value}: {}", ev.to, closed.verdict.why());
-                self.expected.insert((ev.key.clone(), ev.knob), value);
+                self.owned.set(&ev.key, ev.knob, value);
                 match set_knob(io.kernel, dev.ifindex, ev.knob, value).await {
                     Ok(Some(v)) => {
-                        self.expected.insert((ev.key.clone(), ev.knob), v);
+                        self.owned.set(&ev.key, ev.knob, v);
                         io.events.action(
                             &dev.name,
                             ev.knob,
@@ -568,7 +535,7 @@ impl Actuator {
                         }
                     }
                     other => {
-                        self.expected.insert((ev.key.clone(), ev.knob), ev.to);
+                        self.owned.set(&ev.key, ev.knob, ev.to);
                         outcome = closed.outcome_if_unset();
                         io.events.action(&dev.name, ev.knob, "revert", "failed");
                         let msg = other.map_or_else(|e| e.to_string(), |_| "no read-back".into());
@@ -609,7 +576,7 @@ impl Actuator {
         let (lines, ok, done) =
             restore_originals(io.kernel, io.record.file(), &devices, interfaces).await;
         for (_, key, knob, v) in &done {
-            self.expected.insert((key.clone(), *knob), *v);
+            self.owned.set(key, *knob, *v);
             let ended = self
                 .evaluations
                 .forget(key, Some(*knob), "pptune restored the original");
