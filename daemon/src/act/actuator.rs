@@ -115,7 +115,7 @@ impl Actuator {
     fn end_unjudged(&mut self, ended: Vec<Closed>, state: &mut StateFile) {
         for c in ended {
             let (ev, dev) = (&c.ev, &c.ev.start);
-            tracing::info!(device = %dev.name, knob = %ev.knob, "{} {} -> {}: {}: {}", if ev.judged == Judged::Revert { "revert of" } else { "change" }, ev.from, ev.to, c.outcome, c.verdict.why());
+            tracing::info!(device = %dev.name, knob = %ev.knob, "{c}");
             self.set_outcome(&dev.id, ev.knob, &c.outcome, state);
         }
     }
@@ -543,7 +543,7 @@ impl Actuator {
                     }
                 }
             } else {
-                tracing::info!(device = %dev.name, knob = %ev.knob, "{} {} -> {}: {}: {}", if undoing { "revert of" } else { "change" }, ev.from, ev.to, closed.outcome, closed.verdict.why());
+                tracing::info!(device = %dev.name, knob = %ev.knob, "{closed}");
             }
             // A change's evaluation counts under its direction; a revert's
             // is counted above (undone) or not at all (it stands).

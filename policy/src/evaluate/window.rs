@@ -53,7 +53,7 @@ pub struct Evaluation {
     pub load: LoadAcc,
     /// The first sample at or past the settled window's middle, and when:
     /// the window's halves, whose shares say whether the load held while
-    /// the change was judged ([`outgrown`]).
+    /// the change was judged ([`super::grew_within`]).
     pub mid: Option<(Device, Duration)>,
 }
 
@@ -281,6 +281,25 @@ impl Closed {
             judged: Judged::Revert,
             ..Evaluation::open(change, Some(baseline), start, at, policy)
         })
+    }
+}
+
+/// "change 512 -> 1024: effective: why", "revert of 1024 -> 512: …": the
+/// window, the outcome recorded and the verdict's reason, as the daemon
+/// logs a verdict that sets nothing back.
+impl std::fmt::Display for Closed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ev = &self.ev;
+        let what = match ev.judged {
+            Judged::Change => "change",
+            Judged::Revert => "revert of",
+        };
+        let why = self.verdict.why();
+        write!(
+            f,
+            "{what} {} -> {}: {}: {why}",
+            ev.from, ev.to, self.outcome
+        )
     }
 }
 
